@@ -1,0 +1,4 @@
+from git_handoff.cli import main
+
+if __name__ == "__main__":
+    main()

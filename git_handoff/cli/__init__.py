@@ -1,0 +1,159 @@
+"""`git handoff`: the command line. Adapters only: parse, call one core function,
+render text or JSON. Exit codes come from errors.py, mapped here in one place.
+
+Subcommands live in one module per area and are imported only when used, so
+`git handoff --help` and the hooks' entry points stay fast.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import sys
+import traceback
+from typing import Any
+
+import click
+
+from git_handoff import __version__
+from git_handoff.errors import EXIT_INTERRUPTED, EXIT_USAGE, HandoffError
+
+# name -> module under git_handoff.cli that defines a click command of that name
+COMMANDS: dict[str, str] = {
+    "init": "tasks",
+    "add": "tasks",
+    "import": "tasks",
+    "list": "tasks",
+    "show": "tasks",
+    "edit": "tasks",
+    "status": "tasks",
+    "next": "tasks",
+    "log": "tasks",
+    "graph": "tasks",
+    "claim": "work",
+    "renew": "work",
+    "release": "work",
+    "checkpoint": "work",
+    "verify": "work",
+    "done": "work",
+    "fail": "work",
+    "attempts": "work",
+    "restore": "work",
+    "session": "session",
+    "decide": "session",
+    "blocker": "session",
+    "doc": "session",
+    "prompt": "session",
+    "ack": "session",
+    "hooks": "hooks",
+    "hook": "hooks",
+    "sync": "sync",
+    "trust": "sync",
+    "relay": "relay",
+    "dispatch": "dispatch",
+    "demo": "demo",
+}
+
+# Where a command is known by another name too.
+ALIASES: dict[str, str] = {"ls": "list", "ready": "next"}
+
+
+class LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return [name for name in COMMANDS if self.get_command(ctx, name) is not None]
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        name = ALIASES.get(cmd_name, cmd_name)
+        module_name = COMMANDS.get(name)
+        if module_name is None:
+            return None
+        try:
+            module = importlib.import_module(f"git_handoff.cli.{module_name}")
+        except ModuleNotFoundError as exc:
+            if exc.name == f"git_handoff.cli.{module_name}":
+                return None
+            raise
+        command = getattr(module, name.replace("-", "_") + "_cmd", None)
+        return command if isinstance(command, click.Command) else None
+
+
+CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+
+
+@click.group(cls=LazyGroup, context_settings=CONTEXT_SETTINGS)
+@click.version_option(__version__, prog_name="git handoff")
+@click.option("--debug", is_flag=True, help="Show the traceback of an unexpected error.")
+def cli(debug: bool) -> None:
+    """Keep long-running, multi-session coding-agent work safe, inside git.
+
+    The state (a task graph, claims, checkpoints, failed attempts, sessions and
+    handoff documents) lives on refs/harness/state: one commit per change, so
+    `git log refs/harness/state` is the audit trail, and `git handoff sync`
+    shares it through any git remote.
+
+    \b
+    A session's protocol:
+      git handoff ack                 # first thing in a new session
+      git handoff claim               # take the next eligible task
+      git handoff checkpoint ID MSG   # after each significant step
+      git handoff done ID             # runs the task's check; completes or rolls back
+      git handoff fail ID --reason R  # give up: the attempt is saved, the tree rolled back
+
+    Exit codes: 0 done, 1 a normal negative answer (nothing eligible, check
+    failed, limit reached), 2 bad input / not initialized (nothing changed),
+    3 contention (nothing changed; retry), 130 interrupted.
+    """
+    if debug:
+        os.environ["GIT_HANDOFF_DEBUG"] = "1"
+
+
+def emit_json(value: Any) -> None:
+    click.echo(json.dumps(value, indent=2, ensure_ascii=False, default=str))
+
+
+json_option = click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
+
+
+def fail_line(message: str) -> None:
+    click.echo(f"error: {message.splitlines()[0] if message else 'failed'}", err=True)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point of `git-handoff`: run the CLI and map every outcome to an exit code."""
+    try:
+        cli.main(args=argv, prog_name="git handoff", standalone_mode=False)
+    except HandoffError as exc:
+        fail_line(exc.message)
+        sys.exit(exc.exit_code)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except click.exceptions.Abort:
+        fail_line("interrupted")
+        sys.exit(EXIT_INTERRUPTED)
+    except click.ClickException as exc:
+        hint = ""
+        if isinstance(exc, click.UsageError) and exc.ctx is not None:
+            hint = f" (see `{exc.ctx.command_path} --help`)"
+        fail_line(exc.format_message() + hint)
+        sys.exit(EXIT_USAGE)
+    except KeyboardInterrupt:
+        fail_line("interrupted")
+        sys.exit(EXIT_INTERRUPTED)
+    except BrokenPipeError:
+        sys.stderr.close()
+        sys.exit(0)
+    except Exception as exc:  # noqa: BLE001 - no traceback reaches a user unless asked
+        if os.environ.get("GIT_HANDOFF_DEBUG"):
+            traceback.print_exc()
+        fail_line(f"unexpected {type(exc).__name__}: {exc} (rerun with `git handoff --debug ...` for the traceback)")
+        sys.exit(EXIT_USAGE)
+    sys.exit(0)
+
+
+def get_store(session: int | None = None) -> Any:
+    """The StateStore of the repository around the current directory."""
+    from git_handoff.gitrepo import Repo
+    from git_handoff.store import StateStore
+
+    return StateStore(Repo.discover(), session=session)

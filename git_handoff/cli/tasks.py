@@ -1,0 +1,237 @@
+"""Commands of the task graph: init, add, import, list, show, edit, status, next, log, graph."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from git_handoff.cli import emit_json, get_store, json_option
+from git_handoff.model import Task
+from git_handoff.ops import tasks as ops
+
+
+def task_line(task: Task, blocked: set[str] | None = None) -> str:
+    state = "blocked" if blocked and task.id in blocked else task.status
+    return f"[{state}] {task.id}: {task.title} ({task.attempts}/{task.max_attempts})"
+
+
+def describe(task: Task) -> str:
+    lines = [
+        f"{task.id}: {task.title}",
+        f"  status:        {task.status}",
+        f"  priority:      {task.priority}",
+        f"  depends on:    {', '.join(task.depends_on) or '-'}",
+        f"  attempts:      {task.attempts}/{task.max_attempts}",
+        f"  check:         {task.check or '- (none: `done` will refuse)'}",
+        f"  timeout:       {task.timeout_seconds}s",
+        f"  cleanup:       {task.cleanup or '-'}",
+        f"  spec:          {task.spec_ref or '-'}",
+        f"  created:       {task.created_at}",
+    ]
+    if task.started_at_commit:
+        lines.append(f"  started at:    {task.started_at_commit}")
+    if task.claimed_by:
+        lines.append(f"  claimed by:    {task.claimed_by} (lease until {task.lease_expires_at})")
+    if task.completed_at:
+        lines.append(f"  completed:     {task.completed_at}")
+    for cp in task.checkpoints:
+        lines.append(f"  checkpoint:    step={cp.get('step')}/{cp.get('total')} {cp.get('description')!r} at {cp.get('timestamp')}")
+    for err in task.error_log:
+        lines.append(f"  error:         {err}")
+    return "\n".join(lines)
+
+
+def task_options(for_edit: bool) -> Any:
+    """The options `add` and `edit` share."""
+
+    def decorate(fn: Any) -> Any:
+        opts = [
+            click.option("--priority", "-p", type=click.Choice(["P0", "P1", "P2"]), default=None if for_edit else "P1",
+                         show_default=not for_edit, help="P0 is taken first."),
+            click.option("--after", "after", multiple=True, metavar="ID",
+                         help="A task this one depends on (repeat for several)." + (" Replaces the list." if for_edit else "")),
+            click.option("--check", metavar="CMD", default=None,
+                         help="Validation command (sh -c, at the worktree root); `done` requires it to pass."),
+            click.option("--timeout", type=int, default=None, metavar="S", help="Seconds the check may run [default: 300]."),
+            click.option("--max-attempts", type=int, default=None, metavar="N", help="Failed attempts before the task fails for good [default: 3]."),
+            click.option("--cleanup", metavar="CMD", default=None, help="Command run after a failed attempt is rolled back."),
+            click.option("--spec", metavar="PATH", default=None, help="Where the task's specification lives."),
+        ]
+        if for_edit:
+            opts.append(click.option("--title", default=None, help="A new title."))
+            opts.append(click.option("--no-after", is_flag=True, help="Remove every dependency."))
+        for opt in reversed(opts):
+            fn = opt(fn)
+        return fn
+
+    return decorate
+
+
+@click.command("init")
+@click.option("--mode", type=click.Choice(["exclusive", "concurrent"]), default=None,
+              help="exclusive: one claim at a time in the repository; concurrent: one per worktree.")
+@click.option("--max-tasks-per-session", type=int, default=None, metavar="N", help="Completed tasks before a session must hand off.")
+@click.option("--max-sessions", type=int, default=None, metavar="N", help="Sessions before the work stops.")
+@click.option("--spec", default=None, metavar="PATH", help="The specification the work follows (shown to every session).")
+@click.option("--init-command", default=None, metavar="CMD", help="Health check run at every session start.")
+@json_option
+def init_cmd(mode: str | None, max_tasks_per_session: int | None, max_sessions: int | None, spec: str | None,
+             init_command: str | None, as_json: bool) -> None:
+    """Create the state on refs/harness/state (idempotent; given options update the config)."""
+    result = ops.init(get_store(), mode=mode, max_tasks_per_session=max_tasks_per_session,
+                      max_sessions=max_sessions, spec=spec, init_command=init_command)
+    if as_json:
+        emit_json(result)
+    elif result["created"]:
+        click.echo("Initialized git handoff state in refs/harness/state")
+    elif result["changed"]:
+        click.echo("Updated config: " + ", ".join(result["changed"]))
+    else:
+        click.echo("git handoff is already initialized here")
+
+
+@click.command("add")
+@click.argument("title")
+@click.option("--id", "task_id", default=None, metavar="ID", help="The task's id [default: assigned, unique across machines].")
+@task_options(for_edit=False)
+@json_option
+def add_cmd(title: str, task_id: str | None, priority: str, after: tuple[str, ...], check: str | None,
+            timeout: int | None, max_attempts: int | None, cleanup: str | None, spec: str | None, as_json: bool) -> None:
+    """Add a task; prints its id."""
+    task = ops.add(get_store(), title=title, task_id=task_id, priority=priority, after=after, check=check,
+                   timeout=timeout, max_attempts=max_attempts, cleanup=cleanup, spec=spec)
+    if as_json:
+        emit_json(ops.view(task))
+    else:
+        click.echo(task.id)
+
+
+@click.command("import")
+@click.argument("file", type=click.Path(dir_okay=True, path_type=str))
+@json_option
+def import_cmd(file: str, as_json: bool) -> None:
+    """Add every task of FILE, all or nothing.
+
+    FILE is a TOML plan of [[task]] tables (keys: id, title, priority,
+    depends_on, check, timeout, max_attempts, cleanup, spec) or a harness
+    `.harness/tasks.json` (version 2), whose every field is kept.
+    """
+    tasks = ops.import_file(get_store(), file)
+    if as_json:
+        emit_json([ops.view(t) for t in tasks])
+    else:
+        click.echo(f"Imported {len(tasks)} task(s)")
+        for t in tasks:
+            click.echo(f"  {t.id}: {t.title}")
+
+
+@click.command("list")
+@click.option("--status", "status", default=None, metavar="S", help="pending, in_progress, completed, failed or blocked.")
+@click.option("--ready", is_flag=True, help="Only tasks `claim` could take now, in the order it would.")
+@json_option
+def list_cmd(status: str | None, ready: bool, as_json: bool) -> None:
+    """List tasks: `[status] id: title (attempts/max_attempts)`."""
+    tasks, blocked = ops.list_tasks(get_store().snapshot(), status=status, ready=ready)
+    if as_json:
+        emit_json([ops.view(t, blocked) for t in tasks])
+        return
+    for t in tasks:
+        click.echo(task_line(t, blocked))
+
+
+@click.command("show")
+@click.argument("task_id", metavar="ID")
+@json_option
+def show_cmd(task_id: str, as_json: bool) -> None:
+    """Show one task whole."""
+    snap = get_store().snapshot()
+    task = ops.show(snap, task_id)
+    if as_json:
+        from git_handoff import schedule
+
+        emit_json(ops.view(task, schedule.blocked_ids(snap.tasks()) if task.status == "pending" else None))
+    else:
+        click.echo(describe(task))
+
+
+@click.command("edit")
+@click.argument("task_id", metavar="ID")
+@task_options(for_edit=True)
+@json_option
+def edit_cmd(task_id: str, priority: str | None, after: tuple[str, ...], check: str | None, timeout: int | None,
+             max_attempts: int | None, cleanup: str | None, spec: str | None, title: str | None, no_after: bool,
+             as_json: bool) -> None:
+    """Change fields of a task (an empty --check/--cleanup/--spec clears it)."""
+    deps: tuple[str, ...] | None = after if after else (() if no_after else None)
+    task = ops.edit(get_store(), task_id, title=title, priority=priority, after=deps, check=check, timeout=timeout,
+                    max_attempts=max_attempts, cleanup=cleanup, spec=spec)
+    if as_json:
+        emit_json(ops.view(task))
+    else:
+        click.echo(describe(task))
+
+
+@click.command("status")
+@json_option
+def status_cmd(as_json: bool) -> None:
+    """Counts by status, every task, the last 5 log lines, sessions."""
+    result = ops.status(get_store())
+    if as_json:
+        emit_json(result)
+        return
+    c = result["counts"]
+    click.echo(
+        f"tasks: {len(result['tasks'])}  completed={c['completed']} in_progress={c['in_progress']} "
+        f"pending={c['pending']} failed={c['failed']} blocked={c['blocked']}"
+    )
+    for t in result["tasks"]:
+        click.echo(f"[{t['status']}] {t['id']}: {t['title']} ({t['attempts']}/{t['max_attempts']})")
+    if result["log"]:
+        click.echo("\nlast log lines:")
+        for line in result["log"]:
+            click.echo(f"  {line}")
+    click.echo(f"\nsessions: {result['session_count']}  last session: {result['last_session'] or '-'}")
+    for note in result.get("notes", []):
+        click.echo(note)
+
+
+@click.command("next")
+@json_option
+def next_cmd(as_json: bool) -> None:
+    """The task `claim` would take (exit 1 when none is eligible)."""
+    task = ops.next_task(get_store().snapshot())
+    if as_json:
+        emit_json(ops.view(task))
+    else:
+        click.echo(task_line(task))
+
+
+@click.command("log")
+@click.option("-n", "limit", type=int, default=None, metavar="N", help="Only the last N lines.")
+@click.option("--task", default=None, metavar="ID", help="Only lines about this task.")
+@click.option("--session", type=int, default=None, metavar="N", help="Only lines of session N.")
+@click.option("--type", "kind", default=None, metavar="TYPE", help="Only lines of this type (ERROR, CHECKPOINT, ...).")
+@json_option
+def log_cmd(limit: int | None, task: str | None, session: int | None, kind: str | None, as_json: bool) -> None:
+    """The progress log, oldest first, rendered from the history of refs/harness/state."""
+    entries = ops.log(get_store(), limit=limit, task=task, session=session, kind=kind)
+    if as_json:
+        emit_json([{"line": e.line, "timestamp": e.ts, "session": e.session, "type": e.type, "task": e.task,
+                    "commit": e.commit} for e in entries])
+        return
+    for e in entries:
+        click.echo(e.line)
+
+
+@click.command("graph")
+@click.option("--format", "fmt", type=click.Choice(["text", "dot", "mermaid"]), default="text", show_default=True)
+@json_option
+def graph_cmd(fmt: str, as_json: bool) -> None:
+    """The dependency graph: a text tree (roots first), Graphviz dot or Mermaid."""
+    snap = get_store().snapshot()
+    if as_json:
+        emit_json({"nodes": [{"id": t.id, "title": t.title, "status": t.status} for t in snap.tasks().values()],
+                   "edges": [[d, t.id] for t in snap.tasks().values() for d in t.depends_on]})
+        return
+    click.echo(ops.graph(snap, fmt), nl=False)

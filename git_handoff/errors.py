@@ -1,0 +1,58 @@
+"""The few errors git handoff raises, each carrying its exit code (SPEC §4).
+
+Exit codes are decided here and nowhere else; the CLI only reads `.exit_code`.
+"""
+
+from __future__ import annotations
+
+EXIT_OK = 0
+EXIT_NEGATIVE = 1
+EXIT_USAGE = 2
+EXIT_CONTENTION = 3
+EXIT_INTERRUPTED = 130
+
+
+class HandoffError(Exception):
+    """Base class: bad input or usage; nothing was changed (exit 2)."""
+
+    exit_code = EXIT_USAGE
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class UsageError(HandoffError):
+    """Bad input, unknown task, illegal transition (exit 2)."""
+
+
+class NotARepository(HandoffError):
+    """Not inside a git repository (exit 2)."""
+
+
+class NotInitialized(HandoffError):
+    """The repository has no refs/harness/state (exit 2)."""
+
+
+class InvalidState(HandoffError):
+    """The stored state cannot be read: corrupt or written by a newer format (exit 2)."""
+
+
+class Negative(HandoffError):
+    """A normal negative answer: nothing eligible, validation failed, limit reached (exit 1)."""
+
+    exit_code = EXIT_NEGATIVE
+
+    def __init__(self, message: str, payload: object = None) -> None:
+        super().__init__(message)
+        self.payload = payload
+
+
+class Contention(HandoffError):
+    """Lock or compare-and-swap lost after retries, remote rejected (exit 3). Safe to retry."""
+
+    exit_code = EXIT_CONTENTION
+
+
+class GitFailure(HandoffError):
+    """A git command failed in a way the user must look at (exit 2)."""

@@ -1,0 +1,344 @@
+"""The one place that touches pygit2 or runs the git CLI.
+
+Everything above this module speaks in oids (hex strings), paths and bytes.
+pygit2 is imported lazily: `import pygit2` costs ~100 ms, and a few entry
+points (the post-commit hook's Python side, `--help`) must not pay for it.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import time
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from git_handoff.errors import GitFailure, NotARepository, UsageError
+
+if TYPE_CHECKING:
+    import pygit2
+
+# libgit2 file modes
+MODE_BLOB = 0o100644
+MODE_TREE = 0o040000
+
+# A ref lock older than this, found while we hold our own state lock, was left by
+# a killed process (libgit2 never retries a held .lock, so it would block forever).
+STALE_REF_LOCK_SECONDS = 2.0
+
+
+def _pygit2() -> Any:
+    import pygit2
+
+    return pygit2
+
+
+class Repo:
+    """A git repository (or linked worktree) seen through pygit2 and the git CLI."""
+
+    def __init__(self, raw: pygit2.Repository) -> None:
+        self.raw = raw
+        self.git_dir = Path(raw.path).resolve()
+        commondir_file = self.git_dir / "commondir"
+        if commondir_file.exists():
+            common = Path(commondir_file.read_text().strip())
+            if not common.is_absolute():
+                common = self.git_dir / common
+            self.common_dir = common.resolve()
+        else:
+            self.common_dir = self.git_dir
+        self.workdir: Path | None = Path(raw.workdir).resolve() if raw.workdir else None
+
+    # -- opening -----------------------------------------------------------------
+
+    @classmethod
+    def discover(cls, start: str | os.PathLike[str] | None = None) -> Repo:
+        pygit2 = _pygit2()
+        start_path = os.fspath(start) if start is not None else os.getcwd()
+        found = pygit2.discover_repository(start_path)
+        if not found:
+            raise NotARepository(
+                f"not a git repository (or any parent up to /): {start_path}"
+            )
+        try:
+            return cls(pygit2.Repository(found))
+        except pygit2.GitError as exc:
+            raise NotARepository(f"cannot open git repository at {found}: {exc}") from exc
+
+    # -- places ------------------------------------------------------------------
+
+    @property
+    def handoff_dir(self) -> Path:
+        """Per-clone private directory (shared by linked worktrees; never synced)."""
+        path = self.common_dir / "handoff"
+        path.mkdir(exist_ok=True)
+        return path
+
+    @property
+    def worktree_dir(self) -> Path:
+        """Per-worktree private directory."""
+        path = self.git_dir / "handoff"
+        path.mkdir(exist_ok=True)
+        return path
+
+    def root(self) -> Path:
+        if self.workdir is None:
+            raise UsageError("this command needs a work tree (the repository is bare)")
+        return self.workdir
+
+    # -- refs --------------------------------------------------------------------
+
+    def ref_target(self, name: str) -> str | None:
+        ref = self.raw.references.get(name)
+        if ref is None:
+            return None
+        try:
+            return str(ref.resolve().target)
+        except KeyError:
+            return None
+
+    def refs_under(self, prefix: str) -> dict[str, str]:
+        out: dict[str, str] = {}
+        for name in self.raw.references:
+            if name.startswith(prefix):
+                target = self.ref_target(name)
+                if target is not None:
+                    out[name] = target
+        return out
+
+    def cas_ref(self, name: str, new: str, expected: str | None, message: str) -> bool:
+        """Compare-and-swap `name` from `expected` (None: must not exist) to `new`.
+
+        Returns False when another writer got there first. A stale `<ref>.lock`
+        left by a killed process is removed once and the swap retried.
+        """
+        pygit2 = _pygit2()
+        for _ in range(2):
+            try:
+                if expected is None:
+                    self.raw.create_reference_direct(name, _pygit2().Oid(hex=new), False, message=message)
+                    return True
+                ref = self.raw.references.get(name)
+                if ref is None or str(ref.target) != expected:
+                    return False
+                ref.set_target(new, message)
+                return True
+            except pygit2.AlreadyExistsError:
+                return False
+            except (pygit2.GitError, ValueError) as exc:
+                if self._recover_stale_ref_lock(name):
+                    continue
+                text = str(exc).lower()
+                if "lock" in text or "old reference value does not match" in text or "exists" in text:
+                    return False
+                raise GitFailure(f"cannot update {name}: {exc}") from exc
+        return False
+
+    def _recover_stale_ref_lock(self, name: str) -> bool:
+        lock = self.common_dir / (name + ".lock")
+        try:
+            age = time.time() - lock.stat().st_mtime
+        except FileNotFoundError:
+            return False
+        if age < STALE_REF_LOCK_SECONDS:
+            return False
+        try:
+            lock.unlink()
+        except FileNotFoundError:
+            pass
+        return True
+
+    def delete_ref(self, name: str) -> None:
+        ref = self.raw.references.get(name)
+        if ref is not None:
+            ref.delete()
+
+    # -- objects -----------------------------------------------------------------
+
+    def write_blob(self, data: bytes) -> str:
+        return str(self.raw.create_blob(data))
+
+    def read_blob(self, oid: str) -> bytes:
+        return bytes(self.raw[oid].data)
+
+    def has_object(self, oid: str) -> bool:
+        try:
+            return oid in self.raw
+        except (ValueError, TypeError):
+            return False
+
+    def resolve_commit(self, rev: str) -> str | None:
+        """The commit `rev` names, or None when it does not exist here."""
+        pygit2 = _pygit2()
+        try:
+            obj = self.raw.revparse_single(rev)
+            commit = obj.peel(pygit2.Commit)
+        except (KeyError, ValueError, pygit2.GitError, pygit2.InvalidSpecError):
+            return None
+        return str(commit.id)
+
+    def commit_tree(self, commit_oid: str) -> str:
+        return str(self.raw[commit_oid].tree_id)
+
+    def commit_info(self, commit_oid: str) -> tuple[str, list[str], int, str]:
+        """(message, parent oids, commit time, author name) of a commit."""
+        c = self.raw[commit_oid]
+        return c.message, [str(p) for p in c.parent_ids], c.commit_time, c.author.name
+
+    def tree_entries(self, tree_oid: str) -> Iterator[tuple[str, str, bool]]:
+        """(name, oid, is_tree) for each entry of a tree."""
+        for entry in self.raw[tree_oid]:
+            yield entry.name, str(entry.id), entry.filemode == MODE_TREE
+
+    def tree_lookup(self, tree_oid: str, path: str) -> tuple[str, bool] | None:
+        """(oid, is_tree) at `path` inside the tree, or None."""
+        tree = self.raw[tree_oid]
+        try:
+            entry = tree[path]
+        except KeyError:
+            return None
+        return str(entry.id), entry.filemode == MODE_TREE
+
+    def update_tree(self, base: str | None, changes: Mapping[str, str | None]) -> str:
+        """A new tree: `base` with each path set to a blob oid (None: removed).
+
+        Only the trees on the changed paths are rewritten: O(depth) objects per path.
+        """
+        direct: dict[str, str | None] = {}
+        nested: dict[str, dict[str, str | None]] = {}
+        for path, oid in changes.items():
+            head, sep, rest = path.partition("/")
+            if sep:
+                nested.setdefault(head, {})[rest] = oid
+            else:
+                direct[head] = oid
+        builder = self.raw.TreeBuilder(self.raw[base]) if base else self.raw.TreeBuilder()
+        for name, oid in direct.items():
+            if oid is None:
+                if builder.get(name) is not None:
+                    builder.remove(name)
+            else:
+                builder.insert(name, oid, MODE_BLOB)
+        for name, sub in nested.items():
+            existing = builder.get(name)
+            sub_base = str(existing.id) if existing is not None and existing.filemode == MODE_TREE else None
+            new_sub = self.update_tree(sub_base, sub)
+            if len(self.raw[new_sub]) == 0:
+                if existing is not None:
+                    builder.remove(name)
+            else:
+                builder.insert(name, new_sub, MODE_TREE)
+        return str(builder.write())
+
+    def signature(self) -> pygit2.Signature:
+        pygit2 = _pygit2()
+        name = os.environ.get("GIT_AUTHOR_NAME")
+        email = os.environ.get("GIT_AUTHOR_EMAIL")
+        if not name or not email:
+            try:
+                cfg = self.raw.config
+                name = name or cfg["user.name"]
+                email = email or cfg["user.email"]
+            except (KeyError, pygit2.GitError):
+                pass
+        user = os.environ.get("USER") or "handoff"
+        return pygit2.Signature(name or user, email or f"{user}@{socket.gethostname()}")
+
+    def create_commit(self, tree: str, parents: list[str], message: str) -> str:
+        sig = self.signature()
+        return str(self.raw.create_commit(None, sig, sig, message, tree, parents))
+
+    def merge_base(self, a: str, b: str) -> str | None:
+        oid = self.raw.merge_base(a, b)
+        return str(oid) if oid is not None else None
+
+    def walk(self, start: str, limit: int | None = None) -> Iterator[str]:
+        """Commits reachable from `start`, newest first (topological, then time)."""
+        pygit2 = _pygit2()
+        walker = self.raw.walk(start, pygit2.enums.SortMode.TOPOLOGICAL | pygit2.enums.SortMode.TIME)
+        for n, commit in enumerate(walker):
+            if limit is not None and n >= limit:
+                return
+            yield str(commit.id)
+
+    # -- work tree ---------------------------------------------------------------
+
+    def head(self) -> str | None:
+        """The commit HEAD points at, or None on an unborn branch."""
+        try:
+            if self.raw.head_is_unborn:
+                return None
+            return str(self.raw.head.target)
+        except Exception:  # noqa: BLE001 - libgit2 raises several kinds for a broken HEAD
+            return None
+
+    def head_branch(self) -> str | None:
+        """The branch HEAD is on (refs/heads/...), or None when detached."""
+        try:
+            if self.raw.head_is_detached:
+                return None
+            return str(self.raw.references["HEAD"].target)
+        except Exception:  # noqa: BLE001
+            return None
+
+    def config_get(self, key: str) -> str | None:
+        pygit2 = _pygit2()
+        try:
+            return str(self.raw.config[key])
+        except (KeyError, pygit2.GitError):
+            return None
+
+    def config_bool(self, key: str, default: bool = False) -> bool:
+        value = self.config_get(key)
+        if value is None:
+            return default
+        return value.strip().lower() in ("true", "yes", "on", "1")
+
+    def config_int(self, key: str) -> int | None:
+        value = self.config_get(key)
+        if value is None:
+            return None
+        try:
+            return int(value)
+        except ValueError:
+            raise UsageError(f"git config {key} must be a whole number, not {value!r}") from None
+
+    # -- git CLI -----------------------------------------------------------------
+
+    def git(
+        self,
+        *args: str,
+        cwd: Path | None = None,
+        check: bool = True,
+        input: bytes | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> subprocess.CompletedProcess[bytes]:
+        """Run the git CLI (used for push/fetch, reset/clean, gc: what libgit2 gets wrong)."""
+        run_env = dict(os.environ)
+        if env:
+            run_env.update(env)
+        where = cwd or self.workdir or self.git_dir
+        proc = subprocess.run(
+            ["git", *args], cwd=where, input=input, capture_output=True, env=run_env
+        )
+        if check and proc.returncode != 0:
+            err = proc.stderr.decode(errors="replace").strip().splitlines()
+            tail = err[-1] if err else f"exit {proc.returncode}"
+            raise GitFailure(f"git {args[0]} failed: {tail}")
+        return proc
+
+    def gc_in_background(self) -> None:
+        """Pack loose objects without waiting: libgit2 never packs on its own."""
+        try:
+            subprocess.Popen(
+                ["git", "-c", "gc.auto=256", "-c", "gc.autoDetach=false", "gc", "--auto", "--quiet"],
+                cwd=self.common_dir,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        except OSError:
+            pass

@@ -1,0 +1,393 @@
+"""Pure data: tasks, config, ids, durations, timestamps. No git, no I/O.
+
+A Task is frozen; change it with `dataclasses.replace`. Fields a newer writer
+added that this version does not know are kept in `extra` and written back.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+import secrets
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from git_handoff.errors import UsageError
+
+STATUSES = ("pending", "in_progress", "completed", "failed")
+PRIORITIES = ("P0", "P1", "P2")
+CATEGORIES = (
+    "ENV_SETUP",
+    "CONFIG",
+    "TASK_EXEC",
+    "TEST_FAIL",
+    "TIMEOUT",
+    "DEPENDENCY",
+    "SESSION_TIMEOUT",
+)
+LOG_TYPES = (
+    "INIT",
+    "Starting",
+    "Completed",
+    "ERROR",
+    "CHECKPOINT",
+    "ROLLBACK",
+    "RECOVERY",
+    "STATS",
+    "LOCK",
+    "WARN",
+    "HANDOFF",
+    "ACK",
+    "SYNC",
+)
+MODES = ("exclusive", "concurrent")
+DEFAULT_MAX_ATTEMPTS = 3
+DEFAULT_TIMEOUT = 300
+DEFAULT_MAX_TASKS_PER_SESSION = 20
+DEFAULT_MAX_SESSIONS = 50
+
+# -- time -------------------------------------------------------------------------
+
+
+def now() -> datetime:
+    """The current time, UTC. GIT_HANDOFF_NOW (ISO-8601) pins it, for tests of leases."""
+    pinned = os.environ.get("GIT_HANDOFF_NOW")
+    if pinned:
+        return parse_time(pinned)
+    return datetime.now(timezone.utc)
+
+
+def iso(moment: datetime) -> str:
+    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def now_iso() -> str:
+    return iso(now())
+
+
+def parse_time(text: str) -> datetime:
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise UsageError(f"not an ISO-8601 time: {text!r}") from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return moment
+
+
+_DURATION = re.compile(r"^([0-9]+)([smh])$")
+
+
+def parse_duration(text: str) -> int:
+    """Seconds in a DURATION: a number with s, m or h (90s, 30m, 2h)."""
+    match = _DURATION.match(text.strip())
+    if not match or int(match.group(1)) <= 0:
+        raise UsageError(f"invalid duration {text!r}: use a positive number with s, m or h (90s, 30m, 2h)")
+    return int(match.group(1)) * {"s": 1, "m": 60, "h": 3600}[match.group(2)]
+
+
+# -- ids --------------------------------------------------------------------------
+
+_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+
+
+def check_id(task_id: str) -> str:
+    """Refuse ids outside SPEC §1: `[A-Za-z0-9][A-Za-z0-9._-]{0,63}`, no `..`, no `.lock` end."""
+    if not isinstance(task_id, str) or not _ID.match(task_id) or ".." in task_id or task_id.endswith(".lock"):
+        shown = task_id if isinstance(task_id, str) else repr(task_id)
+        raise UsageError(
+            f"invalid task id {shown!r}: use 1-64 of A-Z a-z 0-9 . _ -, starting with a letter or digit, "
+            "without '..' and not ending in '.lock'"
+        )
+    return task_id
+
+
+_B36 = "0123456789abcdefghijklmnopqrstuvwxyz"
+_last_ms = 0
+
+
+def _base36(n: int, width: int) -> str:
+    out = ""
+    while n:
+        n, r = divmod(n, 36)
+        out = _B36[r] + out
+    return out.rjust(width, "0")
+
+
+def new_id() -> str:
+    """`t-<ms since epoch, base36, 9>-<random, base36, 5>`: sorts by creation, and 36**5
+    random values per millisecond make a collision between machines vanishingly rare."""
+    global _last_ms
+    ms = max(int(time.time() * 1000), _last_ms + 1)
+    _last_ms = ms
+    return f"t-{_base36(ms, 9)}-{_base36(secrets.randbelow(36**5), 5)}"
+
+
+def order_key_now() -> int:
+    """A creation-order number: nanoseconds, strictly increasing within a process."""
+    global _last_order
+    value = max(time.time_ns(), _last_order + 1)
+    _last_order = value
+    return value
+
+
+_last_order = 0
+
+# -- tasks ------------------------------------------------------------------------
+
+TASK_FIELDS = (
+    "id",
+    "title",
+    "status",
+    "priority",
+    "depends_on",
+    "attempts",
+    "max_attempts",
+    "started_at_commit",
+    "validation",
+    "on_failure",
+    "error_log",
+    "checkpoints",
+    "completed_at",
+    "claimed_by",
+    "lease_expires_at",
+    "created_at",
+    "spec_ref",
+)
+
+
+@dataclass(frozen=True)
+class Task:
+    id: str
+    title: str
+    status: str = "pending"
+    priority: str = "P1"
+    depends_on: tuple[str, ...] = ()
+    attempts: int = 0
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS
+    started_at_commit: str | None = None
+    check: str | None = None  # validation.command
+    timeout_seconds: int = DEFAULT_TIMEOUT  # validation.timeout_seconds
+    cleanup: str | None = None  # on_failure.cleanup
+    error_log: tuple[str, ...] = ()
+    checkpoints: tuple[dict[str, Any], ...] = ()
+    completed_at: str | None = None
+    claimed_by: str | None = None
+    lease_expires_at: str | None = None
+    created_at: str = ""
+    spec_ref: str | None = None
+    # Bookkeeping beyond SPEC §2 (serialized after the SPEC fields).
+    order: int = 0  # creation order; ties between machines broken by id
+    updated_at: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)  # fields this version does not know
+
+    # -- derived ----------------------------------------------------------------
+
+    @property
+    def failed_for_good(self) -> bool:
+        """Failed and never retried: attempts exhausted, or failed by a dependency."""
+        return self.status == "failed" and (
+            self.attempts >= self.max_attempts
+            or any(e.startswith("[DEPENDENCY]") for e in self.error_log)
+        )
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.extra.get(key, default)
+
+    def with_extra(self, **values: Any) -> Task:
+        merged = dict(self.extra)
+        for k, v in values.items():
+            if v is None:
+                merged.pop(k, None)
+            else:
+                merged[k] = v
+        return dataclasses.replace(self, extra=merged)
+
+    # -- (de)serialization --------------------------------------------------------
+
+    def to_json(self) -> dict[str, Any]:
+        """The task as SPEC §2 names it (plus bookkeeping and unknown fields after)."""
+        out: dict[str, Any] = {
+            "id": self.id,
+            "title": self.title,
+            "status": self.status,
+            "priority": self.priority,
+            "depends_on": list(self.depends_on),
+            "attempts": self.attempts,
+            "max_attempts": self.max_attempts,
+            "started_at_commit": self.started_at_commit,
+            "validation": {"command": self.check, "timeout_seconds": self.timeout_seconds},
+            "on_failure": {"cleanup": self.cleanup},
+            "error_log": list(self.error_log),
+            "checkpoints": [dict(c) for c in self.checkpoints],
+            "completed_at": self.completed_at,
+            "claimed_by": self.claimed_by,
+            "lease_expires_at": self.lease_expires_at,
+            "created_at": self.created_at,
+            "spec_ref": self.spec_ref,
+            "order": self.order,
+            "updated_at": self.updated_at,
+        }
+        for k, v in self.extra.items():
+            if k not in out:
+                out[k] = v
+        return out
+
+    def dumps(self) -> bytes:
+        return (json.dumps(self.to_json(), indent=2, ensure_ascii=False) + "\n").encode()
+
+    @classmethod
+    def from_json(cls, data: Any, *, source: str = "task") -> Task:
+        """Parse and check one task object; a bad field is a UsageError naming it."""
+        if not isinstance(data, dict):
+            raise UsageError(f"{source}: a task must be an object")
+        d = dict(data)
+        task_id = d.pop("id", None)
+        if not isinstance(task_id, str):
+            raise UsageError(f"{source}: missing or non-text task id")
+        check_id(task_id)
+        where = f"{source}: task {task_id}"
+        title = d.pop("title", None)
+        if not isinstance(title, str) or not title.strip():
+            raise UsageError(f"{where}: title must be non-empty text")
+        status = d.pop("status", "pending")
+        if status not in STATUSES:
+            raise UsageError(f"{where}: status must be one of {', '.join(STATUSES)}")
+        priority = check_priority(d.pop("priority", "P1"), where)
+        deps = d.pop("depends_on", []) or []
+        if not isinstance(deps, list) or not all(isinstance(x, str) for x in deps):
+            raise UsageError(f"{where}: depends_on must be a list of task ids")
+        for dep in deps:
+            check_id(dep)
+        attempts = _int(d.pop("attempts", 0), f"{where}: attempts", minimum=0)
+        max_attempts = check_max_attempts(d.pop("max_attempts", DEFAULT_MAX_ATTEMPTS), where)
+        validation = d.pop("validation", None) or {}
+        if not isinstance(validation, dict):
+            raise UsageError(f"{where}: validation must be an object")
+        check = _opt_text(validation.get("command"), f"{where}: validation.command")
+        timeout = check_timeout(validation.get("timeout_seconds", DEFAULT_TIMEOUT), where)
+        on_failure = d.pop("on_failure", None) or {}
+        if not isinstance(on_failure, dict):
+            raise UsageError(f"{where}: on_failure must be an object")
+        cleanup = _opt_text(on_failure.get("cleanup"), f"{where}: on_failure.cleanup")
+        error_log = d.pop("error_log", []) or []
+        if not isinstance(error_log, list) or not all(isinstance(x, str) for x in error_log):
+            raise UsageError(f"{where}: error_log must be a list of text")
+        checkpoints = d.pop("checkpoints", []) or []
+        if not isinstance(checkpoints, list) or not all(isinstance(x, dict) for x in checkpoints):
+            raise UsageError(f"{where}: checkpoints must be a list of objects")
+        order = d.pop("order", 0)
+        return cls(
+            id=task_id,
+            title=title,
+            status=status,
+            priority=priority,
+            depends_on=tuple(deps),
+            attempts=attempts,
+            max_attempts=max_attempts,
+            started_at_commit=_opt_text(d.pop("started_at_commit", None), f"{where}: started_at_commit"),
+            check=check,
+            timeout_seconds=timeout,
+            cleanup=cleanup,
+            error_log=tuple(error_log),
+            checkpoints=tuple(checkpoints),
+            completed_at=_opt_text(d.pop("completed_at", None), f"{where}: completed_at"),
+            claimed_by=_opt_text(d.pop("claimed_by", None), f"{where}: claimed_by"),
+            lease_expires_at=_opt_text(d.pop("lease_expires_at", None), f"{where}: lease_expires_at"),
+            created_at=_opt_text(d.pop("created_at", None), f"{where}: created_at") or "",
+            spec_ref=_opt_text(d.pop("spec_ref", None), f"{where}: spec_ref"),
+            order=order if isinstance(order, int) and not isinstance(order, bool) else 0,
+            updated_at=_opt_text(d.pop("updated_at", None), f"{where}: updated_at") or "",
+            extra=d,
+        )
+
+    @classmethod
+    def loads(cls, raw: bytes, *, source: str = "task") -> Task:
+        try:
+            data = json.loads(raw)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise UsageError(f"{source}: not valid JSON ({exc})") from None
+        return cls.from_json(data, source=source)
+
+
+def _int(value: Any, what: str, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+            value = int(value)
+        else:
+            raise UsageError(f"{what} must be a whole number, not {value!r}")
+    if value < minimum:
+        raise UsageError(f"{what} must be at least {minimum}, not {value}")
+    return int(value)
+
+
+def _opt_text(value: Any, what: str) -> str | None:
+    if value is None or isinstance(value, str):
+        return value
+    raise UsageError(f"{what} must be text")
+
+
+def check_priority(value: Any, where: str = "") -> str:
+    if value not in PRIORITIES:
+        prefix = f"{where}: " if where else ""
+        raise UsageError(f"{prefix}invalid priority {value!r}: use P0, P1 or P2")
+    return str(value)
+
+
+def check_max_attempts(value: Any, where: str = "") -> int:
+    prefix = f"{where}: " if where else ""
+    return _int(value, f"{prefix}max_attempts", minimum=1)
+
+
+def check_timeout(value: Any, where: str = "") -> int:
+    prefix = f"{where}: " if where else ""
+    return _int(value, f"{prefix}timeout_seconds", minimum=1)
+
+
+def check_title(value: Any) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise UsageError("a task needs a non-empty title")
+    if "\n" in value or "\r" in value:
+        raise UsageError("a task title is one line")
+    return value
+
+
+def check_category(value: str) -> str:
+    if value not in CATEGORIES:
+        raise UsageError(f"invalid category {value!r}: use one of {', '.join(CATEGORIES)}")
+    return value
+
+
+# -- config -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Config:
+    """State-wide settings (the state's config.toml, shared by every clone)."""
+
+    mode: str = "exclusive"
+    max_tasks_per_session: int = DEFAULT_MAX_TASKS_PER_SESSION
+    max_sessions: int = DEFAULT_MAX_SESSIONS
+    spec_ref: str | None = None
+    init_command: str | None = None
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Config:
+        mode = data.get("mode", "exclusive")
+        if mode not in MODES:
+            raise UsageError(f"config: mode must be exclusive or concurrent, not {mode!r}")
+        return cls(
+            mode=mode,
+            max_tasks_per_session=_int(
+                data.get("max_tasks_per_session", DEFAULT_MAX_TASKS_PER_SESSION),
+                "config: max_tasks_per_session",
+                minimum=1,
+            ),
+            max_sessions=_int(data.get("max_sessions", DEFAULT_MAX_SESSIONS), "config: max_sessions", minimum=1),
+            spec_ref=_opt_text(data.get("spec_ref"), "config: spec_ref"),
+            init_command=_opt_text(data.get("init_command"), "config: init_command"),
+        )

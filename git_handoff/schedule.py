@@ -1,0 +1,212 @@
+"""Pure selection logic (SPEC §3): dependency validation, blocked propagation, order.
+
+Every function takes tasks in creation order (a dict id -> Task) and returns plain data.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+import dataclasses
+
+from git_handoff.model import PRIORITIES, Task, parse_time
+
+PRIORITY_RANK = {p: n for n, p in enumerate(PRIORITIES)}
+
+
+def cycle_through(deps: Mapping[str, Iterable[str]], start: str, within: set[str] | None = None) -> list[str] | None:
+    """A dependency path from `start` back to itself (`[a, b, a]`), or None. Iterative DFS."""
+    parent: dict[str, str] = {}
+    stack = [start]
+    seen = {start}
+    while stack:
+        node = stack.pop()
+        for nxt in deps.get(node, ()):
+            if within is not None and nxt not in within:
+                continue
+            if nxt == start:
+                path = [node]
+                while path[-1] != start:
+                    path.append(parent[path[-1]])
+                return [start, *reversed(path[:-1]), start] if node != start else [start, start]
+            if nxt not in seen:
+                seen.add(nxt)
+                parent[nxt] = node
+                stack.append(nxt)
+    return None
+
+
+def _cyclic_nodes(deps: Mapping[str, Iterable[str]]) -> set[str]:
+    """Nodes on some cycle: members of a strongly connected component of size > 1, or
+    with a self-reference (Tarjan's algorithm, iterative: O(nodes + edges))."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    on_stack: set[str] = set()
+    stack: list[str] = []
+    out: set[str] = set()
+    counter = 0
+    for root in deps:
+        if root in index:
+            continue
+        work = [(root, iter(deps.get(root, ())))]
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            advanced = False
+            for child in children:
+                if child not in deps:
+                    continue
+                if child not in index:
+                    index[child] = low[child] = counter
+                    counter += 1
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(deps.get(child, ()))))
+                    advanced = True
+                    break
+                if child in on_stack:
+                    low[node] = min(low[node], index[child])
+            if advanced:
+                continue
+            work.pop()
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1 or node in deps.get(node, ()):
+                    out.update(component)
+    return out
+
+
+def dependency_failures(tasks: Mapping[str, Task]) -> list[tuple[str, str]]:
+    """(task id, error message) for every task that dependency validation fails.
+
+    1. A task on a dependency cycle (self-reference included):
+       `[DEPENDENCY] Circular dependency detected: a -> b -> a`.
+    2. Then, transitively, a task depending on a task failed for good:
+       `[DEPENDENCY] Blocked by failed <id>`.
+    Only pending and failed (not yet for good) tasks are touched; the result is in
+    creation order. O(tasks + dependencies).
+    """
+    open_ids = {tid for tid, t in tasks.items() if t.status in ("pending", "failed") and not t.failed_for_good}
+    deps = {tid: tasks[tid].depends_on for tid in open_ids}
+    cyclic = _cyclic_nodes(deps)
+    messages: dict[str, str] = {}
+    for tid in cyclic:
+        cycle = cycle_through(deps, tid, within=cyclic)
+        if cycle is not None:
+            messages[tid] = "[DEPENDENCY] Circular dependency detected: " + " -> ".join(cycle)
+    gone = set(messages) | {tid for tid, t in tasks.items() if t.failed_for_good}
+    dependents: dict[str, list[str]] = {}
+    for tid in open_ids:
+        for dep in deps[tid]:
+            dependents.setdefault(dep, []).append(tid)
+    queue = list(gone)
+    blocked: set[str] = set()
+    while queue:
+        dep = queue.pop()
+        for tid in dependents.get(dep, ()):
+            if tid not in gone:
+                gone.add(tid)
+                blocked.add(tid)
+                queue.append(tid)
+    for tid in blocked:
+        first = next(d for d in tasks[tid].depends_on if d in gone)
+        messages[tid] = f"[DEPENDENCY] Blocked by failed {first}"
+    return [(tid, messages[tid]) for tid in tasks if tid in messages]
+
+
+def blocked_ids(tasks: Mapping[str, Task]) -> set[str]:
+    """Pending tasks whose dependencies (transitively) failed for good or form a cycle: computed, never stored."""
+    return {tid for tid, _ in dependency_failures(tasks) if tasks[tid].status == "pending"}
+
+
+def _deps_completed(task: Task, tasks: Mapping[str, Task]) -> bool:
+    return all(dep in tasks and tasks[dep].status == "completed" for dep in task.depends_on)
+
+
+def _failure_time(task: Task) -> str:
+    return str(task.get("failed_at") or task.updated_at or "")
+
+
+def eligible(tasks: Mapping[str, Task], skip: Iterable[str] = ()) -> list[Task]:
+    """Tasks `claim` may take, best first (SPEC §3 step 2). Call after dependency validation."""
+    skipped = set(skip)
+    fresh = [
+        t for t in tasks.values()
+        if t.status == "pending" and t.id not in skipped and _deps_completed(t, tasks)
+    ]
+    retry = [
+        t for t in tasks.values()
+        if t.status == "failed" and not t.failed_for_good and t.id not in skipped and _deps_completed(t, tasks)
+    ]
+    # `tasks` is in creation order, and sort is stable: priority first, then creation order.
+    fresh.sort(key=lambda t: PRIORITY_RANK.get(t.priority, 1))
+    retry.sort(key=lambda t: (PRIORITY_RANK.get(t.priority, 1), _failure_time(t)))
+    return fresh + retry
+
+
+def counts(tasks: Mapping[str, Task]) -> dict[str, int]:
+    """Counts by status; `blocked` pending tasks are counted apart from `pending`."""
+    blocked = blocked_ids(tasks)
+    out = {"pending": 0, "in_progress": 0, "completed": 0, "failed": 0, "blocked": len(blocked)}
+    for tid, task in tasks.items():
+        if tid in blocked:
+            continue
+        out[task.status] = out.get(task.status, 0) + 1
+    return out
+
+
+def would_cycle(tasks: Mapping[str, Task], task_id: str, depends_on: Iterable[str]) -> list[str] | None:
+    """The cycle that giving `task_id` these dependencies would close, or None."""
+    deps: dict[str, Iterable[str]] = {tid: t.depends_on for tid, t in tasks.items()}
+    deps[task_id] = list(depends_on)
+    return cycle_through(deps, task_id)
+
+
+def lease_expired(task: Task, now: str) -> bool:
+    return (
+        task.status == "in_progress"
+        and task.lease_expires_at is not None
+        and parse_time(task.lease_expires_at) <= parse_time(now)
+    )
+
+
+def prepare(tasks: Mapping[str, Task], now: str) -> tuple[dict[str, Task], list[tuple[Task, str, str]]]:
+    """What a mutating selection records before it picks (SPEC §3 step 1).
+
+    An expired lease counts as a failed attempt (`[SESSION_TIMEOUT] Lease expired`);
+    then dependency validation fails cycles and the tasks they block. Returns the
+    updated tasks (creation order kept) and (changed task, category, message) triples.
+    """
+    out = dict(tasks)
+    changes: list[tuple[Task, str, str]] = []
+    for tid, task in tasks.items():
+        if lease_expired(task, now):
+            text = f"Lease expired (claimed_by={task.claimed_by or 'unknown'})"
+            new = dataclasses.replace(
+                task,
+                status="failed",
+                attempts=task.attempts + 1,
+                error_log=(*task.error_log, f"[SESSION_TIMEOUT] {text}"),
+                claimed_by=None,
+                lease_expires_at=None,
+            ).with_extra(failed_at=now, worktree=None)
+            out[tid] = new
+            changes.append((new, "SESSION_TIMEOUT", text))
+    for tid, message in dependency_failures(out):
+        task = out[tid]
+        new = dataclasses.replace(task, status="failed", error_log=(*task.error_log, message)).with_extra(failed_at=now)
+        out[tid] = new
+        changes.append((new, "DEPENDENCY", message[len("[DEPENDENCY] "):]))
+    return out, changes

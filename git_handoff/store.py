@@ -1,0 +1,397 @@
+"""StateStore: read snapshots of refs/harness/state and run transactions on it.
+
+Layout of the state tree (every file human-readable; `git show refs/harness/state:<path>`):
+
+    format                      marker: "git-handoff-state <version>"
+    config.toml                 state-wide settings (tomlkit, comments survive)
+    meta.json                   session_count, last_session, counters
+    tasks/<h>/<h>/<id>.json     one blob per task; <h> = hex digits of sha1(id)
+    sessions/, docs/, dispatch/ written by the modules that own them
+
+A transaction is: our filelock in the git dir -> read the ref -> apply -> write
+objects -> compare-and-swap the ref against what was read -> bounded retries,
+then Contention (exit 3). The commit message is the transaction's log lines.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import re
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from git_handoff.errors import Contention, InvalidState, NotInitialized, UsageError
+from git_handoff.gitrepo import Repo
+from git_handoff.model import Config, Task, now_iso
+
+STATE_REF = "refs/harness/state"
+ATTEMPTS_PREFIX = "refs/harness/attempts/"
+NOTES_REF = "refs/notes/harness"
+FORMAT_PATH = "format"
+FORMAT_NAME = "git-handoff-state"
+FORMAT_VERSION = 1
+CONFIG_PATH = "config.toml"
+META_PATH = "meta.json"
+TASKS_DIR = "tasks"
+
+LOCK_TIMEOUT_SECONDS = float(os.environ.get("GIT_HANDOFF_LOCK_TIMEOUT", "30"))
+CAS_RETRIES = 40
+GC_EVERY = 50  # on average, one background `git gc --auto` per this many transactions
+
+T = TypeVar("T")
+
+LOG_LINE = re.compile(r"^\[(?P<ts>[^\]]+)\] \[SESSION-(?P<session>\d+)\] (?P<type>\S+)(?: \[(?P<task>[^\]]+)\])?")
+
+
+def task_path(task_id: str) -> str:
+    h = hashlib.sha1(task_id.encode()).hexdigest()
+    return f"{TASKS_DIR}/{h[0]}/{h[1]}/{task_id}.json"
+
+
+def format_log_line(session: int, kind: str, text: str, task: str | None = None, category: str | None = None, ts: str | None = None) -> str:
+    parts = [f"[{ts or now_iso()}]", f"[SESSION-{session}]", kind]
+    if task:
+        parts.append(f"[{task}]")
+    if category:
+        parts.append(f"[{category}]")
+    if text:
+        parts.append(text)
+    return " ".join(parts).replace("\n", " ")
+
+
+def active_session(repo: Repo) -> int:
+    """The session this process acts in: $HANDOFF_SESSION, else this worktree's open session, else 0."""
+    env = os.environ.get("HANDOFF_SESSION", "").strip()
+    if env.isdigit():
+        return int(env)
+    try:
+        data = json.loads((repo.git_dir / "handoff" / "session.json").read_text())
+        number = data.get("session")
+        if isinstance(number, int) and not data.get("ended_at"):
+            return number
+    except (OSError, ValueError, AttributeError):
+        pass
+    return 0
+
+
+class Snapshot:
+    """A read-only view of one state commit. Blobs are read on demand and cached."""
+
+    def __init__(self, repo: Repo, commit: str) -> None:
+        self.repo = repo
+        self.commit = commit
+        self.tree = repo.commit_tree(commit)
+        self._tasks: dict[str, Task] | None = None
+        self._check_format()
+
+    def _check_format(self) -> None:
+        raw = self.read(FORMAT_PATH)
+        if raw is None:
+            raise InvalidState(f"{STATE_REF} is not a git handoff state (no '{FORMAT_PATH}' file)")
+        text = raw.decode(errors="replace").strip()
+        name, _, version = text.partition(" ")
+        if name != FORMAT_NAME or not version.isdigit():
+            raise InvalidState(f"{STATE_REF} has an unreadable format marker: {text[:60]!r}")
+        if int(version) > FORMAT_VERSION:
+            raise InvalidState(
+                f"{STATE_REF} was written by a newer git handoff (state format {version}, "
+                f"this one reads {FORMAT_VERSION}); upgrade git-handoff"
+            )
+
+    def read(self, path: str) -> bytes | None:
+        found = self.repo.tree_lookup(self.tree, path)
+        if found is None or found[1]:
+            return None
+        return self.repo.read_blob(found[0])
+
+    def read_json(self, path: str) -> Any:
+        raw = self.read(path)
+        if raw is None:
+            return None
+        try:
+            return json.loads(raw)
+        except ValueError as exc:
+            raise InvalidState(f"state file {path} is not valid JSON: {exc}") from None
+
+    def listdir(self, path: str) -> list[str]:
+        found = self.repo.tree_lookup(self.tree, path)
+        if found is None or not found[1]:
+            return []
+        return [name for name, _, _ in self.repo.tree_entries(found[0])]
+
+    def config(self) -> Config:
+        raw = self.read(CONFIG_PATH)
+        if raw is None:
+            return Config()
+        try:
+            import tomllib
+        except ModuleNotFoundError:  # Python 3.10
+            import tomli as tomllib  # type: ignore[no-redef]
+        try:
+            data = tomllib.loads(raw.decode())
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise InvalidState(f"state file {CONFIG_PATH} is not valid TOML: {exc}") from None
+        try:
+            return Config.from_dict(data)
+        except UsageError as exc:
+            raise InvalidState(f"state file {CONFIG_PATH}: {exc.message}") from None
+
+    def meta(self) -> dict[str, Any]:
+        data = self.read_json(META_PATH)
+        return data if isinstance(data, dict) else {}
+
+    def task(self, task_id: str) -> Task | None:
+        if self._tasks is not None:
+            return self._tasks.get(task_id)
+        raw = self.read(task_path(task_id))
+        return None if raw is None else _load_task(raw, task_id)
+
+    def tasks(self) -> dict[str, Task]:
+        """Every task, in creation order."""
+        if self._tasks is None:
+            repo = self.repo
+            found = repo.tree_lookup(self.tree, TASKS_DIR)
+            out: list[Task] = []
+            if found is not None and found[1]:
+                for _, l1, t1 in repo.tree_entries(found[0]):
+                    if not t1:
+                        continue
+                    for _, l2, t2 in repo.tree_entries(l1):
+                        if not t2:
+                            continue
+                        for name, oid, is_tree in repo.tree_entries(l2):
+                            if not is_tree and name.endswith(".json"):
+                                out.append(_load_task(repo.read_blob(oid), name[:-5]))
+            out.sort(key=lambda t: (t.order, t.created_at, t.id))
+            self._tasks = {t.id: t for t in out}
+        return self._tasks
+
+
+def _load_task(raw: bytes, task_id: str) -> Task:
+    try:
+        return Task.loads(raw, source=f"state file for task {task_id}")
+    except UsageError as exc:
+        raise InvalidState(exc.message) from None
+
+
+class Tx:
+    """One transaction: reads see the base snapshot plus this transaction's writes."""
+
+    def __init__(self, store: StateStore, base: Snapshot | None) -> None:
+        self.store = store
+        self.base = base
+        self.changes: dict[str, bytes | None] = {}
+        self.lines: list[str] = []
+        self._tasks: dict[str, Task] = {}
+        self.after_commit: list[Callable[[], None]] = []
+
+    @property
+    def session(self) -> int:
+        return self.store.session
+
+    # -- reads ----------------------------------------------------------------------
+
+    def read(self, path: str) -> bytes | None:
+        if path in self.changes:
+            return self.changes[path]
+        return self.base.read(path) if self.base else None
+
+    def read_json(self, path: str) -> Any:
+        raw = self.read(path)
+        if raw is None:
+            return None
+        try:
+            return json.loads(raw)
+        except ValueError as exc:
+            raise InvalidState(f"state file {path} is not valid JSON: {exc}") from None
+
+    def listdir(self, path: str) -> list[str]:
+        names = set(self.base.listdir(path)) if self.base else set()
+        prefix = path.rstrip("/") + "/"
+        for changed, data in self.changes.items():
+            if changed.startswith(prefix):
+                name = changed[len(prefix):].split("/", 1)[0]
+                if data is None and "/" not in changed[len(prefix):]:
+                    names.discard(name)
+                else:
+                    names.add(name)
+        return sorted(names)
+
+    def config(self) -> Config:
+        if CONFIG_PATH in self.changes:
+            return Snapshot.config(self)  # type: ignore[arg-type]
+        return self.base.config() if self.base else Config()
+
+    def meta(self) -> dict[str, Any]:
+        data = self.read_json(META_PATH)
+        return dict(data) if isinstance(data, dict) else {}
+
+    def task(self, task_id: str) -> Task | None:
+        if task_id in self._tasks:
+            return self._tasks[task_id]
+        return self.base.task(task_id) if self.base else None
+
+    def require_task(self, task_id: str) -> Task:
+        task = self.task(task_id)
+        if task is None:
+            raise UsageError(f"no task {task_id!r} (see `git handoff list`)")
+        return task
+
+    def tasks(self) -> dict[str, Task]:
+        """Every task including this transaction's changes, in creation order."""
+        base = self.base.tasks() if self.base else {}
+        if not self._tasks:
+            return base
+        merged = dict(base)
+        merged.update(self._tasks)
+        return dict(sorted(merged.items(), key=lambda kv: (kv[1].order, kv[1].created_at, kv[0])))
+
+    # -- writes ---------------------------------------------------------------------
+
+    def put(self, path: str, data: bytes | None) -> None:
+        self.changes[path] = data
+
+    def put_json(self, path: str, value: Any) -> None:
+        self.put(path, (json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True) + "\n").encode())
+
+    def put_task(self, task: Task) -> Task:
+        import dataclasses
+
+        task = dataclasses.replace(task, updated_at=now_iso())
+        self._tasks[task.id] = task
+        self.put(task_path(task.id), task.dumps())
+        return task
+
+    def log(self, kind: str, text: str = "", task: str | None = None, category: str | None = None) -> str:
+        line = format_log_line(self.session, kind, text, task=task, category=category)
+        self.lines.append(line)
+        return line
+
+
+@dataclass
+class Entry:
+    """One parsed log line of the state history."""
+
+    line: str
+    ts: str
+    session: int
+    type: str
+    task: str | None
+    commit: str
+
+
+class StateStore:
+    def __init__(self, repo: Repo, session: int | None = None) -> None:
+        self.repo = repo
+        self.session = active_session(repo) if session is None else session
+
+    # -- reading --------------------------------------------------------------------
+
+    def head(self) -> str | None:
+        return self.repo.ref_target(STATE_REF)
+
+    def is_initialized(self) -> bool:
+        return self.head() is not None
+
+    def snapshot(self, commit: str | None = None) -> Snapshot:
+        commit = commit or self.head()
+        if commit is None:
+            raise NotInitialized("git handoff is not initialized here: run `git handoff init`")
+        return Snapshot(self.repo, commit)
+
+    def entries(self, start: str | None = None, limit: int | None = None) -> Iterator[Entry]:
+        """Log lines of the state history, newest commit first (lines of one commit in order)."""
+        start = start or self.head()
+        if start is None:
+            return
+        seen = 0
+        for commit in self.repo.walk(start):
+            message = self.repo.commit_info(commit)[0]
+            batch = []
+            for line in message.splitlines():
+                m = LOG_LINE.match(line)
+                if m:
+                    batch.append(Entry(line, m["ts"], int(m["session"]), m["type"], m["task"], commit))
+            for entry in reversed(batch):
+                yield entry
+                seen += 1
+                if limit is not None and seen >= limit:
+                    return
+
+    # -- writing --------------------------------------------------------------------
+
+    def lock(self) -> Any:
+        from filelock import FileLock
+
+        return FileLock(str(self.repo.handoff_dir / "state.lock"), timeout=LOCK_TIMEOUT_SECONDS)
+
+    def transact(self, apply: Callable[[Tx], T], *, allow_uninitialized: bool = False) -> T:
+        """Run `apply` on the current state and commit what it wrote, atomically.
+
+        `apply` may run more than once (after a lost compare-and-swap), so it must
+        only read from and write to the Tx. Errors it raises leave the state as it was.
+        """
+        from filelock import Timeout
+
+        try:
+            with self.lock():
+                return self._transact_locked(apply, allow_uninitialized)
+        except Timeout:
+            raise Contention(
+                f"another git handoff process held the state lock for {LOCK_TIMEOUT_SECONDS:.0f}s; "
+                "nothing was changed, retry"
+            ) from None
+
+    def _transact_locked(self, apply: Callable[[Tx], T], allow_uninitialized: bool) -> T:
+        for attempt in range(CAS_RETRIES):
+            head = self.head()
+            if head is None and not allow_uninitialized:
+                raise NotInitialized("git handoff is not initialized here: run `git handoff init`")
+            tx = Tx(self, Snapshot(self.repo, head) if head else None)
+            result = apply(tx)
+            if not tx.changes and not tx.lines:
+                return result
+            if self._commit(tx, head):
+                for hook in tx.after_commit:
+                    hook()
+                return result
+            time.sleep(min(0.2, 0.005 * (2 ** min(attempt, 6))) * random.random())
+        raise Contention(f"{STATE_REF} kept changing under this transaction ({CAS_RETRIES} tries); nothing was changed, retry")
+
+    def _commit(self, tx: Tx, head: str | None) -> bool:
+        repo = self.repo
+        blobs = {path: (None if data is None else repo.write_blob(data)) for path, data in tx.changes.items()}
+        base_tree = tx.base.tree if tx.base else None
+        tree = repo.update_tree(base_tree, blobs) if blobs else base_tree
+        if tree is None:
+            tree = repo.update_tree(None, {})
+        message = "\n".join(tx.lines) + "\n" if tx.lines else "git handoff: state update\n"
+        commit = repo.create_commit(tree, [head] if head else [], message)
+        first = tx.lines[0] if tx.lines else "state update"
+        if not repo.cas_ref(STATE_REF, commit, head, f"handoff: {first[:200]}"):
+            return False
+        self.last_commit = commit
+        if random.randrange(GC_EVERY) == 0:
+            repo.gc_in_background()
+        return True
+
+    def commit_merge(self, tree: str, parents: list[str], lines: list[str], expected: str | None) -> str | None:
+        """Write a merge commit of two state histories; None when the ref moved (CAS lost)."""
+        message = "\n".join(lines) + "\n"
+        commit = self.repo.create_commit(tree, parents, message)
+        if not self.repo.cas_ref(STATE_REF, commit, expected, "handoff: merge"):
+            return None
+        return commit
+
+
+def initial_files(config_toml: str) -> dict[str, bytes]:
+    return {
+        FORMAT_PATH: f"{FORMAT_NAME} {FORMAT_VERSION}\n".encode(),
+        CONFIG_PATH: config_toml.encode(),
+        META_PATH: (json.dumps({"created": now_iso(), "session_count": 0, "last_session": None}, indent=2, sort_keys=True) + "\n").encode(),
+    }
