@@ -1,0 +1,382 @@
+"""Background dispatch: hand a prompt to an agent backend, keep its output, exit
+status and result in the state (one blob per run, `dispatch/<run_id>.json`).
+
+A backend is named in git config:
+
+    handoff.backend.<name>.command   run through the shell; the prompt on stdin and
+                                     in $HANDOFF_PROMPT_FILE
+    handoff.backend.<name>.resume    optional; `{session_id}` is replaced by the
+                                     backend session id an earlier run printed
+
+A run's id is `<seq>-<slug>`: the sequence number is allocated inside a state
+transaction (so two `dispatch new` never get the same one), the slug is one to
+three lowercase words. Full output lives in the clone's private directory
+(`<git common dir>/handoff/dispatch/<run_id>/`); the state keeps the exit status,
+the result, the backend session id and the tail of the output.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from git_handoff.errors import Negative, UsageError
+from git_handoff.model import now_iso
+from git_handoff.store import StateStore, Tx
+
+DISPATCH_DIR = "dispatch"
+SLUG = re.compile(r"^[a-z]+(?:-[a-z]+){0,2}$")
+RUN_ID = re.compile(r"^(?P<seq>[0-9]{3,})-(?P<slug>[a-z]+(?:-[a-z]+){0,2})$")
+BACKEND_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
+OUTPUT_KEPT_IN_STATE = 64 * 1024  # the tail of stdout/stderr recorded in the state blob
+FINISHED = ("succeeded", "failed")
+POLL_SECONDS = 0.1
+
+
+def check_slug(slug: str) -> str:
+    if not isinstance(slug, str) or not SLUG.match(slug) or len(slug) > 60:
+        raise UsageError(
+            f"invalid slug {slug!r}: use one to three lowercase words joined by '-' "
+            "(like fix-auth); dates, numbers and other characters are refused"
+        )
+    return slug
+
+
+def check_run_id(run_id: str) -> str:
+    if not isinstance(run_id, str) or not RUN_ID.match(run_id):
+        raise UsageError(f"invalid run id {run_id!r}: a run id looks like 001-fix-auth (see `git handoff dispatch list`)")
+    return run_id
+
+
+def record_path(run_id: str) -> str:
+    return f"{DISPATCH_DIR}/{run_id}.json"
+
+
+def run_dir(store: StateStore, run_id: str) -> Path:
+    path = store.repo.handoff_dir / DISPATCH_DIR / run_id
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def backend_commands(store: StateStore, backend: str) -> tuple[str, str | None]:
+    """(command, resume command or None) of a backend named in git config."""
+    if not BACKEND_NAME.match(backend or ""):
+        raise UsageError(f"invalid backend name {backend!r}")
+    command = store.repo.config_get(f"handoff.backend.{backend}.command")
+    if not command or not command.strip():
+        raise UsageError(
+            f"no backend {backend!r}: set `git config handoff.backend.{backend}.command 'CMD'` "
+            "(run through the shell with the prompt on stdin)"
+        )
+    resume = store.repo.config_get(f"handoff.backend.{backend}.resume")
+    return command, (resume if resume and resume.strip() else None)
+
+
+# -- records ------------------------------------------------------------------------
+
+
+def get(store: StateStore, run_id: str) -> dict[str, Any]:
+    check_run_id(run_id)
+    record = store.snapshot().read_json(record_path(run_id))
+    if not isinstance(record, dict):
+        raise UsageError(f"no dispatch run {run_id!r} (see `git handoff dispatch list`)")
+    return _with_liveness(record)
+
+
+def list_runs(store: StateStore) -> list[dict[str, Any]]:
+    snap = store.snapshot()
+    out = []
+    for name in snap.listdir(DISPATCH_DIR):
+        if name.endswith(".json"):
+            record = snap.read_json(f"{DISPATCH_DIR}/{name}")
+            if isinstance(record, dict):
+                out.append(_with_liveness(record))
+    out.sort(key=lambda r: (int(r.get("seq") or 0), r.get("run_id", "")))
+    return out
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # a zombie of ours is dead for our purposes
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True
+
+
+def _with_liveness(record: dict[str, Any]) -> dict[str, Any]:
+    """A running record whose runner died on this host is reported as lost."""
+    if record.get("status") == "running" and record.get("host") == socket.gethostname():
+        pid = record.get("pid")
+        if isinstance(pid, int) and not _pid_alive(pid):
+            record = dict(record, status="failed", lost=True,
+                          error="the process running this dispatch died before recording a result")
+    return record
+
+
+def _next_seq(tx: Tx) -> int:
+    highest = 0
+    for name in tx.listdir(DISPATCH_DIR):
+        head = name.split("-", 1)[0]
+        if head.isdigit():
+            highest = max(highest, int(head))
+    return highest + 1
+
+
+def new(store: StateStore, *, backend: str, slug: str, prompt: str,
+        resume_of: str | None = None) -> dict[str, Any]:
+    """Record a new run (status `new`) and return it; the sequence number is allocated in the transaction."""
+    check_slug(slug)
+    backend_commands(store, backend)
+    if not prompt.strip():
+        raise UsageError("the prompt is empty: pass it on stdin")
+
+    def apply(tx: Tx) -> dict[str, Any]:
+        seq = _next_seq(tx)
+        run_id = f"{seq:03d}-{slug}"
+        record = {
+            "run_id": run_id,
+            "seq": seq,
+            "slug": slug,
+            "backend": backend,
+            "prompt": prompt,
+            "status": "new",
+            "created_at": now_iso(),
+            "created_by": store.repo.signature().name,
+            "conversation": resume_of or run_id,
+            "resume_of": resume_of,
+            "session_id": None,
+            "exit_status": None,
+            "result": None,
+            "stdout_tail": None,
+            "stderr_tail": None,
+            "started_at": None,
+            "finished_at": None,
+            "host": None,
+            "pid": None,
+        }
+        tx.put_json(record_path(run_id), record)
+        return record
+
+    record = store.transact(apply)
+    (run_dir(store, record["run_id"]) / "prompt.md").write_text(prompt)
+    return record
+
+
+def _conversation_session_id(store: StateStore, first: dict[str, Any]) -> str | None:
+    """The newest backend session id of the conversation `first` started."""
+    conversation = first.get("conversation") or first["run_id"]
+    best: tuple[int, str] | None = None
+    for record in list_runs(store):
+        if (record.get("conversation") or record["run_id"]) != conversation:
+            continue
+        sid = record.get("session_id")
+        if isinstance(sid, str) and sid and (best is None or int(record["seq"]) > best[0]):
+            best = (int(record["seq"]), sid)
+    return best[1] if best else None
+
+
+def new_resume(store: StateStore, first_run_id: str, *, prompt: str, slug: str | None = None) -> dict[str, Any]:
+    """A follow-up run in the conversation `first_run_id` started (the stable handle)."""
+    first = get(store, first_run_id)
+    conversation = first.get("conversation") or first["run_id"]
+    if conversation != first["run_id"]:
+        first = get(store, conversation)
+    _, resume = backend_commands(store, first["backend"])
+    if resume is None:
+        raise UsageError(
+            f"backend {first['backend']!r} cannot resume: set `git config handoff.backend.{first['backend']}.resume 'CMD {{session_id}}'`"
+        )
+    if _conversation_session_id(store, first) is None:
+        raise UsageError(
+            f"run {first['run_id']} has no backend session id yet (status {first['status']}): "
+            "resume needs a finished run whose last output line was a JSON object with a session_id"
+        )
+    return new(store, backend=first["backend"], slug=slug or first["slug"], prompt=prompt, resume_of=first["run_id"])
+
+
+def _update(store: StateStore, run_id: str, changes: dict[str, Any], *, expect: tuple[str, ...] | None = None) -> dict[str, Any]:
+    def apply(tx: Tx) -> dict[str, Any]:
+        record = tx.read_json(record_path(run_id))
+        if not isinstance(record, dict):
+            raise UsageError(f"no dispatch run {run_id!r} (see `git handoff dispatch list`)")
+        if expect is not None and record.get("status") not in expect:
+            raise UsageError(
+                f"run {run_id} is {record.get('status')}, not {' or '.join(expect)}: "
+                "results are kept; start another with `git handoff dispatch new`"
+            )
+        record = dict(record, **changes)
+        tx.put_json(record_path(run_id), record)
+        return record
+
+    return store.transact(apply)
+
+
+# -- running ------------------------------------------------------------------------
+
+
+def _command_for(store: StateStore, record: dict[str, Any]) -> str:
+    command, resume = backend_commands(store, record["backend"])
+    if not record.get("resume_of"):
+        return command
+    first = get(store, record["resume_of"])
+    session_id = _conversation_session_id(store, first)
+    if resume is None or session_id is None:
+        raise UsageError(f"run {record['run_id']} cannot resume {record['resume_of']}: no resume command or session id")
+    return resume.replace("{session_id}", shlex.quote(session_id))
+
+
+def _tail(data: bytes) -> str:
+    text = data.decode("utf-8", errors="replace")
+    if len(text) > OUTPUT_KEPT_IN_STATE:
+        return "[...]" + text[-OUTPUT_KEPT_IN_STATE:]
+    return text
+
+
+def parse_output(stdout: str) -> tuple[str | None, str]:
+    """(backend session id, result text) from a backend's standard output.
+
+    A last non-empty line holding a JSON object is the backend's report: its
+    `session_id` names the conversation, its `result` (when text) is the result.
+    Otherwise the result is the whole output.
+    """
+    lines = [line for line in stdout.splitlines() if line.strip()]
+    if lines:
+        try:
+            obj = json.loads(lines[-1])
+        except ValueError:
+            obj = None
+        if isinstance(obj, dict):
+            sid = obj.get("session_id")
+            result = obj.get("result")
+            return (str(sid) if sid not in (None, "") else None,
+                    result if isinstance(result, str) else stdout)
+    return None, stdout
+
+
+def start_background(store: StateStore, run_id: str) -> dict[str, Any]:
+    """Mark the run running and leave it to a detached process; returns at once."""
+    check_run_id(run_id)
+    record = get(store, run_id)
+    command = _command_for(store, record)  # refuse a bad run now, not in the detached process
+    del command
+    workdir = store.repo.root()
+    out_dir = run_dir(store, run_id)
+    log = open(out_dir / "runner.log", "ab")
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "git_handoff", "dispatch", "run", run_id, "--detached-child"],
+            cwd=workdir, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
+        )
+    finally:
+        log.close()
+    try:
+        return _update(store, run_id, {"status": "running", "started_at": now_iso(), "host": socket.gethostname(),
+                                       "pid": proc.pid}, expect=("new",))
+    except BaseException:
+        proc.kill()
+        raise
+
+
+def execute(store: StateStore, run_id: str, *, detached_child: bool = False) -> dict[str, Any]:
+    """Run the backend in this process and record its outcome; returns the final record."""
+    check_run_id(run_id)
+    record = get(store, run_id)
+    if detached_child:
+        # the parent marks the run as ours right after starting us
+        deadline = time.monotonic() + 30
+        while record.get("status") == "new" and time.monotonic() < deadline:
+            time.sleep(0.02)
+            record = get(store, run_id)
+        if record.get("status") != "running" or record.get("pid") != os.getpid():
+            return record
+    else:
+        record = _update(store, run_id, {"status": "running", "started_at": now_iso(), "host": socket.gethostname(),
+                                         "pid": os.getpid()}, expect=("new",))
+    try:
+        command = _command_for(store, record)
+    except UsageError as exc:
+        return _update(store, run_id, {"status": "failed", "finished_at": now_iso(), "error": exc.message})
+    out_dir = run_dir(store, run_id)
+    prompt_file = out_dir / "prompt.md"
+    prompt_file.write_text(record["prompt"])
+    env = dict(os.environ, HANDOFF_PROMPT_FILE=str(prompt_file), HANDOFF_RUN_ID=run_id)
+    with open(out_dir / "out.txt", "wb") as out, open(out_dir / "err.txt", "wb") as err, \
+            open(prompt_file, "rb") as stdin:
+        proc = subprocess.Popen(["/bin/sh", "-c", command], cwd=store.repo.root(), stdin=stdin, stdout=out,
+                                stderr=err, env=env)
+        try:
+            code = proc.wait()
+        except KeyboardInterrupt:
+            _stop(proc)
+            _update(store, run_id, {"status": "failed", "finished_at": now_iso(), "error": "interrupted",
+                                    "exit_status": 130})
+            raise
+    stdout = (out_dir / "out.txt").read_bytes()
+    stderr = (out_dir / "err.txt").read_bytes()
+    session_id, result = parse_output(stdout.decode("utf-8", errors="replace"))
+    (out_dir / "result.md").write_text(result)
+    exit_status = code if code >= 0 else 128 - code
+    return _update(store, run_id, {
+        "status": "succeeded" if code == 0 else "failed",
+        "exit_status": exit_status,
+        "finished_at": now_iso(),
+        "session_id": session_id,
+        "result": result if len(result) <= OUTPUT_KEPT_IN_STATE else _tail(result.encode()),
+        "stdout_tail": _tail(stdout),
+        "stderr_tail": _tail(stderr),
+        "command": command,
+    })
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=3)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def wait(store: StateStore, run_ids: list[str], *, timeout: float | None = None) -> list[dict[str, Any]]:
+    """Block until every run has finished; Negative when one did not succeed (or time ran out)."""
+    if not run_ids:
+        raise UsageError("name at least one RUN_ID to wait for")
+    for run_id in run_ids:
+        record = get(store, run_id)
+        if record.get("status") == "new":
+            raise UsageError(f"run {run_id} was never started: `git handoff dispatch run {run_id} --background`")
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
+        records = [get(store, r) for r in run_ids]
+        if all(r.get("status") in FINISHED for r in records):
+            break
+        if deadline is not None and time.monotonic() >= deadline:
+            waiting = [r["run_id"] for r in records if r.get("status") not in FINISHED]
+            raise Negative(f"timed out waiting for {', '.join(waiting)}", payload=records)
+        time.sleep(POLL_SECONDS)
+    failed = [r for r in records if r.get("status") != "succeeded"]
+    if failed:
+        names = ", ".join(f"{r['run_id']} (exit {r.get('exit_status')})" for r in failed)
+        raise Negative(f"run(s) failed: {names}", payload=records)
+    return records
+
+
+def result(store: StateStore, run_id: str) -> dict[str, Any]:
+    record = get(store, run_id)
+    if record.get("status") not in FINISHED:
+        raise Negative(f"run {run_id} has not finished (status {record.get('status')})", payload=record)
+    return record
