@@ -127,7 +127,7 @@ class Repo:
                 return True
             except pygit2.AlreadyExistsError:
                 return False
-            except (pygit2.GitError, ValueError) as exc:
+            except (pygit2.GitError, ValueError, OSError) as exc:
                 if self._recover_stale_ref_lock(name):
                     continue
                 text = str(exc).lower()
