@@ -49,3 +49,9 @@ def test_every_readme_command_has_help() -> None:
     text = (ROOT / "README.md").read_text()
     for name in COMMANDS:
         assert f"`{name}" in text or f"{name}|" in text or f"|{name}" in text, name
+
+
+def test_hook_templates_are_found() -> None:
+    from git_handoff.templates import template_text
+
+    assert "hooks install" in template_text("README")
