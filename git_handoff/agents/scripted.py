@@ -1,0 +1,157 @@
+"""A scripted coding agent that follows the session protocol, for the demo and tests.
+
+    python -m git_handoff.agents.scripted [options]
+
+It acknowledges its session, then claims, does, commits and completes tasks until
+`claim` says to stop (nothing eligible, or the session's task limit) or the session
+has handed off. "Doing" task ID means writing `ID.txt` holding `done-ID`, which is
+what the demo's and the tests' validation commands check.
+
+Misbehaviour on request, to exercise the relay's failure paths:
+  --never-ack          start, then hang without acknowledging
+  --crash-on ID        claim ID, write its file, then die before committing (once)
+  --fail-first ID      the first attempt at ID writes the wrong content (done fails)
+  --slow S             sleep S seconds after each task
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+
+class Handoff:
+    """Runs `git handoff ...`: in this process (fast), or as the real executable."""
+
+    def __init__(self, root: Path, subprocess_mode: bool) -> None:
+        self.root = root
+        self.subprocess_mode = subprocess_mode
+
+    def __call__(self, *args: str) -> tuple[int, str, str]:
+        if self.subprocess_mode:
+            proc = subprocess.run(["git", "handoff", *args], cwd=self.root, capture_output=True, text=True)
+            return proc.returncode, proc.stdout, proc.stderr
+        from git_handoff.cli import main
+
+        out, err = io.StringIO(), io.StringIO()
+        code = 0
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                main(list(args))
+            except SystemExit as exc:
+                code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        return code, out.getvalue(), err.getvalue()
+
+
+def git(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True)
+
+
+def handed_off(session: int) -> bool:
+    try:
+        from git_handoff.gitrepo import Repo
+        from git_handoff.ops import handoff
+        from git_handoff.store import StateStore
+
+        return bool(handoff.handed_off(StateStore(Repo.discover()), session))
+    except Exception:  # noqa: BLE001 - the agent keeps going on what claim says
+        return False
+
+
+def say(text: str) -> None:
+    print(f"[agent {os.environ.get('HANDOFF_SESSION', '?')}] {text}", flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m git_handoff.agents.scripted", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--never-ack", action="store_true")
+    parser.add_argument("--crash-on", action="append", default=[], metavar="ID")
+    parser.add_argument("--fail-first", action="append", default=[], metavar="ID")
+    parser.add_argument("--slow", type=float, default=0.0, metavar="S")
+    parser.add_argument("--subprocess", action="store_true", help="run the real `git handoff` executable")
+    parser.add_argument("--trace", metavar="FILE", help="append one line per session start/end (for tests)")
+    args = parser.parse_args(argv)
+
+    root = Path(git(Path.cwd(), "rev-parse", "--show-toplevel").stdout.strip() or ".")
+    session = int(os.environ.get("HANDOFF_SESSION") or 0)
+    marks = Path(git(root, "rev-parse", "--git-common-dir").stdout.strip())
+    if not marks.is_absolute():
+        marks = root / marks
+    marks = marks / "handoff"
+
+    def trace(event: str) -> None:
+        if args.trace:
+            with open(args.trace, "a") as fh:
+                fh.write(f"session={session} pid={os.getpid()} {event}\n")
+
+    trace("start")
+    prompt_file = os.environ.get("HANDOFF_PROMPT_FILE")
+    if prompt_file and Path(prompt_file).is_file():
+        say(f"read the prompt ({Path(prompt_file).stat().st_size} bytes)")
+    if args.never_ack:
+        say("hanging without acknowledging")
+        time.sleep(3600)
+        return 1
+    handoff = Handoff(root, args.subprocess)
+    code, out, err = handoff("ack")
+    if code != 0:
+        say(f"ack failed: {err.strip()}")
+        return 2
+    say("acknowledged")
+    done_count = 0
+    while True:
+        code, out, err = handoff("claim", "--json")
+        if code == 1:
+            say(f"stop: {err.strip().removeprefix('error: ')}")
+            break
+        if code != 0:
+            say(f"claim failed ({code}): {err.strip()}")
+            trace("end")
+            return code
+        task = json.loads(out)
+        task_id, title = task["id"], task["title"]
+        say(f"claimed {task_id}: {title}")
+        content = f"done-{task_id}\n"
+        fail_mark = marks / f"scripted-failed-{task_id}"
+        if task_id in args.fail_first and not fail_mark.exists():
+            fail_mark.write_text("")
+            content = f"not yet {task_id}\n"
+        (root / f"{task_id}.txt").write_text(content)
+        crash_mark = marks / f"scripted-crashed-{task_id}"
+        if task_id in args.crash_on and not crash_mark.exists():
+            crash_mark.write_text("")
+            say(f"crashing in the middle of {task_id}")
+            trace("crash")
+            os._exit(7)
+        git(root, "add", f"{task_id}.txt")
+        git(root, "commit", "-q", "-m", f"{task_id}: {title}")
+        code, out, err = handoff("done", task_id)
+        if code == 0:
+            done_count += 1
+            say(f"completed {task_id}")
+        elif code == 1:
+            say(f"{task_id} failed its check and was rolled back")
+        else:
+            say(f"done {task_id} failed ({code}): {err.strip()}")
+            trace("end")
+            return code
+        if args.slow:
+            time.sleep(args.slow)
+        if session and handed_off(session):
+            say("the session has handed off: stopping")
+            break
+    trace("end")
+    say(f"session over: {done_count} task(s) completed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,46 @@
+"""`git handoff relay`: run agent sessions back to back until the work is done."""
+
+from __future__ import annotations
+
+import click
+
+from git_handoff.cli import get_store
+
+
+@click.command("relay")
+@click.option("--agent", required=True, metavar="CMD",
+              help="The agent command (run by the shell at the repository root); {prompt_file} is replaced "
+                   "by the prompt's path, also in $HANDOFF_PROMPT_FILE; $HANDOFF_SESSION is the session number.")
+@click.option("--tmux", is_flag=True, help="Run each session in a detached tmux session handoff-<repo>-<n>.")
+@click.option("--tmux-socket", default=None, metavar="NAME", help="The tmux socket (-L) to use [default: one per repository].")
+@click.option("--ack-timeout", type=float, default=60.0, show_default=True, metavar="S",
+              help="Seconds a new session has to run `git handoff ack`.")
+@click.option("--session-timeout", type=float, default=None, metavar="S", help="End a session that runs longer than S seconds.")
+@click.option("--max-launch-failures", type=int, default=3, show_default=True, metavar="N",
+              help="Stop after N launches in a row that were not acknowledged.")
+@click.option("--handoff-grace", type=float, default=10.0, show_default=True, metavar="S",
+              help="Seconds an agent may keep running after its session handed off.")
+@click.option("--max-idle-sessions", type=int, default=3, show_default=True, metavar="N",
+              help="Stop after N sessions in a row that completed or attempted nothing.")
+@click.option("--quiet", "-q", is_flag=True, help="Print only the final line.")
+def relay_cmd(agent: str, tmux: bool, tmux_socket: str | None, ack_timeout: float, session_timeout: float | None,
+              max_launch_failures: int, handoff_grace: float, max_idle_sessions: int, quiet: bool) -> None:
+    """Run agent sessions one after another until every task is completed.
+
+    Each session: `session start` (recovery included), the handoff prompt written to a
+    file, the agent launched, its ACK awaited (`git handoff ack`), then the session runs
+    until it hands off or the agent exits; a handoff document is written from git facts
+    when the agent left none; `session end`; the next session.
+
+    Exit 0 when every task is completed; 1 when the relay stops with work left (limits,
+    launch failures), saying why; 3 when another relay runs for this repository; 130
+    on Ctrl-C (the agent is ended and its session closed).
+    """
+    from git_handoff.ops import relay as ops
+
+    opts = ops.Options(agent=agent, tmux=tmux, tmux_socket=tmux_socket, ack_timeout=ack_timeout,
+                       session_timeout=session_timeout, max_launch_failures=max_launch_failures,
+                       handoff_grace=handoff_grace, max_idle_sessions=max_idle_sessions)
+    say = (lambda _text: None) if quiet else (lambda text: click.echo(text))
+    summary = ops.run_relay(get_store(session=0), opts, say)
+    click.echo(f"relay finished: {summary['reason']} in {summary['sessions']} session(s)")

@@ -1,0 +1,92 @@
+"""Processes: is one alive, and ending a whole process tree (what an agent started
+included, even when it moved to its own process group)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+
+
+def alive(pid: int) -> bool:
+    """True while `pid` runs (a zombie counts as gone)."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True
+
+
+def _table() -> list[tuple[int, int, int]]:
+    """(pid, parent pid, process group) of every process."""
+    rows: list[tuple[int, int, int]] = []
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        names = []
+    if names:
+        for name in names:
+            if not name.isdigit():
+                continue
+            try:
+                with open(f"/proc/{name}/stat") as fh:
+                    fields = fh.read().rsplit(")", 1)[1].split()
+                rows.append((int(name), int(fields[1]), int(fields[2])))
+            except (OSError, IndexError, ValueError):
+                continue
+        return rows
+    proc = subprocess.run(["ps", "-A", "-o", "pid=,ppid=,pgid="], capture_output=True, text=True)
+    for line in proc.stdout.splitlines():
+        parts = line.split()
+        if len(parts) == 3 and all(p.isdigit() for p in parts):
+            rows.append((int(parts[0]), int(parts[1]), int(parts[2])))
+    return rows
+
+
+def tree(pid: int) -> set[int]:
+    """`pid`, its descendants, and every member of the process groups they lead."""
+    rows = _table()
+    children: dict[int, list[int]] = {}
+    for p, ppid, _ in rows:
+        children.setdefault(ppid, []).append(p)
+    found = {pid}
+    todo = [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    leaders = set(found)
+    found.update(p for p, _, pgid in rows if pgid in leaders)
+    found.discard(os.getpid())
+    return found
+
+
+def kill_tree(pid: int, grace: float = 3.0) -> None:
+    """SIGTERM the tree of `pid`, then SIGKILL what is left after `grace` seconds."""
+    members = tree(pid)
+    _signal_all(members, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline:
+        members = {m for m in members if alive(m)}
+        if not members:
+            return
+        time.sleep(0.05)
+    _signal_all(members | (tree(pid) if alive(pid) else set()), signal.SIGKILL)
+
+
+def _signal_all(pids: set[int], sig: int) -> None:
+    for member in pids:
+        try:
+            os.kill(member, sig)
+        except (ProcessLookupError, PermissionError):
+            pass

@@ -1,0 +1,509 @@
+"""The relay: run agent sessions one after another until the work is done.
+
+Per session: `session start` (recovery included) -> the handoff prompt rendered to a
+file -> the agent launched (a child process in its own process group, or a detached
+tmux session on the relay's own tmux socket) -> its ACK awaited -> the session runs
+until it hands off or the agent exits -> a handoff document written from git facts
+when the agent left none -> `session end` -> the next session.
+
+One relay per repository: a filelock in the clone's private directory, plus a record
+in the state (`relay.json`: host, pid, start time, the current session and agent) so
+that `status` can show it and a restarted relay can take over a dead one's session
+instead of starting a duplicate.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shlex
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from git_handoff import schedule
+from git_handoff.errors import Contention, Negative, UsageError
+from git_handoff.model import now_iso
+from git_handoff.ops import procs
+from git_handoff.store import StateStore, Tx
+
+RELAY_PATH = "relay.json"
+FAILURES_KEPT = 20
+
+
+@dataclass
+class Options:
+    agent: str
+    tmux: bool = False
+    ack_timeout: float = 60.0
+    session_timeout: float | None = None
+    max_launch_failures: int = 3
+    handoff_grace: float = 10.0
+    max_idle_sessions: int = 3
+    tmux_socket: str | None = None
+    poll: float = 0.05
+
+
+class Stopped(Negative):
+    """The relay stopped with work left (exit 1)."""
+
+
+# -- the record in the state ------------------------------------------------------------
+
+
+def read_record(source: Any) -> dict[str, Any] | None:
+    data = source.read_json(RELAY_PATH)
+    return data if isinstance(data, dict) else None
+
+
+def _update_record(store: StateStore, changes: dict[str, Any], *, failure: str | None = None,
+                   log: tuple[str, str, str | None] | None = None) -> dict[str, Any]:
+    def apply(tx: Tx) -> dict[str, Any]:
+        record = dict(read_record(tx) or {})
+        record.update(changes)
+        if failure is not None:
+            failures = list(record.get("failures") or [])
+            failures.append({"at": now_iso(), "what": failure})
+            record["failures"] = failures[-FAILURES_KEPT:]
+        tx.put_json(RELAY_PATH, record)
+        if log is not None:
+            kind, text, category = log
+            tx.log(kind, text, category=category)
+        return record
+
+    return store.transact(apply)
+
+
+def status_notes(snapshot: Any) -> list[str]:
+    """Lines for `status`: the relay running or stopped, and its recent failures."""
+    record = read_record(snapshot)
+    if not record:
+        return []
+    out = []
+    where = f"pid {record.get('pid')} on {record.get('host')}"
+    if record.get("state") == "running":
+        alive = record.get("host") != socket.gethostname() or procs.alive(int(record.get("pid") or 0))
+        if alive:
+            out.append(f"relay: running ({where} since {record.get('started_at')}, session {record.get('session') or '-'})")
+        else:
+            out.append(f"relay: died ({where}, started {record.get('started_at')}); "
+                       "a new `git handoff relay` takes over")
+    else:
+        out.append(f"relay: stopped at {record.get('stopped_at')} ({record.get('reason') or 'no reason recorded'})")
+    for failure in (record.get("failures") or [])[-5:]:
+        out.append(f"relay failure: [{failure.get('at')}] {failure.get('what')}")
+    return out
+
+
+# -- one relay per repository -------------------------------------------------------------
+
+
+@contextmanager
+def relay_lock(store: StateStore) -> Iterator[dict[str, Any] | None]:
+    """Hold the relay lock; yields the previous (dead) relay's record, if any. Contention
+    (exit 3) naming the running relay when another one holds it."""
+    from filelock import FileLock, Timeout
+
+    lock = FileLock(str(store.repo.handoff_dir / "relay.lock"), timeout=0)
+    try:
+        lock.acquire()
+    except Timeout:
+        record = read_record(store.snapshot()) if store.is_initialized() else None
+        if record:
+            who = f"pid {record.get('pid')} on {record.get('host')}, started {record.get('started_at')}"
+        else:
+            who = "another process"
+        raise Contention(f"a relay is already running for this repository ({who}); stop it first") from None
+    try:
+        previous = read_record(store.snapshot())
+        yield previous if previous and previous.get("state") == "running" else None
+    finally:
+        lock.release()
+
+
+# -- launching ------------------------------------------------------------------------
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_-]+", "-", text).strip("-")[:40] or "repo"
+
+
+def tmux_socket_name(store: StateStore, opts: Options) -> str:
+    if opts.tmux_socket:
+        return opts.tmux_socket
+    root = store.repo.root()
+    digest = hashlib.sha1(str(store.repo.common_dir).encode()).hexdigest()[:8]
+    return f"handoff-{_slug(root.name)}-{digest}"
+
+
+def tmux_session_name(store: StateStore, number: int) -> str:
+    return f"handoff-{_slug(store.repo.root().name)}-{number}"
+
+
+class Agent:
+    """One launched agent: a process group of ours, or a tmux session."""
+
+    def __init__(self, *, pid: int, status_file: Path, proc: subprocess.Popen[bytes] | None = None,
+                 tmux: tuple[str, str] | None = None) -> None:
+        self.pid = pid
+        self.status_file = status_file
+        self.proc = proc
+        self.tmux = tmux  # (socket, session name)
+
+    def exit_status(self) -> int | None:
+        """The agent's exit status once it has exited, else None."""
+        if self.proc is not None:
+            code = self.proc.poll()
+            if code is None:
+                return None
+            return code if code >= 0 else 128 - code
+        if procs.alive(self.pid):
+            return None
+        try:
+            return int(self.status_file.read_text().strip() or "0")
+        except (OSError, ValueError):
+            return -1  # killed before it could record a status
+
+    def running(self) -> bool:
+        return self.exit_status() is None
+
+    def kill(self) -> None:
+        """End the agent's whole process tree (then its tmux session)."""
+        procs.kill_tree(self.pid)
+        if self.proc is not None:
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
+        if self.tmux is not None:
+            socket_name, name = self.tmux
+            subprocess.run(["tmux", "-L", socket_name, "kill-session", "-t", f"={name}"],
+                           capture_output=True)
+
+
+def launch(store: StateStore, opts: Options, number: int, prompt_file: Path, relay_dir: Path) -> Agent:
+    root = store.repo.root()
+    command = opts.agent.replace("{prompt_file}", shlex.quote(str(prompt_file)))
+    status_file = relay_dir / f"session-{number}.status"
+    log_file = relay_dir / f"session-{number}.log"
+    script = relay_dir / f"session-{number}.sh"
+    try:
+        status_file.unlink()
+    except FileNotFoundError:
+        pass
+    script.write_text(
+        "#!/bin/sh\n"
+        f"cd {shlex.quote(str(root))} || exit 127\n"
+        f"HANDOFF_PROMPT_FILE={shlex.quote(str(prompt_file))}; export HANDOFF_PROMPT_FILE\n"
+        f"HANDOFF_SESSION={number}; export HANDOFF_SESSION\n"
+        f"/bin/sh -c {shlex.quote(command)}\n"
+        "code=$?\n"
+        f"echo $code > {shlex.quote(str(status_file))}\n"
+        "exit $code\n"
+    )
+    if opts.tmux:
+        socket_name = tmux_socket_name(store, opts)
+        name = tmux_session_name(store, number)
+        subprocess.run(["tmux", "-L", socket_name, "kill-session", "-t", f"={name}"], capture_output=True)
+        proc = subprocess.run(
+            ["tmux", "-L", socket_name, "new-session", "-d", "-s", name, "-c", str(root), "-P", "-F", "#{pane_pid}",
+             f"/bin/sh {shlex.quote(str(script))} 2>&1 | tee -a {shlex.quote(str(log_file))}"],
+            capture_output=True, text=True,
+        )
+        if proc.returncode != 0:
+            raise UsageError(f"tmux could not start the agent: {proc.stderr.strip() or proc.returncode}")
+        return Agent(pid=int(proc.stdout.strip().splitlines()[-1]), status_file=status_file,
+                     tmux=(socket_name, name))
+    env = dict(os.environ, HANDOFF_PROMPT_FILE=str(prompt_file), HANDOFF_SESSION=str(number))
+    with open(log_file, "ab") as log:
+        child = subprocess.Popen(["/bin/sh", str(script)], cwd=root, env=env, stdin=subprocess.DEVNULL,
+                                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    return Agent(pid=child.pid, status_file=status_file, proc=child)
+
+
+# -- the loop ------------------------------------------------------------------------
+
+
+def _progress(store: StateStore) -> tuple[int, int]:
+    tasks = store.snapshot().tasks()
+    return (sum(1 for t in tasks.values() if t.status == "completed"), sum(t.attempts for t in tasks.values()))
+
+
+def work_left(store: StateStore) -> tuple[bool, str]:
+    """(is there work a session could do, why not)."""
+    tasks = store.snapshot().tasks()
+    if not tasks:
+        return False, "there are no tasks (add some with `git handoff add` or `git handoff import`)"
+    if all(t.status == "completed" for t in tasks.values()):
+        return False, f"all {len(tasks)} task(s) completed"
+    prepared, _ = schedule.prepare(tasks, now_iso())
+    if schedule.eligible(prepared) or any(t.status == "in_progress" for t in prepared.values()):
+        return True, ""
+    counts = schedule.counts(prepared)
+    return False, (f"no eligible task left: {counts['failed']} failed, {counts['blocked']} blocked, "
+                   f"{counts['completed']} completed")
+
+
+class Relay:
+    def __init__(self, store: StateStore, opts: Options, say: Callable[[str], None]) -> None:
+        self.store = store
+        self.opts = opts
+        self.say = say
+        self.agent: Agent | None = None
+        self.session: int | None = None
+        self.relay_dir = store.repo.handoff_dir / "relay"
+        self.relay_dir.mkdir(exist_ok=True)
+
+    # -- helpers --
+
+    def _session_store(self) -> StateStore:
+        return StateStore(self.store.repo, session=self.session or 0)
+
+    def _failure(self, what: str, category: str) -> None:
+        self.say(f"relay: {what}")
+        _update_record(self._session_store(), {}, failure=what, log=("ERROR", f"relay: {what}", category))
+
+    def _remember_agent(self) -> None:
+        agent = self.agent
+        _update_record(self.store, {
+            "session": self.session,
+            "agent_pid": agent.pid if agent else None,
+            "tmux_session": agent.tmux[1] if agent and agent.tmux else None,
+            "tmux_socket": agent.tmux[0] if agent and agent.tmux else None,
+        })
+
+    def _handed_off(self, number: int) -> bool:
+        from git_handoff.ops import handoff
+
+        return bool(handoff.handed_off(self.store, number))
+
+    def _acknowledged(self, number: int) -> bool:
+        from git_handoff.ops import handoff
+
+        return bool(handoff.acknowledged(self.store, number))
+
+    # -- phases --
+
+    def start_session(self) -> int:
+        from git_handoff.ops import sessions
+
+        store = StateStore(self.store.repo, session=0)
+        record = sessions.start(store)
+        self.session = int(record["session"])
+        recovered = record.get("recovery") or []
+        self.say(f"relay: session {self.session} started" + (f" ({len(recovered)} task(s) recovered)" if recovered else ""))
+        return self.session
+
+    def launch_and_ack(self) -> None:
+        from git_handoff.ops import handoff
+
+        assert self.session is not None
+        number = self.session
+        for attempt in range(1, self.opts.max_launch_failures + 1):
+            prompt_file = self.relay_dir / f"prompt-{number}.md"
+            prompt_file.write_text(handoff.render_prompt(self._session_store()))
+            self.agent = launch(self.store, self.opts, number, prompt_file, self.relay_dir)
+            self._remember_agent()
+            where = f"tmux session {self.agent.tmux[1]}" if self.agent.tmux else f"pid {self.agent.pid}"
+            self.say(f"relay: session {number}: agent launched ({where}), waiting for its ACK")
+            deadline = time.monotonic() + self.opts.ack_timeout
+            while True:
+                if self._acknowledged(number):
+                    self.say(f"relay: session {number}: acknowledged")
+                    return
+                status = self.agent.exit_status()
+                if status is not None:
+                    what = f"agent exited with status {status} before acknowledging"
+                    break
+                if time.monotonic() >= deadline:
+                    self.agent.kill()
+                    what = f"agent did not acknowledge within {self.opts.ack_timeout:g}s; its processes were killed"
+                    break
+                time.sleep(self.opts.poll)
+            if self._acknowledged(number):  # acknowledged just as it exited
+                return
+            self.agent.kill()
+            self._failure(f"session {number}: launch {attempt}/{self.opts.max_launch_failures}: {what}", "ENV_SETUP")
+        self.agent = None
+        self._remember_agent()
+        raise Stopped(
+            f"relay stopped: the agent failed to start {self.opts.max_launch_failures} time(s) in a row "
+            f"(last: {what}); check the agent command: {self.opts.agent}"
+        )
+
+    def wait_session(self) -> None:
+        assert self.session is not None and self.agent is not None
+        number, agent = self.session, self.agent
+        started = time.monotonic()
+        while True:
+            status = agent.exit_status()
+            if status is not None:
+                if status != 0 and not self._handed_off(number):
+                    self._failure(f"session {number}: agent exited with status {status} without a handoff",
+                                  "TASK_EXEC")
+                else:
+                    self.say(f"relay: session {number}: agent exited (status {status})")
+                break
+            if self._handed_off(number):
+                self.say(f"relay: session {number}: handed off; waiting for the agent to exit")
+                grace = time.monotonic() + self.opts.handoff_grace
+                while agent.running() and time.monotonic() < grace:
+                    time.sleep(self.opts.poll)
+                if agent.running():
+                    self.say(f"relay: session {number}: agent still running after the handoff: ending it")
+                    agent.kill()
+                break
+            timeout = self.opts.session_timeout
+            if timeout is not None and time.monotonic() - started > timeout:
+                agent.kill()
+                self._failure(f"session {number}: ran longer than --session-timeout {timeout:g}s; agent killed",
+                              "SESSION_TIMEOUT")
+                break
+            time.sleep(self.opts.poll)
+
+    def finish_session(self) -> None:
+        from git_handoff.ops import handoff, sessions
+
+        if self.session is None:
+            return
+        number = self.session
+        if self.agent is not None and self.agent.running():
+            self.agent.kill()
+        if not self._handed_off(number):
+            handoff.write_doc(self._session_store(), trigger="relay")
+            self.say(f"relay: session {number}: no handoff document from the agent; written from git facts")
+        sessions.end(self._session_store())
+        self.say(f"relay: session {number} ended")
+        self.agent = None
+        self.session = None
+        self._remember_agent()
+
+    def adopt(self, previous: dict[str, Any]) -> None:
+        """Take over the session a dead relay left open: wait for its agent, then close it."""
+        from git_handoff.ops import sessions
+
+        opened = sessions.open_session(self.store.repo)
+        number = previous.get("session")
+        if not isinstance(number, int) or opened is None or opened.get("session") != number:
+            return
+        self.session = number
+        pid = previous.get("agent_pid")
+        self.say(f"relay: taking over session {number} from the dead relay (pid {previous.get('pid')})")
+        if isinstance(pid, int) and procs.alive(pid):
+            tmux = None
+            if previous.get("tmux_session") and previous.get("tmux_socket"):
+                tmux = (str(previous["tmux_socket"]), str(previous["tmux_session"]))
+            self.agent = Agent(pid=pid, status_file=self.relay_dir / f"session-{number}.status", tmux=tmux)
+            self.say(f"relay: session {number}: its agent (pid {pid}) is still running; waiting for it")
+            self.wait_session()
+        self.finish_session()
+
+    # -- main --
+
+    def run(self, previous: dict[str, Any] | None) -> dict[str, Any]:
+        started_at = now_iso()
+        _update_record(self.store, {
+            "state": "running", "host": socket.gethostname(), "pid": os.getpid(), "started_at": started_at,
+            "agent": self.opts.agent, "tmux": self.opts.tmux, "session": None, "agent_pid": None,
+            "stopped_at": None, "reason": None,
+        }, log=("LOCK", f"relay started (pid {os.getpid()} on {socket.gethostname()})"
+                + (f"; took over from dead relay pid {previous.get('pid')}" if previous else ""), None))
+        sessions_run = 0
+        reason = "interrupted"
+        try:
+            if previous:
+                self.adopt(previous)
+            idle = 0
+            while True:
+                more, why = work_left(self.store)
+                if not more:
+                    reason = why
+                    break
+                before = _progress(self.store)
+                self.start_session()
+                sessions_run += 1
+                self.launch_and_ack()
+                self.wait_session()
+                self.finish_session()
+                idle = idle + 1 if _progress(self.store) == before else 0
+                if idle >= self.opts.max_idle_sessions:
+                    reason = f"{idle} session(s) in a row made no progress"
+                    raise Stopped(f"relay stopped: {reason}; see `git handoff log` and the agent logs in {self.relay_dir}")
+        except Negative as exc:
+            reason = exc.message
+            try:
+                self.finish_session()
+            finally:
+                self._stop(reason)
+            raise Stopped(exc.message if exc.message.startswith("relay stopped") else f"relay stopped: {exc.message}") from None
+        except BaseException:
+            self._interrupted()
+            raise
+        tasks = self.store.snapshot().tasks()
+        all_done = bool(tasks) and all(t.status == "completed" for t in tasks.values())
+        self._stop(reason)
+        summary = {"sessions": sessions_run, "reason": reason, "completed": all_done}
+        if not all_done:
+            raise Stopped(f"relay stopped: {reason}", payload=summary)
+        return summary
+
+    def _interrupted(self) -> None:
+        try:
+            if self.agent is not None:
+                self.agent.kill()
+            if self.session is not None:
+                self.finish_session()
+        finally:
+            self._stop("interrupted")
+
+    def _stop(self, reason: str) -> None:
+        if self.opts.tmux:
+            subprocess.run(["tmux", "-L", tmux_socket_name(self.store, self.opts), "kill-server"],
+                           capture_output=True)
+        _update_record(self.store, {"state": "stopped", "stopped_at": now_iso(), "reason": reason,
+                                    "session": None, "agent_pid": None},
+                       log=("LOCK", f"relay stopped: {reason}", None))
+
+
+def run_relay(store: StateStore, opts: Options, say: Callable[[str], None]) -> dict[str, Any]:
+    """Run sessions until the work is done; Stopped (exit 1) when it stops with work left,
+    Contention (exit 3) when another relay runs here, KeyboardInterrupt passed on (exit 130)."""
+    if not opts.agent.strip():
+        raise UsageError("--agent needs a command")
+    for name, value in (("--ack-timeout", opts.ack_timeout), ("--session-timeout", opts.session_timeout)):
+        if value is not None and value <= 0:
+            raise UsageError(f"{name} must be positive")
+    if opts.max_launch_failures < 1:
+        raise UsageError("--max-launch-failures must be at least 1")
+    if opts.tmux and subprocess.run(["sh", "-c", "command -v tmux"], capture_output=True).returncode != 0:
+        raise UsageError("--tmux: tmux is not installed")
+    store.snapshot()  # NotInitialized before anything else
+    with relay_lock(store) as previous:
+        with _signals_as_interrupt():
+            return Relay(store, opts, say).run(previous)
+
+
+@contextmanager
+def _signals_as_interrupt() -> Iterator[None]:
+    """SIGTERM and SIGHUP end the relay the way Ctrl-C does: agent ended, session closed."""
+    def handler(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    saved = {}
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        try:
+            saved[sig] = signal.signal(sig, handler)
+        except ValueError:  # not the main thread
+            pass
+    try:
+        yield
+    finally:
+        for sig, old in saved.items():
+            signal.signal(sig, old)
