@@ -52,28 +52,47 @@ def _table() -> list[tuple[int, int, int]]:
     return rows
 
 
-def tree(pid: int) -> set[int]:
-    """`pid`, its descendants, and every member of the process groups they lead."""
+def _tagged(token: str) -> set[int]:
+    """Processes whose environment holds `token` (inherited by everything an agent starts,
+    daemons that left the process tree included)."""
+    needle = token.encode()
+    found = set()
+    for name in os.listdir("/proc") if os.path.isdir("/proc") else []:
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/environ", "rb") as fh:
+                    if needle in fh.read():
+                        found.add(int(name))
+            except OSError:
+                continue
+    return found
+
+
+def tree(pid: int, token: str | None = None) -> set[int]:
+    """`pid`, its descendants, every member of the process groups they lead, and (with
+    `token`) every process whose environment carries it."""
     rows = _table()
     children: dict[int, list[int]] = {}
     for p, ppid, _ in rows:
         children.setdefault(ppid, []).append(p)
-    found = {pid}
-    todo = [pid]
+    found = {pid} if alive(pid) else set()
+    todo = list(found)
     while todo:
         for child in children.get(todo.pop(), []):
             if child not in found:
                 found.add(child)
                 todo.append(child)
-    leaders = set(found)
+    leaders = set(found) | {pid}
     found.update(p for p, _, pgid in rows if pgid in leaders)
+    if token:
+        found.update(_tagged(token))
     found.discard(os.getpid())
     return found
 
 
-def kill_tree(pid: int, grace: float = 3.0) -> None:
+def kill_tree(pid: int, token: str | None = None, grace: float = 3.0) -> None:
     """SIGTERM the tree of `pid`, then SIGKILL what is left after `grace` seconds."""
-    members = tree(pid)
+    members = tree(pid, token)
     _signal_all(members, signal.SIGTERM)
     deadline = time.monotonic() + grace
     while time.monotonic() < deadline:
@@ -81,7 +100,7 @@ def kill_tree(pid: int, grace: float = 3.0) -> None:
         if not members:
             return
         time.sleep(0.05)
-    _signal_all(members | (tree(pid) if alive(pid) else set()), signal.SIGKILL)
+    _signal_all(members | tree(pid, token), signal.SIGKILL)
 
 
 def _signal_all(pids: set[int], sig: int) -> None:

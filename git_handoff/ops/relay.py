@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import secrets
 import shlex
 import signal
 import socket
@@ -150,9 +151,10 @@ def tmux_session_name(store: StateStore, number: int) -> str:
 class Agent:
     """One launched agent: a process group of ours, or a tmux session."""
 
-    def __init__(self, *, pid: int, status_file: Path, proc: subprocess.Popen[bytes] | None = None,
+    def __init__(self, *, pid: int, status_file: Path, token: str | None, proc: subprocess.Popen[bytes] | None = None,
                  tmux: tuple[str, str] | None = None) -> None:
         self.pid = pid
+        self.token = token
         self.status_file = status_file
         self.proc = proc
         self.tmux = tmux  # (socket, session name)
@@ -176,7 +178,7 @@ class Agent:
 
     def kill(self) -> None:
         """End the agent's whole process tree (then its tmux session)."""
-        procs.kill_tree(self.pid)
+        procs.kill_tree(self.pid, self.token)
         if self.proc is not None:
             try:
                 self.proc.wait(timeout=5)
@@ -194,6 +196,7 @@ def launch(store: StateStore, opts: Options, number: int, prompt_file: Path, rel
     status_file = relay_dir / f"session-{number}.status"
     log_file = relay_dir / f"session-{number}.log"
     script = relay_dir / f"session-{number}.sh"
+    token = f"{os.getpid()}-{number}-{secrets.token_hex(6)}"
     try:
         status_file.unlink()
     except FileNotFoundError:
@@ -203,6 +206,7 @@ def launch(store: StateStore, opts: Options, number: int, prompt_file: Path, rel
         f"cd {shlex.quote(str(root))} || exit 127\n"
         f"HANDOFF_PROMPT_FILE={shlex.quote(str(prompt_file))}; export HANDOFF_PROMPT_FILE\n"
         f"HANDOFF_SESSION={number}; export HANDOFF_SESSION\n"
+        f"HANDOFF_AGENT_TOKEN={token}; export HANDOFF_AGENT_TOKEN\n"
         f"/bin/sh -c {shlex.quote(command)}\n"
         "code=$?\n"
         f"echo $code > {shlex.quote(str(status_file))}\n"
@@ -219,13 +223,14 @@ def launch(store: StateStore, opts: Options, number: int, prompt_file: Path, rel
         )
         if proc.returncode != 0:
             raise UsageError(f"tmux could not start the agent: {proc.stderr.strip() or proc.returncode}")
-        return Agent(pid=int(proc.stdout.strip().splitlines()[-1]), status_file=status_file,
+        return Agent(pid=int(proc.stdout.strip().splitlines()[-1]), status_file=status_file, token=token,
                      tmux=(socket_name, name))
-    env = dict(os.environ, HANDOFF_PROMPT_FILE=str(prompt_file), HANDOFF_SESSION=str(number))
+    env = dict(os.environ, HANDOFF_PROMPT_FILE=str(prompt_file), HANDOFF_SESSION=str(number),
+               HANDOFF_AGENT_TOKEN=token)
     with open(log_file, "ab") as log:
         child = subprocess.Popen(["/bin/sh", str(script)], cwd=root, env=env, stdin=subprocess.DEVNULL,
                                  stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    return Agent(pid=child.pid, status_file=status_file, proc=child)
+    return Agent(pid=child.pid, status_file=status_file, token=token, proc=child)
 
 
 # -- the loop ------------------------------------------------------------------------
@@ -275,6 +280,7 @@ class Relay:
         _update_record(self.store, {
             "session": self.session,
             "agent_pid": agent.pid if agent else None,
+            "agent_token": agent.token if agent else None,
             "tmux_session": agent.tmux[1] if agent and agent.tmux else None,
             "tmux_socket": agent.tmux[0] if agent and agent.tmux else None,
         })
@@ -374,8 +380,8 @@ class Relay:
         if self.session is None:
             return
         number = self.session
-        if self.agent is not None and self.agent.running():
-            self.agent.kill()
+        if self.agent is not None:
+            self.agent.kill()  # also whatever it left running in the background
         if not self._handed_off(number):
             handoff.write_doc(self._session_store(), trigger="relay")
             self.say(f"relay: session {number}: no handoff document from the agent; written from git facts")
@@ -400,7 +406,9 @@ class Relay:
             tmux = None
             if previous.get("tmux_session") and previous.get("tmux_socket"):
                 tmux = (str(previous["tmux_socket"]), str(previous["tmux_session"]))
-            self.agent = Agent(pid=pid, status_file=self.relay_dir / f"session-{number}.status", tmux=tmux)
+            token = previous.get("agent_token")
+            self.agent = Agent(pid=pid, status_file=self.relay_dir / f"session-{number}.status",
+                               token=token if isinstance(token, str) else None, tmux=tmux)
             self.say(f"relay: session {number}: its agent (pid {pid}) is still running; waiting for it")
             self.wait_session()
         self.finish_session()

@@ -439,7 +439,15 @@ def status(store: StateStore) -> dict[str, Any]:
         "last_session": meta.get("last_session"),
         "config": dataclasses.asdict(snap.config()),
         "state_commit": snap.commit,
+        "notes": _notes(snap),
     }
+
+
+def _notes(snap: Snapshot) -> list[str]:
+    """Extra lines for `status` from other areas (the relay's state and failures)."""
+    from git_handoff.ops import relay
+
+    return relay.status_notes(snap)
 
 
 def log(
