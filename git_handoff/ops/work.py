@@ -318,7 +318,8 @@ def checkpoint(
 
     def apply(tx: Tx) -> Task:
         task = _current(tx, seen, "checkpointed")
-        n = step if step is not None else len(task.checkpoints) + 1
+        last_step = task.checkpoints[-1].get("step") if task.checkpoints else 0
+        n = step if step is not None else (last_step + 1 if isinstance(last_step, int) else len(task.checkpoints) + 1)
         of = total
         if of is None and task.checkpoints:
             last_total = task.checkpoints[-1].get("total")
