@@ -170,6 +170,9 @@ def claim_in_tx(
             return None
         task = found[0]
     record_prepare(tx, [c for c in changes if c[0].id != task.id])
+    for changed, category, message in changes:
+        if changed.id == task.id:  # recorded by the claim below, which builds on it
+            tx.log("ERROR", message, task=task.id, category=category)
     claimed = dataclasses.replace(
         task,
         status="in_progress",
@@ -318,7 +321,8 @@ def checkpoint(
 
     def apply(tx: Tx) -> Task:
         task = _current(tx, seen, "checkpointed")
-        n = step if step is not None else len(task.checkpoints) + 1
+        last_step = task.checkpoints[-1].get("step") if task.checkpoints else 0
+        n = step if step is not None else (last_step + 1 if isinstance(last_step, int) else len(task.checkpoints) + 1)
         of = total
         if of is None and task.checkpoints:
             last_total = task.checkpoints[-1].get("total")
