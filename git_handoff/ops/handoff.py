@@ -224,6 +224,7 @@ def acknowledged(store: StateStore, number: int) -> bool:
 def ack(store: StateStore, failed: str | None = None) -> dict[str, Any]:
     """The first act of a started session: accept (or reject, with a reason) the prompt and
     the pending handoff document. An accepted document is archived."""
+    store.snapshot()  # NotInitialized first
     number = sessions.current_number(store)
     if number <= 0:
         raise UsageError("no open session in this worktree: `git handoff session start` first")

@@ -282,6 +282,7 @@ def show(store: StateStore, number: int | None = None) -> dict[str, Any]:
 
 
 def _require_number(store: StateStore) -> int:
+    store.snapshot()  # NotInitialized first
     number = current_number(store)
     if number <= 0:
         raise UsageError("no open session in this worktree (start one with `git handoff session start`)")
