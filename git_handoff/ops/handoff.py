@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from git_handoff import schedule
-from git_handoff.errors import Negative, UsageError
+from git_handoff.errors import HandoffError, Negative, UsageError
 from git_handoff.gitrepo import Repo
 from git_handoff.model import Task, now_iso
 from git_handoff.ops import sessions
@@ -148,6 +148,21 @@ def write_doc(store: StateStore, trigger: str = "manual") -> dict[str, Any]:
         return {**doc, "written": True}
 
     return store.transact(apply)
+
+
+def after_done(store: StateStore) -> dict[str, Any] | None:
+    """The `done` trigger: write the document once handoff.tasksPerSession tasks were
+    completed in the session. Never fails the `done` that called it."""
+    try:
+        number = sessions.current_number(store)
+        limit = sessions.tasks_per_session(store.repo)
+        if number <= 0 or limit is None:
+            return None
+        if len(sessions.completed_ids(store.snapshot(), number)) < limit:
+            return None
+        return write_doc(store, trigger="tasks")
+    except HandoffError:
+        return None
 
 
 def _doc_numbers(source: Any) -> list[int]:
