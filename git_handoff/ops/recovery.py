@@ -133,8 +133,7 @@ def left_behind(tasks: dict[str, Task], repo: Repo, worker: str, mode: str) -> l
     for t in tasks.values():
         if t.status != "in_progress" or not _here(t, repo):
             continue
-        mine = t.claimed_by == worker or (repo.workdir is not None and t.get("worktree") == str(repo.workdir))
-        if mode == "concurrent" and not (mine or schedule.lease_expired(t, stamp)):
+        if mode == "concurrent" and not (t.claimed_by == worker or schedule.lease_expired(t, stamp)):
             continue
         out.append(t)
     return out
