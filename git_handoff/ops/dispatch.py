@@ -155,6 +155,7 @@ def new(store: StateStore, *, backend: str, slug: str, prompt: str,
             "prompt": prompt,
             "status": "new",
             "created_at": now_iso(),
+            "updated_at": now_iso(),
             "created_by": store.repo.signature().name,
             "conversation": resume_of or run_id,
             "resume_of": resume_of,
@@ -218,7 +219,7 @@ def _update(store: StateStore, run_id: str, changes: dict[str, Any], *, expect: 
                 f"run {run_id} is {record.get('status')}, not {' or '.join(expect)}: "
                 "results are kept; start another with `git handoff dispatch new`"
             )
-        record = dict(record, **changes)
+        record = dict(record, **changes, updated_at=now_iso())
         tx.put_json(record_path(run_id), record)
         return record
 

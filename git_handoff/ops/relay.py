@@ -69,6 +69,7 @@ def _update_record(store: StateStore, changes: dict[str, Any], *, failure: str |
     def apply(tx: Tx) -> dict[str, Any]:
         record = dict(read_record(tx) or {})
         record.update(changes)
+        record["updated_at"] = now_iso()
         if failure is not None:
             failures = list(record.get("failures") or [])
             failures.append({"at": now_iso(), "what": failure})
