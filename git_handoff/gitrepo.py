@@ -233,6 +233,43 @@ class Repo:
                 builder.insert(name, new_sub, MODE_TREE)
         return str(builder.write())
 
+    def tree_diff(self, a: str | None, b: str | None, prefix: str = "") -> dict[str, tuple[str | None, str | None]]:
+        """Blob paths that differ between trees `a` and `b` (None: empty): {path: (old, new)}.
+
+        Subtrees with equal oids are skipped, so the cost follows the change, not the state.
+        """
+        out: dict[str, tuple[str | None, str | None]] = {}
+        if a == b:
+            return out
+        ea = {n: (o, t) for n, o, t in self.tree_entries(a)} if a else {}
+        eb = {n: (o, t) for n, o, t in self.tree_entries(b)} if b else {}
+        for name in ea.keys() | eb.keys():
+            oa, ta = ea.get(name, (None, False))
+            ob, tb = eb.get(name, (None, False))
+            if oa == ob:
+                continue
+            path = prefix + name
+            if ta or tb:
+                out.update(self.tree_diff(oa if ta else None, ob if tb else None, path + "/"))
+                if oa is not None and not ta:
+                    out[path] = (oa, None)
+                if ob is not None and not tb:
+                    out[path] = (out.get(path, (None, None))[0], ob)
+            else:
+                out[path] = (oa, ob)
+        return out
+
+    def is_ancestor(self, ancestor: str, descendant: str) -> bool:
+        return ancestor == descendant or bool(self.raw.descendant_of(descendant, ancestor))
+
+    def count_commits(self, include: str, exclude: str | None = None) -> int:
+        """How many commits `include` has that `exclude` has not."""
+        pygit2 = _pygit2()
+        walker = self.raw.walk(include, pygit2.enums.SortMode.NONE)
+        if exclude is not None and self.has_object(exclude):
+            walker.hide(exclude)
+        return sum(1 for _ in walker)
+
     def signature(self) -> Any:
         pygit2 = _pygit2()
         name = os.environ.get("GIT_AUTHOR_NAME")
