@@ -1,0 +1,69 @@
+"""`git handoff demo`: the whole product, run as a user would."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from git_handoff.ops import demo
+from tests.conftest import git, run, run_exe
+
+
+def test_demo_runs_end_to_end_and_keeps_its_repositories(tmp_path: Path) -> None:
+    kept = tmp_path / "kept"
+    started = time.monotonic()
+    res = run_exe("demo", "--keep", str(kept), cwd=tmp_path, timeout=120)
+    elapsed = time.monotonic() - started
+    assert res.rc == 0, res.out[-3000:] + res.err
+    out = res.out
+    for section in ("== 1.", "== 2.", "== 3.", "== 4.", "== 5.", "== 6.", "== 7."):
+        assert section in out
+    # at least two sessions handed off by the post-commit hook, under the relay
+    assert out.count("(trigger=commits") >= 2
+    assert "relay: session 2: acknowledged" in out
+    assert "max_sessions (2) reached" in out and "(exit 1, as expected)" in out
+    # the failed attempt: rolled back, then its files restored
+    assert "ROLLBACK [api]" in out and "not yet api" in out
+    assert "Restored attempt 1 of api" in out
+    # the second clone finished the work through the bare remote
+    assert "relay finished: all 5 task(s) completed" in out
+    assert "tasks: 5  completed=5" in out
+    assert f"kept: {kept}" in out
+    alice, bob = kept / "alice", kept / "bob"
+    state = git("rev-parse", "refs/harness/state", cwd=alice)
+    assert state == git("rev-parse", "refs/harness/state", cwd=bob)
+    assert state == git("--git-dir", str(kept / "origin.git"), "rev-parse", "refs/harness/state", cwd=kept)
+    listed = run("list", "--json", cwd=alice).json()
+    assert sorted(t["id"] for t in listed) == ["api", "cli", "docs", "schema", "tests"]
+    assert all(t["status"] == "completed" for t in listed)
+    assert git("rev-parse", "--verify", "refs/harness/attempts/api/1", cwd=alice)
+    docs = [json.loads(git("show", f"refs/harness/state:docs/{n}.json", cwd=alice)) for n in (1, 2)]
+    assert all(d["trigger"] == "commits" for d in docs)
+    assert git("status", "--porcelain", cwd=alice) == ""
+    print(f"\ndemo: {elapsed:.1f}s")
+
+
+def test_demo_keep_refuses_a_non_empty_directory(tmp_path: Path) -> None:
+    target = tmp_path / "busy"
+    target.mkdir()
+    (target / "file").write_text("mine\n")
+    res = run("demo", "--keep", str(target))
+    assert res.rc == 2 and "not an empty directory" in res.err
+    assert sorted(p.name for p in target.iterdir()) == ["file"]
+
+
+def test_demo_removes_its_throwaway_directory(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[Path] = []
+
+    def fake_run(self: demo.Demo) -> None:
+        seen.append(self.root)
+        assert (self.root / "bin" / "git-handoff").exists()
+
+    monkeypatch.setattr(demo.Demo, "run", fake_run)
+    lines: list[str] = []
+    demo.run_demo(None, lines.append)
+    assert seen and not seen[0].exists()
+    assert lines[0] == f"# git handoff demo in {seen[0]}"
