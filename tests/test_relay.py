@@ -275,3 +275,46 @@ def test_relay_bad_input(repo: Path, args: list[str]) -> None:
 def test_relay_not_initialized(repo: Path) -> None:
     res = run("relay", "--agent", AGENT)
     assert res.rc == 2 and "init" in res.err
+
+
+def test_agent_rejecting_its_prompt_is_a_launch_failure(repo: Path) -> None:
+    setup_tasks(repo, 2, per_session=2)
+    res = run("relay", "--agent", "git handoff ack --failed 'prompt is stale' && sleep 600",
+              "--max-launch-failures", "1", "--ack-timeout", "30")
+    assert res.rc == 1 and "rejected its prompt: prompt is stale" in res.err
+    assert any("rejected its prompt" in line and "[ENV_SETUP]" in line for line in log_lines(repo, "ERROR"))
+
+
+def test_session_timeout_ends_a_hanging_session(repo: Path, tmp_path: Path) -> None:
+    setup_tasks(repo, 2, per_session=2)
+    marker = f"{7000 + os.getpid() % 1000}.{os.getpid()}"
+    res = run("relay", "--agent", f"git handoff ack && sleep {marker}", "--session-timeout", "1",
+              "--max-idle-sessions", "1")
+    assert res.rc == 1 and "no progress" in res.err
+    timeouts = [line for line in log_lines(repo, "ERROR") if "--session-timeout" in line]
+    assert len(timeouts) == 1 and "[SESSION_TIMEOUT]" in timeouts[0]
+    assert handoff.handed_off(store_of(repo), 1)  # written from git facts
+    assert not processes_with(marker)
+
+
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed (.ci/run installs it)")
+def test_tmux_agent_that_never_acknowledges_leaves_no_process_and_no_tmux_session(repo: Path) -> None:
+    setup_tasks(repo, 2, per_session=2)
+    socket_name = f"handoff-test-noack-{os.getpid()}"
+    marker = f"{6000 + os.getpid() % 1000}.{os.getpid()}"
+    try:
+        res = run("relay", "--tmux", "--tmux-socket", socket_name, "--agent", f"sleep {marker}",
+                  "--ack-timeout", "1", "--max-launch-failures", "1")
+        assert res.rc == 1 and "did not acknowledge" in res.err
+        wait_for(lambda: not processes_with(marker), timeout=10, what="the agent's processes to go")
+        assert subprocess.run(["tmux", "-L", socket_name, "ls"], capture_output=True).returncode != 0
+    finally:
+        subprocess.run(["tmux", "-L", socket_name, "kill-server"], capture_output=True)
+
+
+def test_scripted_agent_through_the_real_executable(repo: Path) -> None:
+    setup_tasks(repo, 4, per_session=2)
+    res = run("relay", "--agent", f"{AGENT} --subprocess")
+    assert res.rc == 0, res.out + res.err
+    assert all_completed(repo)
+    assert_every_session_acked_and_handed_off(repo, minimum=2)

@@ -296,6 +296,11 @@ class Relay:
 
         return bool(handoff.acknowledged(self.store, number))
 
+    def _ack_status(self, number: int) -> dict[str, Any] | None:
+        from git_handoff.ops import handoff
+
+        return handoff.ack_status(self.store, number)
+
     # -- phases --
 
     def start_session(self) -> int:
@@ -322,9 +327,14 @@ class Relay:
             self.say(f"relay: session {number}: agent launched ({where}), waiting for its ACK")
             deadline = time.monotonic() + self.opts.ack_timeout
             while True:
-                if self._acknowledged(number):
+                ack = self._ack_status(number)
+                if ack and ack.get("status") == "accepted":
                     self.say(f"relay: session {number}: acknowledged")
                     return
+                if ack and ack.get("status") == "failed":
+                    self.agent.kill()
+                    what = f"agent rejected its prompt: {ack.get('reason')}"
+                    break
                 status = self.agent.exit_status()
                 if status is not None:
                     what = f"agent exited with status {status} before acknowledging"
