@@ -318,3 +318,15 @@ def test_scripted_agent_through_the_real_executable(repo: Path) -> None:
     assert res.rc == 0, res.out + res.err
     assert all_completed(repo)
     assert_every_session_acked_and_handed_off(repo, minimum=2)
+
+
+def test_agent_gets_the_prompt_file_and_session_number(repo: Path, tmp_path: Path) -> None:
+    setup_tasks(repo, 1, per_session=1)
+    seen = tmp_path / "seen"
+    agent = (f"cp {{prompt_file}} {seen}.md && echo \"$HANDOFF_SESSION $PWD\" > {seen}.env && "
+             f"cmp -s {{prompt_file}} \"$HANDOFF_PROMPT_FILE\" && {AGENT}")
+    res = run("relay", "--agent", agent)
+    assert res.rc == 0, res.out + res.err
+    assert f"1 {repo}" == seen.with_suffix(".env").read_text().strip()
+    prompt = seen.with_suffix(".md").read_text()
+    assert "task-001" in prompt and len(prompt.encode()) < 10_000
