@@ -330,3 +330,28 @@ def test_agent_gets_the_prompt_file_and_session_number(repo: Path, tmp_path: Pat
     assert f"1 {repo}" == seen.with_suffix(".env").read_text().strip()
     prompt = seen.with_suffix(".md").read_text()
     assert "task-001" in prompt and len(prompt.encode()) < 10_000
+
+
+def test_relay_killed_before_the_ack_adopts_the_agent_instead_of_launching_another(repo: Path, tmp_path: Path) -> None:
+    setup_tasks(repo, 2, per_session=2)
+    trace = tmp_path / "trace"
+    agent = f"sleep 1.5 && {AGENT} --trace {trace}"
+    first = start_relay(repo, "--agent", agent)
+    try:
+        def launched() -> bool:
+            raw = subprocess.run(["git", "show", "refs/harness/state:relay.json"], cwd=repo,
+                                 capture_output=True, text=True).stdout
+            return bool(raw) and json.loads(raw).get("agent_pid") is not None
+        wait_for(launched, what="the agent to be launched")
+        assert not handoff.acknowledged(store_of(repo), 1)
+        first.send_signal(signal.SIGKILL)
+        first.wait(timeout=10)
+    finally:
+        if first.poll() is None:
+            first.kill()
+        first.communicate()
+    res = run("relay", "--agent", agent)
+    assert res.rc == 0, res.out + res.err
+    assert "taking over session 1" in res.out
+    assert trace.read_text().count("start") == 1 and session_count(repo) == 1
+    assert "took over from dead relay pid" in "\n".join(log_lines(repo, "LOCK"))

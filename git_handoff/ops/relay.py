@@ -318,36 +318,20 @@ class Relay:
 
         assert self.session is not None
         number = self.session
+        what = ""
         for attempt in range(1, self.opts.max_launch_failures + 1):
             prompt_file = self.relay_dir / f"prompt-{number}.md"
             prompt_file.write_text(handoff.render_prompt(self._session_store()))
             self.agent = launch(self.store, self.opts, number, prompt_file, self.relay_dir)
             self._remember_agent()
             where = f"tmux session {self.agent.tmux[1]}" if self.agent.tmux else f"pid {self.agent.pid}"
-            self.say(f"relay: session {number}: agent launched ({where}), waiting for its ACK")
-            deadline = time.monotonic() + self.opts.ack_timeout
-            while True:
-                ack = self._ack_status(number)
-                if ack and ack.get("status") == "accepted":
-                    self.say(f"relay: session {number}: acknowledged")
-                    return
-                if ack and ack.get("status") == "failed":
-                    self.agent.kill()
-                    what = f"agent rejected its prompt: {ack.get('reason')}"
-                    break
-                status = self.agent.exit_status()
-                if status is not None:
-                    what = f"agent exited with status {status} before acknowledging"
-                    break
-                if time.monotonic() >= deadline:
-                    self.agent.kill()
-                    what = f"agent did not acknowledge within {self.opts.ack_timeout:g}s; its processes were killed"
-                    break
-                time.sleep(self.opts.poll)
-            if self._acknowledged(number):  # acknowledged just as it exited
+            self.say(f"relay: session {number}: agent launched ({where}, launch {attempt}/"
+                     f"{self.opts.max_launch_failures}), waiting for its ACK")
+            failure = self._await_ack(number, self.agent, f"launch {attempt}/{self.opts.max_launch_failures}: ")
+            if failure is None:
+                self.say(f"relay: session {number}: acknowledged")
                 return
-            self.agent.kill()
-            self._failure(f"session {number}: launch {attempt}/{self.opts.max_launch_failures}: {what}", "ENV_SETUP")
+            what = failure
         self.agent = None
         self._remember_agent()
         raise Stopped(
@@ -403,16 +387,17 @@ class Relay:
         self._remember_agent()
 
     def adopt(self, previous: dict[str, Any]) -> None:
-        """Take over the session a dead relay left open: wait for its agent, then close it."""
+        """Take over the session a dead relay left open: wait for its agent (its ACK first,
+        when it had not given one), then close the session. No second agent is launched."""
         from git_handoff.ops import sessions
 
         opened = sessions.open_session(self.store.repo)
-        number = previous.get("session")
-        if not isinstance(number, int) or opened is None or opened.get("session") != number:
+        if opened is None:
             return
+        number = int(opened["session"])
         self.session = number
-        pid = previous.get("agent_pid")
         self.say(f"relay: taking over session {number} from the dead relay (pid {previous.get('pid')})")
+        pid = previous.get("agent_pid") if previous.get("session") == number else None
         if isinstance(pid, int) and procs.alive(pid):
             tmux = None
             if previous.get("tmux_session") and previous.get("tmux_socket"):
@@ -420,9 +405,35 @@ class Relay:
             token = previous.get("agent_token")
             self.agent = Agent(pid=pid, status_file=self.relay_dir / f"session-{number}.status",
                                token=token if isinstance(token, str) else None, tmux=tmux)
+            self._remember_agent()
             self.say(f"relay: session {number}: its agent (pid {pid}) is still running; waiting for it")
-            self.wait_session()
+            if self._await_ack(number, self.agent) is None:
+                self.wait_session()
         self.finish_session()
+
+    def _await_ack(self, number: int, agent: Agent, label: str = "") -> str | None:
+        """None once session `number` acknowledged; else what went wrong (the agent is then killed)."""
+        deadline = time.monotonic() + self.opts.ack_timeout
+        while True:
+            ack = self._ack_status(number)
+            if ack and ack.get("status") == "accepted":
+                return None
+            if ack and ack.get("status") == "failed":
+                what = f"agent rejected its prompt: {ack.get('reason')}"
+                break
+            status = agent.exit_status()
+            if status is not None:
+                what = f"agent exited with status {status} before acknowledging"
+                break
+            if time.monotonic() >= deadline:
+                what = f"agent did not acknowledge within {self.opts.ack_timeout:g}s; its processes were killed"
+                break
+            time.sleep(self.opts.poll)
+        if self._acknowledged(number):  # acknowledged just as it exited
+            return None
+        agent.kill()
+        self._failure(f"session {number}: {label}{what}", "ENV_SETUP")
+        return what
 
     # -- main --
 
@@ -430,8 +441,8 @@ class Relay:
         started_at = now_iso()
         _update_record(self.store, {
             "state": "running", "host": socket.gethostname(), "pid": os.getpid(), "started_at": started_at,
-            "agent": self.opts.agent, "tmux": self.opts.tmux, "session": None, "agent_pid": None,
-            "stopped_at": None, "reason": None,
+            "agent": self.opts.agent, "tmux": self.opts.tmux, "stopped_at": None, "reason": None,
+            **({} if previous else {"session": None, "agent_pid": None}),
         }, log=("LOCK", f"relay started (pid {os.getpid()} on {socket.gethostname()})"
                 + (f"; took over from dead relay pid {previous.get('pid')}" if previous else ""), None))
         sessions_run = 0
