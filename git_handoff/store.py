@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import operator
 import os
 import random
 import re
@@ -131,7 +132,7 @@ class Snapshot:
         try:
             import tomllib
         except ModuleNotFoundError:  # Python 3.10
-            import tomli as tomllib  # type: ignore[no-redef]
+            import tomli as tomllib
         try:
             data = tomllib.loads(raw.decode())
         except (ValueError, UnicodeDecodeError) as exc:
@@ -152,24 +153,82 @@ class Snapshot:
         return None if raw is None else _load_task(raw, task_id)
 
     def tasks(self) -> dict[str, Task]:
-        """Every task, in creation order."""
+        """Every task, in creation order.
+
+        Parsed tasks are cached per leaf tree of the fan-out (content-addressed, so
+        never stale): after a one-task change only that leaf's few blobs are parsed.
+        """
         if self._tasks is None:
             repo = self.repo
             found = repo.tree_lookup(self.tree, TASKS_DIR)
             out: list[Task] = []
+            cache = _LeafCache(repo)
             if found is not None and found[1]:
                 for _, l1, t1 in repo.tree_entries(found[0]):
                     if not t1:
                         continue
-                    for _, l2, t2 in repo.tree_entries(l1):
-                        if not t2:
-                            continue
-                        for name, oid, is_tree in repo.tree_entries(l2):
-                            if not is_tree and name.endswith(".json"):
-                                out.append(_load_task(repo.read_blob(oid), name[:-5]))
-            out.sort(key=lambda t: (t.order, t.created_at, t.id))
+                    for _, leaf, t2 in repo.tree_entries(l1):
+                        if t2:
+                            out.extend(cache.leaf(leaf))
+            cache.save()
+            out.sort(key=_CREATION_ORDER)
             self._tasks = {t.id: t for t in out}
         return self._tasks
+
+
+class _LeafCache:
+    """Per-clone cache: leaf tree oid -> the tasks in it (as field dicts)."""
+
+    VERSION = 1
+
+    def __init__(self, repo: Repo) -> None:
+        self.repo = repo
+        self.path = repo.handoff_dir / "tasks-cache.pickle"
+        self.old: dict[str, list[dict[str, Any]]] = {}
+        self.used: dict[str, list[dict[str, Any]]] = {}
+        self.fresh = 0
+        try:
+            import pickle
+
+            with open(self.path, "rb") as fh:
+                data = pickle.load(fh)
+            if isinstance(data, dict) and data.get("version") == self.VERSION and data.get("fields") == _FIELD_NAMES:
+                self.old = data["leaves"]
+        except Exception:  # noqa: BLE001 - a missing or damaged cache is only slower
+            self.old = {}
+
+    def leaf(self, oid: str) -> list[Task]:
+        cached = self.old.get(oid)
+        if cached is None:
+            cached = []
+            for name, blob, is_tree in self.repo.tree_entries(oid):
+                if not is_tree and name.endswith(".json"):
+                    cached.append(dict(_load_task(self.repo.read_blob(blob), name[:-5]).__dict__))
+            self.fresh += 1
+        self.used[oid] = cached
+        out = []
+        for fields in cached:
+            task = object.__new__(Task)
+            object.__setattr__(task, "__dict__", dict(fields))
+            out.append(task)
+        return out
+
+    def save(self) -> None:
+        if not self.fresh and len(self.used) == len(self.old):
+            return
+        import pickle
+
+        tmp = self.path.with_name(f"{self.path.name}.{os.getpid()}.tmp")
+        try:
+            with open(tmp, "wb") as fh:
+                pickle.dump({"version": self.VERSION, "fields": _FIELD_NAMES, "leaves": self.used}, fh, protocol=4)
+            os.replace(tmp, self.path)
+        except OSError:
+            tmp.unlink(missing_ok=True)
+
+
+_CREATION_ORDER = operator.attrgetter("order", "created_at", "id")
+_FIELD_NAMES = [f.name for f in __import__("dataclasses").fields(Task)]
 
 
 def _load_task(raw: bytes, task_id: str) -> Task:

@@ -109,7 +109,10 @@ def cli(debug: bool) -> None:
 
 
 def emit_json(value: Any) -> None:
-    click.echo(json.dumps(value, indent=2, ensure_ascii=False, default=str))
+    """One JSON document on stdout: indented for a person at a terminal, compact
+    otherwise (Python's fast encoder only runs without indentation)."""
+    indent = 2 if sys.stdout.isatty() else None
+    click.echo(json.dumps(value, indent=indent, ensure_ascii=False, default=str))
 
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")

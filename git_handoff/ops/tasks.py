@@ -259,7 +259,7 @@ def _read_plan(text: str, path: Path) -> list[dict[str, Any]]:
     try:
         import tomllib
     except ModuleNotFoundError:  # Python 3.10
-        import tomli as tomllib  # type: ignore[no-redef]
+        import tomli as tomllib
     try:
         data = tomllib.loads(text)
     except ValueError as exc:
@@ -397,6 +397,7 @@ def next_task(snap: Snapshot) -> Task:
 
 
 def stats_line_fields(tasks: dict[str, Task]) -> dict[str, int]:
+    """The fields of a STATS log line (SPEC §5)."""
     c = schedule.counts(tasks)
     return {
         "tasks_total": len(tasks),
@@ -421,7 +422,7 @@ def status(store: StateStore) -> dict[str, Any]:
     last_lines = [e.line for e in store.entries(limit=5)]
     last_lines.reverse()
     return {
-        "counts": schedule.counts(tasks),
+        "counts": schedule.counts(tasks, blocked),
         "tasks": [
             {
                 "id": t.id,
