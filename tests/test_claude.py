@@ -189,6 +189,8 @@ def test_session_start_resume_keeps_the_session(repo: Path) -> None:
     run("hook", "claude-session-start", stdin=json.dumps({"source": "startup"}))
     run("hook", "claude-session-start", stdin=json.dumps({"source": "resume"}))
     assert run("session", "show", "--json").json()["session"] == 1
+    run("hook", "claude-session-start", stdin=json.dumps({"source": "compact"}))
+    assert run("session", "show", "--json").json()["session"] == 1
     run("hook", "claude-session-start", stdin=json.dumps({"source": "clear"}))
     assert run("session", "show", "--json").json()["session"] == 2
 
