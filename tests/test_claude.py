@@ -271,3 +271,40 @@ def test_invalid_settings_refused_unchanged(repo: Path, content: str) -> None:
     r = run("hooks", "install", "--agent", "claude")
     assert r.rc == 2 and r.err.startswith("error:")
     assert settings.read_text() == content
+
+
+# -- the real executable, a whole cycle -----------------------------------------------------
+
+
+def test_two_agent_sessions_through_the_real_hooks(repo: Path) -> None:
+    """What Claude Code would do: SessionStart, work, Stop blocked, limit, Stop allowed;
+    the next SessionStart accepts the document and names the remaining task."""
+    assert run_exe("init", "--max-tasks-per-session", "1", cwd=repo).rc == 0
+    run_exe("add", "Write a.txt", "--id", "a", "--check", "test -f a.txt", cwd=repo)
+    run_exe("add", "Write b.txt", "--id", "b", "--check", "test -f b.txt", "--after", "a", cwd=repo)
+    assert run_exe("hooks", "install", "--agent", "claude", cwd=repo).rc == 0
+
+    start = run_exe("hook", "claude-session-start", cwd=repo, stdin=json.dumps({"source": "startup"}))
+    assert start.rc == 0, start.err
+    assert "Next eligible task: [a]" in json.loads(start.out)["hookSpecificOutput"]["additionalContext"]
+    blocked = run_exe("hook", "claude-stop", cwd=repo, stdin=STOP)
+    assert json.loads(blocked.out)["decision"] == "block"
+    assert run_exe("claim", cwd=repo).rc == 0
+    (repo / "a.txt").write_text("a\n")
+    git("add", "a.txt", cwd=repo)
+    git("commit", "-qm", "a", cwd=repo)
+    assert run_exe("decide", "plain text files", "--why", "the checks test for files", cwd=repo).rc == 0
+    assert run_exe("done", "a", cwd=repo).rc == 0
+    allowed = run_exe("hook", "claude-stop", cwd=repo, stdin=STOP_ACTIVE)
+    assert (allowed.rc, allowed.out) == (0, "")  # the session limit: stop, document written
+    doc = run_exe("doc", "show", "--json", cwd=repo).json()
+    assert doc["trigger"] == "stop" and doc["completed_this_session"] == ["a"]
+    assert doc["files_changed"] == [".claude/settings.json", "a.txt"]  # as git sees it: untracked too
+
+    nxt = run_exe("hook", "claude-session-start", cwd=repo, stdin=json.dumps({"source": "startup"}))
+    ctx = json.loads(nxt.out)["hookSpecificOutput"]["additionalContext"]
+    assert "Next eligible task: [b] Write b.txt (check: `test -f b.txt`)" in ctx
+    assert "plain text files - why: the checks test for files" in ctx
+    docs = run_exe("doc", "list", "--json", cwd=repo).json()
+    assert docs[0]["accepted_by"] == 2
+    assert json.loads(run_exe("hook", "claude-stop", cwd=repo, stdin=STOP).out)["decision"] == "block"
