@@ -171,6 +171,9 @@ def claim_in_tx(
             return None
         task = found[0]
     record_prepare(tx, [c for c in changes if c[0].id != task.id])
+    for changed, category, message in changes:
+        if changed.id == task.id:  # recorded by the claim below, which builds on it
+            tx.log("ERROR", message, task=task.id, category=category)
     claimed = dataclasses.replace(
         task,
         status="in_progress",
