@@ -190,3 +190,20 @@ def test_prompt_small_plan_keeps_p2_details(repo: Path) -> None:
     run("add", "Low", "--id", "low", "--priority", "P2", "--check", "make low")
     out = run("prompt").out
     assert "- [low] Low | check: `make low`" in out
+
+
+def test_prompt_bound_holds_for_extreme_text(repo: Path) -> None:
+    run("init", "--spec", "s" * 3000)
+    lines = []
+    for n in range(60):
+        lines += ["[[task]]", f'id = "t{n}"', f'title = "{"long title " * 400}{n}"', 'priority = "P0"',
+                  f'check = "{"x" * 2000}"', ""]
+    (repo / "plan.toml").write_text("\n".join(lines))
+    assert run("import", "plan.toml").rc == 0
+    run("session", "start")
+    run("decide", "w" * 20000, "--why", "y" * 20000)
+    run("blocker", "b" * 20000)
+    run("doc", "write")
+    text = run("prompt").out
+    assert len(text.encode()) < 10_000
+    assert text.rstrip().endswith("`git handoff blocker TEXT`.")  # the protocol survives the cut

@@ -183,3 +183,14 @@ def test_missing_check_is_skipped_and_logged(repo: Path) -> None:
     out = _restart()
     assert out["recovery"][0]["action"] == "skip"
     assert "validation.command" in _recovery_line("skip")
+
+
+def test_commits_noted_for_another_task_do_not_count(repo: Path) -> None:
+    _interrupted(repo, "true")
+    (repo / "other.txt").write_text("o\n")
+    git("add", "other.txt", cwd=repo)
+    git("commit", "-qm", "someone else's work", cwd=repo)
+    git("notes", "--ref=harness", "add", "-m", "task: other\nsession: 1", "HEAD", cwd=repo)
+    _restart()
+    assert _task()["error_log"][-1] == "[SESSION_TIMEOUT] No progress detected"
+    assert "task_commits=0" in _recovery_line("fail")

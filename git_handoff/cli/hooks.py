@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 
 import click
 
 from git_handoff.cli import emit_json, json_option
 
+if TYPE_CHECKING:
+    from git_handoff.gitrepo import Repo
+
 AGENT_OPTION = click.option("--agent", type=click.Choice(["claude"]), default=None,
-                            help="Also the agent's own hooks (Claude Code: .claude/settings.json).")
+                            help="Instead of the git hook: the agent's own hooks (Claude Code: .claude/settings.json).")
 
 
-def _repo():  # type: ignore[no-untyped-def]
+def _repo() -> Repo:
     from git_handoff.gitrepo import Repo
 
     return Repo.discover()

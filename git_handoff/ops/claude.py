@@ -98,7 +98,9 @@ def session_start(store: StateStore, payload: dict[str, Any]) -> dict[str, Any]:
     source = payload.get("source") if isinstance(payload.get("source"), str) else "startup"
     note = ""
     opened = sessions.open_session(store.repo)
-    if source == "resume" and opened is not None:
+    # resume and compact continue the open session (its pre-compact document stays pending
+    # for the next one); startup and clear begin a new session, with recovery.
+    if source in ("resume", "compact") and opened is not None:
         store.session = int(opened["session"])
     else:
         try:

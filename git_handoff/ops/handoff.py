@@ -261,7 +261,7 @@ def ack(store: StateStore, failed: str | None = None) -> dict[str, Any]:
         if failed:
             if doc is not None:
                 doc.setdefault("rejections", []).append({"session": number, "reason": failed, "at": stamp})
-                tx.put_json(doc_path(of), doc)
+                tx.put_json(doc_path(int(doc["session"])), doc)
             text = f"Session {number} rejected " + (f"the handoff of session {of}" if doc else "its prompt") + f": {failed}"
         else:
             for n in _doc_numbers(tx):

@@ -29,13 +29,9 @@ CLAUDE_HOOKS: dict[str, tuple[str | None, str]] = {
 
 def template() -> bytes:
     """The post-commit hook script shipped in hooks-templates/."""
-    here = Path(__file__).resolve().parent.parent
-    for candidate in (here.parent / "hooks-templates" / "post-commit", here / "hooks_templates" / "post-commit"):
-        if candidate.is_file():
-            return candidate.read_bytes()
-    from importlib import resources
+    from git_handoff.templates import template_text
 
-    return resources.files("git_handoff.hooks_templates").joinpath("post-commit").read_bytes()
+    return template_text("post-commit").encode()
 
 
 def hooks_dir(repo: Repo) -> Path:

@@ -192,7 +192,7 @@ def begin(store: StateStore, worker: str | None = None) -> dict[str, Any]:
     }) + "\n")
     write_hook_state(repo, base)
     store.session = record["session"]
-    return record
+    return dict(record)
 
 
 def start(store: StateStore, worker: str | None = None) -> dict[str, Any]:
@@ -364,4 +364,4 @@ def check_claim_allowed(tx: Tx) -> None:
 def limit_reached(snapshot: Any, number: int) -> bool:
     if number <= 0:
         return False
-    return len(completed_ids(snapshot, number)) >= snapshot.config().max_tasks_per_session
+    return bool(len(completed_ids(snapshot, number)) >= snapshot.config().max_tasks_per_session)
