@@ -22,7 +22,14 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from git_handoff import merge
-from git_handoff.errors import Contention, GitFailure, HandoffError, NotInitialized, UsageError
+from git_handoff.errors import (
+    Contention,
+    GitFailure,
+    HandoffError,
+    Negative,
+    NotInitialized,
+    UsageError,
+)
 from git_handoff.gitrepo import Repo
 from git_handoff.store import (
     ATTEMPTS_PREFIX,
@@ -238,7 +245,11 @@ def _merge_notes(repo: Repo, store: StateStore, theirs: str | None) -> str:
     """Union of our notes and the remote's (the same object noted on both: both texts)."""
     if theirs is None:
         return "none"
-    with store.lock():
+    from filelock import FileLock
+
+    from git_handoff.ops.notes import NOTES_LOCK
+
+    with FileLock(str(repo.handoff_dir / NOTES_LOCK), timeout=30):
         for _ in range(20):
             ours = repo.ref_target(NOTES_REF)
             if ours is None:
@@ -405,6 +416,32 @@ def transact_remote(store: StateStore, apply: Callable[[Tx], T], remote: str | N
             return result
         _backoff(min(attempt, 3))
     raise Contention(f"lost the race on {remote_obj.spec} {tries} times; nothing was changed, retry")
+
+
+def claim_remote(store: StateStore, task_id: str | None = None, *, worker: str | None = None,
+                 lease: int | None = None, force: bool = False, remote: str | None = None) -> Any:
+    """A claim that holds across machines: fetch -> merge -> claim -> push. Only a claim
+    the remote accepted counts; a lost race claims the next task (or, for a named task,
+    is Contention once the winner's claim arrives)."""
+    from git_handoff.model import check_id
+    from git_handoff.ops import work
+
+    if task_id is not None:
+        check_id(task_id)
+    ctx = work.claim_context(store.repo, worker=worker, lease=lease)
+    task = transact_remote(store, lambda tx: work.claim_in_tx(tx, task_id, ctx=ctx, force=force), remote)
+    if task is None:
+        raise Negative("nothing eligible: every task is completed, in progress, or waiting on failed dependencies")
+    return task
+
+
+def claims_sync_remote(store: StateStore, remote: str | None) -> str | None:
+    """The remote a claim must reach: --remote, else the default one when handoff.syncClaims is on."""
+    if remote is not None:
+        return remote
+    if store.repo.config_bool("handoff.syncClaims"):
+        return store.repo.config_get("handoff.remote") or "origin"
+    return None
 
 
 # -- autoSync, what waits, notices ----------------------------------------------------------

@@ -440,15 +440,15 @@ def status(store: StateStore) -> dict[str, Any]:
         "last_session": meta.get("last_session"),
         "config": dataclasses.asdict(snap.config()),
         "state_commit": snap.commit,
-        "notes": _notes(snap),
+        "notes": _notes(store, snap),
     }
 
 
-def _notes(snap: Snapshot) -> list[str]:
-    """Extra lines for `status` from other areas (the relay's state and failures)."""
-    from git_handoff.ops import relay
+def _notes(store: StateStore, snap: Snapshot) -> list[str]:
+    """Extra lines for `status` from other areas: what waits to be pushed, the relay."""
+    from git_handoff.ops import relay, sync
 
-    return relay.status_notes(snap)
+    return sync.pending_notes(store) + relay.status_notes(snap)
 
 
 def log(
