@@ -32,6 +32,11 @@ def relay_cmd(agent: str, tmux: bool, tmux_socket: str | None, ack_timeout: floa
     until it hands off or the agent exits; a handoff document is written from git facts
     when the agent left none; `session end`; the next session.
 
+    \b
+    Examples:
+      git handoff relay --agent 'python -m git_handoff.agents.scripted'
+      git handoff relay --tmux --agent 'claude "$(cat {prompt_file})"'
+
     Exit 0 when every task is completed; 1 when the relay stops with work left (limits,
     launch failures), saying why; 3 when another relay runs for this repository; 130
     on Ctrl-C (the agent is ended and its session closed).
