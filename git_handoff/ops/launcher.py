@@ -1,0 +1,123 @@
+"""Launching an agent for one session, and ending it: a child process in its own
+process group, or a detached tmux session `handoff-<repo>-<n>` on a tmux socket of the
+relay's own. Everything the agent starts carries HANDOFF_AGENT_TOKEN in its
+environment, so ending the agent ends what it left behind too."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import secrets
+import shlex
+import subprocess
+from pathlib import Path
+
+from git_handoff.errors import UsageError
+from git_handoff.ops import procs
+from git_handoff.store import StateStore
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_-]+", "-", text).strip("-")[:40] or "repo"
+
+
+def tmux_socket_name(store: StateStore, chosen: str | None = None) -> str:
+    """The relay's own tmux socket (`tmux -L NAME`): one per repository unless chosen."""
+    if chosen:
+        return chosen
+    root = store.repo.root()
+    digest = hashlib.sha1(str(store.repo.common_dir).encode()).hexdigest()[:8]
+    return f"handoff-{_slug(root.name)}-{digest}"
+
+
+def tmux_session_name(store: StateStore, number: int) -> str:
+    return f"handoff-{_slug(store.repo.root().name)}-{number}"
+
+
+class Agent:
+    """One launched agent: a process group of ours, or a tmux session."""
+
+    def __init__(self, *, pid: int, status_file: Path, token: str | None, proc: subprocess.Popen[bytes] | None = None,
+                 tmux: tuple[str, str] | None = None) -> None:
+        self.pid = pid
+        self.token = token
+        self.status_file = status_file
+        self.proc = proc
+        self.tmux = tmux  # (socket, session name)
+
+    def exit_status(self) -> int | None:
+        """The agent's exit status once it has exited, else None."""
+        if self.proc is not None:
+            code = self.proc.poll()
+            if code is None:
+                return None
+            return code if code >= 0 else 128 - code
+        if procs.alive(self.pid):
+            return None
+        try:
+            return int(self.status_file.read_text().strip() or "0")
+        except (OSError, ValueError):
+            return -1  # killed before it could record a status
+
+    def running(self) -> bool:
+        return self.exit_status() is None
+
+    def kill(self) -> None:
+        """End the agent's whole process tree (then its tmux session)."""
+        procs.kill_tree(self.pid, self.token)
+        if self.proc is not None:
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
+        if self.tmux is not None:
+            socket_name, name = self.tmux
+            subprocess.run(["tmux", "-L", socket_name, "kill-session", "-t", f"={name}"],
+                           capture_output=True)
+
+
+def launch(store: StateStore, agent_command: str, number: int, prompt_file: Path, relay_dir: Path, *,
+           tmux_socket: str | None = None) -> Agent:
+    """Start the agent for session `number`: a child in its own process group, or (with
+    `tmux_socket`) a detached tmux session on that socket."""
+    root = store.repo.root()
+    command = agent_command.replace("{prompt_file}", shlex.quote(str(prompt_file)))
+    status_file = relay_dir / f"session-{number}.status"
+    log_file = relay_dir / f"session-{number}.log"
+    script = relay_dir / f"session-{number}.sh"
+    token = f"{os.getpid()}-{number}-{secrets.token_hex(6)}"
+    try:
+        status_file.unlink()
+    except FileNotFoundError:
+        pass
+    script.write_text(
+        "#!/bin/sh\n"
+        f"cd {shlex.quote(str(root))} || exit 127\n"
+        f"HANDOFF_PROMPT_FILE={shlex.quote(str(prompt_file))}; export HANDOFF_PROMPT_FILE\n"
+        f"HANDOFF_SESSION={number}; export HANDOFF_SESSION\n"
+        f"HANDOFF_AGENT_TOKEN={token}; export HANDOFF_AGENT_TOKEN\n"
+        f"/bin/sh -c {shlex.quote(command)}\n"
+        "code=$?\n"
+        f"echo $code > {shlex.quote(str(status_file))}\n"
+        "exit $code\n"
+    )
+    if tmux_socket is not None:
+        socket_name = tmux_socket
+        name = tmux_session_name(store, number)
+        subprocess.run(["tmux", "-L", socket_name, "kill-session", "-t", f"={name}"], capture_output=True)
+        proc = subprocess.run(
+            ["tmux", "-L", socket_name, "new-session", "-d", "-s", name, "-c", str(root), "-P", "-F", "#{pane_pid}",
+             f"/bin/sh {shlex.quote(str(script))} 2>&1 | tee -a {shlex.quote(str(log_file))}"],
+            capture_output=True, text=True,
+        )
+        if proc.returncode != 0:
+            raise UsageError(f"tmux could not start the agent: {proc.stderr.strip() or proc.returncode}")
+        return Agent(pid=int(proc.stdout.strip().splitlines()[-1]), status_file=status_file, token=token,
+                     tmux=(socket_name, name))
+    env = dict(os.environ, HANDOFF_PROMPT_FILE=str(prompt_file), HANDOFF_SESSION=str(number),
+               HANDOFF_AGENT_TOKEN=token)
+    with open(log_file, "ab") as log:
+        child = subprocess.Popen(["/bin/sh", str(script)], cwd=root, env=env, stdin=subprocess.DEVNULL,
+                                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    return Agent(pid=child.pid, status_file=status_file, token=token, proc=child)
