@@ -183,7 +183,7 @@ def start_relay(repo: Path, *args: str) -> subprocess.Popen[str]:
 def test_relay_killed_and_restarted_continues_without_a_duplicate_session(repo: Path, tmp_path: Path) -> None:
     setup_tasks(repo, 9, per_session=3)
     trace = tmp_path / "trace"
-    agent = f"{AGENT} --slow 0.2 --trace {trace}"
+    agent = f"{AGENT} --slow 0.5 --trace {trace}"
     first = start_relay(repo, "--agent", agent)
     try:
         wait_for(lambda: handoff.acknowledged(store_of(repo), 2), what="session 2 to be acknowledged")
@@ -335,7 +335,7 @@ def test_agent_gets_the_prompt_file_and_session_number(repo: Path, tmp_path: Pat
 def test_relay_killed_before_the_ack_adopts_the_agent_instead_of_launching_another(repo: Path, tmp_path: Path) -> None:
     setup_tasks(repo, 2, per_session=2)
     trace = tmp_path / "trace"
-    agent = f"sleep 1.5 && {AGENT} --trace {trace}"
+    agent = f"sleep 3 && {AGENT} --trace {trace}"
     first = start_relay(repo, "--agent", agent)
     try:
         def launched() -> bool:

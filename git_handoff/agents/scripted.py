@@ -12,6 +12,7 @@ Misbehaviour on request, to exercise the relay's failure paths:
   --crash-on ID        claim ID, write its file, then die before committing (once)
   --fail-first ID      the first attempt at ID writes the wrong content (done fails)
   --slow S             sleep S seconds after each task
+  --checkpoints        record a checkpoint once the file is written
 """
 
 from __future__ import annotations
@@ -76,6 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--crash-on", action="append", default=[], metavar="ID")
     parser.add_argument("--fail-first", action="append", default=[], metavar="ID")
     parser.add_argument("--slow", type=float, default=0.0, metavar="S")
+    parser.add_argument("--checkpoints", action="store_true")
     parser.add_argument("--subprocess", action="store_true", help="run the real `git handoff` executable")
     parser.add_argument("--trace", metavar="FILE", help="append one line per session start/end (for tests)")
     args = parser.parse_args(argv)
@@ -131,6 +133,8 @@ def main(argv: list[str] | None = None) -> int:
             say(f"crashing in the middle of {task_id}")
             trace("crash")
             os._exit(7)
+        if args.checkpoints:
+            handoff("checkpoint", task_id, f"wrote {task_id}.txt", "--step", "1", "--of", "2")
         git(root, "add", f"{task_id}.txt")
         git(root, "commit", "-q", "-m", f"{task_id}: {title}")
         code, out, err = handoff("done", task_id)

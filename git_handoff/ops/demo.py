@@ -127,7 +127,7 @@ class Demo:
 
     def run(self) -> None:
         root = self.root
-        agent = f"{shlex.quote(sys.executable)} -m git_handoff.agents.scripted"
+        agent = f"{shlex.quote(sys.executable)} -m git_handoff.agents.scripted --checkpoints"
         alice, bob, origin = root / "alice", root / "bob", root / "origin.git"
 
         self.section("1. A project, shared through a bare remote")
