@@ -155,6 +155,7 @@ class Demo:
         self.handoff(alice, "log", "--type", "HANDOFF")
 
         self.section("5. The failed attempt was rolled back, and nothing was lost")
+        self.handoff(alice, "log", "--task", "api")
         self.handoff(alice, "show", "api")
         self.handoff(alice, "attempts", "api")
         self.handoff(alice, "restore", "api", "1")
