@@ -279,10 +279,14 @@ def test_relay_not_initialized(repo: Path) -> None:
 
 def test_agent_rejecting_its_prompt_is_a_launch_failure(repo: Path) -> None:
     setup_tasks(repo, 2, per_session=2)
-    res = run("relay", "--agent", "git handoff ack --failed 'prompt is stale' && sleep 600",
-              "--max-launch-failures", "1", "--ack-timeout", "30")
-    assert res.rc == 1 and "rejected its prompt: prompt is stale" in res.err
-    assert any("rejected its prompt" in line and "[ENV_SETUP]" in line for line in log_lines(repo, "ERROR"))
+    res = run("relay", "--agent", "git handoff ack --failed \"stale $(date +%N)\" && sleep 600",
+              "--max-launch-failures", "2", "--ack-timeout", "30")
+    assert res.rc == 1 and "rejected its prompt: stale" in res.err
+    rejected = [line for line in log_lines(repo, "ERROR") if "rejected its prompt" in line]
+    assert len(rejected) == 2 and all("[ENV_SETUP]" in line for line in rejected)
+    assert "launch 1/2" in rejected[0] and "launch 2/2" in rejected[1]
+    reasons = [line.rsplit("stale ", 1)[1] for line in rejected]
+    assert reasons[0] != reasons[1]  # the second launch's own rejection, not the first one's again
 
 
 def test_session_timeout_ends_a_hanging_session(repo: Path, tmp_path: Path) -> None:

@@ -214,13 +214,15 @@ class Relay:
         for attempt in range(1, self.opts.max_launch_failures + 1):
             prompt_file = self.relay_dir / f"prompt-{number}.md"
             prompt_file.write_text(handoff.render_prompt(self._session_store()))
+            earlier = self._ack_status(number)  # a rejection by the previous launch is not this one's
             self.agent = launch(self.store, self.opts.agent, number, prompt_file, self.relay_dir,
                                 tmux_socket=tmux_socket_name(self.store, self.opts.tmux_socket) if self.opts.tmux else None)
             self._remember_agent()
             where = f"tmux session {self.agent.tmux[1]}" if self.agent.tmux else f"pid {self.agent.pid}"
             self.say(f"relay: session {number}: agent launched ({where}, launch {attempt}/"
                      f"{self.opts.max_launch_failures}), waiting for its ACK")
-            failure = self._await_ack(number, self.agent, f"launch {attempt}/{self.opts.max_launch_failures}: ")
+            failure = self._await_ack(number, self.agent, f"launch {attempt}/{self.opts.max_launch_failures}: ",
+                                      earlier=earlier)
             if failure is None:
                 self.say(f"relay: session {number}: acknowledged")
                 return
@@ -304,11 +306,14 @@ class Relay:
                 self.wait_session()
         self.finish_session()
 
-    def _await_ack(self, number: int, agent: Agent, label: str = "") -> str | None:
+    def _await_ack(self, number: int, agent: Agent, label: str = "",
+                   earlier: dict[str, Any] | None = None) -> str | None:
         """None once session `number` acknowledged; else what went wrong (the agent is then killed)."""
         deadline = time.monotonic() + self.opts.ack_timeout
         while True:
             ack = self._ack_status(number)
+            if ack == earlier:
+                ack = None
             if ack and ack.get("status") == "accepted":
                 return None
             if ack and ack.get("status") == "failed":
