@@ -189,6 +189,7 @@ def test_relay_killed_and_restarted_continues_without_a_duplicate_session(repo: 
         wait_for(lambda: handoff.acknowledged(store_of(repo), 2), what="session 2 to be acknowledged")
         first.send_signal(signal.SIGKILL)
         first.wait(timeout=10)
+        assert f"relay: died (pid {first.pid}" in run("status").out
         res = run_exe("relay", "--agent", agent, cwd=repo, timeout=120)
     finally:
         if first.poll() is None:
