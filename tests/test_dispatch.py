@@ -111,7 +111,10 @@ def test_foreground_run_prints_result_and_keeps_output(repo: Path, backend: Path
     assert record["status"] == "succeeded" and record["exit_status"] == 0
     assert record["session_id"].startswith("sess-")
     assert "working on: the question" in record["stdout_tail"]
+    before = state_head(repo)
     assert run("dispatch", "run", run_id).rc == 2  # a run runs once; its results are kept
+    assert run("dispatch", "run", run_id, "--background").rc == 2
+    assert state_head(repo) == before
 
 
 def test_four_runs_in_parallel_in_the_background(repo: Path, backend: Path) -> None:

@@ -272,8 +272,10 @@ def start_background(store: StateStore, run_id: str) -> dict[str, Any]:
     """Mark the run running and leave it to a detached process; returns at once."""
     check_run_id(run_id)
     record = get(store, run_id)
-    command = _command_for(store, record)  # refuse a bad run now, not in the detached process
-    del command
+    if record.get("status") != "new":
+        raise UsageError(f"run {run_id} is {record.get('status')}, not new: results are kept; "
+                         "start another with `git handoff dispatch new`")
+    _command_for(store, record)  # refuse a bad run now, not in the detached process
     workdir = store.repo.root()
     out_dir = run_dir(store, run_id)
     log = open(out_dir / "runner.log", "ab")
