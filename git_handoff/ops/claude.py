@@ -79,7 +79,7 @@ def post_commit(store: StateStore) -> dict[str, Any] | None:
     proc = repo.git("rev-list", "--count", f"{base}..HEAD", check=False)
     count = int(proc.stdout.decode().strip() or 0) if proc.returncode == 0 else 0
     if count < threshold:
-        sessions.write_hook_state(repo, base)
+        sessions.write_hook_state(repo, base, count)
         return None
     return handoff.write_doc(store, trigger="commits")
 

@@ -67,13 +67,21 @@ def tasks_per_session(repo: Repo) -> int | None:
     return value if value and value > 0 else None
 
 
-def write_hook_state(repo: Repo, base: str | None) -> None:
-    """What the post-commit hook needs without starting Python: the base and the threshold."""
+def write_hook_state(repo: Repo, base: str | None, seen: int | None = None) -> None:
+    """What the post-commit hook needs without starting Python or git: the session base, the
+    threshold, and the commits since the base counted so far (`seen`; computed when None)."""
     threshold = commits_per_session(repo)
     if base is None or threshold is None:
         _remove_private(repo, HOOK_STATE_FILE)
         return
-    _write_private(repo, HOOK_STATE_FILE, f"{base} {threshold}\n")
+    if seen is None:
+        seen = 0
+        head = repo.head()
+        if head and head != base:
+            proc = repo.git("rev-list", "--count", f"{base}..{head}", check=False)
+            text = proc.stdout.decode().strip()
+            seen = int(text) if proc.returncode == 0 and text.isdigit() else 0
+    _write_private(repo, HOOK_STATE_FILE, f"{base} {threshold} {seen}\n")
 
 
 def clear_hook_state(repo: Repo) -> None:
