@@ -29,6 +29,12 @@ def session_path(number: int) -> str:
     return f"{SESSIONS_DIR}/{number}.json"
 
 
+def put_record(tx: Tx, path: str, record: dict[str, Any]) -> None:
+    """Write a session or document record, stamped for the merge's written-last rule."""
+    record["updated_at"] = now_iso()
+    tx.put_json(path, record)
+
+
 # -- the per-worktree files ----------------------------------------------------------
 
 
@@ -155,7 +161,7 @@ def begin(store: StateStore, worker: str | None = None) -> dict[str, Any]:
             if old is not None and not old.get("ended_at"):
                 old["ended_at"] = stamp
                 old["ended_by"] = "next session start"
-                tx.put_json(session_path(stale["session"]), old)
+                put_record(tx, session_path(stale["session"]), old)
                 tx.lines.append(format_log_line(stale["session"], "WARN",
                                                 f"Session {stale['session']} was left open; closed by the next session start"))
         if count >= cfg.max_sessions:
@@ -175,7 +181,7 @@ def begin(store: StateStore, worker: str | None = None) -> dict[str, Any]:
             "ack": None,
             "handoff": None,
         }
-        tx.put_json(session_path(number), record)
+        put_record(tx, session_path(number), record)
         meta["session_count"] = number
         meta["last_session"] = stamp
         tx.put_json(META_PATH, meta)
@@ -235,7 +241,7 @@ def end(store: StateStore) -> dict[str, Any]:
         record["ended_at"] = stamp
         record["head"] = repo.head()
         record["completed"] = completed_ids(tx, number)
-        tx.put_json(session_path(number), record)
+        put_record(tx, session_path(number), record)
         meta = tx.meta()
         meta["last_session"] = stamp
         tx.put_json(META_PATH, meta)
@@ -316,7 +322,7 @@ def decide(store: StateStore, what: str, why: str) -> dict[str, Any]:
         if record is None:
             raise UsageError(f"session {number} is not in the state (start one with `git handoff session start`)")
         record.setdefault("decisions", []).append(entry)
-        tx.put_json(session_path(number), record)
+        put_record(tx, session_path(number), record)
         tx.lines.append(format_log_line(number, "INIT", f'Decision "{what}" why="{why}"'))
         return entry
 
@@ -334,7 +340,7 @@ def blocker(store: StateStore, text: str) -> dict[str, Any]:
         if record is None:
             raise UsageError(f"session {number} is not in the state (start one with `git handoff session start`)")
         record.setdefault("blockers", []).append(entry)
-        tx.put_json(session_path(number), record)
+        put_record(tx, session_path(number), record)
         tx.lines.append(format_log_line(number, "WARN", f'Blocker "{text}"'))
         return entry
 
