@@ -351,14 +351,27 @@ def blocker(store: StateStore, text: str) -> dict[str, Any]:
 
 
 def completed_ids(source: Any, number: int) -> list[str]:
-    """Tasks completed in session `number` (as `done` recorded them), from a Snapshot or Tx."""
+    """Tasks completed in session `number`, as `done` recorded them in the session record
+    (one blob read: claim checks it on its fast path)."""
     if number <= 0:
         return []
-    ids = completed_in(read_session(source, number))
-    for t in source.tasks().values():
-        if t.status == "completed" and t.get("completed_session") == number and t.id not in ids:
-            ids.append(t.id)
-    return ids
+    return completed_in(read_session(source, number))
+
+
+def record_completion(tx: Tx, task_id: str) -> int:
+    """Count a task completed in the transaction's session; returns the session's count."""
+    number = tx.session
+    if number <= 0:
+        return 0
+    record = read_session(tx, number)
+    if record is None:
+        return 0
+    done = completed_in(record)
+    if task_id not in done:
+        done.append(task_id)
+    record["completed"] = done
+    put_record(tx, session_path(number), record)
+    return len(done)
 
 
 def check_claim_allowed(tx: Tx) -> None:
