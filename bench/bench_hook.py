@@ -5,7 +5,9 @@ handoff.commitsPerSession far away) against the same repository with no hook, wi
 10 and with 10,000 commits on refs/harness/state. The two variants are interleaved
 (core.hooksPath switched per command) so machine noise hits both alike.
 
-Target: ratio <= 2.0 and not growing with history.
+Target: ratio <= 2.0 and not growing with history. Below the threshold the hook runs
+no git command at all (it counts in its hook-state file); git's own count is asked
+only once the counter reaches the threshold.
 
     PYTHONPATH=$PWD python bench/bench_hook.py [--commits N]
 """

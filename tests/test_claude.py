@@ -167,6 +167,7 @@ def test_state_progress_resets_the_safety_valve(repo: Path) -> None:
 def test_session_start_injects_prompt_with_next_task_and_acks(repo: Path) -> None:
     _plan(("first", "make first"), ("second", "true"))
     run("session", "start")
+    run("ack")
     run("decide", "chose X", "--why", "Y")
     run("doc", "write")
     r = run("hook", "claude-session-start", stdin=json.dumps({"source": "startup", "session_id": "s"}))
@@ -195,10 +196,20 @@ def test_session_start_resume_keeps_the_session(repo: Path) -> None:
     assert run("session", "show", "--json").json()["session"] == 2
 
 
+def test_session_start_adopts_a_session_waiting_for_its_agent(repo: Path) -> None:
+    _plan(("a", "true"))
+    run("session", "start")  # e.g. the relay, before it launches the agent
+    r = run("hook", "claude-session-start", stdin=json.dumps({"source": "startup"}))
+    assert r.rc == 0
+    shown = run("session", "show", "--json").json()
+    assert shown["session"] == 1 and shown["ack"]["status"] == "accepted"
+
+
 def test_session_start_at_max_sessions_says_stop(repo: Path) -> None:
     _plan(("a", "true"))
     run("init", "--max-sessions", "1")
     run("session", "start")
+    run("ack")
     r = run("hook", "claude-session-start", stdin=json.dumps({"source": "startup"}))
     assert r.rc == 0
     assert "max_sessions (1) reached" in json.loads(r.out)["hookSpecificOutput"]["additionalContext"]

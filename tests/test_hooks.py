@@ -183,3 +183,34 @@ def test_nonpositive_threshold_disables(repo: Path, tmp_path: Path, threshold: s
 def test_other_repo_unaffected(tmp_path: Path) -> None:
     other = make_repo(tmp_path / "other")
     assert run("hooks", "status", "--json", cwd=other).json()["installed"] is False
+
+
+def test_count_is_checked_against_git_before_triggering(repo: Path, tmp_path: Path) -> None:
+    """Commits undone by a reset do not count: git's own count decides at the threshold."""
+    run("init")
+    git("config", "handoff.commitsPerSession", "3", cwd=repo)
+    run("hooks", "install")
+    run("session", "start")
+    base = git("rev-parse", "HEAD", cwd=repo)
+    env, calls = _fake_handoff_bin(tmp_path)
+    _commit(repo, "one.txt", env)
+    _commit(repo, "two.txt", env)
+    git("reset", "-q", "--hard", base, cwd=repo)
+    _commit(repo, "three.txt", env)  # 3 hook runs, but 1 commit since the base
+    assert not calls.exists()
+    state = (repo / ".git" / "handoff" / "hook-state").read_text().split()
+    assert state == [base, "3", "1"]
+    _commit(repo, "four.txt", env)
+    assert not calls.exists()
+    _commit(repo, "five.txt", env)
+    assert calls.read_text() == "hook post-commit\n"
+
+
+@pytest.mark.parametrize("content", ["", "abc\n", "abc 3 x\n", "abc  \n", "abc -2 1\n"])
+def test_malformed_hook_state_is_ignored_quietly(repo: Path, content: str) -> None:
+    run("hooks", "install")
+    handoff_dir = repo / ".git" / "handoff"
+    handoff_dir.mkdir(exist_ok=True)
+    (handoff_dir / "hook-state").write_text(content)
+    proc = _commit(repo, "x.txt")
+    assert (proc.stdout, proc.stderr) == ("", "")

@@ -144,3 +144,17 @@ def test_health_check_retry_succeeds(repo: Path) -> None:
     r = run("session", "start")
     assert r.rc == 0, r.err
     assert "PASS (retry)" in run("log").out
+
+
+def test_end_notes_the_commits_of_a_claimed_task(repo: Path) -> None:
+    _init()
+    run("add", "Noted", "--id", "n1", "--check", "true")
+    run("session", "start")
+    assert run("claim", "n1").rc == 0
+    (repo / "w.txt").write_text("w\n")
+    git("add", "w.txt", cwd=repo)
+    git("commit", "-qm", "work for n1", cwd=repo)
+    assert git("notes", "--ref=harness", "list", cwd=repo, check=False) == ""
+    assert run("session", "end").rc == 0
+    note = git("notes", "--ref=harness", "show", "HEAD", cwd=repo)
+    assert "task: n1" in note and "session: 1" in note

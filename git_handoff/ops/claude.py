@@ -9,6 +9,7 @@ payload is empty or malformed, it is a silent no-op.
 from __future__ import annotations
 
 import json
+import os
 from typing import Any
 
 from git_handoff import schedule
@@ -79,7 +80,7 @@ def post_commit(store: StateStore) -> dict[str, Any] | None:
     proc = repo.git("rev-list", "--count", f"{base}..HEAD", check=False)
     count = int(proc.stdout.decode().strip() or 0) if proc.returncode == 0 else 0
     if count < threshold:
-        sessions.write_hook_state(repo, base)
+        sessions.write_hook_state(repo, base, count)
         return None
     return handoff.write_doc(store, trigger="commits")
 
@@ -99,8 +100,14 @@ def session_start(store: StateStore, payload: dict[str, Any]) -> dict[str, Any]:
     note = ""
     opened = sessions.open_session(store.repo)
     # resume and compact continue the open session (its pre-compact document stays pending
-    # for the next one); startup and clear begin a new session, with recovery.
-    if source in ("resume", "compact") and opened is not None:
+    # for the next one). An open session nobody acknowledged yet was started for this agent
+    # (by `session start` or the relay): adopt it. Otherwise startup and clear begin a new
+    # session, with recovery.
+    pinned = os.environ.get("HANDOFF_SESSION", "").strip()
+    record = sessions.read_session(store.snapshot(), int(opened["session"])) if opened else None
+    if pinned.isdigit() and int(pinned) > 0:
+        store.session = int(pinned)
+    elif opened is not None and (source in ("resume", "compact") or (record is not None and not record.get("ack"))):
         store.session = int(opened["session"])
     else:
         try:

@@ -134,11 +134,11 @@ def write_doc(store: StateStore, trigger: str = "manual") -> dict[str, Any]:
         if automatic and isinstance(existing, dict):
             return {**existing, "written": False}
         doc = build(tx, repo, number, trigger)
-        tx.put_json(doc_path(number), doc)
+        sessions.put_record(tx, doc_path(number), doc)
         record = sessions.read_session(tx, number)
         if record is not None:
             record["handoff"] = {"written_at": doc["written_at"], "trigger": trigger}
-            tx.put_json(sessions.session_path(number), record)
+            sessions.put_record(tx, sessions.session_path(number), record)
         c = doc["status"]
         tx.lines.append(format_log_line(
             number, "HANDOFF",
@@ -257,11 +257,11 @@ def ack(store: StateStore, failed: str | None = None) -> dict[str, Any]:
         of = doc["session"] if doc else None
         entry = {"status": "failed" if failed else "accepted", "at": stamp, "reason": failed, "handoff": of}
         record["ack"] = entry
-        tx.put_json(sessions.session_path(number), record)
+        sessions.put_record(tx, sessions.session_path(number), record)
         if failed:
             if doc is not None:
                 doc.setdefault("rejections", []).append({"session": number, "reason": failed, "at": stamp})
-                tx.put_json(doc_path(int(doc["session"])), doc)
+                sessions.put_record(tx, doc_path(int(doc["session"])), doc)
             text = f"Session {number} rejected " + (f"the handoff of session {of}" if doc else "its prompt") + f": {failed}"
         else:
             for n in _doc_numbers(tx):
@@ -272,7 +272,7 @@ def ack(store: StateStore, failed: str | None = None) -> dict[str, Any]:
                     old["archived"] = True
                     old["accepted_by"] = number if n == of else None
                     old["accepted_at"] = stamp
-                    tx.put_json(doc_path(n), old)
+                    sessions.put_record(tx, doc_path(n), old)
             text = f"Session {number} accepted " + (f"the handoff of session {of}" if doc else "its prompt (no pending handoff)")
         tx.lines.append(format_log_line(number, "ACK", text))
         return {"session": number, **entry}

@@ -29,6 +29,12 @@ def session_path(number: int) -> str:
     return f"{SESSIONS_DIR}/{number}.json"
 
 
+def put_record(tx: Tx, path: str, record: dict[str, Any]) -> None:
+    """Write a session or document record, stamped for the merge's written-last rule."""
+    record["updated_at"] = now_iso()
+    tx.put_json(path, record)
+
+
 # -- the per-worktree files ----------------------------------------------------------
 
 
@@ -67,13 +73,21 @@ def tasks_per_session(repo: Repo) -> int | None:
     return value if value and value > 0 else None
 
 
-def write_hook_state(repo: Repo, base: str | None) -> None:
-    """What the post-commit hook needs without starting Python: the base and the threshold."""
+def write_hook_state(repo: Repo, base: str | None, seen: int | None = None) -> None:
+    """What the post-commit hook needs without starting Python or git: the session base, the
+    threshold, and the commits since the base counted so far (`seen`; computed when None)."""
     threshold = commits_per_session(repo)
     if base is None or threshold is None:
         _remove_private(repo, HOOK_STATE_FILE)
         return
-    _write_private(repo, HOOK_STATE_FILE, f"{base} {threshold}\n")
+    if seen is None:
+        seen = 0
+        head = repo.head()
+        if head and head != base:
+            proc = repo.git("rev-list", "--count", f"{base}..{head}", check=False)
+            text = proc.stdout.decode().strip()
+            seen = int(text) if proc.returncode == 0 and text.isdigit() else 0
+    _write_private(repo, HOOK_STATE_FILE, f"{base} {threshold} {seen}\n")
 
 
 def clear_hook_state(repo: Repo) -> None:
@@ -147,7 +161,7 @@ def begin(store: StateStore, worker: str | None = None) -> dict[str, Any]:
             if old is not None and not old.get("ended_at"):
                 old["ended_at"] = stamp
                 old["ended_by"] = "next session start"
-                tx.put_json(session_path(stale["session"]), old)
+                put_record(tx, session_path(stale["session"]), old)
                 tx.lines.append(format_log_line(stale["session"], "WARN",
                                                 f"Session {stale['session']} was left open; closed by the next session start"))
         if count >= cfg.max_sessions:
@@ -167,7 +181,7 @@ def begin(store: StateStore, worker: str | None = None) -> dict[str, Any]:
             "ack": None,
             "handoff": None,
         }
-        tx.put_json(session_path(number), record)
+        put_record(tx, session_path(number), record)
         meta["session_count"] = number
         meta["last_session"] = stamp
         tx.put_json(META_PATH, meta)
@@ -227,7 +241,7 @@ def end(store: StateStore) -> dict[str, Any]:
         record["ended_at"] = stamp
         record["head"] = repo.head()
         record["completed"] = completed_ids(tx, number)
-        tx.put_json(session_path(number), record)
+        put_record(tx, session_path(number), record)
         meta = tx.meta()
         meta["last_session"] = stamp
         tx.put_json(META_PATH, meta)
@@ -308,7 +322,7 @@ def decide(store: StateStore, what: str, why: str) -> dict[str, Any]:
         if record is None:
             raise UsageError(f"session {number} is not in the state (start one with `git handoff session start`)")
         record.setdefault("decisions", []).append(entry)
-        tx.put_json(session_path(number), record)
+        put_record(tx, session_path(number), record)
         tx.lines.append(format_log_line(number, "INIT", f'Decision "{what}" why="{why}"'))
         return entry
 
@@ -326,7 +340,7 @@ def blocker(store: StateStore, text: str) -> dict[str, Any]:
         if record is None:
             raise UsageError(f"session {number} is not in the state (start one with `git handoff session start`)")
         record.setdefault("blockers", []).append(entry)
-        tx.put_json(session_path(number), record)
+        put_record(tx, session_path(number), record)
         tx.lines.append(format_log_line(number, "WARN", f'Blocker "{text}"'))
         return entry
 
@@ -337,14 +351,27 @@ def blocker(store: StateStore, text: str) -> dict[str, Any]:
 
 
 def completed_ids(source: Any, number: int) -> list[str]:
-    """Tasks completed in session `number` (as `done` recorded them), from a Snapshot or Tx."""
+    """Tasks completed in session `number`, as `done` recorded them in the session record
+    (one blob read: claim checks it on its fast path)."""
     if number <= 0:
         return []
-    ids = completed_in(read_session(source, number))
-    for t in source.tasks().values():
-        if t.status == "completed" and t.get("completed_session") == number and t.id not in ids:
-            ids.append(t.id)
-    return ids
+    return completed_in(read_session(source, number))
+
+
+def record_completion(tx: Tx, task_id: str) -> int:
+    """Count a task completed in the transaction's session; returns the session's count."""
+    number = tx.session
+    if number <= 0:
+        return 0
+    record = read_session(tx, number)
+    if record is None:
+        return 0
+    done = completed_in(record)
+    if task_id not in done:
+        done.append(task_id)
+    record["completed"] = done
+    put_record(tx, session_path(number), record)
+    return len(done)
 
 
 def check_claim_allowed(tx: Tx) -> None:
