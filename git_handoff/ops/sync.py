@@ -136,7 +136,7 @@ def _push(repo: Repo, remote: Remote, refspecs: list[str]) -> dict[str, str]:
 # -- integrating what came in -----------------------------------------------------------
 
 
-def _tasks_at(repo: Repo, tree: str | None, paths: list[str]) -> dict[str, Any]:
+def _tasks_at(repo: Repo, tree: str | None, paths: list[str], claimed_only: bool = False) -> dict[str, Any]:
     out = {}
     for path in paths:
         if tree is None:
@@ -144,8 +144,11 @@ def _tasks_at(repo: Repo, tree: str | None, paths: list[str]) -> dict[str, Any]:
         found = repo.tree_lookup(tree, path)
         if found is None or found[1]:
             continue
+        raw = repo.read_blob(found[0])
+        if claimed_only and b'"in_progress"' not in raw:
+            continue
         try:
-            data = json.loads(repo.read_blob(found[0]))
+            data = json.loads(raw)
         except ValueError:
             continue
         if isinstance(data, dict) and "id" in data:
@@ -155,14 +158,37 @@ def _tasks_at(repo: Repo, tree: str | None, paths: list[str]) -> dict[str, Any]:
 
 def _lost_claims(repo: Repo, before: str, after: str) -> list[dict[str, Any]]:
     paths = [p for p in repo.tree_diff(before, after) if p.startswith(merge.TASK_PREFIX)]
-    return merge.lost_claims(_tasks_at(repo, before, paths), _tasks_at(repo, after, paths))
+    held = _tasks_at(repo, before, paths, claimed_only=True)
+    return merge.lost_claims(held, _tasks_at(repo, after, list(held and paths)))
 
 
-def merge_trees(repo: Repo, base: str | None, ours: str, theirs: str) -> tuple[str, list[merge.Conflict]]:
-    """The merged tree of two state trees: only paths changed on both sides are read."""
+def _lost_claims_changes(repo: Repo, before: str, changes: dict[str, str | bytes | None]) -> list[dict[str, Any]]:
+    held = _tasks_at(repo, before, [p for p in changes if p.startswith(merge.TASK_PREFIX)], claimed_only=True)
+    if not held:
+        return []
+    paths = [p for p in changes if p.startswith(merge.TASK_PREFIX)]
+    after: dict[str, Any] = {}
+    for path in paths:
+        value = changes[path]
+        raw = repo.read_blob(value) if isinstance(value, str) else value
+        if raw is None:
+            continue
+        try:
+            data = json.loads(raw)
+        except ValueError:
+            continue
+        if isinstance(data, dict) and "id" in data:
+            after[str(data["id"])] = data
+    return merge.lost_claims(held, after)
+
+
+def merge_changes(repo: Repo, base: str | None, ours: str, theirs: str
+                  ) -> tuple[dict[str, str | bytes | None], list[merge.Conflict]]:
+    """What to change in `ours` (a tree) to merge `theirs` into it: {path: blob oid, new
+    bytes, or None to delete}. Only paths changed on both sides are read and merged."""
     d_ours = repo.tree_diff(base, ours)
     d_theirs = repo.tree_diff(base, theirs)
-    changes: dict[str, str | None] = {}
+    changes: dict[str, str | bytes | None] = {}
     conflicts: list[merge.Conflict] = []
 
     def read(oid: str | None) -> bytes | None:
@@ -176,13 +202,19 @@ def merge_trees(repo: Repo, base: str | None, ours: str, theirs: str) -> tuple[s
         mine = d_ours[path][1]
         if mine == new:
             continue
-        result = merge.merge_file(path, read(old), read(mine), read(new))
+        mine_data = read(mine)
+        result = merge.merge_file(path, read(old), mine_data, read(new))
         conflicts.extend(result.conflicts)
-        blob = None if result.data is None else repo.write_blob(result.data)
-        if blob != mine:
-            changes[path] = blob
-    tree = repo.update_tree(ours, changes) if changes else ours
-    return tree, conflicts
+        if result.data != mine_data:
+            changes[path] = result.data
+    return changes, conflicts
+
+
+def merge_trees(repo: Repo, base: str | None, ours: str, theirs: str) -> tuple[str, list[merge.Conflict]]:
+    """The merged tree of two state trees (objects written loose; see merge_changes)."""
+    changes, conflicts = merge_changes(repo, base, ours, theirs)
+    blobs = {p: (v if not isinstance(v, bytes) else repo.write_blob(v)) for p, v in changes.items()}
+    return (repo.update_tree(ours, blobs) if blobs else ours), conflicts
 
 
 def _short(value: Any) -> str:
@@ -218,9 +250,8 @@ def integrate(store: StateStore, theirs: str | None, label: str) -> dict[str, An
                     return report
                 continue
             base = repo.merge_base(ours, theirs)
-            tree, conflicts = merge_trees(repo, repo.commit_tree(base) if base else None,
-                                          repo.commit_tree(ours), repo.commit_tree(theirs))
-            lost = _lost_claims(repo, repo.commit_tree(ours), tree)
+            changes, conflicts = merge_changes(repo, repo.commit_tree(base) if base else None,
+                                               repo.commit_tree(ours), repo.commit_tree(theirs))
             outgoing = repo.count_commits(ours, theirs)
             lines = [format_log_line(store.session, "SYNC",
                                      f"merged {label}: in={incoming} out={outgoing} conflicts={len(conflicts)}")]
@@ -228,12 +259,14 @@ def integrate(store: StateStore, theirs: str | None, label: str) -> dict[str, An
                 lines.append(format_log_line(store.session, "SYNC",
                                              f"conflict {c.field}: kept {_short(c.kept)} over {_short(c.dropped)}",
                                              task=c.record))
+            lost = _lost_claims_changes(repo, repo.commit_tree(ours), changes)
             for item in lost:
                 lines.append(format_log_line(store.session, "SYNC",
                                              f"claim of {item['worker']} lost (now {item['now']}"
                                              + (f" by {item['claimed_by']})" if item.get("claimed_by") else ")"),
                                              task=item["task"]))
-            if store.commit_merge(tree, [ours, theirs], lines, ours) is not None:
+            commit = repo.commit_changes_packed([ours, theirs], changes, "\n".join(lines) + "\n")
+            if repo.cas_ref(STATE_REF, commit, ours, "handoff: merge"):
                 report.update(action="merged", incoming=incoming, conflicts=[c.to_json() for c in conflicts],
                               claims_lost=lost)
                 _remember_notices(repo, lost)
