@@ -344,6 +344,65 @@ class Entry:
     commit: str
 
 
+class StateLock:
+    """An exclusive lock on a file, held by this process between enter and exit.
+
+    `fcntl.flock` directly: the `filelock` package costs ~25 ms to import, paid by
+    every command. The kernel drops the lock when a holder dies, so none goes stale.
+    """
+
+    def __init__(self, path: Any, timeout: float) -> None:
+        self.path = str(path)
+        self.timeout = timeout
+        self._held: Any = None
+
+    def __enter__(self) -> StateLock:
+        try:
+            import fcntl
+        except ModuleNotFoundError:  # not POSIX: fall back to the filelock package
+            from filelock import FileLock, Timeout
+
+            lock = FileLock(self.path, timeout=self.timeout)
+            try:
+                lock.acquire()
+            except Timeout:
+                raise self._contention() from None
+            self._held = lock
+            return self
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        deadline = time.monotonic() + self.timeout
+        delay = 0.001
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    os.close(fd)
+                    raise self._contention() from None
+                time.sleep(delay * (0.5 + random.random()))
+                delay = min(delay * 2, 0.05)
+        self._held = fd
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        held, self._held = self._held, None
+        if isinstance(held, int):
+            import fcntl
+
+            try:
+                fcntl.flock(held, fcntl.LOCK_UN)
+            finally:
+                os.close(held)
+        elif held is not None:
+            held.release()
+
+    def _contention(self) -> Contention:
+        return Contention(
+            f"another git handoff process held the state lock for {self.timeout:.0f}s; nothing was changed, retry"
+        )
+
+
 class StateStore:
     def __init__(self, repo: Repo, session: int | None = None) -> None:
         self.repo = repo
@@ -385,9 +444,8 @@ class StateStore:
     # -- writing --------------------------------------------------------------------
 
     def lock(self) -> Any:
-        from filelock import FileLock
-
-        return FileLock(str(self.repo.handoff_dir / "state.lock"), timeout=LOCK_TIMEOUT_SECONDS)
+        """The per-clone state lock (a context manager); Contention (exit 3) after the timeout."""
+        return StateLock(self.repo.handoff_dir / "state.lock", LOCK_TIMEOUT_SECONDS)
 
     def transact(self, apply: Callable[[Tx], T], *, allow_uninitialized: bool = False) -> T:
         """Run `apply` on the current state and commit what it wrote, atomically.
@@ -395,16 +453,8 @@ class StateStore:
         `apply` may run more than once (after a lost compare-and-swap), so it must
         only read from and write to the Tx. Errors it raises leave the state as it was.
         """
-        from filelock import Timeout
-
-        try:
-            with self.lock():
-                return self._transact_locked(apply, allow_uninitialized)
-        except Timeout:
-            raise Contention(
-                f"another git handoff process held the state lock for {LOCK_TIMEOUT_SECONDS:.0f}s; "
-                "nothing was changed, retry"
-            ) from None
+        with self.lock():
+            return self._transact_locked(apply, allow_uninitialized)
 
     def _transact_locked(self, apply: Callable[[Tx], T], allow_uninitialized: bool) -> T:
         for attempt in range(CAS_RETRIES):

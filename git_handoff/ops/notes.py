@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from git_handoff.errors import Contention
 from git_handoff.gitrepo import Repo
 from git_handoff.model import Task
-from git_handoff.store import NOTES_REF, StateStore
+from git_handoff.store import NOTES_REF, StateLock, StateStore
 
 NOTES_LOCK = "notes.lock"
 CAS_RETRIES = 20
@@ -49,30 +49,25 @@ def write_notes(repo: Repo, notes: Mapping[str, str], message: str = "Notes adde
     """Set the harness note of each commit (replacing an older one); returns how many changed."""
     if not notes:
         return 0
-    from filelock import FileLock, Timeout
-
-    try:
-        with FileLock(str(repo.handoff_dir / NOTES_LOCK), timeout=30):
-            for _ in range(CAS_RETRIES):
-                tip = repo.ref_target(NOTES_REF)
-                base_tree = repo.commit_tree(tip) if tip else None
-                changes: dict[str, str | None] = {}
-                for commit, text in notes.items():
-                    data = text.encode()
-                    found = _existing(repo, base_tree, commit)
-                    if found is not None and found[1] == data:
-                        continue
-                    path = found[0] if found is not None else commit
-                    changes[path] = repo.write_blob(data)
-                if not changes:
-                    return 0
-                tree = repo.update_tree(base_tree, changes)
-                new = repo.create_commit(tree, [tip] if tip else [], message + "\n")
-                if repo.cas_ref(NOTES_REF, new, tip, "handoff: notes"):
-                    _remember_rewrite(repo)
-                    return len(changes)
-    except Timeout:
-        pass
+    with StateLock(repo.handoff_dir / NOTES_LOCK, 30):
+        for _ in range(CAS_RETRIES):
+            tip = repo.ref_target(NOTES_REF)
+            base_tree = repo.commit_tree(tip) if tip else None
+            changes: dict[str, str | None] = {}
+            for commit, text in notes.items():
+                data = text.encode()
+                found = _existing(repo, base_tree, commit)
+                if found is not None and found[1] == data:
+                    continue
+                path = found[0] if found is not None else commit
+                changes[path] = repo.write_blob(data)
+            if not changes:
+                return 0
+            tree = repo.update_tree(base_tree, changes)
+            new = repo.create_commit(tree, [tip] if tip else [], message + "\n")
+            if repo.cas_ref(NOTES_REF, new, tip, "handoff: notes"):
+                _remember_rewrite(repo)
+                return len(changes)
     raise Contention(f"{NOTES_REF} kept changing; the notes were not written, retry")
 
 
