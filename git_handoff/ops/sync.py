@@ -278,11 +278,10 @@ def _merge_notes(repo: Repo, store: StateStore, theirs: str | None) -> str:
     """Union of our notes and the remote's (the same object noted on both: both texts)."""
     if theirs is None:
         return "none"
-    from filelock import FileLock
-
     from git_handoff.ops.notes import NOTES_LOCK
+    from git_handoff.store import StateLock
 
-    with FileLock(str(repo.handoff_dir / NOTES_LOCK), timeout=30):
+    with StateLock(repo.handoff_dir / NOTES_LOCK, 30):
         for _ in range(20):
             ours = repo.ref_target(NOTES_REF)
             if ours is None:
