@@ -102,15 +102,20 @@ def _git_error(proc: Any, what: str) -> GitFailure:
     return GitFailure(f"{what}: {tail}")
 
 
+def add_refspecs(repo: Repo, remote: Remote) -> None:
+    """So that a plain `git fetch` brings the state too, into remote-tracking refs (and a
+    `git fetch --prune` keeps them)."""
+    if not remote.named:
+        return
+    configured = set(repo.git("config", "--get-all", f"remote.{remote.spec}.fetch", check=False)
+                     .stdout.decode().split())
+    for spec in remote.refspecs():
+        if spec not in configured:
+            repo.git("config", "--add", f"remote.{remote.spec}.fetch", spec, check=False)
+
+
 def fetch(repo: Repo, remote: Remote) -> None:
     """Fetch the remote's state, attempts and notes into remote-tracking refs."""
-    if remote.named:
-        configured = set(repo.git("config", "--get-all", f"remote.{remote.spec}.fetch", check=False)
-                          .stdout.decode().split())
-        for spec in remote.refspecs():
-            if spec not in configured:
-                # so that a plain `git fetch` brings the state too (and `fetch --prune` keeps it)
-                repo.git("config", "--add", f"remote.{remote.spec}.fetch", spec, check=False)
     proc = repo.git("fetch", "--quiet", "--no-tags", "--prune", "--no-write-fetch-head", remote.spec,
                     *remote.refspecs(), check=False, env={"GIT_TERMINAL_PROMPT": "0"})
     if proc.returncode != 0:
@@ -391,6 +396,7 @@ def sync(store: StateStore, remote: str | None = None, *, tries: int = PUSH_TRIE
     }
     for attempt in range(tries):
         if _round(store, remote_obj, report):
+            add_refspecs(store.repo, remote_obj)
             report["state_commit"] = store.head()
             if report["action"] in ("up-to-date", "no-remote-state") and STATE_REF in report["pushed"]:
                 report["action"] = "pushed"
