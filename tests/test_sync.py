@@ -256,3 +256,16 @@ def test_transaction_during_sync_is_kept(clones: Callable[[str], Path]) -> None:
     ok("sync", cwd=a)
     for where in (a, b):
         assert {"r1", "l1"} <= {t["id"] for t in json.loads(run("list", "--json", cwd=where).out)}
+
+
+def test_init_remote_adds_refspecs(clones: Callable[[str], Path]) -> None:
+    a = clones("a")
+    r = run("init", "--remote", "nowhere", cwd=a)
+    assert r.rc == 2 and "unknown remote" in r.err and state_head(a) is None
+    git("remote", "rename", "origin", "shared", cwd=a)
+    ok("init", "--remote", "shared", cwd=a)
+    assert git("config", "handoff.remote", cwd=a) == "shared"
+    assert "+refs/harness/*:refs/remotes/shared/harness/*" in git("config", "--get-all", "remote.shared.fetch", cwd=a)
+    ok("sync", cwd=a)  # handoff.remote is the default
+    git("fetch", "-q", "shared", cwd=a)
+    assert git("rev-parse", "refs/remotes/shared/harness/state", cwd=a) == state_head(a)

@@ -114,6 +114,19 @@ def add_refspecs(repo: Repo, remote: Remote) -> None:
             repo.git("config", "--add", f"remote.{remote.spec}.fetch", spec, check=False)
 
 
+def named_remote(repo: Repo, name: str) -> Remote:
+    """A remote git knows by this name (UsageError otherwise)."""
+    if name not in set(repo.raw.remotes.names()):
+        raise UsageError(f"unknown remote {name!r} (see `git remote -v`; add it with `git remote add`)")
+    return Remote(repo, name)
+
+
+def use_remote(repo: Repo, remote: Remote) -> None:
+    """`init --remote R`: R becomes handoff.remote and plain `git fetch R` brings the state."""
+    add_refspecs(repo, remote)
+    repo.git("config", "handoff.remote", remote.spec)
+
+
 def fetch(repo: Repo, remote: Remote) -> None:
     """Fetch the remote's state, attempts and notes into remote-tracking refs."""
     proc = repo.git("fetch", "--quiet", "--no-tags", "--prune", "--no-write-fetch-head", remote.spec,
