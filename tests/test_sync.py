@@ -269,3 +269,19 @@ def test_init_remote_adds_refspecs(clones: Callable[[str], Path]) -> None:
     ok("sync", cwd=a)  # handoff.remote is the default
     git("fetch", "-q", "shared", cwd=a)
     assert git("rev-parse", "refs/remotes/shared/harness/state", cwd=a) == state_head(a)
+
+
+def test_remote_refusing_is_contention(tmp_path: Path) -> None:
+    remote = tmp_path / "remote.git"
+    git("init", "-q", "--bare", str(remote), cwd=tmp_path)
+    hook = remote / "hooks" / "pre-receive"
+    hook.write_text("#!/bin/sh\necho 'no state here' >&2\nexit 1\n")
+    hook.chmod(0o755)
+    a = make_repo(tmp_path / "a")
+    git("remote", "add", "origin", str(remote), cwd=a)
+    ok("init", cwd=a)
+    before = state_head(a)
+    r = run("sync", cwd=a)
+    assert r.rc == 3 and "refused" in r.err and r.err.count("\n") == 1
+    assert state_head(a) == before
+    assert git("ls-remote", str(remote), cwd=a) == ""

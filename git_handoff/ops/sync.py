@@ -145,7 +145,12 @@ def _push(repo: Repo, remote: Remote, refspecs: list[str]) -> dict[str, str]:
     for line in proc.stdout.decode(errors="replace").splitlines():
         parts = line.split("\t")
         if len(parts) >= 2 and len(parts[0]) == 1 and ":" in parts[1]:
-            out[parts[1].split(":", 1)[1]] = parts[0]
+            ref = parts[1].split(":", 1)[1]
+            out[ref] = parts[0]
+            summary = parts[2] if len(parts) > 2 else ""
+            if parts[0] == "!" and "remote rejected" in summary and ref in (STATE_REF, NOTES_REF):
+                # a hook or policy on the remote said no: fetching again will not change that
+                raise Contention(f"{remote.spec} refused {ref}: {summary.strip()}; nothing was lost locally")
     if proc.returncode != 0 and not out:
         raise _git_error(proc, f"cannot push to {remote.spec}")
     return out
