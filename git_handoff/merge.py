@@ -179,6 +179,12 @@ def _canon(value: Any) -> str:
     return "\x00missing" if value is _MISSING else canonical(value)
 
 
+def _eq(a: Any, b: Any) -> bool:
+    if a is _MISSING or b is _MISSING:
+        return a is b
+    return type(a) is type(b) and bool(a == b)
+
+
 def _digest(value: Any) -> str:
     return hashlib.sha1(_canon(value).encode()).hexdigest()[:12]
 
@@ -239,12 +245,11 @@ class _RecordMerge:
     def keep(self, name: str, b: Any, o: Any, t: Any) -> Any:
         """The value when at most one side changed it; remembers when it was written,
         so that a later merge with a third replica decides as if it saw all three."""
-        co, ct, cb = _canon(o), _canon(t), _canon(b)
-        if co == ct:
-            if co != cb:
+        if _eq(o, t):
+            if not _eq(o, b):
                 self.stamp(name, max(field_time(self.ours, name, o), field_time(self.theirs, name, t)), o)
             return o
-        if ct == cb:
+        if _eq(t, b):
             self.stamp(name, field_time(self.ours, name, o), o)
             return o
         self.stamp(name, field_time(self.theirs, name, t), t)
@@ -252,8 +257,8 @@ class _RecordMerge:
 
     def key(self, name: str, b: Any, o: Any, t: Any, how: str) -> Any:
         """Merge one value; returns _MISSING when the result has none."""
-        co, ct, cb = _canon(o), _canon(t), _canon(b)
-        if co == ct == cb:
+        ot, ob = _eq(o, t), _eq(o, b)
+        if ot and ob:
             return o
         if isinstance(o, dict) and isinstance(t, dict):
             bd = b if isinstance(b, dict) else {}
@@ -264,7 +269,7 @@ class _RecordMerge:
                 if v is not _MISSING:
                     out[k] = v
             return out
-        if co == ct or ct == cb or co == cb:
+        if ot or ob or _eq(t, b):
             return self.keep(name, b, o, t)
         if isinstance(o, list) and isinstance(t, list):
             bl = b if isinstance(b, list) else []

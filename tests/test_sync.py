@@ -206,3 +206,82 @@ def test_bad_inputs(clones: Callable[[str], Path], tmp_path: Path) -> None:
     r = run("sync", str(empty), cwd=fresh)
     assert r.rc == 2 and "not initialized" in r.err.lower() or "nothing to sync" in r.err
     assert state_head(fresh) is None
+
+
+def test_two_independent_inits_merge(clones: Callable[[str], Path]) -> None:
+    a = clones("a")
+    b = clones("b")
+    ok("init", cwd=a)
+    ok("add", "from a", "--id", "ta", cwd=a)
+    ok("init", "--mode", "concurrent", cwd=b)
+    ok("add", "from b", "--id", "tb", cwd=b)
+    ok("sync", cwd=a)
+    r = ok("sync", "--json", cwd=b)
+    assert r["action"] == "merged"
+    ok("sync", cwd=a)
+    assert tree(a) == tree(b)
+    ids = {t["id"] for t in json.loads(run("list", "--json", cwd=a).out)}
+    assert ids == {"ta", "tb"}
+    # both set `mode` with no common base and no time to order them: a stable rule, the same everywhere
+    modes = {json.loads(run("status", "--json", cwd=w).out)["config"]["mode"] for w in (a, b)}
+    assert len(modes) == 1
+
+
+def test_transaction_during_sync_is_kept(clones: Callable[[str], Path]) -> None:
+    """A local transaction landing right after the fetch, before the merge, is kept."""
+    from git_handoff.gitrepo import Repo
+    from git_handoff.ops import sync as sync_ops
+    from git_handoff.ops import tasks as task_ops
+    from git_handoff.store import StateStore
+
+    a = clones("a")
+    ok("init", cwd=a)
+    ok("sync", cwd=a)
+    b = clones("b")
+    ok("sync", cwd=b)
+    ok("add", "remote side", "--id", "r1", cwd=a)
+    ok("sync", cwd=a)
+    store = StateStore(Repo.discover(b))
+    real_fetch = sync_ops.fetch
+
+    def fetch_then_local_write(repo, remote):  # type: ignore[no-untyped-def]
+        real_fetch(repo, remote)
+        task_ops.add(StateStore(Repo.discover(b)), title="raced in", task_id="l1")
+
+    sync_ops.fetch = fetch_then_local_write  # type: ignore[assignment]
+    try:
+        sync_ops.sync(store, "origin")
+    finally:
+        sync_ops.fetch = real_fetch  # type: ignore[assignment]
+    ok("sync", cwd=a)
+    for where in (a, b):
+        assert {"r1", "l1"} <= {t["id"] for t in json.loads(run("list", "--json", cwd=where).out)}
+
+
+def test_init_remote_adds_refspecs(clones: Callable[[str], Path]) -> None:
+    a = clones("a")
+    r = run("init", "--remote", "nowhere", cwd=a)
+    assert r.rc == 2 and "unknown remote" in r.err and state_head(a) is None
+    git("remote", "rename", "origin", "shared", cwd=a)
+    ok("init", "--remote", "shared", cwd=a)
+    assert git("config", "handoff.remote", cwd=a) == "shared"
+    assert "+refs/harness/*:refs/remotes/shared/harness/*" in git("config", "--get-all", "remote.shared.fetch", cwd=a)
+    ok("sync", cwd=a)  # handoff.remote is the default
+    git("fetch", "-q", "shared", cwd=a)
+    assert git("rev-parse", "refs/remotes/shared/harness/state", cwd=a) == state_head(a)
+
+
+def test_remote_refusing_is_contention(tmp_path: Path) -> None:
+    remote = tmp_path / "remote.git"
+    git("init", "-q", "--bare", str(remote), cwd=tmp_path)
+    hook = remote / "hooks" / "pre-receive"
+    hook.write_text("#!/bin/sh\necho 'no state here' >&2\nexit 1\n")
+    hook.chmod(0o755)
+    a = make_repo(tmp_path / "a")
+    git("remote", "add", "origin", str(remote), cwd=a)
+    ok("init", cwd=a)
+    before = state_head(a)
+    r = run("sync", cwd=a)
+    assert r.rc == 3 and "refused" in r.err and r.err.count("\n") == 1
+    assert state_head(a) == before
+    assert git("ls-remote", str(remote), cwd=a) == ""

@@ -72,7 +72,9 @@ def claim_cmd(task_id: str | None, worker: str | None, lease: str | None, remote
 @json_option
 def renew_cmd(task_id: str, lease: str | None, force: bool, as_json: bool) -> None:
     """Push the lease of a claimed task forward."""
-    task = ops.renew(get_store(), task_id, lease=_lease(lease), force=force)
+    store = get_store()
+    task = ops.renew(store, task_id, lease=_lease(lease), force=force)
+    auto_sync(store)
     if as_json:
         emit_json(_view(task))
     else:
@@ -85,7 +87,9 @@ def renew_cmd(task_id: str, lease: str | None, force: bool, as_json: bool) -> No
 @json_option
 def release_cmd(task_id: str, force: bool, as_json: bool) -> None:
     """Give a claimed task back: pending again, no attempt counted, work tree untouched."""
-    task = ops.release(get_store(), task_id, force=force)
+    store = get_store()
+    task = ops.release(store, task_id, force=force)
+    auto_sync(store)
     if as_json:
         emit_json(_view(task))
     else:

@@ -102,15 +102,33 @@ def _git_error(proc: Any, what: str) -> GitFailure:
     return GitFailure(f"{what}: {tail}")
 
 
+def add_refspecs(repo: Repo, remote: Remote) -> None:
+    """So that a plain `git fetch` brings the state too, into remote-tracking refs (and a
+    `git fetch --prune` keeps them)."""
+    if not remote.named:
+        return
+    configured = set(repo.git("config", "--get-all", f"remote.{remote.spec}.fetch", check=False)
+                     .stdout.decode().split())
+    for spec in remote.refspecs():
+        if spec not in configured:
+            repo.git("config", "--add", f"remote.{remote.spec}.fetch", spec, check=False)
+
+
+def named_remote(repo: Repo, name: str) -> Remote:
+    """A remote git knows by this name (UsageError otherwise)."""
+    if name not in set(repo.raw.remotes.names()):
+        raise UsageError(f"unknown remote {name!r} (see `git remote -v`; add it with `git remote add`)")
+    return Remote(repo, name)
+
+
+def use_remote(repo: Repo, remote: Remote) -> None:
+    """`init --remote R`: R becomes handoff.remote and plain `git fetch R` brings the state."""
+    add_refspecs(repo, remote)
+    repo.git("config", "handoff.remote", remote.spec)
+
+
 def fetch(repo: Repo, remote: Remote) -> None:
     """Fetch the remote's state, attempts and notes into remote-tracking refs."""
-    if remote.named:
-        configured = set(repo.git("config", "--get-all", f"remote.{remote.spec}.fetch", check=False)
-                          .stdout.decode().split())
-        for spec in remote.refspecs():
-            if spec not in configured:
-                # so that a plain `git fetch` brings the state too (and `fetch --prune` keeps it)
-                repo.git("config", "--add", f"remote.{remote.spec}.fetch", spec, check=False)
     proc = repo.git("fetch", "--quiet", "--no-tags", "--prune", "--no-write-fetch-head", remote.spec,
                     *remote.refspecs(), check=False, env={"GIT_TERMINAL_PROMPT": "0"})
     if proc.returncode != 0:
@@ -127,7 +145,12 @@ def _push(repo: Repo, remote: Remote, refspecs: list[str]) -> dict[str, str]:
     for line in proc.stdout.decode(errors="replace").splitlines():
         parts = line.split("\t")
         if len(parts) >= 2 and len(parts[0]) == 1 and ":" in parts[1]:
-            out[parts[1].split(":", 1)[1]] = parts[0]
+            ref = parts[1].split(":", 1)[1]
+            out[ref] = parts[0]
+            summary = parts[2] if len(parts) > 2 else ""
+            if parts[0] == "!" and "remote rejected" in summary and ref in (STATE_REF, NOTES_REF):
+                # a hook or policy on the remote said no: fetching again will not change that
+                raise Contention(f"{remote.spec} refused {ref}: {summary.strip()}; nothing was lost locally")
     if proc.returncode != 0 and not out:
         raise _git_error(proc, f"cannot push to {remote.spec}")
     return out
@@ -136,7 +159,7 @@ def _push(repo: Repo, remote: Remote, refspecs: list[str]) -> dict[str, str]:
 # -- integrating what came in -----------------------------------------------------------
 
 
-def _tasks_at(repo: Repo, tree: str | None, paths: list[str]) -> dict[str, Any]:
+def _tasks_at(repo: Repo, tree: str | None, paths: list[str], claimed_only: bool = False) -> dict[str, Any]:
     out = {}
     for path in paths:
         if tree is None:
@@ -144,8 +167,11 @@ def _tasks_at(repo: Repo, tree: str | None, paths: list[str]) -> dict[str, Any]:
         found = repo.tree_lookup(tree, path)
         if found is None or found[1]:
             continue
+        raw = repo.read_blob(found[0])
+        if claimed_only and b'"in_progress"' not in raw:
+            continue
         try:
-            data = json.loads(repo.read_blob(found[0]))
+            data = json.loads(raw)
         except ValueError:
             continue
         if isinstance(data, dict) and "id" in data:
@@ -155,14 +181,37 @@ def _tasks_at(repo: Repo, tree: str | None, paths: list[str]) -> dict[str, Any]:
 
 def _lost_claims(repo: Repo, before: str, after: str) -> list[dict[str, Any]]:
     paths = [p for p in repo.tree_diff(before, after) if p.startswith(merge.TASK_PREFIX)]
-    return merge.lost_claims(_tasks_at(repo, before, paths), _tasks_at(repo, after, paths))
+    held = _tasks_at(repo, before, paths, claimed_only=True)
+    return merge.lost_claims(held, _tasks_at(repo, after, list(held and paths)))
 
 
-def merge_trees(repo: Repo, base: str | None, ours: str, theirs: str) -> tuple[str, list[merge.Conflict]]:
-    """The merged tree of two state trees: only paths changed on both sides are read."""
+def _lost_claims_changes(repo: Repo, before: str, changes: dict[str, str | bytes | None]) -> list[dict[str, Any]]:
+    held = _tasks_at(repo, before, [p for p in changes if p.startswith(merge.TASK_PREFIX)], claimed_only=True)
+    if not held:
+        return []
+    paths = [p for p in changes if p.startswith(merge.TASK_PREFIX)]
+    after: dict[str, Any] = {}
+    for path in paths:
+        value = changes[path]
+        raw = repo.read_blob(value) if isinstance(value, str) else value
+        if raw is None:
+            continue
+        try:
+            data = json.loads(raw)
+        except ValueError:
+            continue
+        if isinstance(data, dict) and "id" in data:
+            after[str(data["id"])] = data
+    return merge.lost_claims(held, after)
+
+
+def merge_changes(repo: Repo, base: str | None, ours: str, theirs: str
+                  ) -> tuple[dict[str, str | bytes | None], list[merge.Conflict]]:
+    """What to change in `ours` (a tree) to merge `theirs` into it: {path: blob oid, new
+    bytes, or None to delete}. Only paths changed on both sides are read and merged."""
     d_ours = repo.tree_diff(base, ours)
     d_theirs = repo.tree_diff(base, theirs)
-    changes: dict[str, str | None] = {}
+    changes: dict[str, str | bytes | None] = {}
     conflicts: list[merge.Conflict] = []
 
     def read(oid: str | None) -> bytes | None:
@@ -176,13 +225,19 @@ def merge_trees(repo: Repo, base: str | None, ours: str, theirs: str) -> tuple[s
         mine = d_ours[path][1]
         if mine == new:
             continue
-        result = merge.merge_file(path, read(old), read(mine), read(new))
+        mine_data = read(mine)
+        result = merge.merge_file(path, read(old), mine_data, read(new))
         conflicts.extend(result.conflicts)
-        blob = None if result.data is None else repo.write_blob(result.data)
-        if blob != mine:
-            changes[path] = blob
-    tree = repo.update_tree(ours, changes) if changes else ours
-    return tree, conflicts
+        if result.data != mine_data:
+            changes[path] = result.data
+    return changes, conflicts
+
+
+def merge_trees(repo: Repo, base: str | None, ours: str, theirs: str) -> tuple[str, list[merge.Conflict]]:
+    """The merged tree of two state trees (objects written loose; see merge_changes)."""
+    changes, conflicts = merge_changes(repo, base, ours, theirs)
+    blobs = {p: (v if not isinstance(v, bytes) else repo.write_blob(v)) for p, v in changes.items()}
+    return (repo.update_tree(ours, blobs) if blobs else ours), conflicts
 
 
 def _short(value: Any) -> str:
@@ -218,9 +273,8 @@ def integrate(store: StateStore, theirs: str | None, label: str) -> dict[str, An
                     return report
                 continue
             base = repo.merge_base(ours, theirs)
-            tree, conflicts = merge_trees(repo, repo.commit_tree(base) if base else None,
-                                          repo.commit_tree(ours), repo.commit_tree(theirs))
-            lost = _lost_claims(repo, repo.commit_tree(ours), tree)
+            changes, conflicts = merge_changes(repo, repo.commit_tree(base) if base else None,
+                                               repo.commit_tree(ours), repo.commit_tree(theirs))
             outgoing = repo.count_commits(ours, theirs)
             lines = [format_log_line(store.session, "SYNC",
                                      f"merged {label}: in={incoming} out={outgoing} conflicts={len(conflicts)}")]
@@ -228,12 +282,14 @@ def integrate(store: StateStore, theirs: str | None, label: str) -> dict[str, An
                 lines.append(format_log_line(store.session, "SYNC",
                                              f"conflict {c.field}: kept {_short(c.kept)} over {_short(c.dropped)}",
                                              task=c.record))
+            lost = _lost_claims_changes(repo, repo.commit_tree(ours), changes)
             for item in lost:
                 lines.append(format_log_line(store.session, "SYNC",
                                              f"claim of {item['worker']} lost (now {item['now']}"
                                              + (f" by {item['claimed_by']})" if item.get("claimed_by") else ")"),
                                              task=item["task"]))
-            if store.commit_merge(tree, [ours, theirs], lines, ours) is not None:
+            commit = repo.commit_changes_packed([ours, theirs], changes, "\n".join(lines) + "\n")
+            if repo.cas_ref(STATE_REF, commit, ours, "handoff: merge"):
                 report.update(action="merged", incoming=incoming, conflicts=[c.to_json() for c in conflicts],
                               claims_lost=lost)
                 _remember_notices(repo, lost)
@@ -245,11 +301,10 @@ def _merge_notes(repo: Repo, store: StateStore, theirs: str | None) -> str:
     """Union of our notes and the remote's (the same object noted on both: both texts)."""
     if theirs is None:
         return "none"
-    from filelock import FileLock
-
     from git_handoff.ops.notes import NOTES_LOCK
+    from git_handoff.store import StateLock
 
-    with FileLock(str(repo.handoff_dir / NOTES_LOCK), timeout=30):
+    with StateLock(repo.handoff_dir / NOTES_LOCK, 30):
         for _ in range(20):
             ours = repo.ref_target(NOTES_REF)
             if ours is None:
@@ -359,6 +414,7 @@ def sync(store: StateStore, remote: str | None = None, *, tries: int = PUSH_TRIE
     }
     for attempt in range(tries):
         if _round(store, remote_obj, report):
+            add_refspecs(store.repo, remote_obj)
             report["state_commit"] = store.head()
             if report["action"] in ("up-to-date", "no-remote-state") and STATE_REF in report["pushed"]:
                 report["action"] = "pushed"
