@@ -128,13 +128,17 @@ def test_relay_runs_100_tasks_through_sessions_to_the_end(repo: Path) -> None:
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed (.ci/run installs it)")
 def test_relay_with_tmux_runs_100_tasks(repo: Path) -> None:
     setup_tasks(repo, 100, per_session=10)
+    git("config", "handoff.tasksPerSession", "10", cwd=repo)  # here `done` writes the handoff documents
     socket_name = f"handoff-test-{os.getpid()}"
     try:
         res = run("relay", "--tmux", "--tmux-socket", socket_name, "--agent", AGENT, "--ack-timeout", "60")
         assert res.rc == 0, res.out + res.err
         assert "tmux session handoff-repo-1" in res.out
         assert all_completed(repo)
-        assert_every_session_acked_and_handed_off(repo, minimum=10)
+        count = assert_every_session_acked_and_handed_off(repo, minimum=10)
+        triggers = [json.loads(git("show", f"refs/harness/state:docs/{n}.json", cwd=repo))["trigger"]
+                    for n in range(1, count + 1)]
+        assert triggers[:10] == ["tasks"] * 10
         # the relay closed its tmux server on the way out
         assert subprocess.run(["tmux", "-L", socket_name, "ls"], capture_output=True).returncode != 0
     finally:
