@@ -285,3 +285,32 @@ def test_remote_refusing_is_contention(tmp_path: Path) -> None:
     assert r.rc == 3 and "refused" in r.err and r.err.count("\n") == 1
     assert state_head(a) == before
     assert git("ls-remote", str(remote), cwd=a) == ""
+
+
+def test_unreadable_remote_state_is_refused(clones: Callable[[str], Path]) -> None:
+    """A remote whose state holds a broken task file: sync refuses it, nothing changes."""
+    import os
+    import subprocess
+
+    a = clones("a")
+    ok("init", cwd=a)
+    ok("add", "x", "--id", "t", cwd=a)
+    ok("sync", cwd=a)
+    b = clones("b")
+    ok("sync", cwd=b)
+    names = git("ls-tree", "-r", "--name-only", "refs/harness/state", cwd=a).splitlines()
+    tpath = next(p for p in names if p.endswith("/t.json"))
+    bad_blob = subprocess.run(["git", "hash-object", "-w", "--stdin"], input="{not json", cwd=a,
+                              capture_output=True, text=True, check=True).stdout.strip()
+    env = {**os.environ, "GIT_INDEX_FILE": str(a / ".git" / "tmpindex")}
+    subprocess.run(["git", "read-tree", "refs/harness/state^{tree}"], cwd=a, check=True, env=env)
+    subprocess.run(["git", "update-index", "--cacheinfo", f"100644,{bad_blob},{tpath}"], cwd=a, check=True, env=env)
+    new_tree = subprocess.run(["git", "write-tree"], cwd=a, check=True, capture_output=True, text=True,
+                              env=env).stdout.strip()
+    commit = git("commit-tree", new_tree, "-p", str(state_head(a)), "-m", "broken", cwd=a)
+    git("push", "-q", "origin", f"{commit}:refs/harness/state", cwd=a)
+    before = state_head(b)
+    r = run("sync", cwd=b)
+    assert r.rc == 2 and "unreadable" in r.err and r.err.count("\n") == 1
+    assert state_head(b) == before
+    assert task(b, "t")["title"] == "x"

@@ -209,8 +209,8 @@ def merge_changes(repo: Repo, base: str | None, ours: str, theirs: str
                   ) -> tuple[dict[str, str | bytes | None], list[merge.Conflict]]:
     """What to change in `ours` (a tree) to merge `theirs` into it: {path: blob oid, new
     bytes, or None to delete}. Only paths changed on both sides are read and merged."""
-    d_ours = repo.tree_diff(base, ours)
-    d_theirs = repo.tree_diff(base, theirs)
+    d_ours = _diff(repo, base, ours)
+    d_theirs = _diff(repo, base, theirs)
     changes: dict[str, str | bytes | None] = {}
     conflicts: list[merge.Conflict] = []
 
@@ -245,6 +245,57 @@ def _short(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
+_DIFFS: dict[tuple[int, str | None, str], dict[str, tuple[str | None, str | None]]] = {}
+
+
+def _diff(repo: Repo, a: str | None, b: str) -> dict[str, tuple[str | None, str | None]]:
+    """repo.tree_diff, remembered for the last few pairs (trees never change)."""
+    key = (id(repo), a, b)
+    if key not in _DIFFS:
+        if len(_DIFFS) > 8:
+            _DIFFS.clear()
+        _DIFFS[key] = repo.tree_diff(a, b)
+    return _DIFFS[key]
+
+
+def _check_incoming(store: StateStore, theirs: str, label: str) -> None:
+    """Refuse (InvalidState, exit 2, nothing changed) a remote state this version cannot
+    read: a newer format, a config or a task file that does not parse, a task under
+    another task's path. Only what changed since the common base is read."""
+    from git_handoff.errors import InvalidState
+    from git_handoff.model import Task
+    from git_handoff.store import CONFIG_PATH, task_path
+
+    repo = store.repo
+    try:
+        snap = Snapshot(repo, theirs)
+    except InvalidState as exc:
+        raise InvalidState(f"the state on {label} cannot be used: {exc.message}") from None
+    ours = store.head()
+    base = repo.merge_base(ours, theirs) if ours else None
+    if base == theirs:
+        return
+    changed = _diff(repo, repo.commit_tree(base) if base else None, snap.tree)
+    for path, (_, new) in changed.items():
+        if new is None:
+            continue
+        problem = None
+        if path == CONFIG_PATH:
+            try:
+                snap.config()
+            except InvalidState as exc:
+                problem = exc.message
+        elif path.startswith(merge.TASK_PREFIX):
+            try:
+                task = Task.loads(repo.read_blob(new), source=path)
+                if task_path(task.id) != path:
+                    problem = f"{path} holds task {task.id!r}"
+            except UsageError as exc:
+                problem = exc.message
+        if problem:
+            raise InvalidState(f"the state on {label} has an unreadable file ({problem}); nothing was changed")
+
+
 def integrate(store: StateStore, theirs: str | None, label: str) -> dict[str, Any]:
     """Bring commit `theirs` (the remote's state) into the local state ref."""
     repo = store.repo
@@ -252,7 +303,7 @@ def integrate(store: StateStore, theirs: str | None, label: str) -> dict[str, An
     if theirs is None:
         report["action"] = "no-remote-state"
         return report
-    Snapshot(repo, theirs)  # refuses a remote state this version cannot read
+    _check_incoming(store, theirs, label)
     with store.lock():
         for _ in range(20):
             ours = store.head()
