@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import git, make_repo, run, state_head
+from tests.conftest import git, make_repo, run, run_exe, state_head
 from tests.sync_helpers import clones, ok, remote_url, set_status, task, tree  # noqa: F401
 
 
@@ -22,7 +22,9 @@ def test_fresh_clone_adopts_state_and_first_push(clones: Callable[[str], Path]) 
     assert first["action"] == "pushed" and "refs/harness/state" in first["pushed"]
     b = clones("b")
     assert state_head(b) is None
-    got = ok("sync", "--json", cwd=b)
+    exe = run_exe("sync", "--json", cwd=b)  # the real executable, as a user runs it
+    assert exe.rc == 0, exe.err
+    got = exe.json()
     assert got["action"] == "adopted" and got["incoming"] >= 4
     assert state_head(b) == state_head(a)
     assert [t["id"] for t in json.loads(run("list", "--json", cwd=b).out)] == ["t0", "t1", "t2"]
@@ -314,3 +316,21 @@ def test_unreadable_remote_state_is_refused(clones: Callable[[str], Path]) -> No
     assert r.rc == 2 and "unreadable" in r.err and r.err.count("\n") == 1
     assert state_head(b) == before
     assert task(b, "t")["title"] == "x"
+
+
+def test_trust_lists_a_fetched_init_command(clones: Callable[[str], Path]) -> None:
+    a = clones("a")
+    ok("init", "--init-command", "echo ready", cwd=a)
+    ok("add", "x", "--id", "t", "--check", "true", "--cleanup", "rm -rf build", cwd=a)
+    assert json.loads(run("trust", "--json", cwd=a).out) == []  # created here: trusted at birth
+    ok("sync", cwd=a)
+    b = clones("b")
+    ok("sync", cwd=b)
+    items = {(i["id"], i["kind"], i["command"]) for i in json.loads(run("trust", "--json", cwd=b).out)}
+    assert items == {("config", "init", "echo ready"), ("t", "validation", "true"), ("t", "cleanup", "rm -rf build")}
+    r = run("trust", "config", "--json", cwd=b)
+    assert [i["kind"] for i in r.json()] == ["init"]
+    assert {i["id"] for i in json.loads(run("trust", "--json", cwd=b).out)} == {"t"}
+    r = run("trust", "--all", cwd=b)
+    assert r.rc == 0 and r.out.count("trusted t") == 2
+    assert "every command in the state is trusted" in run("trust", cwd=b).out
