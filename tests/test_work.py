@@ -135,6 +135,16 @@ def test_done_completes_when_the_check_passes(ready: Path) -> None:
     assert handoff("claim", "--json").json()["id"] == "t2"
 
 
+def test_done_with_uncommitted_work_says_so(ready: Path) -> None:
+    handoff("claim")
+    (ready / "ok").write_text("not committed\n")
+    out = handoff("done", "t1", "--json").json()
+    assert out["status"] == "completed"
+    assert out["uncommitted_at_completion"] == ["ok"]
+    lines = log_lines()
+    assert "WARN [t1] completed with 1 uncommitted file(s)" in lines[-2] and "Completed [t1]" in lines[-1]
+
+
 def test_done_without_check_is_a_config_error_and_changes_nothing(ready: Path) -> None:
     handoff("add", "No check", "--id", "nc", "--priority", "P0")
     handoff("claim", "nc")

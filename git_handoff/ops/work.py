@@ -24,7 +24,7 @@ from git_handoff import schedule
 from git_handoff.errors import Contention, GitFailure, HandoffError, Negative, UsageError
 from git_handoff.gitrepo import Repo
 from git_handoff.model import Task, check_category, check_id, iso, now, now_iso
-from git_handoff.ops import notes, runner, trust
+from git_handoff.ops import handoff, notes, runner, sessions, trust, work_index
 from git_handoff.store import ATTEMPTS_PREFIX, StateStore, Tx
 
 DEFAULT_LEASE_SECONDS = 30 * 60
@@ -126,7 +126,15 @@ def claim_in_tx(
 
     Expired leases and dependency failures found on the way are recorded either way.
     """
+    sessions.check_claim_allowed(tx)
     stamp = now_iso()
+    if task_id is None:
+        quick = _quick_pick(tx, ctx, force, stamp)
+        if quick is not None:
+            task, rows = quick
+            claimed = _take(tx, task, ctx, stamp)
+            work_index.carry(tx, [claimed], rows=rows)
+            return claimed
     prepared, changes = schedule.prepare(tx.tasks(), stamp)
     holders = [t for t in prepared.values() if t.status == "in_progress"]
     mine = [t for t in holders if _held_here(t, ctx.worktree, ctx.worker)]
@@ -146,9 +154,10 @@ def claim_in_tx(
                 "(`git handoff init --mode concurrent` allows one per worktree)"
             )
     if task_id is not None:
-        task = prepared.get(task_id)
-        if task is None:
+        named = prepared.get(task_id)
+        if named is None:
             raise UsageError(f"no task {task_id!r} (see `git handoff list`)")
+        task = named
         if task.status == "completed":
             raise UsageError(f"task {task_id} is already completed; a completed task cannot be claimed")
         if task.status == "in_progress":
@@ -167,12 +176,48 @@ def claim_in_tx(
         found = schedule.eligible(prepared)
         if not found:
             record_prepare(tx, changes)
+            work_index.rebuild(tx, prepared)
             return None
         task = found[0]
     record_prepare(tx, [c for c in changes if c[0].id != task.id])
     for changed, category, message in changes:
         if changed.id == task.id:  # recorded by the claim below, which builds on it
             tx.log("ERROR", message, task=task.id, category=category)
+    claimed = _take(tx, task, ctx, stamp)
+    final = dict(prepared)
+    for changed, _, _ in changes:
+        final[changed.id] = tx.task(changed.id) or changed
+    final[claimed.id] = claimed
+    work_index.rebuild(tx, final)
+    return claimed
+
+
+def _quick_pick(tx: Tx, ctx: ClaimContext, force: bool, stamp: str) -> tuple[Task, dict[str, Any]] | None:
+    """The task the full selection would pick, read from the claim index; None when the
+    index cannot decide (absent, an expired lease, a refusal to explain...)."""
+    rows = work_index.load(tx.store, work_index.tasks_tree(tx.store, tx.base.tree if tx.base else None))
+    if rows is None or work_index.any_expired(rows, stamp):
+        return None
+    here = others = False
+    for r in rows.values():
+        if r[work_index.STATUS] == "in_progress":
+            where = r[work_index.WORKTREE]
+            if (where == ctx.worktree) if where else (r[work_index.CLAIMED_BY] == ctx.worker):
+                here = True
+            else:
+                others = True
+    if not force and (here or (others and tx.config().mode == "exclusive")):
+        return None
+    chosen = work_index.first_eligible(rows)
+    if chosen is None:
+        return None
+    task = tx.task(chosen)
+    if task is None or work_index.row(task) != rows[chosen]:
+        return None
+    return task, rows
+
+
+def _take(tx: Tx, task: Task, ctx: ClaimContext, stamp: str) -> Task:
     claimed = dataclasses.replace(
         task,
         status="in_progress",
@@ -277,6 +322,7 @@ def renew(store: StateStore, task_id: str, *, lease: int | None = None, force: b
     def apply(tx: Tx) -> Task:
         task = _current(tx, seen, "renewed")
         new = tx.put_task(dataclasses.replace(task, lease_expires_at=_expires(seconds)).with_extra(lease_seconds=seconds))
+        work_index.carry(tx, [new])
         tx.log("LOCK", f"lease renewed until {new.lease_expires_at} (claimed_by={task.claimed_by})", task=task.id)
         return new
 
@@ -293,6 +339,7 @@ def release(store: StateStore, task_id: str, *, force: bool = False) -> Task:
             task, status="pending", claimed_by=None, lease_expires_at=None, started_at_commit=None
         ).with_extra(**{k: None for k in CLAIM_EXTRAS})
         new = tx.put_task(new)
+        work_index.carry(tx, [new])
         tx.log("LOCK", f"released (claimed_by={task.claimed_by}); back to pending", task=task.id)
         return new
 
@@ -318,6 +365,8 @@ def checkpoint(
     if step is not None and total is not None and step > total:
         raise UsageError(f"--step {step} is beyond --of {total}")
     seen = _claimed_task(store, task_id, "checkpoint", force)
+    head_now = store.repo.head()
+    tree = _worktree_tree(store.repo, head_now) if head_now else None
 
     def apply(tx: Tx) -> Task:
         task = _current(tx, seen, "checkpointed")
@@ -333,7 +382,9 @@ def checkpoint(
             checkpoints=(*task.checkpoints, entry),
             lease_expires_at=_expires(_lease_of(task, None)),
         )
+        new = new.with_extra(checkpoint_tree=tree)  # lets session recovery verify the files
         new = tx.put_task(new)
+        work_index.carry(tx, [new])
         shown = text.replace('"', "'")
         tx.log("CHECKPOINT", f'step={n}/{of if of is not None else "?"} "{shown}"', task=task.id)
         return new
@@ -412,18 +463,31 @@ def done(store: StateStore, task_id: str, *, force: bool = False) -> Task:
             payload=outcome,
         )
     head = store.repo.head()
+    # The check ran on the work tree; what is not committed is not in `completed_commit`.
+    uncommitted = _dirty(store.repo)
 
     def apply(tx: Tx) -> Task:
         task = _current(tx, seen, "completed")
         new = dataclasses.replace(
             task, status="completed", completed_at=now_iso(), lease_expires_at=None
-        ).with_extra(completed_commit=head, completed_session=tx.session, **{k: None for k in ("worktree", "claimed_at", "lease_seconds")})
+        ).with_extra(
+            completed_commit=head,
+            completed_session=tx.session,
+            uncommitted_at_completion=uncommitted[:50] or None,
+            **{k: None for k in ("worktree", "claimed_at", "lease_seconds")},
+        )
         new = tx.put_task(new)
+        work_index.carry(tx, [new])
+        sessions.record_completion(tx, task.id)
+        if uncommitted:
+            tx.log("WARN", f"completed with {len(uncommitted)} uncommitted file(s), not in commit {short(head)}: "
+                   + ", ".join(uncommitted[:5]), task=task.id)
         tx.log("Completed", f"(commit {short(head)})", task=task.id)
         return new
 
     task = store.transact(apply)
     _note(store, seen, outcome="completed", head=head)
+    handoff.after_done(store)
     return task
 
 
@@ -551,6 +615,7 @@ def fail(
         if saved is not None:
             new = new.with_extra(last_attempt_ref=saved["ref"])
         new = tx.put_task(new)
+        work_index.carry(tx, [new], clean=not new.failed_for_good)
         tx.log("ERROR", text, task=task.id, category=category)
         if not base_ok:
             tx.log(
