@@ -239,7 +239,7 @@ class _RecordMerge:
 
         b, o, t = take(self.base), take(self.ours), take(self.theirs)
         if o == t or t == b or o == b:
-            return self.keep(name, b, o, t)
+            return dict(self.keep(name, b, o, t))
         return dict(self.lww(name, o, t, prefer))
 
     def keep(self, name: str, b: Any, o: Any, t: Any) -> Any:
@@ -395,7 +395,7 @@ def _merge_toml(path: str, base: bytes | None, ours: bytes, theirs: bytes) -> Ou
     try:
         import tomllib
     except ModuleNotFoundError:  # Python 3.10
-        import tomli as tomllib  # type: ignore[no-redef]
+        import tomli as tomllib
     try:
         b = tomllib.loads(base.decode()) if base else {}
         o = tomllib.loads(ours.decode())

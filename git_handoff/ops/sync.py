@@ -375,8 +375,8 @@ def _merge_notes(repo: Repo, store: StateStore, theirs: str | None) -> str:
                 key = p.replace("/", "")
                 if key not in mine:
                     changes[p] = new
-                elif mine[key][1] != new and new is not None and mine[key][1] is not None:
-                    a = repo.read_blob(mine[key][1])
+                elif (mine_blob := mine[key][1]) is not None and new is not None and mine_blob != new:
+                    a = repo.read_blob(mine_blob)
                     b = repo.read_blob(new)
                     changes[mine[key][0]] = repo.write_blob(_union_text(a, b))
             tree = repo.update_tree(ot, changes) if changes else ot
