@@ -334,3 +334,37 @@ def test_trust_lists_a_fetched_init_command(clones: Callable[[str], Path]) -> No
     r = run("trust", "--all", cwd=b)
     assert r.rc == 0 and r.out.count("trusted t") == 2
     assert "every command in the state is trusted" in run("trust", cwd=b).out
+
+
+def test_push_rejected_then_fetch_merge_retry(clones: Callable[[str], Path]) -> None:
+    """Someone pushes between our fetch and our push: rejected, fetched again, merged, pushed."""
+    from git_handoff.gitrepo import Repo
+    from git_handoff.ops import sync as sync_ops
+    from git_handoff.store import StateStore
+
+    a = clones("a")
+    ok("init", cwd=a)
+    ok("sync", cwd=a)
+    b = clones("b")
+    ok("sync", cwd=b)
+    ok("add", "mine, local only", "--id", "mine", cwd=a)
+    ok("add", "theirs", "--id", "theirs", cwd=b)
+    real_fetch = sync_ops.fetch
+    calls = []
+
+    def fetch_then_someone_pushes(repo, remote):  # type: ignore[no-untyped-def]
+        real_fetch(repo, remote)
+        if not calls:
+            calls.append(1)
+            assert run("sync", cwd=b).rc == 0
+
+    sync_ops.fetch = fetch_then_someone_pushes  # type: ignore[assignment]
+    try:
+        report = sync_ops.sync(StateStore(Repo.discover(a)), "origin")
+    finally:
+        sync_ops.fetch = real_fetch  # type: ignore[assignment]
+    assert report["retries"] == 1
+    ok("sync", cwd=b)
+    assert state_head(a) == state_head(b)
+    for where in (a, b):
+        assert {"mine", "theirs"} <= {t["id"] for t in json.loads(run("list", "--json", cwd=where).out)}
