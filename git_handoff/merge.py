@@ -55,6 +55,11 @@ CLAIM_UNIT = (
     "branch",
     "completed_commit",
     "failed_at",
+    "lease_seconds",
+    "claim_session",
+    "completed_session",
+    "uncommitted_at_completion",
+    "last_attempt_ref",
 )
 TASK_LOGS = ("error_log", "checkpoints")
 TASK_SETS = ("depends_on",)
