@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import git, make_repo, run, run_exe, state_head
-from tests.sync_helpers import clones, ok, remote_url, set_status, task, tree  # noqa: F401
+from tests.sync_helpers import clones, ok, remote_url, task, tree  # noqa: F401
 
 
 def test_fresh_clone_adopts_state_and_first_push(clones: Callable[[str], Path]) -> None:
@@ -43,9 +43,14 @@ def test_offline_divergence_converges(clones: Callable[[str], Path]) -> None:
     b = clones("b")
     ok("sync", cwd=b)
     # offline: each completes a different task and edits a different field of t3
-    set_status(a, "t0", "completed")
-    set_status(b, "t1", "completed")
-    set_status(b, "t2", "failed")
+    ok("claim", "t0", cwd=a)
+    ok("done", "t0", cwd=a)
+    ok("trust", "--all", cwd=b)  # the checks came from a
+    ok("claim", "t1", cwd=b)
+    ok("done", "t1", cwd=b)
+    ok("claim", "t2", cwd=b)
+    (b / "scratch.txt").write_text("attempt\n")
+    ok("fail", "t2", "--reason", "broke", cwd=b)
     ok("edit", "t3", "--title", "renamed on a", cwd=a)
     ok("edit", "t3", "--priority", "P0", cwd=b)
     ok("add", "only on a", "--id", "a1", cwd=a)
@@ -63,6 +68,8 @@ def test_offline_divergence_converges(clones: Callable[[str], Path]) -> None:
         t3 = task(where, "t3")
         assert (t3["title"], t3["priority"]) == ("renamed on a", "P0")
         assert {"a1", "b1"} <= {t["id"] for t in json.loads(run("list", "--json", cwd=where).out)}
+    # the failed attempt travelled with the state
+    assert git("rev-parse", "refs/harness/attempts/t2/1", cwd=a) == git("rev-parse", "refs/harness/attempts/t2/1", cwd=b)
     # the merge commit has both parents and says what it did in SYNC lines
     head = state_head(b)
     assert len(git("rev-list", "--parents", "-n1", head, cwd=b).split()) == 3
