@@ -44,6 +44,7 @@ from git_handoff.store import (
 T = TypeVar("T")
 
 PUSH_TRIES = 8
+MAX_CONFLICT_LINES = 200  # SYNC lines per merge commit; the --json summary lists every one
 NOTICES_FILE = "notices.json"
 
 
@@ -329,10 +330,13 @@ def integrate(store: StateStore, theirs: str | None, label: str) -> dict[str, An
             outgoing = repo.count_commits(ours, theirs)
             lines = [format_log_line(store.session, "SYNC",
                                      f"merged {label}: in={incoming} out={outgoing} conflicts={len(conflicts)}")]
-            for c in conflicts:
+            for c in conflicts[:MAX_CONFLICT_LINES]:
                 lines.append(format_log_line(store.session, "SYNC",
                                              f"conflict {c.field}: kept {_short(c.kept)} over {_short(c.dropped)}",
                                              task=c.record))
+            if len(conflicts) > MAX_CONFLICT_LINES:
+                lines.append(format_log_line(store.session, "SYNC",
+                                             f"... and {len(conflicts) - MAX_CONFLICT_LINES} more conflict(s)"))
             lost = _lost_claims_changes(repo, repo.commit_tree(ours), changes)
             for item in lost:
                 lines.append(format_log_line(store.session, "SYNC",
