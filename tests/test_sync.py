@@ -32,6 +32,7 @@ def test_fresh_clone_adopts_state_and_first_push(clones: Callable[[str], Path]) 
     assert "+refs/harness/*:refs/remotes/origin/harness/*" in git("config", "--get-all", "remote.origin.fetch", cwd=b)
     again = ok("sync", "--json", cwd=b)
     assert again["action"] == "up-to-date" and again["pushed"] == []
+    assert ok("sync", cwd=b) == "sync origin: up to date; 0 commit(s) in, 0 out\n"
 
 
 def test_offline_divergence_converges(clones: Callable[[str], Path]) -> None:
