@@ -106,10 +106,6 @@ def canonical(value: Any) -> str:
     return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
 
 
-def digest(value: Any) -> str:
-    return hashlib.sha1(canonical(value).encode()).hexdigest()[:12]
-
-
 def record_time(record: Mapping[str, Any]) -> str:
     for key in RECORD_TIME_KEYS:
         value = record.get(key)

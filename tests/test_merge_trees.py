@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 
 from git_handoff.gitrepo import Repo
 from git_handoff.merge import merge_states
-from git_handoff.ops.sync import merge_changes
+from git_handoff.ops.sync_merge import merge_changes
 from tests.conftest import make_repo
 from tests.test_merge import apply_edits, base_state, edit_lists
 
