@@ -168,3 +168,16 @@ def test_claim_remote_bad_input(clones: Callable[[str], Path]) -> None:
         r = run(*args, cwd=a)
         assert r.rc == 2 and text in r.err and r.err.count("\n") == 1, r
         assert state_head(a) == before
+
+
+def test_claim_remote_in_a_fresh_clone_and_nothing_eligible(clones: Callable[[str], Path]) -> None:
+    a = clones("a")
+    ok("init", "--mode", "concurrent", cwd=a)
+    ok("add", "x", "--id", "t", "--check", "true", cwd=a)
+    ok("claim", "t", "--remote", "origin", cwd=a)  # the remote had no state: the claim is its first push
+    b = clones("b")
+    assert state_head(b) is None
+    r = run("claim", "--remote", "origin", cwd=b)  # adopts the state, then finds nothing eligible
+    assert r.rc == 1 and "nothing eligible" in r.err
+    assert state_head(b) == state_head(a)
+    assert task(b, "t")["status"] == "in_progress"
