@@ -344,6 +344,7 @@ class Relay:
         }, log=("LOCK", f"relay started (pid {os.getpid()} on {socket.gethostname()})"
                 + (f"; took over from dead relay pid {previous.get('pid')}" if previous else ""), None))
         sessions_run = 0
+        self.say(f"relay: agent output and prompts go to {self.relay_dir}/session-<n>.log and prompt-<n>.md")
         reason = "interrupted"
         try:
             if previous:
