@@ -144,6 +144,7 @@ def test_failing_backend_exit_status_and_output_are_kept(repo: Path, backend: Pa
         assert record["status"] == "failed" and record["exit_status"] == 3
         assert "partial output before the failure" in record["stdout_tail"]
         assert "backend exploded" in record["stderr_tail"]
+        assert "partial output" in record["output"] and "backend exploded" in record["output"]
     res = run("dispatch", "result", bg)
     assert res.rc == 1 and "partial output" in res.out
 

@@ -341,6 +341,7 @@ def execute(store: StateStore, run_id: str, *, detached_child: bool = False) -> 
         "result": result if len(result) <= OUTPUT_KEPT_IN_STATE else _tail(result.encode()),
         "stdout_tail": _tail(stdout),
         "stderr_tail": _tail(stderr),
+        "output": _tail(stdout + stderr),  # both streams, stdout first (each in full in out.txt, err.txt)
         "command": command,
     })
 
