@@ -81,9 +81,11 @@ def _environment(root: Path) -> dict[str, str]:
         env.setdefault(key, value)
     bin_dir = root / "bin"
     bin_dir.mkdir(exist_ok=True)
-    shim = bin_dir / "git-handoff"
-    shim.write_text(f"#!/bin/sh\nexec {shlex.quote(sys.executable)} -m git_handoff \"$@\"\n")
-    shim.chmod(0o755)
+    for name, text in (("git-handoff", f"exec {shlex.quote(sys.executable)} -m git_handoff \"$@\""),
+                       ("python", f"exec {shlex.quote(sys.executable)} \"$@\"")):
+        shim = bin_dir / name
+        shim.write_text(f"#!/bin/sh\n{text}\n")
+        shim.chmod(0o755)
     package_parent = str(Path(git_handoff.__file__).resolve().parent.parent)
     env["PATH"] = f"{bin_dir}{os.pathsep}{env.get('PATH', '')}"
     env["PYTHONPATH"] = package_parent + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
@@ -127,7 +129,7 @@ class Demo:
 
     def run(self) -> None:
         root = self.root
-        agent = f"{shlex.quote(sys.executable)} -m git_handoff.agents.scripted --checkpoints"
+        agent = "python -m git_handoff.agents.scripted --checkpoints"  # `python`: this interpreter (bin/)
         alice, bob, origin = root / "alice", root / "bob", root / "origin.git"
 
         self.section("1. A project, shared through a bare remote")
