@@ -39,7 +39,8 @@ class Repo:
     """A git repository (or linked worktree) seen through pygit2 and the git CLI."""
 
     def __init__(self, raw: pygit2.Repository) -> None:
-        self.raw = raw
+        # typed Any: pygit2's stubs cannot tell a Commit from a Tree behind repo[oid]
+        self.raw: Any = raw
         self.git_dir = Path(raw.path).resolve()
         commondir_file = self.git_dir / "commondir"
         if commondir_file.exists():
@@ -127,7 +128,7 @@ class Repo:
                 return True
             except pygit2.AlreadyExistsError:
                 return False
-            except (pygit2.GitError, ValueError) as exc:
+            except (pygit2.GitError, ValueError, OSError) as exc:
                 if self._recover_stale_ref_lock(name):
                     continue
                 text = str(exc).lower()
@@ -232,7 +233,7 @@ class Repo:
                 builder.insert(name, new_sub, MODE_TREE)
         return str(builder.write())
 
-    def signature(self) -> pygit2.Signature:
+    def signature(self) -> Any:
         pygit2 = _pygit2()
         name = os.environ.get("GIT_AUTHOR_NAME")
         email = os.environ.get("GIT_AUTHOR_EMAIL")

@@ -5,9 +5,8 @@ Every function takes tasks in creation order (a dict id -> Task) and returns pla
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-
 import dataclasses
+from collections.abc import Iterable, Mapping
 
 from git_handoff.model import PRIORITIES, Task, parse_time
 

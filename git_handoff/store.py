@@ -134,7 +134,7 @@ class Snapshot:
         try:
             import tomllib
         except ModuleNotFoundError:  # Python 3.10
-            import tomli as tomllib  # type: ignore[no-redef]
+            import tomli as tomllib
         try:
             data = tomllib.loads(raw.decode())
         except (ValueError, UnicodeDecodeError) as exc:

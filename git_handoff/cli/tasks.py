@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import click
 
 from git_handoff.cli import emit_json, get_store, json_option
 from git_handoff.model import Task
 from git_handoff.ops import tasks as ops
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 def task_line(task: Task, blocked: set[str] | None = None) -> str:
@@ -42,10 +45,10 @@ def describe(task: Task) -> str:
     return "\n".join(lines)
 
 
-def task_options(for_edit: bool) -> Any:
+def task_options(for_edit: bool) -> Callable[[F], F]:
     """The options `add` and `edit` share."""
 
-    def decorate(fn: Any) -> Any:
+    def decorate(fn: F) -> F:
         opts = [
             click.option("--priority", "-p", type=click.Choice(["P0", "P1", "P2"]), default=None if for_edit else "P1",
                          show_default=not for_edit, help="P0 is taken first."),

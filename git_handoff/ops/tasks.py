@@ -259,7 +259,7 @@ def _read_plan(text: str, path: Path) -> list[dict[str, Any]]:
     try:
         import tomllib
     except ModuleNotFoundError:  # Python 3.10
-        import tomli as tomllib  # type: ignore[no-redef]
+        import tomli as tomllib
     try:
         data = tomllib.loads(text)
     except ValueError as exc:
