@@ -99,7 +99,8 @@ def dependency_failures(tasks: Mapping[str, Task]) -> list[tuple[str, str]]:
     """
     open_ids = {tid for tid, t in tasks.items() if t.status in ("pending", "failed") and not t.failed_for_good}
     deps = {tid: tasks[tid].depends_on for tid in open_ids}
-    cyclic = _cyclic_nodes(deps)
+    # Only a task with dependencies can be on a cycle: most tasks have none.
+    cyclic = _cyclic_nodes({tid: d for tid, d in deps.items() if d})
     messages: dict[str, str] = {}
     for tid in cyclic:
         cycle = cycle_through(deps, tid, within=cyclic)
@@ -155,9 +156,10 @@ def eligible(tasks: Mapping[str, Task], skip: Iterable[str] = ()) -> list[Task]:
     return fresh + retry
 
 
-def counts(tasks: Mapping[str, Task]) -> dict[str, int]:
-    """Counts by status; `blocked` pending tasks are counted apart from `pending`."""
-    blocked = blocked_ids(tasks)
+def counts(tasks: Mapping[str, Task], blocked: set[str] | None = None) -> dict[str, int]:
+    """Counts by status; `blocked` pending tasks (computed when not given) are counted apart."""
+    if blocked is None:
+        blocked = blocked_ids(tasks)
     out = {"pending": 0, "in_progress": 0, "completed": 0, "failed": 0, "blocked": len(blocked)}
     for tid, task in tasks.items():
         if tid in blocked:

@@ -421,7 +421,7 @@ def status(store: StateStore) -> dict[str, Any]:
     last_lines = [e.line for e in store.entries(limit=5)]
     last_lines.reverse()
     return {
-        "counts": schedule.counts(tasks),
+        "counts": schedule.counts(tasks, blocked),
         "tasks": [
             {
                 "id": t.id,
