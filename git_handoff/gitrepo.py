@@ -11,18 +11,26 @@ import os
 import socket
 import subprocess
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from git_handoff.errors import GitFailure, NotARepository, UsageError
 
 if TYPE_CHECKING:
     import pygit2
 
+T = TypeVar("T")
+
 # libgit2 file modes
 MODE_BLOB = 0o100644
 MODE_TREE = 0o040000
+
+# libgit2 racing a concurrent `git gc` (ours runs in the background): prune-packed
+# removes an empty objects/xx/ between libgit2's mkdir and its rename of a new loose
+# object, and repack deletes packs libgit2 has listed. Object writes are idempotent,
+# so such a failure is retried a few times before it is reported.
+GC_RACE_RETRIES = 5
 
 # A ref lock older than this, found while we hold our own state lock, was left by
 # a killed process (libgit2 never retries a held .lock, so it would block forever).
@@ -116,7 +124,7 @@ class Repo:
         left by a killed process is removed once and the swap retried.
         """
         pygit2 = _pygit2()
-        for _ in range(2):
+        for attempt in range(2 + GC_RACE_RETRIES):
             try:
                 if expected is None:
                     self.raw.create_reference_direct(name, _pygit2().Oid(hex=new), False, message=message)
@@ -132,6 +140,11 @@ class Repo:
                 if self._recover_stale_ref_lock(name):
                     continue
                 text = str(exc).lower()
+                if "doesn't exist" in text and attempt < GC_RACE_RETRIES:
+                    # the new commit is there, but a concurrent `git gc` swapped packs
+                    # under libgit2's object lookup: look again
+                    time.sleep(0.01 * (attempt + 1))
+                    continue
                 if "lock" in text or "old reference value does not match" in text or "exists" in text:
                     return False
                 raise GitFailure(f"cannot update {name}: {exc}") from exc
@@ -158,8 +171,19 @@ class Repo:
 
     # -- objects -----------------------------------------------------------------
 
+    def _retry_gc_race(self, write: Callable[[], T]) -> T:
+        pygit2 = _pygit2()
+        for attempt in range(GC_RACE_RETRIES):
+            try:
+                return write()
+            except (OSError, pygit2.GitError):
+                if attempt == GC_RACE_RETRIES - 1:
+                    raise
+                time.sleep(0.01 * (attempt + 1))
+        raise AssertionError("unreachable")
+
     def write_blob(self, data: bytes) -> str:
-        return str(self.raw.create_blob(data))
+        return self._retry_gc_race(lambda: str(self.raw.create_blob(data)))
 
     def read_blob(self, oid: str) -> bytes:
         return bytes(self.raw[oid].data)
@@ -207,6 +231,9 @@ class Repo:
 
         Only the trees on the changed paths are rewritten: O(depth) objects per path.
         """
+        return self._retry_gc_race(lambda: self._update_tree(base, changes))
+
+    def _update_tree(self, base: str | None, changes: Mapping[str, str | None]) -> str:
         direct: dict[str, str | None] = {}
         nested: dict[str, dict[str, str | None]] = {}
         for path, oid in changes.items():
@@ -225,7 +252,7 @@ class Repo:
         for name, sub in nested.items():
             existing = builder.get(name)
             sub_base = str(existing.id) if existing is not None and existing.filemode == MODE_TREE else None
-            new_sub = self.update_tree(sub_base, sub)
+            new_sub = self._update_tree(sub_base, sub)
             if len(self.raw[new_sub]) == 0:
                 if existing is not None:
                     builder.remove(name)
@@ -249,7 +276,7 @@ class Repo:
 
     def create_commit(self, tree: str, parents: list[str], message: str) -> str:
         sig = self.signature()
-        return str(self.raw.create_commit(None, sig, sig, message, tree, parents))
+        return self._retry_gc_race(lambda: str(self.raw.create_commit(None, sig, sig, message, tree, parents)))
 
     def merge_base(self, a: str, b: str) -> str | None:
         oid = self.raw.merge_base(a, b)

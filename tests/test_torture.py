@@ -1,0 +1,236 @@
+"""Hostile runs of the real executable: SIGKILL at random moments, stale locks,
+concurrent writers while `git gc` repacks underneath.
+
+After every kill: `git fsck` is clean, the state is readable, every command that
+exited 0 is in the state, and the next command succeeds within 10 s.
+Bounded for CI (a few dozen short processes); bench/ runs the long versions.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import git, make_repo
+
+KILL_TRIALS = int(os.environ.get("HANDOFF_TORTURE_TRIALS", "32"))
+RECOVERY_SECONDS = 10.0
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def handoff_argv(*args: str) -> list[str]:
+    return [sys.executable, "-m", "git_handoff", *args]
+
+
+def child_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    return env
+
+
+def handoff(repo: Path, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(handoff_argv(*args), cwd=repo, capture_output=True, text=True, env=child_env(),
+                          timeout=timeout)
+
+
+def fsck_clean(repo: Path) -> None:
+    proc = subprocess.run(["git", "fsck", "--no-progress", "--no-dangling"], cwd=repo, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    noisy = [line for line in (proc.stdout + proc.stderr).splitlines() if line.strip()]
+    assert not noisy, noisy
+
+
+def state_tasks(repo: Path) -> dict[str, dict]:
+    r = handoff(repo, "list", "--json")
+    assert r.returncode == 0, r.stderr
+    return {t["id"]: t for t in json.loads(r.stdout)}
+
+
+def kill_at_random(repo: Path, argv: list[str], delay: float) -> int | None:
+    """Start `git handoff ARGV`, SIGKILL it after `delay` s; its exit code when it finished first."""
+    proc = subprocess.Popen(handoff_argv(*argv), cwd=repo, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            env=child_env())
+    deadline = time.monotonic() + delay
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            return proc.returncode
+        time.sleep(0.001)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    return None
+
+
+def recovers(repo: Path, argv: list[str]) -> None:
+    """The next command after a kill succeeds, within RECOVERY_SECONDS."""
+    start = time.monotonic()
+    r = handoff(repo, *argv, timeout=RECOVERY_SECONDS + 20)
+    elapsed = time.monotonic() - start
+    assert r.returncode == 0, f"{argv}: exit {r.returncode}: {r.stderr}"
+    assert elapsed < RECOVERY_SECONDS, f"{argv} took {elapsed:.1f} s after a kill"
+
+
+def typical_seconds(repo: Path, argv: list[str]) -> float:
+    start = time.monotonic()
+    r = handoff(repo, *argv)
+    assert r.returncode == 0, r.stderr
+    return time.monotonic() - start
+
+
+@pytest.fixture
+def state(tmp_path: Path) -> Path:
+    repo = make_repo(tmp_path / "torture")
+    assert handoff(repo, "init", "--mode", "concurrent").returncode == 0
+    return repo
+
+
+def torture(repo: Path, make_argv: Callable[[int], list[str]], after: Callable[[int, int | None], None],
+            trials: int, seed: int) -> dict[str, int]:
+    """Kill `trials` runs of a command at uniformly random moments of its life."""
+    rng = random.Random(seed)
+    span = typical_seconds(repo, make_argv(-1)) * 1.3
+    outcome = {"finished": 0, "killed": 0}
+    for n in range(trials):
+        rc = kill_at_random(repo, make_argv(n), rng.uniform(0.0, span))
+        outcome["finished" if rc is not None else "killed"] += 1
+        fsck_clean(repo)
+        after(n, rc)
+    return outcome
+
+
+def test_sigkill_add(state: Path) -> None:
+    exited_ok: list[str] = []
+
+    def argv(n: int) -> list[str]:
+        return ["add", f"killed add {n}", "--id", f"k{n + 1}"]
+
+    def after(n: int, rc: int | None) -> None:
+        if rc == 0:
+            exited_ok.append(f"k{n + 1}")
+        tasks = state_tasks(state)
+        assert all(t in tasks for t in exited_ok)
+        recovers(state, ["add", f"after kill {n}", "--id", f"after{n}"])
+
+    outcome = torture(state, argv, after, KILL_TRIALS, seed=7)
+    assert outcome["killed"] > 0
+    tasks = state_tasks(state)
+    assert {f"after{n}" for n in range(KILL_TRIALS)} <= set(tasks)
+
+
+def test_sigkill_import_is_all_or_nothing(state: Path, tmp_path: Path) -> None:
+    def argv(n: int) -> list[str]:
+        plan = tmp_path / f"plan{n}.toml"
+        plan.write_text("".join(f'[[task]]\nid = "p{n}-{k}"\ntitle = "planned {k}"\n\n' for k in range(20)))
+        return ["import", str(plan)]
+
+    def after(n: int, rc: int | None) -> None:
+        tasks = state_tasks(state)
+        got = [k for k in range(20) if f"p{n}-{k}" in tasks]
+        assert got in ([], list(range(20))), f"partial import: {got}"
+        if rc == 0:
+            assert len(got) == 20
+
+    torture(state, argv, after, max(8, KILL_TRIALS // 4), seed=11)
+    recovers(state, ["add", "after imports"])
+
+
+def test_stale_ref_lock_left_by_killed_process_is_recovered(state: Path) -> None:
+    # A process killed between creating refs/harness/state.lock and renaming it leaves
+    # a 0-byte lock with a fresh mtime: the next writer must still get through.
+    lock = state / ".git" / "refs" / "harness" / "state.lock"
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    lock.write_bytes(b"")
+    recovers(state, ["add", "after a stale lock", "--id", "after-lock"])
+    assert not lock.exists()
+    assert "after-lock" in state_tasks(state)
+    fsck_clean(state)
+
+
+def test_state_filelock_of_killed_holder_is_recovered(state: Path) -> None:
+    # A holder of our own state lock killed mid-transaction must not block anyone.
+    holder = subprocess.Popen(
+        [sys.executable, "-c",
+         "import sys, time\n"
+         "from git_handoff.gitrepo import Repo\n"
+         "from git_handoff.store import StateStore\n"
+         "lock = StateStore(Repo.discover('.'), session=0).lock()\n"
+         "lock.acquire()\n"
+         "print('held', flush=True)\n"
+         "time.sleep(600)\n"],
+        cwd=state, stdout=subprocess.PIPE, text=True, env=child_env())
+    assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+    holder.send_signal(signal.SIGKILL)
+    holder.wait()
+    recovers(state, ["add", "after a killed lock holder", "--id", "after-holder"])
+
+
+ADDER = """
+import subprocess, sys
+for n in range(15):
+    p = subprocess.run([sys.executable, "-m", "git_handoff", "add", f"task {sys.argv[1]}-{n}"],
+                       capture_output=True, text=True)
+    if p.returncode != 0:
+        print(p.stderr, file=sys.stderr)
+        sys.exit(1)
+"""
+
+
+def test_eight_adders_while_gc_repacks(state: Path) -> None:
+    """8 processes x 15 adds at once while `git gc` keeps repacking: 120 tasks, fsck clean."""
+    procs = [subprocess.Popen([sys.executable, "-c", ADDER, str(n)], cwd=state, stderr=subprocess.PIPE, text=True,
+                              env=child_env())
+             for n in range(8)]
+    gc_runs = 0
+    while any(p.poll() is None for p in procs):
+        subprocess.run(["git", "-c", "gc.autoDetach=false", "gc", "--quiet"], cwd=state, capture_output=True)
+        gc_runs += 1
+    for p in procs:
+        _, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err
+    assert gc_runs > 1
+    tasks = state_tasks(state)
+    assert len(tasks) == 120
+    fsck_clean(state)
+    assert len(git("rev-list", "refs/harness/state", cwd=state).split()) == 121
+
+
+def test_transactions_survive_gc_repacking_underneath(state: Path) -> None:
+    """libgit2 writes loose objects while `git repack -d` + `prune-packed` run: prune-packed
+    removes empty objects/xx/ dirs between libgit2's mkdir and rename. No transaction may fail."""
+    import threading
+
+    from git_handoff.gitrepo import Repo
+    from git_handoff.ops import tasks as ops
+    from git_handoff.store import StateStore
+
+    store = StateStore(Repo.discover(state), session=0)
+    for n in range(20):
+        ops.add(store, title=f"task {n}", task_id=f"g{n}")
+    stop = threading.Event()
+    packs = [0]
+
+    def repack_loop() -> None:
+        while not stop.is_set():
+            subprocess.run(["git", "repack", "-d", "-l", "-q"], cwd=state, capture_output=True)
+            subprocess.run(["git", "prune-packed"], cwd=state, capture_output=True)
+            packs[0] += 1
+
+    thread = threading.Thread(target=repack_loop)
+    thread.start()
+    try:
+        for i in range(600):
+            ops.edit(store, f"g{i % 20}", title=f"edited {i}")
+    finally:
+        stop.set()
+        thread.join()
+    assert packs[0] > 5
+    assert state_tasks(state)["g19"]["title"] == "edited 599"
+    fsck_clean(state)
