@@ -76,7 +76,7 @@ def one_task_change(quick: bool) -> list[Row]:
         for i in range(repeats):
             before = state_head(path)
             tid = task_id((i * 7919) % n)
-            times.extend(time_call(lambda tid=tid, i=i: ops.edit(store, tid, title=f"changed {i}"), 1, warmup=0))
+            times.extend(time_call(lambda tid=tid, i=i, store=store: ops.edit(store, tid, title=f"changed {i}"), 1, warmup=0))
             count, content, on_disk = new_objects(path, before, state_head(path))
             sizes.append(content)
             disk.append(on_disk)

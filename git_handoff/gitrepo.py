@@ -291,6 +291,21 @@ class Repo:
                 return
             yield str(commit.id)
 
+    def commits_between(self, base: str, head: str, limit: int = 1000) -> list[str]:
+        """Commits reachable from `head` but not from `base` (`base..head`), newest first."""
+        pygit2 = _pygit2()
+        walker = self.raw.walk(head, pygit2.enums.SortMode.TOPOLOGICAL | pygit2.enums.SortMode.TIME)
+        try:
+            walker.hide(base)
+        except (KeyError, ValueError, pygit2.GitError):
+            pass
+        out: list[str] = []
+        for commit in walker:
+            out.append(str(commit.id))
+            if len(out) >= limit:
+                break
+        return out
+
     # -- work tree ---------------------------------------------------------------
 
     def head(self) -> str | None:

@@ -87,6 +87,26 @@ def _cyclic_nodes(deps: Mapping[str, Iterable[str]]) -> set[str]:
     return out
 
 
+def _not_peelable(deps: Mapping[str, Iterable[str]]) -> dict[str, Iterable[str]]:
+    """The part of the graph that topological peeling (Kahn) cannot remove: the
+    cycles and what hangs off them. Usually empty, and far cheaper than Tarjan."""
+    indegree = dict.fromkeys(deps, 0)
+    users: dict[str, list[str]] = {}
+    for tid, ds in deps.items():
+        for dep in ds:
+            if dep in indegree:
+                indegree[tid] += 1
+                users.setdefault(dep, []).append(tid)
+    ready = [tid for tid, n in indegree.items() if n == 0]
+    while ready:
+        node = ready.pop()
+        for user in users.get(node, ()):
+            indegree[user] -= 1
+            if indegree[user] == 0:
+                ready.append(user)
+    return {tid: deps[tid] for tid, n in indegree.items() if n > 0}
+
+
 def dependency_failures(tasks: Mapping[str, Task]) -> list[tuple[str, str]]:
     """(task id, error message) for every task that dependency validation fails.
 
@@ -99,8 +119,7 @@ def dependency_failures(tasks: Mapping[str, Task]) -> list[tuple[str, str]]:
     """
     open_ids = {tid for tid, t in tasks.items() if t.status in ("pending", "failed") and not t.failed_for_good}
     deps = {tid: tasks[tid].depends_on for tid in open_ids}
-    # Only a task with dependencies can be on a cycle: most tasks have none.
-    cyclic = _cyclic_nodes({tid: d for tid, d in deps.items() if d})
+    cyclic = _cyclic_nodes(_not_peelable(deps))
     messages: dict[str, str] = {}
     for tid in cyclic:
         cycle = cycle_through(deps, tid, within=cyclic)
@@ -157,7 +176,7 @@ def eligible(tasks: Mapping[str, Task], skip: Iterable[str] = ()) -> list[Task]:
 
 
 def counts(tasks: Mapping[str, Task], blocked: set[str] | None = None) -> dict[str, int]:
-    """Counts by status; `blocked` pending tasks (computed when not given) are counted apart."""
+    """Counts by status; `blocked` pending tasks are counted apart from `pending`."""
     if blocked is None:
         blocked = blocked_ids(tasks)
     out = {"pending": 0, "in_progress": 0, "completed": 0, "failed": 0, "blocked": len(blocked)}

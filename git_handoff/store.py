@@ -15,17 +15,15 @@ then Contention (exit 3). The commit message is the transaction's log lines.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
+import operator
 import os
-import pickle
 import random
 import re
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, TypeVar
 
 from git_handoff.errors import Contention, InvalidState, NotInitialized, UsageError
@@ -159,70 +157,82 @@ class Snapshot:
         return None if raw is None else _load_task(raw, task_id)
 
     def tasks(self) -> dict[str, Task]:
-        """Every task, in creation order."""
+        """Every task, in creation order.
+
+        Parsed tasks are cached per leaf tree of the fan-out (content-addressed, so
+        never stale): after a one-task change only that leaf's few blobs are parsed.
+        """
         if self._tasks is None:
-            found = self.repo.tree_lookup(self.tree, TASKS_DIR)
-            out = _read_tasks(self.repo, found[0]) if found is not None and found[1] else []
-            out.sort(key=lambda t: (t.order, t.created_at, t.id))
+            repo = self.repo
+            found = repo.tree_lookup(self.tree, TASKS_DIR)
+            out: list[Task] = []
+            cache = _LeafCache(repo)
+            if found is not None and found[1]:
+                for _, l1, t1 in repo.tree_entries(found[0]):
+                    if not t1:
+                        continue
+                    for _, leaf, t2 in repo.tree_entries(l1):
+                        if t2:
+                            out.extend(cache.leaf(leaf))
+            cache.save()
+            out.sort(key=_CREATION_ORDER)
             self._tasks = {t.id: t for t in out}
         return self._tasks
 
 
-# Parsed tasks are cached per clone, keyed by the oid of each leaf fan-out tree
-# (tasks/<h>/<h>): a tree oid names its content, so a cached entry never goes stale,
-# and after a one-task change only one leaf (~n/256 tasks) is parsed again. Parsing
-# 10,000 task blobs costs ~350 ms; unpickling them ~30 ms.
-_CACHE_KEY = ("git-handoff-task-cache", 1, tuple(f.name for f in dataclasses.fields(Task)))
-_CACHE_FILE = "tasks-cache.pickle"
+class _LeafCache:
+    """Per-clone cache: leaf tree oid -> the tasks in it (as field dicts)."""
 
+    VERSION = 1
 
-def _read_tasks(repo: Repo, tasks_tree: str) -> list[Task]:
-    cache_path = repo.handoff_dir / _CACHE_FILE
-    cached: dict[str, tuple[Task, ...]] = {}
-    try:
-        with open(cache_path, "rb") as fh:
-            data = pickle.load(fh)
-        if isinstance(data, dict) and data.get("key") == _CACHE_KEY:
-            cached = data["dirs"]
-    except Exception:  # noqa: BLE001 - a missing, partial or foreign cache is only a miss
-        cached = {}
-    used: dict[str, tuple[Task, ...]] = {}
-    fresh = 0
-    out: list[Task] = []
-    for _, l1, t1 in repo.tree_entries(tasks_tree):
-        if not t1:
-            continue
-        for _, l2, t2 in repo.tree_entries(l1):
-            if not t2:
-                continue
-            leaf = cached.get(l2)
-            if leaf is None:
-                leaf = tuple(
-                    _load_task(repo.read_blob(oid), name[:-5])
-                    for name, oid, is_tree in repo.tree_entries(l2)
-                    if not is_tree and name.endswith(".json")
-                )
-                fresh += len(leaf)
-            used[l2] = leaf
-            out.extend(leaf)
-    # Rewriting the cache costs about as much as parsing a few hundred tasks: do it
-    # once enough of the state is parsed fresh, not after every one-task change.
-    if fresh and fresh >= 64 + len(out) // 16:
-        _write_cache(cache_path, used)
-    return out
-
-
-def _write_cache(path: Path, dirs: dict[str, tuple[Task, ...]]) -> None:
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.{random.randrange(1 << 30)}.tmp")
-    try:
-        with open(tmp, "wb") as fh:
-            pickle.dump({"key": _CACHE_KEY, "dirs": dirs}, fh, protocol=pickle.HIGHEST_PROTOCOL)
-        os.replace(tmp, path)
-    except OSError:
+    def __init__(self, repo: Repo) -> None:
+        self.repo = repo
+        self.path = repo.handoff_dir / "tasks-cache.pickle"
+        self.old: dict[str, list[dict[str, Any]]] = {}
+        self.used: dict[str, list[dict[str, Any]]] = {}
+        self.fresh = 0
         try:
-            tmp.unlink()
+            import pickle
+
+            with open(self.path, "rb") as fh:
+                data = pickle.load(fh)
+            if isinstance(data, dict) and data.get("version") == self.VERSION and data.get("fields") == _FIELD_NAMES:
+                self.old = data["leaves"]
+        except Exception:  # noqa: BLE001 - a missing or damaged cache is only slower
+            self.old = {}
+
+    def leaf(self, oid: str) -> list[Task]:
+        cached = self.old.get(oid)
+        if cached is None:
+            cached = []
+            for name, blob, is_tree in self.repo.tree_entries(oid):
+                if not is_tree and name.endswith(".json"):
+                    cached.append(dict(_load_task(self.repo.read_blob(blob), name[:-5]).__dict__))
+            self.fresh += 1
+        self.used[oid] = cached
+        out = []
+        for fields in cached:
+            task = object.__new__(Task)
+            object.__setattr__(task, "__dict__", dict(fields))
+            out.append(task)
+        return out
+
+    def save(self) -> None:
+        if not self.fresh and len(self.used) == len(self.old):
+            return
+        import pickle
+
+        tmp = self.path.with_name(f"{self.path.name}.{os.getpid()}.tmp")
+        try:
+            with open(tmp, "wb") as fh:
+                pickle.dump({"version": self.VERSION, "fields": _FIELD_NAMES, "leaves": self.used}, fh, protocol=4)
+            os.replace(tmp, self.path)
         except OSError:
-            pass
+            tmp.unlink(missing_ok=True)
+
+
+_CREATION_ORDER = operator.attrgetter("order", "created_at", "id")
+_FIELD_NAMES = [f.name for f in __import__("dataclasses").fields(Task)]
 
 
 def _load_task(raw: bytes, task_id: str) -> Task:
@@ -338,6 +348,65 @@ class Entry:
     commit: str
 
 
+class StateLock:
+    """An exclusive lock on a file, held by this process between enter and exit.
+
+    `fcntl.flock` directly: the `filelock` package costs ~25 ms to import, paid by
+    every command. The kernel drops the lock when a holder dies, so none goes stale.
+    """
+
+    def __init__(self, path: Any, timeout: float) -> None:
+        self.path = str(path)
+        self.timeout = timeout
+        self._held: Any = None
+
+    def __enter__(self) -> StateLock:
+        try:
+            import fcntl
+        except ModuleNotFoundError:  # not POSIX: fall back to the filelock package
+            from filelock import FileLock, Timeout
+
+            lock = FileLock(self.path, timeout=self.timeout)
+            try:
+                lock.acquire()
+            except Timeout:
+                raise self._contention() from None
+            self._held = lock
+            return self
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        deadline = time.monotonic() + self.timeout
+        delay = 0.001
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    os.close(fd)
+                    raise self._contention() from None
+                time.sleep(delay * (0.5 + random.random()))
+                delay = min(delay * 2, 0.05)
+        self._held = fd
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        held, self._held = self._held, None
+        if isinstance(held, int):
+            import fcntl
+
+            try:
+                fcntl.flock(held, fcntl.LOCK_UN)
+            finally:
+                os.close(held)
+        elif held is not None:
+            held.release()
+
+    def _contention(self) -> Contention:
+        return Contention(
+            f"another git handoff process held the state lock for {self.timeout:.0f}s; nothing was changed, retry"
+        )
+
+
 class StateStore:
     def __init__(self, repo: Repo, session: int | None = None) -> None:
         self.repo = repo
@@ -379,9 +448,8 @@ class StateStore:
     # -- writing --------------------------------------------------------------------
 
     def lock(self) -> Any:
-        from filelock import FileLock
-
-        return FileLock(str(self.repo.handoff_dir / "state.lock"), timeout=LOCK_TIMEOUT_SECONDS)
+        """The per-clone state lock (a context manager); Contention (exit 3) after the timeout."""
+        return StateLock(self.repo.handoff_dir / "state.lock", LOCK_TIMEOUT_SECONDS)
 
     def transact(self, apply: Callable[[Tx], T], *, allow_uninitialized: bool = False) -> T:
         """Run `apply` on the current state and commit what it wrote, atomically.
@@ -389,16 +457,8 @@ class StateStore:
         `apply` may run more than once (after a lost compare-and-swap), so it must
         only read from and write to the Tx. Errors it raises leave the state as it was.
         """
-        from filelock import Timeout
-
-        try:
-            with self.lock():
-                return self._transact_locked(apply, allow_uninitialized)
-        except Timeout:
-            raise Contention(
-                f"another git handoff process held the state lock for {LOCK_TIMEOUT_SECONDS:.0f}s; "
-                "nothing was changed, retry"
-            ) from None
+        with self.lock():
+            return self._transact_locked(apply, allow_uninitialized)
 
     def _transact_locked(self, apply: Callable[[Tx], T], allow_uninitialized: bool) -> T:
         for attempt in range(CAS_RETRIES):

@@ -162,7 +162,7 @@ def test_state_filelock_of_killed_holder_is_recovered(state: Path) -> None:
          "from git_handoff.gitrepo import Repo\n"
          "from git_handoff.store import StateStore\n"
          "lock = StateStore(Repo.discover('.'), session=0).lock()\n"
-         "lock.acquire()\n"
+         "lock.__enter__()\n"
          "print('held', flush=True)\n"
          "time.sleep(600)\n"],
         cwd=state, stdout=subprocess.PIPE, text=True, env=child_env())

@@ -397,6 +397,7 @@ def next_task(snap: Snapshot) -> Task:
 
 
 def stats_line_fields(tasks: dict[str, Task]) -> dict[str, int]:
+    """The fields of a STATS log line (SPEC §5)."""
     c = schedule.counts(tasks)
     return {
         "tasks_total": len(tasks),

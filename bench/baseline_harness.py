@@ -1,0 +1,198 @@
+"""Baseline for the claim benchmark: what the harness skill does to claim a task.
+
+One `.harness/tasks.json` (version 2) holds every task; a claim takes a `mkdir`
+lock in /tmp, reads the whole file, runs dependency validation and selection,
+copies the file to `.bak`, writes the whole file to `.tmp` and renames it into
+place, appends a `Starting` line to `.harness/progress.txt`, and drops the lock.
+
+    python baseline_harness.py setup ROOT N     # a project with N pending tasks
+    python baseline_harness.py claim ROOT WORKER
+    python baseline_harness.py release ROOT ID  # back to pending (not timed)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+PRIORITY = {"P0": 0, "P1": 1, "P2": 2}
+
+
+def now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def make_task(n: int) -> dict[str, object]:
+    return {
+        "id": f"task-{n:05d}",
+        "title": f"Implement part {n} of the system",
+        "status": "pending",
+        "priority": ("P0", "P1", "P2")[n % 3],
+        "depends_on": [f"task-{n - 7:05d}"] if n % 10 == 9 and n >= 7 else [],
+        "attempts": 0,
+        "max_attempts": 3,
+        "started_at_commit": None,
+        "validation": {"command": f"pytest -q tests/test_part_{n}.py", "timeout_seconds": 300},
+        "on_failure": {"cleanup": None},
+        "error_log": [],
+        "checkpoints": [],
+        "completed_at": None,
+    }
+
+
+def setup(root: Path, count: int) -> None:
+    state = root / ".harness"
+    state.mkdir(parents=True, exist_ok=True)
+    data = {
+        "version": 2,
+        "created": now(),
+        "session_config": {"concurrency_mode": "concurrent", "max_tasks_per_session": 20, "max_sessions": 50},
+        "tasks": [make_task(n) for n in range(count)],
+        "session_count": 1,
+        "last_session": None,
+    }
+    (state / "tasks.json").write_text(json.dumps(data, indent=2) + "\n")
+    (state / "progress.txt").write_text(f"[{now()}] [SESSION-1] INIT Harness initialized\n")
+
+
+def lock_dir(root: Path) -> Path:
+    digest = hashlib.sha256(str(root).encode()).hexdigest()[:16]
+    return Path(f"/tmp/harness-{digest}.lock")
+
+
+class Lock:
+    def __init__(self, root: Path) -> None:
+        self.path = lock_dir(root)
+
+    def __enter__(self) -> Lock:
+        try:
+            self.path.mkdir()
+        except FileExistsError:
+            pid_file = self.path / "pid"
+            try:
+                pid = int(pid_file.read_text())
+                os.kill(pid, 0)
+                raise SystemExit(f"ERROR: Another harness session is active (pid={pid})") from None
+            except (OSError, ValueError):
+                stale = self.path.with_name(self.path.name + f".stale.{os.getpid()}")
+                os.rename(self.path, stale)
+                shutil.rmtree(stale, ignore_errors=True)
+                self.path.mkdir()
+        (self.path / "pid").write_text(str(os.getpid()))
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        shutil.rmtree(self.path, ignore_errors=True)
+
+
+def validate(tasks: list[dict]) -> None:
+    """Cycle detection, then blocked propagation (the harness's selection preamble)."""
+    by_id = {t["id"]: t for t in tasks}
+    for t in tasks:
+        if t["status"] == "completed":
+            continue
+        stack, seen = list(t["depends_on"]), set()
+        while stack:
+            dep = stack.pop()
+            if dep == t["id"]:
+                t["status"] = "failed"
+                t["error_log"].append(f"[DEPENDENCY] Circular dependency detected: {t['id']}")
+                break
+            if dep in seen or dep not in by_id:
+                continue
+            seen.add(dep)
+            stack.extend(by_id[dep]["depends_on"])
+    changed = True
+    while changed:
+        changed = False
+        for t in tasks:
+            if t["status"] not in ("pending", "failed"):
+                continue
+            for dep in t["depends_on"]:
+                d = by_id.get(dep)
+                if d and d["status"] == "failed" and (
+                    d["attempts"] >= d["max_attempts"] or any("[DEPENDENCY]" in e for e in d["error_log"])
+                ) and not any("[DEPENDENCY]" in e for e in t["error_log"]):
+                    t["status"] = "failed"
+                    t["error_log"].append(f"[DEPENDENCY] Blocked by failed {dep}")
+                    changed = True
+
+
+def write(state: Path, data: dict) -> None:
+    path = state / "tasks.json"
+    shutil.copyfile(path, state / "tasks.json.bak")
+    tmp = state / "tasks.json.tmp"
+    tmp.write_text(json.dumps(data, indent=2) + "\n")
+    os.replace(tmp, path)
+
+
+def claim(root: Path, worker: str) -> int:
+    state = root / ".harness"
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True).stdout.strip()
+    with Lock(root):
+        data = json.loads((state / "tasks.json").read_text())
+        tasks = data["tasks"]
+        validate(tasks)
+        by_id = {t["id"]: t for t in tasks}
+        stamp = datetime.now(timezone.utc)
+
+        def ready(t: dict) -> bool:
+            return all(by_id.get(d, {}).get("status") == "completed" for d in t["depends_on"])
+
+        def expired(t: dict) -> bool:
+            lease = t.get("lease_expires_at")
+            return bool(lease) and datetime.fromisoformat(lease.replace("Z", "+00:00")) <= stamp
+
+        fresh = sorted((t for t in tasks if t["status"] == "pending" and ready(t)),
+                       key=lambda t: (PRIORITY[t["priority"]], t["id"]))
+        retry = [t for t in tasks if t["status"] == "failed" and t["attempts"] < t["max_attempts"] and ready(t)]
+        stale = [t for t in tasks if t["status"] == "in_progress" and expired(t)]
+        chosen = (fresh or retry or stale or [None])[0]
+        if chosen is None:
+            print("nothing eligible", file=sys.stderr)
+            return 1
+        chosen.update(
+            status="in_progress",
+            started_at_commit=head,
+            claimed_by=worker,
+            lease_expires_at=(stamp + timedelta(minutes=30)).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        )
+        write(state, data)
+        with open(state / "progress.txt", "a") as fh:
+            fh.write(f"[{now()}] [SESSION-1] Starting [{chosen['id']}] {chosen['title']} (base={head[:7]})\n")
+    print(chosen["id"])
+    return 0
+
+
+def release(root: Path, task_id: str) -> int:
+    state = root / ".harness"
+    with Lock(root):
+        data = json.loads((state / "tasks.json").read_text())
+        for t in data["tasks"]:
+            if t["id"] == task_id:
+                t.update(status="pending", claimed_by=None, lease_expires_at=None, started_at_commit=None)
+        write(state, data)
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 3 or argv[0] not in ("setup", "claim", "release"):
+        print(__doc__, file=sys.stderr)
+        return 2
+    root = Path(argv[1]).resolve()
+    if argv[0] == "setup":
+        setup(root, int(argv[2]))
+        return 0
+    if argv[0] == "claim":
+        return claim(root, argv[2])
+    return release(root, argv[2])
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,200 @@
+"""Commands of the work cycle: claim, renew, release, checkpoint, verify, done, fail,
+attempts, restore."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from git_handoff.cli import emit_json, get_store, json_option
+from git_handoff.errors import Negative
+from git_handoff.model import CATEGORIES, Task, parse_duration
+from git_handoff.ops import work as ops
+
+force_option = click.option("--force", is_flag=True, help="Act even where the claim, branch or mode says no.")
+
+
+def _lease(text: str | None) -> int | None:
+    return parse_duration(text) if text is not None else None
+
+
+def _view(task: Task) -> dict[str, Any]:
+    return task.to_json()
+
+
+@click.command("claim")
+@click.argument("task_id", metavar="[ID]", required=False)
+@click.option("--worker", default=None, metavar="W",
+              help="Who claims [default: git config handoff.worker, else user@host:<worktree>].")
+@click.option("--lease", default=None, metavar="DURATION", help="How long the claim holds unrenewed (90s, 30m, 2h) [default: 30m].")
+@force_option
+@json_option
+def claim_cmd(task_id: str | None, worker: str | None, lease: str | None, force: bool, as_json: bool) -> None:
+    """Take the next eligible task (or ID) for this worktree, atomically.
+
+    Exit 1 when nothing is eligible; 3 when another worktree holds the claim in
+    exclusive mode, or the state kept changing. --force lets a worktree that
+    already holds a task claim another, and overrides exclusive mode.
+    """
+    task = ops.claim(get_store(), task_id, worker=worker, lease=_lease(lease), force=force)
+    if as_json:
+        emit_json(_view(task))
+    else:
+        click.echo(f"Claimed {task.id}: {task.title} (base {ops.short(task.started_at_commit)}, "
+                   f"lease until {task.lease_expires_at})")
+
+
+@click.command("renew")
+@click.argument("task_id", metavar="ID")
+@click.option("--lease", default=None, metavar="DURATION", help="New lease from now [default: the claim's].")
+@force_option
+@json_option
+def renew_cmd(task_id: str, lease: str | None, force: bool, as_json: bool) -> None:
+    """Push the lease of a claimed task forward."""
+    task = ops.renew(get_store(), task_id, lease=_lease(lease), force=force)
+    if as_json:
+        emit_json(_view(task))
+    else:
+        click.echo(f"Renewed {task.id}: lease until {task.lease_expires_at}")
+
+
+@click.command("release")
+@click.argument("task_id", metavar="ID")
+@force_option
+@json_option
+def release_cmd(task_id: str, force: bool, as_json: bool) -> None:
+    """Give a claimed task back: pending again, no attempt counted, work tree untouched."""
+    task = ops.release(get_store(), task_id, force=force)
+    if as_json:
+        emit_json(_view(task))
+    else:
+        click.echo(f"Released {task.id}: back to pending")
+
+
+@click.command("checkpoint")
+@click.argument("task_id", metavar="ID")
+@click.argument("message")
+@click.option("--step", type=int, default=None, metavar="M", help="Step number [default: next].")
+@click.option("--of", "total", type=int, default=None, metavar="N", help="Number of steps.")
+@force_option
+@json_option
+def checkpoint_cmd(task_id: str, message: str, step: int | None, total: int | None, force: bool, as_json: bool) -> None:
+    """Record progress on a claimed task (also renews its lease)."""
+    task = ops.checkpoint(get_store(), task_id, message, step, total, force=force)
+    if as_json:
+        emit_json(_view(task))
+    else:
+        cp = task.checkpoints[-1]
+        total_text = cp.get("total") if cp.get("total") is not None else "?"
+        click.echo(f"Checkpoint {task.id} step={cp.get('step')}/{total_text}; lease until {task.lease_expires_at}")
+
+
+@click.command("verify")
+@click.argument("task_id", metavar="ID")
+@json_option
+def verify_cmd(task_id: str, as_json: bool) -> None:
+    """Run the task's validation command under its timeout (exit 0 pass, 1 fail); changes nothing."""
+    result = ops.verify(get_store(), task_id)
+    if as_json:
+        emit_json({"task": task_id, **result.to_json()})
+    else:
+        if result.output_tail:
+            click.echo(result.output_tail.rstrip("\n"))
+        click.echo("PASS" if result.ok else f"FAIL [{result.category}] {result.summary()}")
+    if not result.ok:
+        raise Negative(f"[{result.category}] validation of {task_id} failed: {result.summary()}")
+
+
+@click.command("done")
+@click.argument("task_id", metavar="ID")
+@force_option
+@json_option
+def done_cmd(task_id: str, force: bool, as_json: bool) -> None:
+    """Complete a claimed task: its check must pass. A failing check fails the task
+    exactly as `fail` does (attempt saved, work tree rolled back) and exits 1."""
+    try:
+        task = ops.done(get_store(), task_id, force=force)
+    except Negative as exc:
+        if as_json and isinstance(exc.payload, dict):
+            emit_json(exc.payload)
+        elif isinstance(exc.payload, dict):
+            _echo_fail(exc.payload)
+        raise
+    if as_json:
+        emit_json(_view(task))
+    else:
+        click.echo(f"Completed {task.id} (commit {ops.short(task.get('completed_commit'))})")
+
+
+def _echo_fail(outcome: dict[str, Any]) -> None:
+    task = outcome["task"]
+    validation = outcome.get("validation")
+    if validation and validation.get("output_tail"):
+        click.echo(str(validation["output_tail"]).rstrip("\n"))
+    click.echo(f"Failed {task['id']} [{outcome['category']}] {outcome['reason']} "
+               f"(attempt {task['attempts']}/{task['max_attempts']})")
+    if outcome.get("attempt_ref"):
+        click.echo(f"  attempt saved as {outcome['attempt_ref']} ({len(outcome['files'])} file(s))")
+    if outcome.get("rolled_back"):
+        click.echo(f"  rolled back: git reset --hard {ops.short(outcome['base'])} && git clean -fd")
+    elif outcome.get("attempt_ref"):
+        click.echo("  work tree kept as it is")
+    else:
+        click.echo("  no rollback: started_at_commit is missing from the repository")
+    cleanup = outcome.get("cleanup")
+    if cleanup is not None:
+        click.echo("  cleanup: " + ("ok" if cleanup.get("ok") else f"FAILED [{cleanup.get('category')}]"))
+
+
+@click.command("fail")
+@click.argument("task_id", metavar="ID")
+@click.option("--reason", required=True, metavar="TEXT", help="What went wrong (goes to the error log).")
+@click.option("--category", default="TASK_EXEC", show_default=True, type=click.Choice(list(CATEGORIES)),
+              metavar="CAT", help="One of " + ", ".join(CATEGORIES) + ".")
+@click.option("--keep-worktree", is_flag=True, help="Save the attempt but do not roll the work tree back.")
+@force_option
+@json_option
+def fail_cmd(task_id: str, reason: str, category: str, keep_worktree: bool, force: bool, as_json: bool) -> None:
+    """Fail a claimed task: count the attempt, save its work under
+    refs/harness/attempts/ID/N, `git reset --hard` to where it started, `git clean -fd`,
+    then run the task's cleanup command."""
+    outcome = ops.fail(get_store(), task_id, reason=reason, category=category, keep_worktree=keep_worktree, force=force)
+    if as_json:
+        emit_json(outcome)
+    else:
+        _echo_fail(outcome)
+
+
+@click.command("attempts")
+@click.argument("task_id", metavar="ID")
+@json_option
+def attempts_cmd(task_id: str, as_json: bool) -> None:
+    """List the saved attempts of a task: number, time, reason, files."""
+    found = ops.attempts(get_store(), task_id)
+    if as_json:
+        emit_json(found)
+        return
+    if not found:
+        click.echo(f"no saved attempts of {task_id}")
+    for a in found:
+        click.echo(f"#{a['attempt']} {a['time'] or '?'} [{a['category'] or '?'}] {a['reason']} "
+                   f"({len(a['files'])} file(s), {a['ref']})")
+        for f in a["files"]:
+            click.echo(f"    {f.get('status', '?')} {f.get('path')}")
+
+
+@click.command("restore")
+@click.argument("task_id", metavar="ID")
+@click.argument("n", type=int, metavar="N")
+@force_option
+@json_option
+def restore_cmd(task_id: str, n: int, force: bool, as_json: bool) -> None:
+    """Bring the files of saved attempt N back into this work tree (refuses to overwrite
+    uncommitted changes without --force)."""
+    result = ops.restore(get_store(), task_id, n, force=force)
+    if as_json:
+        emit_json(result)
+    else:
+        click.echo(f"Restored attempt {n} of {task_id}: {len(result['restored'])} file(s) written, "
+                   f"{len(result['deleted'])} removed")

@@ -1,0 +1,170 @@
+"""A per-clone claim index: what `claim` needs to pick a task, without reading every task.
+
+For one tasks tree (keyed by its oid, so it is never stale, only absent) the index
+holds one small row per task: the fields selection looks at. A claim whose state
+matches the index, has no expired lease and no pending dependency failure picks
+from the rows and reads only the chosen task's blob; anything else takes the full
+path (schedule.prepare + eligible over every task), which rebuilds the index.
+
+The work-cycle transactions (claim, renew, checkpoint, release, done, fail) carry
+the index forward to the tree they commit, so a worker's claim -> done -> claim
+loop never falls back to reading every task. Writes by other commands simply leave
+the index behind; the next claim rebuilds it.
+"""
+
+from __future__ import annotations
+
+import marshal
+import os
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from git_handoff.model import Task, parse_time
+from git_handoff.schedule import PRIORITY_RANK
+from git_handoff.store import TASKS_DIR, StateStore, Tx
+
+INDEX_FILE = "claim-index.marshal"
+VERSION = 1
+
+# Row fields, by position.
+STATUS, RANK, ORDER, CREATED, DEPS, ATTEMPTS, MAX_ATTEMPTS, DEP_ERROR, LEASE, FAILED_AT, WORKTREE, CLAIMED_BY = range(12)
+
+
+def row(task: Task) -> tuple[Any, ...]:
+    return (
+        task.status,
+        PRIORITY_RANK.get(task.priority, 1),
+        task.order,
+        task.created_at,
+        tuple(task.depends_on),
+        task.attempts,
+        task.max_attempts,
+        any(e.startswith("[DEPENDENCY]") for e in task.error_log),
+        task.lease_expires_at,
+        str(task.get("failed_at") or task.updated_at or ""),
+        task.get("worktree"),
+        task.claimed_by,
+    )
+
+
+def rows_of(tasks: Iterable[Task]) -> dict[str, tuple[Any, ...]]:
+    return {t.id: row(t) for t in tasks}
+
+
+def tasks_tree(store: StateStore, root_tree: str | None) -> str | None:
+    if root_tree is None:
+        return None
+    found = store.repo.tree_lookup(root_tree, TASKS_DIR)
+    return found[0] if found is not None and found[1] else "empty"
+
+
+def _path(store: StateStore) -> Any:
+    return store.repo.handoff_dir / INDEX_FILE
+
+
+def load(store: StateStore, tree: str | None) -> dict[str, tuple[Any, ...]] | None:
+    """The rows for this tasks tree when the index has them (and was clean), else None."""
+    if tree is None:
+        return None
+    try:
+        with open(_path(store), "rb") as fh:
+            data = marshal.loads(fh.read())  # marshal.load(fh) reads in small pieces: 10x slower
+    except (OSError, EOFError, ValueError, TypeError):
+        return None
+    if not isinstance(data, dict) or data.get("v") != VERSION or data.get("tree") != tree or not data.get("clean"):
+        return None
+    rows = data.get("rows")
+    return rows if isinstance(rows, dict) else None
+
+
+def save(store: StateStore, tree: str | None, rows: Mapping[str, tuple[Any, ...]], clean: bool) -> None:
+    if tree is None:
+        return
+    path = _path(store)
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "wb") as fh:
+            fh.write(marshal.dumps({"v": VERSION, "tree": tree, "clean": clean, "rows": dict(rows)}))
+        os.replace(tmp, path)
+    except (OSError, ValueError):
+        try:
+            tmp.unlink()
+        except OSError:
+            pass
+
+
+def committed_tree(store: StateStore) -> str | None:
+    commit = getattr(store, "last_commit", None)
+    return tasks_tree(store, store.repo.commit_tree(commit)) if commit else None
+
+
+# -- selection on rows ---------------------------------------------------------------------
+
+
+def _ready(r: tuple[Any, ...], rows: Mapping[str, tuple[Any, ...]]) -> bool:
+    for dep in r[DEPS]:
+        d = rows.get(dep)
+        if d is None or d[STATUS] != "completed":
+            return False
+    return True
+
+
+def first_eligible(rows: Mapping[str, tuple[Any, ...]]) -> str | None:
+    """What schedule.eligible(...)[0] is, for a state with no dependency failure to record."""
+    best: tuple[Any, ...] | None = None
+    best_id = None
+    for tid, r in rows.items():
+        if r[STATUS] == "pending" and (best is None or (r[RANK], r[ORDER], r[CREATED], tid) < best) and _ready(r, rows):
+            best, best_id = (r[RANK], r[ORDER], r[CREATED], tid), tid
+    if best_id is not None:
+        return best_id
+    for tid, r in rows.items():
+        if r[STATUS] != "failed" or r[ATTEMPTS] >= r[MAX_ATTEMPTS] or r[DEP_ERROR]:
+            continue
+        key = (r[RANK], r[FAILED_AT], r[ORDER], r[CREATED], tid)
+        if (best is None or key < best) and _ready(r, rows):
+            best, best_id = key, tid
+    return best_id
+
+
+def any_expired(rows: Mapping[str, tuple[Any, ...]], now: str) -> bool:
+    moment = parse_time(now)
+    for r in rows.values():
+        if r[STATUS] == "in_progress" and r[LEASE] is not None and parse_time(r[LEASE]) <= moment:
+            return True
+    return False
+
+
+# -- keeping the index with the state ------------------------------------------------------
+
+
+def carry(
+    tx: Tx,
+    changed: Iterable[Task],
+    *,
+    clean: bool = True,
+    rows: dict[str, tuple[Any, ...]] | None = None,
+) -> None:
+    """After `tx` commits, move the index from its base tree to the committed tree
+    (`rows`: the base tree's rows, when the caller has them already)."""
+    store = tx.store
+    base_tree = tasks_tree(store, tx.base.tree if tx.base else None)
+    changed = list(changed)
+    known = rows
+
+    def hook() -> None:
+        rows = known if known is not None else load(store, base_tree)
+        if rows is None:
+            return
+        for task in changed:
+            rows[task.id] = row(task)
+        save(store, committed_tree(store), rows, clean)
+
+    tx.after_commit.append(hook)
+
+
+def rebuild(tx: Tx, tasks: Mapping[str, Task]) -> None:
+    """After `tx` commits, index the committed tree from the whole task set it leaves."""
+    store = tx.store
+    rows = rows_of(tasks.values())
+    tx.after_commit.append(lambda: save(store, committed_tree(store), rows, True))
