@@ -24,7 +24,7 @@ from git_handoff import schedule
 from git_handoff.errors import Contention, GitFailure, HandoffError, Negative, UsageError
 from git_handoff.gitrepo import Repo
 from git_handoff.model import Task, check_category, check_id, iso, now, now_iso
-from git_handoff.ops import notes, runner, trust, work_index
+from git_handoff.ops import handoff, notes, runner, sessions, trust, work_index
 from git_handoff.store import ATTEMPTS_PREFIX, StateStore, Tx
 
 DEFAULT_LEASE_SECONDS = 30 * 60
@@ -126,6 +126,7 @@ def claim_in_tx(
 
     Expired leases and dependency failures found on the way are recorded either way.
     """
+    sessions.check_claim_allowed(tx)
     stamp = now_iso()
     if task_id is None:
         quick = _quick_pick(tx, ctx, force, stamp)
@@ -363,6 +364,8 @@ def checkpoint(
     if step is not None and total is not None and step > total:
         raise UsageError(f"--step {step} is beyond --of {total}")
     seen = _claimed_task(store, task_id, "checkpoint", force)
+    head_now = store.repo.head()
+    tree = _worktree_tree(store.repo, head_now) if head_now else None
 
     def apply(tx: Tx) -> Task:
         task = _current(tx, seen, "checkpointed")
@@ -378,6 +381,7 @@ def checkpoint(
             checkpoints=(*task.checkpoints, entry),
             lease_expires_at=_expires(_lease_of(task, None)),
         )
+        new = new.with_extra(checkpoint_tree=tree)  # lets session recovery verify the files
         new = tx.put_task(new)
         work_index.carry(tx, [new])
         shown = text.replace('"', "'")
@@ -466,11 +470,13 @@ def done(store: StateStore, task_id: str, *, force: bool = False) -> Task:
         ).with_extra(completed_commit=head, completed_session=tx.session, **{k: None for k in ("worktree", "claimed_at", "lease_seconds")})
         new = tx.put_task(new)
         work_index.carry(tx, [new])
+        sessions.record_completion(tx, task.id)
         tx.log("Completed", f"(commit {short(head)})", task=task.id)
         return new
 
     task = store.transact(apply)
     _note(store, seen, outcome="completed", head=head)
+    handoff.after_done(store)
     return task
 
 

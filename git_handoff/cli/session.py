@@ -1,0 +1,185 @@
+"""Commands of sessions and handoff: session start|end|show, decide, blocker,
+doc write|show|list, prompt, ack."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from git_handoff.cli import emit_json, get_store, json_option
+
+
+def _session_text(record: dict[str, Any]) -> str:
+    lines = [
+        f"session {record.get('session')}" + (" (open in this worktree)" if record.get("open_here") else ""),
+        f"  worker:     {record.get('worker') or '-'}",
+        f"  base:       {record.get('base') or '-'}",
+        f"  started:    {record.get('started_at')}",
+        f"  ended:      {record.get('ended_at') or '-'}",
+        f"  completed:  {', '.join(record.get('completed') or []) or '-'}",
+    ]
+    ack = record.get("ack")
+    if ack:
+        lines.append(f"  ack:        {ack.get('status')} at {ack.get('at')}" + (f" ({ack['reason']})" if ack.get("reason") else ""))
+    if record.get("handoff"):
+        lines.append(f"  handoff:    written {record['handoff'].get('written_at')} ({record['handoff'].get('trigger')})")
+    for d in record.get("decisions") or []:
+        lines.append(f"  decision:   {d.get('what')} (why: {d.get('why')})")
+    for b in record.get("blockers") or []:
+        lines.append(f"  blocker:    {b.get('text') if isinstance(b, dict) else b}")
+    return "\n".join(lines)
+
+
+@click.group("session")
+def session_cmd() -> None:
+    """Sessions: start one (health check, recovery of interrupted tasks), end it, show it."""
+
+
+@session_cmd.command("start")
+@click.option("--worker", default=None, metavar="W", help="Who works in this session [default: handoff.worker, else user@host].")
+@json_option
+def session_start_cmd(worker: str | None, as_json: bool) -> None:
+    """Open a session in this worktree (exit 1 when max_sessions is reached)."""
+    from git_handoff.ops import sessions
+
+    record = sessions.start(get_store(), worker=worker)
+    if as_json:
+        emit_json(record)
+        return
+    click.echo(f"Session {record['session']} started (base {(record.get('base') or '-')[:7]}, worker {record['worker']})")
+    for action in record.get("recovery") or []:
+        click.echo(f"  RECOVERY [{action['task']}] action=\"{action['action']}\" reason=\"{action['reason']}\"")
+    click.echo("Next: `git handoff ack`, then `git handoff claim`.")
+
+
+@session_cmd.command("end")
+@json_option
+def session_end_cmd(as_json: bool) -> None:
+    """Close this worktree's session: notes for its commits, the STATS line."""
+    from git_handoff.ops import sessions
+
+    record = sessions.end(get_store())
+    if as_json:
+        emit_json(record)
+    else:
+        click.echo(f"Session {record['session']} ended: {record['stats']}")
+
+
+@session_cmd.command("show")
+@click.argument("number", type=int, required=False)
+@json_option
+def session_show_cmd(number: int | None, as_json: bool) -> None:
+    """Show session NUMBER (default: this worktree's open session, else the latest)."""
+    from git_handoff.ops import sessions
+
+    record = sessions.show(get_store(), number)
+    if as_json:
+        emit_json(record)
+    else:
+        click.echo(_session_text(record))
+
+
+@click.command("decide")
+@click.argument("what")
+@click.option("--why", required=True, help="Why it was chosen (a fact for the next session).")
+@json_option
+def decide_cmd(what: str, why: str, as_json: bool) -> None:
+    """Record a decision of this session for the handoff document."""
+    from git_handoff.ops import sessions
+
+    entry = sessions.decide(get_store(), what, why)
+    if as_json:
+        emit_json(entry)
+    else:
+        click.echo(f"Decision recorded: {entry['what']}")
+
+
+@click.command("blocker")
+@click.argument("text")
+@json_option
+def blocker_cmd(text: str, as_json: bool) -> None:
+    """Record a blocker found in this session for the handoff document."""
+    from git_handoff.ops import sessions
+
+    entry = sessions.blocker(get_store(), text)
+    if as_json:
+        emit_json(entry)
+    else:
+        click.echo(f"Blocker recorded: {entry['text']}")
+
+
+@click.group("doc")
+def doc_cmd() -> None:
+    """The facts-only handoff document: write, show, list."""
+
+
+@doc_cmd.command("write")
+@json_option
+def doc_write_cmd(as_json: bool) -> None:
+    """Write (or rewrite) this session's handoff document from git and the state."""
+    from git_handoff.ops import handoff
+
+    doc = handoff.write_doc(get_store(), trigger="manual")
+    if as_json:
+        emit_json(doc)
+    else:
+        click.echo(handoff.render_markdown(doc), nl=False)
+
+
+@doc_cmd.command("show")
+@click.argument("number", type=int, required=False)
+@json_option
+def doc_show_cmd(number: int | None, as_json: bool) -> None:
+    """Show the handoff document of session NUMBER (default: the latest)."""
+    from git_handoff.ops import handoff
+
+    doc = handoff.show_doc(get_store(), number)
+    if as_json:
+        emit_json(doc)
+    else:
+        click.echo(handoff.render_markdown(doc), nl=False)
+
+
+@doc_cmd.command("list")
+@json_option
+def doc_list_cmd(as_json: bool) -> None:
+    """List the handoff documents."""
+    from git_handoff.ops import handoff
+
+    docs = handoff.list_docs(get_store())
+    if as_json:
+        emit_json(docs)
+        return
+    for d in docs:
+        state = f"accepted by session {d['accepted_by']}" if d["accepted_by"] else ("archived" if d["archived"] else "pending")
+        click.echo(f"session {d['session']}: {d['written_at']} ({d['trigger']}) {state}; "
+                   f"completed={d['completed']} files_changed={d['files_changed']}")
+
+
+@click.command("prompt")
+@json_option
+def prompt_cmd(as_json: bool) -> None:
+    """Print the next session's prompt (Markdown, under 10 KB)."""
+    from git_handoff.ops import handoff
+
+    text = handoff.render_prompt(get_store())
+    if as_json:
+        emit_json({"prompt": text, "bytes": len(text.encode())})
+    else:
+        click.echo(text, nl=False)
+
+
+@click.command("ack")
+@click.option("--failed", "failed", default=None, metavar="REASON", help="Reject the handoff: the facts do not match.")
+@json_option
+def ack_cmd(failed: str | None, as_json: bool) -> None:
+    """Acknowledge the prompt and the pending handoff document (the first act of a session)."""
+    from git_handoff.ops import handoff
+
+    entry = handoff.ack(get_store(), failed=failed)
+    if as_json:
+        emit_json(entry)
+        return
+    what = f"the handoff of session {entry['handoff']}" if entry.get("handoff") else "the prompt"
+    click.echo(f"Session {entry['session']} {entry['status']} {what}" + (f": {entry['reason']}" if entry.get("reason") else ""))

@@ -1,0 +1,226 @@
+"""What a new session does before new work: the health check (the state's
+init_command) and the recovery of tasks an interrupted session left in progress,
+by the harness decision matrix:
+
+| uncommitted? | task commits? | checkpoints? | action                                                   |
+|--------------|---------------|--------------|----------------------------------------------------------|
+| no           | no            | none         | fail [SESSION_TIMEOUT] No progress detected              |
+| no           | no            | some         | resume if the files are as at the last checkpoint, else fail (work lost) |
+| no           | yes           | any          | validate: complete, or fail (rolled back)                |
+| yes          | no            | any          | commit, validate: complete, or fail (rolled back)        |
+| yes          | yes           | any          | commit, validate: complete, or fail (rolled back)        |
+
+Every decision is logged as `RECOVERY [id] action="..." reason="..."`; a failed
+attempt is saved under refs/harness/attempts/ first, so nothing is lost.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from git_handoff import schedule
+from git_handoff.errors import HandoffError, Negative
+from git_handoff.gitrepo import Repo
+from git_handoff.model import Task, iso, now, now_iso
+from git_handoff.ops import sessions
+from git_handoff.store import StateStore, Tx, format_log_line
+
+HEALTH_TIMEOUT = 300
+CHECKPOINT_TREE = "checkpoint_tree"  # task extra: the work tree's tree at the last checkpoint
+
+
+# -- health check ------------------------------------------------------------------------
+
+
+def health_check(store: StateStore, record: dict[str, Any]) -> dict[str, Any] | None:
+    """Run the state's init_command; an ENV_SETUP failure is retried once, then the
+    session is closed and Negative (exit 1) raised."""
+    cfg = store.snapshot().config()
+    command = cfg.init_command
+    if not command:
+        return None
+    from git_handoff.ops import runner, trust
+
+    repo = store.repo
+    trust.require_trusted(repo, command, "init command")
+    result = None
+    for attempt in (1, 2):
+        result = runner.run_command(command, repo.root(), HEALTH_TIMEOUT)
+        if result.ok:
+            _log(store, "INIT", f"Environment health check: PASS ({'retry' if attempt == 2 else 'first try'})")
+            return {"ok": True, "attempts": attempt}
+        _log(store, "ERROR", f"Environment health check failed (try {attempt}/2): {_summary(result)}",
+             category="ENV_SETUP")
+    sessions.end(store)
+    raise Negative(f"[ENV_SETUP] the health check `{command}` failed twice ({_summary(result)}); "
+                   f"session {record['session']} stopped: fix the environment, then start a new session")
+
+
+def _summary(result: Any) -> str:
+    summary = getattr(result, "summary", None)
+    if callable(summary):
+        return str(summary())
+    tail = (getattr(result, "output_tail", "") or "").strip().splitlines()
+    return f"exit {getattr(result, 'exit_code', '?')}" + (f": {tail[-1]}" if tail else "")
+
+
+def _log(store: StateStore, kind: str, text: str, task: str | None = None, category: str | None = None) -> None:
+    def apply(tx: Tx) -> None:
+        tx.lines.append(format_log_line(store.session, kind, text, task=task, category=category))
+
+    store.transact(apply)
+
+
+# -- facts from git ------------------------------------------------------------------------
+
+
+def uncommitted(repo: Repo) -> bool:
+    proc = repo.git("status", "--porcelain", "--untracked-files=all", check=False)
+    return bool(proc.stdout.strip())
+
+
+def task_commits(repo: Repo, task: Task) -> list[str]:
+    """Commits since the task's started_at_commit not noted as another task's work."""
+    base = task.started_at_commit
+    head = repo.head()
+    if not base or not head or base == head or not repo.has_object(base):
+        return []
+    proc = repo.git("rev-list", f"{base}..{head}", check=False)
+    commits = proc.stdout.decode().split() if proc.returncode == 0 else []
+    try:
+        from git_handoff.ops import notes
+    except ImportError:
+        return commits
+    out = []
+    for commit in commits:
+        text = notes.read_note(repo, commit) or ""
+        owner = next((line[6:].strip() for line in text.splitlines() if line.startswith("task: ")), None)
+        if owner is None or owner == task.id:
+            out.append(commit)
+    return out
+
+
+def worktree_tree(repo: Repo) -> str | None:
+    """The tree of the work tree as it is (tracked and untracked, non-ignored files)."""
+    head = repo.head()
+    if head is None or repo.workdir is None:
+        return None
+    from git_handoff.ops import work
+
+    return str(work._worktree_tree(repo, head))
+
+
+# -- which tasks -------------------------------------------------------------------------
+
+
+def _here(task: Task, repo: Repo) -> bool:
+    where = task.get("worktree")
+    if not where:
+        return True
+    if repo.workdir is not None and Path(where).resolve() == repo.workdir:
+        return True
+    return not Path(where).exists()
+
+
+def left_behind(tasks: dict[str, Task], repo: Repo, worker: str, mode: str) -> list[Task]:
+    """In-progress tasks this worker or worktree left behind (concurrent mode: only its
+    own claims, or expired leases)."""
+    stamp = now_iso()
+    out = []
+    for t in tasks.values():
+        if t.status != "in_progress" or not _here(t, repo):
+            continue
+        if mode == "concurrent" and not (t.claimed_by == worker or schedule.lease_expired(t, stamp)):
+            continue
+        out.append(t)
+    return out
+
+
+# -- the matrix --------------------------------------------------------------------------
+
+
+def decide(dirty: bool, commits: bool, checkpoints: bool) -> str:
+    """The matrix row: 'fail-no-progress', 'check-checkpoints', 'validate' or 'commit-validate'."""
+    if dirty:
+        return "commit-validate"
+    if commits:
+        return "validate"
+    return "check-checkpoints" if checkpoints else "fail-no-progress"
+
+
+def recover(store: StateStore, record: dict[str, Any]) -> list[dict[str, Any]]:
+    repo = store.repo
+    snap = store.snapshot()
+    worker = str(record.get("worker") or sessions.worker_name(repo))
+    actions = []
+    for task in left_behind(snap.tasks(), repo, worker, snap.config().mode):
+        try:
+            actions.append(recover_task(store, task, worker))
+        except HandoffError as exc:
+            reason = exc.message.replace('"', "'")
+            _log(store, "RECOVERY", f'action="skip" reason="{reason}"', task=task.id)
+            actions.append({"task": task.id, "action": "skip", "reason": exc.message})
+    return actions
+
+
+def recover_task(store: StateStore, task: Task, worker: str) -> dict[str, Any]:
+    from git_handoff.ops import work
+
+    repo = store.repo
+    dirty = uncommitted(repo)
+    commits = task_commits(repo, task)
+    row = decide(dirty, bool(commits), bool(task.checkpoints))
+    facts = (f"uncommitted={'yes' if dirty else 'no'} task_commits={len(commits)} "
+             f"checkpoints={len(task.checkpoints)}")
+    if row == "fail-no-progress":
+        work.fail(store, task.id, reason="No progress detected", category="SESSION_TIMEOUT", force=True)
+        return _done(store, task, "fail", f"No progress detected ({facts})")
+    if row == "check-checkpoints":
+        recorded = task.get(CHECKPOINT_TREE)
+        current = worktree_tree(repo)
+        if recorded and recorded == current:
+            _resume(store, task, worker)
+            last = task.checkpoints[-1]
+            return _done(store, task, "resume",
+                         f"files match checkpoint step={last.get('step')}/{last.get('total') or '?'} ({facts})")
+        why = ("the files differ from the last checkpoint: work was lost" if recorded
+               else "the last checkpoint recorded no file state to verify: work was lost")
+        work.fail(store, task.id, reason=f"Checkpoints claim progress but {why}", category="SESSION_TIMEOUT",
+                  force=True)
+        return _done(store, task, "fail", f"{why} ({facts})")
+    if row == "commit-validate":
+        repo.git("add", "-A", "--", ".", cwd=repo.root())
+        repo.git("commit", "--no-verify", "-q", "-m", f"{task.id}: {task.title} (work recovered by session {store.session})",
+                 cwd=repo.root())
+    try:
+        work.done(store, task.id, force=True)
+    except Negative as exc:
+        return _done(store, task, "fail", f"validation failed, rolled back ({facts}): {exc.message}")
+    what = "committed the uncommitted changes, validation passed" if row == "commit-validate" else "validation passed"
+    return _done(store, task, "complete", f"{what} ({facts})")
+
+
+def _resume(store: StateStore, task: Task, worker: str) -> None:
+    repo = store.repo
+    seconds = task.get("lease_seconds") or 1800
+
+    def apply(tx: Tx) -> None:
+        current = tx.require_task(task.id)
+        if current.status != "in_progress":
+            raise Negative(f"task {task.id} is no longer in progress")
+        new = dataclasses.replace(
+            current, claimed_by=worker, lease_expires_at=iso(now() + timedelta(seconds=int(seconds)))
+        ).with_extra(worktree=str(repo.workdir) if repo.workdir else None, claim_session=tx.session,
+                     branch=repo.head_branch())
+        tx.put_task(new)
+
+    store.transact(apply)
+
+
+def _done(store: StateStore, task: Task, action: str, reason: str) -> dict[str, Any]:
+    shown = reason.replace('"', "'")
+    _log(store, "RECOVERY", f'action="{action}" reason="{shown}"', task=task.id)
+    return {"task": task.id, "action": action, "reason": reason}
