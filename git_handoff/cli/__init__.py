@@ -159,4 +159,9 @@ def get_store(session: int | None = None) -> Any:
     from git_handoff.gitrepo import Repo
     from git_handoff.store import StateStore
 
-    return StateStore(Repo.discover(), session=session)
+    store = StateStore(Repo.discover(), session=session)
+    from git_handoff.ops.sync import take_notices
+
+    for notice in take_notices(store.repo):  # e.g. a claim lost in a sync: told at the next command
+        click.echo(f"warning: {notice}", err=True)
+    return store

@@ -78,12 +78,22 @@ def task_options(for_edit: bool) -> Callable[[F], F]:
 @click.option("--max-sessions", type=int, default=None, metavar="N", help="Sessions before the work stops.")
 @click.option("--spec", default=None, metavar="PATH", help="The specification the work follows (shown to every session).")
 @click.option("--init-command", default=None, metavar="CMD", help="Health check run at every session start.")
+@click.option("--remote", default=None, metavar="REMOTE",
+              help="Share through REMOTE: sets handoff.remote and adds refspecs so `git fetch` brings the state.")
 @json_option
 def init_cmd(mode: str | None, max_tasks_per_session: int | None, max_sessions: int | None, spec: str | None,
-             init_command: str | None, as_json: bool) -> None:
+             init_command: str | None, remote: str | None, as_json: bool) -> None:
     """Create the state on refs/harness/state (idempotent; given options update the config)."""
-    result = ops.init(get_store(), mode=mode, max_tasks_per_session=max_tasks_per_session,
+    store = get_store()
+    chosen = None
+    if remote is not None:
+        from git_handoff.ops import sync
+
+        chosen = sync.named_remote(store.repo, remote)
+    result = ops.init(store, mode=mode, max_tasks_per_session=max_tasks_per_session,
                       max_sessions=max_sessions, spec=spec, init_command=init_command)
+    if chosen is not None:
+        sync.use_remote(store.repo, chosen)
     if as_json:
         emit_json(result)
     elif result["created"]:

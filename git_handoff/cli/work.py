@@ -15,6 +15,15 @@ from git_handoff.ops import work as ops
 force_option = click.option("--force", is_flag=True, help="Act even where the claim, branch or mode says no.")
 
 
+def auto_sync(store: Any) -> None:
+    """handoff.autoSync: push what the command just recorded; offline, say so on stderr."""
+    from git_handoff.ops import sync
+
+    problem = sync.auto_sync(store)
+    if problem:
+        click.echo(f"warning: {problem}", err=True)
+
+
 def _lease(text: str | None) -> int | None:
     return parse_duration(text) if text is not None else None
 
@@ -28,16 +37,27 @@ def _view(task: Task) -> dict[str, Any]:
 @click.option("--worker", default=None, metavar="W",
               help="Who claims [default: git config handoff.worker, else user@host:<worktree>].")
 @click.option("--lease", default=None, metavar="DURATION", help="How long the claim holds unrenewed (90s, 30m, 2h) [default: 30m].")
+@click.option("--remote", default=None, metavar="REMOTE",
+              help="Make the claim hold across machines: fetch, merge, claim, push to REMOTE "
+                   "[default with handoff.syncClaims=true: handoff.remote, else origin].")
 @force_option
 @json_option
-def claim_cmd(task_id: str | None, worker: str | None, lease: str | None, force: bool, as_json: bool) -> None:
+def claim_cmd(task_id: str | None, worker: str | None, lease: str | None, remote: str | None, force: bool,
+              as_json: bool) -> None:
     """Take the next eligible task (or ID) for this worktree, atomically.
 
     Exit 1 when nothing is eligible; 3 when another worktree holds the claim in
     exclusive mode, or the state kept changing. --force lets a worktree that
     already holds a task claim another, and overrides exclusive mode.
     """
-    task = ops.claim(get_store(), task_id, worker=worker, lease=_lease(lease), force=force)
+    from git_handoff.ops import sync
+
+    store = get_store()
+    target = sync.claims_sync_remote(store, remote)
+    if target is not None:
+        task = sync.claim_remote(store, task_id, worker=worker, lease=_lease(lease), force=force, remote=target)
+    else:
+        task = ops.claim(store, task_id, worker=worker, lease=_lease(lease), force=force)
     if as_json:
         emit_json(_view(task))
     else:
@@ -52,7 +72,9 @@ def claim_cmd(task_id: str | None, worker: str | None, lease: str | None, force:
 @json_option
 def renew_cmd(task_id: str, lease: str | None, force: bool, as_json: bool) -> None:
     """Push the lease of a claimed task forward."""
-    task = ops.renew(get_store(), task_id, lease=_lease(lease), force=force)
+    store = get_store()
+    task = ops.renew(store, task_id, lease=_lease(lease), force=force)
+    auto_sync(store)
     if as_json:
         emit_json(_view(task))
     else:
@@ -65,7 +87,9 @@ def renew_cmd(task_id: str, lease: str | None, force: bool, as_json: bool) -> No
 @json_option
 def release_cmd(task_id: str, force: bool, as_json: bool) -> None:
     """Give a claimed task back: pending again, no attempt counted, work tree untouched."""
-    task = ops.release(get_store(), task_id, force=force)
+    store = get_store()
+    task = ops.release(store, task_id, force=force)
+    auto_sync(store)
     if as_json:
         emit_json(_view(task))
     else:
@@ -81,7 +105,9 @@ def release_cmd(task_id: str, force: bool, as_json: bool) -> None:
 @json_option
 def checkpoint_cmd(task_id: str, message: str, step: int | None, total: int | None, force: bool, as_json: bool) -> None:
     """Record progress on a claimed task (also renews its lease)."""
-    task = ops.checkpoint(get_store(), task_id, message, step, total, force=force)
+    store = get_store()
+    task = ops.checkpoint(store, task_id, message, step, total, force=force)
+    auto_sync(store)
     if as_json:
         emit_json(_view(task))
     else:
@@ -113,14 +139,17 @@ def verify_cmd(task_id: str, as_json: bool) -> None:
 def done_cmd(task_id: str, force: bool, as_json: bool) -> None:
     """Complete a claimed task: its check must pass. A failing check fails the task
     exactly as `fail` does (attempt saved, work tree rolled back) and exits 1."""
+    store = get_store()
     try:
-        task = ops.done(get_store(), task_id, force=force)
+        task = ops.done(store, task_id, force=force)
     except Negative as exc:
+        auto_sync(store)
         if as_json and isinstance(exc.payload, dict):
             emit_json(exc.payload)
         elif isinstance(exc.payload, dict):
             _echo_fail(exc.payload)
         raise
+    auto_sync(store)
     if as_json:
         emit_json(_view(task))
     else:
@@ -159,7 +188,9 @@ def fail_cmd(task_id: str, reason: str, category: str, keep_worktree: bool, forc
     """Fail a claimed task: count the attempt, save its work under
     refs/harness/attempts/ID/N, `git reset --hard` to where it started, `git clean -fd`,
     then run the task's cleanup command."""
-    outcome = ops.fail(get_store(), task_id, reason=reason, category=category, keep_worktree=keep_worktree, force=force)
+    store = get_store()
+    outcome = ops.fail(store, task_id, reason=reason, category=category, keep_worktree=keep_worktree, force=force)
+    auto_sync(store)
     if as_json:
         emit_json(outcome)
     else:

@@ -440,7 +440,14 @@ def status(store: StateStore) -> dict[str, Any]:
         "last_session": meta.get("last_session"),
         "config": dataclasses.asdict(snap.config()),
         "state_commit": snap.commit,
+        "notes": _sync_notes(store),
     }
+
+
+def _sync_notes(store: StateStore) -> list[str]:
+    from git_handoff.ops import sync
+
+    return sync.pending_notes(store)
 
 
 def log(

@@ -1,0 +1,84 @@
+"""Commands for many machines: sync, trust."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from git_handoff.cli import emit_json, get_store, json_option
+
+
+def _sync_text(r: dict[str, Any]) -> list[str]:
+    action = {
+        "adopted": "adopted the remote's state",
+        "fast-forward": "fast-forwarded to the remote's state",
+        "merged": "merged the remote's state",
+        "pushed": "pushed",
+        "up-to-date": "up to date",
+        "no-remote-state": "the remote had no state",
+    }.get(r["action"], r["action"])
+    lines = [f"sync {r['remote']}: {action}; {r['incoming']} commit(s) in, {r['outgoing']} out"
+             + (f", {len(r['conflicts'])} conflict(s) resolved" if r["conflicts"] else "")]
+    for c in r["conflicts"]:
+        where = f"{c['record']} " if c.get("record") else f"{c['path']} "
+        lines.append(f"  conflict {where}{c['field']}: kept {c['kept']!r} over {c['dropped']!r}")
+    for item in r["claims_lost"]:
+        lines.append(f"  claim of {item['task']} by {item['worker']} lost (now {item['now']})")
+    att = r["attempts"]
+    if att["fetched"] or att["pushed"]:
+        lines.append(f"  attempts: {len(att['fetched'])} fetched, {len(att['pushed'])} pushed")
+    for ref in att["conflicting"]:
+        lines.append(f"  attempt {ref} differs on the remote; both kept (the remote's under refs/remotes/)")
+    if r["notes"] not in ("none", "up-to-date"):
+        lines.append(f"  notes: {r['notes']}")
+    return lines
+
+
+@click.command("sync")
+@click.argument("remote", required=False)
+@json_option
+def sync_cmd(remote: str | None, as_json: bool) -> None:
+    """Fetch, merge and push the state, attempts and notes (default: handoff.remote, else origin)."""
+    from git_handoff.ops import sync as ops
+
+    result = ops.sync(get_store(), remote)
+    if as_json:
+        emit_json(result)
+        return
+    for line in _sync_text(result):
+        click.echo(line)
+
+
+@click.command("trust")
+@click.argument("ids", nargs=-1)
+@click.option("--all", "approve_all", is_flag=True, help="Trust every command listed.")
+@json_option
+def trust_cmd(ids: tuple[str, ...], approve_all: bool, as_json: bool) -> None:
+    """List the commands that came from elsewhere, or approve them (--all, or by task ID)."""
+    from git_handoff.ops import trust as ops
+
+    store = get_store()
+    if not ids and not approve_all:
+        items = ops.untrusted(store)
+        if as_json:
+            emit_json(items)
+            return
+        if not items:
+            click.echo("every command in the state is trusted on this clone")
+            return
+        for item in items:
+            who = item.get("introduced_by") or "?"
+            when = item.get("introduced_at") or "?"
+            click.echo(f"{item['id']} {item['kind']}: {item['command']}")
+            click.echo(f"    introduced by {who} at {when}" + (f" ({item['commit'][:10]})" if item.get("commit") else ""))
+        click.echo("approve with `git handoff trust --all` or `git handoff trust ID...`")
+        return
+    approved = ops.approve(store, ids, approve_all=approve_all)
+    if as_json:
+        emit_json(approved)
+        return
+    if not approved:
+        click.echo("nothing to trust")
+    for item in approved:
+        click.echo(f"trusted {item['id']} {item['kind']}: {item['command']}")

@@ -1,0 +1,511 @@
+"""Pure 3-way merge of two state snapshots against their common base.
+
+Everything here takes and returns plain data (paths, bytes, JSON values), so the
+rules can be checked with property tests. The rules are chosen so that the result
+does not depend on which side is "ours": merge(b, x, y) == merge(b, y, x), and
+replicas forked from one base merge to the same state in any order.
+
+Per path (one blob per record):
+- changed on one side only: that side's version (a delete included);
+- deleted on one side, changed on the other: the changed record survives;
+- changed on both: merged by kind, chosen by path prefix:
+  - tasks/...json: per field. The claim fields (status, claimed_by, lease,
+    started_at_commit, completed_at, ...) move together as one unit, so a task never
+    ends up with one side's status and the other's claimer: `completed` wins, else
+    the unit written last (ties by a stable order of the values). `attempts` takes
+    the maximum; `error_log` and `checkpoints` are unions in time order;
+    `depends_on` is a set merge; any other field: written last wins.
+  - meta.json: numbers take the maximum, the rest as any record.
+  - config.toml: per key, written last wins (ties by value).
+  - format: the higher version.
+  - any other JSON object: per key, recursively for objects, lists are unions in
+    time order, other values: written last wins.
+  - anything else: the larger blob (a stable rule), reported.
+
+"Written last" uses the record's `updated_at` (or another timestamp it carries).
+When a field was decided by a merge, the record keeps `field_clock`
+{field: [time, digest]} so that the decision survives later merges in any order.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+TASK_PREFIX = "tasks/"
+META_PATH = "meta.json"
+CONFIG_PATH = "config.toml"
+FORMAT_PATH = "format"
+CLOCK = "field_clock"
+
+# Fields of a task that change together when it is claimed, released, failed or completed.
+CLAIM_UNIT = (
+    "status",
+    "claimed_by",
+    "lease_expires_at",
+    "started_at_commit",
+    "completed_at",
+    "claimed_at",
+    "worktree",
+    "branch",
+    "completed_commit",
+    "failed_at",
+)
+TASK_LOGS = ("error_log", "checkpoints")
+TASK_SETS = ("depends_on",)
+TASK_MAX = ("attempts",)
+NOT_TIMED = (*TASK_LOGS, *TASK_SETS, *TASK_MAX)
+TASK_ORDER = (
+    "id", "title", "status", "priority", "depends_on", "attempts", "max_attempts",
+    "started_at_commit", "validation", "on_failure", "error_log", "checkpoints", "completed_at",
+    "claimed_by", "lease_expires_at", "created_at", "spec_ref", "order", "updated_at",
+)
+RECORD_TIME_KEYS = ("updated_at", "ended_at", "written_at", "created_at", "started_at", "timestamp", "ts", "at")
+ITEM_TIME_KEYS = ("timestamp", "ts", "at", "time", "created_at", "started_at", "updated_at", "written_at")
+_TS = re.compile(r"\[?(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z)")
+
+_MISSING = object()
+
+
+@dataclass(frozen=True)
+class Conflict:
+    """A field both sides changed differently, and what the merge kept."""
+
+    path: str
+    field: str
+    kept: Any
+    dropped: Any
+    record: str | None = None  # task id, for tasks
+
+    def to_json(self) -> dict[str, Any]:
+        return {"path": self.path, "record": self.record, "field": self.field, "kept": self.kept, "dropped": self.dropped}
+
+
+@dataclass
+class Outcome:
+    """Result of merging one path."""
+
+    data: bytes | None
+    conflicts: list[Conflict] = field(default_factory=list)
+
+
+# -- helpers --------------------------------------------------------------------------
+
+
+def canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
+def digest(value: Any) -> str:
+    return hashlib.sha1(canonical(value).encode()).hexdigest()[:12]
+
+
+def record_time(record: Mapping[str, Any]) -> str:
+    for key in RECORD_TIME_KEYS:
+        value = record.get(key)
+        if isinstance(value, str) and value:
+            return value
+    return ""
+
+
+def item_time(item: Any) -> str:
+    if isinstance(item, dict):
+        for key in ITEM_TIME_KEYS:
+            value = item.get(key)
+            if isinstance(value, str) and value:
+                return value
+        return ""
+    if isinstance(item, str):
+        m = _TS.match(item)
+        return m.group(1) if m else ""
+    return ""
+
+
+def union_in_time_order(base: list[Any], ours: list[Any], theirs: list[Any]) -> list[Any]:
+    """Multiset union (an entry kept as often as the side having it most often): the
+    base's entries in base order, then the new ones by (time, text)."""
+    counts_o = Counter(canonical(x) for x in ours)
+    counts_t = Counter(canonical(x) for x in theirs)
+    wanted = {k: max(counts_o.get(k, 0), counts_t.get(k, 0)) for k in set(counts_o) | set(counts_t)}
+    values = {canonical(x): x for x in (*ours, *theirs)}
+    out: list[Any] = []
+    emitted: Counter[str] = Counter()
+    for item in base:
+        key = canonical(item)
+        if emitted[key] < wanted.get(key, 0):
+            out.append(values[key])
+            emitted[key] += 1
+    rest: list[tuple[str, str]] = []
+    for key, n in wanted.items():
+        rest.extend([(item_time(values[key]), key)] * (n - emitted[key]))
+    rest.sort()
+    out.extend(values[key] for _, key in rest)
+    return out
+
+
+def set_merge(base: list[Any], ours: list[Any], theirs: list[Any]) -> list[Any]:
+    """3-way set merge: an entry of the base stays unless a side removed it; an entry
+    either side added is kept."""
+    b = {canonical(x) for x in base}
+    o = {canonical(x): x for x in ours}
+    t = {canonical(x): x for x in theirs}
+    keep_base = [x for x in base if canonical(x) in o and canonical(x) in t]
+    added = sorted((set(o) | set(t)) - b)
+    values = {**o, **t}
+    seen: set[str] = set()
+    out = []
+    for x in keep_base:
+        k = canonical(x)
+        if k not in seen:
+            seen.add(k)
+            out.append(x)
+    out.extend(values[k] for k in added)
+    return out
+
+
+def _pick(ours_val: Any, ours_time: str, theirs_val: Any, theirs_time: str) -> tuple[Any, str]:
+    """Written last wins; a tie goes to the larger canonical value (a stable order)."""
+    ko = (ours_time, _canon(ours_val))
+    kt = (theirs_time, _canon(theirs_val))
+    return (ours_val, ours_time) if ko >= kt else (theirs_val, theirs_time)
+
+
+def _canon(value: Any) -> str:
+    return "\x00missing" if value is _MISSING else canonical(value)
+
+
+def _eq(a: Any, b: Any) -> bool:
+    if a is _MISSING or b is _MISSING:
+        return a is b
+    return type(a) is type(b) and bool(a == b)
+
+
+def _digest(value: Any) -> str:
+    return hashlib.sha1(_canon(value).encode()).hexdigest()[:12]
+
+
+def _is_num(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+# -- records --------------------------------------------------------------------------
+
+
+class _RecordMerge:
+    """Merge of one JSON object record, field by field (nested objects key by key)."""
+
+    def __init__(self, path: str, base: dict[str, Any] | None, ours: dict[str, Any], theirs: dict[str, Any],
+                 record: str | None = None) -> None:
+        self.path = path
+        self.base = base or {}
+        self.ours = ours
+        self.theirs = theirs
+        self.record = record
+        self.conflicts: list[Conflict] = []
+        self.clock: dict[str, list[str]] = {}
+        self.top = max(record_time(ours), record_time(theirs))
+
+    def stamp(self, name: str, when: str, value: Any) -> None:
+        self.clock[name] = [when, _digest(value)]
+
+    def lww(self, name: str, o: Any, t: Any, prefer: Any = None) -> Any:
+        to = field_time(self.ours, name, o)
+        tt = field_time(self.theirs, name, t)
+        if prefer is not None and prefer(o) != prefer(t):
+            chosen, when = (o, to) if prefer(o) > prefer(t) else (t, tt)
+        else:
+            chosen, when = _pick(o, to, t, tt)
+        dropped = t if chosen is o else o
+        self.stamp(name, when, chosen)
+        self.conflicts.append(Conflict(
+            self.path, name,
+            None if chosen is _MISSING else chosen,
+            None if dropped is _MISSING else dropped,
+            self.record,
+        ))
+        return chosen
+
+    def unit(self, name: str, keys: Iterable[str], *, prefer: Any = None) -> dict[str, Any]:
+        """Merge `keys` as one unit; returns the chosen {key: value} (missing keys left out)."""
+        keys = tuple(keys)
+
+        def take(rec: Mapping[str, Any]) -> dict[str, Any]:
+            return {k: rec[k] for k in keys if k in rec}
+
+        b, o, t = take(self.base), take(self.ours), take(self.theirs)
+        if o == t or t == b or o == b:
+            return self.keep(name, b, o, t)
+        return dict(self.lww(name, o, t, prefer))
+
+    def keep(self, name: str, b: Any, o: Any, t: Any) -> Any:
+        """The value when at most one side changed it; remembers when it was written,
+        so that a later merge with a third replica decides as if it saw all three."""
+        if _eq(o, t):
+            if not _eq(o, b):
+                self.stamp(name, max(field_time(self.ours, name, o), field_time(self.theirs, name, t)), o)
+            return o
+        if _eq(t, b):
+            self.stamp(name, field_time(self.ours, name, o), o)
+            return o
+        self.stamp(name, field_time(self.theirs, name, t), t)
+        return t
+
+    def key(self, name: str, b: Any, o: Any, t: Any, how: str) -> Any:
+        """Merge one value; returns _MISSING when the result has none."""
+        ot, ob = _eq(o, t), _eq(o, b)
+        if ot and ob:
+            return o
+        if isinstance(o, dict) and isinstance(t, dict):
+            bd = b if isinstance(b, dict) else {}
+            out = {}
+            for k in sorted(set(o) | set(t)):
+                v = self.key(f"{name}.{k}", bd.get(k, _MISSING), o.get(k, _MISSING), t.get(k, _MISSING),
+                             "union" if how == "union" else "lww")
+                if v is not _MISSING:
+                    out[k] = v
+            return out
+        if ot or ob or _eq(t, b):
+            return self.keep(name, b, o, t)
+        if isinstance(o, list) and isinstance(t, list):
+            bl = b if isinstance(b, list) else []
+            if how == "set":
+                return set_merge(bl, o, t)
+            if how in ("log", "union"):
+                return union_in_time_order(bl, o, t)
+        if how == "max" and _is_num(o) and _is_num(t):
+            return max(o, t)
+        return self.lww(name, o, t)
+
+    def finish(self, out: dict[str, Any]) -> dict[str, Any]:
+        clock: dict[str, list[str]] = {}
+        for rec in (self.ours, self.theirs):
+            old = rec.get(CLOCK)
+            if not isinstance(old, dict):
+                continue
+            for name, entry in old.items():
+                if not (isinstance(entry, list) and len(entry) == 2):
+                    continue
+                if name in self.clock:
+                    continue
+                if entry[1] == _digest(_lookup(out, name)):
+                    if name not in clock or str(entry[0]) > clock[name][0]:
+                        clock[name] = [str(entry[0]), str(entry[1])]
+        clock.update(self.clock)
+        # an entry that says no more than the record's own time is left out, and so are
+        # fields not decided by time (unions, maxima)
+        top = record_time(out)
+        clock = {k: v for k, v in clock.items() if v[0] < top and k.split(".")[0] not in NOT_TIMED}
+        if clock:
+            out[CLOCK] = dict(sorted(clock.items()))
+        else:
+            out.pop(CLOCK, None)
+        return out
+
+
+def field_time(record: Mapping[str, Any], name: str, value: Any) -> str:
+    """When `record` got this value of field (or unit) `name`: its clock entry if the
+    value is still the one the clock recorded, else the record's own time."""
+    clock = record.get(CLOCK)
+    if isinstance(clock, dict):
+        parts = name.split(".")
+        for n in range(len(parts), 0, -1):
+            prefix = ".".join(parts[:n])
+            entry = clock.get(prefix)
+            current = value if n == len(parts) else _lookup(record, prefix)
+            if isinstance(entry, list) and len(entry) == 2 and entry[1] == _digest(current):
+                return str(entry[0])
+    return record_time(record)
+
+
+def _lookup(rec: Mapping[str, Any], name: str) -> Any:
+    if name == "claim":
+        return {k: rec[k] for k in CLAIM_UNIT if k in rec}
+    value: Any = rec
+    for part in name.split("."):
+        if not isinstance(value, dict) or part not in value:
+            return _MISSING
+        value = value[part]
+    return value
+
+
+def merge_objects(path: str, base: dict[str, Any] | None, ours: dict[str, Any], theirs: dict[str, Any],
+                  *, numbers_max: bool = False) -> tuple[dict[str, Any], list[Conflict]]:
+    """Any JSON object: per key; objects recursively, lists as unions, numbers of
+    counters the maximum, the rest written-last-wins."""
+    m = _RecordMerge(path, base, ours, theirs)
+    b = base or {}
+    out: dict[str, Any] = {}
+    for key in sorted((set(ours) | set(theirs)) - {CLOCK}):
+        o, t = ours.get(key, _MISSING), theirs.get(key, _MISSING)
+        if key == "updated_at" and isinstance(o, str) and isinstance(t, str):
+            out[key] = max(o, t)
+            continue
+        how = "max" if numbers_max and _is_num(o) and _is_num(t) else "union"
+        v = m.key(key, b.get(key, _MISSING), o, t, how)
+        if v is not _MISSING:
+            out[key] = v
+    return m.finish(out), m.conflicts
+
+
+def merge_task(path: str, base: dict[str, Any] | None, ours: dict[str, Any], theirs: dict[str, Any]
+               ) -> tuple[dict[str, Any], list[Conflict]]:
+    task_id = ours.get("id") or theirs.get("id")
+    m = _RecordMerge(path, base, ours, theirs, str(task_id) if task_id is not None else None)
+    b = base or {}
+    out: dict[str, Any] = {}
+    out.update(m.unit("claim", CLAIM_UNIT, prefer=lambda u: u.get("status") == "completed"))
+    for key in (set(ours) | set(theirs)) - set(CLAIM_UNIT) - {CLOCK, "updated_at"}:
+        if key in TASK_MAX:
+            how = "max"
+        elif key in TASK_LOGS:
+            how = "log"
+        elif key in TASK_SETS:
+            how = "set"
+        else:
+            how = "lww"
+        v = m.key(key, b.get(key, _MISSING), ours.get(key, _MISSING), theirs.get(key, _MISSING), how)
+        if v is not _MISSING:
+            out[key] = v
+    times = [x for x in (ours.get("updated_at"), theirs.get("updated_at")) if isinstance(x, str)]
+    if times:
+        out["updated_at"] = max(times)
+    out = m.finish(out)
+    order = {k: n for n, k in enumerate(TASK_ORDER)}
+    ordered = dict(sorted(out.items(), key=lambda kv: (order.get(kv[0], len(order)), kv[0])))
+    return ordered, m.conflicts
+
+
+# -- non-JSON kinds -------------------------------------------------------------------
+
+
+def _merge_format(ours: bytes, theirs: bytes) -> bytes:
+    def version(raw: bytes) -> int:
+        tail = raw.decode(errors="replace").strip().rpartition(" ")[2]
+        return int(tail) if tail.isdigit() else -1
+
+    return max((ours, theirs), key=lambda raw: (version(raw), raw))
+
+
+def _merge_toml(path: str, base: bytes | None, ours: bytes, theirs: bytes) -> Outcome:
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        import tomli as tomllib  # type: ignore[no-redef]
+    try:
+        b = tomllib.loads(base.decode()) if base else {}
+        o = tomllib.loads(ours.decode())
+        t = tomllib.loads(theirs.decode())
+    except (ValueError, UnicodeDecodeError):
+        return _merge_opaque(path, ours, theirs)
+    merged, conflicts = merge_objects(path, b, o, t)
+    import tomlkit
+
+    # The larger text is the template (a stable choice), so comments of one side survive.
+    template = max(ours, theirs)
+    doc = tomlkit.parse(template.decode())
+    for key in list(doc.keys()):
+        if key not in merged:
+            del doc[key]
+    for key, value in merged.items():
+        if doc.get(key) != value:
+            doc[key] = value
+    return Outcome(tomlkit.dumps(doc).encode(), conflicts)
+
+
+def _merge_opaque(path: str, ours: bytes, theirs: bytes) -> Outcome:
+    kept, dropped = max(ours, theirs), min(ours, theirs)
+    return Outcome(kept, [Conflict(path, "*", _show(kept), _show(dropped))])
+
+
+def _show(raw: bytes) -> str:
+    text = raw.decode(errors="replace")
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _load_json(raw: bytes | None) -> Any:
+    if raw is None:
+        return None
+    try:
+        return json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        return _MISSING
+
+
+def dump_task(obj: dict[str, Any]) -> bytes:
+    return (json.dumps(obj, indent=2, ensure_ascii=False) + "\n").encode()
+
+
+def dump_record(obj: Any) -> bytes:
+    return (json.dumps(obj, indent=2, ensure_ascii=False, sort_keys=True) + "\n").encode()
+
+
+# -- one path, a whole state ----------------------------------------------------------
+
+
+def merge_file(path: str, base: bytes | None, ours: bytes | None, theirs: bytes | None) -> Outcome:
+    """Merge one path of the state tree (None: absent on that side)."""
+    if ours == theirs:
+        return Outcome(ours)
+    if ours == base:
+        return Outcome(theirs)
+    if theirs == base:
+        return Outcome(ours)
+    if ours is None or theirs is None:
+        # deleted on one side, changed on the other: the change survives
+        return Outcome(ours if ours is not None else theirs)
+    if path == FORMAT_PATH:
+        return Outcome(_merge_format(ours, theirs))
+    if path.endswith(".toml"):
+        return _merge_toml(path, base, ours, theirs)
+    b, o, t = _load_json(base), _load_json(ours), _load_json(theirs)
+    if o is _MISSING or t is _MISSING:
+        return _merge_opaque(path, ours, theirs)
+    if b is _MISSING:
+        b = None
+    if isinstance(o, dict) and isinstance(t, dict):
+        bd = b if isinstance(b, dict) else None
+        if path.startswith(TASK_PREFIX):
+            merged, conflicts = merge_task(path, bd, o, t)
+            return Outcome(dump_task(merged), conflicts)
+        merged, conflicts = merge_objects(path, bd, o, t, numbers_max=path == META_PATH)
+        return Outcome(dump_record(merged), conflicts)
+    if isinstance(o, list) and isinstance(t, list):
+        return Outcome(dump_record(union_in_time_order(b if isinstance(b, list) else [], o, t)))
+    return _merge_opaque(path, ours, theirs)
+
+
+def merge_states(base: Mapping[str, bytes], ours: Mapping[str, bytes], theirs: Mapping[str, bytes]
+                 ) -> tuple[dict[str, bytes], list[Conflict]]:
+    """Merge two whole states ({path: bytes}) against their base."""
+    out: dict[str, bytes] = {}
+    conflicts: list[Conflict] = []
+    for path in sorted(set(base) | set(ours) | set(theirs)):
+        result = merge_file(path, base.get(path), ours.get(path), theirs.get(path))
+        conflicts.extend(result.conflicts)
+        if result.data is not None:
+            out[path] = result.data
+    return out, conflicts
+
+
+def lost_claims(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Tasks (as JSON objects, by id) this side held in progress that the merge gave to
+    someone else or took away: [{task, worker, now}]."""
+    out = []
+    for task_id, old in before.items():
+        if old.get("status") != "in_progress" or not old.get("claimed_by"):
+            continue
+        new = after.get(task_id)
+        if new is None:
+            continue
+        if new.get("status") == "in_progress" and new.get("claimed_by") == old.get("claimed_by"):
+            continue
+        if new.get("status") == "completed" and new.get("claimed_by") == old.get("claimed_by"):
+            continue
+        out.append({"task": task_id, "worker": old.get("claimed_by"), "now": new.get("status"),
+                    "claimed_by": new.get("claimed_by")})
+    return out

@@ -1,0 +1,110 @@
+"""Fixtures shared by the sync tests: a shared remote (bare on disk, or a real git daemon)
+and clones of it."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import git, make_repo, run
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(params=["bare", "daemon"])
+def remote_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A URL of an empty shared remote: a bare repository on disk, or served by git daemon."""
+    base = tmp_path / "served"
+    base.mkdir()
+    bare = base / "remote.git"
+    git("init", "-q", "--bare", str(bare), cwd=base)
+    if request.param == "bare":
+        yield str(bare)
+        return
+    port = _free_port()
+    proc = subprocess.Popen(
+        ["git", "daemon", "--reuseaddr", f"--base-path={base}", "--export-all", "--enable=receive-pack",
+         "--listen=127.0.0.1", f"--port={port}", "--informative-errors", str(base)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline or proc.poll() is not None:
+                    raise RuntimeError("git daemon did not start") from None
+                time.sleep(0.05)
+        yield f"git://127.0.0.1:{port}/remote.git"
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+@pytest.fixture
+def clones(tmp_path: Path, remote_url: str) -> Callable[[str], Path]:
+    """clones(name): a clone of the shared remote (the first one seeds it with a commit)."""
+    made: list[Path] = []
+
+    def make(name: str) -> Path:
+        path = tmp_path / name
+        if not made:
+            make_repo(path)
+            git("remote", "add", "origin", remote_url, cwd=path)
+            git("push", "-q", "origin", "main", cwd=path)
+        else:
+            git("clone", "-q", remote_url, str(path), cwd=tmp_path)
+        made.append(path)
+        return path
+
+    return make
+
+
+def ok(*args: str, cwd: Path) -> dict | str:
+    r = run(*args, cwd=cwd)
+    assert r.rc == 0, f"{args}: rc={r.rc} err={r.err} out={r.out}"
+    return r.json() if "--json" in args else r.out
+
+
+def tree(path: Path) -> str:
+    return git("rev-parse", "refs/harness/state^{tree}", cwd=path)
+
+
+def task(path: Path, tid: str) -> dict:
+    return ok("show", tid, "--json", cwd=path)  # type: ignore[return-value]
+
+
+def set_status(path: Path, tid: str, status: str) -> None:
+    """Complete or fail a task through a state transaction (what done/fail write)."""
+    import dataclasses
+
+    from git_handoff.gitrepo import Repo
+    from git_handoff.model import now_iso
+    from git_handoff.store import StateStore
+
+    store = StateStore(Repo.discover(path))
+
+    def apply(tx):  # type: ignore[no-untyped-def]
+        t = tx.require_task(tid)
+        if status == "completed":
+            t = dataclasses.replace(t, status="completed", completed_at=now_iso(), claimed_by=None)
+        else:
+            t = dataclasses.replace(t, status="failed", attempts=t.attempts + 1,
+                                    error_log=(*t.error_log, f"[{now_iso()}] [TEST_FAIL] broke"))
+        tx.put_task(t)
+        tx.log("Completed" if status == "completed" else "ERROR", "by test", task=tid)
+
+    store.transact(apply)
+
+

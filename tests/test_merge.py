@@ -1,0 +1,246 @@
+"""Property tests of the pure state merge (git_handoff.merge)."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from git_handoff.merge import merge_file, merge_states, union_in_time_order
+
+TASK_IDS = ["a", "b", "c"]
+
+
+def tpath(task_id: str) -> str:
+    return f"tasks/0/0/{task_id}.json"
+
+
+def ts(n: int) -> str:
+    return f"2026-07-01T10:{n // 60:02d}:{n % 60:02d}Z"
+
+
+def task(task_id: str) -> dict[str, Any]:
+    return {
+        "id": task_id, "title": f"task {task_id}", "status": "pending", "priority": "P1", "depends_on": [],
+        "attempts": 0, "max_attempts": 3, "started_at_commit": None,
+        "validation": {"command": "true", "timeout_seconds": 300}, "on_failure": {"cleanup": None},
+        "error_log": [], "checkpoints": [], "completed_at": None, "claimed_by": None,
+        "lease_expires_at": None, "created_at": ts(0), "spec_ref": None, "order": 1, "updated_at": ts(0),
+    }
+
+
+def dump(obj: Any) -> bytes:
+    return (json.dumps(obj, indent=2) + "\n").encode()
+
+
+def base_state() -> dict[str, bytes]:
+    state = {tpath(t): dump(task(t)) for t in TASK_IDS}
+    state["meta.json"] = dump({"session_count": 0, "last_session": None})
+    state["format"] = b"git-handoff-state 1\n"
+    return state
+
+
+# One edit: (kind, task, value). Applied by a replica with its own clock.
+EDITS = st.tuples(
+    st.sampled_from(["title", "priority", "claim", "release", "complete", "fail", "checkpoint", "timeout",
+                     "command", "add", "session", "doc", "dep"]),
+    st.sampled_from(TASK_IDS),
+    st.integers(0, 3),
+)
+
+
+def apply_edits(state: dict[str, bytes], edits: list[tuple[str, str, int]], replica: int,
+                start: int) -> dict[str, bytes]:
+    out = dict(state)
+    for step, (kind, tid, value) in enumerate(edits):
+        now = ts(start + step * 4 + replica)
+        if kind == "session":
+            meta = json.loads(out["meta.json"])
+            meta["session_count"] += 1
+            meta["last_session"] = now
+            out["meta.json"] = dump(meta)
+            continue
+        if kind == "doc":
+            path = f"docs/{value}.json"
+            doc = json.loads(out[path]) if path in out else {"decisions": [], "created_at": now}
+            doc["decisions"].append({"what": f"r{replica} {step}", "at": now})
+            doc["updated_at"] = now
+            out[path] = dump(doc)
+            continue
+        if kind == "add":
+            new_id = f"n{replica}-{step}"
+            t = task(new_id)
+            t["created_at"] = t["updated_at"] = now
+            out[tpath(new_id)] = dump(t)
+            continue
+        t = json.loads(out[tpath(tid)])
+        if kind == "title":
+            t["title"] = f"title {value} by {replica}"
+        elif kind == "priority":
+            t["priority"] = f"P{value % 3}"
+        elif kind == "timeout":
+            t["validation"]["timeout_seconds"] = 100 + value
+        elif kind == "command":
+            t["validation"]["command"] = f"check {value}"
+        elif kind == "dep":
+            other = TASK_IDS[value % 3]
+            if other != tid and other not in t["depends_on"]:
+                t["depends_on"].append(other)
+        elif t["status"] == "completed":
+            continue
+        elif kind == "claim":
+            t.update(status="in_progress", claimed_by=f"w{replica}", lease_expires_at=now, started_at_commit="c")
+        elif kind == "release":
+            t.update(status="pending", claimed_by=None, lease_expires_at=None)
+        elif kind == "complete":
+            t.update(status="completed", completed_at=now, claimed_by=None, lease_expires_at=None)
+        elif kind == "fail":
+            t.update(status="failed", claimed_by=None, lease_expires_at=None, attempts=t["attempts"] + 1)
+            t["error_log"].append(f"[{now}] [TEST_FAIL] failed by {replica}")
+        elif kind == "checkpoint":
+            t["checkpoints"].append({"step": value, "total": 3, "description": f"r{replica}", "timestamp": now})
+        t["updated_at"] = now
+        out[tpath(tid)] = dump(t)
+    return out
+
+
+edit_lists = st.lists(EDITS, max_size=6)
+
+
+def replicas(base: dict[str, bytes], *edit_sets: list[tuple[str, str, int]]) -> list[dict[str, bytes]]:
+    return [apply_edits(base, edits, n + 1, 100) for n, edits in enumerate(edit_sets)]
+
+
+def merged(base: dict[str, bytes], a: dict[str, bytes], b: dict[str, bytes]) -> dict[str, bytes]:
+    return merge_states(base, a, b)[0]
+
+
+def tasks_of(state: dict[str, bytes]) -> dict[str, dict[str, Any]]:
+    return {p: json.loads(v) for p, v in state.items() if p.startswith("tasks/")}
+
+
+@settings(max_examples=150, deadline=None)
+@given(edit_lists, edit_lists)
+def test_commutative(e1: list, e2: list) -> None:
+    base = base_state()
+    x, y = replicas(base, e1, e2)
+    assert merged(base, x, y) == merged(base, y, x)
+
+
+@settings(max_examples=100, deadline=None)
+@given(edit_lists, edit_lists)
+def test_idempotent(e1: list, e2: list) -> None:
+    base = base_state()
+    x, y = replicas(base, e1, e2)
+    assert merged(base, x, x) == x
+    assert merged(base, x, base) == x
+    m = merged(base, x, y)
+    assert merged(base, m, m) == m
+    # merging again what was already merged changes nothing
+    assert merged(x, m, x) == m
+
+
+@settings(max_examples=150, deadline=None)
+@given(edit_lists, edit_lists)
+def test_nothing_lost(e1: list, e2: list) -> None:
+    base = base_state()
+    x, y = replicas(base, e1, e2)
+    m = tasks_of(merged(base, x, y))
+    for side in (tasks_of(x), tasks_of(y)):
+        for path, t in side.items():
+            assert path in m, "a task disappeared"
+            got = m[path]
+            if t["status"] == "completed":
+                assert got["status"] == "completed", "a completed task was lost"
+            assert got["attempts"] >= t["attempts"], "attempts decreased"
+            for log in ("error_log", "checkpoints"):
+                have = Counter(json.dumps(e, sort_keys=True) for e in got[log])
+                for entry, n in Counter(json.dumps(e, sort_keys=True) for e in t[log]).items():
+                    assert have[entry] >= n, f"{log} lost an entry"
+            # the claim fields move together
+            if got["status"] == "in_progress":
+                assert got["claimed_by"] is not None
+    meta = json.loads(merged(base, x, y)["meta.json"])
+    assert meta["session_count"] == max(json.loads(x["meta.json"])["session_count"],
+                                        json.loads(y["meta.json"])["session_count"])
+
+
+@settings(max_examples=200, deadline=None)
+@given(edit_lists, edit_lists, edit_lists)
+def test_three_replicas_any_order(e1: list, e2: list, e3: list) -> None:
+    base = base_state()
+    x, y, z = replicas(base, e1, e2, e3)
+    results = [
+        merged(base, merged(base, x, y), z),
+        merged(base, x, merged(base, y, z)),
+        merged(base, merged(base, x, z), y),
+        merged(base, z, merged(base, y, x)),
+    ]
+    for r in results[1:]:
+        assert r == results[0]
+
+
+def test_different_fields_both_survive() -> None:
+    base = base_state()
+    x = apply_edits(base, [("title", "a", 1)], 1, 100)
+    y = apply_edits(base, [("timeout", "a", 2), ("priority", "a", 0)], 2, 100)
+    m, conflicts = merge_states(base, x, y)
+    t = json.loads(m[tpath("a")])
+    assert t["title"] == "title 1 by 1"
+    assert t["validation"]["timeout_seconds"] == 102
+    assert t["priority"] == "P0"
+    assert conflicts == []
+
+
+def test_same_field_latest_wins_and_is_reported() -> None:
+    base = base_state()
+    x = apply_edits(base, [("title", "a", 1)], 1, 100)  # written at 100+1
+    y = apply_edits(base, [("title", "a", 2)], 2, 100)  # written at 100+2: later
+    m, conflicts = merge_states(base, x, y)
+    assert json.loads(m[tpath("a")])["title"] == "title 2 by 2"
+    assert [(c.field, c.kept, c.dropped) for c in conflicts] == [("title", "title 2 by 2", "title 1 by 1")]
+
+
+def test_two_claims_one_winner_completed_beats_claim() -> None:
+    base = base_state()
+    x = apply_edits(base, [("claim", "a", 0)], 1, 100)
+    y = apply_edits(base, [("claim", "a", 0)], 2, 100)
+    t = json.loads(merged(base, x, y)[tpath("a")])
+    assert t["status"] == "in_progress" and t["claimed_by"] == "w2"
+    late = apply_edits(base, [("claim", "a", 0), ("claim", "b", 0), ("title", "c", 0)], 2, 200)
+    done = apply_edits(base, [("complete", "a", 0)], 1, 100)
+    t = json.loads(merged(base, late, done)[tpath("a")])
+    assert t["status"] == "completed" and t["claimed_by"] is None
+
+
+def test_delete_vs_change_keeps_change() -> None:
+    base = base_state()
+    x = dict(base)
+    del x[tpath("a")]
+    y = apply_edits(base, [("title", "a", 3)], 2, 100)
+    assert merged(base, x, y)[tpath("a")] == y[tpath("a")]
+    assert tpath("a") not in merged(base, x, base)
+
+
+def test_unknown_kinds() -> None:
+    assert merge_file("format", b"git-handoff-state 1\n", b"git-handoff-state 1\n", b"git-handoff-state 2\n").data \
+        == b"git-handoff-state 2\n"
+    out = merge_file("blob.bin", b"a", b"b", b"c")
+    assert out.data == b"c" and out.conflicts
+    toml = merge_file("config.toml", b"mode = 'exclusive'\nmax_sessions = 5\n", b"mode = 'concurrent'\nmax_sessions = 5\n",
+                      b"# keep me\nmode = 'exclusive'\nmax_sessions = 9\n")
+    assert toml.data is not None
+    text = toml.data.decode()
+    assert "concurrent" in text and "9" in text
+
+
+def test_union_keeps_duplicates_and_time_order() -> None:
+    base = ["[2026-01-01T00:00:01Z] x"]
+    ours = base + ["[2026-01-01T00:00:05Z] y", "[2026-01-01T00:00:05Z] y"]
+    theirs = base + ["[2026-01-01T00:00:03Z] z", "[2026-01-01T00:00:05Z] y"]
+    assert union_in_time_order(base, ours, theirs) == [
+        "[2026-01-01T00:00:01Z] x", "[2026-01-01T00:00:03Z] z", "[2026-01-01T00:00:05Z] y", "[2026-01-01T00:00:05Z] y"
+    ]

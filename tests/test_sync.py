@@ -1,0 +1,287 @@
+# ruff: noqa: F811  (pytest fixtures imported from tests.sync_helpers)
+"""sync against a bare remote on disk and against a real `git daemon` (git://)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import git, make_repo, run, state_head
+from tests.sync_helpers import clones, ok, remote_url, set_status, task, tree  # noqa: F401
+
+
+def test_fresh_clone_adopts_state_and_first_push(clones: Callable[[str], Path]) -> None:
+    a = clones("a")
+    ok("init", cwd=a)
+    for n in range(3):
+        ok("add", f"task {n}", "--id", f"t{n}", "--check", "true", cwd=a)
+    first = ok("sync", "--json", cwd=a)
+    assert first["action"] == "pushed" and "refs/harness/state" in first["pushed"]
+    b = clones("b")
+    assert state_head(b) is None
+    got = ok("sync", "--json", cwd=b)
+    assert got["action"] == "adopted" and got["incoming"] >= 4
+    assert state_head(b) == state_head(a)
+    assert [t["id"] for t in json.loads(run("list", "--json", cwd=b).out)] == ["t0", "t1", "t2"]
+    # a plain `git fetch` now brings the state too, into remote-tracking refs only
+    assert "+refs/harness/*:refs/remotes/origin/harness/*" in git("config", "--get-all", "remote.origin.fetch", cwd=b)
+    again = ok("sync", "--json", cwd=b)
+    assert again["action"] == "up-to-date" and again["pushed"] == []
+
+
+def test_offline_divergence_converges(clones: Callable[[str], Path]) -> None:
+    a = clones("a")
+    ok("init", cwd=a)
+    for n in range(4):
+        ok("add", f"task {n}", "--id", f"t{n}", "--check", "true", cwd=a)
+    ok("sync", cwd=a)
+    b = clones("b")
+    ok("sync", cwd=b)
+    # offline: each completes a different task and edits a different field of t3
+    set_status(a, "t0", "completed")
+    set_status(b, "t1", "completed")
+    set_status(b, "t2", "failed")
+    ok("edit", "t3", "--title", "renamed on a", cwd=a)
+    ok("edit", "t3", "--priority", "P0", cwd=b)
+    ok("add", "only on a", "--id", "a1", cwd=a)
+    ok("add", "only on b", "--id", "b1", cwd=b)
+    ok("sync", cwd=a)
+    merged = ok("sync", "--json", cwd=b)
+    assert merged["action"] == "merged"
+    ok("sync", cwd=a)
+    assert tree(a) == tree(b)
+    assert state_head(a) == state_head(b)
+    for where in (a, b):
+        assert task(where, "t0")["status"] == "completed"
+        assert task(where, "t1")["status"] == "completed"
+        assert task(where, "t2")["status"] == "failed" and task(where, "t2")["attempts"] == 1
+        t3 = task(where, "t3")
+        assert (t3["title"], t3["priority"]) == ("renamed on a", "P0")
+        assert {"a1", "b1"} <= {t["id"] for t in json.loads(run("list", "--json", cwd=where).out)}
+    # the merge commit has both parents and says what it did in SYNC lines
+    head = state_head(b)
+    assert len(git("rev-list", "--parents", "-n1", head, cwd=b).split()) == 3
+    assert "SYNC merged origin" in git("log", "-1", "--format=%B", head, cwd=b)
+    # every log line of both sides survives in the history
+    log = run("log", cwd=a).out
+    assert "only on a" in log and "only on b" in log
+
+
+def test_same_field_conflict_is_reported(clones: Callable[[str], Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    a = clones("a")
+    ok("init", cwd=a)
+    ok("add", "x", "--id", "t", cwd=a)
+    ok("sync", cwd=a)
+    b = clones("b")
+    ok("sync", cwd=b)
+    monkeypatch.setenv("GIT_HANDOFF_NOW", "2026-07-01T11:00:00Z")
+    ok("edit", "t", "--title", "early", cwd=a)
+    monkeypatch.setenv("GIT_HANDOFF_NOW", "2026-07-01T12:00:00Z")
+    ok("edit", "t", "--title", "late", cwd=b)
+    ok("sync", cwd=b)
+    r = ok("sync", "--json", cwd=a)
+    assert [(c["record"], c["field"], c["kept"]) for c in r["conflicts"]] == [("t", "title", "late")]
+    assert task(a, "t")["title"] == "late"
+    assert "SYNC [t] conflict title" in git("log", "-1", "--format=%B", "refs/harness/state", cwd=a)
+
+
+def test_local_transaction_never_lost(clones: Callable[[str], Path]) -> None:
+    a = clones("a")
+    ok("init", cwd=a)
+    ok("sync", cwd=a)
+    b = clones("b")
+    ok("sync", cwd=b)
+    ok("add", "local only", "--id", "mine", cwd=a)  # never pushed yet
+    ok("add", "theirs", "--id", "theirs", cwd=b)
+    ok("sync", cwd=b)  # someone else pushes first
+    # a plain fetch does not touch the local state ref
+    before = state_head(a)
+    git("fetch", "-q", "origin", cwd=a)
+    assert state_head(a) == before
+    ok("sync", cwd=a)
+    ok("sync", cwd=b)
+    for where in (a, b):
+        ids = {t["id"] for t in json.loads(run("list", "--json", cwd=where).out)}
+        assert {"mine", "theirs"} <= ids
+
+
+def test_notes_travel(clones: Callable[[str], Path]) -> None:
+    a = clones("a")
+    ok("init", cwd=a)
+    ok("sync", cwd=a)
+    b = clones("b")
+    ok("sync", cwd=b)
+    commit = git("rev-parse", "HEAD", cwd=a)
+    git("notes", "--ref=harness", "add", "-m", "task: t1 session: 1", commit, cwd=a)
+    (b / "f").write_text("x")
+    git("add", "f", cwd=b)
+    git("commit", "-qm", "work on b", cwd=b)
+    other = git("rev-parse", "HEAD", cwd=b)
+    git("notes", "--ref=harness", "add", "-m", "task: t2 session: 2", other, cwd=b)
+    git("notes", "--ref=harness", "add", "-m", "seen on b", commit, cwd=b)
+    ok("sync", cwd=a)
+    r = ok("sync", "--json", cwd=b)
+    assert r["notes"] == "merged"
+    ok("sync", cwd=a)
+    assert "task: t1 session: 1" in git("notes", "--ref=harness", "show", commit, cwd=b)
+    assert "seen on b" in git("notes", "--ref=harness", "show", commit, cwd=a)
+    git("fetch", "-q", "origin", "main", cwd=a)
+    assert "task: t2 session: 2" in git("notes", "--ref=harness", "show", other, cwd=a)
+    assert "task: t1" in git("log", "--notes=harness", "-1", commit, cwd=b)
+
+
+def test_attempt_refs_travel(clones: Callable[[str], Path]) -> None:
+    a = clones("a")
+    ok("init", cwd=a)
+    ok("sync", cwd=a)
+    b = clones("b")
+    head = git("rev-parse", "HEAD", cwd=a)
+    git("update-ref", "refs/harness/attempts/t1/1", head, cwd=a)
+    r = ok("sync", "--json", cwd=a)
+    assert r["attempts"]["pushed"] == ["refs/harness/attempts/t1/1"]
+    r = ok("sync", "--json", cwd=b)
+    assert r["attempts"]["fetched"] == ["refs/harness/attempts/t1/1"]
+    assert git("rev-parse", "refs/harness/attempts/t1/1", cwd=b) == head
+
+
+def test_hostile_remote_command_needs_trust(clones: Callable[[str], Path]) -> None:
+    a = clones("a")
+    ok("init", cwd=a)
+    ok("add", "x", "--id", "t", "--check", "true", cwd=a)
+    ok("sync", cwd=a)
+    b = clones("b")
+    ok("sync", cwd=b)
+    listed = json.loads(run("trust", "--json", cwd=b).out)
+    assert [(i["id"], i["kind"], i["command"]) for i in listed] == [("t", "validation", "true")]
+    ok("trust", "--all", cwd=b)
+    assert json.loads(run("trust", "--json", cwd=b).out) == []
+    marker = b / "PWNED"
+    ok("edit", "t", "--check", f"touch {marker}", cwd=a)
+    ok("sync", cwd=a)
+    ok("sync", cwd=b)
+    from git_handoff.gitrepo import Repo
+    from git_handoff.ops import trust
+
+    with pytest.raises(Exception, match="git handoff trust"):
+        trust.require_trusted(Repo.discover(b), f"touch {marker}", "validation command")
+    items = json.loads(run("trust", "--json", cwd=b).out)
+    assert [(i["id"], i["command"]) for i in items] == [("t", f"touch {marker}")]
+    assert items[0]["introduced_by"] == "Test Author" and items[0]["introduced_at"]
+    assert "introduced by" in run("trust", cwd=b).out
+    assert not marker.exists()
+    ok("trust", "t", cwd=b)
+    assert trust.is_trusted(Repo.discover(b), f"touch {marker}")
+
+
+# -- bad input: one line, documented exit code, nothing changed --------------------------
+
+
+def test_bad_inputs(clones: Callable[[str], Path], tmp_path: Path) -> None:
+    a = clones("a")
+    ok("init", cwd=a)
+    before = state_head(a)
+    cases = [
+        (("sync", "nosuchremote"), 2, "unknown remote"),
+        (("sync", str(tmp_path / "missing.git")), 2, "cannot fetch"),
+        (("trust", "nosuchtask"), 2, "no task"),
+    ]
+    for args, code, text in cases:
+        r = run(*args, cwd=a)
+        assert r.rc == code, (args, r)
+        assert r.err.count("\n") == 1 and text in r.err and r.out == ""
+        assert state_head(a) == before
+    git("remote", "remove", "origin", cwd=a)
+    r = run("sync", cwd=a)
+    assert r.rc == 2 and "no remote 'origin'" in r.err
+    outside = tmp_path / "plain"
+    outside.mkdir()
+    r = run("sync", cwd=outside)
+    assert r.rc == 2 and "not a git repository" in r.err
+    fresh = make_repo(tmp_path / "fresh")
+    empty = tmp_path / "empty.git"
+    git("init", "-q", "--bare", str(empty), cwd=tmp_path)
+    r = run("sync", str(empty), cwd=fresh)
+    assert r.rc == 2 and "not initialized" in r.err.lower() or "nothing to sync" in r.err
+    assert state_head(fresh) is None
+
+
+def test_two_independent_inits_merge(clones: Callable[[str], Path]) -> None:
+    a = clones("a")
+    b = clones("b")
+    ok("init", cwd=a)
+    ok("add", "from a", "--id", "ta", cwd=a)
+    ok("init", "--mode", "concurrent", cwd=b)
+    ok("add", "from b", "--id", "tb", cwd=b)
+    ok("sync", cwd=a)
+    r = ok("sync", "--json", cwd=b)
+    assert r["action"] == "merged"
+    ok("sync", cwd=a)
+    assert tree(a) == tree(b)
+    ids = {t["id"] for t in json.loads(run("list", "--json", cwd=a).out)}
+    assert ids == {"ta", "tb"}
+    # both set `mode` with no common base and no time to order them: a stable rule, the same everywhere
+    modes = {json.loads(run("status", "--json", cwd=w).out)["config"]["mode"] for w in (a, b)}
+    assert len(modes) == 1
+
+
+def test_transaction_during_sync_is_kept(clones: Callable[[str], Path]) -> None:
+    """A local transaction landing right after the fetch, before the merge, is kept."""
+    from git_handoff.gitrepo import Repo
+    from git_handoff.ops import sync as sync_ops
+    from git_handoff.ops import tasks as task_ops
+    from git_handoff.store import StateStore
+
+    a = clones("a")
+    ok("init", cwd=a)
+    ok("sync", cwd=a)
+    b = clones("b")
+    ok("sync", cwd=b)
+    ok("add", "remote side", "--id", "r1", cwd=a)
+    ok("sync", cwd=a)
+    store = StateStore(Repo.discover(b))
+    real_fetch = sync_ops.fetch
+
+    def fetch_then_local_write(repo, remote):  # type: ignore[no-untyped-def]
+        real_fetch(repo, remote)
+        task_ops.add(StateStore(Repo.discover(b)), title="raced in", task_id="l1")
+
+    sync_ops.fetch = fetch_then_local_write  # type: ignore[assignment]
+    try:
+        sync_ops.sync(store, "origin")
+    finally:
+        sync_ops.fetch = real_fetch  # type: ignore[assignment]
+    ok("sync", cwd=a)
+    for where in (a, b):
+        assert {"r1", "l1"} <= {t["id"] for t in json.loads(run("list", "--json", cwd=where).out)}
+
+
+def test_init_remote_adds_refspecs(clones: Callable[[str], Path]) -> None:
+    a = clones("a")
+    r = run("init", "--remote", "nowhere", cwd=a)
+    assert r.rc == 2 and "unknown remote" in r.err and state_head(a) is None
+    git("remote", "rename", "origin", "shared", cwd=a)
+    ok("init", "--remote", "shared", cwd=a)
+    assert git("config", "handoff.remote", cwd=a) == "shared"
+    assert "+refs/harness/*:refs/remotes/shared/harness/*" in git("config", "--get-all", "remote.shared.fetch", cwd=a)
+    ok("sync", cwd=a)  # handoff.remote is the default
+    git("fetch", "-q", "shared", cwd=a)
+    assert git("rev-parse", "refs/remotes/shared/harness/state", cwd=a) == state_head(a)
+
+
+def test_remote_refusing_is_contention(tmp_path: Path) -> None:
+    remote = tmp_path / "remote.git"
+    git("init", "-q", "--bare", str(remote), cwd=tmp_path)
+    hook = remote / "hooks" / "pre-receive"
+    hook.write_text("#!/bin/sh\necho 'no state here' >&2\nexit 1\n")
+    hook.chmod(0o755)
+    a = make_repo(tmp_path / "a")
+    git("remote", "add", "origin", str(remote), cwd=a)
+    ok("init", cwd=a)
+    before = state_head(a)
+    r = run("sync", cwd=a)
+    assert r.rc == 3 and "refused" in r.err and r.err.count("\n") == 1
+    assert state_head(a) == before
+    assert git("ls-remote", str(remote), cwd=a) == ""
