@@ -35,7 +35,7 @@ WINDOW = 1000
 def long_haul(quick: bool, transactions: int | None = None) -> list[Row]:
     from git_handoff.ops import tasks as ops
 
-    total = transactions or (3000 if quick else 20000)
+    total = transactions or (2000 if quick else 20000)
     path = state_copy("longhaul", TASKS)
     store = store_for(path)
     git_dir = store.repo.common_dir
@@ -66,8 +66,11 @@ def long_haul(quick: bool, transactions: int | None = None) -> list[Row]:
         Row(f"long haul {total:,} tx: p50 start / end", f"{ms(p50s)} / {ms(p50e)}", "-", p50e / p50s),
         Row(f"long haul {total:,} tx: p99 end vs start", ms(p99e), f"p99 start {ms(p99s)}", p99e / p99s,
             "<= 2x", p99e <= 2 * p99s),
+        # Loose objects stay under a bound that does not depend on the run's length, so
+        # per 1,000 transactions is only meaningful at the full run's 20,000.
         Row(f"long haul {total:,} tx: loose objects after gc", f"{loose_end} ({per_k:.1f} per 1,000 tx; peak {max_loose})",
-            "-", None, "< 20 per 1,000 tx", per_k < 20),
+            "-", None, "< 20 per 1,000 tx" + (" (at 20,000 tx)" if total < 20000 else ""),
+            per_k < 20 if total >= 20000 else None),
         Row(f"long haul {total:,} tx: disk per transaction", kib((disk_after - disk_before) / total),
             f"objects/ {kib(disk_after)} total", None),
     ]

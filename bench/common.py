@@ -276,9 +276,11 @@ def disk_bytes(path: Path) -> int:
 
 
 def wait_for_gc(git_dir: Path, timeout: float = 120) -> None:
-    """Wait until no `git gc` holds gc.pid in this repository (the store's gc runs detached)."""
+    """Wait until the store's background packing (handoff/gc.running) and any `git gc`
+    (gc.pid) in this repository are done: both run detached from the process that started them."""
     deadline = time.monotonic() + timeout
-    while (git_dir / "gc.pid").exists() and time.monotonic() < deadline:
+    markers = (git_dir / "handoff" / "gc.running", git_dir / "gc.pid")
+    while any(m.exists() for m in markers) and time.monotonic() < deadline:
         time.sleep(0.05)
 
 
