@@ -26,6 +26,7 @@ from git_handoff.errors import (
     Contention,
     GitFailure,
     HandoffError,
+    InvalidState,
     Negative,
     NotInitialized,
     UsageError,
@@ -35,6 +36,7 @@ from git_handoff.store import (
     ATTEMPTS_PREFIX,
     NOTES_REF,
     STATE_REF,
+    TASKS_DIR,
     Snapshot,
     StateStore,
     Tx,
@@ -245,6 +247,21 @@ def _short(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
+def _check_incoming(repo: Repo, changes: dict[str, Any], label: str) -> None:
+    """Refuse (exit 2, nothing changed) task records from `label` this version cannot read:
+    taken in, one would make the local state unreadable for every later command."""
+    from git_handoff.model import Task
+
+    for path, value in changes.items():
+        if not path.startswith(TASKS_DIR + "/") or value is None:
+            continue
+        data = value if isinstance(value, bytes) else repo.read_blob(value)
+        try:
+            Task.loads(data, source=f"{path} in the state of {label}")
+        except UsageError as exc:
+            raise InvalidState(f"{exc.message}; nothing was merged") from None
+
+
 def integrate(store: StateStore, theirs: str | None, label: str) -> dict[str, Any]:
     """Bring commit `theirs` (the remote's state) into the local state ref."""
     repo = store.repo
@@ -257,6 +274,7 @@ def integrate(store: StateStore, theirs: str | None, label: str) -> dict[str, An
         for _ in range(20):
             ours = store.head()
             if ours is None:
+                Snapshot(repo, theirs).tasks()  # every record readable
                 if repo.cas_ref(STATE_REF, theirs, None, f"handoff: adopted the state of {label}"):
                     report.update(action="adopted", incoming=repo.count_commits(theirs))
                     return report
@@ -266,6 +284,8 @@ def integrate(store: StateStore, theirs: str | None, label: str) -> dict[str, An
                 return report
             incoming = repo.count_commits(theirs, ours)
             if repo.is_ancestor(ours, theirs):
+                diff = repo.tree_diff(repo.commit_tree(ours), repo.commit_tree(theirs))
+                _check_incoming(repo, {p: new for p, (_, new) in diff.items()}, label)
                 lost = _lost_claims(repo, repo.commit_tree(ours), repo.commit_tree(theirs))
                 if repo.cas_ref(STATE_REF, theirs, ours, f"handoff: fast-forward to {label}"):
                     report.update(action="fast-forward", incoming=incoming, claims_lost=lost)
@@ -275,6 +295,7 @@ def integrate(store: StateStore, theirs: str | None, label: str) -> dict[str, An
             base = repo.merge_base(ours, theirs)
             changes, conflicts = merge_changes(repo, repo.commit_tree(base) if base else None,
                                                repo.commit_tree(ours), repo.commit_tree(theirs))
+            _check_incoming(repo, changes, label)
             outgoing = repo.count_commits(ours, theirs)
             lines = [format_log_line(store.session, "SYNC",
                                      f"merged {label}: in={incoming} out={outgoing} conflicts={len(conflicts)}")]
