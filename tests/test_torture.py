@@ -45,7 +45,8 @@ def handoff(repo: Path, *args: str, timeout: float = 60) -> subprocess.Completed
 def fsck_clean(repo: Path) -> None:
     proc = subprocess.run(["git", "fsck", "--no-progress", "--no-dangling"], cwd=repo, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    noisy = [line for line in (proc.stdout + proc.stderr).splitlines() if line.strip()]
+    noisy = [line for line in (proc.stdout + proc.stderr).splitlines()
+             if line.strip() and not line.startswith("notice: HEAD points to an unborn branch")]
     assert not noisy, noisy
 
 
@@ -55,13 +56,19 @@ def state_tasks(repo: Path) -> dict[str, dict]:
     return {t["id"]: t for t in json.loads(r.stdout)}
 
 
+LAST_OUTPUT: list[str] = [""]
+
+
 def kill_at_random(repo: Path, argv: list[str], delay: float) -> int | None:
-    """Start `git handoff ARGV`, SIGKILL it after `delay` s; its exit code when it finished first."""
-    proc = subprocess.Popen(handoff_argv(*argv), cwd=repo, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            env=child_env())
+    """Start `git handoff ARGV`, SIGKILL it after `delay` s; its exit code when it finished
+    first (its stdout is then in LAST_OUTPUT[0])."""
+    proc = subprocess.Popen(handoff_argv(*argv), cwd=repo, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                            env=child_env(), text=True)
     deadline = time.monotonic() + delay
+    LAST_OUTPUT[0] = ""
     while time.monotonic() < deadline:
         if proc.poll() is not None:
+            LAST_OUTPUT[0] = proc.stdout.read() if proc.stdout else ""
             return proc.returncode
         time.sleep(0.001)
     proc.send_signal(signal.SIGKILL)
@@ -103,6 +110,7 @@ def torture(repo: Path, make_argv: Callable[[int], list[str]], after: Callable[[
         outcome["finished" if rc is not None else "killed"] += 1
         fsck_clean(repo)
         after(n, rc)
+    assert outcome["killed"] > 0, outcome
     return outcome
 
 
@@ -234,3 +242,119 @@ def test_transactions_survive_gc_repacking_underneath(state: Path) -> None:
     assert packs[0] > 5
     assert state_tasks(state)["g19"]["title"] == "edited 599"
     fsck_clean(state)
+
+
+# -- the work cycle and sync ---------------------------------------------------------------------
+
+WORK_TRIALS = max(6, KILL_TRIALS // 4)
+
+
+@pytest.fixture
+def work_state(state: Path) -> Path:
+    plan = state / ".." / "work-plan.toml"
+    plan.write_text("".join(f'[[task]]\nid = "w{n}"\ntitle = "work {n}"\ncheck = "true"\n\n' for n in range(40)))
+    r = handoff(state, "import", str(plan.resolve()))
+    assert r.returncode == 0, r.stderr
+    return state
+
+
+def claim(repo: Path) -> str:
+    r = handoff(repo, "claim", "--force", "--json")
+    assert r.returncode == 0, r.stderr
+    return str(json.loads(r.stdout)["id"])
+
+
+def test_sigkill_claim(work_state: Path) -> None:
+    claimed: list[str] = []
+
+    def after(n: int, rc: int | None) -> None:
+        if rc == 0:
+            claimed.append(json.loads(LAST_OUTPUT[0])["id"])
+        tasks = state_tasks(work_state)
+        for tid in claimed:
+            assert tasks[tid]["status"] == "in_progress", tasks[tid]
+        recovers(work_state, ["claim", "--force", "--json"])
+
+    torture(work_state, lambda n: ["claim", "--force", "--json"], after, WORK_TRIALS, seed=21)
+    starting = [line for line in git("log", "--format=%B", "refs/harness/state", cwd=work_state).splitlines()
+                if "] Starting [" in line]
+    ids = [line.split("] Starting [", 1)[1].split("]", 1)[0] for line in starting]
+    assert len(ids) == len(set(ids)), "a task was claimed twice"
+
+
+def test_sigkill_done(work_state: Path) -> None:
+    finished: list[str] = []
+    current = [claim(work_state)]
+
+    def argv(n: int) -> list[str]:
+        return ["done", current[0]]
+
+    def after(n: int, rc: int | None) -> None:
+        tasks = state_tasks(work_state)
+        if rc == 0:
+            finished.append(current[0])
+        for tid in finished:
+            assert tasks[tid]["status"] == "completed", tasks[tid]
+        if tasks[current[0]]["status"] == "in_progress":
+            recovers(work_state, ["done", current[0]])
+        current[0] = claim(work_state)
+
+    torture(work_state, argv, after, WORK_TRIALS, seed=31)
+
+
+def test_sigkill_fail(work_state: Path) -> None:
+    failed: dict[str, int] = {}
+    current = [claim(work_state)]
+
+    def argv(n: int) -> list[str]:
+        (work_state / f"scratch-{n}.txt").write_text("work in progress\n")
+        return ["fail", current[0], "--reason", f"killed fail {n}"]
+
+    def after(n: int, rc: int | None) -> None:
+        tasks = state_tasks(work_state)
+        if rc == 0:
+            failed[current[0]] = 1
+        for tid in failed:
+            assert tasks[tid]["status"] == "failed" and tasks[tid]["attempts"] >= 1, tasks[tid]
+            assert git("for-each-ref", f"refs/harness/attempts/{tid}/", cwd=work_state), f"attempt of {tid} lost"
+        if tasks[current[0]]["status"] == "in_progress":
+            recovers(work_state, ["fail", current[0], "--reason", "after a kill"])
+        current[0] = claim(work_state)
+
+    torture(work_state, argv, after, WORK_TRIALS, seed=41)
+
+
+def test_sigkill_sync(tmp_path: Path) -> None:
+    remote = tmp_path / "remote.git"
+    remote.mkdir()
+    git("init", "-q", "--bare", str(remote), cwd=tmp_path)
+    a = make_repo(tmp_path / "a")
+    git("remote", "add", "origin", str(remote), cwd=a)
+    assert handoff(a, "init").returncode == 0
+    for n in range(10):
+        assert handoff(a, "add", f"shared {n}", "--id", f"s{n}").returncode == 0
+    assert handoff(a, "sync").returncode == 0
+    b = make_repo(tmp_path / "b")
+    git("remote", "add", "origin", str(remote), cwd=b)
+    assert handoff(b, "sync").returncode == 0
+    pushed: list[str] = []
+
+    def argv(n: int) -> list[str]:
+        assert handoff(a, "edit", f"s{n % 10}", "--title", f"from a {n}").returncode == 0
+        assert handoff(a, "sync").returncode == 0
+        assert handoff(b, "add", f"from b {n}", "--id", f"b{n}").returncode == 0
+        return ["sync"]
+
+    def after(n: int, rc: int | None) -> None:
+        if rc == 0:
+            pushed.append(f"b{n}")
+        fsck_clean(remote)
+        recovers(b, ["sync"])
+        tasks = state_tasks(b)
+        assert f"b{n}" in tasks and tasks[f"s{n % 10}"]["title"] == f"from a {n}"
+        remote_state = git("rev-parse", "refs/harness/state", cwd=remote)
+        assert remote_state == git("rev-parse", "refs/harness/state", cwd=b)
+
+    torture(b, argv, after, WORK_TRIALS, seed=51)
+    assert handoff(a, "sync").returncode == 0
+    assert {f"b{n}" for n in range(WORK_TRIALS)} <= set(state_tasks(a))
