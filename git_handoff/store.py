@@ -461,6 +461,7 @@ class StateStore:
             return self._transact_locked(apply, allow_uninitialized)
 
     def _transact_locked(self, apply: Callable[[Tx], T], allow_uninitialized: bool) -> T:
+        self.repo.reopen_if_repacked()
         for attempt in range(CAS_RETRIES):
             head = self.head()
             if head is None and not allow_uninitialized:
