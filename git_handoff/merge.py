@@ -55,6 +55,11 @@ CLAIM_UNIT = (
     "branch",
     "completed_commit",
     "failed_at",
+    "lease_seconds",
+    "claim_session",
+    "completed_session",
+    "uncommitted_at_completion",
+    "last_attempt_ref",
 )
 TASK_LOGS = ("error_log", "checkpoints")
 TASK_SETS = ("depends_on",)
@@ -99,10 +104,6 @@ class Outcome:
 
 def canonical(value: Any) -> str:
     return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-
-
-def digest(value: Any) -> str:
-    return hashlib.sha1(canonical(value).encode()).hexdigest()[:12]
 
 
 def record_time(record: Mapping[str, Any]) -> str:
@@ -239,7 +240,7 @@ class _RecordMerge:
 
         b, o, t = take(self.base), take(self.ours), take(self.theirs)
         if o == t or t == b or o == b:
-            return self.keep(name, b, o, t)
+            return dict(self.keep(name, b, o, t))
         return dict(self.lww(name, o, t, prefer))
 
     def keep(self, name: str, b: Any, o: Any, t: Any) -> Any:
@@ -395,7 +396,7 @@ def _merge_toml(path: str, base: bytes | None, ours: bytes, theirs: bytes) -> Ou
     try:
         import tomllib
     except ModuleNotFoundError:  # Python 3.10
-        import tomli as tomllib  # type: ignore[no-redef]
+        import tomli as tomllib
     try:
         b = tomllib.loads(base.decode()) if base else {}
         o = tomllib.loads(ours.decode())

@@ -83,28 +83,3 @@ def tree(path: Path) -> str:
 
 def task(path: Path, tid: str) -> dict:
     return ok("show", tid, "--json", cwd=path)  # type: ignore[return-value]
-
-
-def set_status(path: Path, tid: str, status: str) -> None:
-    """Complete or fail a task through a state transaction (what done/fail write)."""
-    import dataclasses
-
-    from git_handoff.gitrepo import Repo
-    from git_handoff.model import now_iso
-    from git_handoff.store import StateStore
-
-    store = StateStore(Repo.discover(path))
-
-    def apply(tx):  # type: ignore[no-untyped-def]
-        t = tx.require_task(tid)
-        if status == "completed":
-            t = dataclasses.replace(t, status="completed", completed_at=now_iso(), claimed_by=None)
-        else:
-            t = dataclasses.replace(t, status="failed", attempts=t.attempts + 1,
-                                    error_log=(*t.error_log, f"[{now_iso()}] [TEST_FAIL] broke"))
-        tx.put_task(t)
-        tx.log("Completed" if status == "completed" else "ERROR", "by test", task=tid)
-
-    store.transact(apply)
-
-

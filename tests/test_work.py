@@ -135,6 +135,16 @@ def test_done_completes_when_the_check_passes(ready: Path) -> None:
     assert handoff("claim", "--json").json()["id"] == "t2"
 
 
+def test_done_with_uncommitted_work_says_so(ready: Path) -> None:
+    handoff("claim")
+    (ready / "ok").write_text("not committed\n")
+    out = handoff("done", "t1", "--json").json()
+    assert out["status"] == "completed"
+    assert out["uncommitted_at_completion"] == ["ok"]
+    lines = log_lines()
+    assert "WARN [t1] completed with 1 uncommitted file(s)" in lines[-2] and "Completed [t1]" in lines[-1]
+
+
 def test_done_without_check_is_a_config_error_and_changes_nothing(ready: Path) -> None:
     handoff("add", "No check", "--id", "nc", "--priority", "P0")
     handoff("claim", "nc")
@@ -434,3 +444,23 @@ def test_attempts_are_numbered_per_task(ready: Path) -> None:
     assert [a["attempt"] for a in listed] == [1, 2]
     assert [a["reason"] for a in listed] == ["try 1", "try 2"]
     assert [a["files"] for a in listed] == [[{"status": "A", "path": "try1.txt"}], [{"status": "A", "path": "try2.txt"}]]
+
+
+def test_a_failing_cleanup_is_logged_as_a_warning(ready: Path) -> None:
+    handoff("edit", "t1", "--cleanup", "echo cannot stop redis; exit 3")
+    handoff("claim")
+    out = handoff("fail", "t1", "--reason", "x", "--json").json()
+    assert out["cleanup"]["ok"] is False and out["cleanup"]["exit_code"] == 3
+    assert "WARN [t1] on_failure.cleanup failed (TEST_FAIL): exit 3: cannot stop redis" in log_lines()[-1]
+
+
+def test_an_untrusted_cleanup_is_refused_before_anything_changes(ready: Path) -> None:
+    handoff("edit", "t1", "--cleanup", "echo cleaning")
+    (ready / ".git" / "handoff" / "trusted.json").unlink()
+    handoff("claim")
+    (ready / "new.txt").write_text("work\n")
+    before = state_head(ready)
+    assert "cleanup command" in handoff("fail", "t1", "--reason", "x", rc=2).err
+    assert state_head(ready) == before
+    assert (ready / "new.txt").exists()
+    assert git("for-each-ref", "refs/harness/attempts", cwd=ready) == ""

@@ -160,7 +160,7 @@ def get_store(session: int | None = None) -> Any:
     from git_handoff.store import StateStore
 
     store = StateStore(Repo.discover(), session=session)
-    from git_handoff.ops.sync import take_notices
+    from git_handoff.ops.sync_merge import take_notices
 
     for notice in take_notices(store.repo):  # e.g. a claim lost in a sync: told at the next command
         click.echo(f"warning: {notice}", err=True)

@@ -70,7 +70,9 @@ def trust_cmd(ids: tuple[str, ...], approve_all: bool, as_json: bool) -> None:
         for item in items:
             who = item.get("introduced_by") or "?"
             when = item.get("introduced_at") or "?"
-            click.echo(f"{item['id']} {item['kind']}: {item['command']}")
+            uses = item["uses"]
+            more = f" (and {len(uses) - 1} more use(s))" if len(uses) > 1 else ""
+            click.echo(f"{item['id']} {item['kind']}: {item['command']}{more}")
             click.echo(f"    introduced by {who} at {when}" + (f" ({item['commit'][:10]})" if item.get("commit") else ""))
         click.echo("approve with `git handoff trust --all` or `git handoff trust ID...`")
         return

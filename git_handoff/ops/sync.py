@@ -14,39 +14,34 @@
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import random
 import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from git_handoff import merge
 from git_handoff.errors import (
     Contention,
     GitFailure,
     HandoffError,
-    InvalidState,
     Negative,
     NotInitialized,
     UsageError,
 )
 from git_handoff.gitrepo import Repo
+from git_handoff.ops.sync_merge import integrate, merge_notes
 from git_handoff.store import (
     ATTEMPTS_PREFIX,
     NOTES_REF,
     STATE_REF,
-    TASKS_DIR,
     Snapshot,
     StateStore,
     Tx,
-    format_log_line,
 )
 
 T = TypeVar("T")
 
 PUSH_TRIES = 8
-NOTICES_FILE = "notices.json"
 
 
 # -- remotes ------------------------------------------------------------------------
@@ -158,213 +153,6 @@ def _push(repo: Repo, remote: Remote, refspecs: list[str]) -> dict[str, str]:
     return out
 
 
-# -- integrating what came in -----------------------------------------------------------
-
-
-def _tasks_at(repo: Repo, tree: str | None, paths: list[str], claimed_only: bool = False) -> dict[str, Any]:
-    out = {}
-    for path in paths:
-        if tree is None:
-            continue
-        found = repo.tree_lookup(tree, path)
-        if found is None or found[1]:
-            continue
-        raw = repo.read_blob(found[0])
-        if claimed_only and b'"in_progress"' not in raw:
-            continue
-        try:
-            data = json.loads(raw)
-        except ValueError:
-            continue
-        if isinstance(data, dict) and "id" in data:
-            out[str(data["id"])] = data
-    return out
-
-
-def _lost_claims(repo: Repo, before: str, after: str) -> list[dict[str, Any]]:
-    paths = [p for p in repo.tree_diff(before, after) if p.startswith(merge.TASK_PREFIX)]
-    held = _tasks_at(repo, before, paths, claimed_only=True)
-    return merge.lost_claims(held, _tasks_at(repo, after, list(held and paths)))
-
-
-def _lost_claims_changes(repo: Repo, before: str, changes: dict[str, str | bytes | None]) -> list[dict[str, Any]]:
-    held = _tasks_at(repo, before, [p for p in changes if p.startswith(merge.TASK_PREFIX)], claimed_only=True)
-    if not held:
-        return []
-    paths = [p for p in changes if p.startswith(merge.TASK_PREFIX)]
-    after: dict[str, Any] = {}
-    for path in paths:
-        value = changes[path]
-        raw = repo.read_blob(value) if isinstance(value, str) else value
-        if raw is None:
-            continue
-        try:
-            data = json.loads(raw)
-        except ValueError:
-            continue
-        if isinstance(data, dict) and "id" in data:
-            after[str(data["id"])] = data
-    return merge.lost_claims(held, after)
-
-
-def merge_changes(repo: Repo, base: str | None, ours: str, theirs: str
-                  ) -> tuple[dict[str, str | bytes | None], list[merge.Conflict]]:
-    """What to change in `ours` (a tree) to merge `theirs` into it: {path: blob oid, new
-    bytes, or None to delete}. Only paths changed on both sides are read and merged."""
-    d_ours = repo.tree_diff(base, ours)
-    d_theirs = repo.tree_diff(base, theirs)
-    changes: dict[str, str | bytes | None] = {}
-    conflicts: list[merge.Conflict] = []
-
-    def read(oid: str | None) -> bytes | None:
-        return None if oid is None else repo.read_blob(oid)
-
-    for path in sorted(d_theirs):
-        old, new = d_theirs[path]
-        if path not in d_ours:
-            changes[path] = new
-            continue
-        mine = d_ours[path][1]
-        if mine == new:
-            continue
-        mine_data = read(mine)
-        result = merge.merge_file(path, read(old), mine_data, read(new))
-        conflicts.extend(result.conflicts)
-        if result.data != mine_data:
-            changes[path] = result.data
-    return changes, conflicts
-
-
-def merge_trees(repo: Repo, base: str | None, ours: str, theirs: str) -> tuple[str, list[merge.Conflict]]:
-    """The merged tree of two state trees (objects written loose; see merge_changes)."""
-    changes, conflicts = merge_changes(repo, base, ours, theirs)
-    blobs = {p: (v if not isinstance(v, bytes) else repo.write_blob(v)) for p, v in changes.items()}
-    return (repo.update_tree(ours, blobs) if blobs else ours), conflicts
-
-
-def _short(value: Any) -> str:
-    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
-def _check_incoming(repo: Repo, changes: dict[str, Any], label: str) -> None:
-    """Refuse (exit 2, nothing changed) task records from `label` this version cannot read:
-    taken in, one would make the local state unreadable for every later command."""
-    from git_handoff.model import Task
-
-    for path, value in changes.items():
-        if not path.startswith(TASKS_DIR + "/") or value is None:
-            continue
-        data = value if isinstance(value, bytes) else repo.read_blob(value)
-        try:
-            Task.loads(data, source=f"{path} in the state of {label}")
-        except UsageError as exc:
-            raise InvalidState(f"{exc.message}; nothing was merged") from None
-
-
-def integrate(store: StateStore, theirs: str | None, label: str) -> dict[str, Any]:
-    """Bring commit `theirs` (the remote's state) into the local state ref."""
-    repo = store.repo
-    report: dict[str, Any] = {"action": "none", "incoming": 0, "conflicts": [], "claims_lost": []}
-    if theirs is None:
-        report["action"] = "no-remote-state"
-        return report
-    Snapshot(repo, theirs)  # refuses a remote state this version cannot read
-    with store.lock():
-        for _ in range(20):
-            ours = store.head()
-            if ours is None:
-                Snapshot(repo, theirs).tasks()  # every record readable
-                if repo.cas_ref(STATE_REF, theirs, None, f"handoff: adopted the state of {label}"):
-                    report.update(action="adopted", incoming=repo.count_commits(theirs))
-                    return report
-                continue
-            if repo.is_ancestor(theirs, ours):
-                report["action"] = "up-to-date"
-                return report
-            incoming = repo.count_commits(theirs, ours)
-            if repo.is_ancestor(ours, theirs):
-                diff = repo.tree_diff(repo.commit_tree(ours), repo.commit_tree(theirs))
-                _check_incoming(repo, {p: new for p, (_, new) in diff.items()}, label)
-                lost = _lost_claims(repo, repo.commit_tree(ours), repo.commit_tree(theirs))
-                if repo.cas_ref(STATE_REF, theirs, ours, f"handoff: fast-forward to {label}"):
-                    report.update(action="fast-forward", incoming=incoming, claims_lost=lost)
-                    _remember_notices(repo, lost)
-                    return report
-                continue
-            base = repo.merge_base(ours, theirs)
-            changes, conflicts = merge_changes(repo, repo.commit_tree(base) if base else None,
-                                               repo.commit_tree(ours), repo.commit_tree(theirs))
-            _check_incoming(repo, changes, label)
-            outgoing = repo.count_commits(ours, theirs)
-            lines = [format_log_line(store.session, "SYNC",
-                                     f"merged {label}: in={incoming} out={outgoing} conflicts={len(conflicts)}")]
-            for c in conflicts:
-                lines.append(format_log_line(store.session, "SYNC",
-                                             f"conflict {c.field}: kept {_short(c.kept)} over {_short(c.dropped)}",
-                                             task=c.record))
-            lost = _lost_claims_changes(repo, repo.commit_tree(ours), changes)
-            for item in lost:
-                lines.append(format_log_line(store.session, "SYNC",
-                                             f"claim of {item['worker']} lost (now {item['now']}"
-                                             + (f" by {item['claimed_by']})" if item.get("claimed_by") else ")"),
-                                             task=item["task"]))
-            commit = repo.commit_changes_packed([ours, theirs], changes, "\n".join(lines) + "\n")
-            if repo.cas_ref(STATE_REF, commit, ours, "handoff: merge"):
-                report.update(action="merged", incoming=incoming, conflicts=[c.to_json() for c in conflicts],
-                              claims_lost=lost)
-                _remember_notices(repo, lost)
-                return report
-    raise Contention(f"{STATE_REF} kept changing while merging {label}; nothing was lost, retry")
-
-
-def _merge_notes(repo: Repo, store: StateStore, theirs: str | None) -> str:
-    """Union of our notes and the remote's (the same object noted on both: both texts)."""
-    if theirs is None:
-        return "none"
-    from git_handoff.ops.notes import NOTES_LOCK
-    from git_handoff.store import StateLock
-
-    with StateLock(repo.handoff_dir / NOTES_LOCK, 30):
-        for _ in range(20):
-            ours = repo.ref_target(NOTES_REF)
-            if ours is None:
-                if repo.cas_ref(NOTES_REF, theirs, None, "handoff: notes from sync"):
-                    return "adopted"
-                continue
-            if repo.is_ancestor(theirs, ours):
-                return "up-to-date"
-            if repo.is_ancestor(ours, theirs):
-                if repo.cas_ref(NOTES_REF, theirs, ours, "handoff: notes fast-forward"):
-                    return "fast-forward"
-                continue
-            ot, tt = repo.commit_tree(ours), repo.commit_tree(theirs)
-            mine = {p.replace("/", ""): (p, new) for p, (_, new) in repo.tree_diff(None, ot).items()}
-            changes: dict[str, str | None] = {}
-            for p, (_, new) in repo.tree_diff(None, tt).items():
-                key = p.replace("/", "")
-                if key not in mine:
-                    changes[p] = new
-                elif mine[key][1] != new and new is not None and mine[key][1] is not None:
-                    a = repo.read_blob(mine[key][1])
-                    b = repo.read_blob(new)
-                    changes[mine[key][0]] = repo.write_blob(_union_text(a, b))
-            tree = repo.update_tree(ot, changes) if changes else ot
-            commit = repo.create_commit(tree, [ours, theirs], "Notes merged by git handoff sync\n")
-            if repo.cas_ref(NOTES_REF, commit, ours, "handoff: notes merged"):
-                return "merged"
-    raise Contention(f"{NOTES_REF} kept changing while merging; retry")
-
-
-def _union_text(a: bytes, b: bytes) -> bytes:
-    lo, hi = sorted((a, b))
-    lines = lo.decode(errors="replace").splitlines()
-    extra = [x for x in hi.decode(errors="replace").splitlines() if x not in set(lines)]
-    if not extra:
-        return lo if lo.endswith(b"\n") else lo + b"\n"
-    return ("\n".join(lines + extra) + "\n").encode()
-
-
 def _take_attempts(repo: Repo, remote: Remote) -> tuple[list[str], list[str]]:
     """Create local attempt refs for the remote's attempts we lack; report clashes."""
     fetched, clashing = [], []
@@ -393,7 +181,7 @@ def _round(store: StateStore, remote: Remote, report: dict[str, Any]) -> bool:
     report["incoming"] += step["incoming"]
     report["conflicts"].extend(step["conflicts"])
     report["claims_lost"].extend(step["claims_lost"])
-    report["notes"] = _merge_notes(repo, store, repo.ref_target(remote.notes))
+    report["notes"] = merge_notes(repo, store, repo.ref_target(remote.notes))
     fetched, clashing = _take_attempts(repo, remote)
     report["attempts"]["fetched"].extend(fetched)
     report["attempts"]["conflicting"] = clashing
@@ -551,33 +339,3 @@ def pending_notes(store: StateStore) -> list[str]:
     if not waiting:
         return []
     return [f"{waiting} state change(s) waiting to be pushed to {name} (run `git handoff sync {name}`)"]
-
-
-def _remember_notices(repo: Repo, lost: list[dict[str, Any]]) -> None:
-    if not lost:
-        return
-    path = repo.handoff_dir / NOTICES_FILE
-    try:
-        old = json.loads(path.read_text())
-    except (OSError, ValueError):
-        old = []
-    for item in lost:
-        who = f" to {item['claimed_by']}" if item.get("claimed_by") else ""
-        old.append(f"your claim of {item['task']} (as {item['worker']}) was lost{who} in a sync: "
-                   f"the task is now {item['now']}; stop working on it")
-    tmp = path.with_suffix(f".tmp{os.getpid()}")
-    tmp.write_text(json.dumps(old, indent=2) + "\n")
-    os.replace(tmp, path)
-
-
-def take_notices(repo: Repo) -> list[str]:
-    """Notices for this clone's next command (shown once)."""
-    path = repo.handoff_dir / NOTICES_FILE
-    if not path.exists():
-        return []
-    try:
-        data = json.loads(path.read_text())
-        path.unlink()
-    except (OSError, ValueError):
-        return []
-    return [str(x) for x in data] if isinstance(data, list) else []

@@ -87,62 +87,70 @@ def _commands(snap: Any) -> list[tuple[str, str, str]]:
 
 
 def _introduced(store: Any, item_id: str, kind: str, command: str) -> dict[str, Any]:
-    """Who wrote this command into the state, and when: the oldest commit of the newest
-    unbroken run of state commits holding it."""
+    """Who wrote this command into the state, and when: from the state head, follow a
+    parent that still holds the command; the commit none of whose parents holds it
+    introduced it (through a sync merge, the other side's commit, not the merge)."""
     import json as _json
+    from datetime import datetime, timezone
 
     from git_handoff.model import iso
     from git_handoff.store import CONFIG_PATH, task_path
 
     repo = store.repo
     path = CONFIG_PATH if item_id == "config" else task_path(item_id)
-    found: str | None = None
-    last_blob: str | None = None
-    holds = False
-    for n, commit in enumerate(repo.walk(store.head())):
-        if n >= HISTORY_LIMIT:
-            break
+    verdicts: dict[str, bool] = {}
+
+    def holds(commit: str) -> bool:
         entry = repo.tree_lookup(repo.commit_tree(commit), path)
-        blob = entry[0] if entry and not entry[1] else None
-        if blob is None:
-            break
-        if blob != last_blob:
-            last_blob = blob
+        if entry is None or entry[1]:
+            return False
+        blob = entry[0]
+        if blob not in verdicts:
             raw = repo.read_blob(blob)
             if item_id == "config":
-                holds = command in raw.decode(errors="replace")
+                verdicts[blob] = command in raw.decode(errors="replace")
             else:
                 try:
                     data = _json.loads(raw)
                 except ValueError:
-                    break
-                field = (data.get("validation") or {}).get("command") if kind == "validation" else \
-                    (data.get("on_failure") or {}).get("cleanup")
-                holds = field == command
-        if not holds:
-            break
-        found = commit
-    if found is None:
-        return {"introduced_by": None, "introduced_at": None, "commit": None}
-    message, _, when, author = repo.commit_info(found)
-    from datetime import datetime, timezone
+                    data = {}
+                section = data.get("validation" if kind == "validation" else "on_failure") or {}
+                value = section.get("command" if kind == "validation" else "cleanup")
+                verdicts[blob] = value == command
+        return verdicts[blob]
 
+    current = store.head()
+    if current is None or not holds(current):
+        return {"introduced_by": None, "introduced_at": None, "commit": None}
+    for _ in range(HISTORY_LIMIT):
+        parents = repo.commit_info(current)[1]
+        older = next((p for p in parents if holds(p)), None)
+        if older is None:
+            break
+        current = older
+    message, _, when, author = repo.commit_info(current)
     first = message.splitlines()[0] if message else ""
     return {"introduced_by": author, "introduced_at": iso(datetime.fromtimestamp(when, timezone.utc)),
-            "commit": found, "log": first}
+            "commit": current, "log": first}
 
 
-def untrusted(store: Any) -> list[dict[str, Any]]:
-    """Every command in the state this clone has not approved, with its origin."""
+def untrusted(store: Any, *, with_origin: bool = True) -> list[dict[str, Any]]:
+    """Every command in the state this clone has not approved, once per command: the
+    first task (or 'config') using it, every use, and who introduced it and when."""
     snap = store.snapshot()
     trusted = _load(store.repo)
-    out = []
+    by_command: dict[str, dict[str, Any]] = {}
     for item_id, kind, command in _commands(snap):
         if command_key(command) in trusted:
             continue
-        entry = {"id": item_id, "kind": kind, "command": command}
-        entry.update(_introduced(store, item_id, kind, command))
-        out.append(entry)
+        entry = by_command.get(command)
+        if entry is None:
+            entry = by_command[command] = {"id": item_id, "kind": kind, "command": command, "uses": []}
+        entry["uses"].append({"id": item_id, "kind": kind})
+    out = list(by_command.values())
+    if with_origin:
+        for entry in out:
+            entry.update(_introduced(store, entry["id"], entry["kind"], entry["command"]))
     return out
 
 
@@ -152,11 +160,11 @@ def approve(store: Any, ids: Iterable[str] = (), *, approve_all: bool = False) -
     if not approve_all and not wanted:
         raise UsageError("name the task IDs to trust, or give --all (see `git handoff trust` for the list)")
     snap = store.snapshot()
-    known = {t for t in snap.tasks()} | {"config"}
+    known = set(snap.tasks()) | {"config"}
     unknown = [i for i in wanted if i not in known]
     if unknown:
         raise UsageError(f"no task {unknown[0]!r} (see `git handoff trust` for what needs trust)")
-    pending = untrusted(store)
-    chosen = pending if approve_all else [p for p in pending if p["id"] in wanted]
+    pending = untrusted(store, with_origin=False)
+    chosen = pending if approve_all else [p for p in pending if any(u["id"] in wanted for u in p["uses"])]
     remember(store.repo, [p["command"] for p in chosen])
     return chosen

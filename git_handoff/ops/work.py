@@ -154,9 +154,10 @@ def claim_in_tx(
                 "(`git handoff init --mode concurrent` allows one per worktree)"
             )
     if task_id is not None:
-        task = prepared.get(task_id)
-        if task is None:
+        named = prepared.get(task_id)
+        if named is None:
             raise UsageError(f"no task {task_id!r} (see `git handoff list`)")
+        task = named
         if task.status == "completed":
             raise UsageError(f"task {task_id} is already completed; a completed task cannot be claimed")
         if task.status == "in_progress":
@@ -462,15 +463,25 @@ def done(store: StateStore, task_id: str, *, force: bool = False) -> Task:
             payload=outcome,
         )
     head = store.repo.head()
+    # The check ran on the work tree; what is not committed is not in `completed_commit`.
+    uncommitted = _dirty(store.repo)
 
     def apply(tx: Tx) -> Task:
         task = _current(tx, seen, "completed")
         new = dataclasses.replace(
             task, status="completed", completed_at=now_iso(), lease_expires_at=None
-        ).with_extra(completed_commit=head, completed_session=tx.session, **{k: None for k in ("worktree", "claimed_at", "lease_seconds")})
+        ).with_extra(
+            completed_commit=head,
+            completed_session=tx.session,
+            uncommitted_at_completion=uncommitted[:50] or None,
+            **{k: None for k in ("worktree", "claimed_at", "lease_seconds")},
+        )
         new = tx.put_task(new)
         work_index.carry(tx, [new])
         sessions.record_completion(tx, task.id)
+        if uncommitted:
+            tx.log("WARN", f"completed with {len(uncommitted)} uncommitted file(s), not in commit {short(head)}: "
+                   + ", ".join(uncommitted[:5]), task=task.id)
         tx.log("Completed", f"(commit {short(head)})", task=task.id)
         return new
 

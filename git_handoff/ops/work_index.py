@@ -93,9 +93,21 @@ def save(store: StateStore, tree: str | None, rows: Mapping[str, tuple[Any, ...]
             pass
 
 
-def committed_tree(store: StateStore) -> str | None:
-    commit = getattr(store, "last_commit", None)
-    return tasks_tree(store, store.repo.commit_tree(commit)) if commit else None
+def committed_tree(tx: Tx) -> str | None:
+    """The tasks tree `tx` committed, if the state ref is still at that commit.
+
+    Checked from the ref rather than remembered, so a transaction committed by another
+    route (a push to a remote, then a local compare-and-swap) is recognised too, and a
+    merge or anyone else's commit in between is not mistaken for it."""
+    store = tx.store
+    commit = store.head()
+    if commit is None:
+        return None
+    message, parents, _, _ = store.repo.commit_info(commit)
+    base = tx.base.commit if tx.base else None
+    if parents != ([base] if base else []) or message != "\n".join(tx.lines) + "\n":
+        return None
+    return tasks_tree(store, store.repo.commit_tree(commit))
 
 
 # -- selection on rows ---------------------------------------------------------------------
@@ -158,7 +170,7 @@ def carry(
             return
         for task in changed:
             rows[task.id] = row(task)
-        save(store, committed_tree(store), rows, clean)
+        save(store, committed_tree(tx), rows, clean)
 
     tx.after_commit.append(hook)
 
@@ -167,4 +179,4 @@ def rebuild(tx: Tx, tasks: Mapping[str, Task]) -> None:
     """After `tx` commits, index the committed tree from the whole task set it leaves."""
     store = tx.store
     rows = rows_of(tasks.values())
-    tx.after_commit.append(lambda: save(store, committed_tree(store), rows, True))
+    tx.after_commit.append(lambda: save(store, committed_tree(tx), rows, True))

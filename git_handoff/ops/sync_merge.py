@@ -1,0 +1,283 @@
+"""Bringing a remote's state in: check it, merge it (3-way, against the common base)
+or fast-forward to it, union the notes, and tell a clone whose claim was lost.
+
+Part of `git handoff sync` (ops/sync.py holds the fetch/push side).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+from git_handoff import merge
+from git_handoff.errors import Contention, UsageError
+from git_handoff.gitrepo import Repo
+from git_handoff.store import NOTES_REF, STATE_REF, Snapshot, StateStore, format_log_line
+
+NOTICES_FILE = "notices.json"
+MAX_CONFLICT_LINES = 200  # SYNC lines per merge commit; the --json summary lists every one
+
+
+def _tasks_at(repo: Repo, tree: str | None, paths: list[str], claimed_only: bool = False) -> dict[str, Any]:
+    out = {}
+    for path in paths:
+        if tree is None:
+            continue
+        found = repo.tree_lookup(tree, path)
+        if found is None or found[1]:
+            continue
+        raw = repo.read_blob(found[0])
+        if claimed_only and b'"in_progress"' not in raw:
+            continue
+        try:
+            data = json.loads(raw)
+        except ValueError:
+            continue
+        if isinstance(data, dict) and "id" in data:
+            out[str(data["id"])] = data
+    return out
+
+
+def _lost_claims(repo: Repo, before: str, after: str) -> list[dict[str, Any]]:
+    paths = [p for p in repo.tree_diff(before, after) if p.startswith(merge.TASK_PREFIX)]
+    held = _tasks_at(repo, before, paths, claimed_only=True)
+    return merge.lost_claims(held, _tasks_at(repo, after, list(held and paths)))
+
+
+def _lost_claims_changes(repo: Repo, before: str, changes: dict[str, str | bytes | None]) -> list[dict[str, Any]]:
+    held = _tasks_at(repo, before, [p for p in changes if p.startswith(merge.TASK_PREFIX)], claimed_only=True)
+    if not held:
+        return []
+    paths = [p for p in changes if p.startswith(merge.TASK_PREFIX)]
+    after: dict[str, Any] = {}
+    for path in paths:
+        value = changes[path]
+        raw = repo.read_blob(value) if isinstance(value, str) else value
+        if raw is None:
+            continue
+        try:
+            data = json.loads(raw)
+        except ValueError:
+            continue
+        if isinstance(data, dict) and "id" in data:
+            after[str(data["id"])] = data
+    return merge.lost_claims(held, after)
+
+
+def merge_changes(repo: Repo, base: str | None, ours: str, theirs: str
+                  ) -> tuple[dict[str, str | bytes | None], list[merge.Conflict]]:
+    """What to change in `ours` (a tree) to merge `theirs` into it: {path: blob oid, new
+    bytes, or None to delete}. Only paths changed on both sides are read and merged."""
+    d_ours = _diff(repo, base, ours)
+    d_theirs = _diff(repo, base, theirs)
+    changes: dict[str, str | bytes | None] = {}
+    conflicts: list[merge.Conflict] = []
+
+    def read(oid: str | None) -> bytes | None:
+        return None if oid is None else repo.read_blob(oid)
+
+    for path in sorted(d_theirs):
+        old, new = d_theirs[path]
+        if path not in d_ours:
+            changes[path] = new
+            continue
+        mine = d_ours[path][1]
+        if mine == new:
+            continue
+        mine_data = read(mine)
+        result = merge.merge_file(path, read(old), mine_data, read(new))
+        conflicts.extend(result.conflicts)
+        if result.data != mine_data:
+            changes[path] = result.data
+    return changes, conflicts
+
+
+def _short(value: Any) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+_DIFFS: dict[tuple[int, str | None, str], dict[str, tuple[str | None, str | None]]] = {}
+
+
+def _diff(repo: Repo, a: str | None, b: str) -> dict[str, tuple[str | None, str | None]]:
+    """repo.tree_diff, remembered for the last few pairs (trees never change)."""
+    key = (id(repo), a, b)
+    if key not in _DIFFS:
+        if len(_DIFFS) > 8:
+            _DIFFS.clear()
+        _DIFFS[key] = repo.tree_diff(a, b)
+    return _DIFFS[key]
+
+
+def _check_incoming(store: StateStore, theirs: str, label: str) -> None:
+    """Refuse (InvalidState, exit 2, nothing changed) a remote state this version cannot
+    read: a newer format, a config or a task file that does not parse, a task under
+    another task's path. Only what changed since the common base is read."""
+    from git_handoff.errors import InvalidState
+    from git_handoff.model import Task
+    from git_handoff.store import CONFIG_PATH, task_path
+
+    repo = store.repo
+    try:
+        snap = Snapshot(repo, theirs)
+    except InvalidState as exc:
+        raise InvalidState(f"the state on {label} cannot be used: {exc.message}") from None
+    ours = store.head()
+    base = repo.merge_base(ours, theirs) if ours else None
+    if base == theirs:
+        return
+    changed = _diff(repo, repo.commit_tree(base) if base else None, snap.tree)
+    for path, (_, new) in changed.items():
+        if new is None:
+            continue
+        problem = None
+        if path == CONFIG_PATH:
+            try:
+                snap.config()
+            except InvalidState as exc:
+                problem = exc.message
+        elif path.startswith(merge.TASK_PREFIX):
+            try:
+                task = Task.loads(repo.read_blob(new), source=path)
+                if task_path(task.id) != path:
+                    problem = f"{path} holds task {task.id!r}"
+            except UsageError as exc:
+                problem = exc.message
+        if problem:
+            raise InvalidState(f"the state on {label} has an unreadable file ({problem}); nothing was changed")
+
+
+def integrate(store: StateStore, theirs: str | None, label: str) -> dict[str, Any]:
+    """Bring commit `theirs` (the remote's state) into the local state ref."""
+    repo = store.repo
+    report: dict[str, Any] = {"action": "none", "incoming": 0, "conflicts": [], "claims_lost": []}
+    if theirs is None:
+        report["action"] = "no-remote-state"
+        return report
+    _check_incoming(store, theirs, label)
+    with store.lock():
+        for _ in range(20):
+            ours = store.head()
+            if ours is None:
+                if repo.cas_ref(STATE_REF, theirs, None, f"handoff: adopted the state of {label}"):
+                    report.update(action="adopted", incoming=repo.count_commits(theirs))
+                    return report
+                continue
+            if repo.is_ancestor(theirs, ours):
+                report["action"] = "up-to-date"
+                return report
+            incoming = repo.count_commits(theirs, ours)
+            if repo.is_ancestor(ours, theirs):
+                lost = _lost_claims(repo, repo.commit_tree(ours), repo.commit_tree(theirs))
+                if repo.cas_ref(STATE_REF, theirs, ours, f"handoff: fast-forward to {label}"):
+                    report.update(action="fast-forward", incoming=incoming, claims_lost=lost)
+                    _remember_notices(repo, lost)
+                    return report
+                continue
+            base = repo.merge_base(ours, theirs)
+            changes, conflicts = merge_changes(repo, repo.commit_tree(base) if base else None,
+                                               repo.commit_tree(ours), repo.commit_tree(theirs))
+            outgoing = repo.count_commits(ours, theirs)
+            lines = [format_log_line(store.session, "SYNC",
+                                     f"merged {label}: in={incoming} out={outgoing} conflicts={len(conflicts)}")]
+            for c in conflicts[:MAX_CONFLICT_LINES]:
+                lines.append(format_log_line(store.session, "SYNC",
+                                             f"conflict {c.field}: kept {_short(c.kept)} over {_short(c.dropped)}",
+                                             task=c.record))
+            if len(conflicts) > MAX_CONFLICT_LINES:
+                lines.append(format_log_line(store.session, "SYNC",
+                                             f"... and {len(conflicts) - MAX_CONFLICT_LINES} more conflict(s)"))
+            lost = _lost_claims_changes(repo, repo.commit_tree(ours), changes)
+            for item in lost:
+                lines.append(format_log_line(store.session, "SYNC",
+                                             f"claim of {item['worker']} lost (now {item['now']}"
+                                             + (f" by {item['claimed_by']})" if item.get("claimed_by") else ")"),
+                                             task=item["task"]))
+            commit = repo.commit_changes_packed([ours, theirs], changes, "\n".join(lines) + "\n")
+            if repo.cas_ref(STATE_REF, commit, ours, "handoff: merge"):
+                report.update(action="merged", incoming=incoming, conflicts=[c.to_json() for c in conflicts],
+                              claims_lost=lost)
+                _remember_notices(repo, lost)
+                return report
+    raise Contention(f"{STATE_REF} kept changing while merging {label}; nothing was lost, retry")
+
+
+def merge_notes(repo: Repo, store: StateStore, theirs: str | None) -> str:
+    """Union of our notes and the remote's (the same object noted on both: both texts)."""
+    if theirs is None:
+        return "none"
+    from git_handoff.ops.notes import NOTES_LOCK
+    from git_handoff.store import StateLock
+
+    with StateLock(repo.handoff_dir / NOTES_LOCK, 30):
+        for _ in range(20):
+            ours = repo.ref_target(NOTES_REF)
+            if ours is None:
+                if repo.cas_ref(NOTES_REF, theirs, None, "handoff: notes from sync"):
+                    return "adopted"
+                continue
+            if repo.is_ancestor(theirs, ours):
+                return "up-to-date"
+            if repo.is_ancestor(ours, theirs):
+                if repo.cas_ref(NOTES_REF, theirs, ours, "handoff: notes fast-forward"):
+                    return "fast-forward"
+                continue
+            ot, tt = repo.commit_tree(ours), repo.commit_tree(theirs)
+            mine = {p.replace("/", ""): (p, new) for p, (_, new) in repo.tree_diff(None, ot).items()}
+            changes: dict[str, str | None] = {}
+            for p, (_, new) in repo.tree_diff(None, tt).items():
+                key = p.replace("/", "")
+                if key not in mine:
+                    changes[p] = new
+                elif (mine_blob := mine[key][1]) is not None and new is not None and mine_blob != new:
+                    a = repo.read_blob(mine_blob)
+                    b = repo.read_blob(new)
+                    changes[mine[key][0]] = repo.write_blob(_union_text(a, b))
+            tree = repo.update_tree(ot, changes) if changes else ot
+            commit = repo.create_commit(tree, [ours, theirs], "Notes merged by git handoff sync\n")
+            if repo.cas_ref(NOTES_REF, commit, ours, "handoff: notes merged"):
+                return "merged"
+    raise Contention(f"{NOTES_REF} kept changing while merging; retry")
+
+
+def _union_text(a: bytes, b: bytes) -> bytes:
+    lo, hi = sorted((a, b))
+    lines = lo.decode(errors="replace").splitlines()
+    extra = [x for x in hi.decode(errors="replace").splitlines() if x not in set(lines)]
+    if not extra:
+        return lo if lo.endswith(b"\n") else lo + b"\n"
+    return ("\n".join(lines + extra) + "\n").encode()
+
+
+
+
+def _remember_notices(repo: Repo, lost: list[dict[str, Any]]) -> None:
+    if not lost:
+        return
+    path = repo.handoff_dir / NOTICES_FILE
+    try:
+        old = json.loads(path.read_text())
+    except (OSError, ValueError):
+        old = []
+    for item in lost:
+        who = f" to {item['claimed_by']}" if item.get("claimed_by") else ""
+        old.append(f"your claim of {item['task']} (as {item['worker']}) was lost{who} in a sync: "
+                   f"the task is now {item['now']}; stop working on it")
+    tmp = path.with_suffix(f".tmp{os.getpid()}")
+    tmp.write_text(json.dumps(old, indent=2) + "\n")
+    os.replace(tmp, path)
+
+
+def take_notices(repo: Repo) -> list[str]:
+    """Notices for this clone's next command (shown once)."""
+    path = repo.handoff_dir / NOTICES_FILE
+    if not path.exists():
+        return []
+    try:
+        data = json.loads(path.read_text())
+        path.unlink()
+    except (OSError, ValueError):
+        return []
+    return [str(x) for x in data] if isinstance(data, list) else []
