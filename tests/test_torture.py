@@ -358,3 +358,29 @@ def test_sigkill_sync(tmp_path: Path) -> None:
     torture(b, argv, after, WORK_TRIALS, seed=51)
     assert handoff(a, "sync").returncode == 0
     assert {f"b{n}" for n in range(WORK_TRIALS)} <= set(state_tasks(a))
+
+
+def test_background_packing_keeps_loose_objects_bounded(state: Path) -> None:
+    """libgit2 never packs: the store's own background repack must (a short long haul)."""
+    from git_handoff.gitrepo import Repo
+    from git_handoff.ops import tasks as ops
+    from git_handoff.store import GC_LOOSE_OBJECTS, StateStore
+
+    store = StateStore(Repo.discover(state), session=0)
+    for n in range(10):
+        ops.add(store, title=f"task {n}", task_id=f"h{n}")
+    objects = state / ".git" / "objects"
+
+    def loose() -> int:
+        return sum(len(list(d.iterdir())) for d in objects.iterdir() if len(d.name) == 2)
+
+    for i in range(500):  # ~3,000 new objects
+        ops.edit(store, f"h{i % 10}", title=f"edited {i}")
+    marker = state / ".git" / "handoff" / "gc.running"
+    deadline = time.monotonic() + 60
+    while marker.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not marker.exists()
+    assert list((objects / "pack").glob("*.pack"))
+    assert loose() < GC_LOOSE_OBJECTS * 4
+    fsck_clean(state)
