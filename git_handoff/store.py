@@ -42,7 +42,11 @@ TASKS_DIR = "tasks"
 
 LOCK_TIMEOUT_SECONDS = float(os.environ.get("GIT_HANDOFF_LOCK_TIMEOUT", "30"))
 CAS_RETRIES = 40
-GC_EVERY = 50  # on average, one background `git gc --auto` per this many transactions
+# Packing: on average every GC_CHECK_EVERY transactions, estimate the loose objects
+# (a few directory listings); from GC_LOOSE_OBJECTS on, pack them in the background.
+# A transaction writes ~6 objects, so loose objects stay under ~GC_LOOSE_OBJECTS + 100.
+GC_CHECK_EVERY = 8
+GC_LOOSE_OBJECTS = 128
 
 T = TypeVar("T")
 
@@ -457,6 +461,7 @@ class StateStore:
             return self._transact_locked(apply, allow_uninitialized)
 
     def _transact_locked(self, apply: Callable[[Tx], T], allow_uninitialized: bool) -> T:
+        self.repo.reopen_if_repacked()
         for attempt in range(CAS_RETRIES):
             head = self.head()
             if head is None and not allow_uninitialized:
@@ -485,7 +490,7 @@ class StateStore:
         if not repo.cas_ref(STATE_REF, commit, head, f"handoff: {first[:200]}"):
             return False
         self.last_commit = commit
-        if random.randrange(GC_EVERY) == 0:
+        if random.randrange(GC_CHECK_EVERY) == 0 and repo.loose_estimate() >= GC_LOOSE_OBJECTS:
             repo.gc_in_background()
         return True
 

@@ -181,3 +181,34 @@ def test_claim_remote_in_a_fresh_clone_and_nothing_eligible(clones: Callable[[st
     assert r.rc == 1 and "nothing eligible" in r.err
     assert state_head(b) == state_head(a)
     assert task(b, "t")["status"] == "in_progress"
+
+
+def test_concurrent_syncs_lose_nothing(clones: Callable[[str], Path]) -> None:
+    """Three clones adding tasks and syncing at the same time: every task ends up everywhere."""
+    a = clones("a")
+    ok("init", cwd=a)
+    ok("sync", cwd=a)
+    paths = [a, clones("b"), clones("c")]
+    for path in paths[1:]:
+        ok("sync", cwd=path)
+    problems: list[str] = []
+
+    def worker(n: int, path: Path) -> None:
+        for k in range(5):
+            for args in (("add", f"task {n}-{k}", "--id", f"c{n}-{k}"), ("sync",)):
+                r = run_exe(*args, cwd=path)
+                if r.rc not in (0, 3):  # 3: the remote kept moving; the next round retries
+                    problems.append(f"{args}: rc={r.rc} {r.err}")
+
+    threads = [threading.Thread(target=worker, args=(n, p)) for n, p in enumerate(paths)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=300)
+    assert not problems, problems
+    for _ in range(2):
+        for path in paths:
+            ok("sync", cwd=path)
+    assert len({state_head(p) for p in paths}) == 1
+    ids = {t["id"] for t in json.loads(run("list", "--json", cwd=a).out)}
+    assert ids == {f"c{n}-{k}" for n in range(3) for k in range(5)}

@@ -1,0 +1,99 @@
+"""Every benchmark scenario in one run, one table.
+
+    python bench/run.py [--quick] [--only TEXT] [--markdown FILE]
+
+Each row: the figure, its baseline measured in the same run, the ratio, the
+target and pass/FAIL. `--quick` (under 2 minutes) shrinks repeats and counts;
+the full run (under 20 minutes on 2 cores) is what the README's table shows.
+A scenario whose feature has not landed prints "n/a (not built)".
+Exit status: 0 when every target is met, 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.common import Row, workdir
+
+# (title, module under bench/, function(quick) -> list[Row], rows shown when the module is missing)
+SCENARIOS: list[tuple[str, str, str, list[tuple[str, str]]]] = [
+    ("one-task change", "bench_core", "one_task_change", []),
+    ("next / status / claim at 10k", "bench_core", "read_commands", []),
+    ("claim vs mkdir-lock baseline", "bench_adapters", "claim_vs_baseline",
+     [("claim vs tasks.json+mkdir, 100 tasks", "<= 1.2x"), ("claim vs tasks.json+mkdir, 10,000 tasks", "<= 0.6x")]),
+    ("post-commit hook", "bench_adapters", "hook_overhead",
+     [("post-commit hook, 10 state commits", "<= 2.0x"), ("post-commit hook, 100,000 state commits", "<= 2.0x")]),
+    ("claim storm", "bench_adapters", "claim_storm",
+     [("claim storm 1/4/16 processes", "16 >= 1; 0 double claims")]),
+    ("long haul", "bench_longhaul", "long_haul", []),
+    ("sync", "bench_adapters", "sync_divergent", [("sync of 1,000 divergent updates", "<= 3x")]),
+]
+
+
+def run_scenario(title: str, module: str, func: str, missing: list[tuple[str, str]], quick: bool) -> list[Row]:
+    try:
+        mod = importlib.import_module(f"bench.{module}")
+    except ModuleNotFoundError as exc:
+        if exc.name and exc.name.startswith("bench."):
+            return [Row(name, "n/a (not built)", target=target) for name, target in missing]
+        raise
+    fn: Callable[[bool], list[Row]] = getattr(mod, func)
+    return fn(quick)
+
+
+def fmt_ratio(r: float | None) -> str:
+    return "-" if r is None else f"{r:.2f}x"
+
+
+def table(rows: Sequence[Row]) -> str:
+    head = ("scenario", "figure", "baseline (same run)", "ratio", "target", "result")
+    data = [(r.scenario, r.figure, r.baseline, fmt_ratio(r.ratio), r.target, r.verdict) for r in rows]
+    lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
+    lines += ["| " + " | ".join(cells) + " |" for cells in data]
+    return "\n".join(lines)
+
+
+def print_table(rows: Sequence[Row]) -> None:
+    print(table(rows), flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="smaller counts, under 2 minutes")
+    parser.add_argument("--only", action="append", default=[], help="run scenarios whose title contains TEXT")
+    parser.add_argument("--markdown", help="also write the table to this file")
+    args = parser.parse_args(argv)
+    workdir()
+    rows: list[Row] = []
+    started = time.monotonic()
+    for title, module, func, missing in SCENARIOS:
+        if args.only and not any(o in title for o in args.only):
+            continue
+        t0 = time.monotonic()
+        print(f"# {title} ...", file=sys.stderr, flush=True)
+        try:
+            got = run_scenario(title, module, func, missing, args.quick)
+        except Exception as exc:  # noqa: BLE001 - one broken scenario must not hide the others
+            traceback.print_exc(file=sys.stderr)
+            got = [Row(title, f"error: {type(exc).__name__}: {str(exc)[:120]}", ok=False)]
+        print(f"#   {time.monotonic() - t0:.0f} s", file=sys.stderr, flush=True)
+        rows.extend(got)
+    text = table(rows)
+    print(text)
+    print(f"\n{'quick' if args.quick else 'full'} run, {time.monotonic() - started:.0f} s", flush=True)
+    if args.markdown:
+        Path(args.markdown).write_text(text + "\n")
+    return 0 if all(r.ok is not False for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
