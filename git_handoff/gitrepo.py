@@ -8,8 +8,10 @@ points (the post-commit hook's Python side, `--help`) must not pay for it.
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -41,6 +43,42 @@ def _pygit2() -> Any:
     import pygit2
 
     return pygit2
+
+
+_PR_SET_PDEATHSIG = 1
+_PRCTL: Any = None
+
+
+def _die_with_parent() -> Callable[[], None] | None:
+    """A preexec_fn that ends a git child when this process dies (Linux; None elsewhere).
+
+    A git fetch, push or fast-import outlives a SIGKILLed `git handoff`: it goes on
+    writing objects and moving refs after the command is gone, racing the next
+    command's own fetch (a held ref lock) and any `git fsck` (it reports the half-written
+    objects as missing). SIGTERM, not SIGKILL: git then removes its lock and temp files.
+    """
+    global _PRCTL
+    if not sys.platform.startswith("linux"):
+        return None
+    if _PRCTL is None:
+        try:
+            import ctypes
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            _PRCTL = libc.prctl
+        except (OSError, AttributeError):
+            _PRCTL = False
+    if not _PRCTL:
+        return None
+    prctl = _PRCTL
+    parent = os.getpid()
+
+    def child() -> None:
+        prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+        if os.getppid() != parent:  # the parent died before the line above
+            os._exit(1)
+
+    return child
 
 
 class Repo:
@@ -171,13 +209,27 @@ class Repo:
         return False
 
     def _recover_stale_ref_lock(self, name: str) -> bool:
+        """True when `<name>.lock` was released or removed as stale: try the swap again.
+
+        A lock younger than STALE_REF_LOCK_SECONDS is waited on until it goes away or
+        turns stale: a caller that retries without pausing (the merge loop of sync)
+        would otherwise use up its tries in milliseconds on the fresh lock of a command
+        killed a moment ago, and fail with Contention instead of recovering.
+        """
         lock = self.common_dir / (name + ".lock")
-        try:
-            age = time.time() - lock.stat().st_mtime
-        except FileNotFoundError:
-            return False
-        if age < STALE_REF_LOCK_SECONDS:
-            return False
+        deadline = time.monotonic() + STALE_REF_LOCK_SECONDS + 1
+        while True:
+            try:
+                age = time.time() - lock.stat().st_mtime
+            except FileNotFoundError:
+                return False
+            if age >= STALE_REF_LOCK_SECONDS:
+                break
+            if time.monotonic() > deadline:  # held, and taken again and again: a live writer
+                return False
+            time.sleep(0.02)
+            if not lock.exists():
+                return True
         try:
             lock.unlink()
         except FileNotFoundError:
@@ -459,7 +511,8 @@ class Repo:
             run_env.update(env)
         where = cwd or self.workdir or self.git_dir
         proc = subprocess.run(
-            ["git", *args], cwd=where, input=input, capture_output=True, env=run_env
+            ["git", *args], cwd=where, input=input, capture_output=True, env=run_env,
+            preexec_fn=_die_with_parent(),
         )
         if check and proc.returncode != 0:
             err = proc.stderr.decode(errors="replace").strip().splitlines()

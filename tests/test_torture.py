@@ -162,6 +162,29 @@ def test_stale_ref_lock_left_by_killed_process_is_recovered(state: Path) -> None
     fsck_clean(state)
 
 
+def test_fresh_ref_lock_left_by_killed_sync_does_not_stop_the_next_sync(tmp_path: Path) -> None:
+    # sync merges in a loop without pausing: it used up its tries in milliseconds on the
+    # fresh refs/harness/state.lock of a process killed a moment before (exit 3).
+    remote = tmp_path / "remote.git"
+    remote.mkdir()
+    git("init", "-q", "--bare", str(remote), cwd=tmp_path)
+    a, b = make_repo(tmp_path / "a"), make_repo(tmp_path / "b")
+    for clone in (a, b):
+        git("remote", "add", "origin", str(remote), cwd=clone)
+    assert handoff(a, "init").returncode == 0
+    assert handoff(a, "sync").returncode == 0
+    assert handoff(b, "sync").returncode == 0
+    assert handoff(a, "add", "from a", "--id", "from-a").returncode == 0
+    assert handoff(a, "sync").returncode == 0
+    assert handoff(b, "add", "from b", "--id", "from-b").returncode == 0
+    lock = b / ".git" / "refs" / "harness" / "state.lock"
+    lock.write_bytes(b"")
+    recovers(b, ["sync"])
+    assert not lock.exists()
+    assert {"from-a", "from-b"} <= set(state_tasks(b))
+    fsck_clean(b)
+
+
 def test_state_filelock_of_killed_holder_is_recovered(state: Path) -> None:
     # A holder of our own state lock killed mid-transaction must not block anyone.
     holder = subprocess.Popen(
@@ -324,6 +347,20 @@ def test_sigkill_fail(work_state: Path) -> None:
     torture(work_state, argv, after, WORK_TRIALS, seed=41)
 
 
+def wait_for_server(remote: Path) -> None:
+    """Let the remote finish serving a killed client. A receive-pack that already had the
+    whole push completes it (as any server would), and `git fsck` run while objects and a
+    ref are being written reports the new objects as missing."""
+    deadline = time.monotonic() + 30
+    while True:
+        out = subprocess.run(["ps", "-A", "-o", "stat=,args="], capture_output=True, text=True).stdout
+        serving = [line for line in out.splitlines() if str(remote) in line and not line.startswith("Z")]
+        if not serving:
+            return
+        assert time.monotonic() < deadline, serving
+        time.sleep(0.02)
+
+
 def test_sigkill_sync(tmp_path: Path) -> None:
     remote = tmp_path / "remote.git"
     remote.mkdir()
@@ -348,6 +385,7 @@ def test_sigkill_sync(tmp_path: Path) -> None:
     def after(n: int, rc: int | None) -> None:
         if rc == 0:
             pushed.append(f"b{n}")
+        wait_for_server(remote)
         fsck_clean(remote)
         recovers(b, ["sync"])
         tasks = state_tasks(b)
@@ -384,3 +422,53 @@ def test_background_packing_keeps_loose_objects_bounded(state: Path) -> None:
     assert list((objects / "pack").glob("*.pack"))
     assert loose() < GC_LOOSE_OBJECTS * 4
     fsck_clean(state)
+
+
+def group_processes(pgid: int) -> list[str]:
+    """Command lines of the live processes in process group `pgid`."""
+    out = subprocess.run(["ps", "-A", "-o", "pgid=,stat=,args="], capture_output=True, text=True).stdout
+    found = []
+    for line in out.splitlines():
+        parts = line.split(None, 2)
+        if len(parts) == 3 and parts[0] == str(pgid) and not parts[1].startswith("Z"):
+            found.append(parts[2])
+    return found
+
+
+def test_killed_sync_leaves_no_git_fetch_behind(tmp_path: Path) -> None:
+    """A SIGKILLed sync must take its `git fetch` with it: left running, the fetch went on
+    writing objects and moving refs/remotes/*/harness/* after the command was gone, so the
+    `git fsck` after a kill saw half-fetched objects as missing (test_sigkill_sync's flake)
+    and the next sync's fetch could find the ref locked."""
+    remote = tmp_path / "remote.git"
+    remote.mkdir()
+    git("init", "-q", "--bare", str(remote), cwd=tmp_path)
+    a = make_repo(tmp_path / "a")
+    git("remote", "add", "origin", str(remote), cwd=a)
+    assert handoff(a, "init").returncode == 0
+    assert handoff(a, "sync").returncode == 0
+    b = make_repo(tmp_path / "b")
+    git("remote", "add", "origin", str(remote), cwd=b)
+    # the remote answers b's fetch only after a few seconds: the sync is killed meanwhile
+    git("config", "remote.origin.uploadpack", "sleep 4; git-upload-pack", cwd=b)
+    proc = subprocess.Popen(handoff_argv("sync"), cwd=b, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            env=child_env(), start_new_session=True)
+    try:
+        deadline = time.monotonic() + 30
+        while not any(p.startswith("git fetch") for p in group_processes(proc.pid)):
+            assert proc.poll() is None and time.monotonic() < deadline, "sync never started its fetch"
+            time.sleep(0.02)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        deadline = time.monotonic() + 2  # well before the remote answers
+        while any(p.startswith("git fetch") for p in group_processes(proc.pid)) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert not [p for p in group_processes(proc.pid) if p.startswith("git ")], "git outlived the killed sync"
+        deadline = time.monotonic() + 30  # the remote side (sleep, upload-pack) ends on its own
+        while group_processes(proc.pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert git("for-each-ref", "refs/remotes/", cwd=b) == "", "a ref moved after the sync was killed"
+        fsck_clean(b)
+    finally:
+        if group_processes(proc.pid):
+            os.killpg(proc.pid, signal.SIGKILL)
