@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from git_handoff.ops import dispatch
+from git_handoff.ops import procs
 from tests.conftest import git, run, run_exe, state_head
 
 BACKEND = r'''
@@ -201,7 +201,7 @@ def test_wait_and_result_on_unfinished_runs(repo: Path, backend: Path) -> None:
     pid = record["pid"]
     os.killpg(pid, signal.SIGKILL)
     deadline = time.monotonic() + 10
-    while dispatch._pid_alive(pid) and time.monotonic() < deadline:
+    while procs.alive(pid) and time.monotonic() < deadline:
         time.sleep(0.05)
     res = run("dispatch", "wait", hang, "--json")
     assert res.rc == 1

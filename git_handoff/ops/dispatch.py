@@ -30,6 +30,7 @@ from typing import Any
 
 from git_handoff.errors import Negative, UsageError
 from git_handoff.model import now_iso
+from git_handoff.ops import procs
 from git_handoff.store import StateStore, Tx
 
 DISPATCH_DIR = "dispatch"
@@ -103,25 +104,11 @@ def list_runs(store: StateStore) -> list[dict[str, Any]]:
     return out
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:  # a zombie of ours is dead for our purposes
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return True
-
-
 def _with_liveness(record: dict[str, Any]) -> dict[str, Any]:
     """A running record whose runner died on this host is reported as lost."""
     if record.get("status") == "running" and record.get("host") == socket.gethostname():
         pid = record.get("pid")
-        if isinstance(pid, int) and not _pid_alive(pid):
+        if isinstance(pid, int) and not procs.alive(pid):
             record = dict(record, status="failed", lost=True,
                           error="the process running this dispatch died before recording a result")
     return record

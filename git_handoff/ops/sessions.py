@@ -314,34 +314,28 @@ def decide(store: StateStore, what: str, why: str) -> dict[str, Any]:
     """Record a decision (what was chosen, and why) in the current session."""
     what = _one_line(what, "WHAT")
     why = _one_line(why, "--why")
-    number = _require_number(store)
     entry = {"what": what, "why": why, "at": now_iso()}
-
-    def apply(tx: Tx) -> dict[str, Any]:
-        record = read_session(tx, number)
-        if record is None:
-            raise UsageError(f"session {number} is not in the state (start one with `git handoff session start`)")
-        record.setdefault("decisions", []).append(entry)
-        put_record(tx, session_path(number), record)
-        tx.lines.append(format_log_line(number, "INIT", f'Decision "{what}" why="{why}"'))
-        return entry
-
-    return store.transact(apply)
+    return _record_fact(store, "decisions", entry, "INIT", f'Decision "{what}" why="{why}"')
 
 
 def blocker(store: StateStore, text: str) -> dict[str, Any]:
     """Record a blocker found in the current session."""
     text = _one_line(text, "TEXT")
-    number = _require_number(store)
     entry = {"text": text, "at": now_iso()}
+    return _record_fact(store, "blockers", entry, "WARN", f'Blocker "{text}"')
+
+
+def _record_fact(store: StateStore, kind: str, entry: dict[str, Any], log_type: str, line: str) -> dict[str, Any]:
+    """Append `entry` to the current session record's `kind` list, with its log line."""
+    number = _require_number(store)
 
     def apply(tx: Tx) -> dict[str, Any]:
         record = read_session(tx, number)
         if record is None:
             raise UsageError(f"session {number} is not in the state (start one with `git handoff session start`)")
-        record.setdefault("blockers", []).append(entry)
+        record.setdefault(kind, []).append(entry)
         put_record(tx, session_path(number), record)
-        tx.lines.append(format_log_line(number, "WARN", f'Blocker "{text}"'))
+        tx.lines.append(format_log_line(number, log_type, line))
         return entry
 
     return store.transact(apply)
