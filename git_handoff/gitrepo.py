@@ -209,27 +209,13 @@ class Repo:
         return False
 
     def _recover_stale_ref_lock(self, name: str) -> bool:
-        """True when `<name>.lock` was released or removed as stale: try the swap again.
-
-        A lock younger than STALE_REF_LOCK_SECONDS is waited on until it goes away or
-        turns stale: a caller that retries without pausing (the merge loop of sync)
-        would otherwise use up its tries in milliseconds on the fresh lock of a command
-        killed a moment ago, and fail with Contention instead of recovering.
-        """
         lock = self.common_dir / (name + ".lock")
-        deadline = time.monotonic() + STALE_REF_LOCK_SECONDS + 1
-        while True:
-            try:
-                age = time.time() - lock.stat().st_mtime
-            except FileNotFoundError:
-                return False
-            if age >= STALE_REF_LOCK_SECONDS:
-                break
-            if time.monotonic() > deadline:  # held, and taken again and again: a live writer
-                return False
-            time.sleep(0.02)
-            if not lock.exists():
-                return True
+        try:
+            age = time.time() - lock.stat().st_mtime
+        except FileNotFoundError:
+            return False
+        if age < STALE_REF_LOCK_SECONDS:
+            return False
         try:
             lock.unlink()
         except FileNotFoundError:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import os
+import random
+import time
 from typing import Any
 
 from git_handoff import merge
@@ -17,6 +19,15 @@ from git_handoff.store import NOTES_REF, STATE_REF, Snapshot, StateStore, format
 
 NOTICES_FILE = "notices.json"
 MAX_CONFLICT_LINES = 200  # SYNC lines per merge commit; the --json summary lists every one
+CAS_TRIES = 20
+
+
+def _pause(attempt: int) -> None:
+    """Between lost swaps of a ref we hold our own lock for. Only a foreign writer or a
+    ref lock left by a killed process makes the swap fail here; such a lock counts as
+    stale (and is removed by cas_ref) only after STALE_REF_LOCK_SECONDS, so the tries
+    must span more than that (~5 s in all), not use themselves up in milliseconds."""
+    time.sleep(min(0.3, 0.01 * 2 ** attempt) * (0.5 + random.random()))
 
 
 def _tasks_at(repo: Repo, tree: str | None, paths: list[str], claimed_only: bool = False) -> dict[str, Any]:
@@ -158,7 +169,9 @@ def integrate(store: StateStore, theirs: str | None, label: str) -> dict[str, An
         return report
     _check_incoming(store, theirs, label)
     with store.lock():
-        for _ in range(20):
+        for attempt in range(CAS_TRIES):
+            if attempt:
+                _pause(attempt - 1)
             ours = store.head()
             if ours is None:
                 if repo.cas_ref(STATE_REF, theirs, None, f"handoff: adopted the state of {label}"):
@@ -212,7 +225,9 @@ def merge_notes(repo: Repo, store: StateStore, theirs: str | None) -> str:
     from git_handoff.store import StateLock
 
     with StateLock(repo.handoff_dir / NOTES_LOCK, 30):
-        for _ in range(20):
+        for attempt in range(CAS_TRIES):
+            if attempt:
+                _pause(attempt - 1)
             ours = repo.ref_target(NOTES_REF)
             if ours is None:
                 if repo.cas_ref(NOTES_REF, theirs, None, "handoff: notes from sync"):
