@@ -63,12 +63,22 @@ def hooks_uninstall_cmd(agent: str | None, as_json: bool) -> None:
 
 
 @hooks_cmd.command("status")
+@AGENT_OPTION
 @json_option
-def hooks_status_cmd(as_json: bool) -> None:
-    """Which hooks are installed, and the thresholds that trigger a handoff."""
+def hooks_status_cmd(agent: str | None, as_json: bool) -> None:
+    """Which hooks are installed, and the thresholds that trigger a handoff
+    (with --agent claude: only the Claude Code hooks)."""
     from git_handoff.ops import hooks
 
     result = hooks.status(_repo())
+    if agent == "claude":
+        claude = {"agent": "claude", "settings": result["claude_settings"], "installed": result["claude"]}
+        if as_json:
+            emit_json(claude)
+        else:
+            state = "installed" if claude["installed"] else "not installed"
+            click.echo(f"claude code hooks: {state} ({claude['settings']})")
+        return
     if as_json:
         emit_json(result)
         return
