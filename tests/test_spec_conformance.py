@@ -18,3 +18,41 @@ def test_hooks_status_accepts_agent_claude(repo: Path) -> None:
     assert after.rc == 0 and json.loads(after.out)["installed"] is True
     human = run("hooks", "status", "--agent", "claude")
     assert human.rc == 0 and "installed" in human.out
+
+
+def _one_json(out: str) -> object:
+    value = json.loads(out)
+    assert isinstance(value, (dict, list))
+    return value
+
+
+def test_json_negative_answers_still_print_one_json_object(repo: Path) -> None:
+    assert run("init", "--max-sessions", "1").rc == 0
+    nothing = run("next", "--json")
+    assert nothing.rc == 1
+    assert _one_json(nothing.out) == {"error": nothing.err[len("error: "):].strip(), "exit_code": 1}
+    assert nothing.err.startswith("error: ") and len(nothing.err.splitlines()) == 1
+    claim = run("claim", "--json")
+    assert claim.rc == 1 and isinstance(_one_json(claim.out), dict)
+    no_session = run("session", "show", "--json")
+    assert no_session.rc == 1 and isinstance(_one_json(no_session.out), dict)
+    assert run("session", "start").rc == 0
+    assert run("session", "end").rc == 0
+    limit = run("session", "start", "--json")
+    assert limit.rc == 1 and isinstance(_one_json(limit.out), dict)
+    # without --json, stdout stays empty
+    plain = run("next")
+    assert plain.rc == 1 and plain.out == ""
+
+
+def test_json_dispatch_result_of_unfinished_run_prints_the_record(repo: Path) -> None:
+    from tests.conftest import git
+
+    assert run("init").rc == 0
+    git("config", "handoff.backend.echo.command", "cat", cwd=repo)
+    run_id = run("dispatch", "new", "--backend", "echo", "--slug", "pending", stdin="hi\n").out.strip()
+    unfinished = run("dispatch", "result", run_id, "--json")
+    assert unfinished.rc == 1
+    record = _one_json(unfinished.out)
+    assert isinstance(record, dict) and record["run_id"] == run_id and record["status"] == "new"
+    assert len(unfinished.err.splitlines()) == 1
