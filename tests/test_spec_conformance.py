@@ -56,3 +56,18 @@ def test_json_dispatch_result_of_unfinished_run_prints_the_record(repo: Path) ->
     record = _one_json(unfinished.out)
     assert isinstance(record, dict) and record["run_id"] == run_id and record["status"] == "new"
     assert len(unfinished.err.splitlines()) == 1
+
+
+def test_interrupt_exits_130_with_exactly_one_error_line(repo: Path, monkeypatch) -> None:
+    from git_handoff.ops import tasks as ops
+
+    assert run("init").rc == 0
+
+    def interrupted(*_args: object, **_kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(ops, "status", interrupted)
+    r = run("status")
+    assert r.rc == 130
+    assert r.err == "error: interrupted\n"
+    assert r.out == ""

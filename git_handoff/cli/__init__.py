@@ -59,7 +59,17 @@ COMMANDS: dict[str, str] = {
 ALIASES: dict[str, str] = {"ls": "list", "ready": "next"}
 
 
+class Interrupted(Exception):
+    """Ctrl-C inside a command, passed around click (which would print a blank line first)."""
+
+
 class LazyGroup(click.Group):
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:
+            raise Interrupted() from None
+
     def list_commands(self, ctx: click.Context) -> list[str]:
         return [name for name in COMMANDS if self.get_command(ctx, name) is not None]
 
@@ -148,7 +158,7 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(exc.exit_code)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
-    except click.exceptions.Abort:
+    except (click.exceptions.Abort, Interrupted):
         fail_line("interrupted")
         sys.exit(EXIT_INTERRUPTED)
     except click.ClickException as exc:
