@@ -71,3 +71,16 @@ def test_interrupt_exits_130_with_exactly_one_error_line(repo: Path, monkeypatch
     assert r.rc == 130
     assert r.err == "error: interrupted\n"
     assert r.out == ""
+
+
+def test_log_filters_by_type_and_refuses_an_unknown_type(repo: Path) -> None:
+    assert run("init").rc == 0
+    assert run("add", "A", "--id", "a").rc == 0
+    init_lines = run("log", "--type", "INIT")
+    assert init_lines.rc == 0 and len(init_lines.out.splitlines()) == 2
+    assert run("log", "--type", "ERROR").out == ""
+    before = run("log").out
+    bad = run("log", "--type", "BOGUS")
+    assert bad.rc == 2
+    assert bad.out == "" and bad.err.startswith("error: ") and len(bad.err.splitlines()) == 1
+    assert run("log").out == before
