@@ -99,3 +99,75 @@ def test_dispatch_run_of_a_failing_backend_exits_1_not_the_backends_status(repo:
         if extra:
             record = _one_json(r.out)
             assert isinstance(record, dict) and record["status"] == "failed" and record["exit_status"] == 3
+
+
+def _leaf_commands() -> list[tuple[str, ...]]:
+    import click
+
+    from git_handoff.cli import COMMANDS, cli
+
+    ctx = click.Context(cli)
+    found: list[tuple[str, ...]] = []
+
+    def walk(cmd: click.Command | None, path: tuple[str, ...]) -> None:
+        assert cmd is not None, path
+        if isinstance(cmd, click.Group):
+            for name in cmd.list_commands(ctx):
+                walk(cmd.get_command(ctx, name), (*path, name))
+        else:
+            found.append(path)
+
+    for name in COMMANDS:
+        walk(cli.get_command(ctx, name), (name,))
+    return found
+
+
+def test_every_command_accepts_json() -> None:
+    import click
+
+    from git_handoff.cli import cli
+
+    ctx = click.Context(cli)
+    missing = []
+    for path in _leaf_commands():
+        cmd: click.Command | None = cli
+        for name in path:
+            assert isinstance(cmd, click.Group)
+            cmd = cmd.get_command(ctx, name)
+        assert cmd is not None
+        if not any("--json" in getattr(p, "opts", []) for p in cmd.params):
+            missing.append(" ".join(path))
+    assert missing == []
+
+
+def test_hook_json_prints_one_object(repo: Path) -> None:
+    assert run("init").rc == 0
+    r = run("hook", "post-commit", "--json")
+    assert r.rc == 0 and _one_json(r.out) == {"event": "post-commit", "output": None}
+    start = run("hook", "claude-session-start", "--json", stdin='{"source": "startup"}')
+    assert start.rc == 0
+    value = _one_json(start.out)
+    assert isinstance(value, dict) and value["event"] == "claude-session-start"
+    assert "hookSpecificOutput" in value["output"]
+
+
+def test_relay_json_prints_only_the_summary(repo: Path) -> None:
+    from tests.conftest import run_exe
+
+    assert run("init").rc == 0
+    assert run("add", "A", "--id", "a", "--check", "test -f a.txt").rc == 0
+    agent = ("git handoff ack && git handoff claim a >/dev/null && echo a > a.txt && git add a.txt "
+             "&& git commit -qm a && git handoff done a")
+    r = run_exe("relay", "--agent", agent, "--json", cwd=repo, timeout=180)
+    assert r.rc == 0, r.err
+    summary = _one_json(r.out)
+    assert isinstance(summary, dict) and summary["completed"] is True and summary["sessions"] == 1
+
+
+def test_demo_json_prints_one_object(tmp_path: Path) -> None:
+    from tests.conftest import run_exe
+
+    r = run_exe("demo", "--json", cwd=tmp_path, timeout=300)
+    assert r.rc == 0, r.err
+    value = _one_json(r.out)
+    assert isinstance(value, dict) and value["ok"] is True and value["transcript"]
