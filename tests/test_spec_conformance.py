@@ -171,3 +171,28 @@ def test_demo_json_prints_one_object(tmp_path: Path) -> None:
     assert r.rc == 0, r.err
     value = _one_json(r.out)
     assert isinstance(value, dict) and value["ok"] is True and value["transcript"]
+
+
+def test_a_task_blob_that_is_not_utf8_is_invalid_state_in_plain_words(repo: Path) -> None:
+    import os
+    import subprocess
+
+    from tests.conftest import git
+
+    assert run("init").rc == 0
+    assert run("add", "A", "--id", "a").rc == 0
+    path = next(p for p in git("ls-tree", "-r", "--name-only", "refs/harness/state", cwd=repo).split()
+                if p.startswith("tasks/"))
+    blob = subprocess.run(["git", "hash-object", "-w", "--stdin"], input=b"\xc2", cwd=repo,
+                          capture_output=True, check=True).stdout.decode().strip()
+    env = dict(os.environ, GIT_INDEX_FILE=str(repo / ".git" / "qa-index"))
+    subprocess.run(["git", "read-tree", "refs/harness/state"], cwd=repo, env=env, check=True)
+    subprocess.run(["git", "update-index", "--cacheinfo", f"100644,{blob},{path}"], cwd=repo, env=env, check=True)
+    tree = subprocess.run(["git", "write-tree"], cwd=repo, env=env, capture_output=True, text=True,
+                          check=True).stdout.strip()
+    commit = git("commit-tree", tree, "-p", "refs/harness/state", "-m", "corrupt", cwd=repo).strip()
+    git("update-ref", "refs/harness/state", commit, cwd=repo)
+    r = run("list", "--json")
+    assert r.rc == 2 and r.out == ""
+    assert r.err.startswith("error: ") and len(r.err.splitlines()) == 1
+    assert "not UTF-8" in r.err and "codec" not in r.err and "unexpected" not in r.err
