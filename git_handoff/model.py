@@ -309,7 +309,9 @@ class Task:
     def loads(cls, raw: bytes, *, source: str = "task") -> Task:
         try:
             data = json.loads(raw)
-        except (ValueError, UnicodeDecodeError) as exc:
+        except UnicodeDecodeError as exc:
+            raise UsageError(f"{source}: not valid JSON (not UTF-8 at byte {exc.start})") from None
+        except ValueError as exc:
             raise UsageError(f"{source}: not valid JSON ({exc})") from None
         return cls.from_json(data, source=source)
 

@@ -120,6 +120,8 @@ class Snapshot:
             return None
         try:
             return json.loads(raw)
+        except UnicodeDecodeError as exc:
+            raise InvalidState(f"state file {path} is not valid JSON: not UTF-8 at byte {exc.start}") from None
         except ValueError as exc:
             raise InvalidState(f"state file {path} is not valid JSON: {exc}") from None
 
@@ -139,7 +141,9 @@ class Snapshot:
             import tomli as tomllib
         try:
             data = tomllib.loads(raw.decode())
-        except (ValueError, UnicodeDecodeError) as exc:
+        except UnicodeDecodeError as exc:
+            raise InvalidState(f"state file {CONFIG_PATH} is not valid TOML: not UTF-8 at byte {exc.start}") from None
+        except ValueError as exc:
             raise InvalidState(f"state file {CONFIG_PATH} is not valid TOML: {exc}") from None
         try:
             return Config.from_dict(data)
@@ -270,6 +274,8 @@ class Tx:
             return None
         try:
             return json.loads(raw)
+        except UnicodeDecodeError as exc:
+            raise InvalidState(f"state file {path} is not valid JSON: not UTF-8 at byte {exc.start}") from None
         except ValueError as exc:
             raise InvalidState(f"state file {path} is not valid JSON: {exc}") from None
 

@@ -17,7 +17,7 @@ from typing import Any
 import click
 
 from git_handoff import __version__
-from git_handoff.errors import EXIT_INTERRUPTED, EXIT_USAGE, HandoffError
+from git_handoff.errors import EXIT_INTERRUPTED, EXIT_USAGE, HandoffError, Negative
 
 # name -> module under git_handoff.cli that defines a click command of that name
 COMMANDS: dict[str, str] = {
@@ -59,7 +59,17 @@ COMMANDS: dict[str, str] = {
 ALIASES: dict[str, str] = {"ls": "list", "ready": "next"}
 
 
+class Interrupted(Exception):
+    """Ctrl-C inside a command, passed around click (which would print a blank line first)."""
+
+
 class LazyGroup(click.Group):
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:
+            raise Interrupted() from None
+
     def list_commands(self, ctx: click.Context) -> list[str]:
         return [name for name in COMMANDS if self.get_command(ctx, name) is not None]
 
@@ -108,14 +118,27 @@ def cli(debug: bool) -> None:
         os.environ["GIT_HANDOFF_DEBUG"] = "1"
 
 
+# Whether this invocation asked for --json, and whether its JSON document was printed:
+# a negative answer (exit 1) given --json still prints one JSON object on stdout.
+_json_run: dict[str, bool] = {"requested": False, "emitted": False}
+
+
 def emit_json(value: Any) -> None:
     """One JSON document on stdout: indented for a person at a terminal, compact
     otherwise (Python's fast encoder only runs without indentation)."""
     indent = 2 if sys.stdout.isatty() else None
     click.echo(json.dumps(value, indent=indent, ensure_ascii=False, default=str))
+    _json_run["emitted"] = True
 
 
-json_option = click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
+def _note_json(_ctx: click.Context, _param: click.Parameter, value: bool) -> bool:
+    if value:
+        _json_run["requested"] = True
+    return value
+
+
+json_option = click.option("--json", "as_json", is_flag=True, callback=_note_json,
+                           help="Print one JSON object on stdout.")
 
 
 def fail_line(message: str) -> None:
@@ -124,14 +147,18 @@ def fail_line(message: str) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point of `git-handoff`: run the CLI and map every outcome to an exit code."""
+    _json_run.update(requested=False, emitted=False)
     try:
         cli.main(args=argv, prog_name="git handoff", standalone_mode=False)
     except HandoffError as exc:
+        if isinstance(exc, Negative) and _json_run["requested"] and not _json_run["emitted"]:
+            payload = exc.payload if isinstance(exc.payload, (dict, list)) else None
+            emit_json(payload if payload is not None else {"error": exc.message, "exit_code": exc.exit_code})
         fail_line(exc.message)
         sys.exit(exc.exit_code)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
-    except click.exceptions.Abort:
+    except (click.exceptions.Abort, Interrupted):
         fail_line("interrupted")
         sys.exit(EXIT_INTERRUPTED)
     except click.ClickException as exc:

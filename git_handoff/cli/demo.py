@@ -4,13 +4,20 @@ from __future__ import annotations
 
 import click
 
+from git_handoff.cli import emit_json, json_option
 from git_handoff.ops.demo import run_demo
 
 
 @click.command("demo")
 @click.option("--keep", default=None, metavar="DIR", help="Keep the demo repository in DIR instead of removing it.")
-def demo_cmd(keep: str | None) -> None:
+@json_option
+def demo_cmd(keep: str | None, as_json: bool) -> None:
     """Show the whole product in a throwaway repository (nothing of yours is touched)."""
+    if as_json:
+        transcript: list[str] = []
+        repo = run_demo(keep, transcript.append)
+        emit_json({"ok": True, "repository": str(repo), "kept": keep is not None, "transcript": transcript})
+        return
     repo = run_demo(keep, click.echo)
     if keep is not None:
         click.echo(f"\nkept: {repo}")

@@ -63,12 +63,22 @@ def hooks_uninstall_cmd(agent: str | None, as_json: bool) -> None:
 
 
 @hooks_cmd.command("status")
+@AGENT_OPTION
 @json_option
-def hooks_status_cmd(as_json: bool) -> None:
-    """Which hooks are installed, and the thresholds that trigger a handoff."""
+def hooks_status_cmd(agent: str | None, as_json: bool) -> None:
+    """Which hooks are installed, and the thresholds that trigger a handoff
+    (with --agent claude: only the Claude Code hooks)."""
     from git_handoff.ops import hooks
 
     result = hooks.status(_repo())
+    if agent == "claude":
+        claude = {"agent": "claude", "settings": result["claude_settings"], "installed": result["claude"]}
+        if as_json:
+            emit_json(claude)
+        else:
+            state = "installed" if claude["installed"] else "not installed"
+            click.echo(f"claude code hooks: {state} ({claude['settings']})")
+        return
     if as_json:
         emit_json(result)
         return
@@ -84,7 +94,8 @@ def hooks_status_cmd(as_json: bool) -> None:
 
 @click.command("hook")
 @click.argument("event")
-def hook_cmd(event: str) -> None:
+@json_option
+def hook_cmd(event: str, as_json: bool) -> None:
     """Entry point the installed hooks call (post-commit, claude-session-start, claude-stop,
     claude-subagent-stop, claude-pre-compact). Never fails the caller: exit 0."""
     from git_handoff.ops import claude
@@ -103,6 +114,19 @@ def hook_cmd(event: str) -> None:
         out = claude.run(event, text)
     except Exception as exc:  # noqa: BLE001 - a hook must never break the agent or the commit
         click.echo(f"git handoff hook {event}: {exc}", err=True)
+        if as_json:
+            emit_json({"event": event, "output": None, "problem": str(exc)})
         return
-    if out:
+    if as_json:
+        emit_json({"event": event, "output": _parsed(out) if out else None})
+    elif out:
         click.echo(out)
+
+
+def _parsed(text: str) -> object:
+    import json
+
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from git_handoff.cli import get_store
+from git_handoff.cli import emit_json, get_store, json_option
 
 
 @click.command("relay")
@@ -23,8 +23,10 @@ from git_handoff.cli import get_store
 @click.option("--max-idle-sessions", type=int, default=3, show_default=True, metavar="N",
               help="Stop after N sessions in a row that completed or attempted nothing.")
 @click.option("--quiet", "-q", is_flag=True, help="Print only the final line.")
+@json_option
 def relay_cmd(agent: str, tmux: bool, tmux_socket: str | None, ack_timeout: float, session_timeout: float | None,
-              max_launch_failures: int, handoff_grace: float, max_idle_sessions: int, quiet: bool) -> None:
+              max_launch_failures: int, handoff_grace: float, max_idle_sessions: int, quiet: bool,
+              as_json: bool) -> None:
     """Run agent sessions one after another until every task is completed.
 
     Each session: `session start` (recovery included), the handoff prompt written to a
@@ -46,6 +48,9 @@ def relay_cmd(agent: str, tmux: bool, tmux_socket: str | None, ack_timeout: floa
     opts = ops.Options(agent=agent, tmux=tmux, tmux_socket=tmux_socket, ack_timeout=ack_timeout,
                        session_timeout=session_timeout, max_launch_failures=max_launch_failures,
                        handoff_grace=handoff_grace, max_idle_sessions=max_idle_sessions)
-    say = (lambda _text: None) if quiet else (lambda text: click.echo(text))
+    say = (lambda _text: None) if quiet or as_json else (lambda text: click.echo(text))
     summary = ops.run_relay(get_store(session=0), opts, say)
-    click.echo(f"relay finished: {summary['reason']} in {summary['sessions']} session(s)")
+    if as_json:
+        emit_json(summary)
+    else:
+        click.echo(f"relay finished: {summary['reason']} in {summary['sessions']} session(s)")

@@ -12,6 +12,7 @@ from typing import Any
 from git_handoff import schedule
 from git_handoff.errors import Negative, UsageError
 from git_handoff.model import (
+    LOG_TYPES,
     MODES,
     Config,
     Task,
@@ -466,6 +467,8 @@ def log(
         raise UsageError("-n must not be negative")
     if task is not None:
         check_id(task)
+    if kind is not None and kind.lower() not in {t.lower() for t in LOG_TYPES}:
+        raise UsageError(f"unknown log type {kind!r}: use one of {', '.join(LOG_TYPES)}")
     out: list[Entry] = []
     for entry in store.entries():
         if task is not None and entry.task != task:
