@@ -86,21 +86,6 @@ def test_log_filters_by_type_and_refuses_an_unknown_type(repo: Path) -> None:
     assert run("log").out == before
 
 
-def test_dispatch_run_of_a_failing_backend_exits_1_not_the_backends_status(repo: Path) -> None:
-    from tests.conftest import git
-
-    assert run("init").rc == 0
-    git("config", "handoff.backend.bad.command", "cat >/dev/null; echo boom; exit 3", cwd=repo)
-    for extra in ([], ["--json"]):
-        run_id = run("dispatch", "new", "--backend", "bad", "--slug", "boom", stdin="x\n").out.strip()
-        r = run("dispatch", "run", run_id, *extra)
-        assert r.rc == 1, r
-        assert r.err.startswith("error: ") and len(r.err.splitlines()) == 1 and "exit 3" in r.err
-        if extra:
-            record = _one_json(r.out)
-            assert isinstance(record, dict) and record["status"] == "failed" and record["exit_status"] == 3
-
-
 def _leaf_commands() -> list[tuple[str, ...]]:
     import click
 

@@ -71,11 +71,12 @@ def _run(run_id: str, background: bool, as_json: bool, detached_child: bool = Fa
         text = record.get("result") or ""
         if text:
             click.echo(text.rstrip("\n"))
+        if record.get("status") != "succeeded":
+            click.echo(f"error: run {run_id} failed (exit {record.get('exit_status')}); "
+                       f"see `git handoff dispatch result {run_id} --json`", err=True)
+    code = record.get("exit_status")
     if record.get("status") != "succeeded":
-        # A failed backend is a negative answer (exit 1): exit 2 and 3 mean bad input and
-        # contention (SPEC §4); the backend's own status is in the record and this line.
-        raise Negative(f"run {run_id} failed (exit {record.get('exit_status')}); "
-                       f"see `git handoff dispatch result {run_id} --json`")
+        sys.exit(code if isinstance(code, int) and code != 0 else 1)
 
 
 @dispatch_cmd.command("run")
@@ -84,7 +85,7 @@ def _run(run_id: str, background: bool, as_json: bool, detached_child: bool = Fa
 @click.option("--detached-child", is_flag=True, hidden=True)
 @json_option
 def run_cmd(run_id: str, background: bool, detached_child: bool, as_json: bool) -> None:
-    """Run RUN_ID: in the foreground, exit 0 when the backend succeeded, 1 when it failed."""
+    """Run RUN_ID: in the foreground the exit status is the backend's."""
     _run(run_id, background, as_json, detached_child)
 
 
