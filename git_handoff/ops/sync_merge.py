@@ -30,6 +30,17 @@ def _pause(attempt: int) -> None:
     time.sleep(min(0.3, 0.01 * 2 ** attempt) * (0.5 + random.random()))
 
 
+def _task_record(raw: bytes | None) -> dict[str, Any] | None:
+    """A task blob as a JSON object with an id, or None (absent or unreadable)."""
+    if raw is None:
+        return None
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) and "id" in data else None
+
+
 def _tasks_at(repo: Repo, tree: str | None, paths: list[str], claimed_only: bool = False) -> dict[str, Any]:
     out = {}
     for path in paths:
@@ -41,11 +52,8 @@ def _tasks_at(repo: Repo, tree: str | None, paths: list[str], claimed_only: bool
         raw = repo.read_blob(found[0])
         if claimed_only and b'"in_progress"' not in raw:
             continue
-        try:
-            data = json.loads(raw)
-        except ValueError:
-            continue
-        if isinstance(data, dict) and "id" in data:
+        data = _task_record(raw)
+        if data is not None:
             out[str(data["id"])] = data
     return out
 
@@ -57,21 +65,15 @@ def _lost_claims(repo: Repo, before: str, after: str) -> list[dict[str, Any]]:
 
 
 def _lost_claims_changes(repo: Repo, before: str, changes: dict[str, str | bytes | None]) -> list[dict[str, Any]]:
-    held = _tasks_at(repo, before, [p for p in changes if p.startswith(merge.TASK_PREFIX)], claimed_only=True)
+    paths = [p for p in changes if p.startswith(merge.TASK_PREFIX)]
+    held = _tasks_at(repo, before, paths, claimed_only=True)
     if not held:
         return []
-    paths = [p for p in changes if p.startswith(merge.TASK_PREFIX)]
     after: dict[str, Any] = {}
     for path in paths:
         value = changes[path]
-        raw = repo.read_blob(value) if isinstance(value, str) else value
-        if raw is None:
-            continue
-        try:
-            data = json.loads(raw)
-        except ValueError:
-            continue
-        if isinstance(data, dict) and "id" in data:
+        data = _task_record(repo.read_blob(value) if isinstance(value, str) else value)
+        if data is not None:
             after[str(data["id"])] = data
     return merge.lost_claims(held, after)
 
