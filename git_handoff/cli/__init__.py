@@ -187,8 +187,8 @@ def get_store(session: int | None = None) -> Any:
     from git_handoff.store import StateStore
 
     store = StateStore(Repo.discover(), session=session)
-    from git_handoff.ops.sync_merge import take_notices
+    from git_handoff.ops import notices
 
-    for notice in take_notices(store.repo):  # e.g. a claim lost in a sync: told at the next command
+    for notice in notices.take(store.repo):  # e.g. a claim lost in a sync: told at the next command
         click.echo(f"warning: {notice}", err=True)
     return store

@@ -7,7 +7,6 @@ Part of `git handoff sync` (ops/sync.py holds the fetch/push side).
 from __future__ import annotations
 
 import json
-import os
 import random
 import time
 from typing import Any
@@ -15,9 +14,9 @@ from typing import Any
 from git_handoff import merge
 from git_handoff.errors import Contention, UsageError
 from git_handoff.gitrepo import Repo
+from git_handoff.ops import notices
 from git_handoff.store import NOTES_REF, STATE_REF, Snapshot, StateStore, format_log_line
 
-NOTICES_FILE = "notices.json"
 MAX_CONFLICT_LINES = 200  # SYNC lines per merge commit; the --json summary lists every one
 CAS_TRIES = 20
 
@@ -271,30 +270,9 @@ def _union_text(a: bytes, b: bytes) -> bytes:
 
 
 def _remember_notices(repo: Repo, lost: list[dict[str, Any]]) -> None:
-    if not lost:
-        return
-    path = repo.handoff_dir / NOTICES_FILE
-    try:
-        old = json.loads(path.read_text())
-    except (OSError, ValueError):
-        old = []
+    messages = []
     for item in lost:
         who = f" to {item['claimed_by']}" if item.get("claimed_by") else ""
-        old.append(f"your claim of {item['task']} (as {item['worker']}) was lost{who} in a sync: "
-                   f"the task is now {item['now']}; stop working on it")
-    tmp = path.with_suffix(f".tmp{os.getpid()}")
-    tmp.write_text(json.dumps(old, indent=2) + "\n")
-    os.replace(tmp, path)
-
-
-def take_notices(repo: Repo) -> list[str]:
-    """Notices for this clone's next command (shown once)."""
-    path = repo.handoff_dir / NOTICES_FILE
-    if not path.exists():
-        return []
-    try:
-        data = json.loads(path.read_text())
-        path.unlink()
-    except (OSError, ValueError):
-        return []
-    return [str(x) for x in data] if isinstance(data, list) else []
+        messages.append(f"your claim of {item['task']} (as {item['worker']}) was lost{who} in a sync: "
+                        f"the task is now {item['now']}; stop working on it")
+    notices.remember(repo, messages)
