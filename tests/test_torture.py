@@ -162,15 +162,21 @@ def test_stale_ref_lock_left_by_killed_process_is_recovered(state: Path) -> None
     fsck_clean(state)
 
 
-def test_fresh_ref_lock_left_by_killed_sync_does_not_stop_the_next_sync(tmp_path: Path) -> None:
-    # sync merges in a loop without pausing: it used up its tries in milliseconds on the
-    # fresh refs/harness/state.lock of a process killed a moment before (exit 3).
+def remote_and_two_clones(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """A bare remote, and two fresh repositories with it as origin."""
     remote = tmp_path / "remote.git"
     remote.mkdir()
     git("init", "-q", "--bare", str(remote), cwd=tmp_path)
     a, b = make_repo(tmp_path / "a"), make_repo(tmp_path / "b")
     for clone in (a, b):
         git("remote", "add", "origin", str(remote), cwd=clone)
+    return remote, a, b
+
+
+def test_fresh_ref_lock_left_by_killed_sync_does_not_stop_the_next_sync(tmp_path: Path) -> None:
+    # sync merges in a loop without pausing: it used up its tries in milliseconds on the
+    # fresh refs/harness/state.lock of a process killed a moment before (exit 3).
+    _, a, b = remote_and_two_clones(tmp_path)
     assert handoff(a, "init").returncode == 0
     assert handoff(a, "sync").returncode == 0
     assert handoff(b, "sync").returncode == 0
@@ -362,17 +368,11 @@ def wait_for_server(remote: Path) -> None:
 
 
 def test_sigkill_sync(tmp_path: Path) -> None:
-    remote = tmp_path / "remote.git"
-    remote.mkdir()
-    git("init", "-q", "--bare", str(remote), cwd=tmp_path)
-    a = make_repo(tmp_path / "a")
-    git("remote", "add", "origin", str(remote), cwd=a)
+    remote, a, b = remote_and_two_clones(tmp_path)
     assert handoff(a, "init").returncode == 0
     for n in range(10):
         assert handoff(a, "add", f"shared {n}", "--id", f"s{n}").returncode == 0
     assert handoff(a, "sync").returncode == 0
-    b = make_repo(tmp_path / "b")
-    git("remote", "add", "origin", str(remote), cwd=b)
     assert handoff(b, "sync").returncode == 0
     pushed: list[str] = []
 
@@ -440,15 +440,9 @@ def test_killed_sync_leaves_no_git_fetch_behind(tmp_path: Path) -> None:
     writing objects and moving refs/remotes/*/harness/* after the command was gone, so the
     `git fsck` after a kill saw half-fetched objects as missing (test_sigkill_sync's flake)
     and the next sync's fetch could find the ref locked."""
-    remote = tmp_path / "remote.git"
-    remote.mkdir()
-    git("init", "-q", "--bare", str(remote), cwd=tmp_path)
-    a = make_repo(tmp_path / "a")
-    git("remote", "add", "origin", str(remote), cwd=a)
+    remote, a, b = remote_and_two_clones(tmp_path)
     assert handoff(a, "init").returncode == 0
     assert handoff(a, "sync").returncode == 0
-    b = make_repo(tmp_path / "b")
-    git("remote", "add", "origin", str(remote), cwd=b)
     # the remote answers b's fetch only after a few seconds: the sync is killed meanwhile
     git("config", "remote.origin.uploadpack", "sleep 4; git-upload-pack", cwd=b)
     proc = subprocess.Popen(handoff_argv("sync"), cwd=b, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
