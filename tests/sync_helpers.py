@@ -77,6 +77,18 @@ def ok(*args: str, cwd: Path) -> dict | str:
     return r.json() if "--json" in args else r.out
 
 
+def shared_pair(clones: Callable[[str], Path], *commands: tuple[str, ...]) -> tuple[Path, Path]:
+    """Clone a inits, runs `commands`, syncs; then clone b adopts that state by syncing."""
+    a = clones("a")
+    ok("init", cwd=a)
+    for command in commands:
+        ok(*command, cwd=a)
+    ok("sync", cwd=a)
+    b = clones("b")
+    ok("sync", cwd=b)
+    return a, b
+
+
 def tree(path: Path) -> str:
     return git("rev-parse", "refs/harness/state^{tree}", cwd=path)
 

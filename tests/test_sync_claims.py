@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import git, run, run_exe, state_head
-from tests.sync_helpers import clones, ok, remote_url, task  # noqa: F401
+from tests.sync_helpers import clones, ok, remote_url, shared_pair, task  # noqa: F401
 
 
 def test_three_clones_race_claim_remote(clones: Callable[[str], Path]) -> None:
@@ -63,12 +63,7 @@ def test_three_clones_race_claim_remote(clones: Callable[[str], Path]) -> None:
 
 
 def test_done_refuses_a_fetched_command_until_trusted(clones: Callable[[str], Path]) -> None:
-    a = clones("a")
-    ok("init", cwd=a)
-    ok("add", "x", "--id", "t", "--check", "true", cwd=a)
-    ok("sync", cwd=a)
-    b = clones("b")
-    ok("sync", cwd=b)
+    a, b = shared_pair(clones, ("add", "x", "--id", "t", "--check", "true"))
     ok("trust", "--all", cwd=b)
     marker = b.parent / "PWNED"
     ok("edit", "t", "--check", f"touch {marker}", cwd=a)  # the hostile change, pushed
