@@ -154,8 +154,8 @@ def test_hostile_remote_command_needs_trust(clones: Callable[[str], Path]) -> No
     ok("edit", "t", "--check", f"touch {marker}", cwd=a)
     ok("sync", cwd=a)
     ok("sync", cwd=b)
+    from git_handoff import trust
     from git_handoff.gitrepo import Repo
-    from git_handoff.ops import trust
 
     with pytest.raises(Exception, match="git handoff trust"):
         trust.require_trusted(Repo.discover(b), f"touch {marker}", "validation command")
