@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import git, make_repo, run, run_exe, state_head
-from tests.sync_helpers import clones, ok, remote_url, shared_pair, task, tree  # noqa: F401
+from tests.support.remotes import clones, ok, remote_url, shared_pair, task, tree  # noqa: F401
 
 
 def test_fresh_clone_adopts_state_and_first_push(clones: Callable[[str], Path]) -> None:
