@@ -15,10 +15,10 @@ the index behind; the next claim rebuilds it.
 from __future__ import annotations
 
 import marshal
-import os
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from git_handoff.fileio import atomic_write
 from git_handoff.model import Task, parse_time
 from git_handoff.schedule import PRIORITY_RANK
 from git_handoff.store import TASKS_DIR, StateStore, Tx
@@ -80,17 +80,10 @@ def load(store: StateStore, tree: str | None) -> dict[str, tuple[Any, ...]] | No
 def save(store: StateStore, tree: str | None, rows: Mapping[str, tuple[Any, ...]], clean: bool) -> None:
     if tree is None:
         return
-    path = _path(store)
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     try:
-        with open(tmp, "wb") as fh:
-            fh.write(marshal.dumps({"v": VERSION, "tree": tree, "clean": clean, "rows": dict(rows)}))
-        os.replace(tmp, path)
+        atomic_write(_path(store), marshal.dumps({"v": VERSION, "tree": tree, "clean": clean, "rows": dict(rows)}))
     except (OSError, ValueError):
-        try:
-            tmp.unlink()
-        except OSError:
-            pass
+        pass  # a missing index is only slower: the next claim rebuilds it
 
 
 def committed_tree(tx: Tx) -> str | None:
@@ -172,11 +165,11 @@ def carry(
             rows[task.id] = row(task)
         save(store, committed_tree(tx), rows, clean)
 
-    tx.after_commit.append(hook)
+    tx.after_commit("claim index", hook)
 
 
 def rebuild(tx: Tx, tasks: Mapping[str, Task]) -> None:
     """After `tx` commits, index the committed tree from the whole task set it leaves."""
     store = tx.store
     rows = rows_of(tasks.values())
-    tx.after_commit.append(lambda: save(store, committed_tree(tx), rows, True))
+    tx.after_commit("claim index", lambda: save(store, committed_tree(tx), rows, True))

@@ -6,8 +6,8 @@ nothing heavy."""
 from __future__ import annotations
 
 import json
-import os
 
+from git_handoff.fileio import atomic_write
 from git_handoff.gitrepo import Repo
 
 NOTICES_FILE = "notices.json"
@@ -25,9 +25,7 @@ def remember(repo: Repo, messages: list[str]) -> None:
     if not isinstance(old, list):
         old = []
     old.extend(messages)
-    tmp = path.with_suffix(f".tmp{os.getpid()}")
-    tmp.write_text(json.dumps(old, indent=2) + "\n")
-    os.replace(tmp, path)
+    atomic_write(path, json.dumps(old, indent=2) + "\n")
 
 
 def take(repo: Repo) -> list[str]:

@@ -21,12 +21,14 @@ import operator
 import os
 import random
 import re
+import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from git_handoff.errors import Contention, InvalidState, NotInitialized, UsageError
+from git_handoff.errors import Contention, HandoffError, InvalidState, NotInitialized, UsageError
+from git_handoff.fileio import atomic_write
 from git_handoff.gitrepo import Repo
 from git_handoff.local import open_session
 from git_handoff.model import Config, Task, now_iso
@@ -79,6 +81,18 @@ def active_session(repo: Repo) -> int:
     return int(opened["session"]) if opened else 0
 
 
+def _parse_json(raw: bytes | None, path: str) -> Any:
+    """A state file's JSON (None when absent); InvalidState (exit 2) when it does not parse."""
+    if raw is None:
+        return None
+    try:
+        return json.loads(raw)
+    except UnicodeDecodeError as exc:
+        raise InvalidState(f"state file {path} is not valid JSON: not UTF-8 at byte {exc.start}") from None
+    except ValueError as exc:
+        raise InvalidState(f"state file {path} is not valid JSON: {exc}") from None
+
+
 class Snapshot:
     """A read-only view of one state commit. Blobs are read on demand and cached."""
 
@@ -110,15 +124,7 @@ class Snapshot:
         return self.repo.read_blob(found[0])
 
     def read_json(self, path: str) -> Any:
-        raw = self.read(path)
-        if raw is None:
-            return None
-        try:
-            return json.loads(raw)
-        except UnicodeDecodeError as exc:
-            raise InvalidState(f"state file {path} is not valid JSON: not UTF-8 at byte {exc.start}") from None
-        except ValueError as exc:
-            raise InvalidState(f"state file {path} is not valid JSON: {exc}") from None
+        return _parse_json(self.read(path), path)
 
     def listdir(self, path: str) -> list[str]:
         found = self.repo.tree_lookup(self.tree, path)
@@ -221,13 +227,11 @@ class _LeafCache:
             return
         import pickle
 
-        tmp = self.path.with_name(f"{self.path.name}.{os.getpid()}.tmp")
+        data = pickle.dumps({"version": self.VERSION, "fields": _FIELD_NAMES, "leaves": self.used}, protocol=4)
         try:
-            with open(tmp, "wb") as fh:
-                pickle.dump({"version": self.VERSION, "fields": _FIELD_NAMES, "leaves": self.used}, fh, protocol=4)
-            os.replace(tmp, self.path)
+            atomic_write(self.path, data)
         except OSError:
-            tmp.unlink(missing_ok=True)
+            pass  # a missing cache is only slower
 
 
 _CREATION_ORDER = operator.attrgetter("order", "created_at", "id")
@@ -250,7 +254,7 @@ class Tx:
         self.changes: dict[str, bytes | None] = {}
         self.lines: list[str] = []
         self._tasks: dict[str, Task] = {}
-        self.after_commit: list[Callable[[], None]] = []
+        self.followups: list[tuple[str, Callable[[], object]]] = []
 
     @property
     def session(self) -> int:
@@ -264,15 +268,7 @@ class Tx:
         return self.base.read(path) if self.base else None
 
     def read_json(self, path: str) -> Any:
-        raw = self.read(path)
-        if raw is None:
-            return None
-        try:
-            return json.loads(raw)
-        except UnicodeDecodeError as exc:
-            raise InvalidState(f"state file {path} is not valid JSON: not UTF-8 at byte {exc.start}") from None
-        except ValueError as exc:
-            raise InvalidState(f"state file {path} is not valid JSON: {exc}") from None
+        return _parse_json(self.read(path), path)
 
     def listdir(self, path: str) -> list[str]:
         names = set(self.base.listdir(path)) if self.base else set()
@@ -331,8 +327,18 @@ class Tx:
         self.put(task_path(task.id), task.dumps())
         return task
 
-    def log(self, kind: str, text: str = "", task: str | None = None, category: str | None = None) -> str:
-        line = format_log_line(self.session, kind, text, task=task, category=category)
+    def after_commit(self, what: str, fn: Callable[[], object]) -> None:
+        """Run `fn` once this transaction's commit is in, never when it is not (a retried
+        transaction starts with none): the one home for best-effort follow-ups such as
+        notes, the tasks-per-session document, the claim index. A HandoffError it raises
+        does not fail the command: `StateStore.best_effort` records it as `what`."""
+        self.followups.append((what, fn))
+
+    def log(self, kind: str, text: str = "", task: str | None = None, category: str | None = None,
+            *, session: int | None = None) -> str:
+        """Add a log line to this transaction's commit, in the transaction's session unless
+        `session` names another one (a session record written for session N logs as N)."""
+        line = format_log_line(self.session if session is None else session, kind, text, task=task, category=category)
         self.lines.append(line)
         return line
 
@@ -412,6 +418,8 @@ class StateStore:
     def __init__(self, repo: Repo, session: int | None = None) -> None:
         self.repo = repo
         self.session = active_session(repo) if session is None else session
+        # What best-effort follow-ups failed with ("what: message"), oldest first.
+        self.swallowed: list[str] = []
 
     # -- reading --------------------------------------------------------------------
 
@@ -459,9 +467,12 @@ class StateStore:
         only read from and write to the Tx. Errors it raises leave the state as it was.
         """
         with self.lock():
-            return self._transact_locked(apply, allow_uninitialized)
+            result, committed = self._transact_locked(apply, allow_uninitialized)
+        if committed is not None:  # outside the lock: a follow-up may run a transaction of its own
+            self.run_followups(committed)
+        return result
 
-    def _transact_locked(self, apply: Callable[[Tx], T], allow_uninitialized: bool) -> T:
+    def _transact_locked(self, apply: Callable[[Tx], T], allow_uninitialized: bool) -> tuple[T, Tx | None]:
         self.repo.reopen_if_repacked()
         for attempt in range(CAS_RETRIES):
             head = self.head()
@@ -470,15 +481,22 @@ class StateStore:
             tx = Tx(self, Snapshot(self.repo, head) if head else None)
             result = apply(tx)
             if not tx.changes and not tx.lines:
-                return result
+                return result, None
             if self._commit(tx, head):
-                for hook in tx.after_commit:
-                    hook()
-                return result
+                return result, tx
             time.sleep(min(0.2, 0.005 * (2 ** min(attempt, 6))) * random.random())
         raise Contention(f"{STATE_REF} kept changing under this transaction ({CAS_RETRIES} tries); nothing was changed, retry")
 
     def _commit(self, tx: Tx, head: str | None) -> bool:
+        first = tx.lines[0] if tx.lines else "state update"
+        return self.publish(self.build_commit(tx, [head] if head else []), head, f"handoff: {first[:200]}")
+
+    # The one transaction engine: every state commit is built by `build_commit` (or, for a
+    # merge, `commit_merge`) and every move of the state ref goes through `publish`. A local
+    # transaction publishes at once; `ops.sync.transact_remote` pushes the commit first.
+
+    def build_commit(self, tx: Tx, parents: list[str]) -> str:
+        """The commit of what `tx` wrote on top of its base (objects written, no ref moved)."""
         repo = self.repo
         blobs = {path: (None if data is None else repo.write_blob(data)) for path, data in tx.changes.items()}
         base_tree = tx.base.tree if tx.base else None
@@ -486,22 +504,40 @@ class StateStore:
         if tree is None:
             tree = repo.update_tree(None, {})
         message = "\n".join(tx.lines) + "\n" if tx.lines else "git handoff: state update\n"
-        commit = repo.create_commit(tree, [head] if head else [], message)
-        first = tx.lines[0] if tx.lines else "state update"
-        if not repo.cas_ref(STATE_REF, commit, head, f"handoff: {first[:200]}"):
+        return repo.create_commit(tree, parents, message)
+
+    def commit_merge(self, parents: list[str], changes: Mapping[str, str | bytes | None], lines: list[str]) -> str:
+        """A merge commit of two state histories: the first parent's tree with `changes`
+        (written as one pack: a merge may bring thousands of blobs), no ref moved."""
+        return self.repo.commit_changes_packed(parents, changes, "\n".join(lines) + "\n")
+
+    def publish(self, commit: str, expected: str | None, reason: str) -> bool:
+        """Move refs/harness/state from `expected` to `commit` (compare-and-swap; False when
+        it moved meanwhile). Now and then, pack loose objects in the background."""
+        repo = self.repo
+        if not repo.cas_ref(STATE_REF, commit, expected, reason):
             return False
         self.last_commit = commit
         if random.randrange(GC_CHECK_EVERY) == 0 and repo.loose_estimate() >= GC_LOOSE_OBJECTS:
             repo.gc_in_background()
         return True
 
-    def commit_merge(self, tree: str, parents: list[str], lines: list[str], expected: str | None) -> str | None:
-        """Write a merge commit of two state histories; None when the ref moved (CAS lost)."""
-        message = "\n".join(lines) + "\n"
-        commit = self.repo.create_commit(tree, parents, message)
-        if not self.repo.cas_ref(STATE_REF, commit, expected, "handoff: merge"):
-            return None
-        return commit
+    # -- after a commit -------------------------------------------------------------------
+
+    def run_followups(self, tx: Tx) -> None:
+        """The follow-ups `tx` registered with `after_commit`, in order, each best-effort."""
+        for what, fn in tx.followups:
+            self.best_effort(what, fn)
+
+    def best_effort(self, what: str, fn: Callable[[], object]) -> None:
+        """Run `fn`, which must never fail the command: a HandoffError it raises is recorded
+        in `swallowed` as "what: message" (shown with GIT_HANDOFF_DEBUG) instead."""
+        try:
+            fn()
+        except HandoffError as exc:
+            self.swallowed.append(f"{what}: {exc.message}")
+            if os.environ.get("GIT_HANDOFF_DEBUG"):
+                print(f"debug: {what} skipped: {exc.message}", file=sys.stderr)
 
 
 def initial_files(config_toml: str) -> dict[str, bytes]:

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from collections.abc import Iterable
 from typing import Any
 
 from git_handoff.errors import UsageError
+from git_handoff.fileio import atomic_write
 from git_handoff.gitrepo import Repo
 from git_handoff.model import now_iso
 
@@ -53,9 +53,7 @@ def remember(repo: Repo, commands: Iterable[str | None]) -> None:
                 data[key] = {"command": command, "trusted_at": now_iso()}
                 changed = True
         if changed:
-            tmp = path.with_suffix(f".tmp{os.getpid()}")
-            tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
-            os.replace(tmp, path)
+            atomic_write(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 
 def require_trusted(repo: Repo, command: str, what: str) -> None:

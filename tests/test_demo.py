@@ -12,13 +12,19 @@ from git_handoff.ops import demo
 from tests.conftest import git, run, run_exe
 
 
+@pytest.mark.slow
 def test_demo_runs_end_to_end_and_keeps_its_repositories(tmp_path: Path) -> None:
+    """The whole demo, once (it takes most of a minute): with --json, so the one-object
+    JSON contract is checked on the same run as everything the demo shows."""
     kept = tmp_path / "kept"
     started = time.monotonic()
-    res = run_exe("demo", "--keep", str(kept), cwd=tmp_path, timeout=120)
+    res = run_exe("demo", "--keep", str(kept), "--json", cwd=tmp_path, timeout=300)
     elapsed = time.monotonic() - started
     assert res.rc == 0, res.out[-3000:] + res.err
-    out = res.out
+    value = json.loads(res.out)  # one JSON object and nothing else on stdout
+    assert isinstance(value, dict) and value["ok"] is True and value["kept"] is True
+    assert value["repository"] == str(kept.resolve())
+    out = "\n".join(value["transcript"])
     for section in ("== 1.", "== 2.", "== 3.", "== 4.", "== 5.", "== 6.", "== 7."):
         assert section in out
     # at least two sessions handed off by the post-commit hook, under the relay
@@ -31,7 +37,6 @@ def test_demo_runs_end_to_end_and_keeps_its_repositories(tmp_path: Path) -> None
     # the second clone finished the work through the bare remote
     assert "relay finished: all 5 task(s) completed" in out
     assert "tasks: 5  completed=5" in out
-    assert f"kept: {kept}" in out
     alice, bob = kept / "alice", kept / "bob"
     state = git("rev-parse", "refs/harness/state", cwd=alice)
     assert state == git("rev-parse", "refs/harness/state", cwd=bob)
@@ -67,3 +72,14 @@ def test_demo_removes_its_throwaway_directory(monkeypatch: pytest.MonkeyPatch) -
     demo.run_demo(None, lines.append)
     assert seen and not seen[0].exists()
     assert lines[0] == f"# git handoff demo in {seen[0]}"
+
+
+def test_demo_text_output_names_the_kept_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The text form of `demo --keep` (the end-to-end run above uses --json)."""
+    monkeypatch.setattr(demo.Demo, "run", lambda self: self.say("== 1. a step"))
+    kept = tmp_path / "kept"
+    res = run("demo", "--keep", str(kept))
+    assert res.rc == 0, res.err
+    lines = res.out.splitlines()
+    assert lines[0] == f"# git handoff demo in {kept.resolve()}" and "== 1. a step" in lines
+    assert lines[-1] == f"kept: {kept.resolve()}"

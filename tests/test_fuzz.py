@@ -19,6 +19,8 @@ from hypothesis import strategies as st
 from git_handoff import errors
 from tests.conftest import git, make_repo, run, state_head
 
+pytestmark = pytest.mark.slow  # torture by generated input: the slow layer
+
 FUZZ = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 SLOW_FUZZ = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 EXCEPTION_NAME = re.compile(r"\b[A-Z]\w*(Error|Exception)\b|Traceback|unexpected ")

@@ -19,6 +19,8 @@ from git_handoff.ops import handoff
 from git_handoff.store import StateStore
 from tests.conftest import git, run, run_exe, state_head
 
+pytestmark = pytest.mark.slow  # whole relays of real agent processes: the slow layer
+
 AGENT = f"{sys.executable} -m git_handoff.agents.scripted"
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import run
 
 
@@ -136,6 +138,7 @@ def test_hook_json_prints_one_object(repo: Path) -> None:
     assert "hookSpecificOutput" in value["output"]
 
 
+@pytest.mark.slow
 def test_relay_json_prints_only_the_summary(repo: Path) -> None:
     from tests.conftest import run_exe
 
@@ -147,15 +150,6 @@ def test_relay_json_prints_only_the_summary(repo: Path) -> None:
     assert r.rc == 0, r.err
     summary = _one_json(r.out)
     assert isinstance(summary, dict) and summary["completed"] is True and summary["sessions"] == 1
-
-
-def test_demo_json_prints_one_object(tmp_path: Path) -> None:
-    from tests.conftest import run_exe
-
-    r = run_exe("demo", "--json", cwd=tmp_path, timeout=300)
-    assert r.rc == 0, r.err
-    value = _one_json(r.out)
-    assert isinstance(value, dict) and value["ok"] is True and value["transcript"]
 
 
 def test_a_task_blob_that_is_not_utf8_is_invalid_state_in_plain_words(repo: Path) -> None:

@@ -22,6 +22,8 @@ import pytest
 
 from tests.conftest import git, make_repo
 
+pytestmark = pytest.mark.slow  # real processes killed, gc underneath: the slow layer
+
 KILL_TRIALS = int(os.environ.get("HANDOFF_TORTURE_TRIALS", "32"))
 RECOVERY_SECONDS = 10.0
 ROOT = Path(__file__).resolve().parent.parent

@@ -15,7 +15,7 @@ from typing import Any
 
 from git_handoff import claim_index, notes, runner, trust, worktree
 from git_handoff.claims import CLAIM_EXTRAS, claimed_task, current, require_branch, short
-from git_handoff.errors import Contention, GitFailure, HandoffError, UsageError
+from git_handoff.errors import Contention, GitFailure, UsageError
 from git_handoff.gitrepo import Repo
 from git_handoff.model import Task, check_category, check_id, now_iso
 from git_handoff.store import ATTEMPTS_PREFIX, StateStore, Tx
@@ -101,7 +101,7 @@ def fail(
     base_ok = bool(base) and repo.resolve_commit(f"{base}^{{commit}}") is not None
     saved: dict[str, Any] | None = None
     if base_ok:
-        notes.note_quietly(store, seen, outcome=f"failed [{category}]")
+        store.best_effort("notes", lambda: notes.note_task_commits(store, seen, outcome=f"failed [{category}]"))
         saved = save_attempt(store, seen, reason=text, category=category)
     rollback = base_ok and not keep_worktree
 
@@ -169,10 +169,7 @@ def _log_warning(store: StateStore, task_id: str, text: str) -> None:
     def apply(tx: Tx) -> None:
         tx.log("WARN", text, task=task_id)
 
-    try:
-        store.transact(apply)
-    except HandoffError:
-        pass
+    store.best_effort("warning", lambda: store.transact(apply))
 
 
 # -- attempts / restore -----------------------------------------------------------------------

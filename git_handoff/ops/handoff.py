@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from git_handoff import schedule, worktree
-from git_handoff.errors import HandoffError, Negative, UsageError
+from git_handoff.errors import Negative, UsageError
 from git_handoff.gitrepo import Repo
 from git_handoff.local import tasks_per_session
 from git_handoff.model import Task, now_iso
@@ -131,17 +131,14 @@ def write_doc(store: StateStore, trigger: str = "manual") -> dict[str, Any]:
 
 def after_done(store: StateStore) -> dict[str, Any] | None:
     """The `done` trigger: write the document once handoff.tasksPerSession tasks were
-    completed in the session. Never fails the `done` that called it."""
-    try:
-        number = current_number(store)
-        limit = tasks_per_session(store.repo)
-        if number <= 0 or limit is None:
-            return None
-        if len(completed_ids(store.snapshot(), number)) < limit:
-            return None
-        return write_doc(store, trigger="tasks")
-    except HandoffError:
+    completed in the session. `done` runs it after its commit, best-effort (Tx.after_commit)."""
+    number = current_number(store)
+    limit = tasks_per_session(store.repo)
+    if number <= 0 or limit is None:
         return None
+    if len(completed_ids(store.snapshot(), number)) < limit:
+        return None
+    return write_doc(store, trigger="tasks")
 
 
 def list_docs(store: StateStore) -> list[dict[str, Any]]:
@@ -233,7 +230,7 @@ def ack(store: StateStore, failed: str | None = None) -> dict[str, Any]:
                     old["accepted_at"] = stamp
                     put_record(tx, doc_path(n), old)
             text = f"Session {number} accepted " + (f"the handoff of session {of}" if doc else "its prompt (no pending handoff)")
-        tx.lines.append(format_log_line(number, "ACK", text))
+        tx.log("ACK", text, session=number)
         return {"session": number, **entry}
 
     return store.transact(apply)

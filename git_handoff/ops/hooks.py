@@ -10,6 +10,7 @@ from typing import Any
 
 from git_handoff import local
 from git_handoff.errors import UsageError
+from git_handoff.fileio import atomic_write
 from git_handoff.gitrepo import Repo
 from git_handoff.templates import template_text
 
@@ -85,10 +86,7 @@ def install(repo: Repo, agent: str | None = None) -> dict[str, Any]:
                 raise UsageError(f"{saved} already exists: move it away before `git handoff hooks install`")
             os.rename(target, saved)
             chained = True
-    fresh = target.with_name(f".post-commit.handoff-tmp{os.getpid()}")
-    fresh.write_bytes(template())
-    fresh.chmod(0o755)
-    os.replace(fresh, target)
+    atomic_write(target, template(), mode=0o755)
     record = _record(repo)
     if NOTES_REF not in _rewrite_refs(repo):
         repo.git("config", "--add", "notes.rewriteRef", NOTES_REF)
@@ -172,9 +170,7 @@ def _is_ours(entry: Any) -> bool:
 
 def _write_settings(path: Path, data: dict[str, Any]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
-    tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
-    os.replace(tmp, path)
+    atomic_write(path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
 
 
 def claude_installed(repo: Repo) -> bool:

@@ -28,7 +28,7 @@ from git_handoff.local import worker_identity
 from git_handoff.model import Task, now_iso
 from git_handoff.ops import attempts, sessions, work
 from git_handoff.state_files import read_session
-from git_handoff.store import StateStore, Tx, format_log_line
+from git_handoff.store import StateStore, Tx
 
 HEALTH_TIMEOUT = 300
 CHECKPOINT_TREE = "checkpoint_tree"  # task extra: the work tree's tree at the last checkpoint
@@ -86,7 +86,7 @@ def _summary(result: Any) -> str:
 
 def _log(store: StateStore, kind: str, text: str, task: str | None = None, category: str | None = None) -> None:
     def apply(tx: Tx) -> None:
-        tx.lines.append(format_log_line(store.session, kind, text, task=task, category=category))
+        tx.log(kind, text, task=task, category=category)
 
     store.transact(apply)
 

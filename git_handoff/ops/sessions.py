@@ -7,6 +7,7 @@ are git_handoff/state_files.py; this worktree's files are git_handoff/local.py.
 from __future__ import annotations
 
 import json
+from functools import partial
 from typing import Any
 
 from git_handoff import notes, schedule
@@ -27,7 +28,7 @@ from git_handoff.state_files import (
     read_session,
     session_path,
 )
-from git_handoff.store import META_PATH, StateStore, Tx, format_log_line
+from git_handoff.store import META_PATH, StateStore, Tx
 
 # -- start / end ---------------------------------------------------------------------
 
@@ -58,10 +59,10 @@ def begin(store: StateStore, worker: str | None = None) -> dict[str, Any]:
                 old["ended_at"] = stamp
                 old["ended_by"] = "next session start"
                 put_record(tx, session_path(stale["session"]), old)
-                tx.lines.append(format_log_line(stale["session"], "WARN",
-                                                f"Session {stale['session']} was left open; closed by the next session start"))
+                tx.log("WARN", f"Session {stale['session']} was left open; closed by the next session start",
+                       session=stale["session"])
         if count >= cfg.max_sessions:
-            tx.lines.append(format_log_line(count, "STATS", _stats(tx)))
+            tx.log("STATS", _stats(tx), session=count)
             return {"refused": True, "session_count": count, "max_sessions": cfg.max_sessions}
         number = count + 1
         record = {
@@ -82,7 +83,7 @@ def begin(store: StateStore, worker: str | None = None) -> dict[str, Any]:
         meta["last_session"] = stamp
         tx.put_json(META_PATH, meta)
         short = base[:7] if base else "none"
-        tx.lines.append(format_log_line(number, "INIT", f"Session {number} started (base={short}, worker={who})"))
+        tx.log("INIT", f"Session {number} started (base={short}, worker={who})", session=number)
         return {"refused": False, "record": record}
 
     result = store.transact(apply)
@@ -126,7 +127,7 @@ def end(store: StateStore) -> dict[str, Any]:
         meta["last_session"] = stamp
         tx.put_json(META_PATH, meta)
         stats = _stats(tx)
-        tx.lines.append(format_log_line(number, "STATS", stats))
+        tx.log("STATS", stats, session=number)
         record["stats"] = stats
         return record
 
@@ -142,7 +143,7 @@ def _note_open_claims(store: StateStore) -> None:
     here = str(repo.workdir) if repo.workdir else None
     for task in store.snapshot().tasks().values():
         if task.status == "in_progress" and here and task.get("worktree") == here:
-            notes.note_quietly(store, task)
+            store.best_effort("notes", partial(notes.note_task_commits, store, task))
 
 
 def show(store: StateStore, number: int | None = None) -> dict[str, Any]:
@@ -208,7 +209,7 @@ def _record_fact(store: StateStore, kind: str, entry: dict[str, Any], log_type: 
             raise UsageError(f"session {number} is not in the state (start one with `git handoff session start`)")
         record.setdefault(kind, []).append(entry)
         put_record(tx, session_path(number), record)
-        tx.lines.append(format_log_line(number, log_type, line))
+        tx.log(log_type, line, session=number)
         return entry
 
     return store.transact(apply)

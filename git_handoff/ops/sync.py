@@ -235,15 +235,6 @@ def _backoff(attempt: int) -> None:
 # -- a transaction that counts only once the remote has it -------------------------------
 
 
-def _build_commit(store: StateStore, tx: Tx, head: str) -> str:
-    repo = store.repo
-    blobs = {p: (None if d is None else repo.write_blob(d)) for p, d in tx.changes.items()}
-    base_tree = repo.commit_tree(head)
-    tree = repo.update_tree(base_tree, blobs) if blobs else base_tree
-    message = "\n".join(tx.lines) + "\n" if tx.lines else "git handoff: state update\n"
-    return repo.create_commit(tree, [head], message)
-
-
 def transact_remote(store: StateStore, apply: Callable[[Tx], T], remote: str | None = None,
                     *, tries: int = 30) -> T:
     """fetch -> merge -> apply -> push. Only a push the remote accepted makes the change;
@@ -262,16 +253,15 @@ def transact_remote(store: StateStore, apply: Callable[[Tx], T], remote: str | N
         result = apply(tx)
         if not tx.changes and not tx.lines:
             return result
-        commit = _build_commit(store, tx, head)
+        commit = store.build_commit(tx, [head])
         flags = _push(repo, remote_obj, [f"{commit}:{STATE_REF}"])
         if flags.get(STATE_REF, "!") != "!":
             repo.cas_ref(remote_obj.state, commit, repo.ref_target(remote_obj.state), "handoff: pushed")
             with store.lock():
-                moved = repo.cas_ref(STATE_REF, commit, head, "handoff: remote transaction")
+                moved = store.publish(commit, head, "handoff: remote transaction")
             if not moved:
                 integrate(store, commit, remote_obj.spec)
-            for hook in tx.after_commit:
-                hook()
+            store.run_followups(tx)
             return result
         _backoff(min(attempt, 3))
     raise Contention(f"lost the race on {remote_obj.spec} {tries} times; nothing was changed, retry")

@@ -181,7 +181,7 @@ def integrate(store: StateStore, theirs: str | None, label: str) -> dict[str, An
                 _pause(attempt - 1)
             ours = store.head()
             if ours is None:
-                if repo.cas_ref(STATE_REF, theirs, None, f"handoff: adopted the state of {label}"):
+                if store.publish(theirs, None, f"handoff: adopted the state of {label}"):
                     report.update(action="adopted", incoming=repo.count_commits(theirs))
                     return report
                 continue
@@ -191,7 +191,7 @@ def integrate(store: StateStore, theirs: str | None, label: str) -> dict[str, An
             incoming = repo.count_commits(theirs, ours)
             if repo.is_ancestor(ours, theirs):
                 lost = _lost_claims(repo, repo.commit_tree(ours), repo.commit_tree(theirs))
-                if repo.cas_ref(STATE_REF, theirs, ours, f"handoff: fast-forward to {label}"):
+                if store.publish(theirs, ours, f"handoff: fast-forward to {label}"):
                     report.update(action="fast-forward", incoming=incoming, claims_lost=lost)
                     _remember_notices(repo, lost)
                     return report
@@ -215,8 +215,8 @@ def integrate(store: StateStore, theirs: str | None, label: str) -> dict[str, An
                                              f"claim of {item['worker']} lost (now {item['now']}"
                                              + (f" by {item['claimed_by']})" if item.get("claimed_by") else ")"),
                                              task=item["task"]))
-            commit = repo.commit_changes_packed([ours, theirs], changes, "\n".join(lines) + "\n")
-            if repo.cas_ref(STATE_REF, commit, ours, "handoff: merge"):
+            commit = store.commit_merge([ours, theirs], changes, lines)
+            if store.publish(commit, ours, "handoff: merge"):
                 report.update(action="merged", incoming=incoming, conflicts=[c.to_json() for c in conflicts],
                               claims_lost=lost)
                 _remember_notices(repo, lost)

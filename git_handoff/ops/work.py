@@ -103,11 +103,10 @@ def checkpoint(
         claim_index.carry(tx, [new])
         shown = text.replace('"', "'")
         tx.log("CHECKPOINT", f'step={n}/{of if of is not None else "?"} "{shown}"', task=task.id)
+        tx.after_commit("notes", lambda: notes.note_task_commits(store, new))
         return new
 
-    task = store.transact(apply)
-    notes.note_quietly(store, task)
-    return task
+    return store.transact(apply)
 
 
 def _missing_check(task: Task) -> UsageError:
@@ -176,11 +175,10 @@ def done(store: StateStore, task_id: str, *, force: bool = False) -> Task:
             tx.log("WARN", f"completed with {len(uncommitted)} uncommitted file(s), not in commit {short(head)}: "
                    + ", ".join(uncommitted[:5]), task=task.id)
         tx.log("Completed", f"(commit {short(head)})", task=task.id)
+        tx.after_commit("notes", lambda: notes.note_task_commits(store, seen, head=head, outcome="completed"))
+        tx.after_commit("the tasks-per-session handoff document", lambda: handoff.after_done(store))
         return new
 
-    task = store.transact(apply)
-    notes.note_quietly(store, seen, outcome="completed", head=head)
-    handoff.after_done(store)
-    return task
+    return store.transact(apply)
 
 
