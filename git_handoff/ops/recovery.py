@@ -77,7 +77,19 @@ def _log(store: StateStore, kind: str, text: str, task: str | None = None, categ
 # -- facts from git ------------------------------------------------------------------------
 
 
-def uncommitted(repo: Repo) -> bool:
+def uncommitted(repo: Repo, task: Task | None = None) -> bool:
+    """Changes not committed since the claim: against the claim's snapshot when it kept
+    one (files untracked before the claim are not the attempt's work)."""
+    snapshot = task.get("claim_snapshot") if task is not None else None
+    if snapshot:
+        from git_handoff import worktree
+
+        snap = worktree.read_snapshot(repo, str(snapshot))
+        head = repo.head()
+        if snap is not None and head is not None:
+            now_tree = worktree.picture(repo, head).worktree
+            return any(repo.tree_lookup(snap.worktree, path) != repo.tree_lookup(now_tree, path)
+                       for _, path in worktree.changed_paths(repo, repo.commit_tree(head), now_tree))
     proc = repo.git("status", "--porcelain", "--untracked-files=all", check=False)
     return bool(proc.stdout.strip())
 
@@ -108,9 +120,9 @@ def worktree_tree(repo: Repo) -> str | None:
     head = repo.head()
     if head is None or repo.workdir is None:
         return None
-    from git_handoff.ops import work
+    from git_handoff import worktree
 
-    return str(work._worktree_tree(repo, head))
+    return worktree.worktree_tree(repo, head)
 
 
 # -- which tasks -------------------------------------------------------------------------
@@ -170,7 +182,7 @@ def recover_task(store: StateStore, task: Task, worker: str) -> dict[str, Any]:
     from git_handoff.ops import work
 
     repo = store.repo
-    dirty = uncommitted(repo)
+    dirty = uncommitted(repo, task)
     commits = task_commits(repo, task)
     row = decide(dirty, bool(commits), bool(task.checkpoints))
     facts = (f"uncommitted={'yes' if dirty else 'no'} task_commits={len(commits)} "

@@ -1,0 +1,407 @@
+"""The work tree at one moment, and going back to it exactly (SPEC §9).
+
+A *picture* of a worktree is what `git stash create --include-untracked` would
+keep, as two trees: the index, and the work tree (tracked files as they are on
+disk plus the untracked, non-ignored files). A claim keeps a picture when the
+tree is not clean (a clean tree is HEAD, so nothing more is recorded); a failed
+attempt is saved as a picture; a rollback brings the claim's picture back:
+
+    reset --hard <claim HEAD>; clean -fd            (today's rollback: the attempt is saved)
+    read-tree -m -u <claim HEAD> <claim work tree>   (files of that moment back, git checks every path)
+    read-tree <claim index>                          (the index of that moment; untracked stay untracked)
+
+Every step is git's own machinery, which refuses `..`, absolute and `.git` paths.
+A rollback is journalled in the worktree's private directory before the first
+file changes, and redone from the start by the next command when a process was
+killed half way (each step is idempotent), so a tree is never left half-restored.
+
+Commit shapes (both are ordinary commits; `git show` and `git diff` read them):
+- claim snapshot: tree = work tree, parents = [HEAD, index commit]; the index
+  commit's tree is the index, its parent HEAD. Kept reachable by a local ref
+  under refs/handoff/claims/ (outside refs/harness/, so it never travels).
+- attempt: the same shape, under refs/harness/attempts/<id>/<n>.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from git_handoff.errors import GitFailure, UsageError
+from git_handoff.gitrepo import Repo
+
+CLAIMS_PREFIX = "refs/handoff/claims/"
+JOURNAL = "rollback.json"
+MODE_GITLINK = "160000"
+
+
+class TempIndex:
+    """A throwaway index file in the worktree's private directory.
+
+    `copy=True` starts from a copy of the real index, so git's stat cache stays
+    valid and unchanged tracked files are not hashed again. Use as a context manager.
+    """
+
+    def __init__(self, repo: Repo, *, copy: bool = False) -> None:
+        self.repo = repo
+        self.path = repo.worktree_dir / f"index.{os.getpid()}.{id(self):x}"
+        if copy:
+            real = repo.git_dir / "index"
+            try:
+                self.path.write_bytes(real.read_bytes())
+            except FileNotFoundError:
+                pass
+
+    def __enter__(self) -> TempIndex:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        self.path.unlink(missing_ok=True)
+
+    def git(self, *args: str, check: bool = True, input: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
+        return self.repo.git(*args, check=check, input=input, env={"GIT_INDEX_FILE": str(self.path)},
+                             cwd=self.repo.root())
+
+    def tree(self) -> str | None:
+        """The tree of this index; None while it holds unmerged (conflicted) entries."""
+        proc = self.git("write-tree", check=False)
+        return proc.stdout.decode().strip() if proc.returncode == 0 else None
+
+
+@dataclass(frozen=True)
+class Picture:
+    head: str
+    worktree: str  # tracked files as on disk + untracked non-ignored files
+    index: str | None  # None: the index held conflicts
+
+
+def picture(repo: Repo, head: str) -> Picture:
+    """The worktree as it is now; the real index is not touched."""
+    with TempIndex(repo, copy=True) as ix:
+        index = ix.tree()
+        ix.git("add", "-A", "--", ".")
+        tree = ix.tree()
+    if tree is None:
+        raise GitFailure("git write-tree failed on the work tree")
+    return Picture(head=head, worktree=tree, index=index)
+
+
+def worktree_tree(repo: Repo, head: str) -> str:
+    """The tree of the work tree as it is (tracked and untracked, non-ignored files)."""
+    return picture(repo, head).worktree
+
+
+def is_clean(repo: Repo) -> bool:
+    """Nothing staged, modified or untracked (ignored files do not count)."""
+    proc = repo.git("status", "--porcelain", "-z", "--untracked-files=normal", cwd=repo.root())
+    return not proc.stdout
+
+
+def commit_picture(repo: Repo, pic: Picture, message: str, *, extra_parents: Iterable[str] = ()) -> str:
+    """A commit of the work tree whose parents are HEAD and a commit of the index."""
+    parents = [pic.head]
+    if pic.index is not None:
+        parents.append(repo.create_commit(pic.index, [pic.head], f"index: {message.splitlines()[0]}"))
+    parents.extend(extra_parents)
+    return repo.create_commit(pic.worktree, parents, message)
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """A claim's picture read back from its commit."""
+
+    commit: str
+    head: str
+    worktree: str
+    index: str
+
+
+def read_snapshot(repo: Repo, commit: str) -> Snapshot | None:
+    """The snapshot commit `commit`, or None when it is missing or not of that shape."""
+    if not isinstance(commit, str) or repo.resolve_commit(f"{commit}^{{commit}}") != commit:
+        return None
+    _, parents, _, _ = repo.commit_info(commit)
+    if len(parents) != 2:
+        return None
+    return Snapshot(commit=commit, head=parents[0], worktree=repo.commit_tree(commit),
+                    index=repo.commit_tree(parents[1]))
+
+
+def take_snapshot(repo: Repo) -> str | None:
+    """At claim time: None when the work tree is clean, else the snapshot commit (kept
+    reachable under refs/handoff/claims/<oid> until the claim ends)."""
+    head = repo.head()
+    if head is None or is_clean(repo):
+        return None
+    pic = picture(repo, head)
+    if pic.index is None:
+        raise UsageError("the index has unresolved conflicts: resolve them (or abort what made them) before claiming")
+    commit = commit_picture(repo, pic, "handoff: the work tree at a claim")
+    repo.cas_ref(CLAIMS_PREFIX + commit, commit, None, "handoff: claim snapshot")
+    return commit
+
+
+def drop_snapshot_ref(repo: Repo, commit: str | None) -> None:
+    if isinstance(commit, str) and commit:
+        repo.delete_ref(CLAIMS_PREFIX + commit)
+
+
+# -- operations in progress -------------------------------------------------------------
+
+# (marker in the git dir, name, how to end it cleanly)
+_OPERATIONS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    ("rebase-merge", "rebase", ("rebase", "--abort")),
+    ("rebase-apply/applying", "am", ("am", "--abort")),
+    ("rebase-apply", "rebase", ("rebase", "--abort")),
+    ("MERGE_HEAD", "merge", ("merge", "--abort")),
+    ("CHERRY_PICK_HEAD", "cherry-pick", ("cherry-pick", "--abort")),
+    ("REVERT_HEAD", "revert", ("revert", "--abort")),
+    ("BISECT_LOG", "bisect", ("bisect", "reset")),
+)
+
+
+def operation_in_progress(repo: Repo) -> str | None:
+    """The git operation this worktree is in the middle of (rebase, am, merge, ...), or None."""
+    for marker, name, _ in _OPERATIONS:
+        if (repo.git_dir / marker).exists():
+            return name
+    return None
+
+
+def end_operation(repo: Repo) -> str | None:
+    """End the operation in progress the way its own --abort does; returns its name."""
+    for marker, name, command in _OPERATIONS:
+        if (repo.git_dir / marker).exists():
+            repo.git(*command, cwd=repo.root())
+            return name
+    return None
+
+
+def refuse_operation(repo: Repo, action: str, task_id: str, force: bool) -> str | None:
+    """Refuse (exit 2) to roll back in the middle of a rebase, merge, ...; with `force`
+    return the operation's name so the rollback ends it first."""
+    name = operation_in_progress(repo)
+    if name is None:
+        return None
+    if not force:
+        raise UsageError(
+            f"cannot {action} task {task_id}: a {name} is in progress in this worktree; finish it or "
+            f"`git {name} {'reset' if name == 'bisect' else '--abort'}` it first "
+            f"(--force ends it, after saving the attempt)"
+        )
+    return name
+
+
+# -- submodules ---------------------------------------------------------------------------
+
+
+def submodule_changes(repo: Repo, base: str) -> list[str]:
+    """Submodules whose state differs from `base` or from HEAD and the index: a new commit,
+    modified or untracked files. A rollback of the superproject cannot return those."""
+    root = repo.root()
+    head = repo.head()
+    has_modules = (root / ".gitmodules").exists() or any(
+        repo.tree_lookup(repo.commit_tree(c), ".gitmodules") is not None for c in {base, head} if c)
+    if not has_modules:
+        return []
+    out: list[str] = []
+    proc = repo.git("status", "--porcelain=v2", "-z", "--untracked-files=no", "--ignore-submodules=none", cwd=root)
+    for entry in proc.stdout.split(b"\0"):
+        fields = entry.split(b" ")
+        if fields[0] in (b"1", b"2") and len(fields) > 8 and fields[2].startswith(b"S"):
+            flags = fields[2].decode()
+            what = [w for flag, w in zip(flags[1:], ("a new commit", "modified files", "untracked files"), strict=True)
+                    if flag != "."]
+            path = b" ".join(fields[8:] if fields[0] == b"1" else fields[9:]).split(b"\t")[0]
+            out.append(f"{path.decode(errors='replace')} ({', '.join(what) or 'a changed gitlink'})")
+    if head and head != base:
+        diff = repo.git("diff-tree", "-r", "-z", base, head)
+        fields = diff.stdout.split(b"\0")
+        for i in range(0, len(fields) - 1, 2):
+            meta = fields[i].split(b" ")
+            if len(meta) >= 2 and MODE_GITLINK.encode() in (meta[0].lstrip(b":"), meta[1]):
+                name = fields[i + 1].decode(errors="replace")
+                if not any(o.startswith(name + " ") for o in out):
+                    out.append(f"{name} (a different commit than at the claim)")
+    return out
+
+
+def refuse_submodules(repo: Repo, base: str, action: str, task_id: str) -> None:
+    changed = submodule_changes(repo, base)
+    if changed:
+        raise UsageError(
+            f"cannot {action} task {task_id}: submodule {'; '.join(changed)} would not be rolled back "
+            "(git does not reset a submodule's own work); save and reset it inside the submodule "
+            "(commit or stash there, then `git submodule update`), then run this again; nothing was changed"
+        )
+
+
+# -- rollback -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What a rollback returns the worktree to, journalled before the first change."""
+
+    task: str
+    base: str
+    snapshot: str | None
+    attempt_ref: str | None
+    operation: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"task": self.task, "base": self.base, "snapshot": self.snapshot,
+                "attempt_ref": self.attempt_ref, "operation": self.operation}
+
+
+def _journal(repo: Repo) -> Path:
+    return repo.git_dir / "handoff" / JOURNAL
+
+
+def write_journal(repo: Repo, plan: Plan) -> None:
+    path = _journal(repo)
+    path.parent.mkdir(exist_ok=True)
+    tmp = path.with_suffix(f".tmp.{os.getpid()}")
+    with open(tmp, "w") as fh:
+        json.dump(plan.to_json(), fh)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def read_journal(repo: Repo) -> Plan | None:
+    """The rollback a killed process left unfinished, if any (an unreadable journal is dropped)."""
+    path = _journal(repo)
+    try:
+        raw = json.loads(path.read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError):
+        path.unlink(missing_ok=True)
+        return None
+    ok = isinstance(raw, dict) and isinstance(raw.get("task"), str) and isinstance(raw.get("base"), str)
+    if not ok:
+        path.unlink(missing_ok=True)
+        return None
+    return Plan(task=raw["task"], base=raw["base"],
+                snapshot=raw.get("snapshot") if isinstance(raw.get("snapshot"), str) else None,
+                attempt_ref=raw.get("attempt_ref") if isinstance(raw.get("attempt_ref"), str) else None,
+                operation=raw.get("operation") if isinstance(raw.get("operation"), str) else None)
+
+
+def clear_journal(repo: Repo) -> None:
+    _journal(repo).unlink(missing_ok=True)
+
+
+def has_journal(repo: Repo) -> bool:
+    return _journal(repo).exists()
+
+
+def roll_back(repo: Repo, plan: Plan) -> None:
+    """Return the worktree to the claim's moment (the attempt must be saved first).
+
+    Idempotent: a run killed at any point is finished by running it again.
+    """
+    root = repo.root()
+    if plan.operation and operation_in_progress(repo):
+        end_operation(repo)
+    repo.git("reset", "--hard", "--quiet", plan.base, cwd=root)
+    repo.git("clean", "-fd", "--quiet", cwd=root)
+    snap = read_snapshot(repo, plan.snapshot) if plan.snapshot else None
+    if snap is not None:
+        repo.git("read-tree", "-m", "-u", repo.commit_tree(plan.base), snap.worktree, cwd=root)
+        repo.git("read-tree", snap.index, cwd=root)
+        repo.git("update-index", "-q", "--refresh", cwd=root, check=False)
+        drop_snapshot_ref(repo, snap.commit)
+
+
+# -- restore --------------------------------------------------------------------------------
+
+
+def _confined(root: Path, path: str) -> Path | None:
+    """The file `path` names inside the work tree, or None when it would leave the tree,
+    enter `.git`, or pass through a symlinked directory."""
+    parts = path.split("/")
+    if not path or path.startswith("/") or any(p in ("", ".", "..") or p.lower() == ".git" for p in parts):
+        return None
+    parent = root
+    for part in parts[:-1]:
+        parent = parent / part
+        if parent.is_symlink() or not parent.is_dir():
+            return None
+    return parent / parts[-1]
+
+
+def changed_paths(repo: Repo, old: str, new: str) -> list[tuple[str, str]]:
+    """(status letter, path) of files differing between two trees or commits."""
+    proc = repo.git("diff-tree", "-r", "-z", "--no-renames", "--name-status", old, new)
+    fields = proc.stdout.decode(errors="surrogateescape").split("\0")
+    return [(fields[i][0], fields[i + 1]) for i in range(0, len(fields) - 1, 2) if fields[i]]
+
+
+@dataclass(frozen=True)
+class Restored:
+    written: list[str]
+    deleted: list[str]
+    index: bool
+
+
+def restore_picture(
+    repo: Repo, *, source: str, since: str, index: str | None, force: bool
+) -> Restored:
+    """Write the files of tree `source` that differ from tree `since`, remove those it
+    dropped, and (when `index` is given) make the index that tree.
+
+    Refuses (nothing changed) when a file it would write or remove has uncommitted
+    changes of its own here (other than what `since` holds), unless `force`. Removes only files whose content git holds (as in
+    `since`, or anything with `force`) and never an ignored file.
+    """
+    root = repo.root()
+    head = repo.head()
+    if head is None:
+        raise UsageError("this worktree has no commit yet")
+    changes = changed_paths(repo, since, source)
+    current = picture(repo, head).worktree
+    # uncommitted here and not simply as the rollback left it (files untracked at the claim)
+    mine = {p for _, p in changed_paths(repo, repo.commit_tree(head), current)
+            if repo.tree_lookup(since, p) != repo.tree_lookup(current, p)}
+    touched = [p for _, p in changes if p in mine]
+    if touched and not force:
+        raise UsageError(
+            f"uncommitted changes would be overwritten ({', '.join(touched[:3])}{'...' if len(touched) > 3 else ''}): "
+            "commit or stash them, or --force"
+        )
+    written = [p for s, p in changes if s != "D"]
+    dropped = [p for s, p in changes if s == "D"]
+    # read both trees into throwaway indexes first: git refuses a tree with a bad path
+    # before anything in the work tree has changed
+    with TempIndex(repo) as ix:
+        ix.git("read-tree", source)
+        if index is not None:
+            with TempIndex(repo) as check:
+                check.git("read-tree", index)
+        if written:
+            ix.git("checkout-index", "-f", "-z", "--stdin",
+                   input=b"\0".join(p.encode(errors="surrogateescape") for p in written) + b"\0")
+    deleted = []
+    for path in dropped:
+        here = repo.tree_lookup(current, path)
+        if here is None or here[1]:
+            continue  # not a non-ignored file here (absent, ignored, or a directory)
+        before = repo.tree_lookup(since, path)
+        if not force and (before is None or before[0] != here[0]):
+            continue
+        target = _confined(root, path)
+        if target is not None and (target.is_file() or target.is_symlink()):
+            target.unlink()
+            deleted.append(path)
+    if index is not None:
+        repo.git("read-tree", index, cwd=root)
+        repo.git("update-index", "-q", "--refresh", cwd=root, check=False)
+    return Restored(written=written, deleted=deleted, index=index is not None)
