@@ -353,10 +353,12 @@ class Restored:
 
 
 def restore_picture(
-    repo: Repo, *, source: str, since: str, index: str | None, force: bool
+    repo: Repo, *, source: str, since: str, index: str | None, since_index: str | None = None, force: bool
 ) -> Restored:
     """Write the files of tree `source` that differ from tree `since`, remove those it
-    dropped, and (when `index` is given) make the index that tree.
+    dropped, and (when `index` is given) stage, for every path the attempt touched
+    (its files, or its index against `since_index`), the entry `index` holds;
+    other index entries stay as they are.
 
     Refuses (nothing changed) when a file it would write or remove has uncommitted
     changes of its own here (other than what `since` holds), unless `force`. Removes only files whose content git holds (as in
@@ -369,7 +371,8 @@ def restore_picture(
     changes = changed_paths(repo, since, source)
     current = picture(repo, head).worktree
     # uncommitted here and not simply as the rollback left it (files untracked at the claim)
-    mine = {p for _, p in changed_paths(repo, repo.commit_tree(head), current)
+    head_tree = repo.commit_tree(head)
+    mine = {p for _, p in changed_paths(repo, head_tree, current)
             if repo.tree_lookup(since, p) != repo.tree_lookup(current, p)}
     touched = [p for _, p in changes if p in mine]
     if touched and not force:
@@ -394,14 +397,32 @@ def restore_picture(
         here = repo.tree_lookup(current, path)
         if here is None or here[1]:
             continue  # not a non-ignored file here (absent, ignored, or a directory)
-        before = repo.tree_lookup(since, path)
-        if not force and (before is None or before[0] != here[0]):
+        # only what git holds: as in `since`, or as committed at HEAD (never content that
+        # exists nowhere else, --force or not)
+        if here not in (repo.tree_lookup(since, path), repo.tree_lookup(head_tree, path)):
             continue
         target = _confined(root, path)
         if target is not None and (target.is_file() or target.is_symlink()):
             target.unlink()
             deleted.append(path)
     if index is not None:
-        repo.git("read-tree", index, cwd=root)
-        repo.git("update-index", "-q", "--refresh", cwd=root, check=False)
+        staged = {p for _, p in changes} | {p for _, p in changed_paths(repo, since_index or since, index)}
+        _stage_from(repo, index, sorted(staged))
     return Restored(written=written, deleted=deleted, index=index is not None)
+
+
+def _stage_from(repo: Repo, tree: str, paths: list[str]) -> None:
+    """Make the index entries of `paths` those of `tree` (absent there: unstaged)."""
+    if not paths:
+        return
+    lines = []
+    for path in paths:
+        entry = repo.tree_lookup(tree, path)
+        raw = path.encode(errors="surrogateescape")
+        if entry is None or entry[1]:
+            lines.append(b"0 " + b"0" * 40 + b"\t" + raw)
+        else:
+            mode = repo.tree_mode(tree, path)
+            lines.append(f"{mode:o} {entry[0]}\t".encode() + raw)
+    repo.git("update-index", "-z", "--index-info", input=b"\0".join(lines) + b"\0", cwd=repo.root())
+    repo.git("update-index", "-q", "--refresh", cwd=repo.root(), check=False)

@@ -770,6 +770,8 @@ def _attempt_record(repo: Repo, n: int, commit: str) -> dict[str, Any]:
         "session": record.get("session"),
         "worker": record.get("worker"),
         "files": record.get("files", []),
+        "index": record.get("index"),
+        "claim_snapshot": record.get("claim_snapshot"),
     }
 
 
@@ -809,17 +811,20 @@ def restore(store: StateStore, task_id: str, n: int, force: bool = False) -> dic
     record = _attempt_record(repo, n, commit)
     _, parents, _, _ = repo.commit_info(commit)
     since: str | None = None
+    since_index: str | None = None
     snapshot = record.get("claim_snapshot")
     if isinstance(snapshot, str):
         snap = worktree.read_snapshot(repo, snapshot)
-        since = snap.worktree if snap else None
+        if snap is not None:
+            since, since_index = snap.worktree, snap.index
     base = record.get("base")
     if since is None:
         from_commit = repo.resolve_commit(base) if isinstance(base, str) else None
         since = repo.commit_tree(from_commit or repo.head() or commit)
     # an attempt saved with its index has it as second parent (older attempts have one parent)
     index = repo.commit_tree(parents[1]) if len(parents) >= 2 and record.get("index") else None
-    done_ = worktree.restore_picture(repo, source=repo.commit_tree(commit), since=since, index=index, force=force)
+    done_ = worktree.restore_picture(repo, source=repo.commit_tree(commit), since=since, index=index,
+                                     since_index=since_index, force=force)
 
     def apply(tx: Tx) -> None:
         tx.log(
