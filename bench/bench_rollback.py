@@ -7,8 +7,9 @@ The repository holds 10,000 tracked files (100 directories) and, for the "dirty"
 figures, 1,000 untracked ones made before each claim; the attempt modifies 10
 tracked files and adds 10 new ones before `fail`. The baseline is the package as it
 was at BASELINE_COMMIT, extracted with `git archive` and run the same way (a fresh
-`python -m git_handoff` process per command). Between timed commands everything is
-put back untimed, so every repeat sees the same tree.
+`python -m git_handoff` process per command), its rounds alternating with ours.
+Between timed commands everything is put back untimed, so every repeat sees the
+same tree.
 
 Targets: claim and fail with 1,000 untracked files <= 1.5x the baseline; claim on a
 clean tree within noise of it (<= 1.15x).
@@ -84,24 +85,35 @@ def cmd(pkg: Path, path: Path, *args: str) -> float:
     return run.seconds
 
 
-def measure(pkg: Path, work: Path, reps: int) -> dict[str, list[float]]:
-    path = big_repo(work / f"repo-{pkg.name}")
-    cmd(pkg, path, "init", "--mode", "concurrent")
-    cmd(pkg, path, "add", "Try", "--id", "t", "--check", "false", "--max-attempts", "1000")
-    out: dict[str, list[float]] = {"claim clean": [], "claim dirty": [], "fail dirty": []}
-    for rep in range(reps + 1):  # the first round warms caches and bytecode, untimed
-        clean = cmd(pkg, path, "claim", "t")
-        cmd(pkg, path, "release", "t")
-        untracked(path, True)
-        dirty = cmd(pkg, path, "claim", "t")
-        attempt_work(path)
-        failed = cmd(pkg, path, "fail", "t", "--reason", "bench")
-        git("reset", "-q", "--hard", cwd=path)
-        untracked(path, False)
-        if rep:
-            out["claim clean"].append(clean)
-            out["claim dirty"].append(dirty)
-            out["fail dirty"].append(failed)
+def _round(pkg: Path, path: Path) -> tuple[float, float, float]:
+    clean = cmd(pkg, path, "claim", "t")
+    cmd(pkg, path, "release", "t")
+    untracked(path, True)
+    dirty = cmd(pkg, path, "claim", "t")
+    attempt_work(path)
+    failed = cmd(pkg, path, "fail", "t", "--reason", "bench")
+    git("reset", "-q", "--hard", cwd=path)
+    untracked(path, False)
+    return clean, dirty, failed
+
+
+def measure(sides: dict[str, Path], work: Path, reps: int) -> dict[str, dict[str, list[float]]]:
+    """{side: {figure: seconds...}}; the sides' rounds alternate, so a noisy neighbour
+    hits both alike. The first round of each side warms caches and bytecode, untimed."""
+    repos = {}
+    for side, pkg in sides.items():
+        path = big_repo(work / f"repo-{side}")
+        cmd(pkg, path, "init", "--mode", "concurrent")
+        cmd(pkg, path, "add", "Try", "--id", "t", "--check", "false", "--max-attempts", "1000")
+        repos[side] = path
+    out: dict[str, dict[str, list[float]]] = {s: {"claim clean": [], "claim dirty": [], "fail dirty": []} for s in sides}
+    for rep in range(reps + 1):
+        for side, pkg in sides.items():
+            clean, dirty, failed = _round(pkg, repos[side])
+            if rep:
+                out[side]["claim clean"].append(clean)
+                out[side]["claim dirty"].append(dirty)
+                out[side]["fail dirty"].append(failed)
     return out
 
 
@@ -113,15 +125,10 @@ def rollback_scenario(quick: bool) -> list[Row]:
              ("claim, 10k tracked, clean tree", "claim clean", 1.15)]
     if base_pkg is None:
         return [Row(n, "n/a (baseline commit missing)", target=f"<= {t:g}x") for n, _, t in names]
-    reps = 2 if quick else 7
+    times = measure({"ours": ROOT, "base": base_pkg}, work, 3 if quick else 9)
     rows = []
-    ours: dict[str, list[float]] = {k: [] for _, k, _ in names}
-    base: dict[str, list[float]] = {k: [] for _, k, _ in names}
-    for side, into in ((ROOT, ours), (base_pkg, base)):
-        for key, values in measure(side, work / ("ours" if side is ROOT else "base"), reps).items():
-            into[key].extend(values)
     for name, key, limit in names:
-        a, b = median(ours[key]), median(base[key])
+        a, b = median(times["ours"][key]), median(times["base"][key])
         rows.append(Row(name, ms(a), f"before the snapshot {ms(b)}", a / b, f"<= {limit:g}x", a / b <= limit))
     return rows
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import subprocess
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -81,8 +82,19 @@ class Picture:
     index: str | None  # None: the index held conflicts
 
 
-def picture(repo: Repo, head: str) -> Picture:
-    """The worktree as it is now; the real index is not touched."""
+def picture(repo: Repo, head: str, status: list[StatusEntry] | None = None) -> Picture:
+    """The worktree as it is now; the real index is not touched.
+
+    The files that differ from HEAD (from one `git status`) are written into one pack
+    by `git fast-import`: `git add` would write each new file as a loose object, about
+    half a millisecond apiece (0.5 s for 1,000 untracked files). Trees git's `add`
+    would build differently (filters, line-ending conversion, submodules, conflicts)
+    take the `git add -A` way in a throwaway index.
+    """
+    entries = worktree_status(repo) if status is None else status
+    fast = _fast_picture(repo, head, entries)
+    if fast is not None:
+        return fast
     with TempIndex(repo, copy=True) as ix:
         index = ix.tree()
         ix.git("add", "-A", "--", ".")
@@ -90,6 +102,101 @@ def picture(repo: Repo, head: str) -> Picture:
     if tree is None:
         raise GitFailure("git write-tree failed on the work tree")
     return Picture(head=head, worktree=tree, index=index)
+
+
+@dataclass(frozen=True)
+class StatusEntry:
+    kind: str  # "1" changed, "2" renamed, "u" unmerged, "?" untracked
+    staged: bool  # the index differs from HEAD here
+    submodule: bool
+    paths: tuple[bytes, ...]  # the path (and a rename's original)
+
+
+def worktree_status(repo: Repo) -> list[StatusEntry]:
+    """Every path whose work tree or index differs from HEAD, and every untracked,
+    non-ignored file (one `git status --porcelain=v2`)."""
+    proc = repo.git("status", "--porcelain=v2", "-z", "--untracked-files=all", "--ignore-submodules=none",
+                    "--no-renames", cwd=repo.root())
+    out: list[StatusEntry] = []
+    records = proc.stdout.split(b"\0")
+    i = 0
+    while i < len(records):
+        rec = records[i]
+        i += 1
+        if not rec:
+            continue
+        kind = rec[:1].decode()
+        if kind == "?":
+            out.append(StatusEntry("?", False, False, (rec[2:],)))
+            continue
+        fields = rec.split(b" ", {"1": 8, "2": 9, "u": 10}.get(kind, 0))
+        if kind not in ("1", "2", "u") or len(fields) < 9:
+            continue
+        paths: tuple[bytes, ...] = (fields[-1],)
+        if kind == "2":
+            paths = (fields[-1], records[i])
+            i += 1
+        out.append(StatusEntry(kind, fields[1][:1] != b".", fields[2].startswith(b"S"), paths))
+    return out
+
+
+def _plain_content(repo: Repo) -> bool:
+    """No attributes or settings that make git store a file other than as its bytes."""
+    root = repo.root()
+    if (root / ".gitattributes").exists() or (repo.common_dir / "info" / "attributes").exists():
+        return False
+    autocrlf = (repo.config_get("core.autocrlf") or "false").lower()
+    return autocrlf in ("false", "0", "no", "off") and repo.config_bool("core.fileMode", True)
+
+
+def _fi_path(raw: bytes) -> bytes:
+    if any(c in raw for c in b' "\\\n') or raw.startswith(b'"'):
+        return b'"' + raw.replace(b"\\", b"\\\\").replace(b'"', b'\\"').replace(b"\n", b"\\n") + b'"'
+    return raw
+
+
+def _fast_picture(repo: Repo, head: str, entries: list[StatusEntry]) -> Picture | None:
+    if any(e.kind == "u" or e.submodule or any(p.endswith(b".gitattributes") for p in e.paths)
+           for e in entries) or not _plain_content(repo):
+        return None
+    head_tree = repo.commit_tree(head)
+    index: str | None = head_tree
+    if any(e.staged for e in entries):
+        with TempIndex(repo, copy=True) as ix:
+            index = ix.tree()
+        if index is None:
+            return None
+    if not entries:
+        return Picture(head=head, worktree=head_tree, index=index)
+    root = os.fsencode(repo.root())
+    sig = repo.signature()
+    tmp_ref = f"refs/handoff-tmp/picture-{os.getpid()}-{id(entries):x}"
+    out = [f"commit {tmp_ref}\n".encode(),
+           f"committer {sig.name} <{sig.email}> 0 +0000\n".encode(),
+           b"data 8\npicture\n", f"from {head}\n".encode()]
+    for path in sorted({p for e in entries for p in e.paths}):
+        full = os.path.join(root, path)
+        try:
+            st = os.lstat(full)
+        except FileNotFoundError:
+            out.append(b"D " + _fi_path(path) + b"\n")
+            continue
+        if stat.S_ISLNK(st.st_mode):
+            mode, data = b"120000", os.readlink(full)
+        elif stat.S_ISREG(st.st_mode):
+            mode = b"100755" if st.st_mode & stat.S_IXUSR else b"100644"
+            with open(full, "rb") as fh:
+                data = fh.read()
+        else:
+            return None  # a directory where a file was, a fifo...: git's own way
+        out += [b"M " + mode + b" inline " + _fi_path(path) + b"\n", f"data {len(data)}\n".encode(), data, b"\n"]
+    out.append(b"\ndone\n")
+    repo.git("fast-import", "--quiet", "--done", input=b"".join(out), cwd=repo.common_dir)
+    commit = repo.ref_target(tmp_ref)
+    repo.delete_ref(tmp_ref)
+    if commit is None:
+        raise GitFailure("git fast-import wrote no commit")
+    return Picture(head=head, worktree=repo.commit_tree(commit), index=index)
 
 
 def worktree_tree(repo: Repo, head: str) -> str:
@@ -137,9 +244,12 @@ def take_snapshot(repo: Repo) -> str | None:
     """At claim time: None when the work tree is clean, else the snapshot commit (kept
     reachable under refs/handoff/claims/<oid> until the claim ends)."""
     head = repo.head()
-    if head is None or is_clean(repo):
+    if head is None:
         return None
-    pic = picture(repo, head)
+    entries = worktree_status(repo)
+    if not entries:
+        return None
+    pic = picture(repo, head, entries)
     if pic.index is None:
         raise UsageError("the index has unresolved conflicts: resolve them (or abort what made them) before claiming")
     commit = commit_picture(repo, pic, "handoff: the work tree at a claim")

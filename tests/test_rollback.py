@@ -357,3 +357,28 @@ def test_restore_never_deletes_an_ignored_file_or_one_git_does_not_hold(ready: P
     handoff("restore", "t", "1", "--force")
     assert (ready / "secret.log").read_bytes() == b"my local secret\n"
     assert (ready / "plain.txt").read_bytes() == b"mine, not in git\n"
+
+
+def test_the_packed_picture_is_the_tree_git_add_would_build(ready: Path) -> None:
+    from git_handoff import worktree
+    from git_handoff.gitrepo import Repo
+
+    _odd_files(ready, b"before")
+    git("add", "tool.sh", "with space.txt", cwd=ready)
+    git("commit", "-q", "-m", "some", cwd=ready)
+    _odd_files(ready, b"during")
+    (ready / "README").unlink()
+    (ready / "staged.txt").write_bytes(b"v1\n")
+    git("add", "staged.txt", cwd=ready)
+    (ready / "staged.txt").write_bytes(b"v2\n")
+    (ready / "x.log").write_bytes(b"ignored\n")
+    repo = Repo.discover(ready)
+    head = git("rev-parse", "HEAD", cwd=ready)
+    fast = worktree.picture(repo, head)
+    with worktree.TempIndex(repo, copy=True) as ix:
+        index = ix.tree()
+        ix.git("add", "-A", "--", ".")
+        slow = ix.tree()
+    assert (fast.worktree, fast.index) == (slow, index)
+    assert gitb("show", f"{fast.worktree}:staged.txt", cwd=ready) == b"v2\n"
+    assert gitb("show", f"{fast.index}:staged.txt", cwd=ready) == b"v1\n"
