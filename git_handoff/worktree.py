@@ -28,7 +28,7 @@ import json
 import os
 import stat
 import subprocess
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -43,19 +43,20 @@ MODE_GITLINK = "160000"
 
 
 class TempIndex:
-    """A throwaway index file in the worktree's private directory.
+    """A throwaway index file in the worktree's private directory, removed on exit.
 
-    `copy=True` starts from a copy of the real index, so git's stat cache stays
-    valid and unchanged tracked files are not hashed again. Use as a context manager.
+    `git(...)` runs a git command against it (at the work tree's root unless told
+    otherwise); `tree()` writes it as a tree. `copy=True` starts from a copy of the
+    real index, so git's stat cache stays valid and unchanged tracked files are not
+    hashed again.
     """
 
-    def __init__(self, repo: Repo, *, copy: bool = False) -> None:
+    def __init__(self, repo: Repo, name: str = "tmp-index", *, copy: bool = False) -> None:
         self.repo = repo
-        self.path = repo.worktree_dir / f"index.{os.getpid()}.{id(self):x}"
+        self.path: Path = repo.worktree_dir / f"{name}.{os.getpid()}.{id(self):x}"
         if copy:
-            real = repo.git_dir / "index"
             try:
-                self.path.write_bytes(real.read_bytes())
+                self.path.write_bytes((repo.git_dir / "index").read_bytes())
             except FileNotFoundError:
                 pass
 
@@ -65,11 +66,14 @@ class TempIndex:
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         self.path.unlink(missing_ok=True)
 
-    def git(self, *args: str, check: bool = True, input: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
-        return self.repo.git(*args, check=check, input=input, env={"GIT_INDEX_FILE": str(self.path)},
-                             cwd=self.repo.root())
+    def git(self, *args: str, env: Mapping[str, str] | None = None, **kwargs: Any) -> subprocess.CompletedProcess[bytes]:
+        kwargs.setdefault("cwd", self.repo.root())
+        return self.repo.git(*args, env={**(env or {}), "GIT_INDEX_FILE": str(self.path)}, **kwargs)
 
-    def tree(self) -> str | None:
+    def tree(self) -> str:
+        return self.git("write-tree").stdout.decode().strip()
+
+    def tree_or_none(self) -> str | None:
         """The tree of this index; None while it holds unmerged (conflicted) entries."""
         proc = self.git("write-tree", check=False)
         return proc.stdout.decode().strip() if proc.returncode == 0 else None
@@ -96,9 +100,9 @@ def picture(repo: Repo, head: str, status: list[StatusEntry] | None = None) -> P
     if fast is not None:
         return fast
     with TempIndex(repo, copy=True) as ix:
-        index = ix.tree()
+        index = ix.tree_or_none()
         ix.git("add", "-A", "--", ".")
-        tree = ix.tree()
+        tree = ix.tree_or_none()
     if tree is None:
         raise GitFailure("git write-tree failed on the work tree")
     return Picture(head=head, worktree=tree, index=index)
@@ -163,7 +167,7 @@ def _fast_picture(repo: Repo, head: str, entries: list[StatusEntry]) -> Picture 
     index: str | None = head_tree
     if any(e.staged for e in entries):
         with TempIndex(repo, copy=True) as ix:
-            index = ix.tree()
+            index = ix.tree_or_none()
         if index is None:
             return None
     if not entries:
@@ -200,8 +204,63 @@ def _fast_picture(repo: Repo, head: str, entries: list[StatusEntry]) -> Picture 
 
 
 def worktree_tree(repo: Repo, head: str) -> str:
-    """The tree of the work tree as it is (tracked and untracked, non-ignored files)."""
+    """A tree of the work tree as it is: tracked files (modified or not) and untracked,
+    non-ignored files. The real index is not touched."""
     return picture(repo, head).worktree
+
+
+def current_tree(repo: Repo) -> str | None:
+    """The tree of the work tree as it is now, or None without a commit or a work tree."""
+    head = repo.head()
+    if head is None or repo.workdir is None:
+        return None
+    return worktree_tree(repo, head)
+
+
+def dirty(repo: Repo) -> list[str]:
+    """Paths with uncommitted changes (staged, unstaged or untracked, not ignored)."""
+    proc = repo.git("status", "--porcelain", "-z", "--untracked-files=all", cwd=repo.root())
+    return [p[3:] for p in proc.stdout.decode(errors="surrogateescape").split("\0") if len(p) > 3]
+
+
+def uncommitted(repo: Repo) -> bool:
+    """Is anything uncommitted (a failing `git status` counts as nothing)?"""
+    proc = repo.git("status", "--porcelain", "--untracked-files=all", check=False)
+    return bool(proc.stdout.strip())
+
+
+def uncommitted_since_claim(repo: Repo, snapshot: str | None) -> bool:
+    """Changes not committed, leaving out files as they were at the claim (with its
+    snapshot): what was untracked before the claim is not the attempt's work."""
+    snap = read_snapshot(repo, snapshot) if snapshot else None
+    head = repo.head()
+    if snap is None or head is None:
+        return uncommitted(repo)
+    now_tree = worktree_tree(repo, head)
+    return any(repo.tree_lookup(snap.worktree, path) != repo.tree_lookup(now_tree, path)
+               for _, path in changed_paths(repo, repo.commit_tree(head), now_tree))
+
+
+def _z_paths(raw: bytes) -> list[str]:
+    return [p.decode(errors="surrogateescape") for p in raw.split(b"\0") if p]
+
+
+def files_changed(repo: Repo, base: str | None) -> list[str]:
+    """Paths changed since `base` in commits, plus staged, unstaged and untracked changes."""
+    if repo.workdir is None:
+        return []
+    paths: set[str] = set()
+    head = repo.head()
+    if base and head and base != head and repo.has_object(base):
+        proc = repo.git("diff", "--name-only", "-z", "--no-renames", base, head, check=False)
+        if proc.returncode == 0:
+            paths.update(_z_paths(proc.stdout))
+    proc = repo.git("status", "--porcelain", "-z", "--untracked-files=all", "--no-renames", check=False)
+    if proc.returncode == 0:
+        for item in _z_paths(proc.stdout):
+            if len(item) > 3 and item[2] == " ":
+                paths.add(item[3:])
+    return sorted(paths)
 
 
 def is_clean(repo: Repo) -> bool:
@@ -453,6 +512,9 @@ def changed_paths(repo: Repo, old: str, new: str) -> list[tuple[str, str]]:
     proc = repo.git("diff-tree", "-r", "-z", "--no-renames", "--name-status", old, new)
     fields = proc.stdout.decode(errors="surrogateescape").split("\0")
     return [(fields[i][0], fields[i + 1]) for i in range(0, len(fields) - 1, 2) if fields[i]]
+
+
+changed = changed_paths
 
 
 @dataclass(frozen=True)
