@@ -100,7 +100,8 @@ def test_a_file_untracked_at_the_claim_comes_back_and_the_attempt_holds_its_chan
     (ready / "notes.md").write_bytes(b"before the claim\n")
     handoff("claim")
     (ready / "notes.md").write_bytes(b"during the attempt\n")
-    handoff("fail", "t", "--reason", "no")
+    out = handoff("fail", "t", "--reason", "no").out
+    assert "rolled back to the claim" in out and "untracked files as they were then" in out
     assert (ready / "notes.md").read_bytes() == b"before the claim\n"
     assert git("status", "--porcelain", cwd=ready) == "?? notes.md"  # still untracked
     assert gitb("show", "refs/harness/attempts/t/1:notes.md", cwd=ready) == b"during the attempt\n"

@@ -198,6 +198,7 @@ def fail(
         "base": base,
         "rolled_back": rollback,
         "snapshot": snap.commit if snap else None,
+        "snapshot_missing": snapshot_lost,
         "operation_ended": operation,
         "cleanup": None,
         "validation": _run.to_json() if _run is not None else None,
