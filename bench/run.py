@@ -36,6 +36,9 @@ SCENARIOS: list[tuple[str, str, str, list[tuple[str, str]]]] = [
      [("claim storm 1/4/16 processes", "16 >= 1; 0 double claims")]),
     ("long haul", "bench_longhaul", "long_haul", []),
     ("sync", "bench_adapters", "sync_divergent", [("sync of 1,000 divergent updates", "<= 3x")]),
+    ("claim and fail on a big work tree", "bench_rollback", "rollback_scenario",
+     [("claim, 10k tracked + 1k untracked", "<= 1.5x"), ("fail, 10k tracked + 1k untracked", "<= 1.5x"),
+      ("claim, 10k tracked, clean tree", "<= 1.15x")]),
 ]
 
 

@@ -284,6 +284,10 @@ class Repo:
             return None
         return str(entry.id), entry.filemode == MODE_TREE
 
+    def tree_mode(self, tree_oid: str, path: str) -> int:
+        """The file mode of the entry at `path` inside the tree (KeyError when absent)."""
+        return int(self.raw[tree_oid][path].filemode)
+
     def update_tree(self, base: str | None, changes: Mapping[str, str | None]) -> str:
         """A new tree: `base` with each path set to a blob oid (None: removed).
 

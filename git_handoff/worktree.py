@@ -1,30 +1,64 @@
-"""Git's view of the work tree, one named function per question (each with its own
-parser): is anything uncommitted, which paths, which files differ between two trees,
-what the work tree holds as a tree. A temporary index is an object; callers never
-set GIT_INDEX_FILE by hand and the real index is never touched.
+"""The work tree at one moment, and going back to it exactly (SPEC §9).
+
+A *picture* of a worktree is what `git stash create --include-untracked` would
+keep, as two trees: the index, and the work tree (tracked files as they are on
+disk plus the untracked, non-ignored files). A claim keeps a picture when the
+tree is not clean (a clean tree is HEAD, so nothing more is recorded); a failed
+attempt is saved as a picture; a rollback brings the claim's picture back:
+
+    reset --hard <claim HEAD>; clean -fd            (today's rollback: the attempt is saved)
+    read-tree -m -u <claim HEAD> <claim work tree>   (files of that moment back, git checks every path)
+    read-tree <claim index>                          (the index of that moment; untracked stay untracked)
+
+Every step is git's own machinery, which refuses `..`, absolute and `.git` paths.
+A rollback is journalled in the worktree's private directory before the first
+file changes, and redone from the start by the next command when a process was
+killed half way (each step is idempotent), so a tree is never left half-restored.
+
+Commit shapes (both are ordinary commits; `git show` and `git diff` read them):
+- claim snapshot: tree = work tree, parents = [HEAD, index commit]; the index
+  commit's tree is the index, its parent HEAD. Kept reachable by a local ref
+  under refs/handoff/claims/ (outside refs/harness/, so it never travels).
+- attempt: the same shape, under refs/harness/attempts/<id>/<n>.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import stat
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from git_handoff.errors import GitFailure, UsageError
 from git_handoff.gitrepo import Repo
+
+CLAIMS_PREFIX = "refs/handoff/claims/"
+JOURNAL = "rollback.json"
+MODE_GITLINK = "160000"
 
 
 class TempIndex:
-    """A temporary index file in this worktree's private directory, removed on exit.
+    """A throwaway index file in the worktree's private directory, removed on exit.
 
-    `git(...)` runs a git command against it; `tree()` writes it as a tree.
+    `git(...)` runs a git command against it (at the work tree's root unless told
+    otherwise); `tree()` writes it as a tree. `copy=True` starts from a copy of the
+    real index, so git's stat cache stays valid and unchanged tracked files are not
+    hashed again.
     """
 
-    def __init__(self, repo: Repo, name: str = "tmp-index") -> None:
+    def __init__(self, repo: Repo, name: str = "tmp-index", *, copy: bool = False) -> None:
         self.repo = repo
-        self.path: Path = repo.worktree_dir / f"{name}.{os.getpid()}"
+        self.path: Path = repo.worktree_dir / f"{name}.{os.getpid()}.{id(self):x}"
+        if copy:
+            try:
+                self.path.write_bytes((repo.git_dir / "index").read_bytes())
+            except FileNotFoundError:
+                pass
 
     def __enter__(self) -> TempIndex:
         return self
@@ -33,19 +67,146 @@ class TempIndex:
         self.path.unlink(missing_ok=True)
 
     def git(self, *args: str, env: Mapping[str, str] | None = None, **kwargs: Any) -> subprocess.CompletedProcess[bytes]:
+        kwargs.setdefault("cwd", self.repo.root())
         return self.repo.git(*args, env={**(env or {}), "GIT_INDEX_FILE": str(self.path)}, **kwargs)
 
     def tree(self) -> str:
         return self.git("write-tree").stdout.decode().strip()
 
+    def tree_or_none(self) -> str | None:
+        """The tree of this index; None while it holds unmerged (conflicted) entries."""
+        proc = self.git("write-tree", check=False)
+        return proc.stdout.decode().strip() if proc.returncode == 0 else None
+
+
+@dataclass(frozen=True)
+class Picture:
+    head: str
+    worktree: str  # tracked files as on disk + untracked non-ignored files
+    index: str | None  # None: the index held conflicts
+
+
+def picture(repo: Repo, head: str, status: list[StatusEntry] | None = None) -> Picture:
+    """The worktree as it is now; the real index is not touched.
+
+    The files that differ from HEAD (from one `git status`) are written into one pack
+    by `git fast-import`: `git add` would write each new file as a loose object, about
+    half a millisecond apiece (0.5 s for 1,000 untracked files). Trees git's `add`
+    would build differently (filters, line-ending conversion, submodules, conflicts)
+    take the `git add -A` way in a throwaway index.
+    """
+    entries = worktree_status(repo) if status is None else status
+    fast = _fast_picture(repo, head, entries)
+    if fast is not None:
+        return fast
+    with TempIndex(repo, copy=True) as ix:
+        index = ix.tree_or_none()
+        ix.git("add", "-A", "--", ".")
+        tree = ix.tree_or_none()
+    if tree is None:
+        raise GitFailure("git write-tree failed on the work tree")
+    return Picture(head=head, worktree=tree, index=index)
+
+
+@dataclass(frozen=True)
+class StatusEntry:
+    kind: str  # "1" changed, "2" renamed, "u" unmerged, "?" untracked
+    staged: bool  # the index differs from HEAD here
+    submodule: bool
+    paths: tuple[bytes, ...]  # the path (and a rename's original)
+
+
+def worktree_status(repo: Repo) -> list[StatusEntry]:
+    """Every path whose work tree or index differs from HEAD, and every untracked,
+    non-ignored file (one `git status --porcelain=v2`)."""
+    proc = repo.git("status", "--porcelain=v2", "-z", "--untracked-files=all", "--ignore-submodules=none",
+                    "--no-renames", cwd=repo.root())
+    out: list[StatusEntry] = []
+    records = proc.stdout.split(b"\0")
+    i = 0
+    while i < len(records):
+        rec = records[i]
+        i += 1
+        if not rec:
+            continue
+        kind = rec[:1].decode()
+        if kind == "?":
+            out.append(StatusEntry("?", False, False, (rec[2:],)))
+            continue
+        fields = rec.split(b" ", {"1": 8, "2": 9, "u": 10}.get(kind, 0))
+        if kind not in ("1", "2", "u") or len(fields) < 9:
+            continue
+        paths: tuple[bytes, ...] = (fields[-1],)
+        if kind == "2":
+            paths = (fields[-1], records[i])
+            i += 1
+        out.append(StatusEntry(kind, fields[1][:1] != b".", fields[2].startswith(b"S"), paths))
+    return out
+
+
+def _plain_content(repo: Repo) -> bool:
+    """No attributes or settings that make git store a file other than as its bytes."""
+    root = repo.root()
+    if (root / ".gitattributes").exists() or (repo.common_dir / "info" / "attributes").exists():
+        return False
+    autocrlf = (repo.config_get("core.autocrlf") or "false").lower()
+    return autocrlf in ("false", "0", "no", "off") and repo.config_bool("core.fileMode", True)
+
+
+def _fi_path(raw: bytes) -> bytes:
+    if any(c in raw for c in b' "\\\n') or raw.startswith(b'"'):
+        return b'"' + raw.replace(b"\\", b"\\\\").replace(b'"', b'\\"').replace(b"\n", b"\\n") + b'"'
+    return raw
+
+
+def _fast_picture(repo: Repo, head: str, entries: list[StatusEntry]) -> Picture | None:
+    if any(e.kind == "u" or e.submodule or any(p.endswith(b".gitattributes") for p in e.paths)
+           for e in entries) or not _plain_content(repo):
+        return None
+    head_tree = repo.commit_tree(head)
+    index: str | None = head_tree
+    if any(e.staged for e in entries):
+        with TempIndex(repo, copy=True) as ix:
+            index = ix.tree_or_none()
+        if index is None:
+            return None
+    if not entries:
+        return Picture(head=head, worktree=head_tree, index=index)
+    root = os.fsencode(repo.root())
+    sig = repo.signature()
+    tmp_ref = f"refs/handoff-tmp/picture-{os.getpid()}-{id(entries):x}"
+    out = [f"commit {tmp_ref}\n".encode(),
+           f"committer {sig.name} <{sig.email}> 0 +0000\n".encode(),
+           b"data 8\npicture\n", f"from {head}\n".encode()]
+    for path in sorted({p for e in entries for p in e.paths}):
+        full = os.path.join(root, path)
+        try:
+            st = os.lstat(full)
+        except FileNotFoundError:
+            out.append(b"D " + _fi_path(path) + b"\n")
+            continue
+        if stat.S_ISLNK(st.st_mode):
+            mode, data = b"120000", os.readlink(full)
+        elif stat.S_ISREG(st.st_mode):
+            mode = b"100755" if st.st_mode & stat.S_IXUSR else b"100644"
+            with open(full, "rb") as fh:
+                data = fh.read()
+        else:
+            return None  # a directory where a file was, a fifo...: git's own way
+        out += [b"M " + mode + b" inline " + _fi_path(path) + b"\n", f"data {len(data)}\n".encode(), data, b"\n"]
+    out.append(b"\ndone\n")
+    repo.git("fast-import", "--quiet", "--done", input=b"".join(out), cwd=repo.common_dir)
+    commit = repo.ref_target(tmp_ref)
+    repo.delete_ref(tmp_ref)
+    if commit is None:
+        raise GitFailure("git fast-import wrote no commit")
+    return Picture(head=head, worktree=repo.commit_tree(commit), index=index)
+
 
 def worktree_tree(repo: Repo, head: str) -> str:
     """A tree of the work tree as it is: tracked files (modified or not) and untracked,
-    non-ignored files. Built in a temporary index; the real index is not touched."""
-    with TempIndex(repo, "attempt-index") as index:
-        index.git("read-tree", head)
-        index.git("add", "-A", "--", ".", cwd=repo.root())
-        return index.tree()
+    non-ignored files. The real index is not touched."""
+    return picture(repo, head).worktree
 
 
 def current_tree(repo: Repo) -> str | None:
@@ -54,17 +215,6 @@ def current_tree(repo: Repo) -> str | None:
     if head is None or repo.workdir is None:
         return None
     return worktree_tree(repo, head)
-
-
-def changed(repo: Repo, old: str, new: str) -> list[tuple[str, str]]:
-    """(status letter, path) of files differing between two trees or commits."""
-    proc = repo.git("diff-tree", "-r", "-z", "--no-renames", "--name-status", old, new)
-    fields = proc.stdout.decode(errors="surrogateescape").split("\0")
-    out = []
-    for i in range(0, len(fields) - 1, 2):
-        if fields[i]:
-            out.append((fields[i][0], fields[i + 1]))
-    return out
 
 
 def dirty(repo: Repo) -> list[str]:
@@ -77,6 +227,18 @@ def uncommitted(repo: Repo) -> bool:
     """Is anything uncommitted (a failing `git status` counts as nothing)?"""
     proc = repo.git("status", "--porcelain", "--untracked-files=all", check=False)
     return bool(proc.stdout.strip())
+
+
+def uncommitted_since_claim(repo: Repo, snapshot: str | None) -> bool:
+    """Changes not committed, leaving out files as they were at the claim (with its
+    snapshot): what was untracked before the claim is not the attempt's work."""
+    snap = read_snapshot(repo, snapshot) if snapshot else None
+    head = repo.head()
+    if snap is None or head is None:
+        return uncommitted(repo)
+    now_tree = worktree_tree(repo, head)
+    return any(repo.tree_lookup(snap.worktree, path) != repo.tree_lookup(now_tree, path)
+               for _, path in changed_paths(repo, repo.commit_tree(head), now_tree))
 
 
 def _z_paths(raw: bytes) -> list[str]:
@@ -99,3 +261,340 @@ def files_changed(repo: Repo, base: str | None) -> list[str]:
             if len(item) > 3 and item[2] == " ":
                 paths.add(item[3:])
     return sorted(paths)
+
+
+def is_clean(repo: Repo) -> bool:
+    """Nothing staged, modified or untracked (ignored files do not count)."""
+    proc = repo.git("status", "--porcelain", "-z", "--untracked-files=normal", cwd=repo.root())
+    return not proc.stdout
+
+
+def commit_picture(repo: Repo, pic: Picture, message: str, *, extra_parents: Iterable[str] = ()) -> str:
+    """A commit of the work tree whose parents are HEAD and a commit of the index."""
+    parents = [pic.head]
+    if pic.index is not None:
+        parents.append(repo.create_commit(pic.index, [pic.head], f"index: {message.splitlines()[0]}"))
+    parents.extend(extra_parents)
+    return repo.create_commit(pic.worktree, parents, message)
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """A claim's picture read back from its commit."""
+
+    commit: str
+    head: str
+    worktree: str
+    index: str
+
+
+def read_snapshot(repo: Repo, commit: str) -> Snapshot | None:
+    """The snapshot commit `commit`, or None when it is missing or not of that shape."""
+    if not isinstance(commit, str) or repo.resolve_commit(f"{commit}^{{commit}}") != commit:
+        return None
+    _, parents, _, _ = repo.commit_info(commit)
+    if len(parents) != 2:
+        return None
+    return Snapshot(commit=commit, head=parents[0], worktree=repo.commit_tree(commit),
+                    index=repo.commit_tree(parents[1]))
+
+
+def take_snapshot(repo: Repo) -> str | None:
+    """At claim time: None when the work tree is clean, else the snapshot commit (kept
+    reachable under refs/handoff/claims/<oid> until the claim ends)."""
+    head = repo.head()
+    if head is None:
+        return None
+    entries = worktree_status(repo)
+    if not entries:
+        return None
+    pic = picture(repo, head, entries)
+    if pic.index is None:
+        raise UsageError("the index has unresolved conflicts: resolve them (or abort what made them) before claiming")
+    commit = commit_picture(repo, pic, "handoff: the work tree at a claim")
+    repo.cas_ref(CLAIMS_PREFIX + commit, commit, None, "handoff: claim snapshot")
+    return commit
+
+
+def drop_snapshot_ref(repo: Repo, commit: str | None) -> None:
+    if isinstance(commit, str) and commit:
+        repo.delete_ref(CLAIMS_PREFIX + commit)
+
+
+# -- operations in progress -------------------------------------------------------------
+
+# (marker in the git dir, name, how to end it cleanly)
+_OPERATIONS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    ("rebase-merge", "rebase", ("rebase", "--abort")),
+    ("rebase-apply/applying", "am", ("am", "--abort")),
+    ("rebase-apply", "rebase", ("rebase", "--abort")),
+    ("MERGE_HEAD", "merge", ("merge", "--abort")),
+    ("CHERRY_PICK_HEAD", "cherry-pick", ("cherry-pick", "--abort")),
+    ("REVERT_HEAD", "revert", ("revert", "--abort")),
+    ("BISECT_LOG", "bisect", ("bisect", "reset")),
+)
+
+
+def operation_in_progress(repo: Repo) -> str | None:
+    """The git operation this worktree is in the middle of (rebase, am, merge, ...), or None."""
+    for marker, name, _ in _OPERATIONS:
+        if (repo.git_dir / marker).exists():
+            return name
+    return None
+
+
+def end_operation(repo: Repo) -> str | None:
+    """End the operation in progress the way its own --abort does; returns its name."""
+    for marker, name, command in _OPERATIONS:
+        if (repo.git_dir / marker).exists():
+            repo.git(*command, cwd=repo.root())
+            return name
+    return None
+
+
+def refuse_operation(repo: Repo, action: str, task_id: str, force: bool) -> str | None:
+    """Refuse (exit 2) to roll back in the middle of a rebase, merge, ...; with `force`
+    return the operation's name so the rollback ends it first."""
+    name = operation_in_progress(repo)
+    if name is None:
+        return None
+    if not force:
+        raise UsageError(
+            f"cannot {action} task {task_id}: a {name} is in progress in this worktree; finish it or "
+            f"`git {name} {'reset' if name == 'bisect' else '--abort'}` it first "
+            f"(--force ends it, after saving the attempt)"
+        )
+    return name
+
+
+# -- submodules ---------------------------------------------------------------------------
+
+
+def submodule_changes(repo: Repo, base: str) -> list[str]:
+    """Submodules whose state differs from `base` or from HEAD and the index: a new commit,
+    modified or untracked files. A rollback of the superproject cannot return those."""
+    root = repo.root()
+    head = repo.head()
+    has_modules = (root / ".gitmodules").exists() or any(
+        repo.tree_lookup(repo.commit_tree(c), ".gitmodules") is not None for c in {base, head} if c)
+    if not has_modules:
+        return []
+    out: list[str] = []
+    proc = repo.git("status", "--porcelain=v2", "-z", "--untracked-files=no", "--ignore-submodules=none", cwd=root)
+    for entry in proc.stdout.split(b"\0"):
+        fields = entry.split(b" ")
+        if fields[0] in (b"1", b"2") and len(fields) > 8 and fields[2].startswith(b"S"):
+            flags = fields[2].decode()
+            what = [w for flag, w in zip(flags[1:], ("a new commit", "modified files", "untracked files"), strict=True)
+                    if flag != "."]
+            path = b" ".join(fields[8:] if fields[0] == b"1" else fields[9:]).split(b"\t")[0]
+            out.append(f"{path.decode(errors='replace')} ({', '.join(what) or 'a changed gitlink'})")
+    if head and head != base:
+        diff = repo.git("diff-tree", "-r", "-z", base, head)
+        fields = diff.stdout.split(b"\0")
+        for i in range(0, len(fields) - 1, 2):
+            meta = fields[i].split(b" ")
+            if len(meta) >= 2 and MODE_GITLINK.encode() in (meta[0].lstrip(b":"), meta[1]):
+                name = fields[i + 1].decode(errors="replace")
+                if not any(o.startswith(name + " ") for o in out):
+                    out.append(f"{name} (a different commit than at the claim)")
+    return out
+
+
+def refuse_submodules(repo: Repo, base: str, action: str, task_id: str) -> None:
+    changed = submodule_changes(repo, base)
+    if changed:
+        raise UsageError(
+            f"cannot {action} task {task_id}: submodule {'; '.join(changed)} would not be rolled back "
+            "(git does not reset a submodule's own work); save and reset it inside the submodule "
+            "(commit or stash there, then `git submodule update`), then run this again; nothing was changed"
+        )
+
+
+# -- rollback -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What a rollback returns the worktree to, journalled before the first change."""
+
+    task: str
+    base: str
+    snapshot: str | None
+    attempt_ref: str | None
+    operation: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"task": self.task, "base": self.base, "snapshot": self.snapshot,
+                "attempt_ref": self.attempt_ref, "operation": self.operation}
+
+
+def _journal(repo: Repo) -> Path:
+    return repo.git_dir / "handoff" / JOURNAL
+
+
+def write_journal(repo: Repo, plan: Plan) -> None:
+    path = _journal(repo)
+    path.parent.mkdir(exist_ok=True)
+    tmp = path.with_suffix(f".tmp.{os.getpid()}")
+    with open(tmp, "w") as fh:
+        json.dump(plan.to_json(), fh)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def read_journal(repo: Repo) -> Plan | None:
+    """The rollback a killed process left unfinished, if any (an unreadable journal is dropped)."""
+    path = _journal(repo)
+    try:
+        raw = json.loads(path.read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError):
+        path.unlink(missing_ok=True)
+        return None
+    ok = isinstance(raw, dict) and isinstance(raw.get("task"), str) and isinstance(raw.get("base"), str)
+    if not ok:
+        path.unlink(missing_ok=True)
+        return None
+    return Plan(task=raw["task"], base=raw["base"],
+                snapshot=raw.get("snapshot") if isinstance(raw.get("snapshot"), str) else None,
+                attempt_ref=raw.get("attempt_ref") if isinstance(raw.get("attempt_ref"), str) else None,
+                operation=raw.get("operation") if isinstance(raw.get("operation"), str) else None)
+
+
+def clear_journal(repo: Repo) -> None:
+    _journal(repo).unlink(missing_ok=True)
+
+
+def has_journal(repo: Repo) -> bool:
+    return _journal(repo).exists()
+
+
+def roll_back(repo: Repo, plan: Plan) -> None:
+    """Return the worktree to the claim's moment (the attempt must be saved first).
+
+    Idempotent: a run killed at any point is finished by running it again.
+    """
+    root = repo.root()
+    if plan.operation and operation_in_progress(repo):
+        end_operation(repo)
+    repo.git("reset", "--hard", "--quiet", plan.base, cwd=root)
+    repo.git("clean", "-fd", "--quiet", cwd=root)
+    snap = read_snapshot(repo, plan.snapshot) if plan.snapshot else None
+    if snap is not None:
+        repo.git("read-tree", "-m", "-u", repo.commit_tree(plan.base), snap.worktree, cwd=root)
+        repo.git("read-tree", snap.index, cwd=root)
+        repo.git("update-index", "-q", "--refresh", cwd=root, check=False)
+        drop_snapshot_ref(repo, snap.commit)
+
+
+# -- restore --------------------------------------------------------------------------------
+
+
+def _confined(root: Path, path: str) -> Path | None:
+    """The file `path` names inside the work tree, or None when it would leave the tree,
+    enter `.git`, or pass through a symlinked directory."""
+    parts = path.split("/")
+    if not path or path.startswith("/") or any(p in ("", ".", "..") or p.lower() == ".git" for p in parts):
+        return None
+    parent = root
+    for part in parts[:-1]:
+        parent = parent / part
+        if parent.is_symlink() or not parent.is_dir():
+            return None
+    return parent / parts[-1]
+
+
+def changed_paths(repo: Repo, old: str, new: str) -> list[tuple[str, str]]:
+    """(status letter, path) of files differing between two trees or commits."""
+    proc = repo.git("diff-tree", "-r", "-z", "--no-renames", "--name-status", old, new)
+    fields = proc.stdout.decode(errors="surrogateescape").split("\0")
+    return [(fields[i][0], fields[i + 1]) for i in range(0, len(fields) - 1, 2) if fields[i]]
+
+
+changed = changed_paths
+
+
+@dataclass(frozen=True)
+class Restored:
+    written: list[str]
+    deleted: list[str]
+    index: bool
+
+
+def restore_picture(
+    repo: Repo, *, source: str, since: str, index: str | None, since_index: str | None = None, force: bool
+) -> Restored:
+    """Write the files of tree `source` that differ from tree `since`, remove those it
+    dropped, and (when `index` is given) stage, for every path the attempt touched
+    (its files, or its index against `since_index`), the entry `index` holds;
+    other index entries stay as they are.
+
+    Refuses (nothing changed) when a file it would write or remove has uncommitted
+    changes of its own here (other than what `since` holds), unless `force`. Removes only files whose content git holds (as in
+    `since`, or anything with `force`) and never an ignored file.
+    """
+    root = repo.root()
+    head = repo.head()
+    if head is None:
+        raise UsageError("this worktree has no commit yet")
+    changes = changed_paths(repo, since, source)
+    current = picture(repo, head).worktree
+    # uncommitted here and not simply as the rollback left it (files untracked at the claim)
+    head_tree = repo.commit_tree(head)
+    mine = {p for _, p in changed_paths(repo, head_tree, current)
+            if repo.tree_lookup(since, p) != repo.tree_lookup(current, p)}
+    touched = [p for _, p in changes if p in mine]
+    if touched and not force:
+        raise UsageError(
+            f"uncommitted changes would be overwritten ({', '.join(touched[:3])}{'...' if len(touched) > 3 else ''}): "
+            "commit or stash them, or --force"
+        )
+    written = [p for s, p in changes if s != "D"]
+    dropped = [p for s, p in changes if s == "D"]
+    # read both trees into throwaway indexes first: git refuses a tree with a bad path
+    # before anything in the work tree has changed
+    with TempIndex(repo) as ix:
+        ix.git("read-tree", source)
+        if index is not None:
+            with TempIndex(repo) as check:
+                check.git("read-tree", index)
+        if written:
+            ix.git("checkout-index", "-f", "-z", "--stdin",
+                   input=b"\0".join(p.encode(errors="surrogateescape") for p in written) + b"\0")
+    deleted = []
+    for path in dropped:
+        here = repo.tree_lookup(current, path)
+        if here is None or here[1]:
+            continue  # not a non-ignored file here (absent, ignored, or a directory)
+        # only what git holds: as in `since`, or as committed at HEAD (never content that
+        # exists nowhere else, --force or not)
+        if here not in (repo.tree_lookup(since, path), repo.tree_lookup(head_tree, path)):
+            continue
+        target = _confined(root, path)
+        if target is not None and (target.is_file() or target.is_symlink()):
+            target.unlink()
+            deleted.append(path)
+    if index is not None:
+        staged = {p for _, p in changes} | {p for _, p in changed_paths(repo, since_index or since, index)}
+        _stage_from(repo, index, sorted(staged))
+    return Restored(written=written, deleted=deleted, index=index is not None)
+
+
+def _stage_from(repo: Repo, tree: str, paths: list[str]) -> None:
+    """Make the index entries of `paths` those of `tree` (absent there: unstaged)."""
+    if not paths:
+        return
+    lines = []
+    for path in paths:
+        entry = repo.tree_lookup(tree, path)
+        raw = path.encode(errors="surrogateescape")
+        if entry is None or entry[1]:
+            lines.append(b"0 " + b"0" * 40 + b"\t" + raw)
+        else:
+            mode = repo.tree_mode(tree, path)
+            lines.append(f"{mode:o} {entry[0]}\t".encode() + raw)
+    repo.git("update-index", "-z", "--index-info", input=b"\0".join(lines) + b"\0", cwd=repo.root())
+    repo.git("update-index", "-q", "--refresh", cwd=repo.root(), check=False)

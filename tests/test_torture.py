@@ -355,6 +355,84 @@ def test_sigkill_fail(work_state: Path) -> None:
     torture(work_state, argv, after, WORK_TRIALS, seed=41)
 
 
+def _before_the_claim(repo: Path, base: str) -> None:
+    """The tree a user had when claiming: untracked notes and agent settings, a staged
+    change with a further edit on top, an ignored file."""
+    git("reset", "-q", "--hard", base, cwd=repo)
+    git("clean", "-fdq", cwd=repo)
+    (repo / "plan.toml").write_text("[[task]]\ntitle = 'mine'\n")
+    (repo / ".claude").mkdir(exist_ok=True)
+    (repo / ".claude" / "settings.json").write_text('{"hooks": {}}\n')
+    (repo / "notes.md").write_text("before the claim\n")
+    (repo / "README").write_text("staged\n")
+    git("add", "README", cwd=repo)
+    (repo / "README").write_text("staged, then edited\n")
+    (repo / "build.log").write_text("ignored\n")
+
+
+def _the_attempt(repo: Path, n: int) -> None:
+    (repo / "committed.txt").write_text(f"attempt {n}\n")
+    git("add", "committed.txt", cwd=repo)
+    git("commit", "-q", "-m", f"attempt {n}", "--", "committed.txt", cwd=repo)
+    (repo / "notes.md").write_text(f"changed by attempt {n}\n")
+    (repo / "new.txt").write_text("new\n")
+    (repo / "staged-new.txt").write_text("staged v1\n")
+    git("add", "staged-new.txt", cwd=repo)
+    (repo / "staged-new.txt").write_text("staged v1, edited\n")
+
+
+def test_sigkill_fail_leaves_the_attempt_whole_or_nothing_changed(work_state: Path) -> None:
+    """SIGKILL at random moments of `fail` on a tree that was not clean at the claim:
+    afterwards (once the next command has run) either nothing changed, or the attempt is
+    saved whole and the worktree is exactly as at the claim; never half restored."""
+    from tests.test_rollback import picture
+
+    repo = work_state
+    (repo / ".gitignore").write_text("*.log\n")
+    git("add", ".gitignore", cwd=repo)
+    git("commit", "-q", "-m", "ignore logs", cwd=repo)
+    base = git("rev-parse", "HEAD", cwd=repo)
+    rng = random.Random(51)
+    journal = repo / ".git" / "handoff" / "rollback.json"
+    span = 0.0
+    outcome = {"nothing changed": 0, "rolled back": 0, "finished by the next command": 0}
+    for n in range(WORK_TRIALS + 1):
+        tid = f"w{n}"
+        _before_the_claim(repo, base)
+        at_claim = picture(repo)
+        r = handoff(repo, "claim", tid, "--force")
+        assert r.returncode == 0, r.stderr
+        _the_attempt(repo, n)
+        attempt = picture(repo)
+        if n == 0:  # an untimed run to learn how long a fail takes
+            span = typical_seconds(repo, ["fail", tid, "--reason", "timed"]) * 1.3
+            assert picture(repo) == at_claim
+            continue
+        rc = kill_at_random(repo, ["fail", tid, "--reason", f"killed {n}"], rng.uniform(0.0, span))
+        raw = picture(repo)
+        pending = journal.exists()
+        assert raw in (attempt, at_claim) or pending, f"trial {n}: a half-restored tree and no journal to finish it"
+        fsck_clean(repo)
+        task = state_tasks(repo)[tid]  # the next command: finishes a journalled rollback
+        after = picture(repo)
+        assert not journal.exists()
+        if task["status"] == "in_progress":
+            assert rc is None and after == attempt, f"trial {n}: the claim stands but the tree changed"
+            outcome["nothing changed"] += 1
+            recovers(repo, ["fail", tid, "--reason", "after a kill"])
+            assert picture(repo) == at_claim
+            continue
+        assert task["status"] == "failed" and after == at_claim, f"trial {n}: failed, but not back at the claim"
+        outcome["finished by the next command" if raw != at_claim else "rolled back"] += 1
+        ref = task["last_attempt_ref"]
+        assert git("show", f"{ref}:notes.md", cwd=repo) == f"changed by attempt {n}"
+        assert git("show", f"{ref}:committed.txt", cwd=repo) == f"attempt {n}"
+        assert git("show", f"{ref}:staged-new.txt", cwd=repo) == "staged v1, edited"
+        assert git("show", f"{ref}^2:staged-new.txt", cwd=repo) == "staged v1"  # the index
+        assert git("show", f"{ref}^2:README", cwd=repo) == "staged"
+    assert outcome["nothing changed"] + outcome["finished by the next command"] > 0, outcome
+
+
 def wait_for_server(remote: Path) -> None:
     """Let the remote finish serving a killed client. A receive-pack that already had the
     whole push completes it (as any server would), and `git fsck` run while objects and a

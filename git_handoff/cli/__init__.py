@@ -191,4 +191,12 @@ def get_store(session: int | None = None) -> Any:
 
     for notice in notices.take(store.repo):  # e.g. a claim lost in a sync: told at the next command
         click.echo(f"warning: {notice}", err=True)
+    from git_handoff import worktree
+
+    if worktree.has_journal(store.repo):  # a `fail` was killed half way: finish its rollback first
+        from git_handoff.ops import attempts
+
+        finished = attempts.finish_interrupted_rollback(store)
+        if finished:
+            click.echo(f"warning: {finished}", err=True)
     return store

@@ -41,6 +41,8 @@ def hooks_install_cmd(agent: str | None, as_json: bool) -> None:
     elif agent == "claude":
         added = ", ".join(result["added"]) or "none (already installed)"
         click.echo(f"Claude Code hooks in {result['settings']}: added {added}")
+        click.echo("Commit .claude/settings.json (git add .claude/settings.json; git commit) so every clone "
+                   "and every later session gets these hooks.")
     else:
         chained = " (your existing hook is kept and runs first)" if result["chained_user_hook"] else ""
         click.echo(f"Installed {result['post_commit']}{chained}")

@@ -162,8 +162,15 @@ def _echo_fail(outcome: dict[str, Any]) -> None:
                f"(attempt {task['attempts']}/{task['max_attempts']})")
     if outcome.get("attempt_ref"):
         click.echo(f"  attempt saved as {outcome['attempt_ref']} ({len(outcome['files'])} file(s))")
-    if outcome.get("rolled_back"):
+    if outcome.get("operation_ended"):
+        click.echo(f"  ended the {outcome['operation_ended']} in progress (after saving the attempt)")
+    if outcome.get("rolled_back") and outcome.get("snapshot"):
+        click.echo(f"  rolled back to the claim: HEAD {short(outcome['base'])}, and the work tree, index and "
+                   "untracked files as they were then")
+    elif outcome.get("rolled_back"):
         click.echo(f"  rolled back: git reset --hard {short(outcome['base'])} && git clean -fd")
+    elif outcome.get("attempt_ref") and outcome.get("snapshot_missing"):
+        click.echo("  no rollback: the claim's snapshot is missing from the repository; work tree kept as it is")
     elif outcome.get("attempt_ref"):
         click.echo("  work tree kept as it is")
     else:
@@ -182,9 +189,16 @@ def _echo_fail(outcome: dict[str, Any]) -> None:
 @force_option
 @json_option
 def fail_cmd(task_id: str, reason: str, category: str, keep_worktree: bool, force: bool, as_json: bool) -> None:
-    """Fail a claimed task: count the attempt, save its work under
-    refs/harness/attempts/ID/N, `git reset --hard` to where it started, `git clean -fd`,
-    then run the task's cleanup command."""
+    """Fail a claimed task: count the attempt, save it whole under
+    refs/harness/attempts/ID/N (commits, work tree, index, untracked files), return the
+    worktree exactly to the moment of the claim, then run the task's cleanup command.
+
+    Files that existed at the claim come back as they were (untracked ones too);
+    files the attempt created are removed (they are in the attempt); ignored files
+    are untouched. Refused (exit 2, nothing changed) during a rebase, merge,
+    cherry-pick, revert, bisect or am (--force ends it after saving the attempt),
+    and when a submodule has work of its own.
+    """
     store = get_store()
     outcome = attempts_ops.fail(store, task_id, reason=reason, category=category, keep_worktree=keep_worktree, force=force)
     auto_sync(store)
@@ -218,11 +232,12 @@ def attempts_cmd(task_id: str, as_json: bool) -> None:
 @force_option
 @json_option
 def restore_cmd(task_id: str, n: int, force: bool, as_json: bool) -> None:
-    """Bring the files of saved attempt N back into this work tree (refuses to overwrite
-    uncommitted changes without --force)."""
+    """Bring saved attempt N back into this work tree: its files, and the entries it had
+    staged for them (HEAD is not moved). Refuses to overwrite a file with uncommitted
+    changes of your own without --force; never removes a file git does not hold."""
     result = attempts_ops.restore(get_store(), task_id, n, force=force)
     if as_json:
         emit_json(result)
     else:
         click.echo(f"Restored attempt {n} of {task_id}: {len(result['restored'])} file(s) written, "
-                   f"{len(result['deleted'])} removed")
+                   f"{len(result['deleted'])} removed" + (", its staged entries back in the index" if result["index"] else ""))

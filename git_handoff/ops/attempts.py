@@ -1,20 +1,27 @@
 """`fail` (a rollback that loses nothing), the saved attempts, and `restore`.
 
-A failed attempt is saved first, as a commit under refs/harness/attempts/<id>/<n>
-(the work tree's tree, untracked non-ignored files included, on top of HEAD), then
-counted in the state, then the work tree rolled back. `restore` brings an
-attempt's files back into the work tree without touching HEAD or the index.
+A failed attempt is saved first, whole, as a commit under refs/harness/attempts/<id>/<n>
+(the work tree's tree, untracked non-ignored files included; parents HEAD and a
+commit of the index), then counted in the state, then the worktree returned
+exactly to the claim's moment (worktree.py; SPEC §9). `restore` brings an
+attempt's files and staged entries back without moving HEAD.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-from pathlib import Path
 from typing import Any
 
 from git_handoff import claim_index, notes, runner, trust, worktree
-from git_handoff.claims import CLAIM_EXTRAS, claimed_task, current, require_branch, short
+from git_handoff.claims import (
+    CLAIM_EXTRAS,
+    CLAIM_SNAPSHOT,
+    claimed_task,
+    current,
+    require_branch,
+    short,
+)
 from git_handoff.errors import Contention, GitFailure, UsageError
 from git_handoff.gitrepo import Repo
 from git_handoff.model import Task, check_category, check_id, now_iso
@@ -37,20 +44,30 @@ def _attempt_numbers(repo: Repo, task_id: str) -> dict[int, str]:
     return out
 
 
+def _claim_snapshot(repo: Repo, task: Task) -> tuple[worktree.Snapshot | None, bool]:
+    """(the claim's snapshot, whether the record names one at all)."""
+    recorded = task.get(CLAIM_SNAPSHOT)
+    if not recorded:
+        return None, False
+    return worktree.read_snapshot(repo, str(recorded)), True
+
+
 def save_attempt(store: StateStore, task: Task, *, reason: str, category: str) -> dict[str, Any]:
     """Save the whole work of the current attempt as a commit under refs/harness/attempts/.
 
-    The commit's tree is the work tree (untracked non-ignored files included), its
-    parent the current HEAD (so commits made since the claim stay reachable), its
-    message a summary line and a JSON record of the attempt.
+    The commit's tree is the work tree (untracked non-ignored files included); its
+    parents are the current HEAD (so commits made since the claim stay reachable) and a
+    commit of the index (the staged content); its message a summary line and a JSON
+    record of the attempt. `files` are the changes since the claim's moment.
     """
     repo = store.repo
     head = repo.head()
     if head is None:
         raise UsageError("this worktree has no commit: nothing to save")
     base = task.started_at_commit or head
-    tree = worktree.worktree_tree(repo, head)
-    files = [{"status": s, "path": p} for s, p in worktree.changed(repo, base, tree)]
+    snap, _ = _claim_snapshot(repo, task)
+    pic = worktree.picture(repo, head)
+    files = [{"status": s, "path": p} for s, p in worktree.changed(repo, snap.worktree if snap else base, pic.worktree)]
     existing = _attempt_numbers(repo, task.id)
     n = max(task.attempts + 1, max(existing, default=0) + 1)
     for _ in range(50):
@@ -66,9 +83,11 @@ def save_attempt(store: StateStore, task: Task, *, reason: str, category: str) -
             "worker": task.claimed_by,
             "session": store.session,
             "files": files,
+            "index": pic.index,
+            "claim_snapshot": snap.commit if snap else None,
         }
         message = f"handoff attempt {task.id} #{n}: [{category}] {reason}\n\n{json.dumps(record, indent=2)}\n"
-        commit = repo.create_commit(tree, [head], message)
+        commit = worktree.commit_picture(repo, pic, message)
         ref = attempt_ref(task.id, n)
         if repo.cas_ref(ref, commit, None, f"handoff: attempt {n} of {task.id}"):
             return {"attempt": n, "ref": ref, "commit": commit, "files": files, "base": base, "head": head}
@@ -84,26 +103,49 @@ def fail(
     category: str = "TASK_EXEC",
     keep_worktree: bool = False,
     force: bool = False,
+    end_operation: bool | None = None,
     _seen: Task | None = None,
     _run: runner.RunResult | None = None,
 ) -> dict[str, Any]:
-    """Fail a claimed attempt: save it, count it, roll the work tree back, clean up."""
+    """Fail a claimed attempt: save it whole, count it, return the worktree exactly to the
+    claim's moment (SPEC §9), clean up.
+
+    Refused before anything changes: a rebase/merge/... in progress (unless
+    `end_operation`, default `force`: it is ended after the attempt is saved), a
+    submodule with work of its own.
+    """
     check_category(category)
     text = " ".join((reason or "").split())
     if not text:
         raise UsageError("fail needs a --reason")
     repo = store.repo
     seen = _seen or claimed_task(store, task_id, "fail", force)
-    require_branch(seen, repo, "fail", force)
-    if seen.cleanup:
-        trust.require_trusted(repo, seen.cleanup, "cleanup command")
     base = seen.started_at_commit
     base_ok = bool(base) and repo.resolve_commit(f"{base}^{{commit}}") is not None
+    snap, recorded = _claim_snapshot(repo, seen)
+    snapshot_lost = base_ok and recorded and snap is None
+    rollback = base_ok and not keep_worktree and not snapshot_lost
+    operation = None
+    if rollback:
+        ends = force if end_operation is None else end_operation
+        operation = worktree.refuse_operation(repo, "fail", seen.id, ends)
+    if operation is None:
+        require_branch(seen, repo, "fail", force)
+    if rollback:
+        assert base is not None
+        worktree.refuse_submodules(repo, base, "roll back", seen.id)
+    if seen.cleanup:
+        trust.require_trusted(repo, seen.cleanup, "cleanup command")
     saved: dict[str, Any] | None = None
     if base_ok:
         store.best_effort("notes", lambda: notes.note_task_commits(store, seen, outcome=f"failed [{category}]"))
         saved = save_attempt(store, seen, reason=text, category=category)
-    rollback = base_ok and not keep_worktree
+    plan = None
+    if rollback:
+        assert base is not None
+        plan = worktree.Plan(task=seen.id, base=base, snapshot=snap.commit if snap else None,
+                             attempt_ref=saved["ref"] if saved else None, operation=operation)
+        worktree.write_journal(repo, plan)
 
     def apply(tx: Tx) -> Task:
         task = current(tx, seen, "failed")
@@ -129,11 +171,22 @@ def fail(
                 task=task.id,
                 category=category,
             )
+        elif snapshot_lost:
+            tx.log("ERROR", f"the claim's snapshot {short(str(seen.get(CLAIM_SNAPSHOT)))} is missing: no rollback "
+                   "(the work tree is as the attempt left it)", task=task.id, category=category)
         elif rollback:
-            tx.log("ROLLBACK", f"git reset --hard {short(base)}", task=task.id)
+            if operation:
+                tx.log("ROLLBACK", f"git {operation} ended (--force)", task=task.id)
+            tx.log("ROLLBACK", f"git reset --hard {short(base)}"
+                   + (f"; work tree, index and untracked files as at the claim ({short(snap.commit)})" if snap else ""),
+                   task=task.id)
         return new
 
-    task = store.transact(apply)
+    try:
+        task = store.transact(apply)
+    except BaseException:
+        worktree.clear_journal(repo)  # nothing was recorded: the work tree stays as it is
+        raise
     outcome: dict[str, Any] = {
         "task": task.to_json(),
         "category": category,
@@ -144,25 +197,47 @@ def fail(
         "files": saved["files"] if saved else [],
         "base": base,
         "rolled_back": rollback,
+        "snapshot": snap.commit if snap else None,
+        "snapshot_missing": snapshot_lost,
+        "operation_ended": operation,
         "cleanup": None,
         "validation": _run.to_json() if _run is not None else None,
     }
-    if rollback:
-        assert base is not None
+    if plan is not None:
         try:
-            repo.git("reset", "--hard", "--quiet", base, cwd=repo.root())
-            repo.git("clean", "-fd", "--quiet", cwd=repo.root())
+            worktree.roll_back(repo, plan)
         except GitFailure as exc:
             raise GitFailure(
-                f"{exc.message}; the attempt is saved as {saved['ref'] if saved else '?'}: "
-                f"finish the rollback with `git reset --hard {base}` and `git clean -fd`"
+                f"{exc.message}; the attempt is saved as {saved['ref'] if saved else '?'}: the next "
+                "git handoff command in this worktree finishes the rollback"
             ) from None
+        worktree.clear_journal(repo)
+    else:
+        worktree.drop_snapshot_ref(repo, snap.commit if snap else None)
     if task.cleanup:
         result = runner.run_command(task.cleanup, repo.root(), task.timeout_seconds, env={"HANDOFF_TASK": task.id})
         outcome["cleanup"] = result.to_json()
         if not result.ok:
             _log_warning(store, task.id, f"on_failure.cleanup failed ({result.category}): {result.summary()}")
     return outcome
+
+
+def finish_interrupted_rollback(store: StateStore) -> str | None:
+    """Finish a rollback a killed `fail` left half done (its journal is in the worktree's
+    private directory); a journal whose failure was never recorded is dropped, since
+    then nothing had changed. Returns a sentence for the user, or None."""
+    repo = store.repo
+    plan = worktree.read_journal(repo)
+    if plan is None:
+        return None
+    task = store.snapshot().task(plan.task) if store.is_initialized() else None
+    if task is None or task.status == "in_progress" or task.get("last_attempt_ref") != plan.attempt_ref:
+        worktree.clear_journal(repo)
+        return None
+    worktree.roll_back(repo, plan)
+    worktree.clear_journal(repo)
+    return (f"finished the interrupted rollback of {plan.task} to {short(plan.base)} "
+            f"(the attempt is saved as {plan.attempt_ref})")
 
 
 def _log_warning(store: StateStore, task_id: str, text: str) -> None:
@@ -197,6 +272,8 @@ def _attempt_record(repo: Repo, n: int, commit: str) -> dict[str, Any]:
         "session": record.get("session"),
         "worker": record.get("worker"),
         "files": record.get("files", []),
+        "index": record.get("index"),
+        "claim_snapshot": record.get("claim_snapshot"),
     }
 
 
@@ -216,47 +293,46 @@ def attempts(store: StateStore, task_id: str) -> list[dict[str, Any]]:
 
 
 def restore(store: StateStore, task_id: str, n: int, force: bool = False) -> dict[str, Any]:
-    """Bring the files of attempt `n` back into this work tree (HEAD and index untouched)."""
+    """Bring attempt `n` back into this work tree: its files, and its index when it was
+    saved with one (HEAD untouched). Refused when a file it would write or remove was
+    changed here since the rollback, unless `force`."""
     check_id(task_id)
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise UsageError(f"attempts are numbered from 1, not {n!r}")
     repo = store.repo
-    root = repo.root()
     commit = repo.ref_target(attempt_ref(task_id, n))
     if commit is None:
         raise UsageError(f"task {task_id} has no saved attempt {n} (see `git handoff attempts {task_id}`)")
+    if repo.resolve_commit(f"{commit}^{{commit}}") != commit:
+        raise UsageError(f"{attempt_ref(task_id, n)} does not point at a commit: it cannot be restored")
     record = _attempt_record(repo, n, commit)
-    dirty = worktree.dirty(repo)
-    if dirty and not force:
-        raise UsageError(
-            f"uncommitted changes would be overwritten ({', '.join(dirty[:3])}{'...' if len(dirty) > 3 else ''}): "
-            "commit or stash them, or --force"
-        )
+    _, parents, _, _ = repo.commit_info(commit)
+    since: str | None = None
+    since_index: str | None = None
+    snapshot = record.get("claim_snapshot")
+    if isinstance(snapshot, str):
+        snap = worktree.read_snapshot(repo, snapshot)
+        if snap is not None:
+            since, since_index = snap.worktree, snap.index
     base = record.get("base")
-    if not (isinstance(base, str) and repo.resolve_commit(base)):
-        base = repo.head() or commit
-    changes = worktree.changed(repo, base, commit)
-    written = [p for s, p in changes if s != "D"]
-    deleted = [p for s, p in changes if s == "D"]
-    if written:
-        repo.git(
-            "restore", f"--source={commit}", "--worktree", "--pathspec-from-file=-", "--pathspec-file-nul",
-            input="\0".join(written).encode(errors="surrogateescape") + b"\0",
-            env={"GIT_LITERAL_PATHSPECS": "1"}, cwd=root,
-        )
-    for path in deleted:
-        target = Path(root, path)
-        if target.is_file() or target.is_symlink():
-            target.unlink()
+    if since is None:
+        from_commit = repo.resolve_commit(base) if isinstance(base, str) else None
+        since = repo.commit_tree(from_commit or repo.head() or commit)
+    # an attempt saved with its index has it as second parent (older attempts have one parent)
+    index = repo.commit_tree(parents[1]) if len(parents) >= 2 and record.get("index") else None
+    done_ = worktree.restore_picture(repo, source=repo.commit_tree(commit), since=since, index=index,
+                                     since_index=since_index, force=force)
 
     def apply(tx: Tx) -> None:
         tx.log(
             "RECOVERY",
-            f'action="restore attempt {n}" reason="{len(written)} file(s) written, {len(deleted)} removed '
-            f'from {attempt_ref(task_id, n)}"',
+            f'action="restore attempt {n}" reason="{len(done_.written)} file(s) written, {len(done_.deleted)} removed'
+            + (", index restored" if done_.index else "")
+            + f' from {attempt_ref(task_id, n)}"',
             task=task_id,
         )
 
     if store.is_initialized():
         store.transact(apply)
-    return {"task": task_id, "attempt": n, "commit": commit, "restored": written, "deleted": deleted}
+    return {"task": task_id, "attempt": n, "commit": commit, "restored": done_.written, "deleted": done_.deleted,
+            "index": done_.index}

@@ -13,7 +13,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from git_handoff import claim_index, schedule, state_files
+from git_handoff import claim_index, schedule, state_files, worktree
 from git_handoff.claims import (
     DEFAULT_LEASE_SECONDS,
     check_lease,
@@ -39,6 +39,7 @@ class ClaimContext:
     head: str
     branch: str | None
     lease_seconds: int
+    snapshot: str | None = None  # the work tree at the claim, when not clean
 
 
 def claim_context(repo: Repo, *, worker: str | None = None, lease: int | None = None) -> ClaimContext:
@@ -53,6 +54,14 @@ def claim_context(repo: Repo, *, worker: str | None = None, lease: int | None = 
         branch=repo.head_branch(),
         lease_seconds=check_lease(lease) if lease is not None else DEFAULT_LEASE_SECONDS,
     )
+
+
+def with_snapshot(repo: Repo, ctx: ClaimContext) -> ClaimContext:
+    """The claim context with the work tree's snapshot (None on a clean tree: one `git status`)."""
+    operation = worktree.operation_in_progress(repo)
+    if operation is not None:
+        raise UsageError(f"a {operation} is in progress in this worktree: finish or abort it before claiming a task")
+    return dataclasses.replace(ctx, snapshot=worktree.take_snapshot(repo))
 
 
 # -- claim --------------------------------------------------------------------------------
@@ -181,6 +190,7 @@ def _take(tx: Tx, task: Task, ctx: ClaimContext, stamp: str) -> Task:
         claimed_at=stamp,
         lease_seconds=ctx.lease_seconds,
         claim_session=tx.session,
+        claim_snapshot=ctx.snapshot,
     )
     claimed = tx.put_task(claimed)
     tx.log("Starting", f"{claimed.title} (base={short(ctx.head)})", task=claimed.id)
@@ -205,21 +215,26 @@ def claim(
     """
     if task_id is not None:
         check_id(task_id)
-    ctx = claim_context(store.repo, worker=worker, lease=lease)
+    ctx = with_snapshot(store.repo, claim_context(store.repo, worker=worker, lease=lease))
     target = claims_sync_remote(store, remote)
 
     def apply(tx: Tx) -> Task | None:
         return claim_in_tx(tx, task_id, ctx=ctx, force=force)
 
-    if target is None:
-        task = store.transact(apply)
-    else:
-        # Lazy on purpose (import cost): sync brings the whole 3-way merge, which a
-        # local claim, the hot path of every worker loop, must not pay for.
-        from git_handoff.ops import sync  # noqa: PLC0415
+    try:
+        if target is None:
+            task = store.transact(apply)
+        else:
+            # Lazy on purpose (import cost): sync brings the whole 3-way merge, which a
+            # local claim, the hot path of every worker loop, must not pay for.
+            from git_handoff.ops import sync  # noqa: PLC0415
 
-        task = sync.transact_remote(store, apply, target)
+            task = sync.transact_remote(store, apply, target)
+    except BaseException:
+        worktree.drop_snapshot_ref(store.repo, ctx.snapshot)
+        raise
     if task is None:
+        worktree.drop_snapshot_ref(store.repo, ctx.snapshot)
         raise Negative("nothing eligible: every task is completed, in progress, or waiting on failed dependencies")
     return task
 

@@ -162,9 +162,9 @@ class Demo:
         self.handoff(alice, "attempts", "api")
         self.handoff(alice, "restore", "api", "1")
         self.say(f"alice$ cat api.txt\n  {(alice / 'api.txt').read_text().strip()}")
-        self.git(alice, "checkout", "--", ".")
+        self.git(alice, "reset", "-q", "--hard")
         self.git(alice, "clean", "-fdq")
-        self.say("alice$ git checkout -- . && git clean -fd   # back to where the rollback left it")
+        self.say("alice$ git reset --hard && git clean -fd   # back to where the rollback left it")
 
         self.section("6. Alice shares the work and the state; Bob's clone takes over")
         self.git(alice, "push", "-q", "origin", "main")

@@ -166,7 +166,7 @@ def recover(store: StateStore, record: dict[str, Any]) -> list[dict[str, Any]]:
 
 def recover_task(store: StateStore, task: Task, worker: str) -> dict[str, Any]:
     repo = store.repo
-    dirty = worktree.uncommitted(repo)
+    dirty = worktree.uncommitted_since_claim(repo, task.get("claim_snapshot"))
     commits = task_commits(repo, task)
     row = decide(dirty, bool(commits), bool(task.checkpoints))
     facts = (f"uncommitted={'yes' if dirty else 'no'} task_commits={len(commits)} "

@@ -15,6 +15,7 @@ import dataclasses
 from git_handoff import claim_index, notes, runner, state_files, trust, worktree
 from git_handoff.claims import (
     CLAIM_EXTRAS,
+    CLAIM_SNAPSHOT,
     claimed_task,
     current,
     expires,
@@ -59,7 +60,9 @@ def release(store: StateStore, task_id: str, *, force: bool = False) -> Task:
         tx.log("LOCK", f"released (claimed_by={task.claimed_by}); back to pending", task=task.id)
         return new
 
-    return store.transact(apply)
+    task = store.transact(apply)
+    worktree.drop_snapshot_ref(store.repo, seen.get(CLAIM_SNAPSHOT))
+    return task
 
 
 def checkpoint(
@@ -147,7 +150,8 @@ def done(store: StateStore, task_id: str, *, force: bool = False) -> Task:
     if not result.ok:
         category = result.category or "TEST_FAIL"
         reason = f"Validation failed: {result.summary()}"
-        outcome = attempts.fail(store, task_id, reason=reason, category=category, force=True, _seen=seen, _run=result)
+        outcome = attempts.fail(store, task_id, reason=reason, category=category, force=True, end_operation=force,
+                                _seen=seen, _run=result)
         raise Negative(
             f"[{category}] validation of {task_id} failed ({result.summary()}); attempt "
             f"{outcome['attempt']} saved as {outcome['attempt_ref']}"
@@ -166,7 +170,7 @@ def done(store: StateStore, task_id: str, *, force: bool = False) -> Task:
             completed_commit=head,
             completed_session=tx.session,
             uncommitted_at_completion=uncommitted[:50] or None,
-            **{k: None for k in ("worktree", "claimed_at", "lease_seconds")},
+            **{k: None for k in ("worktree", "claimed_at", "lease_seconds", CLAIM_SNAPSHOT)},
         )
         new = tx.put_task(new)
         claim_index.carry(tx, [new])
@@ -179,6 +183,8 @@ def done(store: StateStore, task_id: str, *, force: bool = False) -> Task:
         tx.after_commit("the tasks-per-session handoff document", lambda: handoff.after_done(store))
         return new
 
-    return store.transact(apply)
+    task = store.transact(apply)
+    worktree.drop_snapshot_ref(store.repo, seen.get(CLAIM_SNAPSHOT))
+    return task
 
 
