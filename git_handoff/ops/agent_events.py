@@ -84,9 +84,19 @@ def handle(event: Event) -> Outcome:
     if store is None:
         return Outcome()
     try:
-        store.snapshot().tasks()
+        snap = store.snapshot()
+        snap.config()
+        snap.meta()
+        snap.tasks()
     except HandoffError as exc:
-        return damaged(store, event, exc)
+        return damaged(store, event, f"the state cannot be read ({exc.message})")
+    try:
+        return _dispatch(store, event)
+    except HandoffError as exc:
+        return damaged(store, event, exc.message)
+
+
+def _dispatch(store: StateStore, event: Event) -> Outcome:
     if event.kind == "session_start":
         return session_start(store, event)
     if event.kind == "stop":
@@ -100,10 +110,11 @@ def handle(event: Event) -> Outcome:
     return Outcome()
 
 
-def damaged(store: StateStore, event: Event, exc: HandoffError) -> Outcome:
-    """A state that cannot be read: the agent is told (once per stop), not left guessing."""
-    what = (f"git handoff: the state cannot be read ({exc.message}). Do not claim or complete tasks until "
-            "it is repaired: run `git handoff status` to see the problem.")
+def damaged(store: StateStore, event: Event, problem: str) -> Outcome:
+    """A state the hooks cannot work with: the agent is told (blocked once at a stop), not
+    left guessing from a silent hook."""
+    what = (f"git handoff: {problem}. Do not claim or complete tasks until it is repaired: "
+            "run `git handoff status` to see the problem.")
     if event.kind == "session_start":
         return Outcome(context=what, warning=what)
     if event.kind == "stop" and not event.stop_hook_active:
