@@ -18,7 +18,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import git, run, run_exe
 from tests.support.claude_cli import (
     PINNED_VERSION,
     ClaudeRun,
@@ -26,6 +25,7 @@ from tests.support.claude_cli import (
     require_claude,
     run_claude,
 )
+from tests.support.repo import git, run, run_exe
 from tests.support.stubs.anthropic import Idle, Lazy, Reply, Request, StubServer, bash, say, tool
 
 pytestmark = pytest.mark.slow

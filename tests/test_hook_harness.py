@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import git, make_repo, run
+from tests.support.repo import git, make_repo, run
 from tests.test_core import harness_tasks_json
 
 STOP = json.dumps({"session_id": "s1", "hook_event_name": "Stop", "stop_hook_active": False})

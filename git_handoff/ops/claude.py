@@ -13,7 +13,7 @@ import json
 import os
 from typing import Any
 
-from git_handoff.ops.agent_events import Event, Outcome
+from git_handoff.hook_events import Event, Outcome
 
 NAME = "claude"
 SETTINGS = ".claude/settings.json"
