@@ -279,24 +279,28 @@ def test_relay_of_six_tasks_two_per_session_as_a_child(repo: Path, stub: StubSer
     _assert_relay_sessions(repo, 3)
 
 
-def _trust_workspace(home: Path, repo: Path) -> None:
-    """What a person answers once in an interactive first run: onboarding done, folder trusted."""
+def _trust_workspace(home: Path, repo: Path, api_key: str) -> None:
+    """What a person answers once in an interactive first run: onboarding done, the
+    folder trusted, the API key in the environment approved."""
     config = home / ".claude.json"
     data = json.loads(config.read_text()) if config.exists() else {}
-    data.update({"hasCompletedOnboarding": True, "bypassPermissionsModeAccepted": True})
+    data.update({"hasCompletedOnboarding": True, "bypassPermissionsModeAccepted": True,
+                 "customApiKeyResponses": {"approved": [api_key[-20:]], "rejected": []}})
     projects = data.setdefault("projects", {})
     projects.setdefault(str(repo), {}).update({"hasTrustDialogAccepted": True, "hasCompletedProjectOnboarding": True})
     config.write_text(json.dumps(data))
 
 
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed (.ci/run installs it)")
-def test_relay_of_six_tasks_two_per_session_in_tmux(repo: Path, stub: StubServer) -> None:
+@pytest.mark.parametrize("mode", ["print", "interactive"])
+def test_relay_of_six_tasks_two_per_session_in_tmux(repo: Path, stub: StubServer, mode: str) -> None:
     _plan(repo, 6, per_session=2)
     stub.policy = Lazy(LAZY_WORK)
     env = _relay_env(repo, stub)
-    _trust_workspace(Path(env["HOME"]), repo)
-    socket_name = f"handoff-claude-{os.getpid()}"
-    agent = 'claude -p --dangerously-skip-permissions "$(cat {prompt_file})"'
+    _trust_workspace(Path(env["HOME"]), repo, env["ANTHROPIC_API_KEY"])
+    socket_name = f"handoff-claude-{os.getpid()}-{mode}"
+    flag = "-p " if mode == "print" else ""
+    agent = f'claude {flag}--dangerously-skip-permissions "$(cat {{prompt_file}})"'
     try:
         r = run_exe("relay", "--tmux", "--tmux-socket", socket_name, "--agent", agent, "--ack-timeout", "60",
                     "--handoff-grace", "3", cwd=repo, env=env, timeout=300)
