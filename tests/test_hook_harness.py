@@ -148,3 +148,43 @@ def test_exclusive_mode_unowned_in_progress_keeps_the_agent_working_and_is_recov
     assert out is not None and out["decision"] == "block" and "[task-003]" in out["reason"]
     started = run("session", "start", "--json").json()
     assert [a["task"] for a in started["recovery"]] == ["task-003"]
+
+
+# -- 1. after a compaction the agent is still kept working ----------------------------------
+
+
+def test_after_a_compaction_stop_still_blocks_with_work_left(repo: Path) -> None:
+    _plan("a", "b")
+    _hook("claude-session-start", START)
+    _hook("claude-pre-compact", json.dumps({"session_id": "s1", "trigger": "auto"}))
+    _hook("claude-session-start", json.dumps({"session_id": "s1", "source": "compact"}))
+    assert run("doc", "show", "--json").json()["trigger"] == "pre-compact"
+    out, _ = _hook("claude-stop", STOP)
+    assert out is not None and out["decision"] == "block" and "[a]" in out["reason"]
+
+
+# -- 8. SessionEnd closes the session with its document ---------------------------------------
+
+
+def test_session_end_writes_the_document_and_closes_the_session(repo: Path) -> None:
+    _plan("a")
+    _hook("claude-session-start", START)
+    assert _hook("claude-session-end", json.dumps({"session_id": "s1", "reason": "prompt_input_exit"}))[0] is None
+    doc = run("doc", "show", "1", "--json").json()
+    assert doc["trigger"] == "session-end"
+    assert run("session", "show", "1", "--json").json()["ended_at"]
+    out, _ = _hook("claude-session-start", START)  # the next plain run: a new session taking the document
+    assert out is not None and run("session", "show", "--json").json()["session"] == 2
+    assert run("doc", "list", "--json").json()[0]["accepted_by"] == 2
+
+
+def test_session_end_under_a_relay_leaves_the_ending_to_the_relay(repo: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    _plan("a")
+    run("session", "start")
+    monkeypatch.setenv("HANDOFF_SESSION", "1")
+    _hook("claude-session-start", START)
+    _hook("claude-session-end", json.dumps({"session_id": "s1", "reason": "other"}))
+    assert run("doc", "show", "1", "--json").json()["trigger"] == "session-end"
+    assert not run("session", "show", "1", "--json").json()["ended_at"]
+    assert run("session", "end").rc == 0  # what the relay then does
