@@ -28,7 +28,7 @@ from git_handoff.state_files import (
 )
 from git_handoff.store import StateStore, Tx, format_log_line
 
-TRIGGERS = ("manual", "commits", "tasks", "pre-compact", "stop", "relay")
+TRIGGERS = ("manual", "commits", "tasks", "pre-compact", "stop", "relay", "session-end")
 
 
 # -- building the document -----------------------------------------------------------

@@ -12,6 +12,7 @@ from git_handoff import local
 from git_handoff.errors import UsageError
 from git_handoff.fileio import atomic_write
 from git_handoff.gitrepo import Repo
+from git_handoff.ops import claude
 from git_handoff.templates import template_text
 
 MARKER = "git-handoff post-commit hook"
@@ -20,13 +21,8 @@ NOTES_REF = "refs/notes/harness"
 AGENTS = ("claude",)
 RECORD_FILE = "hooks.json"  # in the per-clone handoff dir: what install changed, for uninstall
 
-CLAUDE_COMMAND_PREFIX = "git handoff hook claude-"
-CLAUDE_HOOKS: dict[str, tuple[str | None, str]] = {
-    "SessionStart": ("startup|resume|compact|clear", "git handoff hook claude-session-start"),
-    "Stop": (None, "git handoff hook claude-stop"),
-    "SubagentStop": (None, "git handoff hook claude-subagent-stop"),
-    "PreCompact": (None, "git handoff hook claude-pre-compact"),
-}
+CLAUDE_COMMAND_PREFIX = claude.COMMAND_PREFIX
+CLAUDE_HOOKS = claude.settings_entries()
 
 
 def template() -> bytes:
@@ -195,15 +191,15 @@ def install_claude(repo: Repo) -> dict[str, Any]:
     data = _load_settings(path)
     hooks = data.setdefault("hooks", {})
     added = []
-    for event, (matcher, command) in CLAUDE_HOOKS.items():
+    for event, (matcher, entry) in CLAUDE_HOOKS.items():
         groups = hooks.setdefault(event, [])
         present = any(
-            isinstance(g, dict) and any(_is_ours(h) and h.get("command") == command for h in g.get("hooks", []) or [])
+            isinstance(g, dict) and any(_is_ours(h) and h.get("command") == entry["command"] for h in g.get("hooks", []) or [])
             for g in groups
         )
         if present:
             continue
-        group: dict[str, Any] = {"hooks": [{"type": "command", "command": command}]}
+        group: dict[str, Any] = {"hooks": [dict(entry)]}
         if matcher:
             group = {"matcher": matcher, **group}
         groups.append(group)
