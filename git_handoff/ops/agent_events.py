@@ -36,7 +36,7 @@ SAFETY_VALVE = 8  # consecutive blocks without a completed task, then the stop i
 VALVE_FILE = "stop-hook.json"
 COMPACT_FILE = "pre-compact.json"  # a compaction announced by PreCompact, confirmed by SessionStart
 
-KINDS = ("session_start", "stop", "subagent_stop", "pre_compact", "session_end")
+KINDS = ("session_start", "stop", "subagent_stop", "pre_compact", "compacting", "session_end")
 
 
 @dataclass(frozen=True)
@@ -95,6 +95,8 @@ def handle(event: Event) -> Outcome:
         return subagent_stop(store, event)
     if event.kind == "pre_compact":
         return pre_compact(store, event)
+    if event.kind == "compacting":
+        return compacting(store, event)
     if event.kind == "session_end":
         return session_end(store, event)
     return Outcome()
@@ -193,6 +195,16 @@ def pre_compact(store: StateStore, event: Event) -> Outcome:
     number = sessions.current_number(store)
     if number > 0:
         _write_private(store, COMPACT_FILE, {"session": number, "trigger": event.trigger, "at": now_iso()})
+    return Outcome()
+
+
+def compacting(store: StateStore, event: Event) -> Outcome:
+    """An agent that is about to compact and will not say when it did (Gemini CLI has no
+    event after a compression): the document is written now, while the context is whole."""
+    number = sessions.current_number(store)
+    if number > 0:
+        store.session = number
+        handoff.write_doc(store, trigger="pre-compact")
     return Outcome()
 
 
