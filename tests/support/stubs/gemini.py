@@ -5,13 +5,16 @@ auth and ``GOOGLE_GEMINI_BASE_URL``.
 A ``Run`` turn becomes a ``functionCall`` of the CLI's ``run_shell_command`` tool;
 a ``Say`` turn a text part. Side requests the CLI makes on its own (routing and
 next-speaker checks, which ask for JSON; history compression, which asks for a
-summary) get fixed, plausible answers and never reach the policy.
+summary) get fixed, plausible answers and never reach the policy. ``prompt_tokens``
+(a number, or a function of the model turn's index) is the reported prompt size: past
+half the model's window the CLI compresses its history, which is how PreCompress is
+reached.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -84,7 +87,8 @@ def _side_request(body: Any) -> str | None:
 
 
 class GeminiStub(StubBase):
-    def __init__(self, policy: Any, *, prompt_tokens: int = 100, lifetime: float = 300.0) -> None:
+    def __init__(self, policy: Any, *, prompt_tokens: int | Callable[[int], int] = 100,
+                 lifetime: float = 300.0) -> None:
         super().__init__(policy, lifetime)
         self.prompt_tokens = prompt_tokens
         self.compressions = 0
@@ -99,7 +103,7 @@ class GeminiStub(StubBase):
             return 404, "application/json", [b'{"error": {"code": 404, "message": "not here"}}']
         streaming = path.endswith(":streamGenerateContent")
         if path.endswith(":countTokens"):
-            return 200, "application/json", [json.dumps({"totalTokens": self.prompt_tokens}).encode()]
+            return 200, "application/json", [json.dumps({"totalTokens": 100}).encode()]
         if not (streaming or path.endswith(":generateContent")):
             return 404, "application/json", [b'{"error": {"code": 404, "message": "unknown method"}}']
         kind = _side_request(request.body)
@@ -112,10 +116,13 @@ class GeminiStub(StubBase):
             return 400, "application/json", [b'{"error": {"code": 400, "message": "bad request"}}']
         else:
             parts = [self._part(self.next_turn(exchange_of(request.body)))]
+        tokens = self.prompt_tokens(self.model_turns - 1) if callable(self.prompt_tokens) else self.prompt_tokens
+        if kind is not None:
+            tokens = 100
         chunk = {
             "candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": "STOP", "index": 0}],
-            "usageMetadata": {"promptTokenCount": self.prompt_tokens, "candidatesTokenCount": 10,
-                              "totalTokenCount": self.prompt_tokens + 10},
+            "usageMetadata": {"promptTokenCount": tokens, "candidatesTokenCount": 10,
+                              "totalTokenCount": tokens + 10},
             "modelVersion": MODEL,
         }
         if streaming:

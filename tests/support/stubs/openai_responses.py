@@ -3,15 +3,16 @@ wire Codex CLI speaks to a custom ``model_providers`` entry.
 
 A ``Run`` turn becomes a ``function_call`` of whichever shell tool the request
 offers (``exec_command`` with ``cmd``, or ``shell`` with an argv ``command``); a
-``Say`` turn an assistant message. ``usage`` can be inflated so that Codex's own
-auto-compaction starts (that is how the pre-compaction hook is reached).
+``Say`` turn an assistant message. ``usage_tokens`` (a number, or a function of the
+model turn's index) can be inflated so that Codex's own auto-compaction starts: that
+is how the pre-compaction hook is reached.
 """
 
 from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from tests.support.stubs.loopback import Exchange, Recorded, Run, Say, StubBase, Turn, sse
@@ -81,7 +82,8 @@ def is_compaction(body: Any) -> bool:
 
 
 class ResponsesStub(StubBase):
-    def __init__(self, policy: Any, *, usage_tokens: int = 100, lifetime: float = 300.0) -> None:
+    def __init__(self, policy: Any, *, usage_tokens: int | Callable[[int], int] = 100,
+                 lifetime: float = 300.0) -> None:
         super().__init__(policy, lifetime)
         self.usage_tokens = usage_tokens
         self._ids = itertools.count(1)
@@ -98,9 +100,10 @@ class ResponsesStub(StubBase):
         body = request.body
         if is_compaction(body):
             self.compactions += 1
-            return 200, "text/event-stream", self._stream([self._message("Summary: work in progress.")])
+            return 200, "text/event-stream", self._stream([self._message("Summary: work in progress.")], 100)
         turn = self.next_turn(exchange_of(body))
-        return 200, "text/event-stream", self._stream([self._item(turn, body)])
+        tokens = self.usage_tokens(self.model_turns - 1) if callable(self.usage_tokens) else self.usage_tokens
+        return 200, "text/event-stream", self._stream([self._item(turn, body)], tokens)
 
     # -- wire format
     def _message(self, text: str) -> dict[str, Any]:
@@ -114,7 +117,9 @@ class ResponsesStub(StubBase):
         n = next(self._ids)
         tools = {t.get("name") for t in (body.get("tools") or []) if isinstance(t, dict)}
         if "exec_command" in tools:
-            name, args = "exec_command", {"cmd": turn.command, "yield_time_ms": 30000}
+            # login=false: a login shell would reset PATH from /etc/profile (and lose the
+            # virtualenv that has `git handoff`)
+            name, args = "exec_command", {"cmd": turn.command, "login": False, "yield_time_ms": 30000}
         elif "shell_command" in tools:
             name, args = "shell_command", {"command": turn.command}
         else:
@@ -122,7 +127,7 @@ class ResponsesStub(StubBase):
         return {"type": "function_call", "id": f"fc_{n}", "call_id": f"call_{n}", "name": name,
                 "arguments": json.dumps(args), "status": "completed"}
 
-    def _stream(self, items: list[dict[str, Any]]) -> list[bytes]:
+    def _stream(self, items: list[dict[str, Any]], tokens: int) -> list[bytes]:
         rid = f"resp_{next(self._ids)}"
         chunks = [sse("response.created", {"type": "response.created", "response": {"id": rid}})]
         for i, item in enumerate(items):
@@ -130,9 +135,9 @@ class ResponsesStub(StubBase):
                               {"type": "response.output_item.added", "output_index": i, "item": item}))
             chunks.append(sse("response.output_item.done",
                               {"type": "response.output_item.done", "output_index": i, "item": item}))
-        usage = {"input_tokens": self.usage_tokens, "input_tokens_details": {"cached_tokens": 0},
+        usage = {"input_tokens": tokens, "input_tokens_details": {"cached_tokens": 0},
                  "output_tokens": 10, "output_tokens_details": {"reasoning_tokens": 0},
-                 "total_tokens": self.usage_tokens + 10}
+                 "total_tokens": tokens + 10}
         chunks.append(sse("response.completed", {"type": "response.completed",
                                                  "response": {"id": rid, "usage": usage, "output": items}}))
         return chunks
