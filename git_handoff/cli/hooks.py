@@ -30,8 +30,9 @@ def _agent_notes(result: dict[str, object]) -> list[str]:
             notes.append("Codex loads .codex/ only in a trusted project: trust this one when Codex asks, "
                          "or run `codex exec --trust ...` here once")
     if result.get("agent") == "gemini":
-        notes.append("Gemini CLI reads .gemini/settings.json only in a trusted folder (headless: "
-                     "--skip-trust or GEMINI_CLI_TRUST_WORKSPACE=true)")
+        notes.append("Gemini CLI reads .gemini/settings.json only in a trusted folder: trust it when "
+                     "Gemini asks, or headless set GEMINI_CLI_TRUST_WORKSPACE=true (--skip-trust comes "
+                     "too late for the project's hooks)")
     return notes
 
 
