@@ -58,6 +58,7 @@ def test_session_start_context_reaches_the_first_request_and_is_acknowledged(rep
     assert injected, "the SessionStart context is not in Codex's first model request"
     session = run("session", "show", "--json").json()
     assert session["session"] == 1 and session["ack"]["status"] == "accepted"
+    assert session.get("ended_at"), "the SessionEnd hook did not close the session"
     assert "ACK" in run("log", "--type", "ACK").out
     assert _statuses() == {"t1": "completed"}
 
@@ -130,6 +131,8 @@ def test_hooks_listed_as_trusted_by_codex_itself(repo: Path, home: Path) -> None
     _plan(1)
     _install()
     codex_home(home, 1)
+    with (home / "config.toml").open("a") as f:  # the project trusted, as the user would when Codex asks
+        f.write(f'\n[projects."{repo.resolve()}"]\ntrust_level = "trusted"\n')
     proc = subprocess.Popen([require_codex(), "app-server"], cwd=repo, env=codex_env(home), text=True,
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     try:
@@ -155,5 +158,10 @@ def test_hooks_listed_as_trusted_by_codex_itself(repo: Path, home: Path) -> None
     assert answer is not None and "result" in answer, answer
     hooks = [h for entry in answer["result"]["data"] for h in entry["hooks"]]
     ours = {h["command"]: h["trustStatus"] for h in hooks if h["command"].startswith("git handoff hook codex-")}
+    import tomllib
+
+    state = tomllib.loads((home / "config.toml").read_text())["hooks"]["state"]
+    assert all(state[h["key"]]["trusted_hash"] == h["currentHash"] for h in hooks
+               if h["command"].startswith("git handoff hook codex-"))
     assert ours == {f"git handoff hook codex-{e}": "trusted"
                     for e in ("session-start", "stop", "subagent-stop", "pre-compact", "session-end")}

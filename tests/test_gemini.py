@@ -60,6 +60,7 @@ def test_session_start_context_reaches_the_first_request_and_is_acknowledged(rep
         "the SessionStart context is not in Gemini CLI's first model request"
     session = run("session", "show", "--json").json()
     assert session["session"] == 1 and session["ack"]["status"] == "accepted"
+    assert session.get("ended_at"), "the SessionEnd hook did not close the session"
     assert _statuses() == {"t1": "completed"}
 
 

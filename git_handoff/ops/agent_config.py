@@ -34,6 +34,7 @@ class Spec:
     prefix: str
     entries: dict[str, tuple[str | None, str]]  # event -> (matcher, command)
     named: bool = False  # give each handler a "name" (Gemini CLI's /hooks enable|disable use it)
+    timeouts: tuple[tuple[str, int], ...] = ()  # event -> the handler's "timeout", where one is set
 
 
 def handler_name(command: str) -> str:
@@ -98,6 +99,9 @@ def merge(data: dict[str, Any], spec: Spec) -> list[str]:
         if have[event]:
             continue
         handler: dict[str, Any] = {"type": "command", "command": command}
+        timeout = dict(spec.timeouts).get(event)
+        if timeout is not None:
+            handler["timeout"] = timeout
         if spec.named:
             handler = {"name": handler_name(command), **handler}
         group: dict[str, Any] = {"hooks": [handler]}
@@ -180,7 +184,8 @@ def codex_trust_entries(hooks_path: Path, data: dict[str, Any], spec: Spec) -> d
 
 
 def _our_hashes(spec: Spec) -> set[str]:
-    return {codex_identity_hash(event, matcher, {"command": command})
+    timeouts = dict(spec.timeouts)
+    return {codex_identity_hash(event, matcher, {"command": command, "timeout": timeouts.get(event)})
             for event, (matcher, command) in spec.entries.items()}
 
 

@@ -34,6 +34,13 @@ HOOKS: dict[str, tuple[str, str | None, str]] = {
 }
 
 
+# Codex 0.171.0 clamps a SessionEnd handler's timeout to 1 s and derives the handler's
+# trusted identity from the clamped value (its app-server's hooks/list shows
+# timeoutSec 1), so ours says 1 s outright: the identity, and the trust recorded for
+# it, then stay the same whatever the clamp.
+TIMEOUTS = (("SessionEnd", 1),)
+
+
 def config_entries() -> dict[str, tuple[str | None, str]]:
     """What `hooks install --agent codex` merges into .codex/hooks.json."""
     return {event: (matcher, f"git handoff hook {hook}") for hook, (event, matcher, _) in HOOKS.items()}

@@ -23,7 +23,8 @@ RECORD_FILE = "hooks.json"  # in the per-clone handoff dir: what install changed
 CLAUDE_COMMAND_PREFIX = claude.COMMAND_PREFIX
 CLAUDE_HOOKS: dict[str, tuple[str | None, str]] = claude.settings_entries()
 AGENT_SPECS = {
-    "codex": agent_config.Spec("codex", "Codex CLI", codex.CONFIG, codex.COMMAND_PREFIX, codex.config_entries()),
+    "codex": agent_config.Spec("codex", "Codex CLI", codex.CONFIG, codex.COMMAND_PREFIX, codex.config_entries(),
+                               timeouts=codex.TIMEOUTS),
     "gemini": agent_config.Spec("gemini", "Gemini CLI", gemini.CONFIG, gemini.COMMAND_PREFIX,
                                 gemini.config_entries(), named=True),
 }
