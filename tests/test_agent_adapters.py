@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import run
+from tests.support.repo import run
 
 SESSION = "01a2311b-6bde-7e51-911c-a02f362276fb"
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import run, run_exe
 from tests.support.agent_clis import codex_env, codex_home, require_codex, run_codex
+from tests.support.repo import run, run_exe
 from tests.support.stubs.loopback import NEXT_TASK, lazy_agent
 from tests.support.stubs.openai_responses import ResponsesStub
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import run, run_exe
 from tests.support.agent_clis import gemini_env, require_gemini, run_gemini
+from tests.support.repo import run, run_exe
 from tests.support.stubs.gemini import GeminiStub
 from tests.support.stubs.loopback import NEXT_TASK, lazy_agent
 

@@ -10,9 +10,11 @@ import os
 from pathlib import Path
 from typing import Any
 
+from git_handoff import agent_config, local
 from git_handoff.errors import UsageError
 from git_handoff.gitrepo import Repo
-from git_handoff.ops import agent_config, claude, codex, gemini, sessions
+from git_handoff.ops import claude, codex, gemini
+from git_handoff.templates import template_text
 
 MARKER = "git-handoff post-commit hook"
 USER_SUFFIX = ".handoff-user"
@@ -32,8 +34,6 @@ AGENT_SPECS = {
 
 def template() -> bytes:
     """The post-commit hook script shipped in hooks-templates/."""
-    from git_handoff.templates import template_text
-
     return template_text("post-commit").encode()
 
 
@@ -100,9 +100,9 @@ def install(repo: Repo, agent: str | None = None) -> dict[str, Any]:
         repo.git("config", "--add", "notes.rewriteRef", NOTES_REF)
         record["added_rewrite_ref"] = True
     _save_record(repo, record)
-    opened = sessions.open_session(repo)
+    opened = local.open_session(repo)
     if opened is not None:
-        sessions.write_hook_state(repo, opened.get("base"))
+        local.write_hook_state(repo, opened.get("base"))
     return {**status(repo), "chained_now": chained}
 
 
@@ -133,7 +133,7 @@ def status(repo: Repo) -> dict[str, Any]:
     target = directory / "post-commit"
     installed = _ours(target)
     settings = claude_settings_path(repo)
-    opened = sessions.open_session(repo)
+    opened = local.open_session(repo)
     return {
         "hooks_dir": str(directory),
         "post_commit": str(target),
@@ -141,8 +141,8 @@ def status(repo: Repo) -> dict[str, Any]:
         "up_to_date": installed and target.read_bytes() == template(),
         "chained_user_hook": installed and (directory / ("post-commit" + USER_SUFFIX)).exists(),
         "notes_rewrite_ref": NOTES_REF in _rewrite_refs(repo),
-        "commits_per_session": sessions.commits_per_session(repo),
-        "tasks_per_session": sessions.tasks_per_session(repo),
+        "commits_per_session": local.commits_per_session(repo),
+        "tasks_per_session": local.tasks_per_session(repo),
         "session": opened.get("session") if opened else None,
         "claude": claude_installed(repo),
         "claude_settings": str(settings) if settings else None,

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from git_handoff.errors import UsageError
+from git_handoff.fileio import atomic_write
 
 CODEX_HOOK_TIMEOUT = 600  # seconds: Codex's default, part of the trusted identity
 
@@ -62,9 +63,7 @@ def load(path: Path, spec: Spec) -> dict[str, Any]:
 
 def write(path: Path, data: dict[str, Any]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
-    tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
-    os.replace(tmp, path)
+    atomic_write(path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
 
 
 def _ours(handler: Any, spec: Spec) -> bool:
@@ -280,10 +279,8 @@ def _write_toml(path: Path, doc: Any) -> None:
     import tomlkit
 
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
     text = tomlkit.dumps(doc).rstrip()
-    tmp.write_text(text + "\n" if text else "")  # no trail of blank lines from removed tables
-    os.replace(tmp, path)
+    atomic_write(path, text + "\n" if text else "")  # no trail of blank lines from removed tables
 
 
 def codex_status(config_path: Path, hooks_path: Path, data: dict[str, Any], spec: Spec,
