@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from pathlib import Path
 
 import pytest
 
-from tests.support.repo import run
+from tests.support.repo import run, run_exe
 
 SESSION = "01a2311b-6bde-7e51-911c-a02f362276fb"
 
@@ -109,11 +110,28 @@ def test_codex_pre_compact_then_session_start_compact_writes_the_document(repo: 
     assert [d["trigger"] for d in docs] == ["pre-compact"] and docs[0]["session"] == 1
 
 
-def test_codex_session_end_closes_the_session_with_a_document(repo: Path) -> None:
+def test_codex_session_end_closes_the_session_with_a_document(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HANDOFF_HOOK_DETACHED", "1")  # the detached child's own run, in this process
     _plan("a")
     _hook("codex-session-start", _codex("SessionStart", source="startup"))
     assert _hook("codex-session-end", _codex("SessionEnd", reason="other")) is None
     assert run("session", "show", "--json").json()["ended_at"]
+    assert [d["trigger"] for d in run("doc", "list", "--json").json()] == ["session-end"]
+
+
+def test_codex_session_end_returns_at_once_and_closes_the_session_detached(repo: Path) -> None:
+    """Codex kills a SessionEnd hook after 1 s: the real executable hands the work to a
+    detached process and returns without waiting for it."""
+    _plan("a")
+    _hook("codex-session-start", _codex("SessionStart", source="startup"))
+    r = run_exe("hook", "codex-session-end", cwd=repo, stdin=_codex("SessionEnd", reason="other"))
+    assert (r.rc, r.out, r.err) == (0, "", "")
+    deadline = time.monotonic() + 30
+    session = run("session", "show", "--json").json()
+    while not session.get("ended_at") and time.monotonic() < deadline:
+        time.sleep(0.1)
+        session = run("session", "show", "--json").json()
+    assert session.get("ended_at")
     assert [d["trigger"] for d in run("doc", "list", "--json").json()] == ["session-end"]
 
 

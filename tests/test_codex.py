@@ -4,6 +4,7 @@ against the loopback Responses-API stub: only the model is a stub."""
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -58,6 +59,11 @@ def test_session_start_context_reaches_the_first_request_and_is_acknowledged(rep
     assert injected, "the SessionStart context is not in Codex's first model request"
     session = run("session", "show", "--json").json()
     assert session["session"] == 1 and session["ack"]["status"] == "accepted"
+    # SessionEnd (given 1 s by Codex) closes the session from a detached process
+    deadline = time.monotonic() + 30
+    while not session.get("ended_at") and time.monotonic() < deadline:
+        time.sleep(0.2)
+        session = run("session", "show", "--json").json()
     assert session.get("ended_at"), "the SessionEnd hook did not close the session"
     assert "ACK" in run("log", "--type", "ACK").out
     assert _statuses() == {"t1": "completed"}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import TYPE_CHECKING
 
@@ -150,6 +151,9 @@ def hook_cmd(event: str, as_json: bool) -> None:
     codex-subagent-stop, codex-pre-compact, codex-session-end; for Gemini CLI
     gemini-session-start, gemini-after-agent, gemini-pre-compress, gemini-session-end
     (JSON payload on stdin). Never fails the caller: exit 0."""
+    if event in DETACHED and not os.environ.get(DETACHED_ENV) and not as_json:
+        _detach(event)
+        return
     from git_handoff.ops import hook_entry
 
     if event not in hook_entry.EVENTS:
@@ -175,6 +179,33 @@ def hook_cmd(event: str, as_json: bool) -> None:
         emit_json({"event": event, "output": _parsed(out) if out else None})
     elif out:
         click.echo(out)
+
+
+# Hooks whose caller allows less time than the work needs: Codex 0.171.0 gives a
+# SessionEnd handler 1 s at most (then kills it), and closing a session with its
+# document takes longer on a busy machine. Such a hook hands its payload to a detached
+# `git handoff hook EVENT` in a session of its own and returns at once; nothing is
+# printed either way (SessionEnd output is ignored).
+DETACHED = ("codex-session-end",)
+DETACHED_ENV = "HANDOFF_HOOK_DETACHED"
+
+
+def _detach(event: str) -> None:
+    import subprocess
+
+    try:
+        text = "" if sys.stdin.isatty() else sys.stdin.read()
+    except (OSError, ValueError, UnicodeDecodeError):
+        text = ""
+    try:
+        child = subprocess.Popen([sys.executable, "-m", "git_handoff", "hook", event], stdin=subprocess.PIPE,
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+                                 env={**os.environ, DETACHED_ENV: "1"})
+        assert child.stdin is not None
+        child.stdin.write(text.encode(errors="replace"))
+        child.stdin.close()
+    except OSError as exc:  # a hook must never break the agent
+        click.echo(f"git handoff hook {event}: {exc}", err=True)
 
 
 def _parsed(text: str) -> object:
