@@ -55,3 +55,11 @@ def test_hook_templates_are_found() -> None:
     from git_handoff.templates import template_text
 
     assert "hooks install" in template_text("README")
+
+
+def test_ci_installs_the_claude_code_version_the_tests_pin() -> None:
+    from tests.support.claude_cli import PINNED_VERSION
+
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert f"CLAUDE_CODE_VERSION={PINNED_VERSION}\n" in ci
+    assert '"@anthropic-ai/claude-code@$CLAUDE_CODE_VERSION"' in ci

@@ -151,7 +151,12 @@ def test_done_without_check_is_a_config_error_and_changes_nothing(ready: Path) -
     before = state_head(ready)
     result = handoff("done", "nc", rc=2)
     assert "[CONFIG] Missing validation.command" in result.err
-    assert state_head(ready) == before
+    # issue 16 (harness semantics): the refusal is logged, so `log --type ERROR` finds it; that
+    # log line is the only change: one commit on top, the same tree
+    after = state_head(ready)
+    assert git("rev-parse", f"{after}^", cwd=ready) == before
+    assert git("rev-parse", f"{after}^{{tree}}", cwd=ready) == git("rev-parse", f"{before}^{{tree}}", cwd=ready)
+    assert "ERROR [nc] [CONFIG] Missing validation.command" in git("log", "-1", "--format=%B", after, cwd=ready)
     assert task("nc")["status"] == "in_progress"
 
 

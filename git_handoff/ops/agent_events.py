@@ -23,12 +23,12 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
 from pathlib import Path
 
 from git_handoff import local, schedule, state_files
 from git_handoff.errors import HandoffError, Negative
 from git_handoff.gitrepo import Repo
+from git_handoff.hook_events import Event, Outcome
 from git_handoff.model import Task, now_iso
 from git_handoff.ops import handoff, prompt, recovery, sessions
 from git_handoff.store import StateStore
@@ -38,27 +38,6 @@ VALVE_FILE = "stop-hook.json"
 COMPACT_FILE = "pre-compact.json"  # a compaction announced by PreCompact, confirmed by SessionStart
 
 KINDS = ("session_start", "stop", "subagent_stop", "pre_compact", "compacting", "session_end")
-
-
-@dataclass(frozen=True)
-class Event:
-    """One hook call, in the agent-neutral terms the core decides on."""
-
-    kind: str
-    source: str = "startup"  # session_start: startup | resume | compact | clear
-    cwd: str | None = None  # where the agent works (payload first, then the project dir)
-    stop_hook_active: bool = False  # the agent is continuing because a stop hook blocked
-    agent_session: str | None = None  # the agent's own conversation id
-    trigger: str | None = None  # pre_compact: manual | auto; session_end: the reason
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """What the agent is told: context to inject, a reason to keep working, a warning."""
-
-    context: str | None = None
-    block: str | None = None
-    warning: str | None = None
 
 
 # -- where -----------------------------------------------------------------------------
@@ -83,9 +62,19 @@ def handle(event: Event) -> Outcome:
     if store is None:
         return Outcome()
     try:
-        store.snapshot().tasks()
+        snap = store.snapshot()
+        snap.config()
+        snap.meta()
+        snap.tasks()
     except HandoffError as exc:
-        return damaged(store, event, exc)
+        return damaged(store, event, f"the state cannot be read ({exc.message})")
+    try:
+        return _dispatch(store, event)
+    except HandoffError as exc:
+        return damaged(store, event, exc.message)
+
+
+def _dispatch(store: StateStore, event: Event) -> Outcome:
     if event.kind == "session_start":
         return session_start(store, event)
     if event.kind == "stop":
@@ -101,10 +90,11 @@ def handle(event: Event) -> Outcome:
     return Outcome()
 
 
-def damaged(store: StateStore, event: Event, exc: HandoffError) -> Outcome:
-    """A state that cannot be read: the agent is told (once per stop), not left guessing."""
-    what = (f"git handoff: the state cannot be read ({exc.message}). Do not claim or complete tasks until "
-            "it is repaired: run `git handoff status` to see the problem.")
+def damaged(store: StateStore, event: Event, problem: str) -> Outcome:
+    """A state the hooks cannot work with: the agent is told (blocked once at a stop), not
+    left guessing from a silent hook."""
+    what = (f"git handoff: {problem}. Do not claim or complete tasks until it is repaired: "
+            "run `git handoff status` to see the problem.")
     if event.kind == "session_start":
         return Outcome(context=what, warning=what)
     if event.kind == "stop" and not event.stop_hook_active:

@@ -13,7 +13,7 @@ import json
 import os
 from typing import Any
 
-from git_handoff.ops.agent_events import Event, Outcome
+from git_handoff.hook_events import Event, Outcome
 
 NAME = "claude"
 SETTINGS = ".claude/settings.json"
@@ -29,9 +29,21 @@ HOOKS: dict[str, tuple[str, str | None, str]] = {
 }
 
 
-def settings_entries() -> dict[str, tuple[str | None, str]]:
-    """What `hooks install --agent claude` merges into .claude/settings.json."""
-    return {event: (matcher, f"git handoff hook {hook}") for hook, (event, matcher, _) in HOOKS.items()}
+# Claude Code gives SessionEnd hooks a short time budget unless a hook asks for more; the
+# document and the session's end are two state transactions, so ask (seconds).
+TIMEOUTS = {"SessionEnd": 30}
+
+
+def settings_entries() -> dict[str, tuple[str | None, dict[str, Any]]]:
+    """What `hooks install --agent claude` merges into .claude/settings.json:
+    event -> (matcher, the hook entry)."""
+    out: dict[str, tuple[str | None, dict[str, Any]]] = {}
+    for hook, (event, matcher, _) in HOOKS.items():
+        entry: dict[str, Any] = {"type": "command", "command": f"git handoff hook {hook}"}
+        if event in TIMEOUTS:
+            entry["timeout"] = TIMEOUTS[event]
+        out[event] = (matcher, entry)
+    return out
 
 
 def _text(payload: dict[str, Any], key: str) -> str | None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from git_handoff.ops.agent_events import Event, Outcome
+from git_handoff.hook_events import Event, Outcome
 
 NAME = "codex"
 CONFIG = ".codex/hooks.json"

@@ -28,7 +28,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from git_handoff.ops.agent_events import Event, Outcome
+from git_handoff.hook_events import Event, Outcome
 
 NAME = "gemini"
 CONFIG = ".gemini/settings.json"

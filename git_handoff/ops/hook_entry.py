@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from git_handoff.hook_events import Event
 from git_handoff.ops import agent_events, claude, codex, gemini
 
 ADAPTERS = (claude, codex, gemini)
@@ -31,7 +32,7 @@ def parse_payload(text: str | None) -> dict[str, Any]:
 def run(hook: str, stdin_text: str | None) -> tuple[str, str]:
     """Handle one hook call; (what to print on stdout, a warning for stderr)."""
     if hook == "post-commit":
-        store = agent_events.find_store(agent_events.Event(kind="post-commit"))
+        store = agent_events.find_store(Event(kind="post-commit"))
         if store is not None:
             agent_events.post_commit(store)
         return "", ""

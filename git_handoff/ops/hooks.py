@@ -23,7 +23,7 @@ AGENTS = ("claude", "codex", "gemini")
 RECORD_FILE = "hooks.json"  # in the per-clone handoff dir: what install changed, for uninstall
 
 CLAUDE_COMMAND_PREFIX = claude.COMMAND_PREFIX
-CLAUDE_HOOKS: dict[str, tuple[str | None, str]] = claude.settings_entries()
+CLAUDE_HOOKS = claude.settings_entries()
 AGENT_SPECS = {
     "codex": agent_config.Spec("codex", "Codex CLI", codex.CONFIG, codex.COMMAND_PREFIX, codex.config_entries(),
                                timeouts=codex.TIMEOUTS),
@@ -208,15 +208,15 @@ def install_claude(repo: Repo) -> dict[str, Any]:
     data = _load_settings(path)
     hooks = data.setdefault("hooks", {})
     added = []
-    for event, (matcher, command) in CLAUDE_HOOKS.items():
+    for event, (matcher, entry) in CLAUDE_HOOKS.items():
         groups = hooks.setdefault(event, [])
         present = any(
-            isinstance(g, dict) and any(_is_ours(h) and h.get("command") == command for h in g.get("hooks", []) or [])
+            isinstance(g, dict) and any(_is_ours(h) and h.get("command") == entry["command"] for h in g.get("hooks", []) or [])
             for g in groups
         )
         if present:
             continue
-        group: dict[str, Any] = {"hooks": [{"type": "command", "command": command}]}
+        group: dict[str, Any] = {"hooks": [dict(entry)]}
         if matcher:
             group = {"matcher": matcher, **group}
         groups.append(group)

@@ -117,6 +117,14 @@ def _missing_check(task: Task) -> UsageError:
     )
 
 
+def _log_missing_check(store: StateStore, task: Task) -> None:
+    """The harness logs the refusal, so `log --type ERROR` shows it; the task is unchanged."""
+    def apply(tx: Tx) -> None:
+        tx.log("ERROR", "Missing validation.command", task=task.id, category="CONFIG")
+
+    store.transact(apply)
+
+
 def _run_check(store: StateStore, task: Task) -> runner.RunResult:
     if not task.check:
         raise _missing_check(task)
@@ -140,6 +148,7 @@ def done(store: StateStore, task_id: str, *, force: bool = False) -> Task:
     raise Negative (exit 1) carrying the failure."""
     seen = claimed_task(store, task_id, "complete", force)
     if not seen.check:
+        _log_missing_check(store, seen)
         raise _missing_check(seen)
     require_branch(seen, store.repo, "complete", force)
     if seen.cleanup:

@@ -10,15 +10,20 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-PINNED_VERSION = "2.1.332"  # the version .ci/run installs; raise both on purpose
+PINNED_VERSION = "2.1.332"
+# two forms in 2.1.332's debug log: "Hooks: Stop [cmd] finished with status 0" and
+# "PreCompact:manual [cmd] completed with status 0" (PreCompact, SessionEnd)
+HOOK_RUN = re.compile(r"\[DEBUG\] (?:Hooks: )?([A-Za-z]+(?::[a-z_]+)?) \[(.*?)\] (?:finished|completed) with status (-?\d+)")  # the version .ci/run installs; raise both on purpose
 
 
 def claude_path() -> str | None:
@@ -44,6 +49,8 @@ def claude_env(home: Path, stub_url: str, extra: dict[str, str] | None = None) -
         "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
         "DISABLE_AUTOUPDATER": "1",
         "NO_PROXY": "127.0.0.1,localhost",
+        # the hooks run `git handoff`: this interpreter's scripts first on PATH
+        "PATH": os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")]),
     })
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         env["IS_SANDBOX"] = "1"  # root may use --dangerously-skip-permissions only in a sandbox
@@ -69,15 +76,43 @@ class ClaudeRun:
                     out.append(e)
         return out
 
+    def hooks_run(self) -> list[tuple[str, str, int]]:
+        """(hook name, command, exit status) of every hook the CLI ran, from its debug log
+        (the stream leaves out some, e.g. SessionEnd). Names: `SessionStart:compact`, `Stop`..."""
+        return [(m.group(1), m.group(2), int(m.group(3))) for m in HOOK_RUN.finditer(self.debug)]
+
+    def ran(self, event: str) -> list[str]:
+        """The names of the hooks of `event` that ran (`PreCompact:manual`, ...)."""
+        return [name for name, _, _ in self.hooks_run() if name.split(":")[0] == event]
+
     def hook_json_problems(self) -> list[str]:
         """Debug-log lines where the CLI rejected a hook's JSON output."""
-        bad = []
-        for line in self.debug.splitlines():
-            low = line.lower()
-            if ("hook" in low and ("invalid" in low or "validation" in low or "failed to parse" in low)
-                    and "json" in low):
-                bad.append(line)
-        return bad
+        return [line for line in self.debug.splitlines()
+                if "Hook JSON output validation failed" in line or "Failed to parse hook" in line]
+
+    def accepted_hook_json(self) -> int:
+        """How many hook outputs the CLI parsed and validated as JSON (its debug log)."""
+        return self.debug.count("Successfully parsed and validated hook JSON output")
+
+    def assert_hooks_accepted(self) -> None:
+        """Every hook that printed something printed JSON the CLI accepted, and none failed."""
+        assert not self.hook_json_problems(), self.hook_json_problems()
+        said = [e for e in self.hook_responses() if (e.get("stdout") or "").strip()]
+        for e in self.hook_responses():
+            assert e.get("outcome") == "success" and e.get("exit_code") == 0, e
+        assert self.accepted_hook_json() >= len(said), (self.accepted_hook_json(), len(said))
+        assert all(status == 0 for _, _, status in self.hooks_run()), self.hooks_run()
+
+    def blocks(self, event: str = "Stop") -> list[str]:
+        """The reasons of the `decision: block` outputs of `event` hooks, in order."""
+        out = []
+        for e in self.hook_responses(event):
+            text = (e.get("stdout") or "").strip()
+            if text.startswith("{"):
+                data = json.loads(text)
+                if data.get("decision") == "block":
+                    out.append(str(data.get("reason")))
+        return out
 
     def result(self) -> dict[str, Any] | None:
         for e in reversed(self.events):

@@ -100,8 +100,15 @@ class Request:
         return [str(t.get("name")) for t in tools if isinstance(t, dict)] if isinstance(tools, list) else []
 
     def is_summary(self) -> bool:
-        """A compaction's summarising call (no tools offered, asked for a summary)."""
-        return not self.tool_names and "summary" in self.last_user_text().lower()
+        """A compaction's summarising call (the CLI asks for text only, no tools)."""
+        text = self.last_user_text()
+        return "Respond with TEXT ONLY" in text or "detailed summary of the conversation" in text
+
+    def first_user_text(self) -> str:
+        for message in self.messages:
+            if message.get("role") == "user":
+                return self._text_of(message.get("content"))
+        return ""
 
 
 # -- what a policy answers -----------------------------------------------------------------
@@ -124,6 +131,11 @@ def say(text: str) -> Reply:
     return Reply([{"type": "text", "text": text}])
 
 
+def summary(text: str) -> Reply:
+    """A compaction summary: the CLI wants it inside <summary> tags."""
+    return say(f"<analysis>Scripted.</analysis>\n<summary>{text}</summary>")
+
+
 def tool(name: str, arguments: dict[str, Any]) -> Reply:
     return Reply([{"type": "tool_use", "id": f"toolu_stub{next(_ids):06d}", "name": name, "input": arguments}])
 
@@ -144,6 +156,8 @@ class RunEach:
         self.lock = threading.Lock()
 
     def __call__(self, req: Request) -> Reply:
+        if req.is_summary():
+            return summary("Shell commands were run.")
         with self.lock:
             if self.commands:
                 return bash(self.commands.pop(0))
@@ -159,6 +173,8 @@ class Lazy:
         self.followed: list[str] = []
 
     def __call__(self, req: Request) -> Reply:
+        if req.is_summary():
+            return summary("The agent works through the git handoff tasks.")
         feedback = req.hook_feedback()
         if feedback:
             found = NEXT_TASK.search(feedback)
@@ -177,6 +193,8 @@ class Idle:
         self.command = command
 
     def __call__(self, req: Request) -> Reply:
+        if req.is_summary():
+            return summary("Nothing was done.")
         if self.command and not req.last_is_tool_result():
             return bash(self.command)
         return say("Nothing more from me.")
