@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import TYPE_CHECKING
 
@@ -12,8 +13,28 @@ from git_handoff.cli import emit_json, json_option
 if TYPE_CHECKING:
     from git_handoff.gitrepo import Repo
 
-AGENT_OPTION = click.option("--agent", type=click.Choice(["claude"]), default=None,
-                            help="Instead of the git hook: the agent's own hooks (Claude Code: .claude/settings.json).")
+AGENT_OPTION = click.option("--agent", type=click.Choice(["claude", "codex", "gemini"]), default=None,
+                            help="Instead of the git hook: the agent's own hooks (Claude Code: .claude/settings.json; "
+                                 "Codex CLI: .codex/hooks.json plus their trust in $CODEX_HOME/config.toml; "
+                                 "Gemini CLI: .gemini/settings.json).")
+LABELS = {"codex": "Codex CLI", "gemini": "Gemini CLI"}
+
+
+def _agent_notes(result: dict[str, object]) -> list[str]:
+    """What still stands between the installed hooks and their running, said plainly."""
+    notes = []
+    if result.get("agent") == "codex":
+        if result.get("hooks_feature") is False:
+            notes.append(f"hooks are switched off in {result['codex_config']} ([features] hooks = false): "
+                         "Codex runs none until you turn them back on")
+        if not result.get("project_trusted"):
+            notes.append("Codex loads .codex/ only in a trusted project: trust this one when Codex asks, "
+                         "or run `codex exec --trust ...` here once")
+    if result.get("agent") == "gemini":
+        notes.append("Gemini CLI reads .gemini/settings.json only in a trusted folder: trust it when "
+                     "Gemini asks, or headless set GEMINI_CLI_TRUST_WORKSPACE=true (--skip-trust comes "
+                     "too late for the project's hooks)")
+    return notes
 
 
 def _repo() -> Repo:
@@ -31,8 +52,11 @@ def hooks_cmd() -> None:
 @AGENT_OPTION
 @json_option
 def hooks_install_cmd(agent: str | None, as_json: bool) -> None:
-    """Install the post-commit hook (chained beside an existing one), or with --agent claude
-    merge the Claude Code hooks into .claude/settings.json."""
+    """Install the post-commit hook (chained beside an existing one), or with --agent
+    merge that agent's hooks into its own config, keeping every entry of yours:
+    claude -> .claude/settings.json, codex -> .codex/hooks.json (and their trust in
+    $CODEX_HOME/config.toml, which `codex exec` needs to run them), gemini ->
+    .gemini/settings.json."""
     from git_handoff.ops import hooks
 
     result = hooks.install(_repo(), agent=agent)
@@ -43,6 +67,13 @@ def hooks_install_cmd(agent: str | None, as_json: bool) -> None:
         click.echo(f"Claude Code hooks in {result['settings']}: added {added}")
         click.echo("Commit .claude/settings.json (git add .claude/settings.json; git commit) so every clone "
                    "and every later session gets these hooks.")
+    elif agent in LABELS:
+        added = ", ".join(result["added"]) or "none (already installed)"
+        click.echo(f"{LABELS[agent]} hooks in {result['settings']}: added {added}")
+        if agent == "codex":
+            click.echo(f"  trusted in {result['codex_config']}: {'yes' if result['trusted'] else 'no'}")
+        for note in _agent_notes(result):
+            click.echo(f"  note: {note}")
     else:
         chained = " (your existing hook is kept and runs first)" if result["chained_user_hook"] else ""
         click.echo(f"Installed {result['post_commit']}{chained}")
@@ -58,7 +89,7 @@ def hooks_uninstall_cmd(agent: str | None, as_json: bool) -> None:
     result = hooks.uninstall(_repo(), agent=agent)
     if as_json:
         emit_json(result)
-    elif agent == "claude":
+    elif agent in ("claude", *LABELS):
         click.echo(f"Removed git handoff hooks from {result['settings']}: {', '.join(result['removed']) or 'none found'}")
     else:
         click.echo(f"Removed {result['post_commit']}" if result["removed"] else "No git handoff hook was installed")
@@ -69,9 +100,25 @@ def hooks_uninstall_cmd(agent: str | None, as_json: bool) -> None:
 @json_option
 def hooks_status_cmd(agent: str | None, as_json: bool) -> None:
     """Which hooks are installed, and the thresholds that trigger a handoff
-    (with --agent claude: only the Claude Code hooks)."""
+    (with --agent NAME: only that agent's hooks)."""
     from git_handoff.ops import hooks
 
+    if agent in LABELS:
+        one = hooks.agent_status(_repo(), hooks.AGENT_SPECS[agent])
+        if as_json:
+            emit_json(one)
+            return
+        click.echo(f"{agent} hooks: {'installed' if one['installed'] else 'not installed'} ({one['settings']})")
+        for event, there in one["events"].items():
+            click.echo(f"  {event}: {'yes' if there else 'no'}")
+        if agent == "codex":
+            click.echo(f"  trusted in {one['codex_config']}: {'yes' if one['trusted'] else 'no'}"
+                       + ("" if one["trusted"] or not one["installed"] else " (run `git handoff hooks install --agent codex` again)"))
+        if one.get("problem"):
+            click.echo(f"  problem: {one['problem']}")
+        for note in _agent_notes(one):
+            click.echo(f"  note: {note}")
+        return
     result = hooks.status(_repo())
     if agent == "claude":
         claude = {"agent": "claude", "settings": result["claude_settings"], "installed": result["claude"]}
@@ -92,15 +139,23 @@ def hooks_status_cmd(agent: str | None, as_json: bool) -> None:
     click.echo(f"handoff.commitsPerSession: {result['commits_per_session'] or 'unset'}")
     click.echo(f"handoff.tasksPerSession: {result['tasks_per_session'] or 'unset'}")
     click.echo(f"claude code hooks: {'installed' if result['claude'] else 'not installed'}")
+    for name in LABELS:
+        click.echo(f"{name} hooks: {'installed' if result[name] else 'not installed'}")
 
 
 @click.command("hook")
 @click.argument("event")
 @json_option
 def hook_cmd(event: str, as_json: bool) -> None:
-    """Entry point the installed hooks call: post-commit, and for Claude Code
+    """Entry point the installed hooks call: post-commit; for Claude Code
     claude-session-start, claude-stop, claude-subagent-stop, claude-pre-compact,
-    claude-session-end (JSON payload on stdin). Never fails the caller: exit 0."""
+    claude-session-end; for Codex CLI codex-session-start, codex-stop,
+    codex-subagent-stop, codex-pre-compact, codex-session-end; for Gemini CLI
+    gemini-session-start, gemini-after-agent, gemini-pre-compress, gemini-session-end
+    (JSON payload on stdin). Never fails the caller: exit 0."""
+    if event in DETACHED and not os.environ.get(DETACHED_ENV) and not as_json:
+        _detach(event)
+        return
     from git_handoff.ops import hook_entry
 
     if event not in hook_entry.EVENTS:
@@ -126,6 +181,33 @@ def hook_cmd(event: str, as_json: bool) -> None:
         emit_json({"event": event, "output": _parsed(out) if out else None})
     elif out:
         click.echo(out)
+
+
+# Hooks whose caller allows less time than the work needs: Codex 0.171.0 gives a
+# SessionEnd handler 1 s at most (then kills it), and closing a session with its
+# document takes longer on a busy machine. Such a hook hands its payload to a detached
+# `git handoff hook EVENT` in a session of its own and returns at once; nothing is
+# printed either way (SessionEnd output is ignored).
+DETACHED = ("codex-session-end",)
+DETACHED_ENV = "HANDOFF_HOOK_DETACHED"
+
+
+def _detach(event: str) -> None:
+    import subprocess
+
+    try:
+        text = "" if sys.stdin.isatty() else sys.stdin.read()
+    except (OSError, ValueError, UnicodeDecodeError):
+        text = ""
+    try:
+        child = subprocess.Popen([sys.executable, "-m", "git_handoff", "hook", event], stdin=subprocess.PIPE,
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+                                 env={**os.environ, DETACHED_ENV: "1"})
+        assert child.stdin is not None
+        child.stdin.write(text.encode(errors="replace"))
+        child.stdin.close()
+    except OSError as exc:  # a hook must never break the agent
+        click.echo(f"git handoff hook {event}: {exc}", err=True)
 
 
 def _parsed(text: str) -> object:

@@ -37,7 +37,7 @@ SAFETY_VALVE = 8  # consecutive blocks without a completed task, then the stop i
 VALVE_FILE = "stop-hook.json"
 COMPACT_FILE = "pre-compact.json"  # a compaction announced by PreCompact, confirmed by SessionStart
 
-KINDS = ("session_start", "stop", "subagent_stop", "pre_compact", "session_end")
+KINDS = ("session_start", "stop", "subagent_stop", "pre_compact", "compacting", "session_end")
 
 
 # -- where -----------------------------------------------------------------------------
@@ -83,6 +83,8 @@ def _dispatch(store: StateStore, event: Event) -> Outcome:
         return subagent_stop(store, event)
     if event.kind == "pre_compact":
         return pre_compact(store, event)
+    if event.kind == "compacting":
+        return compacting(store, event)
     if event.kind == "session_end":
         return session_end(store, event)
     return Outcome()
@@ -185,6 +187,16 @@ def pre_compact(store: StateStore, event: Event) -> Outcome:
     return Outcome()
 
 
+def compacting(store: StateStore, event: Event) -> Outcome:
+    """An agent that is about to compact and will not say when it did (Gemini CLI has no
+    event after a compression): the document is written now, while the context is whole."""
+    number = state_files.current_number(store)
+    if number > 0:
+        store.session = number
+        handoff.write_doc(store, trigger="pre-compact")
+    return Outcome()
+
+
 def session_end(store: StateStore, event: Event) -> Outcome:
     """The agent's session ends: its document (from git facts when it wrote none), then the
     session closes. Under a relay only the document: the relay closes the session itself."""
@@ -204,9 +216,7 @@ def session_end(store: StateStore, event: Event) -> Outcome:
 
 
 def _next_task(store: StateStore) -> Task | None:
-    prepared, _ = schedule.prepare(store.snapshot().tasks(), now_iso())
-    found = schedule.eligible(prepared)
-    return found[0] if found else None
+    return schedule.next_eligible(store.snapshot().tasks(), now_iso())
 
 
 def _mine_in_progress(store: StateStore) -> list[Task]:

@@ -1,6 +1,7 @@
 """`git handoff hook EVENT`: the one entry point every installed hook calls.
 
-It finds the adapter that owns EVENT (`claude-*`: Claude Code), lets the event core
+It finds the adapter that owns EVENT (`claude-*`: Claude Code, `codex-*`: Codex CLI,
+`gemini-*`: Gemini CLI), lets the event core
 decide, and returns (stdout, stderr) for the caller to print. It never raises for bad
 input: an empty, malformed or non-object payload is read as `{}`, and a repository that
 is not initialized (or no repository) gives no output at all.
@@ -12,9 +13,9 @@ import json
 from typing import Any
 
 from git_handoff.hook_events import Event
-from git_handoff.ops import agent_events, claude
+from git_handoff.ops import agent_events, claude, codex, gemini
 
-ADAPTERS = (claude,)
+ADAPTERS = (claude, codex, gemini)
 EVENTS: tuple[str, ...] = ("post-commit", *(hook for adapter in ADAPTERS for hook in adapter.HOOKS))
 
 

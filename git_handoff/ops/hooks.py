@@ -1,28 +1,36 @@
 """Installing the triggers: the git post-commit hook (chained beside a user's own hook,
-under core.hooksPath when set) and the Claude Code hooks in .claude/settings.json."""
+under core.hooksPath when set), the Claude Code hooks in .claude/settings.json, the Codex CLI
+hooks in .codex/hooks.json and the Gemini CLI hooks in .gemini/settings.json."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from pathlib import Path
 from typing import Any
 
-from git_handoff import local
+from git_handoff import agent_config, local
 from git_handoff.errors import UsageError
 from git_handoff.fileio import atomic_write
 from git_handoff.gitrepo import Repo
-from git_handoff.ops import claude
+from git_handoff.ops import claude, codex, gemini
 from git_handoff.templates import template_text
 
 MARKER = "git-handoff post-commit hook"
 USER_SUFFIX = ".handoff-user"
 NOTES_REF = "refs/notes/harness"
-AGENTS = ("claude",)
+AGENTS = ("claude", "codex", "gemini")
 RECORD_FILE = "hooks.json"  # in the per-clone handoff dir: what install changed, for uninstall
 
 CLAUDE_COMMAND_PREFIX = claude.COMMAND_PREFIX
 CLAUDE_HOOKS = claude.settings_entries()
+AGENT_SPECS = {
+    "codex": agent_config.Spec("codex", "Codex CLI", codex.CONFIG, codex.COMMAND_PREFIX, codex.config_entries(),
+                               timeouts=codex.TIMEOUTS),
+    "gemini": agent_config.Spec("gemini", "Gemini CLI", gemini.CONFIG, gemini.COMMAND_PREFIX,
+                                gemini.config_entries(), named=True),
+}
 
 
 def template() -> bytes:
@@ -71,6 +79,8 @@ def install(repo: Repo, agent: str | None = None) -> dict[str, Any]:
     _check_agent(agent)
     if agent == "claude":
         return install_claude(repo)
+    if agent in AGENT_SPECS:
+        return install_agent(repo, AGENT_SPECS[agent])
     directory = hooks_dir(repo)
     directory.mkdir(parents=True, exist_ok=True)
     target = directory / "post-commit"
@@ -98,6 +108,8 @@ def uninstall(repo: Repo, agent: str | None = None) -> dict[str, Any]:
     _check_agent(agent)
     if agent == "claude":
         return uninstall_claude(repo)
+    if agent in AGENT_SPECS:
+        return uninstall_agent(repo, AGENT_SPECS[agent])
     directory = hooks_dir(repo)
     target = directory / "post-commit"
     saved = directory / ("post-commit" + USER_SUFFIX)
@@ -132,6 +144,7 @@ def status(repo: Repo) -> dict[str, Any]:
         "session": opened.get("session") if opened else None,
         "claude": claude_installed(repo),
         "claude_settings": str(settings) if settings else None,
+        **{name: agent_status(repo, spec)["installed"] for name, spec in AGENT_SPECS.items()},
     }
 
 
@@ -240,3 +253,68 @@ def uninstall_claude(repo: Repo) -> dict[str, Any]:
     if removed:
         _write_settings(path, data)
     return {"settings": str(path), "removed": sorted(set(removed)), "installed": False}
+
+
+# -- Codex CLI and Gemini CLI ---------------------------------------------------------------
+
+
+def _agent_path(repo: Repo, spec: agent_config.Spec) -> Path:
+    if repo.workdir is None:
+        raise UsageError(f"the {spec.label} hooks need a work tree (the repository is bare)")
+    return repo.workdir / spec.relpath
+
+
+def install_agent(repo: Repo, spec: agent_config.Spec) -> dict[str, Any]:
+    """Merge our handlers into the agent's config (user entries kept); for Codex also
+    record their trust in $CODEX_HOME/config.toml. Both files are checked before either
+    is written."""
+    path = _agent_path(repo, spec)
+    data = agent_config.load(path, spec)
+    codex_doc = None
+    config = agent_config.codex_home() / "config.toml"
+    if spec.agent == "codex":
+        codex_doc = agent_config.check_codex_config(config)
+    added = agent_config.merge(data, spec)
+    if added or not path.exists():
+        agent_config.write(path, data)
+    if codex_doc is not None:
+        agent_config.codex_trust(config, codex_doc, path.resolve(), data, spec)
+    return {**agent_status(repo, spec), "added": added}
+
+
+def uninstall_agent(repo: Repo, spec: agent_config.Spec) -> dict[str, Any]:
+    path = _agent_path(repo, spec)
+    removed: list[str] = []
+    if path.exists():
+        data = agent_config.load(path, spec)
+        removed = agent_config.remove(data, spec)
+        if removed and not data:
+            path.unlink()  # nothing of the user's was in it: leave no empty file behind
+            with contextlib.suppress(OSError):
+                path.parent.rmdir()
+        elif removed:
+            agent_config.write(path, data)
+    if spec.agent == "codex":
+        agent_config.codex_untrust(agent_config.codex_home() / "config.toml", path.resolve(), spec)
+    return {**agent_status(repo, spec), "removed": removed}
+
+
+def agent_status(repo: Repo, spec: agent_config.Spec) -> dict[str, Any]:
+    if repo.workdir is None:
+        return {"agent": spec.agent, "settings": None, "installed": False, "events": {}}
+    path = repo.workdir / spec.relpath
+    try:
+        data = agent_config.load(path, spec)
+        problem = None
+    except UsageError as exc:
+        data, problem = {}, exc.message
+    events = agent_config.present(data, spec)
+    out: dict[str, Any] = {"agent": spec.agent, "settings": str(path), "installed": all(events.values()),
+                           "events": events}
+    if problem:
+        out["problem"] = problem
+    if spec.agent == "codex":
+        config = agent_config.codex_home() / "config.toml"
+        out["codex_config"] = str(config)
+        out.update(agent_config.codex_status(config, path.resolve(), data, spec, repo.workdir))
+    return out

@@ -1,0 +1,105 @@
+"""Run the real Codex CLI and Gemini CLI hermetically against their loopback model stubs.
+
+Each runner gives the CLI a private home (``CODEX_HOME`` / ``GEMINI_CLI_HOME``) whose
+settings point at the stub and switch off everything that would reach the network
+(plugin sync, apps, update checks, telemetry), runs it under a timeout with stdin
+closed, and returns its exit code and output. The tests skip, saying how to install
+it, only when the executable is missing.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.support.stubs import gemini as gemini_stub
+from tests.support.stubs import openai_responses
+
+CODEX_VERSION = "0.171.0"  # what .ci/run installs; raise both on purpose
+GEMINI_VERSION = "0.61.0"
+
+# Codex features that reach the network on their own (curated plugin sync, apps).
+CODEX_OFFLINE = "[features]\nplugins = false\napps = false\nremote_plugin = false\n"
+
+
+@dataclass
+class CliRun:
+    rc: int
+    stdout: str
+    stderr: str
+
+
+def require(exe: str, package: str, version: str) -> str:
+    found = shutil.which(exe)
+    if found is None:
+        pytest.skip(f"the {exe} CLI is not installed (`npm install -g {package}@{version}`; .ci/run does it)")
+    return found
+
+
+def require_codex() -> str:
+    return require("codex", "@openai/codex", CODEX_VERSION)
+
+
+def require_gemini() -> str:
+    return require("gemini", "@google/gemini-cli", GEMINI_VERSION)
+
+
+def _clean_env() -> dict[str, str]:
+    drop = ("OPENAI_", "CODEX_", "GEMINI_", "GOOGLE_", "HANDOFF_", "ANTHROPIC_")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(drop)}
+    env["NO_PROXY"] = "127.0.0.1,localhost"
+    return env
+
+
+# -- Codex -----------------------------------------------------------------------------------
+
+
+def codex_home(path: Path, port: int, *, compact_limit: int | None = None) -> Path:
+    """A CODEX_HOME whose config.toml points at the stub (its [features] offline)."""
+    path.mkdir(parents=True, exist_ok=True)
+    config = path / "config.toml"
+    kept = config.read_text() if config.exists() else ""  # e.g. hook trust written by hooks install
+    config.write_text(openai_responses.codex_config(port, compact_limit=compact_limit) + CODEX_OFFLINE + kept)
+    return path
+
+
+def codex_env(home: Path) -> dict[str, str]:
+    env = _clean_env()
+    env.update({"CODEX_HOME": str(home), "STUB_API_KEY": "stub-key", "RUST_LOG": "warn"})
+    return env
+
+
+def run_codex(cwd: Path, home: Path, prompt: str, *, extra: list[str] | None = None,
+              timeout: float = 180) -> CliRun:
+    """`codex exec --trust -s danger-full-access PROMPT` in `cwd` (no hook-trust bypass:
+    the hooks run only because `hooks install --agent codex` recorded their trust)."""
+    exe = require_codex()
+    args = [exe, "exec", "--trust", "-s", "danger-full-access", *(extra or []), prompt]
+    proc = subprocess.run(args, cwd=cwd, env=codex_env(home), capture_output=True, text=True, timeout=timeout,
+                          stdin=subprocess.DEVNULL)
+    return CliRun(proc.returncode, proc.stdout, proc.stderr)
+
+
+# -- Gemini ------------------------------------------------------------------------------------
+
+
+def gemini_env(home: Path, port: int, *, compression_threshold: float | None = None) -> dict[str, str]:
+    gemini_stub.gemini_home(home, compression_threshold=compression_threshold)
+    env = _clean_env()
+    env.update(gemini_stub.gemini_env(port, home))
+    return env
+
+
+def run_gemini(cwd: Path, home: Path, port: int, prompt: str, *, timeout: float = 180,
+               compression_threshold: float | None = None) -> CliRun:
+    """`gemini --yolo -p PROMPT` in `cwd` (the workspace trusted by GEMINI_CLI_TRUST_WORKSPACE)."""
+    exe = require_gemini()
+    env = gemini_env(home, port, compression_threshold=compression_threshold)
+    proc = subprocess.run([exe, "--yolo", "-p", prompt], cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=timeout, stdin=subprocess.DEVNULL)
+    return CliRun(proc.returncode, proc.stdout, proc.stderr)

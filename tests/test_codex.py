@@ -1,0 +1,173 @@
+"""The real Codex CLI (codex exec) with the hooks `hooks install --agent codex` wrote,
+against the loopback Responses-API stub: only the model is a stub."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.support.agent_clis import codex_env, codex_home, require_codex, run_codex
+from tests.support.repo import run, run_exe
+from tests.support.stubs.loopback import NEXT_TASK, lazy_agent
+from tests.support.stubs.openai_responses import ResponsesStub
+
+pytestmark = pytest.mark.slow
+
+
+def _plan(n: int, *extra: str) -> list[str]:
+    assert run("init", *extra).rc == 0
+    ids = [f"t{i}" for i in range(1, n + 1)]
+    for task_id in ids:
+        check = f"test \"$(cat {task_id}.txt)\" = done-{task_id}"
+        assert run("add", f"Write {task_id}.txt", "--id", task_id, "--check", check).rc == 0
+    return ids
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    require_codex()
+    path = tmp_path / "codex-home"
+    path.mkdir()
+    monkeypatch.setenv("CODEX_HOME", str(path))
+    return path
+
+
+def _install() -> None:
+    r = run("hooks", "install", "--agent", "codex", "--json")
+    assert r.rc == 0, r.err
+    assert r.json()["trusted"]
+
+
+def _statuses() -> dict[str, str]:
+    return {t["id"]: t["status"] for t in run("list", "--json").json()}
+
+
+def test_session_start_context_reaches_the_first_request_and_is_acknowledged(repo: Path, home: Path) -> None:
+    _plan(1)
+    _install()
+    with ResponsesStub(lazy_agent()) as stub:
+        codex_home(home, stub.port)
+        r = run_codex(repo, home, "Work on the tasks git handoff gives you.")
+        first = stub.model_requests()[0].body
+    assert r.rc == 0, r.stderr[-2000:]
+    developer = [c["text"] for item in first["input"] if item.get("role") == "developer"
+                 for c in item.get("content", []) if "text" in c]
+    injected = [t for t in developer if "Next eligible task: [t1] Write t1.txt" in t]
+    assert injected, "the SessionStart context is not in Codex's first model request"
+    session = run("session", "show", "--json").json()
+    assert session["session"] == 1 and session["ack"]["status"] == "accepted"
+    # SessionEnd (given 1 s by Codex) closes the session from a detached process
+    deadline = time.monotonic() + 30
+    while not session.get("ended_at") and time.monotonic() < deadline:
+        time.sleep(0.2)
+        session = run("session", "show", "--json").json()
+    assert session.get("ended_at"), "the SessionEnd hook did not close the session"
+    assert "ACK" in run("log", "--type", "ACK").out
+    assert _statuses() == {"t1": "completed"}
+
+
+def test_a_lazy_agent_is_kept_working_through_six_tasks(repo: Path, home: Path) -> None:
+    ids = _plan(6)
+    _install()
+    with ResponsesStub(lazy_agent(first_task_from_prompt=False)) as stub:
+        codex_home(home, stub.port)
+        r = run_codex(repo, home, "Say hello.")
+        reqs = stub.model_requests()
+    assert r.rc == 0, r.stderr[-2000:]
+    assert _statuses() == dict.fromkeys(ids, "completed")
+    # each task was named to the model by the Stop hook, in order, and nothing after the last
+    named = []
+    for req in reqs:
+        items = req.body["input"]
+        last = items[-1]
+        if last.get("type") == "message" and last.get("role") == "user":
+            text = " ".join(c.get("text", "") for c in last.get("content", []))
+            found = NEXT_TASK.search(text)
+            if found:
+                named.append(found.group(1))
+    assert named == ids
+    assert "Stop Blocked" in r.stderr
+
+
+def test_the_pre_compaction_hook_writes_a_document(repo: Path, home: Path) -> None:
+    _plan(2)
+    _install()
+    # the first model turn reports a huge context: Codex auto-compacts (PreCompact, then
+    # SessionStart source=compact) before going on
+    with ResponsesStub(lazy_agent(), usage_tokens=lambda n: 50_000 if n == 0 else 100) as stub:
+        codex_home(home, stub.port, compact_limit=10_000)
+        r = run_codex(repo, home, "Work on the tasks git handoff gives you.")
+        compactions = stub.compactions
+    assert r.rc == 0, r.stderr[-2000:]
+    assert compactions >= 1 and "PreCompact" in r.stderr
+    docs = run("doc", "list", "--json").json()
+    assert [(d["session"], d["trigger"]) for d in docs][:1] == [(1, "pre-compact")]
+    assert _statuses() == {"t1": "completed", "t2": "completed"}  # and the agent went on after it
+
+
+README_CODEX = 'codex exec --trust -s danger-full-access "Work on the tasks git handoff gives you."'
+
+
+def test_relay_of_six_tasks_in_three_codex_sessions(repo: Path, home: Path) -> None:
+    ids = _plan(6, "--max-tasks-per-session", "2")
+    _install()
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    assert f"git handoff relay --agent '{README_CODEX}'" in readme  # the README's example, verbatim
+    with ResponsesStub(lazy_agent()) as stub:
+        codex_home(home, stub.port)
+        r = run_exe("relay", "--agent", README_CODEX, "--ack-timeout", "60", cwd=repo, env=codex_env(home),
+                    timeout=400)
+    assert r.rc == 0, r.out[-2000:] + r.err[-2000:]
+    assert _statuses() == dict.fromkeys(ids, "completed")
+    sessions = [run("session", "show", str(n), "--json").json() for n in (1, 2, 3)]
+    assert [s["ack"]["status"] for s in sessions] == ["accepted"] * 3
+    assert [len(s["completed"]) for s in sessions] == [2, 2, 2]
+    assert run("session", "show", "4", "--json").rc != 0
+    docs = run("doc", "list", "--json").json()
+    assert {d["session"] for d in docs} >= {1, 2}
+
+
+def test_hooks_listed_as_trusted_by_codex_itself(repo: Path, home: Path) -> None:
+    """Codex's own app-server reports every handler `hooks install` wrote as trusted."""
+    import subprocess
+
+    _plan(1)
+    _install()
+    codex_home(home, 1)
+    with (home / "config.toml").open("a") as f:  # the project trusted, as the user would when Codex asks
+        f.write(f'\n[projects."{repo.resolve()}"]\ntrust_level = "trusted"\n')
+    proc = subprocess.Popen([require_codex(), "app-server"], cwd=repo, env=codex_env(home), text=True,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    try:
+        assert proc.stdin is not None and proc.stdout is not None
+        for message in ({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                         "params": {"clientInfo": {"name": "test", "version": "1"}}},
+                        {"jsonrpc": "2.0", "method": "initialized"},
+                        {"jsonrpc": "2.0", "id": 2, "method": "hooks/list", "params": {"cwds": [str(repo)]}}):
+            proc.stdin.write(json.dumps(message) + "\n")
+        proc.stdin.flush()
+        answer = None
+        for _ in range(50):
+            line = proc.stdout.readline()
+            if not line:
+                break
+            data = json.loads(line)
+            if data.get("id") == 2:
+                answer = data
+                break
+    finally:
+        proc.kill()
+        proc.wait(timeout=10)
+    assert answer is not None and "result" in answer, answer
+    hooks = [h for entry in answer["result"]["data"] for h in entry["hooks"]]
+    ours = {h["command"]: h["trustStatus"] for h in hooks if h["command"].startswith("git handoff hook codex-")}
+    import tomllib
+
+    state = tomllib.loads((home / "config.toml").read_text())["hooks"]["state"]
+    assert all(state[h["key"]]["trusted_hash"] == h["currentHash"] for h in hooks
+               if h["command"].startswith("git handoff hook codex-"))
+    assert ours == {f"git handoff hook codex-{e}": "trusted"
+                    for e in ("session-start", "stop", "subagent-stop", "pre-compact", "session-end")}
