@@ -52,12 +52,7 @@ def claim_cmd(task_id: str | None, worker: str | None, lease: str | None, remote
     """
     from git_handoff.ops import sync
 
-    store = get_store()
-    target = sync.claims_sync_remote(store, remote)
-    if target is not None:
-        task = sync.claim_remote(store, task_id, worker=worker, lease=_lease(lease), force=force, remote=target)
-    else:
-        task = ops.claim(store, task_id, worker=worker, lease=_lease(lease), force=force)
+    task = sync.claim(get_store(), task_id, worker=worker, lease=_lease(lease), force=force, remote=remote)
     if as_json:
         emit_json(_view(task))
     else:
@@ -123,13 +118,13 @@ def verify_cmd(task_id: str, as_json: bool) -> None:
     """Run the task's validation command under its timeout (exit 0 pass, 1 fail); changes nothing."""
     result = ops.verify(get_store(), task_id)
     if as_json:
-        emit_json({"task": task_id, **result.to_json()})
+        emit_json(ops.verify_view(task_id, result))
     else:
         if result.output_tail:
             click.echo(result.output_tail.rstrip("\n"))
         click.echo("PASS" if result.ok else f"FAIL [{result.category}] {result.summary()}")
     if not result.ok:
-        raise Negative(f"[{result.category}] validation of {task_id} failed: {result.summary()}")
+        raise ops.verify_failure(task_id, result)
 
 
 @click.command("done")

@@ -300,6 +300,18 @@ def claim_remote(store: StateStore, task_id: str | None = None, *, worker: str |
     return task
 
 
+def claim(store: StateStore, task_id: str | None = None, *, worker: str | None = None,
+          lease: int | None = None, force: bool = False, remote: str | None = None) -> Any:
+    """`claim`: in this clone, or across machines when `remote` (--remote) or
+    handoff.syncClaims asks for it."""
+    from git_handoff.ops import work
+
+    target = claims_sync_remote(store, remote)
+    if target is not None:
+        return claim_remote(store, task_id, worker=worker, lease=lease, force=force, remote=target)
+    return work.claim(store, task_id, worker=worker, lease=lease, force=force)
+
+
 def claims_sync_remote(store: StateStore, remote: str | None) -> str | None:
     """The remote a claim must reach: --remote, else the default one when handoff.syncClaims is on."""
     if remote is not None:

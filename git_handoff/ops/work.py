@@ -430,6 +430,17 @@ def verify(store: StateStore, task_id: str) -> runner.RunResult:
     return _run_check(store, task)
 
 
+def verify_view(task_id: str, result: runner.RunResult) -> dict[str, Any]:
+    """`verify --json`."""
+    return {"task": task_id, **result.to_json()}
+
+
+def verify_failure(task_id: str, result: runner.RunResult) -> Negative:
+    """The exit-1 answer of a failing check, carrying `verify --json`'s object."""
+    return Negative(f"[{result.category}] validation of {task_id} failed: {result.summary()}",
+                    payload=verify_view(task_id, result))
+
+
 def _require_branch(task: Task, repo: Repo, action: str, force: bool) -> None:
     claimed_on = task.get("branch")
     if force or not claimed_on:

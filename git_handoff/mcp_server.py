@@ -1,0 +1,87 @@
+"""`git handoff mcp`: the tools of mcp_tools.py served over stdio with the MCP SDK.
+
+A tool's result carries what the CLI would print and exit with:
+- content[0]: the JSON document `--json` prints (for an error, its payload or
+  `{"error", "exit_code"}`, exactly as the CLI);
+- isError: true for every exit code but 0, and then content[1] is the CLI's
+  `error: ...` line with the exit code and its meaning;
+- `_meta.exit_code`: the exit code, for a client that branches on it;
+- any further content: `warning: ...` lines (the CLI's stderr warnings).
+
+Calls run one at a time on a worker thread, so the server keeps answering the
+protocol (pings, cancellations) while a validation command runs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+import anyio.to_thread
+import mcp_types as types
+from mcp.server import Server, ServerRequestContext
+from mcp.server.stdio import stdio_server
+
+from git_handoff import __version__
+from git_handoff.errors import EXIT_MEANINGS
+from git_handoff.mcp_tools import TOOLS, Answer, Workspace, call
+
+INSTRUCTIONS = """\
+git handoff keeps this project's long-running work inside git (refs/harness/state).
+A session: `ack` first; then `claim` a task, do the work, commit it, `checkpoint` after
+each significant step, and `done` (its check must pass; a failing check rolls the work
+back and fails the attempt) or `fail` with a reason. `status` and `next` say what is left.
+Every result is the JSON of `git handoff <verb> --json`; an error result carries the
+exit code: 1 a normal negative answer, 2 bad input (nothing changed), 3 contention
+(nothing changed, retry)."""
+
+
+def tool_list() -> list[types.Tool]:
+    return [
+        types.Tool(
+            name=t.name,
+            description=t.help,
+            input_schema=t.input_schema(),
+            annotations=types.ToolAnnotations(read_only_hint=t.read_only, destructive_hint=t.destructive,
+                                              open_world_hint=False),
+        )
+        for t in TOOLS.values()
+    ]
+
+
+def to_result(answer: Answer) -> types.CallToolResult:
+    content: list[types.ContentBlock] = [types.TextContent(type="text", text=answer.text())]
+    if answer.is_error:
+        meaning = EXIT_MEANINGS.get(answer.exit_code, "failed")
+        content.append(types.TextContent(type="text", text=f"error: {answer.error}\nexit {answer.exit_code}: {meaning}"))
+    content += [types.TextContent(type="text", text=f"warning: {w}") for w in answer.warnings]
+    return types.CallToolResult(content=content, is_error=answer.is_error, _meta={"exit_code": answer.exit_code})
+
+
+def build_server(workspace: Workspace | None = None) -> Server[Any]:
+    """The MCP server of the repository around `workspace` (default: the working directory)."""
+    space = workspace or Workspace()
+    one_at_a_time = anyio.CapacityLimiter(1)
+    tools = tool_list()
+
+    async def list_tools(_ctx: ServerRequestContext[Any], _params: types.PaginatedRequestParams | None
+                         ) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=tools)
+
+    async def call_tool(_ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> types.CallToolResult:
+        answer = await anyio.to_thread.run_sync(call, space, params.name, params.arguments, limiter=one_at_a_time)
+        return to_result(answer)
+
+    return Server("handoff", version=__version__, title="git handoff", instructions=INSTRUCTIONS,
+                  on_list_tools=list_tools, on_call_tool=call_tool)
+
+
+def serve(workspace: Workspace | None = None) -> None:
+    """Serve on stdin/stdout until the client closes stdin."""
+    server = build_server(workspace)
+
+    async def main() -> None:
+        async with stdio_server() as (read_stream, write_stream):
+            await server.run(read_stream, write_stream, server.create_initialization_options())
+
+    anyio.run(main)
