@@ -36,7 +36,7 @@ def _complete(task_id: str) -> None:
 
 
 @pytest.mark.parametrize("event", ["claude-session-start", "claude-stop", "claude-subagent-stop",
-                                   "claude-pre-compact", "post-commit"])
+                                   "claude-pre-compact", "claude-session-end", "post-commit"])
 def test_not_initialized_is_a_silent_noop(repo: Path, event: str) -> None:
     r = run("hook", event, stdin=STOP)
     assert (r.rc, r.out, r.err) == (0, "", "")
@@ -50,7 +50,8 @@ def test_outside_a_repository_is_a_silent_noop(tmp_path: Path) -> None:
 @pytest.mark.parametrize("payload", ["", "   ", "{not json", "[1, 2]", "42", "null", "\"text\""])
 def test_empty_invalid_and_non_object_payloads(repo: Path, payload: str) -> None:
     _plan(("a", "true"))
-    for event in ("claude-stop", "claude-subagent-stop", "claude-pre-compact", "claude-session-start"):
+    for event in ("claude-stop", "claude-subagent-stop", "claude-pre-compact", "claude-session-start",
+                  "claude-session-end"):
         r = run("hook", event, stdin=payload)
         assert r.rc == 0, (event, r.err)
         if r.out.strip():
@@ -74,10 +75,19 @@ def test_stop_blocks_while_eligible_naming_the_next_task(repo: Path) -> None:
     assert "[first] Title of first" in out["reason"] and "git handoff claim first" in out["reason"]
 
 
-def test_subagent_stop_behaves_the_same(repo: Path) -> None:
+def test_subagent_stop_is_not_held_on_pending_work(repo: Path) -> None:
+    """The harness holds a subagent only on in-progress work its worker owns."""
     _plan(("first", "true"))
+    assert _stop(event="claude-subagent-stop") is None
+    assert _stop(event="claude-stop")["decision"] == "block"  # the main agent still is
+
+
+def test_subagent_stop_held_on_own_claim_once(repo: Path) -> None:
+    _plan(("first", "true"))
+    assert run("claim", "first").rc == 0
     out = _stop(event="claude-subagent-stop")
-    assert out is not None and out["decision"] == "block"
+    assert out is not None and out["decision"] == "block" and "[first]" in out["reason"]
+    assert _stop(STOP_ACTIVE, event="claude-subagent-stop") is None  # always lets go when continuing
 
 
 def test_stop_allowed_when_all_done(repo: Path) -> None:
@@ -124,9 +134,20 @@ def test_stop_allowed_when_session_limit_reached_and_document_written(repo: Path
     assert doc["session"] == 1 and doc["trigger"] == "stop"
 
 
-def test_stop_allowed_when_handoff_pending(repo: Path) -> None:
+def test_stop_still_blocks_after_a_document_without_a_relay(repo: Path) -> None:
+    """A document (here: written by hand; also pre-compact) ends nothing by itself: the
+    agent is kept working while eligible work remains and its limits allow."""
     _plan(("a", "true"), ("b", "true"))
     run("session", "start")
+    assert _stop()["decision"] == "block"
+    run("doc", "write")
+    assert _stop()["decision"] == "block"
+
+
+def test_stop_allowed_after_a_document_when_a_relay_waits(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _plan(("a", "true"), ("b", "true"))
+    run("session", "start")
+    monkeypatch.setenv("HANDOFF_SESSION", "1")  # what the relay's launcher exports
     assert _stop()["decision"] == "block"
     run("doc", "write")
     assert _stop() is None
@@ -145,7 +166,7 @@ def test_safety_valve_after_eight_blocks_without_progress(repo: Path) -> None:
     assert _stop(STOP)["decision"] == "block"
     for _ in range(7):
         assert _stop(STOP_ACTIVE)["decision"] == "block"
-    assert _stop(STOP_ACTIVE) is None  # 8 consecutive blocks without progress: let it stop
+    _assert_valve_opens()  # 8 consecutive blocks without progress: let it stop, and say so
     # a fresh stop (not continuing from a block) is blocked again
     assert _stop(STOP)["decision"] == "block"
 
@@ -158,7 +179,41 @@ def test_state_progress_resets_the_safety_valve(repo: Path) -> None:
     _complete("a")  # progress
     for _ in range(8):
         assert _stop(STOP_ACTIVE)["decision"] == "block"
-    assert _stop(STOP_ACTIVE) is None
+    _assert_valve_opens()
+
+
+def _assert_valve_opens() -> None:
+    r = run("hook", "claude-stop", stdin=STOP_ACTIVE)
+    assert r.rc == 0
+    out = json.loads(r.out)
+    assert "decision" not in out and "safety valve opened" in out["systemMessage"]
+    assert "safety valve opened" in r.err  # the harness warns on stderr
+
+
+def test_renewing_a_lease_is_not_progress_for_the_valve(repo: Path) -> None:
+    """An agent that only renews its lease between stops is released after 8 blocks."""
+    _plan(("a", "true"), ("b", "true"))
+    assert run("claim", "a").rc == 0
+    for i in range(8):
+        out = _stop(STOP if i == 0 else STOP_ACTIVE)
+        assert out is not None and out["decision"] == "block" and "[a]" in out["reason"]
+        assert run("renew", "a").rc == 0
+    _assert_valve_opens()
+
+
+def test_a_new_agent_conversation_starts_the_valve_afresh(repo: Path) -> None:
+    _plan(("a", "true"))
+    for _ in range(5):
+        _stop(STOP_ACTIVE)
+    other = json.dumps({"session_id": "other", "hook_event_name": "Stop", "stop_hook_active": True})
+    for _ in range(8):
+        assert _stop(other)["decision"] == "block"
+    _assert_valve_opens_for(other)
+
+
+def _assert_valve_opens_for(payload: str) -> None:
+    r = run("hook", "claude-stop", stdin=payload)
+    assert "decision" not in json.loads(r.out) and "safety valve opened" in r.err
 
 
 # -- SessionStart -------------------------------------------------------------------------
@@ -218,16 +273,32 @@ def test_session_start_at_max_sessions_says_stop(repo: Path) -> None:
 # -- PreCompact ----------------------------------------------------------------------------
 
 
-def test_pre_compact_writes_the_document_once(repo: Path) -> None:
+def test_pre_compact_writes_the_document_once_the_compaction_happened(repo: Path) -> None:
     _plan(("a", "true"))
     run("session", "start")
+    run("ack")
     (repo / "wip.txt").write_text("x\n")
     r = run("hook", "claude-pre-compact", stdin=json.dumps({"trigger": "auto"}))
     assert (r.rc, r.out) == (0, "")
+    assert run("doc", "list", "--json").json() == []  # not yet: the compaction may not happen
+    r = run("hook", "claude-session-start", stdin=json.dumps({"source": "compact"}))
+    assert r.rc == 0
     doc = run("doc", "show", "--json").json()
     assert doc["trigger"] == "pre-compact" and doc["files_changed"] == ["wip.txt"]
     run("hook", "claude-pre-compact", stdin="{}")
+    run("hook", "claude-session-start", stdin=json.dumps({"source": "compact"}))
     assert len([x for x in run("log", "--type", "HANDOFF").out.splitlines() if x]) == 1
+    assert run("session", "show", "--json").json()["session"] == 1  # compaction keeps the session
+
+
+def test_compact_with_nothing_to_compact_writes_no_document(repo: Path) -> None:
+    """`/compact` on an empty conversation runs PreCompact, then no compaction follows."""
+    _plan(("a", "true"))
+    run("session", "start")
+    assert run("hook", "claude-pre-compact", stdin=json.dumps({"trigger": "manual"})).rc == 0
+    assert run("hook", "claude-session-end", stdin=json.dumps({"reason": "other"})).rc == 0
+    docs = run("doc", "list", "--json").json()
+    assert [d["trigger"] for d in docs] == ["session-end"]
 
 
 # -- settings.json -------------------------------------------------------------------------
@@ -269,7 +340,7 @@ def test_settings_created_when_absent(repo: Path) -> None:
     r = run("hooks", "install", "--agent", "claude", "--json")
     assert r.rc == 0
     data = json.loads((repo / ".claude" / "settings.json").read_text())
-    assert set(data["hooks"]) == {"SessionStart", "Stop", "SubagentStop", "PreCompact"}
+    assert set(data["hooks"]) == {"SessionStart", "Stop", "SubagentStop", "PreCompact", "SessionEnd"}
     run("hooks", "uninstall", "--agent", "claude")
     assert json.loads((repo / ".claude" / "settings.json").read_text()) == {}
 

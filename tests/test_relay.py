@@ -364,3 +364,34 @@ def test_relay_killed_before_the_ack_adopts_the_agent_instead_of_launching_anoth
     assert "taking over session 1" in res.out
     assert trace.read_text().count("start") == 1 and session_count(repo) == 1
     assert "took over from dead relay pid" in "\n".join(log_lines(repo, "LOCK"))
+
+
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed (.ci/run installs it)")
+def test_relay_tmux_gives_the_agent_a_terminal_logs_it_and_removes_its_socket(repo: Path) -> None:
+    from git_handoff.ops.launcher import default_socket_path
+
+    setup_tasks(repo, 2, per_session=10)
+    socket_name = f"handoff-tty-{os.getpid()}"
+    agent = ("if [ -t 0 ] && [ -t 1 ]; then echo agent-has-a-terminal; else echo agent-has-no-terminal; fi; "
+             f"{AGENT}")
+    try:
+        res = run("relay", "--tmux", "--tmux-socket", socket_name, "--agent", agent, "--ack-timeout", "60")
+        assert res.rc == 0, res.out + res.err
+        assert f"watch or answer it with: tmux -L {socket_name} attach -t handoff-repo-1" in res.out
+        log = (repo / ".git" / "handoff" / "relay" / "session-1.log").read_text(errors="replace")
+        assert "agent-has-a-terminal" in log and "agent-has-no-terminal" not in log
+        assert not default_socket_path(socket_name).exists()
+    finally:
+        subprocess.run(["tmux", "-L", socket_name, "kill-server"], capture_output=True)
+
+
+def test_agent_exiting_non_zero_right_after_its_ack_is_a_launch_failure(repo: Path) -> None:
+    """`claude -p --allowedTools Bash "$(cat prompt)"`: the variadic flag swallows the prompt,
+    SessionStart ACKs, the CLI exits 1. That is a launch failure, not "no progress"."""
+    setup_tasks(repo, 2, per_session=10)
+    res = run("relay", "--agent", "git handoff ack && exit 1", "--ack-timeout", "30")
+    assert res.rc == 1
+    assert "the agent failed to start 3 time(s) in a row" in res.err
+    assert "exited with status 1" in res.err and "after its ACK" in res.err
+    assert "made no progress" not in res.out + res.err
+    assert len(log_lines(repo, "ERROR")) >= 3

@@ -96,14 +96,15 @@ def hooks_status_cmd(agent: str | None, as_json: bool) -> None:
 @click.argument("event")
 @json_option
 def hook_cmd(event: str, as_json: bool) -> None:
-    """Entry point the installed hooks call (post-commit, claude-session-start, claude-stop,
-    claude-subagent-stop, claude-pre-compact). Never fails the caller: exit 0."""
-    from git_handoff.ops import claude
+    """Entry point the installed hooks call: post-commit, and for Claude Code
+    claude-session-start, claude-stop, claude-subagent-stop, claude-pre-compact,
+    claude-session-end (JSON payload on stdin). Never fails the caller: exit 0."""
+    from git_handoff.ops import hook_entry
 
-    if event not in claude.EVENTS:
+    if event not in hook_entry.EVENTS:
         from git_handoff.errors import UsageError
 
-        raise UsageError(f"unknown hook event {event!r}: use one of {', '.join(claude.EVENTS)}")
+        raise UsageError(f"unknown hook event {event!r}: use one of {', '.join(hook_entry.EVENTS)}")
     text = ""
     try:
         if event != "post-commit" and not sys.stdin.isatty():
@@ -111,12 +112,14 @@ def hook_cmd(event: str, as_json: bool) -> None:
     except (OSError, ValueError, UnicodeDecodeError):
         text = ""
     try:
-        out = claude.run(event, text)
+        out, warning = hook_entry.run(event, text)
     except Exception as exc:  # noqa: BLE001 - a hook must never break the agent or the commit
         click.echo(f"git handoff hook {event}: {exc}", err=True)
         if as_json:
             emit_json({"event": event, "output": None, "problem": str(exc)})
         return
+    if warning:
+        click.echo(warning, err=True)
     if as_json:
         emit_json({"event": event, "output": _parsed(out) if out else None})
     elif out:

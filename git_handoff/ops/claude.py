@@ -1,9 +1,10 @@
-"""Entry points the hooks call: `git handoff hook EVENT`.
+"""The Claude Code adapter of the agent-hook event core (`ops/agent_events.py`).
 
-Claude Code reads a hook's stdout (JSON) and its exit code; exit 2 from a Stop hook
-would block the stop with stderr as the reason. So every entry point here returns
-text to print and never raises: where the repository is not initialized, or the
-payload is empty or malformed, it is a silent no-op.
+Claude Code runs `git handoff hook claude-<event>` with a JSON payload on stdin and reads
+the hook's stdout as JSON (checked against its schema: the CLI's `--debug-file` logs
+"Successfully parsed and validated hook JSON output" or why not). This module only
+translates: the payload into an `Event`, the `Outcome` into Claude Code's JSON. Another
+agent CLI gets a file like this one and a line in `ops/hook_entry.py`.
 """
 
 from __future__ import annotations
@@ -12,180 +13,50 @@ import json
 import os
 from typing import Any
 
-from git_handoff import schedule
-from git_handoff.errors import HandoffError, Negative
-from git_handoff.model import Task, now_iso
-from git_handoff.ops import handoff, sessions
-from git_handoff.store import StateStore
+from git_handoff.ops.agent_events import Event, Outcome
 
-EVENTS = ("post-commit", "claude-session-start", "claude-stop", "claude-subagent-stop", "claude-pre-compact")
-SAFETY_VALVE = 8  # consecutive blocks without state progress, then the stop is allowed
-VALVE_FILE = "stop-hook.json"
+NAME = "claude"
+SETTINGS = ".claude/settings.json"
+COMMAND_PREFIX = "git handoff hook claude-"
 
-
-def parse_payload(text: str | None) -> dict[str, Any]:
-    if not text or not text.strip():
-        return {}
-    try:
-        data = json.loads(text)
-    except ValueError:
-        return {}
-    return data if isinstance(data, dict) else {}
+# hook name -> (Claude Code event, matcher, core event kind)
+HOOKS: dict[str, tuple[str, str | None, str]] = {
+    "claude-session-start": ("SessionStart", "startup|resume|compact|clear", "session_start"),
+    "claude-stop": ("Stop", None, "stop"),
+    "claude-subagent-stop": ("SubagentStop", None, "subagent_stop"),
+    "claude-pre-compact": ("PreCompact", None, "pre_compact"),
+    "claude-session-end": ("SessionEnd", None, "session_end"),
+}
 
 
-def _store() -> StateStore | None:
-    from git_handoff.gitrepo import Repo
-
-    try:
-        store = StateStore(Repo.discover())
-    except HandoffError:
-        return None
-    return store if store.is_initialized() else None
+def settings_entries() -> dict[str, tuple[str | None, str]]:
+    """What `hooks install --agent claude` merges into .claude/settings.json."""
+    return {event: (matcher, f"git handoff hook {hook}") for hook, (event, matcher, _) in HOOKS.items()}
 
 
-def run(event: str, stdin_text: str | None) -> str:
-    """Handle one hook event; returns what to print on stdout (maybe nothing)."""
-    payload = parse_payload(stdin_text)
-    store = _store()
-    if store is None:
-        return ""
-    if event == "post-commit":
-        post_commit(store)
-        return ""
-    if event == "claude-session-start":
-        return json.dumps(session_start(store, payload))
-    if event in ("claude-stop", "claude-subagent-stop"):
-        decision = stop(store, payload, event)
-        return json.dumps(decision) if decision else ""
-    if event == "claude-pre-compact":
-        pre_compact(store)
-        return ""
-    return ""
+def _text(payload: dict[str, Any], key: str) -> str | None:
+    value = payload.get(key)
+    return value if isinstance(value, str) and value else None
 
 
-# -- git post-commit -----------------------------------------------------------------
+def event(hook: str, payload: dict[str, Any]) -> Event:
+    _, _, kind = HOOKS[hook]
+    cwd = _text(payload, "cwd") or os.environ.get("CLAUDE_PROJECT_DIR") or None
+    source = _text(payload, "source") or "startup"
+    trigger = _text(payload, "trigger") or _text(payload, "reason")
+    return Event(kind=kind, source=source, cwd=cwd, stop_hook_active=payload.get("stop_hook_active") is True,
+                 agent_session=_text(payload, "session_id"), trigger=trigger)
 
 
-def post_commit(store: StateStore) -> dict[str, Any] | None:
-    """The hook's slow side, run once the session's commit threshold is reached."""
-    repo = store.repo
-    opened = sessions.open_session(repo)
-    sessions.clear_hook_state(repo)
-    if opened is None:
-        return None
-    threshold = sessions.commits_per_session(repo)
-    base = opened.get("base")
-    if threshold is None or not base:
-        return None
-    proc = repo.git("rev-list", "--count", f"{base}..HEAD", check=False)
-    count = int(proc.stdout.decode().strip() or 0) if proc.returncode == 0 else 0
-    if count < threshold:
-        sessions.write_hook_state(repo, base, count)
-        return None
-    return handoff.write_doc(store, trigger="commits")
-
-
-# -- Claude Code -----------------------------------------------------------------------
-
-
-def _next_task(store: StateStore) -> Task | None:
-    prepared, _ = schedule.prepare(store.snapshot().tasks(), now_iso())
-    found = schedule.eligible(prepared)
-    return found[0] if found else None
-
-
-def session_start(store: StateStore, payload: dict[str, Any]) -> dict[str, Any]:
-    """SessionStart: open (or keep, on resume) this worktree's session, ACK, inject the prompt."""
-    source = payload.get("source") if isinstance(payload.get("source"), str) else "startup"
-    note = ""
-    opened = sessions.open_session(store.repo)
-    # resume and compact continue the open session (its pre-compact document stays pending
-    # for the next one). An open session nobody acknowledged yet was started for this agent
-    # (by `session start` or the relay): adopt it. Otherwise startup and clear begin a new
-    # session, with recovery.
-    pinned = os.environ.get("HANDOFF_SESSION", "").strip()
-    record = sessions.read_session(store.snapshot(), int(opened["session"])) if opened else None
-    if pinned.isdigit() and int(pinned) > 0:
-        store.session = int(pinned)
-    elif opened is not None and (source in ("resume", "compact") or (record is not None and not record.get("ack"))):
-        store.session = int(opened["session"])
-    else:
-        try:
-            sessions.start(store)
-        except Negative as exc:
-            note = f"git handoff: {exc.message}. Do not start new work: stop here.\n\n"
-    if store.session > 0 and not note:
-        try:
-            handoff.ack(store)
-        except HandoffError as exc:
-            note = f"git handoff: ack failed: {exc.message}\n\n"
-    context = note + handoff.render_prompt(store)
-    return {"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": context}}
-
-
-def _valve(store: StateStore) -> dict[str, Any]:
-    try:
-        data = json.loads((store.repo.git_dir / "handoff" / VALVE_FILE).read_text())
-        return data if isinstance(data, dict) else {}
-    except (OSError, ValueError):
-        return {}
-
-
-def _save_valve(store: StateStore, blocks: int, state: str | None) -> None:
-    path = store.repo.worktree_dir / VALVE_FILE
-    path.write_text(json.dumps({"blocks": blocks, "state": state}) + "\n")
-
-
-def stop_reason(store: StateStore) -> str | None:
-    """Why this session must go on (the next task), or None when it may stop."""
-    repo = store.repo
-    snap = store.snapshot()
-    number = sessions.current_number(store)
-    if number > 0:
-        store.session = number
-        if handoff.handed_off(store, number):
-            return None
-        done = len(sessions.completed_ids(snap, number))
-        per_session = sessions.tasks_per_session(repo)
-        if sessions.limit_reached(snap, number) or (per_session is not None and done >= per_session):
-            handoff.write_doc(store, trigger="stop")
-            return None
-    worker = sessions.worker_name(repo)
-    mine = [t for t in snap.tasks().values() if t.status == "in_progress" and t.claimed_by == worker]
-    if mine:
-        t = mine[0]
-        return (f"git handoff: task [{t.id}] {t.title} is in progress. Finish it: make its check pass and run "
-                f"`git handoff done {t.id}`, or give up with `git handoff fail {t.id} --reason \"...\"`.")
-    if snap.config().mode == "exclusive" and any(t.status == "in_progress" for t in snap.tasks().values()):
-        return None  # another worker holds the one claim exclusive mode allows
-    task = _next_task(store)
-    if task is None:
-        return None
-    retry = (f" (retry: attempt {task.attempts + 1}/{task.max_attempts}; last error: {task.error_log[-1]})"
-             if task.status == "failed" and task.error_log else "")
-    check = f" Its check: `{task.check}`." if task.check else ""
-    return (f"git handoff: eligible work remains. Next task: [{task.id}] {task.title}{retry}.{check} "
-            f"Run `git handoff claim {task.id}`, checkpoint as you go, then `git handoff done {task.id}`.")
-
-
-def stop(store: StateStore, payload: dict[str, Any], event: str = "claude-stop") -> dict[str, Any] | None:
-    """Stop / SubagentStop: block while eligible work remains (with a safety valve)."""
-    reason = stop_reason(store)
-    head = store.head()
-    if reason is None:
-        _save_valve(store, 0, head)
-        return None
-    valve = _valve(store)
-    blocks = int(valve.get("blocks") or 0) if isinstance(valve.get("blocks"), int) else 0
-    if payload.get("stop_hook_active") is not True or valve.get("state") != head:
-        blocks = 0
-    if blocks >= SAFETY_VALVE:
-        _save_valve(store, 0, head)
-        return None
-    _save_valve(store, blocks + 1, head)
-    return {"decision": "block", "reason": reason}
-
-
-def pre_compact(store: StateStore) -> dict[str, Any]:
-    """PreCompact: write the session's handoff document while the context is still whole."""
-    return handoff.write_doc(store, trigger="pre-compact")
+def render(hook: str, outcome: Outcome) -> str:
+    """Claude Code's JSON for the outcome ("" when there is nothing to say)."""
+    name, _, kind = HOOKS[hook]
+    out: dict[str, Any] = {}
+    if kind == "session_start" and outcome.context is not None:
+        out["hookSpecificOutput"] = {"hookEventName": name, "additionalContext": outcome.context}
+    if kind in ("stop", "subagent_stop") and outcome.block:
+        out["decision"] = "block"
+        out["reason"] = outcome.block
+    if outcome.warning and not outcome.block:
+        out["systemMessage"] = outcome.warning  # shown to the person watching the session
+    return json.dumps(out) if out else ""

@@ -19,7 +19,7 @@ from git_handoff.ops import sessions
 from git_handoff.store import StateStore, Tx, format_log_line
 
 DOCS_DIR = "docs"
-TRIGGERS = ("manual", "commits", "tasks", "pre-compact", "stop", "relay")
+TRIGGERS = ("manual", "commits", "tasks", "pre-compact", "stop", "relay", "session-end")
 PROMPT_LIMIT = 10_000  # bytes; SPEC §6 says under 10 KB
 
 

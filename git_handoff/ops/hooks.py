@@ -10,7 +10,7 @@ from typing import Any
 
 from git_handoff.errors import UsageError
 from git_handoff.gitrepo import Repo
-from git_handoff.ops import sessions
+from git_handoff.ops import claude, sessions
 
 MARKER = "git-handoff post-commit hook"
 USER_SUFFIX = ".handoff-user"
@@ -18,13 +18,8 @@ NOTES_REF = "refs/notes/harness"
 AGENTS = ("claude",)
 RECORD_FILE = "hooks.json"  # in the per-clone handoff dir: what install changed, for uninstall
 
-CLAUDE_COMMAND_PREFIX = "git handoff hook claude-"
-CLAUDE_HOOKS: dict[str, tuple[str | None, str]] = {
-    "SessionStart": ("startup|resume|compact|clear", "git handoff hook claude-session-start"),
-    "Stop": (None, "git handoff hook claude-stop"),
-    "SubagentStop": (None, "git handoff hook claude-subagent-stop"),
-    "PreCompact": (None, "git handoff hook claude-pre-compact"),
-}
+CLAUDE_COMMAND_PREFIX = claude.COMMAND_PREFIX
+CLAUDE_HOOKS: dict[str, tuple[str | None, str]] = claude.settings_entries()
 
 
 def template() -> bytes:

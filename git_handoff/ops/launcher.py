@@ -75,6 +75,44 @@ class Agent:
             socket_name, name = self.tmux
             subprocess.run(["tmux", "-L", socket_name, "kill-session", "-t", f"={name}"],
                            capture_output=True)
+            if subprocess.run(["tmux", "-L", socket_name, "list-sessions"], capture_output=True).returncode != 0:
+                remove_socket(socket_name)  # the server is gone; tmux leaves its socket file behind
+
+    def attach_command(self) -> str | None:
+        """The exact command that shows this agent's terminal (tmux only)."""
+        if self.tmux is None:
+            return None
+        socket_name, name = self.tmux
+        return f"tmux -L {shlex.quote(socket_name)} attach -t {shlex.quote(name)}"
+
+
+def tmux_socket_path(socket_name: str) -> Path | None:
+    """Where the tmux server of `tmux -L socket_name` listens (None when none runs)."""
+    proc = subprocess.run(["tmux", "-L", socket_name, "display-message", "-p", "#{socket_path}"],
+                          capture_output=True, text=True)
+    found = proc.stdout.strip()
+    return Path(found) if proc.returncode == 0 and found else None
+
+
+def default_socket_path(socket_name: str) -> Path:
+    uid = os.getuid() if hasattr(os, "getuid") else 0
+    return Path(os.environ.get("TMUX_TMPDIR") or "/tmp") / f"tmux-{uid}" / socket_name
+
+
+def remove_socket(socket_name: str, path: Path | None = None) -> None:
+    target = path or default_socket_path(socket_name)
+    try:
+        if target.is_socket():
+            target.unlink()
+    except OSError:
+        pass
+
+
+def stop_tmux_server(socket_name: str) -> None:
+    """End the relay's own tmux server and remove its socket file."""
+    path = tmux_socket_path(socket_name)
+    subprocess.run(["tmux", "-L", socket_name, "kill-server"], capture_output=True)
+    remove_socket(socket_name, path)
 
 
 def launch(store: StateStore, agent_command: str, number: int, prompt_file: Path, relay_dir: Path, *,
@@ -106,14 +144,18 @@ def launch(store: StateStore, agent_command: str, number: int, prompt_file: Path
         socket_name = tmux_socket
         name = tmux_session_name(store, number)
         subprocess.run(["tmux", "-L", socket_name, "kill-session", "-t", f"={name}"], capture_output=True)
+        # The agent gets the pane's own terminal (an agent CLI whose stdout is a pipe runs
+        # non-interactively); the log is taken by tmux itself. One command list, so the
+        # pipe is in place before the pane's first output is read.
         proc = subprocess.run(
-            ["tmux", "-L", socket_name, "new-session", "-d", "-s", name, "-c", str(root), "-P", "-F", "#{pane_pid}",
-             f"/bin/sh {shlex.quote(str(script))} 2>&1 | tee -a {shlex.quote(str(log_file))}"],
+            ["tmux", "-L", socket_name, "new-session", "-d", "-s", name, "-x", "200", "-y", "50", "-c", str(root),
+             "-P", "-F", "#{pane_pid}", f"/bin/sh {shlex.quote(str(script))}",
+             ";", "pipe-pane", "-o", f"cat >> {shlex.quote(str(log_file))}"],
             capture_output=True, text=True,
         )
         if proc.returncode != 0:
             raise UsageError(f"tmux could not start the agent: {proc.stderr.strip() or proc.returncode}")
-        return Agent(pid=int(proc.stdout.strip().splitlines()[-1]), status_file=status_file, token=token,
+        return Agent(pid=int(proc.stdout.strip().splitlines()[0]), status_file=status_file, token=token,
                      tmux=(socket_name, name))
     env = dict(os.environ, HANDOFF_PROMPT_FILE=str(prompt_file), HANDOFF_SESSION=str(number),
                HANDOFF_AGENT_TOKEN=token)

@@ -28,7 +28,7 @@ from git_handoff import schedule
 from git_handoff.errors import Contention, Negative, UsageError
 from git_handoff.model import now_iso
 from git_handoff.ops import procs
-from git_handoff.ops.launcher import Agent, launch, tmux_socket_name
+from git_handoff.ops.launcher import Agent, launch, stop_tmux_server, tmux_socket_name
 from git_handoff.store import StateStore, Tx
 
 RELAY_PATH = "relay.json"
@@ -46,6 +46,7 @@ class Options:
     max_idle_sessions: int = 3
     tmux_socket: str | None = None
     poll: float = 0.05
+    launch_grace: float = 15.0  # an agent exiting non-zero this soon after its ACK, having done nothing, failed to start
 
 
 class Stopped(Negative):
@@ -156,6 +157,8 @@ class Relay:
         self.say = say
         self.agent: Agent | None = None
         self.session: int | None = None
+        self.acked_at: float | None = None
+        self.progress_at_ack: tuple[int, int] | None = None
         self.relay_dir = store.repo.handoff_dir / "relay"
         self.relay_dir.mkdir(exist_ok=True)
 
@@ -221,10 +224,15 @@ class Relay:
             where = f"tmux session {self.agent.tmux[1]}" if self.agent.tmux else f"pid {self.agent.pid}"
             self.say(f"relay: session {number}: agent launched ({where}, launch {attempt}/"
                      f"{self.opts.max_launch_failures}), waiting for its ACK")
+            attach = self.agent.attach_command()
+            if attach:
+                self.say(f"relay: session {number}: watch or answer it with: {attach}")
             failure = self._await_ack(number, self.agent, f"launch {attempt}/{self.opts.max_launch_failures}: ",
                                       earlier=earlier)
             if failure is None:
                 self.say(f"relay: session {number}: acknowledged")
+                self.acked_at = time.monotonic()
+                self.progress_at_ack = _progress(self.store)
                 return
             what = failure
         self.agent = None
@@ -234,13 +242,28 @@ class Relay:
             f"(last: {what}); check the agent command: {self.opts.agent}"
         )
 
-    def wait_session(self) -> None:
+    def _failed_start(self, number: int, status: int) -> str | None:
+        """An agent that exits non-zero within launch_grace of its ACK with nothing done did
+        not really start (a bad flag, a prompt its CLI never got): what to report, else None."""
+        if status == 0 or self.acked_at is None:
+            return None
+        after = time.monotonic() - self.acked_at
+        if after > self.opts.launch_grace or _progress(self.store) != self.progress_at_ack:
+            return None
+        return f"agent exited with status {status} {after:.1f}s after its ACK, having done nothing"
+
+    def wait_session(self) -> str | None:
+        """Until the session's agent is done; what went wrong when it failed to start, else None."""
         assert self.session is not None and self.agent is not None
         number, agent = self.session, self.agent
         started = time.monotonic()
         while True:
             status = agent.exit_status()
             if status is not None:
+                failed = self._failed_start(number, status)
+                if failed:
+                    self._failure(f"session {number}: launch failure: {failed}", "ENV_SETUP")
+                    return failed
                 if status != 0 and not self._handed_off(number):
                     self._failure(f"session {number}: agent exited with status {status} without a handoff",
                                   "TASK_EXEC")
@@ -255,6 +278,11 @@ class Relay:
                 if agent.running():
                     self.say(f"relay: session {number}: agent still running after the handoff: ending it")
                     agent.kill()
+                    break
+                failed = self._failed_start(number, agent.exit_status() or 0)
+                if failed:  # its SessionEnd hook wrote the document on the way out
+                    self._failure(f"session {number}: launch failure: {failed}", "ENV_SETUP")
+                    return failed
                 break
             timeout = self.opts.session_timeout
             if timeout is not None and time.monotonic() - started > timeout:
@@ -263,6 +291,7 @@ class Relay:
                               "SESSION_TIMEOUT")
                 break
             time.sleep(self.opts.poll)
+        return None
 
     def finish_session(self) -> None:
         from git_handoff.ops import handoff, sessions
@@ -350,6 +379,7 @@ class Relay:
             if previous:
                 self.adopt(previous)
             idle = 0
+            failed_starts = 0
             while True:
                 more, why = work_left(self.store)
                 if not more:
@@ -359,8 +389,15 @@ class Relay:
                 self.start_session()
                 sessions_run += 1
                 self.launch_and_ack()
-                self.wait_session()
+                failed = self.wait_session()
                 self.finish_session()
+                failed_starts = failed_starts + 1 if failed else 0
+                if failed_starts >= self.opts.max_launch_failures:
+                    raise Stopped(
+                        f"relay stopped: the agent failed to start {failed_starts} time(s) in a row (last: {failed}); "
+                        f"check the agent command: {self.opts.agent}")
+                if failed:
+                    continue
                 idle = idle + 1 if _progress(self.store) == before else 0
                 if idle >= self.opts.max_idle_sessions:
                     reason = f"{idle} session(s) in a row made no progress"
@@ -394,8 +431,7 @@ class Relay:
 
     def _stop(self, reason: str) -> None:
         if self.opts.tmux:
-            subprocess.run(["tmux", "-L", tmux_socket_name(self.store, self.opts.tmux_socket), "kill-server"],
-                           capture_output=True)
+            stop_tmux_server(tmux_socket_name(self.store, self.opts.tmux_socket))
         _update_record(self.store, {"state": "stopped", "stopped_at": now_iso(), "reason": reason,
                                     "session": None, "agent_pid": None},
                        log=("LOCK", f"relay stopped: {reason}", None))

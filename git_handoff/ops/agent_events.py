@@ -1,0 +1,328 @@
+"""The agent-hook event core, shared by every agent CLI.
+
+An agent's adapter (Claude Code: `ops/claude.py`) turns the CLI's hook payload into an
+`Event` and renders the `Outcome` back in the CLI's own format; everything the hooks
+decide is decided here, once:
+
+- session_start: open (or keep, on resume/compaction) this worktree's session, ACK it,
+  give the agent the prompt (or the reason it must not work: a limit, a damaged state);
+- stop: keep the agent working while eligible work remains and its limits allow,
+  whatever triggered a handoff document, unless a relay is waiting to start the next
+  session; a safety valve lets an agent that completes nothing go after SAFETY_VALVE
+  blocks, and says so;
+- subagent_stop: hold a subagent only on in-progress work its worker owns, and never
+  twice in a row;
+- pre_compact / session_start(source=compact): the document is written once the agent
+  really compacted (a `/compact` with nothing to compact writes none);
+- session_end: the session closes with its document.
+
+Nothing here raises to the caller: the adapter's entry point never fails the agent.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from git_handoff import schedule
+from git_handoff.errors import HandoffError, Negative
+from git_handoff.model import Task, now_iso
+from git_handoff.ops import handoff, sessions
+from git_handoff.store import StateStore
+
+SAFETY_VALVE = 8  # consecutive blocks without a completed task, then the stop is allowed
+VALVE_FILE = "stop-hook.json"
+COMPACT_FILE = "pre-compact.json"  # a compaction announced by PreCompact, confirmed by SessionStart
+
+KINDS = ("session_start", "stop", "subagent_stop", "pre_compact", "session_end")
+
+
+@dataclass(frozen=True)
+class Event:
+    """One hook call, in the agent-neutral terms the core decides on."""
+
+    kind: str
+    source: str = "startup"  # session_start: startup | resume | compact | clear
+    cwd: str | None = None  # where the agent works (payload first, then the project dir)
+    stop_hook_active: bool = False  # the agent is continuing because a stop hook blocked
+    agent_session: str | None = None  # the agent's own conversation id
+    trigger: str | None = None  # pre_compact: manual | auto; session_end: the reason
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What the agent is told: context to inject, a reason to keep working, a warning."""
+
+    context: str | None = None
+    block: str | None = None
+    warning: str | None = None
+
+
+# -- where -----------------------------------------------------------------------------
+
+
+def find_store(event: Event) -> StateStore | None:
+    """The initialized state of the repository the agent works in, else None (a no-op)."""
+    from git_handoff.gitrepo import Repo
+
+    start = event.cwd if event.cwd and Path(event.cwd).is_dir() else None
+    try:
+        store = StateStore(Repo.discover(start))
+    except HandoffError:
+        return None
+    try:
+        return store if store.is_initialized() else None
+    except HandoffError:
+        return None
+
+
+def handle(event: Event) -> Outcome:
+    """Decide one event. A non-initialized repository (or none): no output at all."""
+    store = find_store(event)
+    if store is None:
+        return Outcome()
+    try:
+        store.snapshot().tasks()
+    except HandoffError as exc:
+        return damaged(store, event, exc)
+    if event.kind == "session_start":
+        return session_start(store, event)
+    if event.kind == "stop":
+        return stop(store, event)
+    if event.kind == "subagent_stop":
+        return subagent_stop(store, event)
+    if event.kind == "pre_compact":
+        return pre_compact(store, event)
+    if event.kind == "session_end":
+        return session_end(store, event)
+    return Outcome()
+
+
+def damaged(store: StateStore, event: Event, exc: HandoffError) -> Outcome:
+    """A state that cannot be read: the agent is told (once per stop), not left guessing."""
+    what = (f"git handoff: the state cannot be read ({exc.message}). Do not claim or complete tasks until "
+            "it is repaired: run `git handoff status` to see the problem.")
+    if event.kind == "session_start":
+        return Outcome(context=what, warning=what)
+    if event.kind == "stop" and not event.stop_hook_active:
+        return Outcome(block=what, warning=what)
+    return Outcome(warning=what)
+
+
+# -- private per-worktree files --------------------------------------------------------------
+
+
+def _private(store: StateStore, name: str) -> Path:
+    return store.repo.git_dir / "handoff" / name
+
+
+def _read_private(store: StateStore, name: str) -> dict[str, object]:
+    try:
+        data = json.loads(_private(store, name).read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _write_private(store: StateStore, name: str, data: dict[str, object] | None) -> None:
+    path = _private(store, name)
+    if data is None:
+        try:
+            path.unlink()
+        except FileNotFoundError:
+            pass
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f"{path.name}.tmp{os.getpid()}")
+    tmp.write_text(json.dumps(data) + "\n")
+    os.replace(tmp, path)
+
+
+# -- session start -----------------------------------------------------------------------
+
+
+def relay_session() -> int | None:
+    """The session a relay started this agent for (the relay sets HANDOFF_SESSION)."""
+    pinned = os.environ.get("HANDOFF_SESSION", "").strip()
+    return int(pinned) if pinned.isdigit() and int(pinned) > 0 else None
+
+
+def session_start(store: StateStore, event: Event) -> Outcome:
+    note = ""
+    warning = None
+    opened = sessions.open_session(store.repo)
+    record = sessions.read_session(store.snapshot(), int(opened["session"])) if opened else None
+    pinned = relay_session()
+    # resume and compact continue the open session. An open session nobody acknowledged
+    # yet was started for this agent (by `session start` or the relay): adopt it.
+    # Otherwise startup and clear begin a new session, with recovery.
+    if pinned is not None:
+        store.session = pinned
+    elif opened is not None and (event.source in ("resume", "compact") or (record is not None and not record.get("ack"))):
+        store.session = int(opened["session"])
+    else:
+        try:
+            sessions.start(store)
+        except Negative as exc:
+            note = f"git handoff: {exc.message}. Do not start new work: stop here.\n\n"
+            warning = note.strip()
+    if event.source == "compact":
+        compacted(store)
+    if store.session > 0 and not note:
+        try:
+            handoff.ack(store)
+        except HandoffError as exc:
+            note = f"git handoff: ack failed: {exc.message}\n\n"
+            warning = note.strip()
+    return Outcome(context=note + handoff.render_prompt(store), warning=warning)
+
+
+def compacted(store: StateStore) -> None:
+    """The compaction PreCompact announced happened: write the session's document."""
+    announced = _read_private(store, COMPACT_FILE)
+    _write_private(store, COMPACT_FILE, None)
+    if announced and announced.get("session") == sessions.current_number(store) and store.session > 0:
+        handoff.write_doc(store, trigger="pre-compact")
+
+
+def pre_compact(store: StateStore, event: Event) -> Outcome:
+    """Announce the compaction; its document is written when the agent comes back from it
+    (SessionStart source=compact), so a `/compact` that had nothing to compact writes none."""
+    number = sessions.current_number(store)
+    if number > 0:
+        _write_private(store, COMPACT_FILE, {"session": number, "trigger": event.trigger, "at": now_iso()})
+    return Outcome()
+
+
+def session_end(store: StateStore, event: Event) -> Outcome:
+    """The agent's session ends: its document (from git facts when it wrote none), then the
+    session closes. Under a relay only the document: the relay closes the session itself."""
+    number = sessions.current_number(store)
+    if number <= 0:
+        return Outcome()
+    store.session = number
+    if not handoff.handed_off(store, number):
+        handoff.write_doc(store, trigger="session-end")
+    if relay_session() is None and sessions.open_session(store.repo) is not None:
+        sessions.end(store)
+    _write_private(store, VALVE_FILE, None)
+    return Outcome()
+
+
+# -- stop ----------------------------------------------------------------------------------
+
+
+def _next_task(store: StateStore) -> Task | None:
+    prepared, _ = schedule.prepare(store.snapshot().tasks(), now_iso())
+    found = schedule.eligible(prepared)
+    return found[0] if found else None
+
+
+def _mine_in_progress(store: StateStore) -> list[Task]:
+    worker = sessions.worker_name(store.repo)
+    tasks = store.snapshot().tasks().values()
+    return [t for t in tasks if t.status == "in_progress" and t.claimed_by == worker]
+
+
+def _finish_line(t: Task) -> str:
+    return (f"git handoff: task [{t.id}] {t.title} is in progress. Finish it: make its check pass and run "
+            f"`git handoff done {t.id}`, or give up with `git handoff fail {t.id} --reason \"...\"`.")
+
+
+def stop_reason(store: StateStore) -> str | None:
+    """Why this agent must go on (the next task), or None when it may stop."""
+    repo = store.repo
+    snap = store.snapshot()
+    number = sessions.current_number(store)
+    if number > 0:
+        store.session = number
+        if relay_session() == number and handoff.handed_off(store, number):
+            return None  # the relay is waiting to start the next session
+        done = len(sessions.completed_ids(snap, number))
+        per_session = sessions.tasks_per_session(repo)
+        if sessions.limit_reached(snap, number) or (per_session is not None and done >= per_session):
+            handoff.write_doc(store, trigger="stop")
+            return None
+    elif int(snap.meta().get("session_count") or 0) >= snap.config().max_sessions:
+        return None  # max_sessions reached: SessionStart told the agent to stop; so does this
+    mine = _mine_in_progress(store)
+    if mine:
+        return _finish_line(mine[0])
+    tasks = snap.tasks().values()
+    if snap.config().mode == "exclusive":
+        unowned = [t for t in tasks if t.status == "in_progress" and not t.claimed_by]
+        if unowned:
+            t = unowned[0]
+            return (f"git handoff: task [{t.id}] {t.title} is in progress with no owner. Take it over with "
+                    f"`git handoff session start` (recovery decides), or finish it and run "
+                    f"`git handoff done {t.id}`.")
+        if any(t.status == "in_progress" for t in tasks):
+            return None  # another worker holds the one claim exclusive mode allows
+    task = _next_task(store)
+    if task is None:
+        return None
+    retry = (f" (retry: attempt {task.attempts + 1}/{task.max_attempts}; last error: {task.error_log[-1]})"
+             if task.status == "failed" and task.error_log else "")
+    check = f" Its check: `{task.check}`." if task.check else ""
+    return (f"git handoff: eligible work remains. Next task: [{task.id}] {task.title}{retry}.{check} "
+            f"Run `git handoff claim {task.id}`, checkpoint as you go, then `git handoff done {task.id}`.")
+
+
+def _completed(store: StateStore) -> int:
+    return sum(1 for t in store.snapshot().tasks().values() if t.status == "completed")
+
+
+def stop(store: StateStore, event: Event) -> Outcome:
+    """Block while work remains; after SAFETY_VALVE blocks in a row with no task completed
+    (renewing a lease or checkpointing is not progress) the agent may go, with a warning."""
+    reason = stop_reason(store)
+    if reason is None:
+        _write_private(store, VALVE_FILE, None)
+        return Outcome()
+    valve = _read_private(store, VALVE_FILE)
+    completed = _completed(store)
+    blocks = valve.get("blocks") if isinstance(valve.get("blocks"), int) else 0
+    assert isinstance(blocks, int)
+    if valve.get("completed") != completed or valve.get("agent_session") != event.agent_session:
+        blocks = 0
+    if blocks >= SAFETY_VALVE:
+        _write_private(store, VALVE_FILE, None)
+        return Outcome(warning=(f"git handoff: safety valve opened: {blocks} stops blocked in a row without a "
+                                "completed task; letting the agent stop with work left "
+                                "(see `git handoff status`)"))
+    _write_private(store, VALVE_FILE, {"blocks": blocks + 1, "completed": completed,
+                                       "agent_session": event.agent_session})
+    return Outcome(block=reason)
+
+
+def subagent_stop(store: StateStore, event: Event) -> Outcome:
+    """A subagent is held only on in-progress work its worker owns, and never when it is
+    already continuing from such a block."""
+    if event.stop_hook_active:
+        return Outcome()
+    mine = _mine_in_progress(store)
+    return Outcome(block=_finish_line(mine[0])) if mine else Outcome()
+
+
+# -- git post-commit -------------------------------------------------------------------
+
+
+def post_commit(store: StateStore) -> None:
+    """The post-commit hook's slow side, run once the session's commit threshold is reached."""
+    repo = store.repo
+    opened = sessions.open_session(repo)
+    sessions.clear_hook_state(repo)
+    if opened is None:
+        return
+    threshold = sessions.commits_per_session(repo)
+    base = opened.get("base")
+    if threshold is None or not base:
+        return
+    proc = repo.git("rev-list", "--count", f"{base}..HEAD", check=False)
+    count = int(proc.stdout.decode().strip() or 0) if proc.returncode == 0 else 0
+    if count < threshold:
+        sessions.write_hook_state(repo, base, count)
+        return
+    handoff.write_doc(store, trigger="commits")
