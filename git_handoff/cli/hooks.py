@@ -22,6 +22,24 @@ def _repo() -> Repo:
     return Repo.discover()
 
 
+NO_MCP_OPTION = click.option("--no-mcp", is_flag=True,
+                             help="With --agent claude: leave the MCP server entry in .mcp.json alone.")
+
+
+def _echo_mcp(result: dict[str, object]) -> None:
+    mcp = result.get("mcp")
+    if not isinstance(mcp, dict):
+        return
+    if mcp.get("problem"):
+        click.echo(f"warning: {mcp['problem']}", err=True)
+    elif "removed" in mcp:
+        click.echo(f"MCP server {'removed from' if mcp['removed'] else 'was not in'} {mcp['mcp_json']}")
+    else:
+        server = mcp.get("server") or {}
+        command = " ".join([str(server.get("command"))] + [str(a) for a in server.get("args") or []])
+        click.echo(f"MCP server 'handoff' in {mcp['mcp_json']}: {command}")
+
+
 @click.group("hooks")
 def hooks_cmd() -> None:
     """Install the deterministic triggers: git's post-commit hook, or an agent's hooks."""
@@ -29,18 +47,21 @@ def hooks_cmd() -> None:
 
 @hooks_cmd.command("install")
 @AGENT_OPTION
+@NO_MCP_OPTION
 @json_option
-def hooks_install_cmd(agent: str | None, as_json: bool) -> None:
+def hooks_install_cmd(agent: str | None, no_mcp: bool, as_json: bool) -> None:
     """Install the post-commit hook (chained beside an existing one), or with --agent claude
-    merge the Claude Code hooks into .claude/settings.json."""
+    merge the Claude Code hooks into .claude/settings.json and register `git handoff mcp`
+    as the MCP server `handoff` in .mcp.json (unless --no-mcp)."""
     from git_handoff.ops import hooks
 
-    result = hooks.install(_repo(), agent=agent)
+    result = hooks.install(_repo(), agent=agent, mcp=not no_mcp)
     if as_json:
         emit_json(result)
     elif agent == "claude":
         added = ", ".join(result["added"]) or "none (already installed)"
         click.echo(f"Claude Code hooks in {result['settings']}: added {added}")
+        _echo_mcp(result)
     else:
         chained = " (your existing hook is kept and runs first)" if result["chained_user_hook"] else ""
         click.echo(f"Installed {result['post_commit']}{chained}")
@@ -48,16 +69,19 @@ def hooks_install_cmd(agent: str | None, as_json: bool) -> None:
 
 @hooks_cmd.command("uninstall")
 @AGENT_OPTION
+@NO_MCP_OPTION
 @json_option
-def hooks_uninstall_cmd(agent: str | None, as_json: bool) -> None:
-    """Remove what `hooks install` added (a chained hook is put back as it was)."""
+def hooks_uninstall_cmd(agent: str | None, no_mcp: bool, as_json: bool) -> None:
+    """Remove what `hooks install` added (a chained hook is put back as it was; of
+    .mcp.json only our `handoff` server goes)."""
     from git_handoff.ops import hooks
 
-    result = hooks.uninstall(_repo(), agent=agent)
+    result = hooks.uninstall(_repo(), agent=agent, mcp=not no_mcp)
     if as_json:
         emit_json(result)
     elif agent == "claude":
         click.echo(f"Removed git handoff hooks from {result['settings']}: {', '.join(result['removed']) or 'none found'}")
+        _echo_mcp(result)
     else:
         click.echo(f"Removed {result['post_commit']}" if result["removed"] else "No git handoff hook was installed")
 
@@ -72,12 +96,16 @@ def hooks_status_cmd(agent: str | None, as_json: bool) -> None:
 
     result = hooks.status(_repo())
     if agent == "claude":
-        claude = {"agent": "claude", "settings": result["claude_settings"], "installed": result["claude"]}
+        claude = {"agent": "claude", "settings": result["claude_settings"], "installed": result["claude"],
+                  "mcp": result["claude_mcp"]}
         if as_json:
             emit_json(claude)
         else:
             state = "installed" if claude["installed"] else "not installed"
             click.echo(f"claude code hooks: {state} ({claude['settings']})")
+            mcp = result["claude_mcp"]
+            click.echo(f"mcp server 'handoff': {'registered' if mcp['registered'] else 'not registered'} "
+                       f"({mcp['mcp_json']})" + (f"; {mcp['problem']}" if mcp.get("problem") else ""))
         return
     if as_json:
         emit_json(result)
@@ -90,6 +118,7 @@ def hooks_status_cmd(agent: str | None, as_json: bool) -> None:
     click.echo(f"handoff.commitsPerSession: {result['commits_per_session'] or 'unset'}")
     click.echo(f"handoff.tasksPerSession: {result['tasks_per_session'] or 'unset'}")
     click.echo(f"claude code hooks: {'installed' if result['claude'] else 'not installed'}")
+    click.echo(f"mcp server 'handoff' (.mcp.json): {'registered' if result['claude_mcp']['registered'] else 'not registered'}")
 
 
 @click.command("hook")

@@ -10,7 +10,7 @@ from typing import Any
 
 from git_handoff.errors import UsageError
 from git_handoff.gitrepo import Repo
-from git_handoff.ops import claude, sessions
+from git_handoff.ops import claude, mcp_config, sessions
 
 MARKER = "git-handoff post-commit hook"
 USER_SUFFIX = ".handoff-user"
@@ -66,10 +66,13 @@ def _check_agent(agent: str | None) -> None:
         raise UsageError(f"unknown agent {agent!r}: use {', '.join(AGENTS)}")
 
 
-def install(repo: Repo, agent: str | None = None) -> dict[str, Any]:
+def install(repo: Repo, agent: str | None = None, *, mcp: bool = True) -> dict[str, Any]:
     _check_agent(agent)
     if agent == "claude":
-        return install_claude(repo)
+        if mcp:
+            mcp_config.check(repo)  # an unreadable .mcp.json refuses before anything changes
+        result = install_claude(repo)
+        return {**result, "mcp": mcp_config.install(repo)} if mcp else result
     directory = hooks_dir(repo)
     directory.mkdir(parents=True, exist_ok=True)
     target = directory / "post-commit"
@@ -96,10 +99,13 @@ def install(repo: Repo, agent: str | None = None) -> dict[str, Any]:
     return {**status(repo), "chained_now": chained}
 
 
-def uninstall(repo: Repo, agent: str | None = None) -> dict[str, Any]:
+def uninstall(repo: Repo, agent: str | None = None, *, mcp: bool = True) -> dict[str, Any]:
     _check_agent(agent)
     if agent == "claude":
-        return uninstall_claude(repo)
+        if mcp:
+            mcp_config.check(repo)
+        result = uninstall_claude(repo)
+        return {**result, "mcp": mcp_config.uninstall(repo)} if mcp else result
     directory = hooks_dir(repo)
     target = directory / "post-commit"
     saved = directory / ("post-commit" + USER_SUFFIX)
@@ -134,6 +140,7 @@ def status(repo: Repo) -> dict[str, Any]:
         "session": opened.get("session") if opened else None,
         "claude": claude_installed(repo),
         "claude_settings": str(settings) if settings else None,
+        "claude_mcp": mcp_config.status(repo),
     }
 
 
