@@ -59,6 +59,7 @@ class Flow:
     claim: list[float] = field(default_factory=list)
     done: list[float] = field(default_factory=list)
     completed: int = 0
+    startup: float = 0.0  # a server's start, spawn to the initialize answer (counted in total)
 
 
 def _project(name: str, n: int) -> Path:
@@ -194,10 +195,12 @@ class McpFlow:
         self.client: RawClient | None = None
 
     def start(self) -> None:
+        began = time.perf_counter()
         self.client = RawClient([*HANDOFF, "mcp"], self.root)
         self.client.request("initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
                                            "clientInfo": {"name": "bench", "version": "1"}})
         self.client.notify("notifications/initialized")
+        self.flow.startup = time.perf_counter() - began
 
     def claim(self) -> str | None:
         assert self.client is not None
@@ -267,6 +270,7 @@ def e2e(quick: bool) -> list[Row]:
             f"<= {MCP_TARGET}x", mcp_ratio <= MCP_TARGET),
         Row(f"{name}: CLI, total", ms(cli.total), f"skill scripts {ms(skill.total)}", cli_ratio,
             f"<= {CLI_TARGET}x", cli_ratio <= CLI_TARGET),
+        Row(f"{name}: MCP server start (in its total)", ms(mcp.startup), "-"),
         Row(f"{name}: claim latency, MCP", _lat(mcp.claim), f"skill {_lat(skill.claim)}; CLI {_lat(cli.claim)}",
             median(mcp.claim) / median(skill.claim)),
         Row(f"{name}: done latency, MCP", _lat(mcp.done), f"skill {_lat(skill.done)}; CLI {_lat(cli.done)}",

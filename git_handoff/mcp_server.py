@@ -14,6 +14,7 @@ protocol (pings, cancellations) while a validation command runs.
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import anyio
@@ -78,7 +79,10 @@ def build_server(workspace: Workspace | None = None) -> Server[Any]:
 
 def serve(workspace: Workspace | None = None) -> None:
     """Serve on stdin/stdout until the client closes stdin."""
-    server = build_server(workspace)
+    space = workspace or Workspace()
+    server = build_server(space)
+    # While the client and its model take their first turn, open the repository.
+    threading.Thread(target=space.warm, name="handoff-warm", daemon=True).start()
 
     async def main() -> None:
         async with stdio_server() as (read_stream, write_stream):

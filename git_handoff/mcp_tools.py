@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -300,13 +301,25 @@ class Workspace:
     def __init__(self, start: str | None = None) -> None:
         self.start = start or os.getcwd()
         self._repo: Repo | None = None
+        self._opening = threading.Lock()
 
     def store(self) -> StateStore:
-        if self._repo is None:
-            self._repo = Repo.discover(self.start)  # NotARepository (exit 2) until there is one
-        else:
-            self._repo.reopen_if_repacked()
-        return StateStore(self._repo)
+        with self._opening:
+            if self._repo is None:
+                self._repo = Repo.discover(self.start)  # NotARepository (exit 2) until there is one
+            else:
+                self._repo.reopen_if_repacked()
+            return StateStore(self._repo)
+
+    def warm(self) -> None:
+        """Open the repository and read the state once (pygit2's import, the first pack
+        reads), so the agent's first call does not pay for them. Never fails."""
+        try:
+            store = self.store()
+            if store.is_initialized():
+                store.snapshot().tasks()
+        except Exception:  # noqa: BLE001 - the real call reports whatever is wrong
+            pass
 
 
 def call(workspace: Workspace, name: str, arguments: Any = None) -> Answer:
