@@ -36,6 +36,8 @@ SCENARIOS: list[tuple[str, str, str, list[tuple[str, str]]]] = [
      [("claim storm 1/4/16 processes", "16 >= 1; 0 double claims")]),
     ("long haul", "bench_longhaul", "long_haul", []),
     ("sync", "bench_adapters", "sync_divergent", [("sync of 1,000 divergent updates", "<= 3x")]),
+    ("mcp e2e", "bench_mcp", "e2e",
+     [("e2e 100 tasks: MCP server, total", "<= 0.5x"), ("e2e 100 tasks: CLI, total", "<= 1.7x")]),
 ]
 
 

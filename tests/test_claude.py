@@ -381,7 +381,8 @@ def test_two_agent_sessions_through_the_real_hooks(repo: Path) -> None:
     assert (allowed.rc, allowed.out) == (0, "")  # the session limit: stop, document written
     doc = run_exe("doc", "show", "--json", cwd=repo).json()
     assert doc["trigger"] == "stop" and doc["completed_this_session"] == ["a"]
-    assert doc["files_changed"] == [".claude/settings.json", "a.txt"]  # as git sees it: untracked too
+    # as git sees it: untracked too (hooks install wrote the settings and the MCP entry)
+    assert doc["files_changed"] == [".claude/settings.json", ".mcp.json", "a.txt"]
 
     nxt = run_exe("hook", "claude-session-start", cwd=repo, stdin=json.dumps({"source": "startup"}))
     ctx = json.loads(nxt.out)["hookSpecificOutput"]["additionalContext"]
