@@ -14,6 +14,8 @@ protocol (pings, cancellations) while a validation command runs.
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
 from typing import Any
 
@@ -26,6 +28,8 @@ from mcp.server.stdio import stdio_server
 from git_handoff import __version__
 from git_handoff.errors import EXIT_MEANINGS
 from git_handoff.mcp_tools import TOOLS, Answer, Workspace, call
+
+STOP_GRACE_SECONDS = 0.5  # after a signal, time for the last answer to be written out
 
 INSTRUCTIONS = """\
 git handoff keeps this project's long-running work inside git (refs/harness/state).
@@ -59,18 +63,54 @@ def to_result(answer: Answer) -> types.CallToolResult:
     return types.CallToolResult(content=content, is_error=answer.is_error, _meta={"exit_code": answer.exit_code})
 
 
-def build_server(workspace: Workspace | None = None) -> Server[Any]:
+class Stopping:
+    """SIGINT/SIGTERM (how agent CLIs stop their servers): exit at once when no call
+    runs, else right after the running call has answered; a second signal exits at once.
+
+    The SDK's stdin reader blocks in a thread that a cancellation would wait for until
+    stdin closed, so the server would not stop on a signal at all without this."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.busy = 0
+        self.requested = False
+
+    def handle(self, signum: int, _frame: object) -> None:
+        with self.lock:
+            if self.busy == 0 or self.requested:
+                os._exit(0 if self.busy == 0 else 128 + signum)
+            self.requested = True
+
+    def begin(self) -> None:
+        with self.lock:
+            self.busy += 1
+
+    def end(self) -> bool:
+        """Whether the server should now stop (a signal came during the call)."""
+        with self.lock:
+            self.busy -= 1
+            return self.requested and self.busy == 0
+
+
+def build_server(workspace: Workspace | None = None, stopping: Stopping | None = None) -> Server[Any]:
     """The MCP server of the repository around `workspace` (default: the working directory)."""
     space = workspace or Workspace()
     one_at_a_time = anyio.CapacityLimiter(1)
     tools = tool_list()
+    lifecycle = stopping or Stopping()
 
     async def list_tools(_ctx: ServerRequestContext[Any], _params: types.PaginatedRequestParams | None
                          ) -> types.ListToolsResult:
         return types.ListToolsResult(tools=tools)
 
     async def call_tool(_ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> types.CallToolResult:
-        answer = await anyio.to_thread.run_sync(call, space, params.name, params.arguments, limiter=one_at_a_time)
+        lifecycle.begin()
+        try:
+            answer = await anyio.to_thread.run_sync(call, space, params.name, params.arguments,
+                                                    limiter=one_at_a_time)
+        finally:
+            if lifecycle.end():  # stop once this answer is on its way
+                threading.Timer(STOP_GRACE_SECONDS, os._exit, (0,)).start()
         return to_result(answer)
 
     return Server("handoff", version=__version__, title="git handoff", instructions=INSTRUCTIONS,
@@ -80,7 +120,10 @@ def build_server(workspace: Workspace | None = None) -> Server[Any]:
 def serve(workspace: Workspace | None = None) -> None:
     """Serve on stdin/stdout until the client closes stdin."""
     space = workspace or Workspace()
-    server = build_server(space)
+    stopping = Stopping()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, stopping.handle)
+    server = build_server(space, stopping)
     # While the client and its model take their first turn, open the repository.
     threading.Thread(target=space.warm, name="handoff-warm", daemon=True).start()
 

@@ -7,8 +7,10 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -399,3 +401,47 @@ def test_other_commands_never_import_the_sdk(ready: Path) -> None:
     proc = subprocess.run([sys.executable, "-c", code], cwd=ready, capture_output=True, text=True, timeout=60)
     assert proc.stderr.strip().splitlines()[-1] == "False"
     assert json.loads(proc.stdout)["counts"]["pending"] == 3
+
+
+def _started_server(repo: Path) -> subprocess.Popen[bytes]:
+    proc = subprocess.Popen([sys.executable, "-m", "git_handoff", "mcp"], cwd=repo, stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdin is not None and proc.stdout is not None
+    hello = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}}
+    proc.stdin.write(json.dumps(hello).encode() + b"\n")
+    proc.stdin.flush()
+    assert json.loads(proc.stdout.readline())["id"] == 1
+    return proc
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_stops_an_idle_server_at_once(ready: Path, signum: int) -> None:
+    proc = _started_server(ready)
+    try:
+        proc.send_signal(signum)
+        assert proc.wait(timeout=10) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+def test_a_signal_during_a_call_lets_the_call_answer_first(ready: Path) -> None:
+    cli("edit", "t3", "--check", "sleep 2")
+    cli("claim", "t3")
+    proc = _started_server(ready)
+    assert proc.stdin is not None and proc.stdout is not None
+    try:
+        call_done = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "done",
+                                                                                   "arguments": {"id": "t3"}}}
+        proc.stdin.write(json.dumps(call_done).encode() + b"\n")
+        proc.stdin.flush()
+        time.sleep(1)  # the check is running
+        proc.send_signal(signal.SIGINT)
+        answer = json.loads(proc.stdout.readline())
+        assert proc.wait(timeout=10) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert answer["id"] == 2 and answer["result"]["isError"] is False
+    assert cli("show", "t3", "--json")["status"] == "completed"
