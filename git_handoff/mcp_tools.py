@@ -20,10 +20,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from git_handoff import notices
 from git_handoff.errors import EXIT_USAGE, HandoffError, Negative, UsageError
 from git_handoff.gitrepo import Repo
 from git_handoff.model import CATEGORIES, PRIORITIES, parse_duration
-from git_handoff.ops import handoff, notices, sessions, sync, tasks, work
+from git_handoff.ops import attempts, claim, handoff, prompt, sessions, sync, tasks, views, work
 from git_handoff.store import StateStore
 
 STATUSES = ("pending", "in_progress", "completed", "failed", "blocked")
@@ -117,11 +118,11 @@ def _add(c: Call) -> Any:
     task = tasks.add(c.store, title=c.get("title"), task_id=c.get("id"), priority=c.get("priority", "P1"),
                      after=tuple(c.get("after", ())), check=c.get("check"), timeout=c.get("timeout"),
                      max_attempts=c.get("max_attempts"), cleanup=c.get("cleanup"), spec=c.get("spec"))
-    return tasks.view(task)
+    return views.view(task)
 
 
 def _claim(c: Call) -> Any:
-    return sync.claim(c.store, c.get("id"), worker=c.get("worker"), lease=c.lease(), force=c.get("force", False),
+    return claim.claim(c.store, c.get("id"), worker=c.get("worker"), lease=c.lease(), force=c.get("force", False),
                       remote=c.get("remote")).to_json()
 
 
@@ -162,29 +163,29 @@ def _done(c: Call) -> Any:
 
 
 def _fail(c: Call) -> Any:
-    outcome = work.fail(c.store, c.get("id"), reason=c.get("reason"), category=c.get("category", "TASK_EXEC"),
+    outcome = attempts.fail(c.store, c.get("id"), reason=c.get("reason"), category=c.get("category", "TASK_EXEC"),
                         keep_worktree=c.get("keep_worktree", False), force=c.get("force", False))
     c.auto_sync()
     return outcome
 
 
 def _log(c: Call) -> Any:
-    entries = tasks.log(c.store, limit=c.get("n"), task=c.get("task"), session=c.get("session"), kind=c.get("type"))
-    return [tasks.log_view(e) for e in entries]
+    entries = views.log(c.store, limit=c.get("n"), task=c.get("task"), session=c.get("session"), kind=c.get("type"))
+    return [views.log_view(e) for e in entries]
 
 
 TOOLS: dict[str, Tool] = {t.name: t for t in (
     Tool("status", "Counts by status (blocked computed), every task, the last 5 log lines, sessions "
-         "(`git handoff status --json`).", (), lambda c: tasks.status(c.store), read_only=True),
+         "(`git handoff status --json`).", (), lambda c: views.status(c.store), read_only=True),
     Tool("next", "The task `claim` would take; exit 1 when none is eligible (`git handoff next --json`).", (),
-         lambda c: tasks.view(tasks.next_task(c.store.snapshot())), read_only=True),
+         lambda c: views.view(views.next_task(c.store.snapshot())), read_only=True),
     Tool("list", "List tasks, optionally by status or only those `claim` could take now (`git handoff list --json`).",
          (Arg("status", "string", "Only tasks with this status.", choices=STATUSES),
           Arg("ready", "boolean", "Only tasks `claim` could take now, in the order it would.")),
-         lambda c: tasks.list_view(c.store.snapshot(), status=c.get("status"), ready=c.get("ready", False)),
+         lambda c: views.list_view(c.store.snapshot(), status=c.get("status"), ready=c.get("ready", False)),
          read_only=True),
     Tool("show", "One task whole (`git handoff show ID --json`).", (TASK_ID,),
-         lambda c: tasks.show_view(c.store.snapshot(), c.get("id")), read_only=True),
+         lambda c: views.show_view(c.store.snapshot(), c.get("id")), read_only=True),
     Tool("add", "Add a task; answers the task (`git handoff add TITLE --json`).",
          (Arg("title", "string", "What the task is.", required=True),
           Arg("id", "string", "The task's id [default: assigned, unique across machines]."),
@@ -221,7 +222,7 @@ TOOLS: dict[str, Tool] = {t.name: t for t in (
           Arg("keep_worktree", "boolean", "Save the attempt but do not roll the work tree back."), FORCE), _fail,
          destructive=True),
     Tool("attempts", "The saved attempts of a task: number, time, reason, files.", (TASK_ID,),
-         lambda c: work.attempts(c.store, c.get("id")), read_only=True),
+         lambda c: attempts.attempts(c.store, c.get("id")), read_only=True),
     Tool("decide", "Record a decision of this session for the handoff document.",
          (Arg("what", "string", "What was decided.", required=True),
           Arg("why", "string", "Why it was chosen (a fact for the next session).", required=True)),
@@ -234,7 +235,7 @@ TOOLS: dict[str, Tool] = {t.name: t for t in (
          (Arg("number", "integer", "The session.", minimum=0),),
          lambda c: handoff.show_doc(c.store, c.get("number")), read_only=True),
     Tool("prompt", "The next session's prompt (Markdown, under 10 KB).", (),
-         lambda c: handoff.prompt_view(c.store), read_only=True),
+         lambda c: prompt.prompt_view(c.store), read_only=True),
     Tool("ack", "Acknowledge the session's prompt and the pending handoff document: the first act of a session.",
          (Arg("failed", "string", "Reject the handoff instead: why the facts do not match."),),
          lambda c: handoff.ack(c.store, failed=c.get("failed"))),

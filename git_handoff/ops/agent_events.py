@@ -26,10 +26,11 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from git_handoff import schedule
+from git_handoff import local, schedule, state_files
 from git_handoff.errors import HandoffError, Negative
+from git_handoff.gitrepo import Repo
 from git_handoff.model import Task, now_iso
-from git_handoff.ops import handoff, sessions
+from git_handoff.ops import handoff, prompt, recovery, sessions
 from git_handoff.store import StateStore
 
 SAFETY_VALVE = 8  # consecutive blocks without a completed task, then the stop is allowed
@@ -65,8 +66,6 @@ class Outcome:
 
 def find_store(event: Event) -> StateStore | None:
     """The initialized state of the repository the agent works in, else None (a no-op)."""
-    from git_handoff.gitrepo import Repo
-
     start = event.cwd if event.cwd and Path(event.cwd).is_dir() else None
     try:
         store = StateStore(Repo.discover(start))
@@ -152,8 +151,8 @@ def relay_session() -> int | None:
 def session_start(store: StateStore, event: Event) -> Outcome:
     note = ""
     warning = None
-    opened = sessions.open_session(store.repo)
-    record = sessions.read_session(store.snapshot(), int(opened["session"])) if opened else None
+    opened = local.open_session(store.repo)
+    record = state_files.read_session(store.snapshot(), int(opened["session"])) if opened else None
     pinned = relay_session()
     # resume and compact continue the open session. An open session nobody acknowledged
     # yet was started for this agent (by `session start` or the relay): adopt it.
@@ -164,7 +163,7 @@ def session_start(store: StateStore, event: Event) -> Outcome:
         store.session = int(opened["session"])
     else:
         try:
-            sessions.start(store)
+            recovery.start(store)
         except Negative as exc:
             note = f"git handoff: {exc.message}. Do not start new work: stop here.\n\n"
             warning = note.strip()
@@ -176,21 +175,21 @@ def session_start(store: StateStore, event: Event) -> Outcome:
         except HandoffError as exc:
             note = f"git handoff: ack failed: {exc.message}\n\n"
             warning = note.strip()
-    return Outcome(context=note + handoff.render_prompt(store), warning=warning)
+    return Outcome(context=note + prompt.render_prompt(store), warning=warning)
 
 
 def compacted(store: StateStore) -> None:
     """The compaction PreCompact announced happened: write the session's document."""
     announced = _read_private(store, COMPACT_FILE)
     _write_private(store, COMPACT_FILE, None)
-    if announced and announced.get("session") == sessions.current_number(store) and store.session > 0:
+    if announced and announced.get("session") == state_files.current_number(store) and store.session > 0:
         handoff.write_doc(store, trigger="pre-compact")
 
 
 def pre_compact(store: StateStore, event: Event) -> Outcome:
     """Announce the compaction; its document is written when the agent comes back from it
     (SessionStart source=compact), so a `/compact` that had nothing to compact writes none."""
-    number = sessions.current_number(store)
+    number = state_files.current_number(store)
     if number > 0:
         _write_private(store, COMPACT_FILE, {"session": number, "trigger": event.trigger, "at": now_iso()})
     return Outcome()
@@ -199,13 +198,13 @@ def pre_compact(store: StateStore, event: Event) -> Outcome:
 def session_end(store: StateStore, event: Event) -> Outcome:
     """The agent's session ends: its document (from git facts when it wrote none), then the
     session closes. Under a relay only the document: the relay closes the session itself."""
-    number = sessions.current_number(store)
+    number = state_files.current_number(store)
     if number <= 0:
         return Outcome()
     store.session = number
     if not handoff.handed_off(store, number):
         handoff.write_doc(store, trigger="session-end")
-    if relay_session() is None and sessions.open_session(store.repo) is not None:
+    if relay_session() is None and local.open_session(store.repo) is not None:
         sessions.end(store)
     _write_private(store, VALVE_FILE, None)
     return Outcome()
@@ -221,7 +220,7 @@ def _next_task(store: StateStore) -> Task | None:
 
 
 def _mine_in_progress(store: StateStore) -> list[Task]:
-    worker = sessions.worker_name(store.repo)
+    worker = local.worker_identity(store.repo)
     tasks = store.snapshot().tasks().values()
     return [t for t in tasks if t.status == "in_progress" and t.claimed_by == worker]
 
@@ -235,14 +234,14 @@ def stop_reason(store: StateStore) -> str | None:
     """Why this agent must go on (the next task), or None when it may stop."""
     repo = store.repo
     snap = store.snapshot()
-    number = sessions.current_number(store)
+    number = state_files.current_number(store)
     if number > 0:
         store.session = number
         if relay_session() == number and handoff.handed_off(store, number):
             return None  # the relay is waiting to start the next session
-        done = len(sessions.completed_ids(snap, number))
-        per_session = sessions.tasks_per_session(repo)
-        if sessions.limit_reached(snap, number) or (per_session is not None and done >= per_session):
+        done = len(state_files.completed_ids(snap, number))
+        per_session = local.tasks_per_session(repo)
+        if state_files.limit_reached(snap, number) or (per_session is not None and done >= per_session):
             handoff.write_doc(store, trigger="stop")
             return None
     elif int(snap.meta().get("session_count") or 0) >= snap.config().max_sessions:
@@ -312,17 +311,17 @@ def subagent_stop(store: StateStore, event: Event) -> Outcome:
 def post_commit(store: StateStore) -> None:
     """The post-commit hook's slow side, run once the session's commit threshold is reached."""
     repo = store.repo
-    opened = sessions.open_session(repo)
-    sessions.clear_hook_state(repo)
+    opened = local.open_session(repo)
+    local.clear_hook_state(repo)
     if opened is None:
         return
-    threshold = sessions.commits_per_session(repo)
+    threshold = local.commits_per_session(repo)
     base = opened.get("base")
     if threshold is None or not base:
         return
     proc = repo.git("rev-list", "--count", f"{base}..HEAD", check=False)
     count = int(proc.stdout.decode().strip() or 0) if proc.returncode == 0 else 0
     if count < threshold:
-        sessions.write_hook_state(repo, base, count)
+        local.write_hook_state(repo, base, count)
         return
     handoff.write_doc(store, trigger="commits")

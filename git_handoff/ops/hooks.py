@@ -8,9 +8,10 @@ import os
 from pathlib import Path
 from typing import Any
 
+from git_handoff import local, mcp_config
 from git_handoff.errors import UsageError
 from git_handoff.gitrepo import Repo
-from git_handoff.ops import claude, mcp_config, sessions
+from git_handoff.templates import template_text
 
 MARKER = "git-handoff post-commit hook"
 USER_SUFFIX = ".handoff-user"
@@ -18,14 +19,21 @@ NOTES_REF = "refs/notes/harness"
 AGENTS = ("claude",)
 RECORD_FILE = "hooks.json"  # in the per-clone handoff dir: what install changed, for uninstall
 
-CLAUDE_COMMAND_PREFIX = claude.COMMAND_PREFIX
-CLAUDE_HOOKS: dict[str, tuple[str | None, str]] = claude.settings_entries()
+# What `hooks install --agent claude` merges into .claude/settings.json: one entry per
+# hook of ops/claude.py's HOOKS (hooks sits below claude in the layers, so the table is
+# spelled out here; tests/test_claude.py checks the two agree).
+CLAUDE_COMMAND_PREFIX = "git handoff hook claude-"
+CLAUDE_HOOKS: dict[str, tuple[str | None, str]] = {
+    "SessionStart": ("startup|resume|compact|clear", "git handoff hook claude-session-start"),
+    "Stop": (None, "git handoff hook claude-stop"),
+    "SubagentStop": (None, "git handoff hook claude-subagent-stop"),
+    "PreCompact": (None, "git handoff hook claude-pre-compact"),
+    "SessionEnd": (None, "git handoff hook claude-session-end"),
+}
 
 
 def template() -> bytes:
     """The post-commit hook script shipped in hooks-templates/."""
-    from git_handoff.templates import template_text
-
     return template_text("post-commit").encode()
 
 
@@ -93,9 +101,9 @@ def install(repo: Repo, agent: str | None = None, *, mcp: bool = True) -> dict[s
         repo.git("config", "--add", "notes.rewriteRef", NOTES_REF)
         record["added_rewrite_ref"] = True
     _save_record(repo, record)
-    opened = sessions.open_session(repo)
+    opened = local.open_session(repo)
     if opened is not None:
-        sessions.write_hook_state(repo, opened.get("base"))
+        local.write_hook_state(repo, opened.get("base"))
     return {**status(repo), "chained_now": chained}
 
 
@@ -127,7 +135,7 @@ def status(repo: Repo) -> dict[str, Any]:
     target = directory / "post-commit"
     installed = _ours(target)
     settings = claude_settings_path(repo)
-    opened = sessions.open_session(repo)
+    opened = local.open_session(repo)
     return {
         "hooks_dir": str(directory),
         "post_commit": str(target),
@@ -135,8 +143,8 @@ def status(repo: Repo) -> dict[str, Any]:
         "up_to_date": installed and target.read_bytes() == template(),
         "chained_user_hook": installed and (directory / ("post-commit" + USER_SUFFIX)).exists(),
         "notes_rewrite_ref": NOTES_REF in _rewrite_refs(repo),
-        "commits_per_session": sessions.commits_per_session(repo),
-        "tasks_per_session": sessions.tasks_per_session(repo),
+        "commits_per_session": local.commits_per_session(repo),
+        "tasks_per_session": local.tasks_per_session(repo),
         "session": opened.get("session") if opened else None,
         "claude": claude_installed(repo),
         "claude_settings": str(settings) if settings else None,
