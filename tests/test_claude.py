@@ -391,3 +391,11 @@ def test_two_agent_sessions_through_the_real_hooks(repo: Path) -> None:
     docs = run_exe("doc", "list", "--json", cwd=repo).json()
     assert docs[0]["accepted_by"] == 2
     assert json.loads(run_exe("hook", "claude-stop", cwd=repo, stdin=STOP).out)["decision"] == "block"
+
+
+def test_the_installed_hook_table_matches_the_claude_adapter() -> None:
+    # ops/hooks.py sits below ops/claude.py in the layers, so it spells the table out.
+    from git_handoff.ops import claude, hooks
+
+    assert hooks.CLAUDE_HOOKS == claude.settings_entries()
+    assert hooks.CLAUDE_COMMAND_PREFIX == claude.COMMAND_PREFIX
