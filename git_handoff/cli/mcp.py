@@ -15,9 +15,10 @@ def mcp_cmd() -> None:
     ack, log. Each answers the JSON of `git handoff <verb> --json`; an error
     result (isError) carries the exit code and the `error: ...` line.
 
-    Register it with `git handoff hooks install --agent claude` (.mcp.json), or
-    by hand: command `git-handoff`, args ["mcp"], started in the project. It
-    runs until the client closes stdin.
+    Register it with `git handoff hooks install --agent claude` (.mcp.json; then
+    `claude -p ... --allowedTools mcp__handoff`), or by hand: command
+    `git-handoff`, args ["mcp"], started in the project. It runs until the
+    client closes stdin, or until SIGINT/SIGTERM (after the running call).
     """
     try:
         from git_handoff import mcp_server
