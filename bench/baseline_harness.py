@@ -8,6 +8,12 @@ place, appends a `Starting` line to `.harness/progress.txt`, and drops the lock.
     python baseline_harness.py setup ROOT N     # a project with N pending tasks
     python baseline_harness.py claim ROOT WORKER
     python baseline_harness.py release ROOT ID  # back to pending (not timed)
+    python baseline_harness.py done ROOT ID     # run the task's validation, then mark it completed
+
+`done` is the skill's completion step: the validation command runs (sh -c, at the
+project root, under its timeout); on success the task is marked completed under the
+lock (whole file rewritten as above) and a `Completed` line appended; on failure the
+attempt is counted with the error in `error_log` and the exit status is 1.
 """
 
 from __future__ import annotations
@@ -181,8 +187,39 @@ def release(root: Path, task_id: str) -> int:
     return 0
 
 
+def done(root: Path, task_id: str) -> int:
+    state = root / ".harness"
+    data = json.loads((state / "tasks.json").read_text())
+    task = next((t for t in data["tasks"] if t["id"] == task_id), None)
+    if task is None or task["status"] != "in_progress":
+        print(f"ERROR: {task_id} is not in progress", file=sys.stderr)
+        return 2
+    validation = task["validation"]
+    try:
+        check = subprocess.run(["sh", "-c", validation["command"]], cwd=root, capture_output=True,
+                               timeout=validation.get("timeout_seconds") or 300)
+        ok, tail = check.returncode == 0, check.stdout.decode(errors="replace")[-200:]
+    except subprocess.TimeoutExpired:
+        ok, tail = False, "timed out"
+    with Lock(root):
+        data = json.loads((state / "tasks.json").read_text())
+        task = next(t for t in data["tasks"] if t["id"] == task_id)
+        if ok:
+            task.update(status="completed", completed_at=now(), claimed_by=None, lease_expires_at=None)
+            line = f"Completed [{task_id}] {task['title']}"
+        else:
+            task.update(status="failed", attempts=task["attempts"] + 1, claimed_by=None, lease_expires_at=None)
+            task["error_log"].append(f"[TEST_FAIL] {tail.strip()}")
+            line = f"ERROR [{task_id}] [TEST_FAIL] validation failed"
+        write(state, data)
+        with open(state / "progress.txt", "a") as fh:
+            fh.write(f"[{now()}] [SESSION-1] {line}\n")
+    print(task_id)
+    return 0 if ok else 1
+
+
 def main(argv: list[str]) -> int:
-    if len(argv) != 3 or argv[0] not in ("setup", "claim", "release"):
+    if len(argv) != 3 or argv[0] not in ("setup", "claim", "release", "done"):
         print(__doc__, file=sys.stderr)
         return 2
     root = Path(argv[1]).resolve()
@@ -191,6 +228,8 @@ def main(argv: list[str]) -> int:
         return 0
     if argv[0] == "claim":
         return claim(root, argv[2])
+    if argv[0] == "done":
+        return done(root, argv[2])
     return release(root, argv[2])
 
 

@@ -39,6 +39,8 @@ SCENARIOS: list[tuple[str, str, str, list[tuple[str, str]]]] = [
     ("claim and fail on a big work tree", "bench_rollback", "rollback_scenario",
      [("claim, 10k tracked + 1k untracked", "<= 1.5x"), ("fail, 10k tracked + 1k untracked", "<= 1.5x"),
       ("claim, 10k tracked, clean tree", "<= 1.15x")]),
+    ("mcp e2e", "bench_mcp", "e2e",
+     [("e2e 100 tasks: MCP server, total", "<= 0.5x"), ("e2e 100 tasks: CLI, total", "<= 1.7x")]),
 ]
 
 

@@ -56,3 +56,12 @@ class Contention(HandoffError):
 
 class GitFailure(HandoffError):
     """A git command failed in a way the user must look at (exit 2)."""
+
+# What each exit code means, in the words `--help` and the MCP tool results use.
+EXIT_MEANINGS: dict[int, str] = {
+    EXIT_OK: "done",
+    EXIT_NEGATIVE: "a normal negative answer (nothing eligible, validation failed, limit reached)",
+    EXIT_USAGE: "bad input or usage, not initialized or invalid state; nothing was changed",
+    EXIT_CONTENTION: "contention (lock or compare-and-swap lost, remote rejected); nothing was changed, safe to retry",
+    EXIT_INTERRUPTED: "interrupted",
+}

@@ -45,6 +45,12 @@ def _pygit2() -> Any:
     return pygit2
 
 
+# The git commands that can outlive a killed `git handoff` and go on writing (fetch,
+# push, fast-import): only they get the parent-death signal. A preexec_fn makes
+# subprocess fork the whole process instead of vfork-ing it (~5-20 ms per git call in
+# a large, long-lived process such as the MCP server), and is unsafe with threads.
+OUTLIVING_COMMANDS = frozenset({"fetch", "push", "fast-import"})
+
 _PR_SET_PDEATHSIG = 1
 _PRCTL: Any = None
 
@@ -502,7 +508,7 @@ class Repo:
         where = cwd or self.workdir or self.git_dir
         proc = subprocess.run(
             ["git", *args], cwd=where, input=input, capture_output=True, env=run_env,
-            preexec_fn=_die_with_parent(),
+            preexec_fn=_die_with_parent() if args and args[0] in OUTLIVING_COMMANDS else None,
         )
         if check and proc.returncode != 0:
             err = proc.stderr.decode(errors="replace").strip().splitlines()

@@ -381,7 +381,8 @@ def test_two_agent_sessions_through_the_real_hooks(repo: Path) -> None:
     assert (allowed.rc, allowed.out) == (0, "")  # the session limit: stop, document written
     doc = run_exe("doc", "show", "--json", cwd=repo).json()
     assert doc["trigger"] == "stop" and doc["completed_this_session"] == ["a"]
-    assert doc["files_changed"] == [".claude/settings.json", "a.txt"]  # as git sees it: untracked too
+    # as git sees it: untracked too (hooks install wrote the settings and the MCP entry)
+    assert doc["files_changed"] == [".claude/settings.json", ".mcp.json", "a.txt"]
 
     nxt = run_exe("hook", "claude-session-start", cwd=repo, stdin=json.dumps({"source": "startup"}))
     ctx = json.loads(nxt.out)["hookSpecificOutput"]["additionalContext"]
@@ -390,3 +391,11 @@ def test_two_agent_sessions_through_the_real_hooks(repo: Path) -> None:
     docs = run_exe("doc", "list", "--json", cwd=repo).json()
     assert docs[0]["accepted_by"] == 2
     assert json.loads(run_exe("hook", "claude-stop", cwd=repo, stdin=STOP).out)["decision"] == "block"
+
+
+def test_the_installed_hook_table_matches_the_claude_adapter() -> None:
+    # ops/hooks.py sits below ops/claude.py in the layers, so it spells the table out.
+    from git_handoff.ops import claude, hooks
+
+    assert hooks.CLAUDE_HOOKS == claude.settings_entries()
+    assert hooks.CLAUDE_COMMAND_PREFIX == claude.COMMAND_PREFIX

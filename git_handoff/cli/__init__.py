@@ -53,6 +53,7 @@ COMMANDS: dict[str, str] = {
     "relay": "relay",
     "dispatch": "dispatch",
     "demo": "demo",
+    "mcp": "mcp",
 }
 
 # Where a command is known by another name too.

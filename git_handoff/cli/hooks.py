@@ -43,6 +43,24 @@ def _repo() -> Repo:
     return Repo.discover()
 
 
+NO_MCP_OPTION = click.option("--no-mcp", is_flag=True,
+                             help="With --agent claude: leave the MCP server entry in .mcp.json alone.")
+
+
+def _echo_mcp(result: dict[str, object]) -> None:
+    mcp = result.get("mcp")
+    if not isinstance(mcp, dict):
+        return
+    if mcp.get("problem"):
+        click.echo(f"warning: {mcp['problem']}", err=True)
+    elif "removed" in mcp:
+        click.echo(f"MCP server {'removed from' if mcp['removed'] else 'was not in'} {mcp['mcp_json']}")
+    else:
+        server = mcp.get("server") or {}
+        command = " ".join([str(server.get("command"))] + [str(a) for a in server.get("args") or []])
+        click.echo(f"MCP server 'handoff' in {mcp['mcp_json']}: {command}")
+
+
 @click.group("hooks")
 def hooks_cmd() -> None:
     """Install the deterministic triggers: git's post-commit hook, or an agent's hooks."""
@@ -50,16 +68,18 @@ def hooks_cmd() -> None:
 
 @hooks_cmd.command("install")
 @AGENT_OPTION
+@NO_MCP_OPTION
 @json_option
-def hooks_install_cmd(agent: str | None, as_json: bool) -> None:
+def hooks_install_cmd(agent: str | None, no_mcp: bool, as_json: bool) -> None:
     """Install the post-commit hook (chained beside an existing one), or with --agent
     merge that agent's hooks into its own config, keeping every entry of yours:
-    claude -> .claude/settings.json, codex -> .codex/hooks.json (and their trust in
-    $CODEX_HOME/config.toml, which `codex exec` needs to run them), gemini ->
-    .gemini/settings.json."""
+    claude -> .claude/settings.json (and `git handoff mcp` registered as the MCP
+    server `handoff` in .mcp.json unless --no-mcp), codex -> .codex/hooks.json (and
+    their trust in $CODEX_HOME/config.toml, which `codex exec` needs to run them),
+    gemini -> .gemini/settings.json."""
     from git_handoff.ops import hooks
 
-    result = hooks.install(_repo(), agent=agent)
+    result = hooks.install(_repo(), agent=agent, mcp=not no_mcp)
     if as_json:
         emit_json(result)
     elif agent == "claude":
@@ -67,6 +87,7 @@ def hooks_install_cmd(agent: str | None, as_json: bool) -> None:
         click.echo(f"Claude Code hooks in {result['settings']}: added {added}")
         click.echo("Commit .claude/settings.json (git add .claude/settings.json; git commit) so every clone "
                    "and every later session gets these hooks.")
+        _echo_mcp(result)
     elif agent in LABELS:
         added = ", ".join(result["added"]) or "none (already installed)"
         click.echo(f"{LABELS[agent]} hooks in {result['settings']}: added {added}")
@@ -81,16 +102,19 @@ def hooks_install_cmd(agent: str | None, as_json: bool) -> None:
 
 @hooks_cmd.command("uninstall")
 @AGENT_OPTION
+@NO_MCP_OPTION
 @json_option
-def hooks_uninstall_cmd(agent: str | None, as_json: bool) -> None:
-    """Remove what `hooks install` added (a chained hook is put back as it was)."""
+def hooks_uninstall_cmd(agent: str | None, no_mcp: bool, as_json: bool) -> None:
+    """Remove what `hooks install` added (a chained hook is put back as it was; of
+    .mcp.json only our `handoff` server goes)."""
     from git_handoff.ops import hooks
 
-    result = hooks.uninstall(_repo(), agent=agent)
+    result = hooks.uninstall(_repo(), agent=agent, mcp=not no_mcp)
     if as_json:
         emit_json(result)
     elif agent in ("claude", *LABELS):
         click.echo(f"Removed git handoff hooks from {result['settings']}: {', '.join(result['removed']) or 'none found'}")
+        _echo_mcp(result)
     else:
         click.echo(f"Removed {result['post_commit']}" if result["removed"] else "No git handoff hook was installed")
 
@@ -121,12 +145,16 @@ def hooks_status_cmd(agent: str | None, as_json: bool) -> None:
         return
     result = hooks.status(_repo())
     if agent == "claude":
-        claude = {"agent": "claude", "settings": result["claude_settings"], "installed": result["claude"]}
+        claude = {"agent": "claude", "settings": result["claude_settings"], "installed": result["claude"],
+                  "mcp": result["claude_mcp"]}
         if as_json:
             emit_json(claude)
         else:
             state = "installed" if claude["installed"] else "not installed"
             click.echo(f"claude code hooks: {state} ({claude['settings']})")
+            mcp = result["claude_mcp"]
+            click.echo(f"mcp server 'handoff': {'registered' if mcp['registered'] else 'not registered'} "
+                       f"({mcp['mcp_json']})" + (f"; {mcp['problem']}" if mcp.get("problem") else ""))
         return
     if as_json:
         emit_json(result)
@@ -141,6 +169,7 @@ def hooks_status_cmd(agent: str | None, as_json: bool) -> None:
     click.echo(f"claude code hooks: {'installed' if result['claude'] else 'not installed'}")
     for name in LABELS:
         click.echo(f"{name} hooks: {'installed' if result[name] else 'not installed'}")
+    click.echo(f"mcp server 'handoff' (.mcp.json): {'registered' if result['claude_mcp']['registered'] else 'not registered'}")
 
 
 @click.command("hook")

@@ -163,11 +163,11 @@ def prompt_cmd(as_json: bool) -> None:
     """Print the next session's prompt (Markdown, under 10 KB)."""
     from git_handoff.ops import prompt
 
-    text = prompt.render_prompt(get_store())
+    store = get_store()
     if as_json:
-        emit_json({"prompt": text, "bytes": len(text.encode())})
+        emit_json(prompt.prompt_view(store))
     else:
-        click.echo(text, nl=False)
+        click.echo(prompt.render_prompt(store), nl=False)
 
 
 @click.command("ack")

@@ -146,10 +146,11 @@ def import_cmd(file: str, as_json: bool) -> None:
 @json_option
 def list_cmd(status: str | None, ready: bool, as_json: bool) -> None:
     """List tasks: `[status] id: title (attempts/max_attempts)`."""
-    tasks, blocked = views.list_tasks(get_store().snapshot(), status=status, ready=ready)
+    snap = get_store().snapshot()
     if as_json:
-        emit_json([views.view(t, blocked) for t in tasks])
+        emit_json(views.list_view(snap, status=status, ready=ready))
         return
+    tasks, blocked = views.list_tasks(snap, status=status, ready=ready)
     for t in tasks:
         click.echo(task_line(t, blocked))
 
@@ -160,13 +161,10 @@ def list_cmd(status: str | None, ready: bool, as_json: bool) -> None:
 def show_cmd(task_id: str, as_json: bool) -> None:
     """Show one task whole."""
     snap = get_store().snapshot()
-    task = views.show(snap, task_id)
     if as_json:
-        from git_handoff import schedule
-
-        emit_json(views.view(task, schedule.blocked_ids(snap.tasks()) if task.status == "pending" else None))
+        emit_json(views.show_view(snap, task_id))
     else:
-        click.echo(describe(task))
+        click.echo(describe(views.show(snap, task_id)))
 
 
 @click.command("edit")
@@ -231,8 +229,7 @@ def log_cmd(limit: int | None, task: str | None, session: int | None, kind: str 
     """The progress log, oldest first, rendered from the history of refs/harness/state."""
     entries = views.log(get_store(), limit=limit, task=task, session=session, kind=kind)
     if as_json:
-        emit_json([{"line": e.line, "timestamp": e.ts, "session": e.session, "type": e.type, "task": e.task,
-                    "commit": e.commit} for e in entries])
+        emit_json([views.log_view(e) for e in entries])
         return
     for e in entries:
         click.echo(e.line)

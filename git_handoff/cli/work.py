@@ -120,13 +120,13 @@ def verify_cmd(task_id: str, as_json: bool) -> None:
     """Run the task's validation command under its timeout (exit 0 pass, 1 fail); changes nothing."""
     result = ops.verify(get_store(), task_id)
     if as_json:
-        emit_json({"task": task_id, **result.to_json()})
+        emit_json(ops.verify_view(task_id, result))
     else:
         if result.output_tail:
             click.echo(result.output_tail.rstrip("\n"))
         click.echo("PASS" if result.ok else f"FAIL [{result.category}] {result.summary()}")
     if not result.ok:
-        raise Negative(f"[{result.category}] validation of {task_id} failed: {result.summary()}")
+        raise ops.verify_failure(task_id, result)
 
 
 @click.command("done")

@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from git_handoff import agent_config, local
+from git_handoff import agent_config, local, mcp_config
 from git_handoff.errors import UsageError
 from git_handoff.fileio import atomic_write
 from git_handoff.gitrepo import Repo
@@ -75,10 +75,13 @@ def _check_agent(agent: str | None) -> None:
         raise UsageError(f"unknown agent {agent!r}: use {', '.join(AGENTS)}")
 
 
-def install(repo: Repo, agent: str | None = None) -> dict[str, Any]:
+def install(repo: Repo, agent: str | None = None, *, mcp: bool = True) -> dict[str, Any]:
     _check_agent(agent)
     if agent == "claude":
-        return install_claude(repo)
+        if mcp:
+            mcp_config.check(repo)  # an unreadable .mcp.json refuses before anything changes
+        result = install_claude(repo)
+        return {**result, "mcp": mcp_config.install(repo)} if mcp else result
     if agent in AGENT_SPECS:
         return install_agent(repo, AGENT_SPECS[agent])
     directory = hooks_dir(repo)
@@ -104,10 +107,13 @@ def install(repo: Repo, agent: str | None = None) -> dict[str, Any]:
     return {**status(repo), "chained_now": chained}
 
 
-def uninstall(repo: Repo, agent: str | None = None) -> dict[str, Any]:
+def uninstall(repo: Repo, agent: str | None = None, *, mcp: bool = True) -> dict[str, Any]:
     _check_agent(agent)
     if agent == "claude":
-        return uninstall_claude(repo)
+        if mcp:
+            mcp_config.check(repo)
+        result = uninstall_claude(repo)
+        return {**result, "mcp": mcp_config.uninstall(repo)} if mcp else result
     if agent in AGENT_SPECS:
         return uninstall_agent(repo, AGENT_SPECS[agent])
     directory = hooks_dir(repo)
@@ -145,6 +151,7 @@ def status(repo: Repo) -> dict[str, Any]:
         "claude": claude_installed(repo),
         "claude_settings": str(settings) if settings else None,
         **{name: agent_status(repo, spec)["installed"] for name, spec in AGENT_SPECS.items()},
+        "claude_mcp": mcp_config.status(repo),
     }
 
 

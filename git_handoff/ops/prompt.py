@@ -177,6 +177,12 @@ def _next_line(tasks: dict[str, Task]) -> str:
     return f"Next eligible task: [{t.id}] {t.title}{check}"
 
 
+def prompt_view(store: StateStore) -> dict[str, Any]:
+    """`prompt --json`."""
+    text = render_prompt(store)
+    return {"prompt": text, "bytes": len(text.encode())}
+
+
 def render_prompt(store: StateStore) -> str:
     """The next session's prompt (Markdown, under 10 KB)."""
     snap = store.snapshot()

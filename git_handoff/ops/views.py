@@ -48,6 +48,21 @@ def show(snap: Snapshot, task_id: str) -> Task:
     return task
 
 
+# The --json answers every adapter gives (the CLI's --json, the MCP server's tools).
+
+
+def list_view(snap: Snapshot, *, status: str | None = None, ready: bool = False) -> list[dict[str, Any]]:
+    """`list --json`."""
+    found, blocked = list_tasks(snap, status=status, ready=ready)
+    return [view(t, blocked) for t in found]
+
+
+def show_view(snap: Snapshot, task_id: str) -> dict[str, Any]:
+    """`show --json`: the task, with `blocked` computed for a pending one."""
+    task = show(snap, task_id)
+    return view(task, schedule.blocked_ids(snap.tasks()) if task.status == "pending" else None)
+
+
 def next_task(snap: Snapshot) -> Task:
     """The task `claim` would take; Negative (exit 1) when none."""
     found = schedule.next_eligible(snap.tasks(), now_iso())
@@ -121,6 +136,12 @@ def log(
             break
     out.reverse()
     return out
+
+
+def log_view(entry: Entry) -> dict[str, Any]:
+    """One line of `log --json`."""
+    return {"line": entry.line, "timestamp": entry.ts, "session": entry.session, "type": entry.type,
+            "task": entry.task, "commit": entry.commit}
 
 
 # -- graph --------------------------------------------------------------------------

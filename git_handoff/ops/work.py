@@ -11,6 +11,7 @@ overwritten.
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 from git_handoff import claim_index, notes, runner, state_files, trust, worktree
 from git_handoff.claims import (
@@ -143,6 +144,17 @@ def verify(store: StateStore, task_id: str) -> runner.RunResult:
     if task is None:
         raise UsageError(f"no task {task_id!r} (see `git handoff list`)")
     return _run_check(store, task)
+
+
+def verify_view(task_id: str, result: runner.RunResult) -> dict[str, Any]:
+    """`verify --json`."""
+    return {"task": task_id, **result.to_json()}
+
+
+def verify_failure(task_id: str, result: runner.RunResult) -> Negative:
+    """The exit-1 answer of a failing check, carrying `verify --json`'s object."""
+    return Negative(f"[{result.category}] validation of {task_id} failed: {result.summary()}",
+                    payload=verify_view(task_id, result))
 
 
 def done(store: StateStore, task_id: str, *, force: bool = False) -> Task:

@@ -1,0 +1,29 @@
+"""`git handoff mcp`: the MCP server on stdio (the SDK is imported only here)."""
+
+from __future__ import annotations
+
+import click
+
+
+@click.command("mcp")
+def mcp_cmd() -> None:
+    """Serve the verbs as MCP tools on stdin/stdout (for an agent CLI to start).
+
+    \b
+    Tools: status, next, list, show, add, claim, renew, release, checkpoint,
+    verify, done, fail, attempts, decide, blocker, doc_write, doc_show, prompt,
+    ack, log. Each answers the JSON of `git handoff <verb> --json`; an error
+    result (isError) carries the exit code and the `error: ...` line.
+
+    Register it with `git handoff hooks install --agent claude` (.mcp.json; then
+    `claude -p ... --allowedTools mcp__handoff`), or by hand: command
+    `git-handoff`, args ["mcp"], started in the project. It runs until the
+    client closes stdin, or until SIGINT/SIGTERM (after the running call).
+    """
+    try:
+        from git_handoff import mcp_server
+    except ModuleNotFoundError as exc:
+        from git_handoff.errors import UsageError
+
+        raise UsageError(f"the MCP SDK is not installed ({exc.name}): pip install 'mcp>=2.3'") from None
+    mcp_server.serve()
