@@ -53,6 +53,7 @@ COMMANDS: dict[str, str] = {
     "relay": "relay",
     "dispatch": "dispatch",
     "demo": "demo",
+    "serve": "serve",
 }
 
 # Where a command is known by another name too.

@@ -238,10 +238,11 @@ def log_cmd(limit: int | None, task: str | None, session: int | None, kind: str 
 
 
 @click.command("graph")
-@click.option("--format", "fmt", type=click.Choice(["text", "dot", "mermaid"]), default="text", show_default=True)
+@click.option("--format", "fmt", type=click.Choice(["text", "dot", "mermaid", "svg"]), default="text", show_default=True)
 @json_option
 def graph_cmd(fmt: str, as_json: bool) -> None:
-    """The dependency graph: a text tree (roots first), Graphviz dot or Mermaid."""
+    """The dependency graph: a text tree (roots first), Graphviz dot, Mermaid, or SVG
+    (laid out by Graphviz where `dot` is installed, by a built-in layered layout otherwise)."""
     snap = get_store().snapshot()
     if as_json:
         emit_json({"nodes": [{"id": t.id, "title": t.title, "status": t.status} for t in snap.tasks().values()],

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from git_handoff import schedule
+from git_handoff.dashboard import svg
 from git_handoff.errors import Negative, UsageError
 from git_handoff.model import (
     LOG_TYPES,
@@ -504,6 +505,8 @@ def graph(snap: Snapshot, fmt: str = "text") -> str:
                 lines.append(f'  "{dep}" -> "{t.id}";')
         lines.append("}")
         return "\n".join(lines) + "\n"
+    if fmt == "svg":
+        return svg.render(tasks, blocked)
     if fmt == "mermaid":
         names = {tid: f"n{n}" for n, tid in enumerate(tasks)}
         lines = ["graph TD"]
@@ -516,7 +519,7 @@ def graph(snap: Snapshot, fmt: str = "text") -> str:
                     lines.append(f"  {names[dep]} --> {names[t.id]}")
         return "\n".join(lines) + "\n"
     if fmt != "text":
-        raise UsageError(f"invalid format {fmt!r}: use text, dot or mermaid")
+        raise UsageError(f"invalid format {fmt!r}: use text, dot, mermaid or svg")
     # text: each root, then what depends on it, indented; a task reached again is shown once more as a reference
     dependents: dict[str, list[str]] = {}
     for t in tasks.values():
