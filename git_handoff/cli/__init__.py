@@ -54,6 +54,9 @@ COMMANDS: dict[str, str] = {
     "dispatch": "dispatch",
     "demo": "demo",
     "serve": "serve",
+    "rm": "revise",
+    "rename": "revise",
+    "reopen": "revise",
 }
 
 # Where a command is known by another name too.
