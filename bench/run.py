@@ -36,6 +36,8 @@ SCENARIOS: list[tuple[str, str, str, list[tuple[str, str]]]] = [
      [("claim storm 1/4/16 processes", "16 >= 1; 0 double claims")]),
     ("long haul", "bench_longhaul", "long_haul", []),
     ("sync", "bench_adapters", "sync_divergent", [("sync of 1,000 divergent updates", "<= 3x")]),
+    ("dashboard", "bench_serve", "serve_pages", [("serve: first page, 10,000 tasks", "< 1 s")]),
+    ("dashboard imports", "bench_serve", "status_imports", [("status: import time with the dashboard", "<= 1.10x")]),
 ]
 
 

@@ -23,6 +23,7 @@ from git_handoff.store import Snapshot, StateStore
 STATUSES = ("pending", "in_progress", "completed", "failed", "blocked")
 PRIORITIES = ("P0", "P1", "P2")
 LOG_TAIL = 20
+INLINE_GRAPH_MAX = 300  # above this the overview links to /graph instead of drawing it
 SESSIONS_SHOWN = 50
 
 CSS = """
@@ -186,14 +187,24 @@ def sessions_html(snap: Snapshot) -> str:
     return f'<p><b data-count="sessions">{len(numbers)}</b> session(s)</p><div class="timeline">{"".join(cards)}</div>'
 
 
+def inline_graph_html(tasks: dict[str, Task], blocked: set[str]) -> str:
+    if len(tasks) <= INLINE_GRAPH_MAX:
+        return f'<div class="graph-wrap">{svg.render(tasks, blocked, link=task_url)}</div>'
+    return f'<p>{len(tasks)} tasks: <a href="/graph">the whole graph</a>.</p>'
+
+
 def live_fragments(store: StateStore) -> dict[str, Any]:
     snap = store.snapshot()
     tasks = snap.tasks()
-    blocked = schedule.blocked_ids(tasks)
+    return _live(store, snap, tasks, schedule.blocked_ids(tasks))
+
+
+def _live(store: StateStore, snap: Snapshot, tasks: dict[str, Task], blocked: set[str]) -> dict[str, Any]:
     return {
         "commit": snap.commit,
         "html": {
             "counts": counts_html(tasks, blocked),
+            "graph": inline_graph_html(tasks, blocked),
             "relay": relay_html(snap),
             "log": log_html(store, snap.commit),
             "sessions": sessions_html(snap),
@@ -205,10 +216,10 @@ def live_fragments(store: StateStore) -> dict[str, Any]:
 
 
 def overview(store: StateStore) -> str:
-    live = live_fragments(store)
-    snap = store.snapshot(live["commit"])
+    snap = store.snapshot()
     tasks = snap.tasks()
     blocked = schedule.blocked_ids(tasks)
+    live = _live(store, snap, tasks, blocked)
     groups = []
     for s in STATUSES:
         chosen = [t for t in tasks.values() if _status_of(t, blocked) == s]
@@ -223,6 +234,7 @@ def overview(store: StateStore) -> str:
     h = live["html"]
     body = (
         f'<section><h2>Progress</h2><div id="counts">{h["counts"]}</div></section>'
+        f'<section><h2>Dependencies</h2><div id="graph">{h["graph"]}</div></section>'
         f'<section><h2>Relay</h2><div id="relay">{h["relay"]}</div></section>'
         f'<section><h2>Sessions</h2><div id="sessions">{h["sessions"]}</div></section>'
         f'<section><h2>Log</h2><div id="log">{h["log"]}</div></section>'

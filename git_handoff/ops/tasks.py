@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 from git_handoff import schedule
-from git_handoff.dashboard import svg
 from git_handoff.errors import Negative, UsageError
 from git_handoff.model import (
     LOG_TYPES,
@@ -506,6 +505,10 @@ def graph(snap: Snapshot, fmt: str = "text") -> str:
         lines.append("}")
         return "\n".join(lines) + "\n"
     if fmt == "svg":
+        # imported here, not at the top: it (with html, shutil, subprocess) would cost
+        # every `status` and `list` ~10-25 ms for a format they never print
+        from git_handoff.dashboard import svg
+
         return svg.render(tasks, blocked)
     if fmt == "mermaid":
         names = {tid: f"n{n}" for n, tid in enumerate(tasks)}
