@@ -4,6 +4,7 @@ and in a real headless Chromium."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 import subprocess
 import sys
@@ -226,6 +227,8 @@ def test_serve_command_prints_its_url_binds_loopback_and_stops_by_itself(repo: P
         assert proc.wait(10) in (0, 1, 130, -15)
     res = run_exe("serve", "--stop-after", "1s", cwd=repo, timeout=30)
     assert res.rc == 0 and "http://127.0.0.1:" in res.out
+    res = run_exe("serve", "--stop-after", "1s", "--json", cwd=repo, timeout=30)
+    assert res.rc == 0 and json.loads(res.out)["url"].startswith("http://127.0.0.1:")
     assert run("serve", "--stop-after", "soon").rc == 2
     assert run("serve", "--port", "70000").rc == 2
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from git_handoff.cli import emit_json, json_option
 from git_handoff.errors import UsageError
 from git_handoff.model import parse_duration
 
@@ -16,14 +17,16 @@ from git_handoff.model import parse_duration
 @click.option("--open", "open_browser", is_flag=True, help="Open the dashboard in a browser, where there is one.")
 @click.option("--stop-after", default=None, metavar="DURATION",
               help="Stop serving after DURATION (e.g. 90s, 30m, 2h) instead of at Ctrl-C.")
-def serve_cmd(port: int, host: str, open_browser: bool, stop_after: str | None) -> None:
+@json_option
+def serve_cmd(port: int, host: str, open_browser: bool, stop_after: str | None, as_json: bool) -> None:
     """A live, read-only dashboard of the state in a web browser.
 
     Progress by status and priority, the dependency graph, sessions with their
     handoff documents, the relay's state and the log, updating while the work goes
     on; every task links to its record, attempts and checkpoints. It reads
     refs/harness/state on every request and never changes anything (every method
-    but GET and HEAD is refused). Prints its URL; Ctrl-C stops it.
+    but GET and HEAD is refused). Prints its URL (--json: {"url", "root"} once it
+    listens); Ctrl-C stops it.
     """
     from git_handoff.dashboard import server
     from git_handoff.gitrepo import Repo
@@ -33,7 +36,10 @@ def serve_cmd(port: int, host: str, open_browser: bool, stop_after: str | None) 
     root = repo.root()
 
     def ready(url: str) -> None:
-        click.echo(f"Serving the dashboard of {root} at {url}" + ("" if seconds else "  (Ctrl-C to stop)"))
+        if as_json:
+            emit_json({"url": url, "root": str(root), "host": host, "stop_after": seconds})
+        else:
+            click.echo(f"Serving the dashboard of {root} at {url}" + ("" if seconds else "  (Ctrl-C to stop)"))
         if host not in ("127.0.0.1", "localhost", "::1"):
             click.echo(f"warning: listening on {host}: anyone who can reach it can read the state", err=True)
         if open_browser:
