@@ -3,6 +3,7 @@ attempts, restore."""
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import click
@@ -10,6 +11,7 @@ import click
 from git_handoff.cli import emit_json, get_store, json_option
 from git_handoff.errors import Negative
 from git_handoff.model import CATEGORIES, Task, parse_duration
+from git_handoff.ops import runner
 from git_handoff.ops import work as ops
 
 force_option = click.option("--force", is_flag=True, help="Act even where the claim, branch or mode says no.")
@@ -22,6 +24,20 @@ def auto_sync(store: Any) -> None:
     problem = sync.auto_sync(store)
     if problem:
         click.echo(f"warning: {problem}", err=True)
+
+
+def live_output(as_json: bool) -> runner.Sink | None:
+    """At a terminal (and not --json), a check's output as it comes: its stdout to our
+    stdout, its stderr to our stderr. Elsewhere None: output is shown once it ends."""
+    if as_json or not sys.stdout.isatty():
+        return None
+
+    def sink(stream: str, chunk: bytes) -> None:
+        out = sys.stdout if stream == "stdout" else sys.stderr
+        out.buffer.write(chunk)
+        out.buffer.flush()
+
+    return sink
 
 
 def _lease(text: str | None) -> int | None:
@@ -121,11 +137,14 @@ def checkpoint_cmd(task_id: str, message: str, step: int | None, total: int | No
 @json_option
 def verify_cmd(task_id: str, as_json: bool) -> None:
     """Run the task's validation command under its timeout (exit 0 pass, 1 fail); changes nothing."""
-    result = ops.verify(get_store(), task_id)
+    store = get_store()
+    sink = live_output(as_json)
+    with runner.streaming(sink):
+        result = ops.verify(store, task_id)
     if as_json:
         emit_json({"task": task_id, **result.to_json()})
     else:
-        if result.output_tail:
+        if result.output_tail and sink is None:
             click.echo(result.output_tail.rstrip("\n"))
         click.echo("PASS" if result.ok else f"FAIL [{result.category}] {result.summary()}")
     if not result.ok:
@@ -140,14 +159,16 @@ def done_cmd(task_id: str, force: bool, as_json: bool) -> None:
     """Complete a claimed task: its check must pass. A failing check fails the task
     exactly as `fail` does (attempt saved, work tree rolled back) and exits 1."""
     store = get_store()
+    sink = live_output(as_json)
     try:
-        task = ops.done(store, task_id, force=force)
+        with runner.streaming(sink):
+            task = ops.done(store, task_id, force=force)
     except Negative as exc:
         auto_sync(store)
         if as_json and isinstance(exc.payload, dict):
             emit_json(exc.payload)
         elif isinstance(exc.payload, dict):
-            _echo_fail(exc.payload)
+            _echo_fail(exc.payload, streamed=sink is not None)
         raise
     auto_sync(store)
     if as_json:
@@ -156,10 +177,10 @@ def done_cmd(task_id: str, force: bool, as_json: bool) -> None:
         click.echo(f"Completed {task.id} (commit {ops.short(task.get('completed_commit'))})")
 
 
-def _echo_fail(outcome: dict[str, Any]) -> None:
+def _echo_fail(outcome: dict[str, Any], streamed: bool = False) -> None:
     task = outcome["task"]
     validation = outcome.get("validation")
-    if validation and validation.get("output_tail"):
+    if validation and validation.get("output_tail") and not streamed:
         click.echo(str(validation["output_tail"]).rstrip("\n"))
     click.echo(f"Failed {task['id']} [{outcome['category']}] {outcome['reason']} "
                f"(attempt {task['attempts']}/{task['max_attempts']})")
