@@ -122,3 +122,29 @@ def test_output_through_a_pipe_comes_whole_at_the_end(repo: Path) -> None:
     assert proc.returncode == 0
     assert proc.stdout == "out-1\nerr-1\nPASS\n" and proc.stderr == ""
     assert git("status", "--porcelain", cwd=repo) == ""
+
+
+def _big_plan(path: Path, count: int) -> Path:
+    path.write_text("".join(f'[[task]]\nid = "t{n}"\ntitle = "Task {n}"\n\n' for n in range(count)))
+    return path
+
+
+def test_import_shows_progress_at_a_terminal_only(repo: Path, tmp_path: Path) -> None:
+    assert run("init").rc == 0
+    plan = _big_plan(tmp_path / "plan.toml", 3000)
+    rc, events, _ = run_at_terminal("import", str(plan), cwd=repo)
+    assert rc == 0
+    err = text_of(events, "stderr")
+    assert "import: reading plan.toml" in err and "import: writing 3,000 task(s)" in err
+    assert err.endswith("\r\x1b[K")  # the progress line is cleared at the end
+    assert "Imported 3000 task(s)" in text_of(events, "stdout")
+    # piped, or --json at a terminal: no progress at all
+    second = _big_plan(tmp_path / "second.toml", 1)
+    (tmp_path / "second.toml").write_text(second.read_text().replace('"t0"', '"other"'))
+    proc = subprocess.run(["git", "handoff", "import", str(second)], cwd=repo, capture_output=True, text=True)
+    assert proc.returncode == 0 and proc.stderr == ""
+    third = tmp_path / "third.toml"
+    third.write_text('[[task]]\nid = "third"\ntitle = "Third"\n')
+    rc, events, _ = run_at_terminal("import", str(third), "--json", cwd=repo)
+    assert rc == 0 and text_of(events, "stderr") == ""
+    assert [t["id"] for t in json.loads(text_of(events, "stdout"))] == ["third"]

@@ -8,6 +8,7 @@ from typing import Any, TypeVar
 import click
 
 from git_handoff.cli import emit_json, get_store, json_option
+from git_handoff.cli.progress import Progress
 from git_handoff.model import Task
 from git_handoff.ops import tasks as ops
 
@@ -130,7 +131,8 @@ def import_cmd(file: str, as_json: bool) -> None:
     depends_on, check, timeout, max_attempts, cleanup, spec) or a harness
     `.harness/tasks.json` (version 2), whose every field is kept.
     """
-    tasks = ops.import_file(get_store(), file)
+    with Progress("import", as_json=as_json) as progress:
+        tasks = ops.import_file(get_store(), file, progress=progress)
     if as_json:
         emit_json([ops.view(t) for t in tasks])
     else:
