@@ -35,8 +35,11 @@ def describe(task: Task) -> str:
     ]
     if task.started_at_commit:
         lines.append(f"  started at:    {task.started_at_commit}")
-    if task.claimed_by:
-        lines.append(f"  claimed by:    {task.claimed_by} (lease until {task.lease_expires_at})")
+    if task.status == "in_progress" and task.claimed_by:
+        lease = f" (lease until {task.lease_expires_at})" if task.lease_expires_at else ""
+        lines.append(f"  claimed by:    {task.claimed_by}{lease}")
+    elif task.claimed_by:
+        lines.append(f"  last claimed:  {task.claimed_by}")
     if task.completed_at:
         lines.append(f"  completed:     {task.completed_at}")
     for cp in task.checkpoints:
@@ -57,8 +60,10 @@ def task_options(for_edit: bool) -> Callable[[F], F]:
                          help="A task this one depends on (repeat for several)." + (" Replaces the list." if for_edit else "")),
             click.option("--check", metavar="CMD", default=None,
                          help="Validation command (sh -c, at the worktree root); `done` requires it to pass."),
-            click.option("--timeout", type=int, default=None, metavar="S", help="Seconds the check may run [default: 300]."),
-            click.option("--max-attempts", type=int, default=None, metavar="N", help="Failed attempts before the task fails for good [default: 3]."),
+            click.option("--timeout", type=int, default=None, metavar="S",
+                         help="Seconds the check may run" + (" (the task's own value is kept unless given)." if for_edit else " [default: 300].")),
+            click.option("--max-attempts", type=int, default=None, metavar="N",
+                         help="Failed attempts before the task fails for good" + (" (kept unless given)." if for_edit else " [default: 3].")),
             click.option("--cleanup", metavar="CMD", default=None, help="Command run after a failed attempt is rolled back."),
             click.option("--spec", metavar="PATH", default=None, help="Where the task's specification lives."),
         ]

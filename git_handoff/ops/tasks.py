@@ -478,6 +478,8 @@ def log(
         store.snapshot()  # raises NotInitialized
     if limit is not None and limit < 0:
         raise UsageError("-n must not be negative")
+    if limit == 0:
+        return []
     if task is not None:
         check_id(task)
     if kind is not None and kind.lower() not in {t.lower() for t in LOG_TYPES}:
