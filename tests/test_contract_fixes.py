@@ -4,9 +4,15 @@ run's exit status."""
 from __future__ import annotations
 
 import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
-from tests.conftest import git, run
+from tests.conftest import git, run, run_exe
 
 
 def test_show_prints_a_lease_only_for_a_live_claim(repo: Path) -> None:
@@ -54,3 +60,46 @@ def test_dispatch_run_of_a_failing_backend_exits_1_with_its_status(repo: Path) -
                 record = json.loads(r.out)
                 assert record["status"] == "failed" and record["exit_status"] == status
                 assert r.out.count("\n") == 1  # one JSON document, printed once
+
+
+def _commit(repo: Path, name: str, env: dict[str, str]) -> None:
+    (repo / name).write_text(name + "\n")
+    subprocess.run(["git", "add", name], cwd=repo, check=True, env=env)
+    subprocess.run(["git", "commit", "-q", "-m", name], cwd=repo, check=True, env=env)
+
+
+def test_post_commit_hook_starts_the_git_handoff_it_was_installed_with(repo: Path) -> None:
+    """Installed through the real executable, the hook reaches it even when commits are
+    made without its virtual environment on PATH; if it is gone, PATH is used."""
+    assert run("init").rc == 0
+    git("config", "handoff.commitsPerSession", "1", cwd=repo)
+    res = run_exe("hooks", "install", "--json", cwd=repo)
+    assert res.rc == 0, res.err
+    starts = json.loads(res.out)["starts"]
+    exe = shutil.which("git-handoff")
+    assert exe and starts == [os.path.abspath(exe)]
+    hook = repo / ".git" / "hooks" / "post-commit"
+    assert f"exe={shlex.quote(os.path.abspath(exe))}" in hook.read_text()
+    assert run("hooks", "status", "--json").json()["up_to_date"] is True
+    assert run("session", "start").rc == 0
+    bare_path = {**os.environ, "PATH": "/usr/bin:/bin"}
+    assert shutil.which("git-handoff", path=bare_path["PATH"]) is None
+    _commit(repo, "one.txt", bare_path)
+    assert len(run("log", "--type", "HANDOFF").out.splitlines()) == 1  # the trigger ran without PATH
+
+    # installed by `python -m git_handoff`: that python and module
+    subprocess.run([sys.executable, "-m", "git_handoff", "hooks", "install"], cwd=repo, check=True,
+                   capture_output=True)
+    assert run("hooks", "status", "--json").json()["starts"] == [os.path.abspath(sys.executable), "-m", "git_handoff"]
+
+    # the recorded executable is gone: PATH is used, as before
+    text = hook.read_text()
+    hook.write_text(re.sub(r"^exe=.*$", "exe=/nonexistent/git-handoff", text, flags=re.MULTILINE))
+    assert run("session", "start").rc == 0
+    calls = repo.parent / "calls.log"
+    fake = repo.parent / "fakebin"
+    fake.mkdir()
+    (fake / "git-handoff").write_text(f"#!/bin/sh\necho \"$*\" >> {calls}\n")
+    (fake / "git-handoff").chmod(0o755)
+    _commit(repo, "two.txt", {**os.environ, "PATH": f"{fake}{os.pathsep}{os.environ['PATH']}"})
+    assert calls.read_text() == "hook post-commit\n"

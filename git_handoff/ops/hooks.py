@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shlex
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,11 +30,39 @@ CLAUDE_HOOKS: dict[str, tuple[str | None, str]] = {
 }
 
 
-def template() -> bytes:
-    """The post-commit hook script shipped in hooks-templates/."""
+def template(command: Sequence[str] = ()) -> bytes:
+    """The post-commit hook script shipped in hooks-templates/; `command` (the executable
+    and its leading arguments, e.g. a python and `-m git_handoff`) is written into it as
+    the way to start git handoff, instead of looking `git handoff` up on PATH."""
     from git_handoff.templates import template_text
 
-    return template_text("post-commit").encode()
+    text = template_text("post-commit")
+    if command:
+        text = text.replace("\nexe=''\n", f"\nexe={shlex.quote(command[0])}\n", 1)
+        text = text.replace("\npre=''\n", f"\npre={shlex.quote(' '.join(command[1:]))}\n", 1)
+    return text.encode()
+
+
+_RECORDED = re.compile(rb"^(exe|pre)=.*$", re.MULTILINE)
+
+
+def _without_command(script: bytes) -> bytes:
+    return _RECORDED.sub(rb"\1=''", script)
+
+
+def recorded_command(path: Path) -> list[str]:
+    """The command an installed hook starts git handoff with ([] when it uses PATH)."""
+    try:
+        script = path.read_bytes().decode(errors="replace")
+    except OSError:
+        return []
+    try:
+        values = {k: shlex.split(v) for k, v in re.findall(r"^(exe|pre)=(.*)$", script, re.MULTILINE)}
+    except ValueError:  # hand-edited beyond shell quoting
+        return []
+    exe = (values.get("exe") or [""])[0]
+    pre = (values.get("pre") or [""])[0]
+    return [exe, *pre.split()] if exe else []
 
 
 def hooks_dir(repo: Repo) -> Path:
@@ -71,7 +102,9 @@ def _check_agent(agent: str | None) -> None:
         raise UsageError(f"unknown agent {agent!r}: use {', '.join(AGENTS)}")
 
 
-def install(repo: Repo, agent: str | None = None) -> dict[str, Any]:
+def install(repo: Repo, agent: str | None = None, command: Sequence[str] = ()) -> dict[str, Any]:
+    """Install the post-commit hook (or an agent's hooks). `command`: how the hook starts
+    git handoff (absolute; see `template`); empty: through `git handoff` on PATH."""
     _check_agent(agent)
     if agent == "claude":
         return install_claude(repo)
@@ -87,7 +120,7 @@ def install(repo: Repo, agent: str | None = None) -> dict[str, Any]:
             os.rename(target, saved)
             chained = True
     fresh = target.with_name(f".post-commit.handoff-tmp{os.getpid()}")
-    fresh.write_bytes(template())
+    fresh.write_bytes(template(command))
     fresh.chmod(0o755)
     os.replace(fresh, target)
     record = _record(repo)
@@ -131,7 +164,8 @@ def status(repo: Repo) -> dict[str, Any]:
         "hooks_dir": str(directory),
         "post_commit": str(target),
         "installed": installed,
-        "up_to_date": installed and target.read_bytes() == template(),
+        "up_to_date": installed and _without_command(target.read_bytes()) == template(),
+        "starts": recorded_command(target) if installed else [],
         "chained_user_hook": installed and (directory / ("post-commit" + USER_SUFFIX)).exists(),
         "notes_rewrite_ref": NOTES_REF in _rewrite_refs(repo),
         "commits_per_session": sessions.commits_per_session(repo),
