@@ -103,3 +103,28 @@ def test_post_commit_hook_starts_the_git_handoff_it_was_installed_with(repo: Pat
     (fake / "git-handoff").chmod(0o755)
     _commit(repo, "two.txt", {**os.environ, "PATH": f"{fake}{os.pathsep}{os.environ['PATH']}"})
     assert calls.read_text() == "hook post-commit\n"
+
+
+def test_sync_adds_only_the_refspecs_it_needs_and_says_so_once(repo: Path, tmp_path: Path) -> None:
+    bare = tmp_path / "remote.git"
+    git("init", "-q", "--bare", str(bare), cwd=tmp_path)
+    git("remote", "add", "origin", str(bare), cwd=repo)
+    # a legacy, broader refspec from an earlier version, and a user's own one
+    git("config", "--add", "remote.origin.fetch", "+refs/notes/*:refs/remotes/origin/notes/*", cwd=repo)
+    assert run("init").rc == 0
+    first = run("sync")
+    assert first.rc == 0, first.err
+    assert "added to remote.origin.fetch" in first.out and "+refs/notes/harness*:refs/remotes/origin/notes/harness*" in first.out
+    assert "removed from remote.origin.fetch (broader than needed): +refs/notes/*:refs/remotes/origin/notes/*" in first.out
+    specs = git("config", "--get-all", "remote.origin.fetch", cwd=repo).splitlines()
+    assert specs == ["+refs/heads/*:refs/remotes/origin/*", "+refs/harness/*:refs/remotes/origin/harness/*",
+                     "+refs/notes/harness*:refs/remotes/origin/notes/harness*"]
+    second = run("sync")
+    assert second.rc == 0 and "remote.origin.fetch" not in second.out
+    assert run("sync", "--json").json()["refspecs"] == {"added": [], "removed": []}
+    # another notes namespace on the remote is not fetched, by sync or by a plain fetch
+    git("notes", "--ref=review", "add", "-m", "someone else's", "HEAD", cwd=repo)
+    git("push", "-q", str(bare), "refs/notes/review", cwd=repo)
+    assert run("sync").rc == 0
+    git("fetch", "-q", "origin", cwd=repo)
+    assert "review" not in git("for-each-ref", "--format=%(refname)", "refs/remotes/", cwd=repo)

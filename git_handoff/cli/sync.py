@@ -32,6 +32,18 @@ def _sync_text(r: dict[str, Any]) -> list[str]:
         lines.append(f"  attempt {ref} differs on the remote; both kept (the remote's under refs/remotes/)")
     if r["notes"] not in ("none", "up-to-date"):
         lines.append(f"  notes: {r['notes']}")
+    lines += refspec_lines(r["remote"], r.get("refspecs") or {})
+    return lines
+
+
+def refspec_lines(remote: str, changed: dict[str, list[str]]) -> list[str]:
+    """Say what was changed in remote.<name>.fetch (once: later runs find it there)."""
+    lines = []
+    if changed.get("added"):
+        lines.append(f"  added to remote.{remote}.fetch, so a plain `git fetch` brings the state too: "
+                     + ", ".join(changed["added"]))
+    if changed.get("removed"):
+        lines.append(f"  removed from remote.{remote}.fetch (broader than needed): " + ", ".join(changed["removed"]))
     return lines
 
 

@@ -98,16 +98,23 @@ def init_cmd(mode: str | None, max_tasks_per_session: int | None, max_sessions: 
         chosen = sync.named_remote(store.repo, remote)
     result = ops.init(store, mode=mode, max_tasks_per_session=max_tasks_per_session,
                       max_sessions=max_sessions, spec=spec, init_command=init_command)
+    refspecs: dict[str, list[str]] = {}
     if chosen is not None:
-        sync.use_remote(store.repo, chosen)
+        refspecs = sync.use_remote(store.repo, chosen)
     if as_json:
         emit_json(result)
-    elif result["created"]:
+        return
+    if result["created"]:
         click.echo("Initialized git handoff state in refs/harness/state")
     elif result["changed"]:
         click.echo("Updated config: " + ", ".join(result["changed"]))
     else:
         click.echo("git handoff is already initialized here")
+    if chosen is not None:
+        from git_handoff.cli.sync import refspec_lines
+
+        for line in refspec_lines(chosen.spec, refspecs):
+            click.echo(line)
 
 
 @click.command("add")

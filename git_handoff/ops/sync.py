@@ -82,8 +82,15 @@ class Remote:
         return f"refs/remotes/{self.track}/harness/attempts/"
 
     def refspecs(self) -> list[str]:
+        """What sync fetches: the state and attempts, and our notes only (not every
+        notes namespace the remote holds). The notes refspec is a pattern so that a remote
+        without notes yet is no error (an exact refspec fails when the ref is missing)."""
         return [f"+refs/harness/*:refs/remotes/{self.track}/harness/*",
-                f"+refs/notes/*:refs/remotes/{self.track}/notes/*"]
+                f"+{NOTES_REF}*:{self.notes}*"]
+
+    def legacy_refspecs(self) -> list[str]:
+        """What earlier versions added to remote.<name>.fetch and this one replaces."""
+        return [f"+refs/notes/*:refs/remotes/{self.track}/notes/*"]
 
 
 def default_remote_name(repo: Repo) -> str | None:
@@ -99,16 +106,24 @@ def _git_error(proc: Any, what: str) -> GitFailure:
     return GitFailure(f"{what}: {tail}")
 
 
-def add_refspecs(repo: Repo, remote: Remote) -> None:
+def add_refspecs(repo: Repo, remote: Remote) -> dict[str, list[str]]:
     """So that a plain `git fetch` brings the state too, into remote-tracking refs (and a
-    `git fetch --prune` keeps them)."""
+    `git fetch --prune` keeps them). Adds only what is missing, and replaces the broader
+    notes refspec earlier versions added; returns {"added", "removed"} for the user."""
+    changed: dict[str, list[str]] = {"added": [], "removed": []}
     if not remote.named:
-        return
-    configured = set(repo.git("config", "--get-all", f"remote.{remote.spec}.fetch", check=False)
-                     .stdout.decode().split())
+        return changed
+    key = f"remote.{remote.spec}.fetch"
+    configured = set(repo.git("config", "--get-all", key, check=False).stdout.decode().split())
     for spec in remote.refspecs():
         if spec not in configured:
-            repo.git("config", "--add", f"remote.{remote.spec}.fetch", spec, check=False)
+            repo.git("config", "--add", key, spec, check=False)
+            changed["added"].append(spec)
+    for spec in remote.legacy_refspecs():
+        if spec in configured:
+            repo.git("config", "--fixed-value", "--unset", key, spec, check=False)
+            changed["removed"].append(spec)
+    return changed
 
 
 def named_remote(repo: Repo, name: str) -> Remote:
@@ -118,10 +133,11 @@ def named_remote(repo: Repo, name: str) -> Remote:
     return Remote(repo, name)
 
 
-def use_remote(repo: Repo, remote: Remote) -> None:
+def use_remote(repo: Repo, remote: Remote) -> dict[str, list[str]]:
     """`init --remote R`: R becomes handoff.remote and plain `git fetch R` brings the state."""
-    add_refspecs(repo, remote)
+    changed = add_refspecs(repo, remote)
     repo.git("config", "handoff.remote", remote.spec)
+    return changed
 
 
 def fetch(repo: Repo, remote: Remote) -> None:
@@ -223,7 +239,7 @@ def sync(store: StateStore, remote: str | None = None, *, tries: int = PUSH_TRIE
     }
     for attempt in range(tries):
         if _round(store, remote_obj, report):
-            add_refspecs(store.repo, remote_obj)
+            report["refspecs"] = add_refspecs(store.repo, remote_obj)
             report["state_commit"] = store.head()
             if report["action"] in ("up-to-date", "no-remote-state") and STATE_REF in report["pushed"]:
                 report["action"] = "pushed"
