@@ -230,3 +230,29 @@ def prepare(tasks: Mapping[str, Task], now: str) -> tuple[dict[str, Task], list[
         out[tid] = new
         changes.append((new, "DEPENDENCY", message[len("[DEPENDENCY] "):]))
     return out, changes
+
+
+def next_eligible(tasks: Mapping[str, Task], now: str) -> Task | None:
+    """The task a claim at `now` would take: selection after lease expiry and
+    dependency validation (what `prepare` changes is not recorded here)."""
+    prepared, _ = prepare(tasks, now)
+    found = eligible(prepared)
+    return found[0] if found else None
+
+
+def stats_line_fields(tasks: dict[str, Task]) -> dict[str, int]:
+    """The fields of a STATS log line (SPEC §5)."""
+    c = counts(tasks)
+    return {
+        "tasks_total": len(tasks),
+        "completed": c["completed"],
+        "failed": c["failed"],
+        "pending": c["pending"],
+        "blocked": c["blocked"],
+        "attempts_total": sum(t.attempts for t in tasks.values()),
+        "checkpoints": sum(len(t.checkpoints) for t in tasks.values()),
+    }
+
+
+def stats_text(tasks: dict[str, Task]) -> str:
+    return " ".join(f"{k}={v}" for k, v in stats_line_fields(tasks).items())

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from git_handoff import graph_svg as svg
 from git_handoff.dashboard import server as dash_server
-from git_handoff.dashboard import svg
 from git_handoff.gitrepo import Repo
 from git_handoff.model import Task
 from git_handoff.store import StateStore, Tx

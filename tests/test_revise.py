@@ -1,4 +1,4 @@
-# ruff: noqa: F811  (pytest fixtures imported from tests.sync_helpers)
+# ruff: noqa: F811  (pytest fixtures imported from tests.support.remotes)
 """rm, rename, reopen: logged plan changes that sync, refusing bad input unchanged."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import git, run, state_head
-from tests.sync_helpers import clones, ok, remote_url, shared_pair  # noqa: F401
+from tests.support.remotes import clones, ok, remote_url, shared_pair  # noqa: F401
 
 
 def refs(path: Path) -> str:

@@ -13,11 +13,12 @@ from html import escape
 from typing import Any
 from urllib.parse import quote
 
-from git_handoff import schedule
-from git_handoff.dashboard import svg
+from git_handoff import graph_svg as svg
+from git_handoff import schedule, state_files
 from git_handoff.errors import UsageError
 from git_handoff.model import Task, check_id
-from git_handoff.ops import handoff, relay, sessions, work
+from git_handoff.ops import attempts as attempt_ops
+from git_handoff.ops import prompt
 from git_handoff.store import Snapshot, StateStore
 
 STATUSES = ("pending", "in_progress", "completed", "failed", "blocked")
@@ -123,15 +124,15 @@ def counts_html(tasks: dict[str, Task], blocked: set[str]) -> str:
 
 
 def relay_html(snap: Snapshot) -> str:
-    record = relay.read_record(snap)
+    record = state_files.read_relay(snap)
     if not record:
         return '<p class="muted" data-relay="none">No relay has run in this repository.</p>'
-    notes = relay.status_notes(snap)
+    notes = state_files.relay_status_lines(snap)
     state = str(record.get("state") or "-")
     session = record.get("session")
     ack = None
     if isinstance(session, int):
-        srec = sessions.read_session(snap, session)
+        srec = state_files.read_session(snap, session)
         ack = srec.get("ack") if srec else None
     rows = [
         ("state", state),
@@ -172,8 +173,8 @@ def sessions_html(snap: Snapshot) -> str:
         return '<p class="muted">No session yet.</p>'
     cards = []
     for n in numbers:
-        rec = sessions.read_session(snap, n) or {}
-        doc = snap.read_json(handoff.doc_path(n))
+        rec = state_files.read_session(snap, n) or {}
+        doc = snap.read_json(state_files.doc_path(n))
         ack = rec.get("ack")
         ack_text = ack.get("status") if isinstance(ack, dict) else "-"
         done = len(rec.get("completed") or [])
@@ -291,7 +292,7 @@ def task_page(store: StateStore, task_id: str) -> str | None:
         f'<tr class="attempt" data-attempt="{a["attempt"]}"><td>#{a["attempt"]}</td><td>{escape(str(a.get("time") or "-"))}</td>'
         f'<td>{escape(str(a.get("category") or "-"))}</td><td>{escape(str(a.get("reason") or ""))}</td>'
         f'<td><code>{escape(str(a.get("ref")))}</code></td><td>{len(a.get("files") or [])} file(s)</td></tr>'
-        for a in work.attempts(store, task.id)
+        for a in attempt_ops.attempts(store, task.id)
     )
     record = json.dumps(task.to_json(), indent=2, ensure_ascii=False, default=str)
     body = (
@@ -312,10 +313,10 @@ def sessions_page(store: StateStore) -> str:
 
 def session_page(store: StateStore, number: int) -> str | None:
     snap = store.snapshot()
-    rec = sessions.read_session(snap, number)
+    rec = state_files.read_session(snap, number)
     if rec is None:
         return None
-    doc = snap.read_json(handoff.doc_path(number))
+    doc = snap.read_json(state_files.doc_path(number))
     ack = rec.get("ack")
     rows = [
         ("worker", str(rec.get("worker") or "-")), ("started", str(rec.get("started_at") or "-")),
@@ -325,7 +326,7 @@ def session_page(store: StateStore, number: int) -> str | None:
     done = " ".join(f'<a href="{task_url(str(t))}">{escape(str(t))}</a>' for t in rec.get("completed") or []) or "-"
     facts = "".join(f"<li>{escape(str(d.get('what')))} — {escape(str(d.get('why')))}</li>"
                     for d in rec.get("decisions") or [] if isinstance(d, dict))
-    doc_html = (f'<pre id="handoff-doc">{escape(handoff.render_markdown(doc))}</pre>' if isinstance(doc, dict)
+    doc_html = (f'<pre id="handoff-doc">{escape(prompt.render_markdown(doc))}</pre>' if isinstance(doc, dict)
                 else '<p class="muted">No handoff document for this session.</p>')
     body = (
         f"<section><h2>Session {number}</h2>{_kv(rows)}<p>completed: {done}</p>"

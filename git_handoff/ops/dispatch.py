@@ -28,9 +28,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from git_handoff import procs
 from git_handoff.errors import Negative, UsageError
 from git_handoff.model import now_iso
-from git_handoff.ops import procs
 from git_handoff.store import StateStore, Tx
 
 DISPATCH_DIR = "dispatch"

@@ -11,9 +11,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from git_handoff import local
 from git_handoff.errors import UsageError
 from git_handoff.gitrepo import Repo
-from git_handoff.ops import sessions
+from git_handoff.templates import template_text
 
 MARKER = "git-handoff post-commit hook"
 USER_SUFFIX = ".handoff-user"
@@ -34,8 +35,6 @@ def template(command: Sequence[str] = ()) -> bytes:
     """The post-commit hook script shipped in hooks-templates/; `command` (the executable
     and its leading arguments, e.g. a python and `-m git_handoff`) is written into it as
     the way to start git handoff, instead of looking `git handoff` up on PATH."""
-    from git_handoff.templates import template_text
-
     text = template_text("post-commit")
     if command:
         text = text.replace("\nexe=''\n", f"\nexe={shlex.quote(command[0])}\n", 1)
@@ -128,9 +127,9 @@ def install(repo: Repo, agent: str | None = None, command: Sequence[str] = ()) -
         repo.git("config", "--add", "notes.rewriteRef", NOTES_REF)
         record["added_rewrite_ref"] = True
     _save_record(repo, record)
-    opened = sessions.open_session(repo)
+    opened = local.open_session(repo)
     if opened is not None:
-        sessions.write_hook_state(repo, opened.get("base"))
+        local.write_hook_state(repo, opened.get("base"))
     return {**status(repo), "chained_now": chained}
 
 
@@ -159,7 +158,7 @@ def status(repo: Repo) -> dict[str, Any]:
     target = directory / "post-commit"
     installed = _ours(target)
     settings = claude_settings_path(repo)
-    opened = sessions.open_session(repo)
+    opened = local.open_session(repo)
     return {
         "hooks_dir": str(directory),
         "post_commit": str(target),
@@ -168,8 +167,8 @@ def status(repo: Repo) -> dict[str, Any]:
         "starts": recorded_command(target) if installed else [],
         "chained_user_hook": installed and (directory / ("post-commit" + USER_SUFFIX)).exists(),
         "notes_rewrite_ref": NOTES_REF in _rewrite_refs(repo),
-        "commits_per_session": sessions.commits_per_session(repo),
-        "tasks_per_session": sessions.tasks_per_session(repo),
+        "commits_per_session": local.commits_per_session(repo),
+        "tasks_per_session": local.tasks_per_session(repo),
         "session": opened.get("session") if opened else None,
         "claude": claude_installed(repo),
         "claude_settings": str(settings) if settings else None,

@@ -15,10 +15,10 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from git_handoff import notes as work_notes
 from git_handoff.errors import UsageError
 from git_handoff.gitrepo import Repo
 from git_handoff.model import Task, check_id, now_iso
-from git_handoff.ops import notes as work_notes
 from git_handoff.store import ATTEMPTS_PREFIX, NOTES_REF, StateStore, Tx, task_path
 
 REOPENABLE = ("completed", "failed")

@@ -11,11 +11,21 @@ import random
 import time
 from typing import Any
 
-from git_handoff import merge
-from git_handoff.errors import Contention, UsageError
+from git_handoff import merge, notices
+from git_handoff.errors import Contention, InvalidState, UsageError
 from git_handoff.gitrepo import Repo
-from git_handoff.ops import notices
-from git_handoff.store import NOTES_REF, STATE_REF, Snapshot, StateStore, format_log_line
+from git_handoff.model import Task
+from git_handoff.notes import NOTES_LOCK
+from git_handoff.store import (
+    CONFIG_PATH,
+    NOTES_REF,
+    STATE_REF,
+    Snapshot,
+    StateLock,
+    StateStore,
+    format_log_line,
+    task_path,
+)
 
 MAX_CONFLICT_LINES = 200  # SYNC lines per merge commit; the --json summary lists every one
 CAS_TRIES = 20
@@ -127,10 +137,6 @@ def _check_incoming(store: StateStore, theirs: str, label: str) -> None:
     """Refuse (InvalidState, exit 2, nothing changed) a remote state this version cannot
     read: a newer format, a config or a task file that does not parse, a task under
     another task's path. Only what changed since the common base is read."""
-    from git_handoff.errors import InvalidState
-    from git_handoff.model import Task
-    from git_handoff.store import CONFIG_PATH, task_path
-
     repo = store.repo
     try:
         snap = Snapshot(repo, theirs)
@@ -222,9 +228,6 @@ def merge_notes(repo: Repo, store: StateStore, theirs: str | None) -> str:
     """Union of our notes and the remote's (the same object noted on both: both texts)."""
     if theirs is None:
         return "none"
-    from git_handoff.ops.notes import NOTES_LOCK
-    from git_handoff.store import StateLock
-
     with StateLock(repo.handoff_dir / NOTES_LOCK, 30):
         for attempt in range(CAS_TRIES):
             if attempt:
