@@ -40,9 +40,15 @@ def test_completion_protocol_answers_commands_options_and_choices(repo: Path) ->
         proc = subprocess.run(["git", "handoff"], cwd=repo, capture_output=True, text=True, check=True,
                               env={**os.environ, "COMP_WORDS": words, "COMP_CWORD": str(cword),
                                    "_GIT_HANDOFF_COMPLETE": "bash_complete"})
-        return proc.stdout.splitlines()
+        return [line for line in proc.stdout.splitlines() if line]
 
     assert ask("git-handoff cl", 1) == ["plain,claim"]
+    assert ask("git-handoff show ", 2) == []  # no state yet: no ids, no error
+    assert run("init").rc == 0
+    for tid in ("schema", "serve-api", "docs"):
+        assert run("add", f"Task {tid}", "--id", tid).rc == 0
+    assert ask("git-handoff show s", 2) == ["plain,schema", "plain,serve-api"]
+    assert ask("git-handoff rename d", 2) == ["plain,docs"]
     assert ask("git-handoff graph --format ", 3) == ["plain,text", "plain,dot", "plain,mermaid", "plain,svg"]
 
 
@@ -59,6 +65,7 @@ def test_completion_install_writes_the_script(repo: Path) -> None:
 @pytest.mark.skipif(not GIT_BASH_COMPLETION.exists() or shutil.which("bash") is None,
                     reason="git's bash completion is not installed")
 def test_bash_completes_through_git(repo: Path) -> None:
+    assert run("init").rc == 0 and run("add", "Schema", "--id", "schema").rc == 0
     script = f"""
 source {GIT_BASH_COMPLETION}
 eval "$(git handoff completion bash)"
@@ -73,11 +80,12 @@ t git handoff reo
 t git handoff graph --format ""
 t git -C . handoff sh
 t git-handoff ren
+t git handoff done ""
 """
     proc = subprocess.run(["bash", "--norc", "--noprofile", "-c", script], cwd=repo, capture_output=True, text=True,
                           timeout=120)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.splitlines() == ["claim", "reopen", "text dot mermaid svg", "show", "renew rename"]
+    assert proc.stdout.splitlines() == ["claim", "reopen", "text dot mermaid svg", "show", "renew rename", "schema"]
 
 
 def _zsh_complete(repo: Path, fpath: Path, lines: list[str]) -> list[str]:

@@ -5,11 +5,12 @@ from __future__ import annotations
 import click
 
 from git_handoff.cli import emit_json, get_store, json_option
+from git_handoff.cli.ids import complete_task_id
 from git_handoff.ops import revise as ops
 
 
 @click.command("rm")
-@click.argument("task_id", metavar="ID")
+@click.argument("task_id", metavar="ID", shell_complete=complete_task_id)
 @click.option("--force", is_flag=True,
               help="Remove it even while other tasks depend on it (they lose that dependency) or it is claimed.")
 @json_option
@@ -30,7 +31,7 @@ def rm_cmd(task_id: str, force: bool, as_json: bool) -> None:
 
 
 @click.command("rename")
-@click.argument("old", metavar="OLD")
+@click.argument("old", metavar="OLD", shell_complete=complete_task_id)
 @click.argument("new", metavar="NEW")
 @json_option
 def rename_cmd(old: str, new: str, as_json: bool) -> None:
@@ -49,7 +50,7 @@ def rename_cmd(old: str, new: str, as_json: bool) -> None:
 
 
 @click.command("reopen")
-@click.argument("task_id", metavar="ID")
+@click.argument("task_id", metavar="ID", shell_complete=complete_task_id)
 @click.option("--reason", required=True, metavar="TEXT", help="Why it is reopened (logged).")
 @json_option
 def reopen_cmd(task_id: str, reason: str, as_json: bool) -> None:

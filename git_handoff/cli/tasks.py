@@ -8,6 +8,7 @@ from typing import Any, TypeVar
 import click
 
 from git_handoff.cli import emit_json, get_store, json_option
+from git_handoff.cli.ids import complete_task_id
 from git_handoff.cli.progress import Progress
 from git_handoff.model import Task
 from git_handoff.ops import tasks as ops
@@ -169,7 +170,7 @@ def list_cmd(status: str | None, ready: bool, as_json: bool) -> None:
 
 
 @click.command("show")
-@click.argument("task_id", metavar="ID")
+@click.argument("task_id", metavar="ID", shell_complete=complete_task_id)
 @json_option
 def show_cmd(task_id: str, as_json: bool) -> None:
     """Show one task whole."""
@@ -184,7 +185,7 @@ def show_cmd(task_id: str, as_json: bool) -> None:
 
 
 @click.command("edit")
-@click.argument("task_id", metavar="ID")
+@click.argument("task_id", metavar="ID", shell_complete=complete_task_id)
 @task_options(for_edit=True)
 @json_option
 def edit_cmd(task_id: str, priority: str | None, after: tuple[str, ...], check: str | None, timeout: int | None,

@@ -11,6 +11,7 @@ import click
 from git_handoff import runner
 from git_handoff.claims import short
 from git_handoff.cli import emit_json, get_store, json_option
+from git_handoff.cli.ids import complete_task_id
 from git_handoff.errors import Negative
 from git_handoff.model import CATEGORIES, Task, parse_duration
 from git_handoff.ops import attempts as attempts_ops
@@ -52,7 +53,7 @@ def _view(task: Task) -> dict[str, Any]:
 
 
 @click.command("claim")
-@click.argument("task_id", metavar="[ID]", required=False)
+@click.argument("task_id", metavar="[ID]", required=False, shell_complete=complete_task_id)
 @click.option("--worker", default=None, metavar="W",
               help="Who claims [default: git config handoff.worker, else user@host:<worktree>].")
 @click.option("--lease", default=None, metavar="DURATION", help="How long the claim holds unrenewed (90s, 30m, 2h) [default: 30m].")
@@ -79,7 +80,7 @@ def claim_cmd(task_id: str | None, worker: str | None, lease: str | None, remote
 
 
 @click.command("renew")
-@click.argument("task_id", metavar="ID")
+@click.argument("task_id", metavar="ID", shell_complete=complete_task_id)
 @click.option("--lease", default=None, metavar="DURATION", help="New lease from now [default: the claim's].")
 @force_option
 @json_option
@@ -95,7 +96,7 @@ def renew_cmd(task_id: str, lease: str | None, force: bool, as_json: bool) -> No
 
 
 @click.command("release")
-@click.argument("task_id", metavar="ID")
+@click.argument("task_id", metavar="ID", shell_complete=complete_task_id)
 @force_option
 @json_option
 def release_cmd(task_id: str, force: bool, as_json: bool) -> None:
@@ -110,7 +111,7 @@ def release_cmd(task_id: str, force: bool, as_json: bool) -> None:
 
 
 @click.command("checkpoint")
-@click.argument("task_id", metavar="ID")
+@click.argument("task_id", metavar="ID", shell_complete=complete_task_id)
 @click.argument("message")
 @click.option("--step", type=int, default=None, metavar="M", help="Step number [default: next].")
 @click.option("--of", "total", type=int, default=None, metavar="N", help="Number of steps.")
@@ -130,7 +131,7 @@ def checkpoint_cmd(task_id: str, message: str, step: int | None, total: int | No
 
 
 @click.command("verify")
-@click.argument("task_id", metavar="ID")
+@click.argument("task_id", metavar="ID", shell_complete=complete_task_id)
 @json_option
 def verify_cmd(task_id: str, as_json: bool) -> None:
     """Run the task's validation command under its timeout (exit 0 pass, 1 fail); changes nothing."""
@@ -149,7 +150,7 @@ def verify_cmd(task_id: str, as_json: bool) -> None:
 
 
 @click.command("done")
-@click.argument("task_id", metavar="ID")
+@click.argument("task_id", metavar="ID", shell_complete=complete_task_id)
 @force_option
 @json_option
 def done_cmd(task_id: str, force: bool, as_json: bool) -> None:
@@ -195,7 +196,7 @@ def _echo_fail(outcome: dict[str, Any], streamed: bool = False) -> None:
 
 
 @click.command("fail")
-@click.argument("task_id", metavar="ID")
+@click.argument("task_id", metavar="ID", shell_complete=complete_task_id)
 @click.option("--reason", required=True, metavar="TEXT", help="What went wrong (goes to the error log).")
 @click.option("--category", default="TASK_EXEC", show_default=True, type=click.Choice(list(CATEGORIES)),
               metavar="CAT", help="One of " + ", ".join(CATEGORIES) + ".")
@@ -216,7 +217,7 @@ def fail_cmd(task_id: str, reason: str, category: str, keep_worktree: bool, forc
 
 
 @click.command("attempts")
-@click.argument("task_id", metavar="ID")
+@click.argument("task_id", metavar="ID", shell_complete=complete_task_id)
 @json_option
 def attempts_cmd(task_id: str, as_json: bool) -> None:
     """List the saved attempts of a task: number, time, reason, files."""
@@ -234,7 +235,7 @@ def attempts_cmd(task_id: str, as_json: bool) -> None:
 
 
 @click.command("restore")
-@click.argument("task_id", metavar="ID")
+@click.argument("task_id", metavar="ID", shell_complete=complete_task_id)
 @click.argument("n", type=int, metavar="N")
 @force_option
 @json_option
