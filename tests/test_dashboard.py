@@ -302,3 +302,19 @@ def test_browser_page_updates_live_while_a_relay_runs(repo: Path, served: str) -
         b.wait_for("document.querySelector('[data-relay]').dataset.relay === 'stopped'", timeout=30)
         assert b.eval("window.dashboardLoadedAt") == loaded_at
         assert b.eval("Number(document.querySelector('[data-count=\"sessions\"]').textContent)") >= 4
+
+
+def test_large_groups_are_a_click_away(repo: Path, served: str) -> None:
+    assert run("init").rc == 0
+
+    def apply(tx: Tx) -> None:
+        for n in range(250):
+            tx.put_task(Task(id=f"p{n:03d}", title=f"Pending {n}", created_at="2026-07-01T10:00:00Z", order=n))
+
+    StateStore(Repo.discover(repo)).transact(apply)
+    html = get(served)[1]
+    assert len(re.findall(r'class="task-link"', html)) == 200 and 'href="/tasks/pending">all 250 pending tasks' in html
+    assert html.count('<g class="node"') == 250  # 250 tasks: the overview still draws the graph
+    status, listed, _ = get(served + "tasks/pending")
+    assert status == 200 and len(re.findall(r'class="task-link"', listed)) == 250
+    assert get(served + "tasks/bogus")[0] == 404

@@ -6,10 +6,12 @@ from __future__ import annotations
 from typing import Any
 
 import click
-from click.shell_completion import CompletionItem
 
 
 def complete_task_id(_ctx: click.Context, _param: click.Parameter, incomplete: str) -> list[Any]:
+    # imported only when a shell asks: every command's module imports this one
+    from click.shell_completion import CompletionItem
+
     from git_handoff.errors import HandoffError
     from git_handoff.gitrepo import Repo
     from git_handoff.store import StateStore

@@ -9,6 +9,7 @@ log lines may come from a remote.
 from __future__ import annotations
 
 import json
+import re
 from html import escape
 from typing import Any
 from urllib.parse import quote
@@ -24,7 +25,9 @@ from git_handoff.store import Snapshot, StateStore
 STATUSES = ("pending", "in_progress", "completed", "failed", "blocked")
 PRIORITIES = ("P0", "P1", "P2")
 LOG_TAIL = 20
-INLINE_GRAPH_MAX = 300  # above this the overview links to /graph instead of drawing it
+INLINE_GRAPH_MAX = 300
+GROUP_SHOWN = 200  # tasks of one status listed on the overview; the rest on /tasks/<status>
+_URL_SAFE = re.compile(r"[A-Za-z0-9._-]+")  # above this the overview links to /graph instead of drawing it
 SESSIONS_SHOWN = 50
 
 CSS = """
@@ -70,7 +73,8 @@ LIVE_JS = """
 
 
 def task_url(task_id: str) -> str:
-    return "/task/" + quote(task_id, safe="")
+    # ids are [A-Za-z0-9._-] once parsed (model.check_id), so quoting is for anything else
+    return "/task/" + (task_id if _URL_SAFE.fullmatch(task_id) else quote(task_id, safe=""))
 
 
 def _status_of(task: Task, blocked: set[str]) -> str:
@@ -216,22 +220,35 @@ def _live(store: StateStore, snap: Snapshot, tasks: dict[str, Task], blocked: se
 # -- pages ------------------------------------------------------------------------------
 
 
+def _by_status(tasks: dict[str, Task], blocked: set[str]) -> dict[str, list[Task]]:
+    groups: dict[str, list[Task]] = {s: [] for s in STATUSES}
+    for t in tasks.values():
+        groups["blocked" if t.id in blocked else t.status].append(t)
+    return groups
+
+
+def _task_items(chosen: list[Task]) -> str:
+    return "".join(
+        f'<li><a class="task-link" href="{task_url(t.id)}">{escape(t.id)}</a> {escape(t.title)} '
+        f'<span class="muted">{t.priority} {t.attempts}/{t.max_attempts}</span></li>'
+        for t in chosen
+    )
+
+
 def overview(store: StateStore) -> str:
     snap = store.snapshot()
     tasks = snap.tasks()
     blocked = schedule.blocked_ids(tasks)
     live = _live(store, snap, tasks, blocked)
     groups = []
-    for s in STATUSES:
-        chosen = [t for t in tasks.values() if _status_of(t, blocked) == s]
+    for s, chosen in _by_status(tasks, blocked).items():
         if not chosen:
             continue
-        items = "".join(
-            f'<li><a class="task-link" href="{task_url(t.id)}">{escape(t.id)}</a> {escape(t.title)} '
-            f'<span class="muted">{t.priority} {t.attempts}/{t.max_attempts}</span></li>'
-            for t in chosen
-        )
-        groups.append(f'<h2 class="s-{s}">{s} ({len(chosen)})</h2><ul class="tasks" data-group="{s}">{items}</ul>')
+        more = ""
+        if len(chosen) > GROUP_SHOWN:  # a page of 10,000 list items helps nobody: the rest a click away
+            more = f'<p><a href="/tasks/{s}">all {len(chosen)} {s} tasks</a></p>'
+        groups.append(f'<h2 class="s-{s}">{s} ({len(chosen)})</h2><ul class="tasks" data-group="{s}">'
+                      f"{_task_items(chosen[:GROUP_SHOWN])}</ul>{more}")
     h = live["html"]
     body = (
         f'<section><h2>Progress</h2><div id="counts">{h["counts"]}</div></section>'
@@ -242,6 +259,16 @@ def overview(store: StateStore) -> str:
         f'<section><h2>Tasks</h2>{"".join(groups) or "<p class=muted>No task yet.</p>"}</section>'
     )
     return page("overview", body, live=True, state=live["commit"])
+
+
+def tasks_page(store: StateStore, status: str) -> str | None:
+    """Every task of one status (computed `blocked` included), or None for another word."""
+    if status not in STATUSES:
+        return None
+    tasks = store.snapshot().tasks()
+    chosen = _by_status(tasks, schedule.blocked_ids(tasks))[status]
+    return page(f"{status} tasks", f'<section><h2 class="s-{status}">{status} ({len(chosen)})</h2>'
+                                   f'<ul class="tasks" data-group="{status}">{_task_items(chosen)}</ul></section>')
 
 
 def graph_svg(store: StateStore) -> str:

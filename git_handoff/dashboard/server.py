@@ -118,7 +118,9 @@ class Handler(BaseHTTPRequestHandler):
         if path == "/api/live":
             return HTTPStatus.OK, json.dumps(pages.live_fragments(store)), "application/json"
         found: str | None = None
-        if path.startswith("/task/"):
+        if path.startswith("/tasks/"):
+            found = pages.tasks_page(store, path[len("/tasks/"):])
+        elif path.startswith("/task/"):
             found = pages.task_page(store, path[len("/task/"):])
         elif path.startswith("/session/") and path[len("/session/"):].isdigit():
             found = pages.session_page(store, int(path[len("/session/"):]))
