@@ -148,3 +148,17 @@ def test_import_shows_progress_at_a_terminal_only(repo: Path, tmp_path: Path) ->
     rc, events, _ = run_at_terminal("import", str(third), "--json", cwd=repo)
     assert rc == 0 and text_of(events, "stderr") == ""
     assert [t["id"] for t in json.loads(text_of(events, "stdout"))] == ["third"]
+
+
+def test_sync_shows_its_steps_at_a_terminal_only(repo: Path, tmp_path: Path) -> None:
+    bare = tmp_path / "remote.git"
+    git("init", "-q", "--bare", str(bare), cwd=tmp_path)
+    git("remote", "add", "origin", str(bare), cwd=repo)
+    assert run("init").rc == 0
+    rc, events, _ = run_at_terminal("sync", cwd=repo)
+    assert rc == 0
+    err = text_of(events, "stderr")
+    assert "sync: fetching from origin" in err and "sync: pushing" in err and err.endswith("\r\x1b[K")
+    assert "sync origin:" in text_of(events, "stdout")
+    piped = subprocess.run(["git", "handoff", "sync"], cwd=repo, capture_output=True, text=True)
+    assert piped.returncode == 0 and piped.stderr == ""

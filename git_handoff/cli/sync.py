@@ -7,6 +7,7 @@ from typing import Any
 import click
 
 from git_handoff.cli import emit_json, get_store, json_option
+from git_handoff.cli.progress import Progress
 
 
 def _sync_text(r: dict[str, Any]) -> list[str]:
@@ -54,7 +55,8 @@ def sync_cmd(remote: str | None, as_json: bool) -> None:
     """Fetch, merge and push the state, attempts and notes (default: handoff.remote, else origin)."""
     from git_handoff.ops import sync as ops
 
-    result = ops.sync(get_store(), remote)
+    with Progress("sync", as_json=as_json) as progress:
+        result = ops.sync(get_store(), remote, progress=progress)
     if as_json:
         emit_json(result)
         return

@@ -180,11 +180,14 @@ def _take_attempts(repo: Repo, remote: Remote) -> tuple[list[str], list[str]]:
 # -- sync -------------------------------------------------------------------------------
 
 
-def _round(store: StateStore, remote: Remote, report: dict[str, Any]) -> bool:
+def _round(store: StateStore, remote: Remote, report: dict[str, Any],
+           say: Callable[[str], None] = lambda _text: None) -> bool:
     """One fetch-merge-push round; True when everything reached the remote."""
     repo = store.repo
+    say(f"fetching from {remote.spec}")
     fetch(repo, remote)
     theirs = repo.ref_target(remote.state)
+    say("merging the remote's state")
     step = integrate(store, theirs, remote.spec)
     if report["action"] in ("", "up-to-date", "no-remote-state"):
         report["action"] = step["action"]
@@ -210,6 +213,8 @@ def _round(store: StateStore, remote: Remote, report: dict[str, Any]) -> bool:
     for name, _oid in sorted(repo.refs_under(ATTEMPTS_PREFIX).items()):
         if remote_attempts.get(remote.attempts + name[len(ATTEMPTS_PREFIX):]) is None:
             specs.append(f"{name}:{name}")
+    if specs:
+        say(f"pushing {len(specs)} ref(s) to {remote.spec}")
     flags = _push(repo, remote, specs)
     rejected = [ref for ref, flag in flags.items() if flag == "!"]
     report["pushed"].extend(sorted(ref for ref, flag in flags.items() if flag in (" ", "*", "+")))
@@ -223,16 +228,19 @@ def _round(store: StateStore, remote: Remote, report: dict[str, Any]) -> bool:
     return not any(r in (STATE_REF, NOTES_REF) for r in rejected)
 
 
-def sync(store: StateStore, remote: str | None = None, *, tries: int = PUSH_TRIES) -> dict[str, Any]:
-    """Fetch, merge and push the state, attempts and notes; a summary of what moved."""
+def sync(store: StateStore, remote: str | None = None, *, tries: int = PUSH_TRIES,
+         progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Fetch, merge and push the state, attempts and notes; a summary of what moved.
+    `progress(text)`, when given, hears each step (a sync of many changes takes seconds)."""
     remote_obj = Remote(store.repo, remote)
+    say = progress or (lambda _text: None)
     report: dict[str, Any] = {
         "remote": remote_obj.spec, "action": "", "incoming": 0, "outgoing": 0, "conflicts": [],
         "claims_lost": [], "pushed": [], "attempts": {"fetched": [], "pushed": [], "conflicting": []},
         "notes": "none", "retries": 0,
     }
     for attempt in range(tries):
-        if _round(store, remote_obj, report):
+        if _round(store, remote_obj, report, say):
             report["refspecs"] = add_refspecs(store.repo, remote_obj)
             report["state_commit"] = store.head()
             if report["action"] in ("up-to-date", "no-remote-state") and STATE_REF in report["pushed"]:
