@@ -318,3 +318,16 @@ def test_large_groups_are_a_click_away(repo: Path, served: str) -> None:
     status, listed, _ = get(served + "tasks/pending")
     assert status == 200 and len(re.findall(r'class="task-link"', listed)) == 250
     assert get(served + "tasks/bogus")[0] == 404
+
+
+def test_requests_for_another_host_name_are_refused(repo: Path, served: str) -> None:
+    """DNS rebinding: a page of evil.example whose name now points at 127.0.0.1."""
+    assert run("init").rc == 0
+    port = served.rsplit(":", 1)[1].strip("/")
+    req = urllib.request.Request(served, headers={"Host": f"evil.example:{port}"})
+    with pytest.raises(urllib.error.HTTPError) as exc:
+        urllib.request.urlopen(req, timeout=10)
+    assert exc.value.code == 403
+    req = urllib.request.Request(served, headers={"Host": f"localhost:{port}"})
+    with urllib.request.urlopen(req, timeout=10) as resp:
+        assert resp.status == 200

@@ -81,7 +81,20 @@ class Handler(BaseHTTPRequestHandler):
 
     # -- routing -------------------------------------------------------------------------
 
+    def _host_allowed(self) -> bool:
+        """On loopback, only requests addressed to loopback: a web page elsewhere that
+        rebinds its own name to 127.0.0.1 (DNS rebinding) cannot read the state."""
+        host, port = self.server.server_address[:2]
+        if host not in ("127.0.0.1", "::1"):
+            return True
+        asked = (self.headers.get("Host") or "").lower()
+        return asked in {f"127.0.0.1:{port}", f"localhost:{port}", f"[::1]:{port}"}
+
     def _route(self, head: bool) -> None:
+        if not self._host_allowed():
+            self._send(HTTPStatus.FORBIDDEN, b"this dashboard answers requests for 127.0.0.1 or localhost only\n",
+                       "text/plain; charset=utf-8", head=head)
+            return
         path = unquote(urlsplit(self.path).path)
         if path == "/events":
             if head:
