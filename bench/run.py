@@ -41,6 +41,8 @@ SCENARIOS: list[tuple[str, str, str, list[tuple[str, str]]]] = [
       ("claim, 10k tracked, clean tree", "<= 1.15x")]),
     ("mcp e2e", "bench_mcp", "e2e",
      [("e2e 100 tasks: MCP server, total", "<= 0.5x"), ("e2e 100 tasks: CLI, total", "<= 1.7x")]),
+    ("dashboard", "bench_serve", "serve_pages", [("serve: first page, 10,000 tasks", "< 1 s")]),
+    ("dashboard imports", "bench_serve", "status_imports", [("status: import time with the dashboard", "<= 1.10x")]),
 ]
 
 

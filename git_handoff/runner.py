@@ -3,18 +3,39 @@ own process group, under a timeout that kills the whole group (no orphans).
 
 Outcome categories (SPEC §5): exit 0 passes; exit 127 (command not found) is
 ENV_SETUP; any other non-zero exit is TEST_FAIL; running out of time is TIMEOUT.
+
+Inside `streaming(sink)` (the CLI's choice, at a terminal), the command's stdout and
+stderr are read from two pipes and handed to `sink` as they arrive, each to its own
+stream, while the same bytes, interleaved in arrival order, are kept for the record.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import os
 import signal
 import subprocess
 import threading
 import time
 from collections import deque
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
+# sink(stream, chunk): stream is "stdout" or "stderr"; called from reader threads.
+Sink = Callable[[str, bytes], None]
+_SINK: contextvars.ContextVar[Sink | None] = contextvars.ContextVar("runner_sink", default=None)
+
+
+@contextlib.contextmanager
+def streaming(sink: Sink | None) -> Iterator[None]:
+    """Commands run inside this block pass their output to `sink` live (None: don't)."""
+    token = _SINK.set(sink)
+    try:
+        yield
+    finally:
+        _SINK.reset(token)
 
 # What is kept of a command's combined stdout/stderr: its last bytes.
 TAIL_BYTES = 4000
@@ -63,31 +84,43 @@ class RunResult:
 
 
 class _Tail:
-    """Drains a pipe in a thread, keeping only the last TAIL_BYTES bytes."""
+    """Drains one or more pipes in threads, keeping only the last TAIL_BYTES bytes of
+    what they produced together (in arrival order), and passing each chunk to the sink."""
 
-    def __init__(self, stream: object) -> None:
-        self._stream = stream
+    def __init__(self, streams: dict[str, object], sink: Sink | None = None) -> None:
         self._chunks: deque[bytes] = deque()
         self._size = 0
-        self._thread = threading.Thread(target=self._drain, daemon=True)
-        self._thread.start()
+        self._lock = threading.Lock()
+        self._sink = sink
+        self._threads = [threading.Thread(target=self._drain, args=(name, stream), daemon=True)
+                         for name, stream in streams.items() if stream is not None]
+        for thread in self._threads:
+            thread.start()
 
-    def _drain(self) -> None:
-        read = self._stream.read1 if hasattr(self._stream, "read1") else self._stream.read  # type: ignore[attr-defined]
+    def _drain(self, name: str, stream: object) -> None:
+        read = stream.read1 if hasattr(stream, "read1") else stream.read  # type: ignore[attr-defined]
         try:
             while True:
                 chunk = read(65536)
                 if not chunk:
                     break
-                self._chunks.append(chunk)
-                self._size += len(chunk)
-                while self._size - len(self._chunks[0]) >= TAIL_BYTES and len(self._chunks) > 1:
-                    self._size -= len(self._chunks.popleft())
+                with self._lock:
+                    self._chunks.append(chunk)
+                    self._size += len(chunk)
+                    while self._size - len(self._chunks[0]) >= TAIL_BYTES and len(self._chunks) > 1:
+                        self._size -= len(self._chunks.popleft())
+                    if self._sink is not None:
+                        try:
+                            self._sink(name, chunk)
+                        except (OSError, ValueError):
+                            self._sink = None  # the terminal went away: keep recording
         except (OSError, ValueError):
             pass
 
     def join(self, timeout: float) -> None:
-        self._thread.join(timeout)
+        deadline = time.monotonic() + timeout
+        for thread in self._threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
 
     def text(self) -> str:
         data = b"".join(self._chunks)[-TAIL_BYTES:]
@@ -133,6 +166,7 @@ def run_command(command: str, cwd: Path, timeout: int, env: dict[str, str] | Non
     run_env = dict(os.environ)
     if env:
         run_env.update(env)
+    sink = _SINK.get()
     started = time.monotonic()
     try:
         proc = subprocess.Popen(
@@ -141,13 +175,14 @@ def run_command(command: str, cwd: Path, timeout: int, env: dict[str, str] | Non
             env=run_env,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
+            # live: two pipes, so stderr reaches stderr; otherwise one, in exact order
+            stderr=subprocess.PIPE if sink is not None else subprocess.STDOUT,
             start_new_session=True,
         )
     except OSError as exc:
         return RunResult(False, "ENV_SETUP", None, False, f"cannot start sh: {exc}", 0.0)
     pgid = proc.pid  # start_new_session: the leader's pid is the group id
-    tail = _Tail(proc.stdout)
+    tail = _Tail({"stdout": proc.stdout, "stderr": proc.stderr}, sink)
     timed_out = False
     try:
         proc.wait(timeout=timeout)
@@ -162,11 +197,12 @@ def run_command(command: str, cwd: Path, timeout: int, env: dict[str, str] | Non
         if _group_alive(pgid):
             _kill_group(pgid, signal.SIGKILL)
     tail.join(READER_JOIN_SECONDS)
-    if proc.stdout is not None:
-        try:
-            proc.stdout.close()
-        except OSError:
-            pass
+    for pipe in (proc.stdout, proc.stderr):
+        if pipe is not None:
+            try:
+                pipe.close()
+            except OSError:
+                pass
     seconds = time.monotonic() - started
     code = proc.returncode
     output = tail.text()

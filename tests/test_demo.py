@@ -48,6 +48,8 @@ def test_demo_runs_end_to_end_and_keeps_its_repositories(tmp_path: Path) -> None
     docs = [json.loads(git("show", f"refs/harness/state:docs/{n}.json", cwd=alice)) for n in (1, 2)]
     assert all(d["trigger"] == "commits" for d in docs)
     assert git("status", "--porcelain", cwd=alice) == ""
+    stats = [line.split("] ", 1)[1] for line in run("log", "--type", "STATS", cwd=alice).out.splitlines()]
+    assert len(stats) == len(set(stats)), "a STATS line is repeated"
     print(f"\ndemo: {elapsed:.1f}s")
 
 

@@ -56,6 +56,19 @@ def test_end_without_session_is_usage_error(repo: Path) -> None:
     assert state_head(repo) == before
 
 
+def test_max_sessions_after_an_ended_session_does_not_repeat_its_stats_line(repo: Path) -> None:
+    _init("--max-sessions", "1")
+    assert run("session", "start").rc == 0
+    assert run("session", "end").rc == 0
+    r = run("session", "start")
+    assert r.rc == 1 and "max_sessions (1)" in r.err
+    assert len(run("log", "--type", "STATS").out.splitlines()) == 1
+    assert run("add", "More", "--id", "more").rc == 0  # the figures changed: the refusal says them
+    assert run("session", "start").rc == 1
+    stats = run("log", "--type", "STATS").out.splitlines()
+    assert len(stats) == 2 and "tasks_total=1" in stats[1]
+
+
 def test_max_sessions_refuses_with_stats_line(repo: Path) -> None:
     _init("--max-sessions", "2")
     assert run("session", "start").rc == 0

@@ -54,6 +54,11 @@ COMMANDS: dict[str, str] = {
     "dispatch": "dispatch",
     "demo": "demo",
     "mcp": "mcp",
+    "serve": "serve",
+    "rm": "revise",
+    "rename": "revise",
+    "reopen": "revise",
+    "completion": "completion",
 }
 
 # Where a command is known by another name too.
@@ -92,10 +97,11 @@ class LazyGroup(click.Group):
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
 
-@click.group(cls=LazyGroup, context_settings=CONTEXT_SETTINGS)
+@click.group(cls=LazyGroup, context_settings=CONTEXT_SETTINGS, invoke_without_command=True)
 @click.version_option(__version__, prog_name="git handoff")
 @click.option("--debug", is_flag=True, help="Show the traceback of an unexpected error.")
-def cli(debug: bool) -> None:
+@click.pass_context
+def cli(ctx: click.Context, debug: bool) -> None:
     """Keep long-running, multi-session coding-agent work safe, inside git.
 
     The state (a task graph, claims, checkpoints, failed attempts, sessions and
@@ -117,6 +123,11 @@ def cli(debug: bool) -> None:
     """
     if debug:
         os.environ["GIT_HANDOFF_DEBUG"] = "1"
+    if ctx.invoked_subcommand is None:  # `git handoff` alone: the commands, like `git` alone
+        from git_handoff.cli import overview
+
+        assert isinstance(ctx.command, click.Group)
+        click.echo(overview.render(ctx.command, ctx))
 
 
 # Whether this invocation asked for --json, and whether its JSON document was printed:
@@ -150,7 +161,7 @@ def main(argv: list[str] | None = None) -> None:
     """Entry point of `git-handoff`: run the CLI and map every outcome to an exit code."""
     _json_run.update(requested=False, emitted=False)
     try:
-        cli.main(args=argv, prog_name="git handoff", standalone_mode=False)
+        cli.main(args=argv, prog_name="git handoff", standalone_mode=False, complete_var="_GIT_HANDOFF_COMPLETE")
     except HandoffError as exc:
         if isinstance(exc, Negative) and _json_run["requested"] and not _json_run["emitted"]:
             payload = exc.payload if isinstance(exc.payload, (dict, list)) else None

@@ -71,12 +71,12 @@ def _run(run_id: str, background: bool, as_json: bool, detached_child: bool = Fa
         text = record.get("result") or ""
         if text:
             click.echo(text.rstrip("\n"))
-        if record.get("status") != "succeeded":
-            click.echo(f"error: run {run_id} failed (exit {record.get('exit_status')}); "
-                       f"see `git handoff dispatch result {run_id} --json`", err=True)
-    code = record.get("exit_status")
     if record.get("status") != "succeeded":
-        sys.exit(code if isinstance(code, int) and code != 0 else 1)
+        # A failed backend is a negative answer (exit 1, SPEC §4): its own status 2, 3 or
+        # 130 would read as bad input, contention or an interrupt. The status is in this
+        # line and in the record (--json: `exit_status`).
+        raise Negative(f"run {run_id} failed (backend exit status {record.get('exit_status')}); "
+                       f"see `git handoff dispatch result {run_id} --json`", payload=record)
 
 
 @dispatch_cmd.command("run")
@@ -85,7 +85,8 @@ def _run(run_id: str, background: bool, as_json: bool, detached_child: bool = Fa
 @click.option("--detached-child", is_flag=True, hidden=True)
 @json_option
 def run_cmd(run_id: str, background: bool, detached_child: bool, as_json: bool) -> None:
-    """Run RUN_ID: in the foreground the exit status is the backend's."""
+    """Run RUN_ID: in the foreground, exit 0 when the backend succeeded, 1 when it failed
+    (its own exit status in the message and in --json's `exit_status`)."""
     _run(run_id, background, as_json, detached_child)
 
 

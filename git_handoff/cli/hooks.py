@@ -66,6 +66,22 @@ def hooks_cmd() -> None:
     """Install the deterministic triggers: git's post-commit hook, or an agent's hooks."""
 
 
+def installed_with() -> list[str]:
+    """The git handoff running now, as an absolute command the post-commit hook can start
+    without PATH: this `git-handoff` script, or this python with `-m git_handoff`; []
+    (PATH, as before) when it is neither, e.g. called in-process."""
+    import shutil  # here: `hook EVENT`, which every agent hook runs, never needs it
+
+    argv0 = sys.argv[0] if sys.argv else ""
+    if os.path.basename(argv0) == "git-handoff":
+        found = argv0 if os.sep in argv0 else shutil.which(argv0)
+        if found and os.access(found, os.X_OK):
+            return [os.path.abspath(found)]
+    if os.path.basename(argv0) == "__main__.py" and os.path.basename(os.path.dirname(argv0)) == "git_handoff":
+        return [os.path.abspath(sys.executable), "-m", "git_handoff"]
+    return []
+
+
 @hooks_cmd.command("install")
 @AGENT_OPTION
 @NO_MCP_OPTION
@@ -79,7 +95,7 @@ def hooks_install_cmd(agent: str | None, no_mcp: bool, as_json: bool) -> None:
     gemini -> .gemini/settings.json."""
     from git_handoff.ops import hooks
 
-    result = hooks.install(_repo(), agent=agent, mcp=not no_mcp)
+    result = hooks.install(_repo(), agent=agent, command=installed_with(), mcp=not no_mcp)
     if as_json:
         emit_json(result)
     elif agent == "claude":

@@ -7,6 +7,7 @@ from typing import Any
 import click
 
 from git_handoff.cli import emit_json, get_store, json_option
+from git_handoff.cli.progress import Progress
 
 
 def _sync_text(r: dict[str, Any]) -> list[str]:
@@ -32,6 +33,18 @@ def _sync_text(r: dict[str, Any]) -> list[str]:
         lines.append(f"  attempt {ref} differs on the remote; both kept (the remote's under refs/remotes/)")
     if r["notes"] not in ("none", "up-to-date"):
         lines.append(f"  notes: {r['notes']}")
+    lines += refspec_lines(r["remote"], r.get("refspecs") or {})
+    return lines
+
+
+def refspec_lines(remote: str, changed: dict[str, list[str]]) -> list[str]:
+    """Say what was changed in remote.<name>.fetch (once: later runs find it there)."""
+    lines = []
+    if changed.get("added"):
+        lines.append(f"  added to remote.{remote}.fetch, so a plain `git fetch` brings the state too: "
+                     + ", ".join(changed["added"]))
+    if changed.get("removed"):
+        lines.append(f"  removed from remote.{remote}.fetch (broader than needed): " + ", ".join(changed["removed"]))
     return lines
 
 
@@ -42,7 +55,8 @@ def sync_cmd(remote: str | None, as_json: bool) -> None:
     """Fetch, merge and push the state, attempts and notes (default: handoff.remote, else origin)."""
     from git_handoff.ops import sync as ops
 
-    result = ops.sync(get_store(), remote)
+    with Progress("sync", as_json=as_json) as progress:
+        result = ops.sync(get_store(), remote, progress=progress)
     if as_json:
         emit_json(result)
         return

@@ -8,6 +8,8 @@ from typing import Any, TypeVar
 import click
 
 from git_handoff.cli import emit_json, get_store, json_option
+from git_handoff.cli.ids import complete_task_id
+from git_handoff.cli.progress import Progress
 from git_handoff.model import Task
 from git_handoff.ops import tasks as ops
 from git_handoff.ops import views
@@ -35,8 +37,11 @@ def describe(task: Task) -> str:
     ]
     if task.started_at_commit:
         lines.append(f"  started at:    {task.started_at_commit}")
-    if task.claimed_by:
-        lines.append(f"  claimed by:    {task.claimed_by} (lease until {task.lease_expires_at})")
+    if task.status == "in_progress" and task.claimed_by:
+        lease = f" (lease until {task.lease_expires_at})" if task.lease_expires_at else ""
+        lines.append(f"  claimed by:    {task.claimed_by}{lease}")
+    elif task.claimed_by:
+        lines.append(f"  last claimed:  {task.claimed_by}")
     if task.completed_at:
         lines.append(f"  completed:     {task.completed_at}")
     for cp in task.checkpoints:
@@ -57,8 +62,10 @@ def task_options(for_edit: bool) -> Callable[[F], F]:
                          help="A task this one depends on (repeat for several)." + (" Replaces the list." if for_edit else "")),
             click.option("--check", metavar="CMD", default=None,
                          help="Validation command (sh -c, at the worktree root); `done` requires it to pass."),
-            click.option("--timeout", type=int, default=None, metavar="S", help="Seconds the check may run [default: 300]."),
-            click.option("--max-attempts", type=int, default=None, metavar="N", help="Failed attempts before the task fails for good [default: 3]."),
+            click.option("--timeout", type=int, default=None, metavar="S",
+                         help="Seconds the check may run" + (" (the task's own value is kept unless given)." if for_edit else " [default: 300].")),
+            click.option("--max-attempts", type=int, default=None, metavar="N",
+                         help="Failed attempts before the task fails for good" + (" (kept unless given)." if for_edit else " [default: 3].")),
             click.option("--cleanup", metavar="CMD", default=None, help="Command run after a failed attempt is rolled back."),
             click.option("--spec", metavar="PATH", default=None, help="Where the task's specification lives."),
         ]
@@ -93,16 +100,23 @@ def init_cmd(mode: str | None, max_tasks_per_session: int | None, max_sessions: 
         chosen = sync.named_remote(store.repo, remote)
     result = ops.init(store, mode=mode, max_tasks_per_session=max_tasks_per_session,
                       max_sessions=max_sessions, spec=spec, init_command=init_command)
+    refspecs: dict[str, list[str]] = {}
     if chosen is not None:
-        sync.use_remote(store.repo, chosen)
+        refspecs = sync.use_remote(store.repo, chosen)
     if as_json:
         emit_json(result)
-    elif result["created"]:
+        return
+    if result["created"]:
         click.echo("Initialized git handoff state in refs/harness/state")
     elif result["changed"]:
         click.echo("Updated config: " + ", ".join(result["changed"]))
     else:
         click.echo("git handoff is already initialized here")
+    if chosen is not None:
+        from git_handoff.cli.sync import refspec_lines
+
+        for line in refspec_lines(chosen.spec, refspecs):
+            click.echo(line)
 
 
 @click.command("add")
@@ -131,7 +145,8 @@ def import_cmd(file: str, as_json: bool) -> None:
     depends_on, check, timeout, max_attempts, cleanup, spec) or a harness
     `.harness/tasks.json` (version 2), whose every field is kept.
     """
-    tasks = ops.import_file(get_store(), file)
+    with Progress("import", as_json=as_json) as progress:
+        tasks = ops.import_file(get_store(), file, progress=progress)
     if as_json:
         emit_json([views.view(t) for t in tasks])
     else:
@@ -156,7 +171,7 @@ def list_cmd(status: str | None, ready: bool, as_json: bool) -> None:
 
 
 @click.command("show")
-@click.argument("task_id", metavar="ID")
+@click.argument("task_id", metavar="ID", shell_complete=complete_task_id)
 @json_option
 def show_cmd(task_id: str, as_json: bool) -> None:
     """Show one task whole."""
@@ -168,7 +183,7 @@ def show_cmd(task_id: str, as_json: bool) -> None:
 
 
 @click.command("edit")
-@click.argument("task_id", metavar="ID")
+@click.argument("task_id", metavar="ID", shell_complete=complete_task_id)
 @task_options(for_edit=True)
 @json_option
 def edit_cmd(task_id: str, priority: str | None, after: tuple[str, ...], check: str | None, timeout: int | None,
@@ -236,10 +251,11 @@ def log_cmd(limit: int | None, task: str | None, session: int | None, kind: str 
 
 
 @click.command("graph")
-@click.option("--format", "fmt", type=click.Choice(["text", "dot", "mermaid"]), default="text", show_default=True)
+@click.option("--format", "fmt", type=click.Choice(["text", "dot", "mermaid", "svg"]), default="text", show_default=True)
 @json_option
 def graph_cmd(fmt: str, as_json: bool) -> None:
-    """The dependency graph: a text tree (roots first), Graphviz dot or Mermaid."""
+    """The dependency graph: a text tree (roots first), Graphviz dot, Mermaid, or SVG
+    (laid out by Graphviz where `dot` is installed, by a built-in layered layout otherwise)."""
     snap = get_store().snapshot()
     if as_json:
         emit_json({"nodes": [{"id": t.id, "title": t.title, "status": t.status} for t in snap.tasks().values()],

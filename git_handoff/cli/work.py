@@ -3,12 +3,15 @@ attempts, restore."""
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import click
 
+from git_handoff import runner
 from git_handoff.claims import short
 from git_handoff.cli import emit_json, get_store, json_option
+from git_handoff.cli.ids import complete_task_id
 from git_handoff.errors import Negative
 from git_handoff.model import CATEGORIES, Task, parse_duration
 from git_handoff.ops import attempts as attempts_ops
@@ -27,6 +30,20 @@ def auto_sync(store: Any) -> None:
         click.echo(f"warning: {problem}", err=True)
 
 
+def live_output(as_json: bool) -> runner.Sink | None:
+    """At a terminal (and not --json), a check's output as it comes: its stdout to our
+    stdout, its stderr to our stderr. Elsewhere None: output is shown once it ends."""
+    if as_json or not sys.stdout.isatty():
+        return None
+
+    def sink(stream: str, chunk: bytes) -> None:
+        out = sys.stdout if stream == "stdout" else sys.stderr
+        out.buffer.write(chunk)
+        out.buffer.flush()
+
+    return sink
+
+
 def _lease(text: str | None) -> int | None:
     return parse_duration(text) if text is not None else None
 
@@ -36,7 +53,7 @@ def _view(task: Task) -> dict[str, Any]:
 
 
 @click.command("claim")
-@click.argument("task_id", metavar="[ID]", required=False)
+@click.argument("task_id", metavar="[ID]", required=False, shell_complete=complete_task_id)
 @click.option("--worker", default=None, metavar="W",
               help="Who claims [default: git config handoff.worker, else user@host:<worktree>].")
 @click.option("--lease", default=None, metavar="DURATION", help="How long the claim holds unrenewed (90s, 30m, 2h) [default: 30m].")
@@ -63,7 +80,7 @@ def claim_cmd(task_id: str | None, worker: str | None, lease: str | None, remote
 
 
 @click.command("renew")
-@click.argument("task_id", metavar="ID")
+@click.argument("task_id", metavar="ID", shell_complete=complete_task_id)
 @click.option("--lease", default=None, metavar="DURATION", help="New lease from now [default: the claim's].")
 @force_option
 @json_option
@@ -79,7 +96,7 @@ def renew_cmd(task_id: str, lease: str | None, force: bool, as_json: bool) -> No
 
 
 @click.command("release")
-@click.argument("task_id", metavar="ID")
+@click.argument("task_id", metavar="ID", shell_complete=complete_task_id)
 @force_option
 @json_option
 def release_cmd(task_id: str, force: bool, as_json: bool) -> None:
@@ -94,7 +111,7 @@ def release_cmd(task_id: str, force: bool, as_json: bool) -> None:
 
 
 @click.command("checkpoint")
-@click.argument("task_id", metavar="ID")
+@click.argument("task_id", metavar="ID", shell_complete=complete_task_id)
 @click.argument("message")
 @click.option("--step", type=int, default=None, metavar="M", help="Step number [default: next].")
 @click.option("--of", "total", type=int, default=None, metavar="N", help="Number of steps.")
@@ -114,15 +131,18 @@ def checkpoint_cmd(task_id: str, message: str, step: int | None, total: int | No
 
 
 @click.command("verify")
-@click.argument("task_id", metavar="ID")
+@click.argument("task_id", metavar="ID", shell_complete=complete_task_id)
 @json_option
 def verify_cmd(task_id: str, as_json: bool) -> None:
     """Run the task's validation command under its timeout (exit 0 pass, 1 fail); changes nothing."""
-    result = ops.verify(get_store(), task_id)
+    store = get_store()
+    sink = live_output(as_json)
+    with runner.streaming(sink):
+        result = ops.verify(store, task_id)
     if as_json:
         emit_json(ops.verify_view(task_id, result))
     else:
-        if result.output_tail:
+        if result.output_tail and sink is None:
             click.echo(result.output_tail.rstrip("\n"))
         click.echo("PASS" if result.ok else f"FAIL [{result.category}] {result.summary()}")
     if not result.ok:
@@ -130,21 +150,23 @@ def verify_cmd(task_id: str, as_json: bool) -> None:
 
 
 @click.command("done")
-@click.argument("task_id", metavar="ID")
+@click.argument("task_id", metavar="ID", shell_complete=complete_task_id)
 @force_option
 @json_option
 def done_cmd(task_id: str, force: bool, as_json: bool) -> None:
     """Complete a claimed task: its check must pass. A failing check fails the task
     exactly as `fail` does (attempt saved, work tree rolled back) and exits 1."""
     store = get_store()
+    sink = live_output(as_json)
     try:
-        task = ops.done(store, task_id, force=force)
+        with runner.streaming(sink):
+            task = ops.done(store, task_id, force=force)
     except Negative as exc:
         auto_sync(store)
         if as_json and isinstance(exc.payload, dict):
             emit_json(exc.payload)
         elif isinstance(exc.payload, dict):
-            _echo_fail(exc.payload)
+            _echo_fail(exc.payload, streamed=sink is not None)
         raise
     auto_sync(store)
     if as_json:
@@ -153,10 +175,10 @@ def done_cmd(task_id: str, force: bool, as_json: bool) -> None:
         click.echo(f"Completed {task.id} (commit {short(task.get('completed_commit'))})")
 
 
-def _echo_fail(outcome: dict[str, Any]) -> None:
+def _echo_fail(outcome: dict[str, Any], streamed: bool = False) -> None:
     task = outcome["task"]
     validation = outcome.get("validation")
-    if validation and validation.get("output_tail"):
+    if validation and validation.get("output_tail") and not streamed:
         click.echo(str(validation["output_tail"]).rstrip("\n"))
     click.echo(f"Failed {task['id']} [{outcome['category']}] {outcome['reason']} "
                f"(attempt {task['attempts']}/{task['max_attempts']})")
@@ -181,7 +203,7 @@ def _echo_fail(outcome: dict[str, Any]) -> None:
 
 
 @click.command("fail")
-@click.argument("task_id", metavar="ID")
+@click.argument("task_id", metavar="ID", shell_complete=complete_task_id)
 @click.option("--reason", required=True, metavar="TEXT", help="What went wrong (goes to the error log).")
 @click.option("--category", default="TASK_EXEC", show_default=True, type=click.Choice(list(CATEGORIES)),
               metavar="CAT", help="One of " + ", ".join(CATEGORIES) + ".")
@@ -209,7 +231,7 @@ def fail_cmd(task_id: str, reason: str, category: str, keep_worktree: bool, forc
 
 
 @click.command("attempts")
-@click.argument("task_id", metavar="ID")
+@click.argument("task_id", metavar="ID", shell_complete=complete_task_id)
 @json_option
 def attempts_cmd(task_id: str, as_json: bool) -> None:
     """List the saved attempts of a task: number, time, reason, files."""
@@ -227,7 +249,7 @@ def attempts_cmd(task_id: str, as_json: bool) -> None:
 
 
 @click.command("restore")
-@click.argument("task_id", metavar="ID")
+@click.argument("task_id", metavar="ID", shell_complete=complete_task_id)
 @click.argument("n", type=int, metavar="N")
 @force_option
 @json_option

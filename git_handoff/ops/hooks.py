@@ -7,6 +7,9 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
+import shlex
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -33,9 +36,37 @@ AGENT_SPECS = {
 }
 
 
-def template() -> bytes:
-    """The post-commit hook script shipped in hooks-templates/."""
-    return template_text("post-commit").encode()
+def template(command: Sequence[str] = ()) -> bytes:
+    """The post-commit hook script shipped in hooks-templates/; `command` (the executable
+    and its leading arguments, e.g. a python and `-m git_handoff`) is written into it as
+    the way to start git handoff, instead of looking `git handoff` up on PATH."""
+    text = template_text("post-commit")
+    if command:
+        text = text.replace("\nexe=''\n", f"\nexe={shlex.quote(command[0])}\n", 1)
+        text = text.replace("\npre=''\n", f"\npre={shlex.quote(' '.join(command[1:]))}\n", 1)
+    return text.encode()
+
+
+_RECORDED = re.compile(rb"^(exe|pre)=.*$", re.MULTILINE)
+
+
+def _without_command(script: bytes) -> bytes:
+    return _RECORDED.sub(rb"\1=''", script)
+
+
+def recorded_command(path: Path) -> list[str]:
+    """The command an installed hook starts git handoff with ([] when it uses PATH)."""
+    try:
+        script = path.read_bytes().decode(errors="replace")
+    except OSError:
+        return []
+    try:
+        values = {k: shlex.split(v) for k, v in re.findall(r"^(exe|pre)=(.*)$", script, re.MULTILINE)}
+    except ValueError:  # hand-edited beyond shell quoting
+        return []
+    exe = (values.get("exe") or [""])[0]
+    pre = (values.get("pre") or [""])[0]
+    return [exe, *pre.split()] if exe else []
 
 
 def hooks_dir(repo: Repo) -> Path:
@@ -75,7 +106,10 @@ def _check_agent(agent: str | None) -> None:
         raise UsageError(f"unknown agent {agent!r}: use {', '.join(AGENTS)}")
 
 
-def install(repo: Repo, agent: str | None = None, *, mcp: bool = True) -> dict[str, Any]:
+def install(repo: Repo, agent: str | None = None, command: Sequence[str] = (), *,
+            mcp: bool = True) -> dict[str, Any]:
+    """Install the post-commit hook (or an agent's hooks). `command`: how the hook starts
+    git handoff (absolute; see `template`); empty: through `git handoff` on PATH."""
     _check_agent(agent)
     if agent == "claude":
         if mcp:
@@ -95,7 +129,7 @@ def install(repo: Repo, agent: str | None = None, *, mcp: bool = True) -> dict[s
                 raise UsageError(f"{saved} already exists: move it away before `git handoff hooks install`")
             os.rename(target, saved)
             chained = True
-    atomic_write(target, template(), mode=0o755)
+    atomic_write(target, template(command), mode=0o755)
     record = _record(repo)
     if NOTES_REF not in _rewrite_refs(repo):
         repo.git("config", "--add", "notes.rewriteRef", NOTES_REF)
@@ -142,7 +176,8 @@ def status(repo: Repo) -> dict[str, Any]:
         "hooks_dir": str(directory),
         "post_commit": str(target),
         "installed": installed,
-        "up_to_date": installed and target.read_bytes() == template(),
+        "up_to_date": installed and _without_command(target.read_bytes()) == template(),
+        "starts": recorded_command(target) if installed else [],
         "chained_user_hook": installed and (directory / ("post-commit" + USER_SUFFIX)).exists(),
         "notes_rewrite_ref": NOTES_REF in _rewrite_refs(repo),
         "commits_per_session": local.commits_per_session(repo),

@@ -62,7 +62,11 @@ def begin(store: StateStore, worker: str | None = None) -> dict[str, Any]:
                 tx.log("WARN", f"Session {stale['session']} was left open; closed by the next session start",
                        session=stale["session"])
         if count >= cfg.max_sessions:
-            tx.log("STATS", _stats(tx), session=count)
+            # the last session's end already logged these very figures: say them once
+            last = read_session(tx, count) if count else None
+            stats = _stats(tx)
+            if not (last and last.get("ended_at") and last.get("stats") == stats):
+                tx.log("STATS", stats, session=count)
             return {"refused": True, "session_count": count, "max_sessions": cfg.max_sessions}
         number = count + 1
         record = {
@@ -122,13 +126,13 @@ def end(store: StateStore) -> dict[str, Any]:
         record["ended_at"] = stamp
         record["head"] = repo.head()
         record["completed"] = completed_ids(tx, number)
+        stats = _stats(tx)
+        record["stats"] = stats  # kept, so a refused next start need not log the same figures again
         put_record(tx, session_path(number), record)
         meta = tx.meta()
         meta["last_session"] = stamp
         tx.put_json(META_PATH, meta)
-        stats = _stats(tx)
         tx.log("STATS", stats, session=number)
-        record["stats"] = stats
         return record
 
     record = store.transact(apply)

@@ -81,8 +81,15 @@ class Remote:
         return f"refs/remotes/{self.track}/harness/attempts/"
 
     def refspecs(self) -> list[str]:
+        """What sync fetches: the state and attempts, and our notes only (not every
+        notes namespace the remote holds). The notes refspec is a pattern so that a remote
+        without notes yet is no error (an exact refspec fails when the ref is missing)."""
         return [f"+refs/harness/*:refs/remotes/{self.track}/harness/*",
-                f"+refs/notes/*:refs/remotes/{self.track}/notes/*"]
+                f"+{NOTES_REF}*:{self.notes}*"]
+
+    def legacy_refspecs(self) -> list[str]:
+        """What earlier versions added to remote.<name>.fetch and this one replaces."""
+        return [f"+refs/notes/*:refs/remotes/{self.track}/notes/*"]
 
 
 def _git_error(proc: Any, what: str) -> GitFailure:
@@ -93,16 +100,24 @@ def _git_error(proc: Any, what: str) -> GitFailure:
     return GitFailure(f"{what}: {tail}")
 
 
-def add_refspecs(repo: Repo, remote: Remote) -> None:
+def add_refspecs(repo: Repo, remote: Remote) -> dict[str, list[str]]:
     """So that a plain `git fetch` brings the state too, into remote-tracking refs (and a
-    `git fetch --prune` keeps them)."""
+    `git fetch --prune` keeps them). Adds only what is missing, and replaces the broader
+    notes refspec earlier versions added; returns {"added", "removed"} for the user."""
+    changed: dict[str, list[str]] = {"added": [], "removed": []}
     if not remote.named:
-        return
-    configured = set(repo.git("config", "--get-all", f"remote.{remote.spec}.fetch", check=False)
-                     .stdout.decode().split())
+        return changed
+    key = f"remote.{remote.spec}.fetch"
+    configured = set(repo.git("config", "--get-all", key, check=False).stdout.decode().split())
     for spec in remote.refspecs():
         if spec not in configured:
-            repo.git("config", "--add", f"remote.{remote.spec}.fetch", spec, check=False)
+            repo.git("config", "--add", key, spec, check=False)
+            changed["added"].append(spec)
+    for spec in remote.legacy_refspecs():
+        if spec in configured:
+            repo.git("config", "--fixed-value", "--unset", key, spec, check=False)
+            changed["removed"].append(spec)
+    return changed
 
 
 def named_remote(repo: Repo, name: str) -> Remote:
@@ -112,10 +127,11 @@ def named_remote(repo: Repo, name: str) -> Remote:
     return Remote(repo, name)
 
 
-def use_remote(repo: Repo, remote: Remote) -> None:
+def use_remote(repo: Repo, remote: Remote) -> dict[str, list[str]]:
     """`init --remote R`: R becomes handoff.remote and plain `git fetch R` brings the state."""
-    add_refspecs(repo, remote)
+    changed = add_refspecs(repo, remote)
     repo.git("config", "handoff.remote", remote.spec)
+    return changed
 
 
 def fetch(repo: Repo, remote: Remote) -> None:
@@ -164,11 +180,14 @@ def _take_attempts(repo: Repo, remote: Remote) -> tuple[list[str], list[str]]:
 # -- sync -------------------------------------------------------------------------------
 
 
-def _round(store: StateStore, remote: Remote, report: dict[str, Any]) -> bool:
+def _round(store: StateStore, remote: Remote, report: dict[str, Any],
+           say: Callable[[str], None] = lambda _text: None) -> bool:
     """One fetch-merge-push round; True when everything reached the remote."""
     repo = store.repo
+    say(f"fetching from {remote.spec}")
     fetch(repo, remote)
     theirs = repo.ref_target(remote.state)
+    say("merging the remote's state")
     step = integrate(store, theirs, remote.spec)
     if report["action"] in ("", "up-to-date", "no-remote-state"):
         report["action"] = step["action"]
@@ -194,6 +213,8 @@ def _round(store: StateStore, remote: Remote, report: dict[str, Any]) -> bool:
     for name, _oid in sorted(repo.refs_under(ATTEMPTS_PREFIX).items()):
         if remote_attempts.get(remote.attempts + name[len(ATTEMPTS_PREFIX):]) is None:
             specs.append(f"{name}:{name}")
+    if specs:
+        say(f"pushing {len(specs)} ref(s) to {remote.spec}")
     flags = _push(repo, remote, specs)
     rejected = [ref for ref, flag in flags.items() if flag == "!"]
     report["pushed"].extend(sorted(ref for ref, flag in flags.items() if flag in (" ", "*", "+")))
@@ -207,17 +228,20 @@ def _round(store: StateStore, remote: Remote, report: dict[str, Any]) -> bool:
     return not any(r in (STATE_REF, NOTES_REF) for r in rejected)
 
 
-def sync(store: StateStore, remote: str | None = None, *, tries: int = PUSH_TRIES) -> dict[str, Any]:
-    """Fetch, merge and push the state, attempts and notes; a summary of what moved."""
+def sync(store: StateStore, remote: str | None = None, *, tries: int = PUSH_TRIES,
+         progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Fetch, merge and push the state, attempts and notes; a summary of what moved.
+    `progress(text)`, when given, hears each step (a sync of many changes takes seconds)."""
     remote_obj = Remote(store.repo, remote)
+    say = progress or (lambda _text: None)
     report: dict[str, Any] = {
         "remote": remote_obj.spec, "action": "", "incoming": 0, "outgoing": 0, "conflicts": [],
         "claims_lost": [], "pushed": [], "attempts": {"fetched": [], "pushed": [], "conflicting": []},
         "notes": "none", "retries": 0,
     }
     for attempt in range(tries):
-        if _round(store, remote_obj, report):
-            add_refspecs(store.repo, remote_obj)
+        if _round(store, remote_obj, report, say):
+            report["refspecs"] = add_refspecs(store.repo, remote_obj)
             report["state_commit"] = store.head()
             if report["action"] in ("up-to-date", "no-remote-state") and STATE_REF in report["pushed"]:
                 report["action"] = "pushed"

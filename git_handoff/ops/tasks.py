@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -290,21 +291,28 @@ def _read_plan(text: str, path: Path) -> list[dict[str, Any]]:
     return out
 
 
-def import_file(store: StateStore, path: str | Path) -> list[Task]:
-    """Add every task of a plan (TOML) or harness tasks.json v2: all or nothing."""
+def import_file(store: StateStore, path: str | Path, progress: Callable[[str], None] | None = None) -> list[Task]:
+    """Add every task of a plan (TOML) or harness tasks.json v2: all or nothing.
+
+    `progress(text)`, when given, hears what is being done (a large plan takes seconds)."""
+    say = progress or (lambda _text: None)
     file = Path(path)
+    say(f"reading {file.name}")
     objects, extras = _read_import(file)
     if not objects:
         raise UsageError(f"{file}: no tasks to import")
     stamp = now_iso()
     parsed: list[Task] = []
+    total = len(objects)
     for n, obj in enumerate(objects, 1):
+        if n % 1000 == 0:
+            say(f"checking task {n:,}/{total:,}")
         task = Task.from_json(obj, source=f"{file}: task #{n}")
         if not task.created_at:
             task = dataclasses.replace(task, created_at=stamp)
         parsed.append(dataclasses.replace(task, order=order_key_now()))
     ids = [t.id for t in parsed]
-    dupes = sorted({i for i in ids if ids.count(i) > 1})
+    dupes = sorted(i for i, n in Counter(ids).items() if n > 1)  # not ids.count(): quadratic at 50k tasks
     if dupes:
         raise UsageError(f"{file}: duplicate task id(s) {', '.join(dupes)}")
     session_config = extras.get("session_config")
@@ -321,7 +329,12 @@ def import_file(store: StateStore, path: str | Path) -> list[Task]:
             for dep in task.depends_on:
                 if dep not in known:
                     raise UsageError(f"{file}: task {task.id}: unknown dependency {dep!r}")
-        out = [tx.put_task(t) for t in parsed]
+        out = []
+        for n, t in enumerate(parsed, 1):
+            if n % 1000 == 0:
+                say(f"preparing task {n:,}/{total:,}")
+            out.append(tx.put_task(t))
+        say(f"writing {total:,} task(s) to refs/harness/state")
         if extras:
             meta = tx.meta()
             meta["imported"] = extras

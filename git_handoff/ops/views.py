@@ -119,6 +119,8 @@ def log(
         store.snapshot()  # raises NotInitialized
     if limit is not None and limit < 0:
         raise UsageError("-n must not be negative")
+    if limit == 0:
+        return []
     if task is not None:
         check_id(task)
     if kind is not None and kind.lower() not in {t.lower() for t in LOG_TYPES}:
@@ -164,6 +166,12 @@ def graph(snap: Snapshot, fmt: str = "text") -> str:
                 lines.append(f'  "{dep}" -> "{t.id}";')
         lines.append("}")
         return "\n".join(lines) + "\n"
+    if fmt == "svg":
+        # imported here, not at the top: it (with html, shutil, subprocess) would cost
+        # every `status` and `list` ~10-25 ms for a format they never print
+        from git_handoff import graph_svg  # noqa: PLC0415 - import cost, see above
+
+        return graph_svg.render(tasks, blocked)
     if fmt == "mermaid":
         names = {tid: f"n{n}" for n, tid in enumerate(tasks)}
         lines = ["graph TD"]
@@ -176,7 +184,7 @@ def graph(snap: Snapshot, fmt: str = "text") -> str:
                     lines.append(f"  {names[dep]} --> {names[t.id]}")
         return "\n".join(lines) + "\n"
     if fmt != "text":
-        raise UsageError(f"invalid format {fmt!r}: use text, dot or mermaid")
+        raise UsageError(f"invalid format {fmt!r}: use text, dot, mermaid or svg")
     # text: each root, then what depends on it, indented; a task reached again is shown once more as a reference
     dependents: dict[str, list[str]] = {}
     for t in tasks.values():

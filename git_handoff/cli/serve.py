@@ -1,0 +1,54 @@
+"""`git handoff serve`: the read-only dashboard."""
+
+from __future__ import annotations
+
+import click
+
+from git_handoff.cli import emit_json, json_option
+from git_handoff.errors import UsageError
+from git_handoff.model import parse_duration
+
+
+@click.command("serve")
+@click.option("--port", "-p", type=click.IntRange(0, 65535), default=0, show_default=True,
+              help="TCP port; 0 picks a free one.")
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Address to listen on. Anything but loopback exposes the state to the network.")
+@click.option("--open", "open_browser", is_flag=True, help="Open the dashboard in a browser, where there is one.")
+@click.option("--stop-after", default=None, metavar="DURATION",
+              help="Stop serving after DURATION (e.g. 90s, 30m, 2h) instead of at Ctrl-C.")
+@json_option
+def serve_cmd(port: int, host: str, open_browser: bool, stop_after: str | None, as_json: bool) -> None:
+    """A live, read-only dashboard of the state in a web browser.
+
+    Progress by status and priority, the dependency graph, sessions with their
+    handoff documents, the relay's state and the log, updating while the work goes
+    on; every task links to its record, attempts and checkpoints. It reads
+    refs/harness/state on every request and never changes anything (every method
+    but GET and HEAD is refused). Prints its URL (--json: {"url", "root"} once it
+    listens); Ctrl-C stops it.
+    """
+    from git_handoff.dashboard import server
+    from git_handoff.gitrepo import Repo
+
+    seconds = parse_duration(stop_after) if stop_after is not None else None
+    repo = Repo.discover()
+    root = repo.root()
+
+    def ready(url: str) -> None:
+        if as_json:
+            emit_json({"url": url, "root": str(root), "host": host, "stop_after": seconds})
+        else:
+            click.echo(f"Serving the dashboard of {root} at {url}" + ("" if seconds else "  (Ctrl-C to stop)"))
+        if host not in ("127.0.0.1", "localhost", "::1"):
+            click.echo(f"warning: listening on {host}: anyone who can reach it can read the state", err=True)
+        if open_browser:
+            import webbrowser
+
+            if not webbrowser.open(url):
+                click.echo("warning: no browser found; open the URL yourself", err=True)
+
+    try:
+        server.serve(root, host=host, port=port, stop_after=seconds, ready=ready)
+    except OSError as exc:
+        raise UsageError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None

@@ -1,0 +1,370 @@
+"""The dashboard's pages, rendered from one snapshot of the state per request.
+
+Everything shown comes from refs/harness/state (and the attempt refs) as every other
+command reads it; nothing is cached between requests, so the pages follow the
+repository as it changes. Every string from the state is escaped: titles, reasons and
+log lines may come from a remote.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from html import escape
+from typing import Any
+from urllib.parse import quote
+
+from git_handoff import graph_svg as svg
+from git_handoff import schedule, state_files
+from git_handoff.errors import UsageError
+from git_handoff.model import Task, check_id
+from git_handoff.ops import attempts as attempt_ops
+from git_handoff.ops import prompt
+from git_handoff.store import Snapshot, StateStore
+
+STATUSES = ("pending", "in_progress", "completed", "failed", "blocked")
+PRIORITIES = ("P0", "P1", "P2")
+LOG_TAIL = 20
+INLINE_GRAPH_MAX = 300
+GROUP_SHOWN = 200  # tasks of one status listed on the overview; the rest on /tasks/<status>
+_URL_SAFE = re.compile(r"[A-Za-z0-9._-]+")  # above this the overview links to /graph instead of drawing it
+SESSIONS_SHOWN = 50
+
+CSS = """
+body{font:14px/1.4 system-ui,sans-serif;margin:0;color:#222;background:#fafafa}
+header{background:#263238;color:#fff;padding:8px 16px;display:flex;gap:18px;align-items:baseline}
+header a{color:#cfd8dc;text-decoration:none}header h1{font-size:17px;margin:0}
+main{padding:12px 16px}section{background:#fff;border:1px solid #ddd;border-radius:6px;padding:10px 14px;margin-bottom:12px}
+h2{font-size:15px;margin:0 0 8px}table{border-collapse:collapse}td,th{padding:2px 10px 2px 0;text-align:left;vertical-align:top}
+.s-completed{color:#2e7d32}.s-in_progress{color:#1565c0}.s-pending{color:#757575}.s-failed{color:#c62828}.s-blocked{color:#ef6c00}
+.bar{display:flex;height:14px;border-radius:4px;overflow:hidden;background:#eee;margin:6px 0}
+.bar span{display:block}.b-completed{background:#2e7d32}.b-in_progress{background:#1565c0}
+.b-pending{background:#bdbdbd}.b-failed{background:#c62828}.b-blocked{background:#ef6c00}
+pre{background:#f5f5f5;padding:8px;overflow:auto;font-size:12px;margin:0}
+.timeline{display:flex;gap:6px;flex-wrap:wrap}.timeline a{display:block;border:1px solid #ccc;border-radius:4px;padding:4px 8px;
+text-decoration:none;color:#222;min-width:140px}.muted{color:#777}.graph-wrap{overflow:auto;max-height:80vh}
+ul.tasks{columns:3 320px;margin:0;padding-left:18px}
+"""
+
+# A few lines of plain JavaScript: on every change of the state the server announces
+# (server-sent events), fetch the live fragments and swap them in. No reload.
+LIVE_JS = """
+(function(){
+  window.dashboardLoadedAt = Date.now();
+  window.dashboardUpdates = 0;
+  function refresh(){
+    fetch('/api/live').then(function(r){return r.json();}).then(function(data){
+      Object.keys(data.html).forEach(function(id){
+        var el = document.getElementById(id); if (el) { el.innerHTML = data.html[id]; }
+      });
+      window.dashboardUpdates += 1;
+      document.body.setAttribute('data-state', data.commit || '');
+      document.body.setAttribute('data-updates', String(window.dashboardUpdates));
+    }).catch(function(){});
+  }
+  if (window.EventSource) {
+    var es = new EventSource('/events');
+    es.addEventListener('state', refresh);
+  } else {
+    setInterval(refresh, 2000);
+  }
+})();
+"""
+
+
+def task_url(task_id: str) -> str:
+    # ids are [A-Za-z0-9._-] once parsed (model.check_id), so quoting is for anything else
+    return "/task/" + (task_id if _URL_SAFE.fullmatch(task_id) else quote(task_id, safe=""))
+
+
+def _status_of(task: Task, blocked: set[str]) -> str:
+    return "blocked" if task.id in blocked else task.status
+
+
+def page(title: str, body: str, *, live: bool = False, state: str | None = None) -> str:
+    script = f"<script>{LIVE_JS}</script>" if live else ""
+    return (
+        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">"
+        f"<title>{escape(title)} · git handoff</title>"
+        "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
+        f"<style>{CSS}</style></head><body data-state=\"{escape(state or '')}\" data-updates=\"0\">"
+        "<header><h1>git handoff</h1><a href=\"/\">overview</a><a href=\"/graph\">graph</a>"
+        "<a href=\"/sessions\">sessions</a></header>"
+        f"<main>{body}</main>{script}</body></html>"
+    )
+
+
+def not_initialized_page(message: str) -> str:
+    return page("not initialized", f"<section><h2>Nothing to show yet</h2><p>{escape(message)}</p></section>")
+
+
+# -- fragments that update live --------------------------------------------------------
+
+
+def counts_html(tasks: dict[str, Task], blocked: set[str]) -> str:
+    counts = schedule.counts(tasks, blocked)
+    total = len(tasks)
+    done = counts.get("completed", 0)
+    bar = "".join(
+        f'<span class="b-{s}" style="width:{100 * counts.get(s, 0) / total:.2f}%" title="{s}: {counts.get(s, 0)}"></span>'
+        for s in STATUSES if total and counts.get(s, 0)
+    )
+    cells = "".join(f'<td class="s-{s}">{s} <b data-count="{s}">{counts.get(s, 0)}</b></td>' for s in STATUSES)
+    by_prio: dict[tuple[str, str], int] = {}
+    for t in tasks.values():
+        key = (t.priority, _status_of(t, blocked))
+        by_prio[key] = by_prio.get(key, 0) + 1
+    rows = "".join(
+        f"<tr><th>{p}</th>" + "".join(f'<td data-priority="{p}" data-status="{s}">{by_prio.get((p, s), 0)}</td>' for s in STATUSES)
+        + f"<td><b>{sum(by_prio.get((p, s), 0) for s in STATUSES)}</b></td></tr>"
+        for p in PRIORITIES
+    )
+    head = "<tr><th></th>" + "".join(f'<th class="s-{s}">{s}</th>' for s in STATUSES) + "<th>all</th></tr>"
+    pct = f"{100 * done / total:.0f}%" if total else "-"
+    return (
+        f'<p><b data-count="total">{total}</b> tasks, {pct} completed</p><div class="bar">{bar}</div>'
+        f"<table><tr>{cells}</tr></table><h2>By priority</h2><table>{head}{rows}</table>"
+    )
+
+
+def relay_html(snap: Snapshot) -> str:
+    record = state_files.read_relay(snap)
+    if not record:
+        return '<p class="muted" data-relay="none">No relay has run in this repository.</p>'
+    notes = state_files.relay_status_lines(snap)
+    state = str(record.get("state") or "-")
+    session = record.get("session")
+    ack = None
+    if isinstance(session, int):
+        srec = state_files.read_session(snap, session)
+        ack = srec.get("ack") if srec else None
+    rows = [
+        ("state", state),
+        ("session", str(session) if session is not None else "-"),
+        ("agent", str(record.get("agent") or "-")),
+        ("ACK", (ack.get("status") if isinstance(ack, dict) else None) or "waiting" if session else "-"),
+        ("started", str(record.get("started_at") or "-")),
+    ]
+    if record.get("stopped_at"):
+        rows.append(("stopped", f"{record.get('stopped_at')} ({record.get('reason') or '-'})"))
+    table = "".join(f"<tr><th>{escape(k)}</th><td data-relay-field=\"{escape(k)}\">{escape(v)}</td></tr>" for k, v in rows)
+    failures = record.get("failures") or []
+    fail_html = ""
+    if isinstance(failures, list) and failures:
+        items = "".join(
+            f"<li>[{escape(str(f.get('at')))}] {escape(str(f.get('what')))}</li>"
+            for f in failures[-10:] if isinstance(f, dict)
+        )
+        fail_html = f'<h2>Failures</h2><ul class="s-failed">{items}</ul>'
+    note = f'<p>{escape(notes[0])}</p>' if notes else ""
+    return f'<div data-relay="{escape(state)}">{note}<table>{table}</table>{fail_html}</div>'
+
+
+def log_html(store: StateStore, head: str) -> str:
+    lines = [e.line for e in store.entries(start=head, limit=LOG_TAIL)]
+    lines.reverse()
+    return "<pre>" + "\n".join(escape(line) for line in lines) + "</pre>"
+
+
+def _session_numbers(snap: Snapshot) -> list[int]:
+    count = int(snap.meta().get("session_count") or 0)
+    return list(range(max(1, count - SESSIONS_SHOWN + 1), count + 1))
+
+
+def sessions_html(snap: Snapshot) -> str:
+    numbers = _session_numbers(snap)
+    if not numbers:
+        return '<p class="muted">No session yet.</p>'
+    cards = []
+    for n in numbers:
+        rec = state_files.read_session(snap, n) or {}
+        doc = snap.read_json(state_files.doc_path(n))
+        ack = rec.get("ack")
+        ack_text = ack.get("status") if isinstance(ack, dict) else "-"
+        done = len(rec.get("completed") or [])
+        cards.append(
+            f'<a class="session" data-session="{n}" href="/session/{n}"><b>session {n}</b>'
+            f'<br><span class="muted">{escape(str(rec.get("started_at") or "-"))}</span>'
+            f'<br>{escape(str(rec.get("worker") or "-"))}'
+            f'<br>completed {done} · ACK {escape(str(ack_text))}'
+            f'<br>{"handoff document" if isinstance(doc, dict) else "<span class=muted>no document</span>"}</a>'
+        )
+    return f'<p><b data-count="sessions">{len(numbers)}</b> session(s)</p><div class="timeline">{"".join(cards)}</div>'
+
+
+def inline_graph_html(tasks: dict[str, Task], blocked: set[str]) -> str:
+    if len(tasks) <= INLINE_GRAPH_MAX:
+        return f'<div class="graph-wrap">{svg.render(tasks, blocked, link=task_url)}</div>'
+    return f'<p>{len(tasks)} tasks: <a href="/graph">the whole graph</a>.</p>'
+
+
+def live_fragments(store: StateStore) -> dict[str, Any]:
+    snap = store.snapshot()
+    tasks = snap.tasks()
+    return _live(store, snap, tasks, schedule.blocked_ids(tasks))
+
+
+def _live(store: StateStore, snap: Snapshot, tasks: dict[str, Task], blocked: set[str]) -> dict[str, Any]:
+    return {
+        "commit": snap.commit,
+        "html": {
+            "counts": counts_html(tasks, blocked),
+            "graph": inline_graph_html(tasks, blocked),
+            "relay": relay_html(snap),
+            "log": log_html(store, snap.commit),
+            "sessions": sessions_html(snap),
+        },
+    }
+
+
+# -- pages ------------------------------------------------------------------------------
+
+
+def _by_status(tasks: dict[str, Task], blocked: set[str]) -> dict[str, list[Task]]:
+    groups: dict[str, list[Task]] = {s: [] for s in STATUSES}
+    for t in tasks.values():
+        groups["blocked" if t.id in blocked else t.status].append(t)
+    return groups
+
+
+def _task_items(chosen: list[Task]) -> str:
+    return "".join(
+        f'<li><a class="task-link" href="{task_url(t.id)}">{escape(t.id)}</a> {escape(t.title)} '
+        f'<span class="muted">{t.priority} {t.attempts}/{t.max_attempts}</span></li>'
+        for t in chosen
+    )
+
+
+def overview(store: StateStore) -> str:
+    snap = store.snapshot()
+    tasks = snap.tasks()
+    blocked = schedule.blocked_ids(tasks)
+    live = _live(store, snap, tasks, blocked)
+    groups = []
+    for s, chosen in _by_status(tasks, blocked).items():
+        if not chosen:
+            continue
+        more = ""
+        if len(chosen) > GROUP_SHOWN:  # a page of 10,000 list items helps nobody: the rest a click away
+            more = f'<p><a href="/tasks/{s}">all {len(chosen)} {s} tasks</a></p>'
+        groups.append(f'<h2 class="s-{s}">{s} ({len(chosen)})</h2><ul class="tasks" data-group="{s}">'
+                      f"{_task_items(chosen[:GROUP_SHOWN])}</ul>{more}")
+    h = live["html"]
+    body = (
+        f'<section><h2>Progress</h2><div id="counts">{h["counts"]}</div></section>'
+        f'<section><h2>Dependencies</h2><div id="graph">{h["graph"]}</div></section>'
+        f'<section><h2>Relay</h2><div id="relay">{h["relay"]}</div></section>'
+        f'<section><h2>Sessions</h2><div id="sessions">{h["sessions"]}</div></section>'
+        f'<section><h2>Log</h2><div id="log">{h["log"]}</div></section>'
+        f'<section><h2>Tasks</h2>{"".join(groups) or "<p class=muted>No task yet.</p>"}</section>'
+    )
+    return page("overview", body, live=True, state=live["commit"])
+
+
+def tasks_page(store: StateStore, status: str) -> str | None:
+    """Every task of one status (computed `blocked` included), or None for another word."""
+    if status not in STATUSES:
+        return None
+    tasks = store.snapshot().tasks()
+    chosen = _by_status(tasks, schedule.blocked_ids(tasks))[status]
+    return page(f"{status} tasks", f'<section><h2 class="s-{status}">{status} ({len(chosen)})</h2>'
+                                   f'<ul class="tasks" data-group="{status}">{_task_items(chosen)}</ul></section>')
+
+
+def graph_svg(store: StateStore) -> str:
+    tasks = store.snapshot().tasks()
+    return svg.render(tasks, schedule.blocked_ids(tasks), link=task_url)
+
+
+def graph_page(store: StateStore) -> str:
+    tasks = store.snapshot().tasks()
+    edges = sum(1 for t in tasks.values() for d in t.depends_on if d in tasks)
+    drawing = svg.render(tasks, schedule.blocked_ids(tasks), link=task_url)
+    body = (f"<section><h2>Dependency graph</h2><p>{len(tasks)} task(s), {edges} dependenc"
+            f"{'y' if edges == 1 else 'ies'} · <a href=\"/graph.svg\">SVG</a></p>"
+            f'<div class="graph-wrap">{drawing}</div></section>')
+    return page("graph", body)
+
+
+def _kv(rows: list[tuple[str, str]]) -> str:
+    return "<table>" + "".join(f"<tr><th>{escape(k)}</th><td>{escape(v)}</td></tr>" for k, v in rows) + "</table>"
+
+
+def task_page(store: StateStore, task_id: str) -> str | None:
+    """The page of one task, or None when there is no such task."""
+    snap = store.snapshot()
+    task = snap.task(task_id) if _plausible_id(task_id) else None
+    if task is None:
+        return None
+    tasks = snap.tasks()
+    blocked = schedule.blocked_ids(tasks)
+    state = _status_of(task, blocked)
+    deps = " ".join(f'<a href="{task_url(d)}">{escape(d)}</a>' for d in task.depends_on) or "-"
+    dependents = [t.id for t in tasks.values() if task.id in t.depends_on]
+    rdeps = " ".join(f'<a href="{task_url(d)}">{escape(d)}</a>' for d in dependents) or "-"
+    rows = [
+        ("status", state), ("priority", task.priority), ("attempts", f"{task.attempts}/{task.max_attempts}"),
+        ("check", task.check or "-"), ("timeout", f"{task.timeout_seconds}s"), ("cleanup", task.cleanup or "-"),
+        ("spec", task.spec_ref or "-"), ("created", task.created_at or "-"),
+        ("started at", task.started_at_commit or "-"), ("completed", task.completed_at or "-"),
+    ]
+    if task.status == "in_progress" and task.claimed_by:
+        rows.append(("claimed by", f"{task.claimed_by} (lease until {task.lease_expires_at})"))
+    checkpoints = "".join(
+        f"<tr><td>{escape(str(c.get('step')))}/{escape(str(c.get('total')))}</td><td>{escape(str(c.get('description')))}</td>"
+        f"<td class=muted>{escape(str(c.get('timestamp')))}</td></tr>" for c in task.checkpoints
+    )
+    errors = "".join(f"<li>{escape(e)}</li>" for e in task.error_log)
+    attempt_rows = "".join(
+        f'<tr class="attempt" data-attempt="{a["attempt"]}"><td>#{a["attempt"]}</td><td>{escape(str(a.get("time") or "-"))}</td>'
+        f'<td>{escape(str(a.get("category") or "-"))}</td><td>{escape(str(a.get("reason") or ""))}</td>'
+        f'<td><code>{escape(str(a.get("ref")))}</code></td><td>{len(a.get("files") or [])} file(s)</td></tr>'
+        for a in attempt_ops.attempts(store, task.id)
+    )
+    record = json.dumps(task.to_json(), indent=2, ensure_ascii=False, default=str)
+    body = (
+        f'<section><h2 class="s-{state}">{escape(task.id)}: {escape(task.title)}</h2>{_kv(rows)}'
+        f"<p>depends on: {deps}</p><p>needed by: {rdeps}</p></section>"
+        f'<section><h2>Attempts</h2><table id="attempts">{attempt_rows or "<tr><td class=muted>none saved</td></tr>"}</table></section>'
+        f'<section><h2>Checkpoints</h2><table id="checkpoints">{checkpoints or "<tr><td class=muted>none</td></tr>"}</table></section>'
+        f'<section><h2>Error log</h2><ul id="errors">{errors or "<li class=muted>empty</li>"}</ul></section>'
+        f"<section><h2>Record</h2><pre>{escape(record)}</pre></section>"
+    )
+    return page(task.id, body)
+
+
+def sessions_page(store: StateStore) -> str:
+    snap = store.snapshot()
+    return page("sessions", f'<section><h2>Sessions</h2>{sessions_html(snap)}</section>')
+
+
+def session_page(store: StateStore, number: int) -> str | None:
+    snap = store.snapshot()
+    rec = state_files.read_session(snap, number)
+    if rec is None:
+        return None
+    doc = snap.read_json(state_files.doc_path(number))
+    ack = rec.get("ack")
+    rows = [
+        ("worker", str(rec.get("worker") or "-")), ("started", str(rec.get("started_at") or "-")),
+        ("ended", str(rec.get("ended_at") or "-")), ("base", str(rec.get("base") or "-")),
+        ("ACK", str(ack.get("status")) if isinstance(ack, dict) else "-"),
+    ]
+    done = " ".join(f'<a href="{task_url(str(t))}">{escape(str(t))}</a>' for t in rec.get("completed") or []) or "-"
+    facts = "".join(f"<li>{escape(str(d.get('what')))} — {escape(str(d.get('why')))}</li>"
+                    for d in rec.get("decisions") or [] if isinstance(d, dict))
+    doc_html = (f'<pre id="handoff-doc">{escape(prompt.render_markdown(doc))}</pre>' if isinstance(doc, dict)
+                else '<p class="muted">No handoff document for this session.</p>')
+    body = (
+        f"<section><h2>Session {number}</h2>{_kv(rows)}<p>completed: {done}</p>"
+        f"<ul>{facts}</ul></section><section><h2>Handoff document</h2>{doc_html}</section>"
+    )
+    return page(f"session {number}", body)
+
+
+def _plausible_id(task_id: str) -> bool:
+    try:
+        check_id(task_id)
+    except UsageError:
+        return False
+    return True
