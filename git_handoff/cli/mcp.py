@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import click
 
+from git_handoff.cli import json_option
+
 
 @click.command("mcp")
-def mcp_cmd() -> None:
+@json_option
+def mcp_cmd(as_json: bool) -> None:
     """Serve the verbs as MCP tools on stdin/stdout (for an agent CLI to start).
 
     \b
@@ -19,6 +22,8 @@ def mcp_cmd() -> None:
     `claude -p ... --allowedTools mcp__handoff`), or by hand: command
     `git-handoff`, args ["mcp"], started in the project. It runs until the
     client closes stdin, or until SIGINT/SIGTERM (after the running call).
+    With --json, an error before the server starts (no SDK, not a repository)
+    is printed as {"error", "exit_code"}; stdout is otherwise the MCP stream.
     """
     try:
         from git_handoff import mcp_server

@@ -3,6 +3,7 @@ and clones of it."""
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import subprocess
 import time
@@ -20,6 +21,15 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def _die_with_parent() -> None:
+    """In the child before exec: SIGTERM when the test process dies (Linux)."""
+    import ctypes
+    import signal
+
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
 @pytest.fixture(params=["bare", "daemon"])
 def remote_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """A URL of an empty shared remote: a bare repository on disk, or served by git daemon."""
@@ -31,10 +41,12 @@ def remote_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
         yield str(bare)
         return
     port = _free_port()
+    # A bounded lifetime of its own (coreutils `timeout`), and it ends with the test
+    # process (parent-death signal), so a killed or timed-out run leaves no daemon.
     proc = subprocess.Popen(
-        ["git", "daemon", "--reuseaddr", f"--base-path={base}", "--export-all", "--enable=receive-pack",
+        ["timeout", "--kill-after=5", "900", "git", "daemon", "--reuseaddr", f"--base-path={base}", "--export-all", "--enable=receive-pack",
          "--listen=127.0.0.1", f"--port={port}", "--informative-errors", str(base)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, preexec_fn=_die_with_parent,
     )
     try:
         deadline = time.monotonic() + 20
@@ -48,8 +60,12 @@ def remote_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
                 time.sleep(0.05)
         yield f"git://127.0.0.1:{port}/remote.git"
     finally:
-        proc.kill()
-        proc.wait()
+        proc.terminate()  # `timeout` passes it on to the daemon
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 @pytest.fixture
