@@ -137,7 +137,9 @@ def fetch(repo: Repo, remote: Remote) -> None:
     the tracking refs and the local state as they were."""
     staging = f"{INCOMING}{remote.track}/"
     specs = [f"+refs/harness/*:{staging}harness/*", f"+refs/notes/*:{staging}notes/*"]
-    proc = repo.git("fetch", "--quiet", "--no-tags", "--prune", "--no-write-fetch-head", remote.spec,
+    # --refmap= : a remote's configured refspecs (add_refspecs) must not also move the
+    # tracking refs behind the checks' back
+    proc = repo.git("fetch", "--quiet", "--no-tags", "--prune", "--no-write-fetch-head", "--refmap=", remote.spec,
                     *specs, check=False, env={"GIT_TERMINAL_PROMPT": "0"})
     if proc.returncode != 0:
         raise _git_error(proc, f"cannot fetch from {remote.spec}")
