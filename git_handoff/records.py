@@ -580,10 +580,9 @@ def check_task_text(task: Any, where: str) -> None:
             _CHECKPOINT(cp, f"checkpoints[{i}]")
         except InvalidState as exc:
             raise problem(where, f"field {exc.message}") from None
-    for name in ("started_at_commit",):
-        value = getattr(task, name)
-        if value is not None and not _OID.fullmatch(value):
-            raise problem(where, f"field {name!r} must be an object id")
+    base = task.started_at_commit  # a full or abbreviated object id: never a revision expression
+    if base is not None and not re.fullmatch(r"[0-9a-f]{4,64}", base):
+        raise problem(where, "field 'started_at_commit' must be an object id (hexadecimal)")
     for name in ("completed_at", "lease_expires_at", "created_at", "updated_at"):
         value = getattr(task, name)
         if value and not _TIME.fullmatch(value):

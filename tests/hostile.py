@@ -179,7 +179,11 @@ class World:
         return _files(self.outside)
 
     def pwned(self) -> list[str]:
-        return sorted(str(p) for p in self.root.rglob("PWNED*"))
+        found = []
+        for dirpath, dirnames, filenames in os.walk(self.root):  # git may pack objects meanwhile
+            dirnames[:] = [d for d in dirnames if d != "objects"]
+            found.extend(os.path.join(dirpath, n) for n in dirnames + filenames if n.startswith("PWNED"))
+        return sorted(found)
 
     def canary_alive(self) -> bool:
         try:

@@ -120,8 +120,11 @@ def craft_forged_claim_here(w: World) -> dict[str, Any]:
 
 @craft
 def craft_forged_claim_copied_clone_id(w: World) -> dict[str, Any]:
-    clone_file = w.victim / ".git" / "handoff" / "clone-id"
-    seen = clone_file.read_text().split()[0] if clone_file.exists() else "0" * 32
+    # the victim's public clone id is in every claim it ever pushed; its secret is not
+    from git_handoff import identity
+    from git_handoff.gitrepo import Repo
+
+    seen = identity.clone_id(Repo.discover(w.victim))
     return _with_task(w, task_record(
         "evil", status="in_progress", started_at_commit=_root_commit(w), claimed_by=_victim_worker(w),
         lease_expires_at="2099-01-01T00:00:00Z", worktree=str(w.victim), clone=seen, clone_seal="0" * 32,

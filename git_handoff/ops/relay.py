@@ -24,7 +24,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from git_handoff import schedule
+from git_handoff import identity, records, schedule
 from git_handoff.errors import Contention, Negative, UsageError
 from git_handoff.model import now_iso
 from git_handoff.ops import procs
@@ -56,8 +56,11 @@ class Stopped(Negative):
 
 
 def read_record(source: Any) -> dict[str, Any] | None:
-    data = source.read_json(RELAY_PATH)
-    return data if isinstance(data, dict) else None
+    """relay.json through its parser (git_handoff.records): InvalidState if unreadable."""
+    raw = source.read(RELAY_PATH)
+    if raw is None:
+        return None
+    return dict(records.relay(raw, RELAY_PATH))
 
 
 def _update_record(store: StateStore, changes: dict[str, Any], *, failure: str | None = None,
@@ -66,6 +69,10 @@ def _update_record(store: StateStore, changes: dict[str, Any], *, failure: str |
         record = dict(read_record(tx) or {})
         record.update(changes)
         record["updated_at"] = now_iso()
+        # only this clone's relay writes the record: sealed, so that no copy of it in a
+        # remote makes another clone adopt (and signal) the processes it names
+        record["clone"] = identity.clone_id(store.repo)
+        record["clone_seal"] = identity.relay_seal(store.repo, record)
         if failure is not None:
             failures = list(record.get("failures") or [])
             failures.append({"at": now_iso(), "what": failure})
@@ -121,7 +128,8 @@ def relay_lock(store: StateStore) -> Iterator[dict[str, Any] | None]:
         raise Contention(f"a relay is already running for this repository ({who}); stop it first") from None
     try:
         previous = read_record(store.snapshot())
-        yield previous if previous and previous.get("state") == "running" else None
+        mine = previous is not None and identity.relay_is_mine(store.repo, previous)
+        yield previous if previous and mine and previous.get("state") == "running" else None
     finally:
         lock.release()
 

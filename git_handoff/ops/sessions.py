@@ -15,6 +15,7 @@ import json
 import os
 from typing import Any
 
+from git_handoff import identity
 from git_handoff.errors import HandoffError, Negative, UsageError
 from git_handoff.gitrepo import Repo
 from git_handoff.model import now_iso
@@ -173,6 +174,7 @@ def begin(store: StateStore, worker: str | None = None) -> dict[str, Any]:
             "worker": who,
             "base": base,
             "worktree": str(repo.workdir) if repo.workdir else None,
+            "clone": identity.clone_id(repo),
             "started_at": stamp,
             "ended_at": None,
             "completed": [],
@@ -214,6 +216,12 @@ def start(store: StateStore, worker: str | None = None) -> dict[str, Any]:
 
     Returns the session record plus `recovery` (one entry per recovered task) and `health`.
     """
+    cfg = store.snapshot().config()
+    if cfg.init_command:
+        # before the session is opened: a refusal (exit 2) must leave the state as it was
+        from git_handoff.ops import trust
+
+        trust.require_trusted(store.repo, cfg.init_command, "init command")
     record = begin(store, worker=worker)
     from git_handoff.ops import recovery
 

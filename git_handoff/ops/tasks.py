@@ -9,8 +9,8 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from git_handoff import schedule
-from git_handoff.errors import Negative, UsageError
+from git_handoff import identity, records, schedule
+from git_handoff.errors import InvalidState, Negative, UsageError
 from git_handoff.model import (
     LOG_TYPES,
     MODES,
@@ -301,8 +301,17 @@ def import_file(store: StateStore, path: str | Path) -> list[Task]:
     parsed: list[Task] = []
     for n, obj in enumerate(objects, 1):
         task = Task.from_json(obj, source=f"{file}: task #{n}")
+        try:
+            records.check_task_text(task, f"{file}: task #{n}")
+        except InvalidState as exc:
+            raise UsageError(exc.message) from None
         if not task.created_at:
             task = dataclasses.replace(task, created_at=stamp)
+        if task.status == "in_progress":
+            # a claim in a file this user imports here is this clone's own claim
+            task = task.with_extra(clone=identity.clone_id(store.repo), clone_seal=identity.claim_seal(
+                store.repo, task.id, task.get("claimed_at"), task.get("worktree"), task.started_at_commit,
+                task.claimed_by))
         parsed.append(dataclasses.replace(task, order=order_key_now()))
     ids = [t.id for t in parsed]
     dupes = sorted({i for i in ids if ids.count(i) > 1})

@@ -20,7 +20,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from git_handoff import schedule
+from git_handoff import identity, schedule
 from git_handoff.errors import Contention, GitFailure, HandoffError, Negative, UsageError
 from git_handoff.gitrepo import Repo
 from git_handoff.model import Task, check_category, check_id, iso, now, now_iso
@@ -29,7 +29,7 @@ from git_handoff.store import ATTEMPTS_PREFIX, StateStore, Tx
 
 DEFAULT_LEASE_SECONDS = 30 * 60
 # Bookkeeping fields kept in Task.extra while a task is claimed.
-CLAIM_EXTRAS = ("worktree", "branch", "claimed_at", "lease_seconds", "claim_session")
+CLAIM_EXTRAS = ("worktree", "branch", "claimed_at", "lease_seconds", "claim_session", "clone", "clone_seal")
 
 
 # -- who and where ---------------------------------------------------------------------
@@ -66,6 +66,7 @@ class ClaimContext:
     head: str
     branch: str | None
     lease_seconds: int
+    clone: str = ""  # this clone's public identity (git_handoff.identity)
 
 
 def claim_context(repo: Repo, *, worker: str | None = None, lease: int | None = None) -> ClaimContext:
@@ -81,6 +82,7 @@ def claim_context(repo: Repo, *, worker: str | None = None, lease: int | None = 
         head=head,
         branch=repo.head_branch(),
         lease_seconds=lease or DEFAULT_LEASE_SECONDS,
+        clone=identity.clone_id(repo),
     )
 
 
@@ -88,7 +90,11 @@ def _expires(seconds: int) -> str:
     return iso(now() + timedelta(seconds=seconds))
 
 
-def _held_here(task: Task, ctx_worktree: str, worker: str) -> bool:
+def _held_here(task: Task, ctx_worktree: str, worker: str, repo: Repo) -> bool:
+    """This worktree's own claim: sealed by this clone (a path or a name in a fetched
+    record proves nothing), in this worktree (or, without one recorded, by this worker)."""
+    if not identity.claim_is_mine(repo, task):
+        return False
     where = task.get("worktree")
     if where:
         return bool(where == ctx_worktree)
@@ -137,7 +143,7 @@ def claim_in_tx(
             return claimed
     prepared, changes = schedule.prepare(tx.tasks(), stamp)
     holders = [t for t in prepared.values() if t.status == "in_progress"]
-    mine = [t for t in holders if _held_here(t, ctx.worktree, ctx.worker)]
+    mine = [t for t in holders if _held_here(t, ctx.worktree, ctx.worker, tx.store.repo)]
     if mine and not force:
         held = mine[0]
         if task_id == held.id:
@@ -147,7 +153,7 @@ def claim_in_tx(
             f"`git handoff fail`, or `git handoff release` it, before claiming another (--force overrides)"
         )
     if tx.config().mode == "exclusive" and not force:
-        others = [t for t in holders if not _held_here(t, ctx.worktree, ctx.worker)]
+        others = [t for t in holders if not _held_here(t, ctx.worktree, ctx.worker, tx.store.repo)]
         if others:
             raise Contention(
                 f"exclusive mode: {_holder(others[0])}; one claim at a time in this repository "
@@ -231,6 +237,8 @@ def _take(tx: Tx, task: Task, ctx: ClaimContext, stamp: str) -> Task:
         claimed_at=stamp,
         lease_seconds=ctx.lease_seconds,
         claim_session=tx.session,
+        clone=ctx.clone or None,
+        clone_seal=identity.claim_seal(tx.store.repo, task.id, stamp, ctx.worktree, ctx.head, ctx.worker),
     )
     claimed = tx.put_task(claimed)
     tx.log("Starting", f"{claimed.title} (base={short(ctx.head)})", task=claimed.id)
@@ -267,7 +275,8 @@ def _require_owner(task: Task, repo: Repo, action: str, force: bool) -> None:
     if force:
         return
     here = str(repo.workdir or repo.git_dir)
-    if task.get("worktree") == here or task.claimed_by == worker_identity(repo):
+    if identity.claim_is_mine(repo, task) and (
+            task.get("worktree") == here or task.claimed_by == worker_identity(repo)):
         return
     raise UsageError(
         f"cannot {action} task {task.id}: it is claimed by {task.claimed_by or 'unknown'}"
@@ -474,7 +483,7 @@ def done(store: StateStore, task_id: str, *, force: bool = False) -> Task:
             completed_commit=head,
             completed_session=tx.session,
             uncommitted_at_completion=uncommitted[:50] or None,
-            **{k: None for k in ("worktree", "claimed_at", "lease_seconds")},
+            **{k: None for k in ("worktree", "claimed_at", "lease_seconds", "clone", "clone_seal")},
         )
         new = tx.put_task(new)
         work_index.carry(tx, [new])
