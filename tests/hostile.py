@@ -172,7 +172,8 @@ class World:
             index=git("ls-files", "-s", cwd=v),
             files=_files(v),
             hooks=_hooks(v / ".git"),
-            gitconfig=(v / ".git" / "config").read_text(),
+            # git handoff's own notes.rewriteRef (set when it first writes a note) aside
+            gitconfig=(v / ".git" / "config").read_text().replace("[notes]\n\trewriteRef = refs/notes/harness\n", ""),
         )
 
     def outside_files(self) -> dict[str, str]:

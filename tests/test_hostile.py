@@ -495,7 +495,8 @@ def _attempt(w: World, tree: dict[str, Any], base_tree: dict[str, Any], task: st
     base = a.commit(a.raw_tree(base_tree), [head], "base\n")
     record = {"task": task, "attempt": 1, "time": "2026-07-01T10:00:00Z", "category": "TASK_EXEC",
               "reason": "x", "base": base, "head": head, "files": []}
-    commit = a.commit(a.raw_tree(tree), [head], f"handoff attempt {task} #1: x\n\n{json.dumps(record)}\n")
+    # the base is the attempt's parent, so that it travels with it
+    commit = a.commit(a.raw_tree(tree), [base], f"handoff attempt {task} #1: x\n\n{json.dumps(record)}\n")
     a.push(commit, f"refs/harness/attempts/{task}/1")
     return {"task": task}
 
