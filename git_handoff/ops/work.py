@@ -14,13 +14,14 @@ import dataclasses
 import getpass
 import json
 import os
+import re
 import socket
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from git_handoff import identity, schedule
+from git_handoff import identity, paths, schedule
 from git_handoff.errors import Contention, GitFailure, HandoffError, Negative, UsageError
 from git_handoff.gitrepo import Repo
 from git_handoff.model import Task, check_category, check_id, iso, now, now_iso
@@ -745,11 +746,19 @@ def restore(store: StateStore, task_id: str, n: int, force: bool = False) -> dic
             "commit or stash them, or --force"
         )
     base = record.get("base")
-    if not (isinstance(base, str) and repo.resolve_commit(base)):
+    # the message's base counts only as an ancestor of the attempt (what save_attempt writes)
+    if not (isinstance(base, str) and re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", base)
+            and repo.resolve_commit(base) and repo.is_ancestor(base, commit)):
         base = repo.head() or commit
     changes = _changed(repo, base, commit)
     written = [p for s, p in changes if s != "D"]
     deleted = [p for s, p in changes if s == "D"]
+    # every path comes from a commit that may have been fetched: checked before anything
+    # is touched, and only files git tracks here (so recoverable) are ever deleted
+    paths.confine_all(root, written + deleted)
+    tracked = set(repo.git("ls-files", "-z", "--", *deleted, cwd=root, env={"GIT_LITERAL_PATHSPECS": "1"})
+                  .stdout.decode(errors="surrogateescape").split("\0")) if deleted else set()
+    deleted = [p for p in deleted if p in tracked]
     if written:
         repo.git(
             "restore", f"--source={commit}", "--worktree", "--pathspec-from-file=-", "--pathspec-file-nul",
