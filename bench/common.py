@@ -130,7 +130,7 @@ def build_state(path: Path, n_tasks: int, *, check: str = "true", mode: str = "c
         tx.log("INIT", f"Imported {n_tasks} task(s) from bench")
 
     store.transact(apply)
-    from git_handoff.ops import trust
+    from git_handoff import trust
 
     trust.remember(store.repo, [check])
     return path

@@ -14,6 +14,7 @@ Pure: no git, no I/O.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import re
@@ -21,7 +22,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, NewType, TypedDict, cast
 
+import tomllib
+
 from git_handoff.errors import InvalidState, UsageError
+from git_handoff.model import Config, Task
 
 TaskId = NewType("TaskId", str)
 Oid = NewType("Oid", str)  # a commit or blob object id, 40 hex digits
@@ -609,10 +613,8 @@ def check_task_text(task: Any, where: str) -> None:
     _deep_strings_ok(task.extra, where)
 
 
-def task(raw: bytes, where: str, expected_id: str | None = None) -> Any:
+def task(raw: bytes, where: str, expected_id: str | None = None) -> Task:
     """A task blob as a model.Task (checked as `Task.loads` does, plus the edge's rules)."""
-    from git_handoff.model import Task
-
     data = load_json(raw, where)
     try:
         parsed = Task.from_json(data, source=where)
@@ -664,8 +666,6 @@ def kind_of(path: str) -> str | None:
 
 def check_record(path: str, raw: bytes) -> None:
     """Parse the record at `path` of a state tree by its kind (InvalidState if it fails)."""
-    import hashlib
-
     kind = kind_of(path)
     if kind is None:
         raise problem(path, "is not a file this version of git handoff knows")
@@ -698,12 +698,8 @@ def check_record(path: str, raw: bytes) -> None:
             raise problem(path, f"holds task {parsed.id!r}")
 
 
-def config(raw: bytes, where: str = "config.toml") -> Any:
+def config(raw: bytes, where: str = "config.toml") -> Config:
     """The state's config.toml as a model.Config (InvalidState if it does not parse)."""
-    import tomllib
-
-    from git_handoff.model import Config
-
     if len(raw) > MAX_RECORD_BYTES:
         raise problem(where, f"{len(raw)} bytes, more than the {MAX_RECORD_BYTES} a record may hold")
     try:

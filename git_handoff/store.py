@@ -28,6 +28,7 @@ from typing import Any, TypeVar
 
 from git_handoff.errors import Contention, InvalidState, NotInitialized, UsageError
 from git_handoff.gitrepo import Repo
+from git_handoff.local import open_session
 from git_handoff.model import Config, Task, now_iso
 
 STATE_REF = "refs/harness/state"
@@ -74,14 +75,8 @@ def active_session(repo: Repo) -> int:
     env = os.environ.get("HANDOFF_SESSION", "").strip()
     if env.isdigit():
         return int(env)
-    try:
-        data = json.loads((repo.git_dir / "handoff" / "session.json").read_text())
-        number = data.get("session")
-        if isinstance(number, int) and not data.get("ended_at"):
-            return number
-    except (OSError, ValueError, AttributeError):
-        pass
-    return 0
+    opened = open_session(repo)
+    return int(opened["session"]) if opened else 0
 
 
 class Snapshot:

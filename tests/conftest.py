@@ -1,61 +1,25 @@
-"""Hermetic test setup: a temporary HOME, no user or system git config, fixed
-identities and dates, and helpers to run git handoff in-process or for real."""
+"""Hermetic test setup (tests/support/env.py) for every test, and the `repo` fixture.
+
+The helpers live in the shared testing package tests/support/ (tests and bench both
+use it); they are re-exported here for the tests that import them from conftest.
+"""
 
 from __future__ import annotations
 
-import contextlib
-import io
-import json
-import os
-import subprocess
-import sys
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-FIXED_DATE = "2026-07-01T10:00:00+00:00"
+from tests.support.env import FIXED_DATE, make_hermetic
+from tests.support.repo import Result, git, make_repo, run, run_exe, state_head
+
+__all__ = ["FIXED_DATE", "Result", "git", "make_repo", "run", "run_exe", "state_head"]
 
 
 @pytest.fixture(autouse=True)
 def hermetic(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
     home = tmp_path_factory.mktemp("home")
-    for var in list(os.environ):
-        if var.startswith(("GIT_", "HANDOFF_")):
-            monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("HOME", str(home))
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
-    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
-    monkeypatch.setenv("GIT_AUTHOR_NAME", "Test Author")
-    monkeypatch.setenv("GIT_AUTHOR_EMAIL", "author@example.com")
-    monkeypatch.setenv("GIT_COMMITTER_NAME", "Test Committer")
-    monkeypatch.setenv("GIT_COMMITTER_EMAIL", "committer@example.com")
-    monkeypatch.setenv("GIT_AUTHOR_DATE", FIXED_DATE)
-    monkeypatch.setenv("GIT_COMMITTER_DATE", FIXED_DATE)
-    monkeypatch.setenv("GIT_EDITOR", "false")
-    monkeypatch.setenv("GIT_TERMINAL_PROMPT", "0")
-    (home / ".gitconfig").write_text("[init]\n\tdefaultBranch = main\n")
-    import pygit2
-
-    for level in (pygit2.enums.ConfigLevel.GLOBAL, pygit2.enums.ConfigLevel.XDG, pygit2.enums.ConfigLevel.SYSTEM):
-        pygit2.settings.search_path[level] = str(home)
-
-
-def git(*args: str, cwd: Path, check: bool = True) -> str:
-    proc = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True)
-    if check and proc.returncode != 0:
-        raise AssertionError(f"git {' '.join(args)} failed: {proc.stderr}")
-    return proc.stdout.strip()
-
-
-def make_repo(path: Path) -> Path:
-    path.mkdir(parents=True, exist_ok=True)
-    git("init", "-q", "-b", "main", str(path), cwd=path)
-    (path / "README").write_text("hello\n")
-    git("add", "README", cwd=path)
-    git("commit", "-q", "-m", "initial", cwd=path)
-    return path
+    make_hermetic(home, monkeypatch.setenv, lambda var: monkeypatch.delenv(var, raising=False))
 
 
 @pytest.fixture
@@ -64,54 +28,3 @@ def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     path = make_repo(tmp_path / "repo")
     monkeypatch.chdir(path)
     return path
-
-
-@dataclass
-class Result:
-    rc: int
-    out: str
-    err: str
-
-    def json(self) -> Any:
-        return json.loads(self.out)
-
-
-def run(*args: str, cwd: Path | None = None, stdin: str | None = None) -> Result:
-    """Run `git handoff ARGS` in this process (fast); returns exit code and output."""
-    from git_handoff.cli import main
-
-    out, err = io.StringIO(), io.StringIO()
-    old_cwd = os.getcwd()
-    old_stdin = sys.stdin
-    rc = 0
-    try:
-        if cwd is not None:
-            os.chdir(cwd)
-        if stdin is not None:
-            sys.stdin = io.StringIO(stdin)
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            try:
-                main(list(args))
-            except SystemExit as exc:
-                rc = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-    finally:
-        os.chdir(old_cwd)
-        sys.stdin = old_stdin
-    return Result(rc, out.getvalue(), err.getvalue())
-
-
-def run_exe(*args: str, cwd: Path, stdin: str | None = None, env: dict[str, str] | None = None,
-            timeout: float = 120) -> Result:
-    """Run the real `git handoff` executable, as a user would."""
-    full_env = dict(os.environ)
-    if env:
-        full_env.update(env)
-    proc = subprocess.run(["git", "handoff", *args], cwd=cwd, input=stdin, capture_output=True, text=True,
-                          env=full_env, timeout=timeout)
-    return Result(proc.returncode, proc.stdout, proc.stderr)
-
-
-def state_head(path: Path) -> str | None:
-    proc = subprocess.run(["git", "rev-parse", "-q", "--verify", "refs/harness/state"], cwd=path,
-                          capture_output=True, text=True)
-    return proc.stdout.strip() or None

@@ -18,7 +18,7 @@ from typing import Any
 
 import pygit2
 
-from tests.conftest import git, make_repo, run
+from tests.support.repo import git, make_repo, run
 
 BLOB, EXEC, TREE, LINK, GITLINK = "100644", "100755", "40000", "120000", "160000"
 Node = dict[str, Any]  # name -> (mode, oid) or a nested Node (a tree)

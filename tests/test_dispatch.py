@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from git_handoff.ops import procs
+from git_handoff import procs
 from tests.conftest import git, run, run_exe, state_head
 
 BACKEND = r'''

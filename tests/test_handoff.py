@@ -116,19 +116,19 @@ def test_ack_without_pending_handoff_and_outside_session(repo: Path) -> None:
 
 def test_relay_queries(repo: Path) -> None:
     from git_handoff.gitrepo import Repo
-    from git_handoff.ops import handoff, sessions
+    from git_handoff.ops import handoff, prompt, recovery, sessions
     from git_handoff.store import StateStore
 
     run("init")
     store = StateStore(Repo.discover())
-    rec = sessions.start(store, worker="relay")
+    rec = recovery.start(store, worker="relay")
     n = rec["session"]
     assert not handoff.handed_off(store, n) and not handoff.acknowledged(store, n)
     handoff.ack(StateStore(Repo.discover()))
     assert handoff.acknowledged(store, n)
     handoff.write_doc(StateStore(Repo.discover()), trigger="relay")
     assert handoff.handed_off(store, n)
-    assert "git handoff" in handoff.render_prompt(StateStore(Repo.discover()))
+    assert "git handoff" in prompt.render_prompt(StateStore(Repo.discover()))
     ended = sessions.end(StateStore(Repo.discover()))
     assert ended["session"] == n
 

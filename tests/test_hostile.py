@@ -19,14 +19,12 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import git, run
 from tests.hostile import (
     BLOB,
     EXEC,
     GITLINK,
     HOST,
     LINK,
-    TREE,
     Attacker,
     World,
     jbytes,
@@ -35,6 +33,7 @@ from tests.hostile import (
     task_path,
     task_record,
 )
+from tests.support.repo import git, run
 
 
 @pytest.fixture

@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from git_handoff import local, procs
 from git_handoff.gitrepo import Repo
-from git_handoff.ops import handoff, procs, sessions
+from git_handoff.ops import handoff
 from git_handoff.store import StateStore
 from tests.conftest import git, run, run_exe, state_head
 
@@ -161,7 +162,7 @@ def test_agent_that_never_acknowledges_is_killed_recorded_retried_then_stopped(r
     wait_for(lambda: not processes_with(marker), timeout=10, what="the agent's processes to go")
     status = run("status")
     assert "relay failure:" in status.out and "did not acknowledge" in status.out
-    assert sessions.open_session(Repo.discover(repo)) is None  # the session was closed
+    assert local.open_session(Repo.discover(repo)) is None  # the session was closed
     assert session_count(repo) == 1  # retries stay in the session they were for
 
 
@@ -230,7 +231,7 @@ def test_second_relay_is_refused_and_ctrl_c_ends_agent_and_relay(repo: Path, tmp
             first.communicate()
     assert first.returncode == 130, err
     assert not processes_with(str(marker))
-    assert sessions.open_session(Repo.discover(repo)) is None
+    assert local.open_session(Repo.discover(repo)) is None
     assert handoff.handed_off(store_of(repo), 1)
     record = json.loads(git("show", "refs/harness/state:relay.json", cwd=repo))
     assert record["state"] == "stopped" and record["reason"] == "interrupted"

@@ -59,7 +59,7 @@ def test_json_dispatch_result_of_unfinished_run_prints_the_record(repo: Path) ->
 
 
 def test_interrupt_exits_130_with_exactly_one_error_line(repo: Path, monkeypatch) -> None:
-    from git_handoff.ops import tasks as ops
+    from git_handoff.ops import views as ops
 
     assert run("init").rc == 0
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import git, make_repo, run, run_exe, state_head
-from tests.sync_helpers import clones, ok, remote_url, shared_pair, task, tree  # noqa: F401
+from tests.support.remotes import clones, ok, remote_url, shared_pair, task, tree  # noqa: F401
 
 
 def test_fresh_clone_adopts_state_and_first_push(clones: Callable[[str], Path]) -> None:
@@ -154,8 +154,8 @@ def test_hostile_remote_command_needs_trust(clones: Callable[[str], Path]) -> No
     ok("edit", "t", "--check", f"touch {marker}", cwd=a)
     ok("sync", cwd=a)
     ok("sync", cwd=b)
+    from git_handoff import trust
     from git_handoff.gitrepo import Repo
-    from git_handoff.ops import trust
 
     with pytest.raises(Exception, match="git handoff trust"):
         trust.require_trusted(Repo.discover(b), f"touch {marker}", "validation command")

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import git, run, run_exe, state_head
-from tests.sync_helpers import clones, ok, remote_url, shared_pair, task  # noqa: F401
+from tests.support.remotes import clones, ok, remote_url, shared_pair, task  # noqa: F401
 
 
 def test_three_clones_race_claim_remote(clones: Callable[[str], Path]) -> None:

@@ -8,8 +8,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+from git_handoff import notes
 from git_handoff.gitrepo import Repo
-from git_handoff.ops import notes
 from tests.conftest import git, run, run_exe
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -68,7 +68,7 @@ WRITER = textwrap.dedent(
     """
     import sys
     from git_handoff.gitrepo import Repo
-    from git_handoff.ops import notes
+    from git_handoff import notes
     repo = Repo.discover(sys.argv[1])
     for oid in sys.argv[2:]:
         notes.write_notes(repo, {oid: "by " + sys.argv[2][:7] + "\\n"})

@@ -125,14 +125,14 @@ WORKER = textwrap.dedent(
     import sys
     from git_handoff.errors import Contention, Negative
     from git_handoff.gitrepo import Repo
-    from git_handoff.ops import work
+    from git_handoff.ops import claim, work
     from git_handoff.store import StateStore
 
     store = StateStore(Repo.discover(sys.argv[1]))
     done = []
     while True:
         try:
-            task = work.claim(store, worker=sys.argv[2])
+            task = claim.claim(store, worker=sys.argv[2])
         except Negative:
             break
         except Contention:

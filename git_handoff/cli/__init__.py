@@ -202,7 +202,7 @@ def get_store(session: int | None = None) -> Any:
     from git_handoff.store import StateStore
 
     store = StateStore(Repo.discover(), session=session)
-    from git_handoff.ops import notices
+    from git_handoff import notices
 
     for notice in notices.take(store.repo):  # e.g. a claim lost in a sync: told at the next command
         click.echo(f"warning: {notice}", err=True)

@@ -41,9 +41,9 @@ def session_cmd() -> None:
 @json_option
 def session_start_cmd(worker: str | None, as_json: bool) -> None:
     """Open a session in this worktree (exit 1 when max_sessions is reached)."""
-    from git_handoff.ops import sessions
+    from git_handoff.ops import recovery
 
-    record = sessions.start(get_store(), worker=worker)
+    record = recovery.start(get_store(), worker=worker)
     if as_json:
         emit_json(record)
         return
@@ -118,13 +118,13 @@ def doc_cmd() -> None:
 @json_option
 def doc_write_cmd(as_json: bool) -> None:
     """Write (or rewrite) this session's handoff document from git and the state."""
-    from git_handoff.ops import handoff
+    from git_handoff.ops import handoff, prompt
 
     doc = handoff.write_doc(get_store(), trigger="manual")
     if as_json:
         emit_json(doc)
     else:
-        click.echo(handoff.render_markdown(doc), nl=False)
+        click.echo(prompt.render_markdown(doc), nl=False)
 
 
 @doc_cmd.command("show")
@@ -132,13 +132,13 @@ def doc_write_cmd(as_json: bool) -> None:
 @json_option
 def doc_show_cmd(number: int | None, as_json: bool) -> None:
     """Show the handoff document of session NUMBER (default: the latest)."""
-    from git_handoff.ops import handoff
+    from git_handoff.ops import handoff, prompt
 
     doc = handoff.show_doc(get_store(), number)
     if as_json:
         emit_json(doc)
     else:
-        click.echo(handoff.render_markdown(doc), nl=False)
+        click.echo(prompt.render_markdown(doc), nl=False)
 
 
 @doc_cmd.command("list")
@@ -161,9 +161,9 @@ def doc_list_cmd(as_json: bool) -> None:
 @json_option
 def prompt_cmd(as_json: bool) -> None:
     """Print the next session's prompt (Markdown, under 10 KB)."""
-    from git_handoff.ops import handoff
+    from git_handoff.ops import prompt
 
-    text = handoff.render_prompt(get_store())
+    text = prompt.render_prompt(get_store())
     if as_json:
         emit_json({"prompt": text, "bytes": len(text.encode())})
     else:

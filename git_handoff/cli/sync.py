@@ -56,7 +56,7 @@ def sync_cmd(remote: str | None, as_json: bool) -> None:
 @json_option
 def trust_cmd(ids: tuple[str, ...], approve_all: bool, as_json: bool) -> None:
     """List the commands that came from elsewhere, or approve them (--all, or by task ID)."""
-    from git_handoff.ops import trust as ops
+    from git_handoff import trust as ops
 
     store = get_store()
     if not ids and not approve_all:

@@ -10,6 +10,7 @@ import click
 from git_handoff.cli import emit_json, get_store, json_option
 from git_handoff.model import Task
 from git_handoff.ops import tasks as ops
+from git_handoff.ops import views
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -115,7 +116,7 @@ def add_cmd(title: str, task_id: str | None, priority: str, after: tuple[str, ..
     task = ops.add(get_store(), title=title, task_id=task_id, priority=priority, after=after, check=check,
                    timeout=timeout, max_attempts=max_attempts, cleanup=cleanup, spec=spec)
     if as_json:
-        emit_json(ops.view(task))
+        emit_json(views.view(task))
     else:
         click.echo(task.id)
 
@@ -132,7 +133,7 @@ def import_cmd(file: str, as_json: bool) -> None:
     """
     tasks = ops.import_file(get_store(), file)
     if as_json:
-        emit_json([ops.view(t) for t in tasks])
+        emit_json([views.view(t) for t in tasks])
     else:
         click.echo(f"Imported {len(tasks)} task(s)")
         for t in tasks:
@@ -145,9 +146,9 @@ def import_cmd(file: str, as_json: bool) -> None:
 @json_option
 def list_cmd(status: str | None, ready: bool, as_json: bool) -> None:
     """List tasks: `[status] id: title (attempts/max_attempts)`."""
-    tasks, blocked = ops.list_tasks(get_store().snapshot(), status=status, ready=ready)
+    tasks, blocked = views.list_tasks(get_store().snapshot(), status=status, ready=ready)
     if as_json:
-        emit_json([ops.view(t, blocked) for t in tasks])
+        emit_json([views.view(t, blocked) for t in tasks])
         return
     for t in tasks:
         click.echo(task_line(t, blocked))
@@ -159,11 +160,11 @@ def list_cmd(status: str | None, ready: bool, as_json: bool) -> None:
 def show_cmd(task_id: str, as_json: bool) -> None:
     """Show one task whole."""
     snap = get_store().snapshot()
-    task = ops.show(snap, task_id)
+    task = views.show(snap, task_id)
     if as_json:
         from git_handoff import schedule
 
-        emit_json(ops.view(task, schedule.blocked_ids(snap.tasks()) if task.status == "pending" else None))
+        emit_json(views.view(task, schedule.blocked_ids(snap.tasks()) if task.status == "pending" else None))
     else:
         click.echo(describe(task))
 
@@ -180,7 +181,7 @@ def edit_cmd(task_id: str, priority: str | None, after: tuple[str, ...], check: 
     task = ops.edit(get_store(), task_id, title=title, priority=priority, after=deps, check=check, timeout=timeout,
                     max_attempts=max_attempts, cleanup=cleanup, spec=spec)
     if as_json:
-        emit_json(ops.view(task))
+        emit_json(views.view(task))
     else:
         click.echo(describe(task))
 
@@ -189,7 +190,7 @@ def edit_cmd(task_id: str, priority: str | None, after: tuple[str, ...], check: 
 @json_option
 def status_cmd(as_json: bool) -> None:
     """Counts by status, every task, the last 5 log lines, sessions."""
-    result = ops.status(get_store())
+    result = views.status(get_store())
     if as_json:
         emit_json(result)
         return
@@ -213,9 +214,9 @@ def status_cmd(as_json: bool) -> None:
 @json_option
 def next_cmd(as_json: bool) -> None:
     """The task `claim` would take (exit 1 when none is eligible)."""
-    task = ops.next_task(get_store().snapshot())
+    task = views.next_task(get_store().snapshot())
     if as_json:
-        emit_json(ops.view(task))
+        emit_json(views.view(task))
     else:
         click.echo(task_line(task))
 
@@ -228,7 +229,7 @@ def next_cmd(as_json: bool) -> None:
 @json_option
 def log_cmd(limit: int | None, task: str | None, session: int | None, kind: str | None, as_json: bool) -> None:
     """The progress log, oldest first, rendered from the history of refs/harness/state."""
-    entries = ops.log(get_store(), limit=limit, task=task, session=session, kind=kind)
+    entries = views.log(get_store(), limit=limit, task=task, session=session, kind=kind)
     if as_json:
         emit_json([{"line": e.line, "timestamp": e.ts, "session": e.session, "type": e.type, "task": e.task,
                     "commit": e.commit} for e in entries])
@@ -247,4 +248,4 @@ def graph_cmd(fmt: str, as_json: bool) -> None:
         emit_json({"nodes": [{"id": t.id, "title": t.title, "status": t.status} for t in snap.tasks().values()],
                    "edges": [[d, t.id] for t in snap.tasks().values() for d in t.depends_on]})
         return
-    click.echo(ops.graph(snap, fmt), nl=False)
+    click.echo(views.graph(snap, fmt), nl=False)

@@ -7,9 +7,12 @@ from typing import Any
 
 import click
 
+from git_handoff.claims import short
 from git_handoff.cli import emit_json, get_store, json_option
 from git_handoff.errors import Negative
 from git_handoff.model import CATEGORIES, Task, parse_duration
+from git_handoff.ops import attempts as attempts_ops
+from git_handoff.ops import claim as claim_ops
 from git_handoff.ops import work as ops
 
 force_option = click.option("--force", is_flag=True, help="Act even where the claim, branch or mode says no.")
@@ -50,18 +53,12 @@ def claim_cmd(task_id: str | None, worker: str | None, lease: str | None, remote
     exclusive mode, or the state kept changing. --force lets a worktree that
     already holds a task claim another, and overrides exclusive mode.
     """
-    from git_handoff.ops import sync
-
     store = get_store()
-    target = sync.claims_sync_remote(store, remote)
-    if target is not None:
-        task = sync.claim_remote(store, task_id, worker=worker, lease=_lease(lease), force=force, remote=target)
-    else:
-        task = ops.claim(store, task_id, worker=worker, lease=_lease(lease), force=force)
+    task = claim_ops.claim(store, task_id, worker=worker, lease=_lease(lease), force=force, remote=remote)
     if as_json:
         emit_json(_view(task))
     else:
-        click.echo(f"Claimed {task.id}: {task.title} (base {ops.short(task.started_at_commit)}, "
+        click.echo(f"Claimed {task.id}: {task.title} (base {short(task.started_at_commit)}, "
                    f"lease until {task.lease_expires_at})")
 
 
@@ -153,7 +150,7 @@ def done_cmd(task_id: str, force: bool, as_json: bool) -> None:
     if as_json:
         emit_json(_view(task))
     else:
-        click.echo(f"Completed {task.id} (commit {ops.short(task.get('completed_commit'))})")
+        click.echo(f"Completed {task.id} (commit {short(task.get('completed_commit'))})")
 
 
 def _echo_fail(outcome: dict[str, Any]) -> None:
@@ -166,7 +163,7 @@ def _echo_fail(outcome: dict[str, Any]) -> None:
     if outcome.get("attempt_ref"):
         click.echo(f"  attempt saved as {outcome['attempt_ref']} ({len(outcome['files'])} file(s))")
     if outcome.get("rolled_back"):
-        click.echo(f"  rolled back: git reset --hard {ops.short(outcome['base'])} && git clean -fd")
+        click.echo(f"  rolled back: git reset --hard {short(outcome['base'])} && git clean -fd")
     elif outcome.get("attempt_ref"):
         click.echo("  work tree kept as it is")
     else:
@@ -189,7 +186,7 @@ def fail_cmd(task_id: str, reason: str, category: str, keep_worktree: bool, forc
     refs/harness/attempts/ID/N, `git reset --hard` to where it started, `git clean -fd`,
     then run the task's cleanup command."""
     store = get_store()
-    outcome = ops.fail(store, task_id, reason=reason, category=category, keep_worktree=keep_worktree, force=force)
+    outcome = attempts_ops.fail(store, task_id, reason=reason, category=category, keep_worktree=keep_worktree, force=force)
     auto_sync(store)
     if as_json:
         emit_json(outcome)
@@ -202,7 +199,7 @@ def fail_cmd(task_id: str, reason: str, category: str, keep_worktree: bool, forc
 @json_option
 def attempts_cmd(task_id: str, as_json: bool) -> None:
     """List the saved attempts of a task: number, time, reason, files."""
-    found = ops.attempts(get_store(), task_id)
+    found = attempts_ops.attempts(get_store(), task_id)
     if as_json:
         emit_json(found)
         return
@@ -223,7 +220,7 @@ def attempts_cmd(task_id: str, as_json: bool) -> None:
 def restore_cmd(task_id: str, n: int, force: bool, as_json: bool) -> None:
     """Bring the files of saved attempt N back into this work tree (refuses to overwrite
     uncommitted changes without --force)."""
-    result = ops.restore(get_store(), task_id, n, force=force)
+    result = attempts_ops.restore(get_store(), task_id, n, force=force)
     if as_json:
         emit_json(result)
     else:

@@ -12,10 +12,11 @@ import json
 import os
 from typing import Any
 
-from git_handoff import schedule
+from git_handoff import local, schedule, state_files
 from git_handoff.errors import HandoffError, Negative
+from git_handoff.gitrepo import Repo
 from git_handoff.model import Task, now_iso
-from git_handoff.ops import handoff, sessions
+from git_handoff.ops import handoff, prompt, recovery
 from git_handoff.store import StateStore
 
 EVENTS = ("post-commit", "claude-session-start", "claude-stop", "claude-subagent-stop", "claude-pre-compact")
@@ -34,8 +35,6 @@ def parse_payload(text: str | None) -> dict[str, Any]:
 
 
 def _store() -> StateStore | None:
-    from git_handoff.gitrepo import Repo
-
     try:
         store = StateStore(Repo.discover())
     except HandoffError:
@@ -69,18 +68,18 @@ def run(event: str, stdin_text: str | None) -> str:
 def post_commit(store: StateStore) -> dict[str, Any] | None:
     """The hook's slow side, run once the session's commit threshold is reached."""
     repo = store.repo
-    opened = sessions.open_session(repo)
-    sessions.clear_hook_state(repo)
+    opened = local.open_session(repo)
+    local.clear_hook_state(repo)
     if opened is None:
         return None
-    threshold = sessions.commits_per_session(repo)
+    threshold = local.commits_per_session(repo)
     base = opened.get("base")
     if threshold is None or not base:
         return None
     proc = repo.git("rev-list", "--count", f"{base}..HEAD", check=False)
     count = int(proc.stdout.decode().strip() or 0) if proc.returncode == 0 else 0
     if count < threshold:
-        sessions.write_hook_state(repo, base, count)
+        local.write_hook_state(repo, base, count)
         return None
     return handoff.write_doc(store, trigger="commits")
 
@@ -89,29 +88,27 @@ def post_commit(store: StateStore) -> dict[str, Any] | None:
 
 
 def _next_task(store: StateStore) -> Task | None:
-    prepared, _ = schedule.prepare(store.snapshot().tasks(), now_iso())
-    found = schedule.eligible(prepared)
-    return found[0] if found else None
+    return schedule.next_eligible(store.snapshot().tasks(), now_iso())
 
 
 def session_start(store: StateStore, payload: dict[str, Any]) -> dict[str, Any]:
     """SessionStart: open (or keep, on resume) this worktree's session, ACK, inject the prompt."""
     source = payload.get("source") if isinstance(payload.get("source"), str) else "startup"
     note = ""
-    opened = sessions.open_session(store.repo)
+    opened = local.open_session(store.repo)
     # resume and compact continue the open session (its pre-compact document stays pending
     # for the next one). An open session nobody acknowledged yet was started for this agent
     # (by `session start` or the relay): adopt it. Otherwise startup and clear begin a new
     # session, with recovery.
     pinned = os.environ.get("HANDOFF_SESSION", "").strip()
-    record = sessions.read_session(store.snapshot(), int(opened["session"])) if opened else None
+    record = state_files.read_session(store.snapshot(), int(opened["session"])) if opened else None
     if pinned.isdigit() and int(pinned) > 0:
         store.session = int(pinned)
     elif opened is not None and (source in ("resume", "compact") or (record is not None and not record.get("ack"))):
         store.session = int(opened["session"])
     else:
         try:
-            sessions.start(store)
+            recovery.start(store)
         except Negative as exc:
             note = f"git handoff: {exc.message}. Do not start new work: stop here.\n\n"
     if store.session > 0 and not note:
@@ -119,7 +116,7 @@ def session_start(store: StateStore, payload: dict[str, Any]) -> dict[str, Any]:
             handoff.ack(store)
         except HandoffError as exc:
             note = f"git handoff: ack failed: {exc.message}\n\n"
-    context = note + handoff.render_prompt(store)
+    context = note + prompt.render_prompt(store)
     return {"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": context}}
 
 
@@ -140,17 +137,17 @@ def stop_reason(store: StateStore) -> str | None:
     """Why this session must go on (the next task), or None when it may stop."""
     repo = store.repo
     snap = store.snapshot()
-    number = sessions.current_number(store)
+    number = state_files.current_number(store)
     if number > 0:
         store.session = number
         if handoff.handed_off(store, number):
             return None
-        done = len(sessions.completed_ids(snap, number))
-        per_session = sessions.tasks_per_session(repo)
-        if sessions.limit_reached(snap, number) or (per_session is not None and done >= per_session):
+        done = len(state_files.completed_ids(snap, number))
+        per_session = local.tasks_per_session(repo)
+        if state_files.limit_reached(snap, number) or (per_session is not None and done >= per_session):
             handoff.write_doc(store, trigger="stop")
             return None
-    worker = sessions.worker_name(repo)
+    worker = local.worker_identity(repo)
     mine = [t for t in snap.tasks().values() if t.status == "in_progress" and t.claimed_by == worker]
     if mine:
         t = mine[0]

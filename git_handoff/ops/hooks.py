@@ -8,9 +8,10 @@ import os
 from pathlib import Path
 from typing import Any
 
+from git_handoff import local
 from git_handoff.errors import UsageError
 from git_handoff.gitrepo import Repo
-from git_handoff.ops import sessions
+from git_handoff.templates import template_text
 
 MARKER = "git-handoff post-commit hook"
 USER_SUFFIX = ".handoff-user"
@@ -29,8 +30,6 @@ CLAUDE_HOOKS: dict[str, tuple[str | None, str]] = {
 
 def template() -> bytes:
     """The post-commit hook script shipped in hooks-templates/."""
-    from git_handoff.templates import template_text
-
     return template_text("post-commit").encode()
 
 
@@ -95,9 +94,9 @@ def install(repo: Repo, agent: str | None = None) -> dict[str, Any]:
         repo.git("config", "--add", "notes.rewriteRef", NOTES_REF)
         record["added_rewrite_ref"] = True
     _save_record(repo, record)
-    opened = sessions.open_session(repo)
+    opened = local.open_session(repo)
     if opened is not None:
-        sessions.write_hook_state(repo, opened.get("base"))
+        local.write_hook_state(repo, opened.get("base"))
     return {**status(repo), "chained_now": chained}
 
 
@@ -126,7 +125,7 @@ def status(repo: Repo) -> dict[str, Any]:
     target = directory / "post-commit"
     installed = _ours(target)
     settings = claude_settings_path(repo)
-    opened = sessions.open_session(repo)
+    opened = local.open_session(repo)
     return {
         "hooks_dir": str(directory),
         "post_commit": str(target),
@@ -134,8 +133,8 @@ def status(repo: Repo) -> dict[str, Any]:
         "up_to_date": installed and target.read_bytes() == template(),
         "chained_user_hook": installed and (directory / ("post-commit" + USER_SUFFIX)).exists(),
         "notes_rewrite_ref": NOTES_REF in _rewrite_refs(repo),
-        "commits_per_session": sessions.commits_per_session(repo),
-        "tasks_per_session": sessions.tasks_per_session(repo),
+        "commits_per_session": local.commits_per_session(repo),
+        "tasks_per_session": local.tasks_per_session(repo),
         "session": opened.get("session") if opened else None,
         "claude": claude_installed(repo),
         "claude_settings": str(settings) if settings else None,

@@ -1,4 +1,4 @@
-"""What a new session does before new work: the health check (the state's
+"""`session start`: open a session, then what it does before new work: the health check (the state's
 init_command) and the recovery of tasks an interrupted session left in progress,
 by the harness decision matrix:
 
@@ -17,19 +17,42 @@ attempt is saved under refs/harness/attempts/ first, so nothing is lost.
 from __future__ import annotations
 
 import dataclasses
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from git_handoff import identity, schedule
+from git_handoff import identity, notes, runner, schedule, trust, worktree
+from git_handoff.claims import expires, lease_of
 from git_handoff.errors import HandoffError, Negative
 from git_handoff.gitrepo import Repo
-from git_handoff.model import Task, iso, now, now_iso
-from git_handoff.ops import sessions
+from git_handoff.local import worker_identity
+from git_handoff.model import Task, now_iso
+from git_handoff.ops import attempts, sessions, work
+from git_handoff.state_files import read_session
 from git_handoff.store import StateStore, Tx, format_log_line
 
 HEALTH_TIMEOUT = 300
 CHECKPOINT_TREE = "checkpoint_tree"  # task extra: the work tree's tree at the last checkpoint
+
+
+# -- session start -----------------------------------------------------------------------
+
+
+def start(store: StateStore, worker: str | None = None) -> dict[str, Any]:
+    """`session start`: open a session, run the health check and the recovery protocol.
+
+    Returns the session record plus `recovery` (one entry per recovered task) and `health`.
+    """
+    command = store.snapshot().config().init_command
+    if command:
+        # before the session is opened: a refusal (exit 2) must leave the state as it was
+        trust.require_trusted(store.repo, command, "init command")
+    record = sessions.begin(store, worker=worker)
+    health = health_check(store, record)
+    actions = recover(store, record)
+    out = dict(read_session(store.snapshot(), record["session"]) or record)
+    out["health"] = health
+    out["recovery"] = actions
+    return out
 
 
 # -- health check ------------------------------------------------------------------------
@@ -42,8 +65,6 @@ def health_check(store: StateStore, record: dict[str, Any]) -> dict[str, Any] | 
     command = cfg.init_command
     if not command:
         return None
-    from git_handoff.ops import runner, trust
-
     repo = store.repo
     trust.require_trusted(repo, command, "init command")
     result = None
@@ -77,11 +98,6 @@ def _log(store: StateStore, kind: str, text: str, task: str | None = None, categ
 # -- facts from git ------------------------------------------------------------------------
 
 
-def uncommitted(repo: Repo) -> bool:
-    proc = repo.git("status", "--porcelain", "--untracked-files=all", check=False)
-    return bool(proc.stdout.strip())
-
-
 def task_commits(repo: Repo, task: Task) -> list[str]:
     """Commits since the task's started_at_commit not noted as another task's work."""
     base = task.started_at_commit
@@ -90,10 +106,6 @@ def task_commits(repo: Repo, task: Task) -> list[str]:
         return []
     proc = repo.git("rev-list", f"{base}..{head}", check=False)
     commits = proc.stdout.decode().split() if proc.returncode == 0 else []
-    try:
-        from git_handoff.ops import notes
-    except ImportError:
-        return commits
     out = []
     for commit in commits:
         text = notes.read_note(repo, commit) or ""
@@ -101,16 +113,6 @@ def task_commits(repo: Repo, task: Task) -> list[str]:
         if owner is None or owner == task.id:
             out.append(commit)
     return out
-
-
-def worktree_tree(repo: Repo) -> str | None:
-    """The tree of the work tree as it is (tracked and untracked, non-ignored files)."""
-    head = repo.head()
-    if head is None or repo.workdir is None:
-        return None
-    from git_handoff.ops import work
-
-    return str(work._worktree_tree(repo, head))
 
 
 # -- which tasks -------------------------------------------------------------------------
@@ -161,7 +163,7 @@ def decide(dirty: bool, commits: bool, checkpoints: bool) -> str:
 def recover(store: StateStore, record: dict[str, Any]) -> list[dict[str, Any]]:
     repo = store.repo
     snap = store.snapshot()
-    worker = str(record.get("worker") or sessions.worker_name(repo))
+    worker = str(record.get("worker") or worker_identity(repo))
     actions = []
     for task in left_behind(snap.tasks(), repo, worker, snap.config().mode):
         try:
@@ -174,20 +176,18 @@ def recover(store: StateStore, record: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def recover_task(store: StateStore, task: Task, worker: str) -> dict[str, Any]:
-    from git_handoff.ops import work
-
     repo = store.repo
-    dirty = uncommitted(repo)
+    dirty = worktree.uncommitted(repo)
     commits = task_commits(repo, task)
     row = decide(dirty, bool(commits), bool(task.checkpoints))
     facts = (f"uncommitted={'yes' if dirty else 'no'} task_commits={len(commits)} "
              f"checkpoints={len(task.checkpoints)}")
     if row == "fail-no-progress":
-        work.fail(store, task.id, reason="No progress detected", category="SESSION_TIMEOUT", force=True)
+        attempts.fail(store, task.id, reason="No progress detected", category="SESSION_TIMEOUT", force=True)
         return _done(store, task, "fail", f"No progress detected ({facts})")
     if row == "check-checkpoints":
         recorded = task.get(CHECKPOINT_TREE)
-        current = worktree_tree(repo)
+        current = worktree.current_tree(repo)
         if recorded and recorded == current:
             _resume(store, task, worker)
             last = task.checkpoints[-1]
@@ -195,7 +195,7 @@ def recover_task(store: StateStore, task: Task, worker: str) -> dict[str, Any]:
                          f"files match checkpoint step={last.get('step')}/{last.get('total') or '?'} ({facts})")
         why = ("the files differ from the last checkpoint: work was lost" if recorded
                else "the last checkpoint recorded no file state to verify: work was lost")
-        work.fail(store, task.id, reason=f"Checkpoints claim progress but {why}", category="SESSION_TIMEOUT",
+        attempts.fail(store, task.id, reason=f"Checkpoints claim progress but {why}", category="SESSION_TIMEOUT",
                   force=True)
         return _done(store, task, "fail", f"{why} ({facts})")
     if row == "commit-validate":
@@ -212,7 +212,7 @@ def recover_task(store: StateStore, task: Task, worker: str) -> dict[str, Any]:
 
 def _resume(store: StateStore, task: Task, worker: str) -> None:
     repo = store.repo
-    seconds = task.get("lease_seconds") or 1800
+    seconds = lease_of(task)
 
     def apply(tx: Tx) -> None:
         current = tx.require_task(task.id)
@@ -220,7 +220,7 @@ def _resume(store: StateStore, task: Task, worker: str) -> None:
             raise Negative(f"task {task.id} is no longer in progress")
         worktree = str(repo.workdir) if repo.workdir else None
         new = dataclasses.replace(
-            current, claimed_by=worker, lease_expires_at=iso(now() + timedelta(seconds=int(seconds)))
+            current, claimed_by=worker, lease_expires_at=expires(seconds)
         ).with_extra(worktree=worktree, claim_session=tx.session, branch=repo.head_branch(),
                      clone=identity.clone_id(repo),
                      clone_seal=identity.claim_seal(repo, current.id, current.get("claimed_at"), worktree,

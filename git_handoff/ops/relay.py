@@ -24,14 +24,17 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from git_handoff import identity, records, schedule
+from filelock import FileLock, Timeout
+
+from git_handoff import identity, procs, schedule
 from git_handoff.errors import Contention, Negative, UsageError
+from git_handoff.launcher import Agent, launch, tmux_socket_name
+from git_handoff.local import open_session
 from git_handoff.model import now_iso
-from git_handoff.ops import procs
-from git_handoff.ops.launcher import Agent, launch, tmux_socket_name
+from git_handoff.ops import handoff, prompt, recovery, sessions
+from git_handoff.state_files import RELAY_PATH, read_relay
 from git_handoff.store import StateStore, Tx
 
-RELAY_PATH = "relay.json"
 FAILURES_KEPT = 20
 
 
@@ -55,18 +58,10 @@ class Stopped(Negative):
 # -- the record in the state ------------------------------------------------------------
 
 
-def read_record(source: Any) -> dict[str, Any] | None:
-    """relay.json through its parser (git_handoff.records): InvalidState if unreadable."""
-    raw = source.read(RELAY_PATH)
-    if raw is None:
-        return None
-    return dict(records.relay(raw, RELAY_PATH))
-
-
 def _update_record(store: StateStore, changes: dict[str, Any], *, failure: str | None = None,
                    log: tuple[str, str, str | None] | None = None) -> dict[str, Any]:
     def apply(tx: Tx) -> dict[str, Any]:
-        record = dict(read_record(tx) or {})
+        record = dict(read_relay(tx) or {})
         record.update(changes)
         record["updated_at"] = now_iso()
         # only this clone's relay writes the record: sealed, so that no copy of it in a
@@ -86,27 +81,6 @@ def _update_record(store: StateStore, changes: dict[str, Any], *, failure: str |
     return store.transact(apply)
 
 
-def status_notes(snapshot: Any) -> list[str]:
-    """Lines for `status`: the relay running or stopped, and its recent failures."""
-    record = read_record(snapshot)
-    if not record:
-        return []
-    out = []
-    where = f"pid {record.get('pid')} on {record.get('host')}"
-    if record.get("state") == "running":
-        alive = record.get("host") != socket.gethostname() or procs.alive(int(record.get("pid") or 0))
-        if alive:
-            out.append(f"relay: running ({where} since {record.get('started_at')}, session {record.get('session') or '-'})")
-        else:
-            out.append(f"relay: died ({where}, started {record.get('started_at')}); "
-                       "a new `git handoff relay` takes over")
-    else:
-        out.append(f"relay: stopped at {record.get('stopped_at')} ({record.get('reason') or 'no reason recorded'})")
-    for failure in (record.get("failures") or [])[-5:]:
-        out.append(f"relay failure: [{failure.get('at')}] {failure.get('what')}")
-    return out
-
-
 # -- one relay per repository -------------------------------------------------------------
 
 
@@ -114,20 +88,18 @@ def status_notes(snapshot: Any) -> list[str]:
 def relay_lock(store: StateStore) -> Iterator[dict[str, Any] | None]:
     """Hold the relay lock; yields the previous (dead) relay's record, if any. Contention
     (exit 3) naming the running relay when another one holds it."""
-    from filelock import FileLock, Timeout
-
     lock = FileLock(str(store.repo.handoff_dir / "relay.lock"), timeout=0)
     try:
         lock.acquire()
     except Timeout:
-        record = read_record(store.snapshot()) if store.is_initialized() else None
+        record = read_relay(store.snapshot()) if store.is_initialized() else None
         if record:
             who = f"pid {record.get('pid')} on {record.get('host')}, started {record.get('started_at')}"
         else:
             who = "another process"
         raise Contention(f"a relay is already running for this repository ({who}); stop it first") from None
     try:
-        previous = read_record(store.snapshot())
+        previous = read_relay(store.snapshot())
         mine = previous is not None and identity.relay_is_mine(store.repo, previous)
         yield previous if previous and mine and previous.get("state") == "running" else None
     finally:
@@ -187,41 +159,31 @@ class Relay:
         })
 
     def _handed_off(self, number: int) -> bool:
-        from git_handoff.ops import handoff
-
         return bool(handoff.handed_off(self.store, number))
 
     def _acknowledged(self, number: int) -> bool:
-        from git_handoff.ops import handoff
-
         return bool(handoff.acknowledged(self.store, number))
 
     def _ack_status(self, number: int) -> dict[str, Any] | None:
-        from git_handoff.ops import handoff
-
         return handoff.ack_status(self.store, number)
 
     # -- phases --
 
     def start_session(self) -> int:
-        from git_handoff.ops import sessions
-
         store = StateStore(self.store.repo, session=0)
-        record = sessions.start(store)
+        record = recovery.start(store)
         self.session = int(record["session"])
         recovered = record.get("recovery") or []
         self.say(f"relay: session {self.session} started" + (f" ({len(recovered)} task(s) recovered)" if recovered else ""))
         return self.session
 
     def launch_and_ack(self) -> None:
-        from git_handoff.ops import handoff
-
         assert self.session is not None
         number = self.session
         what = ""
         for attempt in range(1, self.opts.max_launch_failures + 1):
             prompt_file = self.relay_dir / f"prompt-{number}.md"
-            prompt_file.write_text(handoff.render_prompt(self._session_store()))
+            prompt_file.write_text(prompt.render_prompt(self._session_store()))
             earlier = self._ack_status(number)  # a rejection by the previous launch is not this one's
             self.agent = launch(self.store, self.opts.agent, number, prompt_file, self.relay_dir,
                                 tmux_socket=tmux_socket_name(self.store, self.opts.tmux_socket) if self.opts.tmux else None)
@@ -273,8 +235,6 @@ class Relay:
             time.sleep(self.opts.poll)
 
     def finish_session(self) -> None:
-        from git_handoff.ops import handoff, sessions
-
         if self.session is None:
             return
         number = self.session
@@ -292,9 +252,7 @@ class Relay:
     def adopt(self, previous: dict[str, Any]) -> None:
         """Take over the session a dead relay left open: wait for its agent (its ACK first,
         when it had not given one), then close the session. No second agent is launched."""
-        from git_handoff.ops import sessions
-
-        opened = sessions.open_session(self.store.repo)
+        opened = open_session(self.store.repo)
         if opened is None:
             return
         number = int(opened["session"])

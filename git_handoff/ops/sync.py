@@ -8,7 +8,7 @@
 - Push without force through the git CLI (ssh config, credential helpers);
   rejected -> fetch, merge, retry (bounded, then Contention, exit 3).
 - `transact_remote` runs one transaction whose commit only counts once the
-  remote accepted it: the base of `claim --remote`.
+  remote accepted it: the base of `claim --remote` (ops/claim.py).
 """
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ from git_handoff.errors import (
     Contention,
     GitFailure,
     HandoffError,
-    Negative,
     NotInitialized,
     UsageError,
 )
@@ -85,11 +84,6 @@ class Remote:
     def refspecs(self) -> list[str]:
         return [f"+refs/harness/*:refs/remotes/{self.track}/harness/*",
                 f"+refs/notes/*:refs/remotes/{self.track}/notes/*"]
-
-
-def default_remote_name(repo: Repo) -> str | None:
-    name = repo.config_get("handoff.remote") or "origin"
-    return name if name in set(repo.raw.remotes.names()) else None
 
 
 def _git_error(proc: Any, what: str) -> GitFailure:
@@ -314,33 +308,7 @@ def transact_remote(store: StateStore, apply: Callable[[Tx], T], remote: str | N
     raise Contention(f"lost the race on {remote_obj.spec} {tries} times; nothing was changed, retry")
 
 
-def claim_remote(store: StateStore, task_id: str | None = None, *, worker: str | None = None,
-                 lease: int | None = None, force: bool = False, remote: str | None = None) -> Any:
-    """A claim that holds across machines: fetch -> merge -> claim -> push. Only a claim
-    the remote accepted counts; a lost race claims the next task (or, for a named task,
-    is Contention once the winner's claim arrives)."""
-    from git_handoff.model import check_id
-    from git_handoff.ops import work
-
-    if task_id is not None:
-        check_id(task_id)
-    ctx = work.claim_context(store.repo, worker=worker, lease=lease)
-    task = transact_remote(store, lambda tx: work.claim_in_tx(tx, task_id, ctx=ctx, force=force), remote)
-    if task is None:
-        raise Negative("nothing eligible: every task is completed, in progress, or waiting on failed dependencies")
-    return task
-
-
-def claims_sync_remote(store: StateStore, remote: str | None) -> str | None:
-    """The remote a claim must reach: --remote, else the default one when handoff.syncClaims is on."""
-    if remote is not None:
-        return remote
-    if store.repo.config_bool("handoff.syncClaims"):
-        return store.repo.config_get("handoff.remote") or "origin"
-    return None
-
-
-# -- autoSync, what waits, notices ----------------------------------------------------------
+# -- autoSync ----------------------------------------------------------
 
 
 def auto_sync(store: StateStore) -> str | None:
@@ -354,19 +322,3 @@ def auto_sync(store: StateStore) -> str | None:
     except HandoffError as exc:
         return f"not pushed yet ({exc.message}); kept locally, `git handoff sync` pushes it"
     return None
-
-
-def pending_notes(store: StateStore) -> list[str]:
-    """Lines for `status`: what waits to be pushed to the default remote."""
-    repo = store.repo
-    name = default_remote_name(repo)
-    head = store.head()
-    if name is None or head is None:
-        return []
-    tracking = repo.ref_target(f"refs/remotes/{name}/harness/state")
-    if tracking is None and not repo.config_bool("handoff.autoSync"):
-        return []
-    waiting = repo.count_commits(head, tracking)
-    if not waiting:
-        return []
-    return [f"{waiting} state change(s) waiting to be pushed to {name} (run `git handoff sync {name}`)"]

@@ -11,11 +11,17 @@ import random
 import time
 from typing import Any
 
-from git_handoff import incoming, merge
+from git_handoff import incoming, merge, notices
 from git_handoff.errors import Contention
 from git_handoff.gitrepo import Repo
-from git_handoff.ops import notices
-from git_handoff.store import NOTES_REF, STATE_REF, StateStore, format_log_line
+from git_handoff.notes import NOTES_LOCK
+from git_handoff.store import (
+    NOTES_REF,
+    STATE_REF,
+    StateLock,
+    StateStore,
+    format_log_line,
+)
 
 MAX_CONFLICT_LINES = 200  # SYNC lines per merge commit; the --json summary lists every one
 CAS_TRIES = 20
@@ -190,9 +196,6 @@ def merge_notes(repo: Repo, store: StateStore, theirs: str | None) -> str:
     """Union of our notes and the remote's (the same object noted on both: both texts)."""
     if theirs is None:
         return "none"
-    from git_handoff.ops.notes import NOTES_LOCK
-    from git_handoff.store import StateLock
-
     with StateLock(repo.handoff_dir / NOTES_LOCK, 30):
         for attempt in range(CAS_TRIES):
             if attempt:

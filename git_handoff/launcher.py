@@ -13,8 +13,8 @@ import shlex
 import subprocess
 from pathlib import Path
 
+from git_handoff import procs
 from git_handoff.errors import UsageError
-from git_handoff.ops import procs
 from git_handoff.store import StateStore
 
 

@@ -9,10 +9,10 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from git_handoff import schedule
+from git_handoff import claim_index, schedule
 from git_handoff.gitrepo import Repo
 from git_handoff.model import Task
-from git_handoff.ops import work, work_index
+from git_handoff.ops import claim
 from git_handoff.store import StateStore
 from tests.conftest import run
 
@@ -58,12 +58,12 @@ def test_first_eligible_agrees_with_schedule(tasks: dict[str, Task]) -> None:
     if schedule.dependency_failures(tasks):
         return
     full = schedule.eligible(tasks)
-    assert work_index.first_eligible(work_index.rows_of(tasks.values())) == (full[0].id if full else None)
+    assert claim_index.first_eligible(claim_index.rows_of(tasks.values())) == (full[0].id if full else None)
 
 
 def _index_tree(repo: Path) -> str | None:
     try:
-        data = marshal.loads((repo / ".git" / "handoff" / work_index.INDEX_FILE).read_bytes())
+        data = marshal.loads((repo / ".git" / "handoff" / claim_index.INDEX_FILE).read_bytes())
     except OSError:
         return None
     return data["tree"]
@@ -71,7 +71,7 @@ def _index_tree(repo: Path) -> str | None:
 
 def _state_tasks_tree(repo: Path) -> str | None:
     store = StateStore(Repo.discover(repo))
-    return work_index.tasks_tree(store, store.snapshot().tree)
+    return claim_index.tasks_tree(store, store.snapshot().tree)
 
 
 def test_claims_follow_the_full_selection_through_a_random_run(repo: Path, monkeypatch) -> None:
@@ -85,14 +85,14 @@ def test_claims_follow_the_full_selection_through_a_random_run(repo: Path, monke
             args += ["--after", d]
         assert run(*args).rc == 0, args
     used = []
-    real_pick = work._quick_pick
+    real_pick = claim._quick_pick
 
     def spy(*a, **k):
         found = real_pick(*a, **k)
         used.append(found is not None)
         return found
 
-    monkeypatch.setattr(work, "_quick_pick", spy)
+    monkeypatch.setattr(claim, "_quick_pick", spy)
     steps = 0
     while True:
         expected = run("next", "--json")
@@ -134,11 +134,11 @@ def test_a_wrong_or_damaged_index_falls_back_to_the_full_selection(repo: Path) -
     for i in range(3):
         assert run("add", f"T{i}", "--id", f"t{i}", "--check", "true").rc == 0
     assert run("claim").rc == 0 and run("release", "t0").rc == 0
-    path = repo / ".git" / "handoff" / work_index.INDEX_FILE
+    path = repo / ".git" / "handoff" / claim_index.INDEX_FILE
     data = marshal.loads(path.read_bytes())
     # the index claims t2 is the P0 task: the row check against t2's blob catches the lie
     row = list(data["rows"]["t2"])
-    row[work_index.RANK] = 0
+    row[claim_index.RANK] = 0
     data["rows"]["t2"] = tuple(row)
     path.write_bytes(marshal.dumps(data))
     assert run("claim", "--json").json()["id"] == "t0"

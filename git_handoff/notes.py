@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from git_handoff.errors import Contention
+from git_handoff.errors import Contention, HandoffError
 from git_handoff.gitrepo import Repo
 from git_handoff.model import Task
 from git_handoff.store import NOTES_REF, StateLock, StateStore
@@ -128,3 +128,11 @@ def note_task_commits(
         outcome=outcome,
     )
     return write_notes(repo, {c: text for c in commits})
+
+
+def note_quietly(store: StateStore, task: Task, outcome: str | None = None, head: str | None = None) -> None:
+    """Notes are a courtesy to `git log`: failing to write them never fails the command."""
+    try:
+        note_task_commits(store, task, head=head, outcome=outcome)
+    except HandoffError:
+        pass

@@ -1,4 +1,4 @@
-"""Fixtures shared by the sync tests: a shared remote (bare on disk, or a real git daemon)
+"""Fixtures shared by the sync tests (import them into a test module to use them): a shared remote (bare on disk, or a real git daemon)
 and clones of it."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import git, make_repo, run
+from tests.support.repo import git, make_repo, run
 
 
 def _free_port() -> int:

@@ -1,0 +1,131 @@
+"""This clone and this worktree: who is working here, the open-session file, the
+post-commit hook's state file, the per-clone `handoff.*` git settings, and what
+waits to be pushed. Nothing here is synced; nothing here reads the state tree.
+
+Per-worktree files (in <git_dir>/handoff/):
+    session.json   the open session of this worktree
+    hook-state     "<base> <commitsPerSession> <seen>" for the post-commit hook
+"""
+
+from __future__ import annotations
+
+import getpass
+import json
+import os
+import socket
+from typing import Any
+
+from git_handoff.errors import UsageError
+from git_handoff.fileio import atomic_write
+from git_handoff.gitrepo import Repo
+
+SESSION_FILE = "session.json"
+HOOK_STATE_FILE = "hook-state"
+
+
+# -- who and where ---------------------------------------------------------------------
+
+
+def worker_identity(repo: Repo, worker: str | None = None) -> str:
+    """Who claims: `worker`, else git config handoff.worker, else user@host:<worktree>."""
+    if worker is not None:
+        worker = worker.strip()
+        if not worker or "\n" in worker:
+            raise UsageError("--worker must be non-empty text on one line")
+        return worker
+    configured = repo.config_get("handoff.worker")
+    if configured and configured.strip():
+        return configured.strip()
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = os.environ.get("USER") or "user"
+    where = repo.workdir or repo.git_dir
+    return f"{user}@{socket.gethostname()}:{where}"
+
+
+def here(repo: Repo) -> str:
+    """This worktree as a claim records it (`worktree`): its root, else the git dir."""
+    return str(repo.workdir or repo.git_dir)
+
+
+# -- the per-worktree files ----------------------------------------------------------
+
+
+def open_session(repo: Repo) -> dict[str, Any] | None:
+    """This worktree's open session file, or None."""
+    try:
+        data = json.loads((repo.git_dir / "handoff" / SESSION_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or not isinstance(data.get("session"), int) or data.get("ended_at"):
+        return None
+    return data
+
+
+def write_private(repo: Repo, name: str, text: str) -> None:
+    atomic_write(repo.worktree_dir / name, text)
+
+
+def remove_private(repo: Repo, name: str) -> None:
+    try:
+        (repo.git_dir / "handoff" / name).unlink()
+    except FileNotFoundError:
+        pass
+
+
+# -- handoff.* settings ----------------------------------------------------------------
+
+
+def commits_per_session(repo: Repo) -> int | None:
+    value = repo.config_int("handoff.commitsPerSession")
+    return value if value and value > 0 else None
+
+
+def tasks_per_session(repo: Repo) -> int | None:
+    value = repo.config_int("handoff.tasksPerSession")
+    return value if value and value > 0 else None
+
+
+def default_remote_name(repo: Repo) -> str | None:
+    name = repo.config_get("handoff.remote") or "origin"
+    return name if name in set(repo.raw.remotes.names()) else None
+
+
+# -- the post-commit hook's state ---------------------------------------------------------
+
+
+def write_hook_state(repo: Repo, base: str | None, seen: int | None = None) -> None:
+    """What the post-commit hook needs without starting Python or git: the session base, the
+    threshold, and the commits since the base counted so far (`seen`; computed when None)."""
+    threshold = commits_per_session(repo)
+    if base is None or threshold is None:
+        remove_private(repo, HOOK_STATE_FILE)
+        return
+    if seen is None:
+        seen = 0
+        head = repo.head()
+        if head and head != base and repo.has_object(base):
+            seen = repo.count_commits(head, base)
+    write_private(repo, HOOK_STATE_FILE, f"{base} {threshold} {seen}\n")
+
+
+def clear_hook_state(repo: Repo) -> None:
+    remove_private(repo, HOOK_STATE_FILE)
+
+
+# -- what waits to be pushed ------------------------------------------------------------
+
+
+def unpushed_lines(repo: Repo, head: str | None) -> list[str]:
+    """Lines for `status`: what waits to be pushed to the default remote."""
+    name = default_remote_name(repo)
+    if name is None or head is None:
+        return []
+    tracking = repo.ref_target(f"refs/remotes/{name}/harness/state")
+    if tracking is None and not repo.config_bool("handoff.autoSync"):
+        return []
+    waiting = repo.count_commits(head, tracking)
+    if not waiting:
+        return []
+    return [f"{waiting} state change(s) waiting to be pushed to {name} (run `git handoff sync {name}`)"]

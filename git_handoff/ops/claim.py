@@ -1,0 +1,237 @@
+"""`claim`: take the next eligible task (or a named one) for this worktree in one
+compare-and-swap; with a remote, in one push the remote accepted (SPEC §3).
+
+The fast path reads the per-clone claim index instead of every task; anything the
+index cannot decide takes the full selection (schedule.prepare + eligible), which
+rebuilds the index. Expired leases and dependency failures found on the way are
+recorded in the same transaction.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from git_handoff import claim_index, identity, schedule, state_files
+from git_handoff.claims import (
+    DEFAULT_LEASE_SECONDS,
+    check_lease,
+    expires,
+    held_by,
+    held_here,
+    holder,
+    short,
+)
+from git_handoff.errors import Contention, Negative, UsageError
+from git_handoff.gitrepo import Repo
+from git_handoff.local import worker_identity
+from git_handoff.model import Task, check_id, now_iso
+from git_handoff.store import StateStore, Tx
+
+
+@dataclass(frozen=True)
+class ClaimContext:
+    """What a claim records about the claiming worktree."""
+
+    worker: str
+    worktree: str
+    head: str
+    branch: str | None
+    lease_seconds: int
+    clone: str = ""  # this clone's public identity (git_handoff.identity)
+
+
+def claim_context(repo: Repo, *, worker: str | None = None, lease: int | None = None) -> ClaimContext:
+    root = repo.root()
+    head = repo.head()
+    if head is None:
+        raise UsageError("this worktree has no commit yet: make a first commit before claiming a task")
+    return ClaimContext(
+        worker=worker_identity(repo, worker),
+        worktree=str(root),
+        head=head,
+        branch=repo.head_branch(),
+        lease_seconds=check_lease(lease) if lease is not None else DEFAULT_LEASE_SECONDS,
+        clone=identity.clone_id(repo),
+    )
+
+
+# -- claim --------------------------------------------------------------------------------
+
+
+def record_prepare(tx: Tx, changes: list[tuple[Task, str, str]]) -> None:
+    """Write what dependency validation and lease expiry changed, with their ERROR lines."""
+    for task, category, message in changes:
+        tx.put_task(task)
+        tx.log("ERROR", message, task=task.id, category=category)
+
+
+def claim_in_tx(
+    tx: Tx,
+    task_id: str | None = None,
+    *,
+    ctx: ClaimContext,
+    force: bool = False,
+) -> Task | None:
+    """The claim itself, inside a transaction: None when nothing is eligible.
+
+    Expired leases and dependency failures found on the way are recorded either way.
+    """
+    state_files.check_claim_allowed(tx)
+    stamp = now_iso()
+    if task_id is None:
+        quick = _quick_pick(tx, ctx, force, stamp)
+        if quick is not None:
+            task, rows = quick
+            claimed = _take(tx, task, ctx, stamp)
+            claim_index.carry(tx, [claimed], rows=rows)
+            return claimed
+    prepared, changes = schedule.prepare(tx.tasks(), stamp)
+    holders = [t for t in prepared.values() if t.status == "in_progress"]
+    mine = [t for t in holders if held_here(t, ctx.worktree, ctx.worker, tx.store.repo)]
+    if mine and not force:
+        held = mine[0]
+        if task_id == held.id:
+            raise UsageError(f"task {held.id} is already claimed by this worktree (use `git handoff renew {held.id}`)")
+        raise UsageError(
+            f"this worktree already holds task {held.id} (in progress): finish it with `git handoff done` or "
+            f"`git handoff fail`, or `git handoff release` it, before claiming another (--force overrides)"
+        )
+    if tx.config().mode == "exclusive" and not force:
+        others = [t for t in holders if not held_here(t, ctx.worktree, ctx.worker, tx.store.repo)]
+        if others:
+            raise Contention(
+                f"exclusive mode: {holder(others[0])}; one claim at a time in this repository "
+                "(`git handoff init --mode concurrent` allows one per worktree)"
+            )
+    if task_id is not None:
+        named = prepared.get(task_id)
+        if named is None:
+            raise UsageError(f"no task {task_id!r} (see `git handoff list`)")
+        task = named
+        if task.status == "completed":
+            raise UsageError(f"task {task_id} is already completed; a completed task cannot be claimed")
+        if task.status == "in_progress":
+            raise Contention(f"{holder(task)}; try another task or wait for the lease to expire")
+        if task.failed_for_good:
+            reason = task.error_log[-1] if task.error_log else "attempts exhausted"
+            raise UsageError(
+                f"task {task_id} failed for good ({task.attempts}/{task.max_attempts} attempts; {reason}); "
+                f"raise its limit with `git handoff edit {task_id} --max-attempts N` to retry it"
+            )
+        waiting = [d for d in task.depends_on if d not in prepared or prepared[d].status != "completed"]
+        if waiting:
+            record_prepare(tx, changes)
+            raise Negative(f"task {task_id} is not ready: it waits on {', '.join(waiting)}")
+    else:
+        found = schedule.eligible(prepared)
+        if not found:
+            record_prepare(tx, changes)
+            claim_index.rebuild(tx, prepared)
+            return None
+        task = found[0]
+    record_prepare(tx, [c for c in changes if c[0].id != task.id])
+    for changed, category, message in changes:
+        if changed.id == task.id:  # recorded by the claim below, which builds on it
+            tx.log("ERROR", message, task=task.id, category=category)
+    claimed = _take(tx, task, ctx, stamp)
+    final = dict(prepared)
+    for changed, _, _ in changes:
+        final[changed.id] = tx.task(changed.id) or changed
+    final[claimed.id] = claimed
+    claim_index.rebuild(tx, final)
+    return claimed
+
+
+def _quick_pick(tx: Tx, ctx: ClaimContext, force: bool, stamp: str) -> tuple[Task, dict[str, Any]] | None:
+    """The task the full selection would pick, read from the claim index; None when the
+    index cannot decide (absent, an expired lease, a refusal to explain...)."""
+    rows = claim_index.load(tx.store, claim_index.tasks_tree(tx.store, tx.base.tree if tx.base else None))
+    if rows is None or claim_index.any_expired(rows, stamp):
+        return None
+    here = others = False
+    for r in rows.values():
+        if r[claim_index.STATUS] == "in_progress":
+            where = r[claim_index.WORKTREE]
+            if held_by(where, r[claim_index.CLAIMED_BY], ctx.worktree, ctx.worker):
+                here = True
+            else:
+                others = True
+    if not force and (here or (others and tx.config().mode == "exclusive")):
+        return None
+    chosen = claim_index.first_eligible(rows)
+    if chosen is None:
+        return None
+    task = tx.task(chosen)
+    if task is None or claim_index.row(task) != rows[chosen]:
+        return None
+    return task, rows
+
+
+def _take(tx: Tx, task: Task, ctx: ClaimContext, stamp: str) -> Task:
+    claimed = dataclasses.replace(
+        task,
+        status="in_progress",
+        started_at_commit=ctx.head,
+        claimed_by=ctx.worker,
+        lease_expires_at=expires(ctx.lease_seconds),
+        completed_at=None,
+    ).with_extra(
+        worktree=ctx.worktree,
+        branch=ctx.branch,
+        claimed_at=stamp,
+        lease_seconds=ctx.lease_seconds,
+        claim_session=tx.session,
+        clone=ctx.clone or None,
+        clone_seal=identity.claim_seal(tx.store.repo, task.id, stamp, ctx.worktree, ctx.head, ctx.worker),
+    )
+    claimed = tx.put_task(claimed)
+    tx.log("Starting", f"{claimed.title} (base={short(ctx.head)})", task=claimed.id)
+    return claimed
+
+
+def claim(
+    store: StateStore,
+    task_id: str | None = None,
+    *,
+    worker: str | None = None,
+    lease: int | None = None,
+    force: bool = False,
+    remote: str | None = None,
+) -> Task:
+    """Take the next eligible task (or `task_id`) for this worktree, atomically.
+
+    With `remote` (or handoff.syncClaims), the claim holds across machines: fetch ->
+    merge -> claim -> push, and only a claim the remote accepted counts; a lost race
+    claims the next task (or, for a named task, is Contention once the winner's claim
+    arrives).
+    """
+    if task_id is not None:
+        check_id(task_id)
+    ctx = claim_context(store.repo, worker=worker, lease=lease)
+    target = claims_sync_remote(store, remote)
+
+    def apply(tx: Tx) -> Task | None:
+        return claim_in_tx(tx, task_id, ctx=ctx, force=force)
+
+    if target is None:
+        task = store.transact(apply)
+    else:
+        # Lazy on purpose (import cost): sync brings the whole 3-way merge, which a
+        # local claim, the hot path of every worker loop, must not pay for.
+        from git_handoff.ops import sync  # noqa: PLC0415
+
+        task = sync.transact_remote(store, apply, target)
+    if task is None:
+        raise Negative("nothing eligible: every task is completed, in progress, or waiting on failed dependencies")
+    return task
+
+
+def claims_sync_remote(store: StateStore, remote: str | None) -> str | None:
+    """The remote a claim must reach: --remote, else the default one when handoff.syncClaims is on."""
+    if remote is not None:
+        return remote
+    if store.repo.config_bool("handoff.syncClaims"):
+        return store.repo.config_get("handoff.remote") or "origin"
+    return None

@@ -1,0 +1,188 @@
+"""The read-only views of the task graph: list, show, next, status, log, graph.
+Nothing here writes the state."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable
+from typing import Any
+
+from git_handoff import local, schedule, state_files
+from git_handoff.errors import Negative, UsageError
+from git_handoff.model import LOG_TYPES, Task, check_id, now_iso
+from git_handoff.store import Entry, Snapshot, StateStore
+
+# -- views --------------------------------------------------------------------------
+
+
+def view(task: Task, blocked: set[str] | None = None) -> dict[str, Any]:
+    """A task for --json output: SPEC §2 fields, plus the computed `blocked`."""
+    out = task.to_json()
+    out["blocked"] = bool(blocked and task.id in blocked)
+    return out
+
+
+def list_tasks(snap: Snapshot, *, status: str | None = None, ready: bool = False) -> tuple[list[Task], set[str]]:
+    tasks = snap.tasks()
+    blocked = schedule.blocked_ids(tasks)
+    if status is not None and status not in ("pending", "in_progress", "completed", "failed", "blocked"):
+        raise UsageError(f"invalid status {status!r}: use pending, in_progress, completed, failed or blocked")
+    chosen: Iterable[Task]
+    if ready:
+        prepared, _ = schedule.prepare(tasks, now_iso())
+        chosen = schedule.eligible(prepared)
+    else:
+        chosen = tasks.values()
+    if status == "blocked":
+        chosen = [t for t in chosen if t.id in blocked]
+    elif status is not None:
+        chosen = [t for t in chosen if t.status == status and t.id not in blocked]
+    return list(chosen), blocked
+
+
+def show(snap: Snapshot, task_id: str) -> Task:
+    check_id(task_id)
+    task = snap.task(task_id)
+    if task is None:
+        raise UsageError(f"no task {task_id!r} (see `git handoff list`)")
+    return task
+
+
+def next_task(snap: Snapshot) -> Task:
+    """The task `claim` would take; Negative (exit 1) when none."""
+    found = schedule.next_eligible(snap.tasks(), now_iso())
+    if found is None:
+        raise Negative("nothing eligible: every task is completed, in progress, or waiting on failed dependencies")
+    return found
+
+
+def status(store: StateStore) -> dict[str, Any]:
+    snap = store.snapshot()
+    tasks = snap.tasks()
+    blocked = schedule.blocked_ids(tasks)
+    meta = snap.meta()
+    last_lines = [e.line for e in store.entries(limit=5)]
+    last_lines.reverse()
+    return {
+        "counts": schedule.counts(tasks, blocked),
+        "tasks": [
+            {
+                "id": t.id,
+                "title": t.title,
+                "status": "blocked" if t.id in blocked else t.status,
+                "attempts": t.attempts,
+                "max_attempts": t.max_attempts,
+                "priority": t.priority,
+                "claimed_by": t.claimed_by,
+            }
+            for t in tasks.values()
+        ],
+        "log": last_lines,
+        "session_count": int(meta.get("session_count") or 0),
+        "last_session": meta.get("last_session"),
+        "config": dataclasses.asdict(snap.config()),
+        "state_commit": snap.commit,
+        "notes": _notes(store, snap),
+    }
+
+
+def _notes(store: StateStore, snap: Snapshot) -> list[str]:
+    """Extra lines for `status` from other areas: what waits to be pushed, the relay."""
+    return local.unpushed_lines(store.repo, store.head()) + state_files.relay_status_lines(snap)
+
+
+def log(
+    store: StateStore,
+    *,
+    limit: int | None = None,
+    task: str | None = None,
+    session: int | None = None,
+    kind: str | None = None,
+) -> list[Entry]:
+    """Log lines oldest first; with `limit`, the last `limit` matching lines."""
+    if not store.is_initialized():
+        store.snapshot()  # raises NotInitialized
+    if limit is not None and limit < 0:
+        raise UsageError("-n must not be negative")
+    if task is not None:
+        check_id(task)
+    if kind is not None and kind.lower() not in {t.lower() for t in LOG_TYPES}:
+        raise UsageError(f"unknown log type {kind!r}: use one of {', '.join(LOG_TYPES)}")
+    out: list[Entry] = []
+    for entry in store.entries():
+        if task is not None and entry.task != task:
+            continue
+        if session is not None and entry.session != session:
+            continue
+        if kind is not None and entry.type.lower() != kind.lower():
+            continue
+        out.append(entry)
+        if limit is not None and len(out) >= limit:
+            break
+    out.reverse()
+    return out
+
+
+# -- graph --------------------------------------------------------------------------
+
+
+def graph(snap: Snapshot, fmt: str = "text") -> str:
+    tasks = snap.tasks()
+    blocked = schedule.blocked_ids(tasks)
+
+    def state(t: Task) -> str:
+        return "blocked" if t.id in blocked else t.status
+
+    if fmt == "dot":
+        lines = ["digraph handoff {", "  rankdir=LR;", "  node [shape=box];"]
+        for t in tasks.values():
+            label = f"{t.id}\\n{t.title}\\n[{state(t)}]".replace('"', '\\"')
+            lines.append(f'  "{t.id}" [label="{label}"];')
+        for t in tasks.values():
+            for dep in t.depends_on:
+                lines.append(f'  "{dep}" -> "{t.id}";')
+        lines.append("}")
+        return "\n".join(lines) + "\n"
+    if fmt == "mermaid":
+        names = {tid: f"n{n}" for n, tid in enumerate(tasks)}
+        lines = ["graph TD"]
+        for t in tasks.values():
+            label = f"{t.id}: {t.title} [{state(t)}]".replace('"', "'")
+            lines.append(f'  {names[t.id]}["{label}"]')
+        for t in tasks.values():
+            for dep in t.depends_on:
+                if dep in names:
+                    lines.append(f"  {names[dep]} --> {names[t.id]}")
+        return "\n".join(lines) + "\n"
+    if fmt != "text":
+        raise UsageError(f"invalid format {fmt!r}: use text, dot or mermaid")
+    # text: each root, then what depends on it, indented; a task reached again is shown once more as a reference
+    dependents: dict[str, list[str]] = {}
+    for t in tasks.values():
+        for dep in t.depends_on:
+            dependents.setdefault(dep, []).append(t.id)
+    roots = [t.id for t in tasks.values() if not any(d in tasks for d in t.depends_on)]
+    out: list[str] = []
+    printed: set[str] = set()
+
+    def walk(tid: str, prefix: str, last: bool, top: bool) -> None:
+        t = tasks[tid]
+        branch = "" if top else ("└── " if last else "├── ")
+        seen = tid in printed
+        suffix = " (see above)" if seen else ""
+        out.append(f"{prefix}{branch}[{state(t)}] {tid}: {t.title}{suffix}")
+        if seen:
+            return
+        printed.add(tid)
+        kids = dependents.get(tid, [])
+        child_prefix = prefix + ("" if top else ("    " if last else "│   "))
+        for n, kid in enumerate(kids):
+            walk(kid, child_prefix, n == len(kids) - 1, False)
+
+    for root in roots:
+        walk(root, "", True, True)
+    # tasks only reachable through a cycle have no root
+    for tid in tasks:
+        if tid not in printed:
+            walk(tid, "", True, True)
+    return "\n".join(out) + ("\n" if out else "")
