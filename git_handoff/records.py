@@ -22,8 +22,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, NewType, TypedDict, cast
 
-import tomllib
-
+from git_handoff import model
 from git_handoff.errors import InvalidState, UsageError
 from git_handoff.model import Config, Task
 
@@ -36,11 +35,11 @@ TreeOid = NewType("TreeOid", str)
 MAX_RECORD_BYTES = 1 << 20  # one record blob in the state
 MAX_STATE_BLOB_BYTES = 1 << 20  # any blob of a fetched state tree
 MAX_JSON_DEPTH = 32
-MAX_TITLE = 500  # characters of a task title
+MAX_TITLE = model.MAX_TITLE  # characters of a task title
 MAX_TEXT = 2000  # a reason, decision, blocker, checkpoint message, error_log entry
 MAX_LIST = 10_000  # entries of one list inside a record (error_log, checkpoints, decisions...)
 MAX_COUNT = 2**63 - 1  # TOML's integer range, for every count and number of seconds
-MAX_SECONDS = 10 * 366 * 24 * 3600  # durations and timeouts: ten years at most
+MAX_SECONDS = model.MAX_SECONDS  # durations and timeouts: ten years at most
 MAX_NAME = 255  # one tree entry name
 
 _OID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
@@ -700,6 +699,10 @@ def check_record(path: str, raw: bytes) -> None:
 
 def config(raw: bytes, where: str = "config.toml") -> Config:
     """The state's config.toml as a model.Config (InvalidState if it does not parse)."""
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        import tomli as tomllib
     if len(raw) > MAX_RECORD_BYTES:
         raise problem(where, f"{len(raw)} bytes, more than the {MAX_RECORD_BYTES} a record may hold")
     try:
