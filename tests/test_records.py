@@ -133,3 +133,13 @@ def test_a_long_cycle_is_reported_once_per_task_in_bounded_text() -> None:
     assert failures["c5"].endswith("more) -> c5")
     short = {k: Task(id=k, title="t", depends_on=(d,)) for k, d in (("a", "b"), ("b", "a"))}
     assert dict(schedule.dependency_failures(short))["a"] == "[DEPENDENCY] Circular dependency detected: a -> b -> a"
+
+
+@pytest.mark.parametrize("args", [("--ack-timeout", "nan"), ("--ack-timeout", "inf"), ("--session-timeout", "nan"),
+                                  ("--max-idle-sessions", "0"), ("--handoff-grace", "-1")])
+def test_relay_numbers_must_be_finite_and_in_range(repo: Path, args: tuple[str, str]) -> None:
+    from tests.support.repo import run
+
+    res = run("relay", "--agent", "true", *args, "--json")
+    assert res.rc == 2 and res.err.startswith("error: ") and args[0] in res.err
+    assert json.loads(res.out)["exit_code"] == 2
