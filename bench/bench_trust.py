@@ -117,7 +117,7 @@ def cycle_costs(quick: bool) -> list[Row]:
     rows = []
     for verb in ("next", "claim"):
         repo = fresh_dir(f"cycle-{verb}")
-        shutil.rmtree(repo)
+        shutil.rmtree(repo, ignore_errors=True)
         shutil.copytree(base, repo, symlinks=True)
         start = time.perf_counter()
         r = run_proc([PY, "-m", "git_handoff", verb], repo, timeout=600)
@@ -125,7 +125,7 @@ def cycle_costs(quick: bool) -> list[Row]:
         if r.rc != 1:
             raise RuntimeError(f"{verb} on a cycle exited {r.rc}: {r.err.decode(errors='replace')[-300:]}")
         repo2 = fresh_dir(f"cycle-{verb}-rss")
-        shutil.rmtree(repo2)
+        shutil.rmtree(repo2, ignore_errors=True)
         shutil.copytree(base, repo2, symlinks=True)
         try:
             rss = peak_rss_kb([PY, "-m", "git_handoff", verb], repo2)
