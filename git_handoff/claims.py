@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from git_handoff import identity
 from git_handoff.errors import Contention, UsageError
 from git_handoff.gitrepo import Repo
 from git_handoff.local import here, worker_identity
@@ -15,7 +16,8 @@ from git_handoff.store import StateStore, Tx
 
 DEFAULT_LEASE_SECONDS = 30 * 60
 # Bookkeeping fields kept in Task.extra while a task is claimed.
-CLAIM_EXTRAS = ("worktree", "branch", "claimed_at", "lease_seconds", "claim_session", "claim_snapshot")
+CLAIM_EXTRAS = ("worktree", "branch", "claimed_at", "lease_seconds", "claim_session", "claim_snapshot",
+               "clone", "clone_seal")
 # Task extra: the claim-time snapshot commit (worktree.py) when the tree was not clean;
 # absent (old records, clean trees) the claim's moment is started_at_commit alone.
 CLAIM_SNAPSHOT = "claim_snapshot"
@@ -36,8 +38,11 @@ def held_by(worktree: str | None, claimed_by: str | None, ctx_worktree: str, wor
     return claimed_by == worker
 
 
-def held_here(task: Task, ctx_worktree: str, worker: str) -> bool:
-    return held_by(task.get("worktree"), task.claimed_by, ctx_worktree, worker)
+def held_here(task: Task, ctx_worktree: str, worker: str, repo: Repo) -> bool:
+    """This worktree's own claim: sealed by this clone (git_handoff.identity; a path or a
+    name in a fetched record proves nothing), and held here by `held_by`."""
+    return identity.claim_is_mine(repo, task) and held_by(task.get("worktree"), task.claimed_by,
+                                                          ctx_worktree, worker)
 
 
 def holder(task: Task) -> str:
@@ -58,7 +63,8 @@ def require_in_progress(task: Task, action: str) -> None:
 def require_owner(task: Task, repo: Repo, action: str, force: bool) -> None:
     if force:
         return
-    if task.get("worktree") == here(repo) or task.claimed_by == worker_identity(repo):
+    if identity.claim_is_mine(repo, task) and (
+            task.get("worktree") == here(repo) or task.claimed_by == worker_identity(repo)):
         return
     raise UsageError(
         f"cannot {action} task {task.id}: it is claimed by {task.claimed_by or 'unknown'}"

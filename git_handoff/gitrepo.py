@@ -281,6 +281,25 @@ class Repo:
         for entry in self.raw[tree_oid]:
             yield entry.name, str(entry.id), entry.filemode == MODE_TREE
 
+    def tree_entries_raw(self, tree_oid: str) -> Iterator[tuple[str, str, int]]:
+        """(name, oid, file mode) for each entry of a tree, names exactly as stored
+        (undecodable bytes as surrogate escapes): for checking fetched trees."""
+        for entry in self.raw[tree_oid]:
+            raw_name = getattr(entry, "raw_name", None)
+            name = raw_name.decode("utf-8", "surrogateescape") if isinstance(raw_name, bytes) else entry.name
+            yield name, str(entry.id), entry.filemode
+
+    def object_kind(self, oid: str) -> tuple[str, int] | None:
+        """('commit' | 'tree' | 'blob' | 'tag', size) of an object, or None when absent;
+        the object's data is not read."""
+        try:
+            kind, size = self.raw.odb.read_header(oid) if hasattr(self.raw.odb, "read_header") else (
+                self.raw[oid].type, len(self.raw[oid].read_raw()))
+        except (KeyError, ValueError, TypeError):
+            return None
+        names = {1: "commit", 2: "tree", 3: "blob", 4: "tag"}
+        return names.get(int(kind), "unknown"), int(size)
+
     def tree_lookup(self, tree_oid: str, path: str) -> tuple[str, bool] | None:
         """(oid, is_tree) at `path` inside the tree, or None."""
         tree = self.raw[tree_oid]

@@ -49,6 +49,9 @@ DEFAULT_MAX_ATTEMPTS = 3
 DEFAULT_TIMEOUT = 300
 DEFAULT_MAX_TASKS_PER_SESSION = 20
 DEFAULT_MAX_SESSIONS = 50
+MAX_SECONDS = 10 * 366 * 24 * 3600  # durations and timeouts: ten years at most (records.MAX_SECONDS)
+MAX_TITLE = 500  # characters of a task title (records.MAX_TITLE)
+_CONTROL = re.compile(r"[\x00-\x1f\x7f\u0085\u2028\u2029]")
 
 # -- time -------------------------------------------------------------------------
 
@@ -84,20 +87,23 @@ _DURATION = re.compile(r"^([0-9]+)([smh])$")
 
 def parse_duration(text: str) -> int:
     """Seconds in a DURATION: a number with s, m or h (90s, 30m, 2h)."""
-    match = _DURATION.match(text.strip())
-    if not match or int(match.group(1)) <= 0:
+    match = _DURATION.fullmatch(text.strip())
+    if not match or len(match.group(1)) > 12 or int(match.group(1)) <= 0:
         raise UsageError(f"invalid duration {text!r}: use a positive number with s, m or h (90s, 30m, 2h)")
-    return int(match.group(1)) * {"s": 1, "m": 60, "h": 3600}[match.group(2)]
+    seconds = int(match.group(1)) * {"s": 1, "m": 60, "h": 3600}[match.group(2)]
+    if seconds > MAX_SECONDS:
+        raise UsageError(f"invalid duration {text!r}: at most {MAX_SECONDS // 86400} days")
+    return seconds
 
 
 # -- ids --------------------------------------------------------------------------
 
-_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")  # the whole string: fullmatch, never `$`
 
 
 def check_id(task_id: str) -> str:
     """Refuse ids outside SPEC §1: `[A-Za-z0-9][A-Za-z0-9._-]{0,63}`, no `..`, no `.lock` end."""
-    if not isinstance(task_id, str) or not _ID.match(task_id) or ".." in task_id or task_id.endswith(".lock"):
+    if not isinstance(task_id, str) or not _ID.fullmatch(task_id) or ".." in task_id or task_id.endswith(".lock"):
         shown = task_id if isinstance(task_id, str) else repr(task_id)
         raise UsageError(
             f"invalid task id {shown!r}: use 1-64 of A-Z a-z 0-9 . _ -, starting with a letter or digit, "
@@ -347,7 +353,10 @@ def check_max_attempts(value: Any, where: str = "") -> int:
 
 def check_timeout(value: Any, where: str = "") -> int:
     prefix = f"{where}: " if where else ""
-    return _int(value, f"{prefix}timeout_seconds", minimum=1)
+    seconds = _int(value, f"{prefix}timeout_seconds", minimum=1)
+    if seconds > MAX_SECONDS:
+        raise UsageError(f"{prefix}timeout_seconds must be at most {MAX_SECONDS}, not {seconds}")
+    return seconds
 
 
 def check_title(value: Any) -> str:
@@ -355,6 +364,14 @@ def check_title(value: Any) -> str:
         raise UsageError("a task needs a non-empty title")
     if "\n" in value or "\r" in value:
         raise UsageError("a task title is one line")
+    if _CONTROL.search(value):
+        raise UsageError("a task title may not hold control characters")
+    if len(value) > MAX_TITLE:
+        raise UsageError(f"a task title is at most {MAX_TITLE} characters ({len(value)} given)")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise UsageError("a task title must be valid Unicode text") from None
     return value
 
 

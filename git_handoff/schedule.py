@@ -35,6 +35,21 @@ def cycle_through(deps: Mapping[str, Iterable[str]], start: str, within: set[str
     return None
 
 
+MAX_CYCLE_SHOWN = 10  # ids of a cycle named in one report; longer ones are shortened
+
+
+def cycle_text(ring: list[str], start: int) -> str:
+    """The cycle `ring` (distinct ids, each depending on the next, the last on the first)
+    from position `start` back to it, at most MAX_CYCLE_SHOWN ids: `a -> b -> a`, or
+    `a -> b -> ... (4,990 more) -> a`."""
+    n = len(ring)
+    first = ring[start]
+    if n <= MAX_CYCLE_SHOWN:
+        return " -> ".join([*(ring[(start + j) % n] for j in range(n)), first])
+    shown = [ring[(start + j) % n] for j in range(MAX_CYCLE_SHOWN - 1)]
+    return " -> ".join(shown) + f" -> ... ({n - len(shown):,} more) -> {first}"
+
+
 def _cyclic_nodes(deps: Mapping[str, Iterable[str]]) -> set[str]:
     """Nodes on some cycle: members of a strongly connected component of size > 1, or
     with a self-reference (Tarjan's algorithm, iterative: O(nodes + edges))."""
@@ -122,9 +137,17 @@ def dependency_failures(tasks: Mapping[str, Task]) -> list[tuple[str, str]]:
     cyclic = _cyclic_nodes(_not_peelable(deps))
     messages: dict[str, str] = {}
     for tid in cyclic:
+        if tid in messages:
+            continue
         cycle = cycle_through(deps, tid, within=cyclic)
-        if cycle is not None:
-            messages[tid] = "[DEPENDENCY] Circular dependency detected: " + " -> ".join(cycle)
+        if cycle is None:
+            continue
+        # every task on the cycle found gets its own rotation of it, so one search
+        # serves the whole ring, and each report is bounded (linear cost in all)
+        ring = cycle[:-1]
+        for i, member in enumerate(ring):
+            if member not in messages:
+                messages[member] = "[DEPENDENCY] Circular dependency detected: " + cycle_text(ring, i)
     gone = set(messages) | {tid for tid, t in tasks.items() if t.failed_for_good}
     dependents: dict[str, list[str]] = {}
     for tid in open_ids:

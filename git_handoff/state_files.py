@@ -15,7 +15,7 @@ from __future__ import annotations
 import socket
 from typing import Any
 
-from git_handoff import procs
+from git_handoff import procs, records
 from git_handoff.errors import Negative
 from git_handoff.model import now_iso
 from git_handoff.store import StateStore, Tx, active_session
@@ -131,8 +131,11 @@ def pending_doc(source: Any, before: int | None = None) -> dict[str, Any] | None
 
 
 def read_relay(source: Any) -> dict[str, Any] | None:
-    data = source.read_json(RELAY_PATH)
-    return data if isinstance(data, dict) else None
+    """relay.json through its parser (git_handoff.records): InvalidState if unreadable."""
+    raw = source.read(RELAY_PATH)
+    if raw is None:
+        return None
+    return dict(records.relay(raw, RELAY_PATH))
 
 
 def relay_status_lines(snapshot: Any) -> list[str]:

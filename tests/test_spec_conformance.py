@@ -172,6 +172,7 @@ def test_a_task_blob_that_is_not_utf8_is_invalid_state_in_plain_words(repo: Path
     commit = git("commit-tree", tree, "-p", "refs/harness/state", "-m", "corrupt", cwd=repo).strip()
     git("update-ref", "refs/harness/state", commit, cwd=repo)
     r = run("list", "--json")
-    assert r.rc == 2 and r.out == ""
+    assert r.rc == 2
+    assert json.loads(r.out) == {"error": r.err[len("error: "):].strip(), "exit_code": 2}  # SPEC §4
     assert r.err.startswith("error: ") and len(r.err.splitlines()) == 1
     assert "not UTF-8" in r.err and "codec" not in r.err and "unexpected" not in r.err

@@ -163,8 +163,8 @@ def main(argv: list[str] | None = None) -> None:
     try:
         cli.main(args=argv, prog_name="git handoff", standalone_mode=False, complete_var="_GIT_HANDOFF_COMPLETE")
     except HandoffError as exc:
-        if isinstance(exc, Negative) and _json_run["requested"] and not _json_run["emitted"]:
-            payload = exc.payload if isinstance(exc.payload, (dict, list)) else None
+        if _json_run["requested"] and not _json_run["emitted"]:
+            payload = exc.payload if isinstance(exc, Negative) and isinstance(exc.payload, (dict, list)) else None
             emit_json(payload if payload is not None else {"error": exc.message, "exit_code": exc.exit_code})
         fail_line(exc.message)
         sys.exit(exc.exit_code)
@@ -177,6 +177,7 @@ def main(argv: list[str] | None = None) -> None:
         hint = ""
         if isinstance(exc, click.UsageError) and exc.ctx is not None:
             hint = f" (see `{exc.ctx.command_path} --help`)"
+        _json_error(argv, exc.format_message() + hint, EXIT_USAGE)
         fail_line(exc.format_message() + hint)
         sys.exit(EXIT_USAGE)
     except KeyboardInterrupt:
@@ -188,9 +189,23 @@ def main(argv: list[str] | None = None) -> None:
     except Exception as exc:  # noqa: BLE001 - no traceback reaches a user unless asked
         if os.environ.get("GIT_HANDOFF_DEBUG"):
             traceback.print_exc()
-        fail_line(f"unexpected {type(exc).__name__}: {exc} (rerun with `git handoff --debug ...` for the traceback)")
+        message = f"unexpected {type(exc).__name__}: {exc} (rerun with `git handoff --debug ...` for the traceback)"
+        _json_error(argv, message, EXIT_USAGE)
+        fail_line(message)
         sys.exit(EXIT_USAGE)
     sys.exit(0)
+
+
+def _json_error(argv: list[str] | None, message: str, code: int) -> None:
+    """`--json` on exit 2 or 3 still prints `{"error", "exit_code"}` (SPEC §4), also when
+    click refused the command line before the option was seen."""
+    args = sys.argv[1:] if argv is None else argv
+    if _json_run["emitted"] or not (_json_run["requested"] or "--json" in args):
+        return
+    try:
+        emit_json({"error": message.splitlines()[0] if message else "failed", "exit_code": code})
+    except (OSError, UnicodeError):
+        pass
 
 
 def get_store(session: int | None = None) -> Any:

@@ -43,8 +43,17 @@ def relay_cmd(agent: str, tmux: bool, tmux_socket: str | None, ack_timeout: floa
     launch failures), saying why; 3 when another relay runs for this repository; 130
     on Ctrl-C (the agent is ended and its session closed).
     """
+    from git_handoff import records
+    from git_handoff.errors import UsageError
     from git_handoff.ops import relay as ops
 
+    records.finite(ack_timeout, "--ack-timeout")
+    records.finite(handoff_grace, "--handoff-grace", positive=False)
+    if session_timeout is not None:
+        records.finite(session_timeout, "--session-timeout")
+    for name, count in (("--max-launch-failures", max_launch_failures), ("--max-idle-sessions", max_idle_sessions)):
+        if not 1 <= count <= 1_000_000:
+            raise UsageError(f"{name} must be between 1 and 1000000, not {count}")
     opts = ops.Options(agent=agent, tmux=tmux, tmux_socket=tmux_socket, ack_timeout=ack_timeout,
                        session_timeout=session_timeout, max_launch_failures=max_launch_failures,
                        handoff_grace=handoff_grace, max_idle_sessions=max_idle_sessions)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from typing import Any
 
 from git_handoff import claim_index, notes, runner, trust, worktree
@@ -315,6 +316,10 @@ def restore(store: StateStore, task_id: str, n: int, force: bool = False) -> dic
         if snap is not None:
             since, since_index = snap.worktree, snap.index
     base = record.get("base")
+    # the message's base counts only as an ancestor of the attempt (what save_attempt writes)
+    if not (isinstance(base, str) and re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", base)
+            and repo.resolve_commit(base) and repo.is_ancestor(base, commit)):
+        base = None
     if since is None:
         from_commit = repo.resolve_commit(base) if isinstance(base, str) else None
         since = repo.commit_tree(from_commit or repo.head() or commit)

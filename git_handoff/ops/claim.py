@@ -13,7 +13,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from git_handoff import claim_index, schedule, state_files, worktree
+from git_handoff import claim_index, identity, schedule, state_files, worktree
 from git_handoff.claims import (
     DEFAULT_LEASE_SECONDS,
     check_lease,
@@ -40,6 +40,7 @@ class ClaimContext:
     branch: str | None
     lease_seconds: int
     snapshot: str | None = None  # the work tree at the claim, when not clean
+    clone: str = ""  # this clone's public identity (git_handoff.identity)
 
 
 def claim_context(repo: Repo, *, worker: str | None = None, lease: int | None = None) -> ClaimContext:
@@ -53,6 +54,7 @@ def claim_context(repo: Repo, *, worker: str | None = None, lease: int | None = 
         head=head,
         branch=repo.head_branch(),
         lease_seconds=check_lease(lease) if lease is not None else DEFAULT_LEASE_SECONDS,
+        clone=identity.clone_id(repo),
     )
 
 
@@ -96,7 +98,7 @@ def claim_in_tx(
             return claimed
     prepared, changes = schedule.prepare(tx.tasks(), stamp)
     holders = [t for t in prepared.values() if t.status == "in_progress"]
-    mine = [t for t in holders if held_here(t, ctx.worktree, ctx.worker)]
+    mine = [t for t in holders if held_here(t, ctx.worktree, ctx.worker, tx.store.repo)]
     if mine and not force:
         held = mine[0]
         if task_id == held.id:
@@ -106,7 +108,7 @@ def claim_in_tx(
             f"`git handoff fail`, or `git handoff release` it, before claiming another (--force overrides)"
         )
     if tx.config().mode == "exclusive" and not force:
-        others = [t for t in holders if not held_here(t, ctx.worktree, ctx.worker)]
+        others = [t for t in holders if not held_here(t, ctx.worktree, ctx.worker, tx.store.repo)]
         if others:
             raise Contention(
                 f"exclusive mode: {holder(others[0])}; one claim at a time in this repository "
@@ -191,6 +193,8 @@ def _take(tx: Tx, task: Task, ctx: ClaimContext, stamp: str) -> Task:
         lease_seconds=ctx.lease_seconds,
         claim_session=tx.session,
         claim_snapshot=ctx.snapshot,
+        clone=ctx.clone or None,
+        clone_seal=identity.claim_seal(tx.store.repo, task.id, stamp, ctx.worktree, ctx.head, ctx.worker),
     )
     claimed = tx.put_task(claimed)
     tx.log("Starting", f"{claimed.title} (base={short(ctx.head)})", task=claimed.id)

@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from git_handoff import procs
+from git_handoff import procs, records
 from git_handoff.errors import Negative, UsageError
 from git_handoff.model import now_iso
 from git_handoff.store import StateStore, Tx
@@ -224,6 +224,12 @@ def _command_for(store: StateStore, record: dict[str, Any]) -> str:
     session_id = _conversation_session_id(store, first)
     if resume is None or session_id is None:
         raise UsageError(f"run {record['run_id']} cannot resume {record['resume_of']}: no resume command or session id")
+    # the id goes into a command line the user's template may already quote
+    # ('--resume {session_id}' or "--resume '{session_id}'"): only a safe word can go
+    # in whole, whichever quoting surrounds it
+    if not records.SAFE_WORD.fullmatch(session_id):
+        raise UsageError(f"run {record['run_id']}: the backend session id {session_id[:40]!r} holds characters "
+                         "that are not safe in a command line (letters, digits and ._:@+=- only)")
     return resume.replace("{session_id}", shlex.quote(session_id))
 
 

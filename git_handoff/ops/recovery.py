@@ -20,7 +20,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from git_handoff import notes, runner, schedule, trust, worktree
+from git_handoff import identity, notes, runner, schedule, trust, worktree
 from git_handoff.claims import expires, lease_of
 from git_handoff.errors import HandoffError, Negative
 from git_handoff.gitrepo import Repo
@@ -42,6 +42,10 @@ def start(store: StateStore, worker: str | None = None) -> dict[str, Any]:
 
     Returns the session record plus `recovery` (one entry per recovered task) and `health`.
     """
+    command = store.snapshot().config().init_command
+    if command:
+        # before the session is opened: a refusal (exit 2) must leave the state as it was
+        trust.require_trusted(store.repo, command, "init command")
     record = sessions.begin(store, worker=worker)
     health = health_check(store, record)
     actions = recover(store, record)
@@ -115,17 +119,24 @@ def task_commits(repo: Repo, task: Task) -> list[str]:
 
 
 def _here(task: Task, repo: Repo) -> bool:
+    """Claimed by this clone (its seal verifies: git_handoff.identity) in this very
+    worktree. A path that does not exist here, a worker name or a worktree path copied
+    into a fetched record is no evidence: recovery commits, resets and cleans, so it acts
+    only on this clone's own claims. Claims made elsewhere are the lease's business."""
+    if not identity.claim_is_mine(repo, task):
+        return False
     where = task.get("worktree")
-    if not where:
-        return True
-    if repo.workdir is not None and Path(where).resolve() == repo.workdir:
-        return True
-    return not Path(where).exists()
+    if not where or repo.workdir is None:
+        return False
+    try:
+        return Path(where).resolve() == repo.workdir.resolve()
+    except (OSError, ValueError):
+        return False
 
 
 def left_behind(tasks: dict[str, Task], repo: Repo, worker: str, mode: str) -> list[Task]:
-    """In-progress tasks this worker or worktree left behind (concurrent mode: only its
-    own claims, or expired leases)."""
+    """In-progress tasks this clone claimed in this worktree and left behind (concurrent
+    mode: only this worker's, or those whose lease expired)."""
     stamp = now_iso()
     out = []
     for t in tasks.values():
@@ -207,10 +218,13 @@ def _resume(store: StateStore, task: Task, worker: str) -> None:
         current = tx.require_task(task.id)
         if current.status != "in_progress":
             raise Negative(f"task {task.id} is no longer in progress")
+        worktree = str(repo.workdir) if repo.workdir else None
         new = dataclasses.replace(
             current, claimed_by=worker, lease_expires_at=expires(seconds)
-        ).with_extra(worktree=str(repo.workdir) if repo.workdir else None, claim_session=tx.session,
-                     branch=repo.head_branch())
+        ).with_extra(worktree=worktree, claim_session=tx.session, branch=repo.head_branch(),
+                     clone=identity.clone_id(repo),
+                     clone_seal=identity.claim_seal(repo, current.id, current.get("claimed_at"), worktree,
+                                                    current.started_at_commit, worker))
         tx.put_task(new)
 
     store.transact(apply)

@@ -26,7 +26,7 @@ from typing import Any
 
 from filelock import FileLock, Timeout
 
-from git_handoff import procs, schedule
+from git_handoff import identity, procs, schedule
 from git_handoff.errors import Contention, Negative, UsageError
 from git_handoff.launcher import Agent, launch, stop_tmux_server, tmux_socket_name
 from git_handoff.local import open_session
@@ -65,6 +65,10 @@ def _update_record(store: StateStore, changes: dict[str, Any], *, failure: str |
         record = dict(read_relay(tx) or {})
         record.update(changes)
         record["updated_at"] = now_iso()
+        # only this clone's relay writes the record: sealed, so that no copy of it in a
+        # remote makes another clone adopt (and signal) the processes it names
+        record["clone"] = identity.clone_id(store.repo)
+        record["clone_seal"] = identity.relay_seal(store.repo, record)
         if failure is not None:
             failures = list(record.get("failures") or [])
             failures.append({"at": now_iso(), "what": failure})
@@ -97,7 +101,8 @@ def relay_lock(store: StateStore) -> Iterator[dict[str, Any] | None]:
         raise Contention(f"a relay is already running for this repository ({who}); stop it first") from None
     try:
         previous = read_relay(store.snapshot())
-        yield previous if previous and previous.get("state") == "running" else None
+        mine = previous is not None and identity.relay_is_mine(store.repo, previous)
+        yield previous if previous and mine and previous.get("state") == "running" else None
     finally:
         lock.release()
 

@@ -10,7 +10,7 @@ import json
 from functools import partial
 from typing import Any
 
-from git_handoff import notes, schedule
+from git_handoff import identity, notes, schedule
 from git_handoff.errors import Negative, UsageError
 from git_handoff.local import (
     SESSION_FILE,
@@ -74,6 +74,7 @@ def begin(store: StateStore, worker: str | None = None) -> dict[str, Any]:
             "worker": who,
             "base": base,
             "worktree": str(repo.workdir) if repo.workdir else None,
+            "clone": identity.clone_id(repo),
             "started_at": stamp,
             "ended_at": None,
             "completed": [],
@@ -146,7 +147,8 @@ def _note_open_claims(store: StateStore) -> None:
     repo = store.repo
     here = str(repo.workdir) if repo.workdir else None
     for task in store.snapshot().tasks().values():
-        if task.status == "in_progress" and here and task.get("worktree") == here:
+        if (task.status == "in_progress" and here and task.get("worktree") == here
+                and identity.claim_is_mine(repo, task)):
             store.best_effort("notes", partial(notes.note_task_commits, store, task))
 
 

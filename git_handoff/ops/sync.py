@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from git_handoff import incoming
 from git_handoff.errors import (
     Contention,
     GitFailure,
@@ -134,12 +135,42 @@ def use_remote(repo: Repo, remote: Remote) -> dict[str, list[str]]:
     return changed
 
 
+INCOMING = "refs/handoff-incoming/"
+
+
 def fetch(repo: Repo, remote: Remote) -> None:
-    """Fetch the remote's state, attempts and notes into remote-tracking refs."""
-    proc = repo.git("fetch", "--quiet", "--no-tags", "--prune", "--no-write-fetch-head", remote.spec,
-                    *remote.refspecs(), check=False, env={"GIT_TERMINAL_PROMPT": "0"})
+    """Fetch the remote's state, attempts and notes into remote-tracking refs.
+
+    They land in a private namespace first and reach the tracking refs only once every
+    ref points at the kind of object it must and the state parses (git_handoff.incoming):
+    a remote holding something this version cannot read safely is refused (exit 2) with
+    the tracking refs and the local state as they were."""
+    staging = f"{INCOMING}{remote.track}/"
+    specs = [f"+refs/harness/*:{staging}harness/*", f"+refs/notes/*:{staging}notes/*"]
+    # --refmap= : a remote's configured refspecs (add_refspecs) must not also move the
+    # tracking refs behind the checks' back
+    proc = repo.git("fetch", "--quiet", "--no-tags", "--prune", "--no-write-fetch-head", "--refmap=", remote.spec,
+                    *specs, check=False, env={"GIT_TERMINAL_PROMPT": "0"})
     if proc.returncode != 0:
         raise _git_error(proc, f"cannot fetch from {remote.spec}")
+    fetched = repo.refs_under(staging)
+    try:
+        incoming.check_refs(repo, fetched, staging, remote.spec)
+        theirs = fetched.get(f"{staging}harness/state")
+        if theirs is not None:
+            incoming.check_incoming_state(repo, theirs, remote.spec)
+    finally:
+        for name in fetched:
+            repo.delete_ref(name)
+    tracking = f"refs/remotes/{remote.track}/"
+    current = {name: oid for name, oid in repo.refs_under(tracking).items()
+               if name.startswith((remote.state, remote.notes, remote.attempts))}
+    wanted = {tracking + name[len(staging):]: oid for name, oid in fetched.items()}
+    for name, oid in wanted.items():
+        if current.get(name) != oid:
+            repo.cas_ref(name, oid, current.get(name), f"handoff: fetched from {remote.spec}")
+    for name in current.keys() - wanted.keys():
+        repo.delete_ref(name)
 
 
 def _push(repo: Repo, remote: Remote, refspecs: list[str]) -> dict[str, str]:

@@ -11,20 +11,16 @@ import random
 import time
 from typing import Any
 
-from git_handoff import merge, notices
-from git_handoff.errors import Contention, InvalidState, UsageError
+from git_handoff import incoming, merge, notices
+from git_handoff.errors import Contention
 from git_handoff.gitrepo import Repo
-from git_handoff.model import Task
 from git_handoff.notes import NOTES_LOCK
 from git_handoff.store import (
-    CONFIG_PATH,
     NOTES_REF,
     STATE_REF,
-    Snapshot,
     StateLock,
     StateStore,
     format_log_line,
-    task_path,
 )
 
 MAX_CONFLICT_LINES = 200  # SYNC lines per merge commit; the --json summary lists every one
@@ -134,37 +130,9 @@ def _diff(repo: Repo, a: str | None, b: str) -> dict[str, tuple[str | None, str 
 
 
 def _check_incoming(store: StateStore, theirs: str, label: str) -> None:
-    """Refuse (InvalidState, exit 2, nothing changed) a remote state this version cannot
-    read: a newer format, a config or a task file that does not parse, a task under
-    another task's path. Only what changed since the common base is read."""
-    repo = store.repo
-    try:
-        snap = Snapshot(repo, theirs)
-    except InvalidState as exc:
-        raise InvalidState(f"the state on {label} cannot be used: {exc.message}") from None
-    ours = store.head()
-    base = repo.merge_base(ours, theirs) if ours else None
-    if base == theirs:
-        return
-    changed = _diff(repo, repo.commit_tree(base) if base else None, snap.tree)
-    for path, (_, new) in changed.items():
-        if new is None:
-            continue
-        problem = None
-        if path == CONFIG_PATH:
-            try:
-                snap.config()
-            except InvalidState as exc:
-                problem = exc.message
-        elif path.startswith(merge.TASK_PREFIX):
-            try:
-                task = Task.loads(repo.read_blob(new), source=path)
-                if task_path(task.id) != path:
-                    problem = f"{path} holds task {task.id!r}"
-            except UsageError as exc:
-                problem = exc.message
-        if problem:
-            raise InvalidState(f"the state on {label} has an unreadable file ({problem}); nothing was changed")
+    """Refuse (InvalidState, exit 2, nothing changed) a state this version cannot read
+    safely: every record changed since the common base goes through its parser."""
+    incoming.check_incoming_state(store.repo, theirs, label)
 
 
 def integrate(store: StateStore, theirs: str | None, label: str) -> dict[str, Any]:

@@ -10,8 +10,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from git_handoff import schedule, trust
-from git_handoff.errors import UsageError
+from git_handoff import identity, records, schedule, trust
+from git_handoff.errors import InvalidState, UsageError
 from git_handoff.model import (
     MODES,
     Config,
@@ -308,8 +308,17 @@ def import_file(store: StateStore, path: str | Path, progress: Callable[[str], N
         if n % 1000 == 0:
             say(f"checking task {n:,}/{total:,}")
         task = Task.from_json(obj, source=f"{file}: task #{n}")
+        try:
+            records.check_task_text(task, f"{file}: task #{n}")
+        except InvalidState as exc:
+            raise UsageError(exc.message) from None
         if not task.created_at:
             task = dataclasses.replace(task, created_at=stamp)
+        if task.status == "in_progress":
+            # a claim in a file this user imports here is this clone's own claim
+            task = task.with_extra(clone=identity.clone_id(store.repo), clone_seal=identity.claim_seal(
+                store.repo, task.id, task.get("claimed_at"), task.get("worktree"), task.started_at_commit,
+                task.claimed_by))
         parsed.append(dataclasses.replace(task, order=order_key_now()))
     ids = [t.id for t in parsed]
     dupes = sorted(i for i, n in Counter(ids).items() if n > 1)  # not ids.count(): quadratic at 50k tasks

@@ -191,7 +191,7 @@ def done(store: StateStore, task_id: str, *, force: bool = False) -> Task:
             completed_commit=head,
             completed_session=tx.session,
             uncommitted_at_completion=uncommitted[:50] or None,
-            **{k: None for k in ("worktree", "claimed_at", "lease_seconds", CLAIM_SNAPSHOT)},
+            **{k: None for k in ("worktree", "claimed_at", "lease_seconds", CLAIM_SNAPSHOT, "clone", "clone_seal")},
         )
         new = tx.put_task(new)
         claim_index.carry(tx, [new])

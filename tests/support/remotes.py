@@ -21,6 +21,11 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def _git_daemon() -> str:
+    """git-daemon itself: `git daemon` runs it as a child that a kill of `git` would orphan."""
+    return str(Path(git("--exec-path", cwd=Path.cwd())) / "git-daemon")
+
+
 def _die_with_parent() -> None:
     """In the child before exec: SIGTERM when the test process dies (Linux)."""
     import ctypes
@@ -44,7 +49,7 @@ def remote_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     # A bounded lifetime of its own (coreutils `timeout`), and it ends with the test
     # process (parent-death signal), so a killed or timed-out run leaves no daemon.
     proc = subprocess.Popen(
-        ["timeout", "--kill-after=5", "900", "git", "daemon", "--reuseaddr", f"--base-path={base}", "--export-all", "--enable=receive-pack",
+        ["timeout", "--kill-after=5", "900", _git_daemon(), "--reuseaddr", f"--base-path={base}", "--export-all", "--enable=receive-pack",
          "--listen=127.0.0.1", f"--port={port}", "--informative-errors", str(base)],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, preexec_fn=_die_with_parent,
     )
@@ -60,7 +65,7 @@ def remote_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
                 time.sleep(0.05)
         yield f"git://127.0.0.1:{port}/remote.git"
     finally:
-        proc.terminate()  # `timeout` passes it on to the daemon
+        proc.terminate()  # `timeout` passes it on to git-daemon
         try:
             proc.wait(timeout=10)
         except subprocess.TimeoutExpired:

@@ -1,0 +1,146 @@
+"""What parsing at the edge costs, and what a dependency cycle costs.
+
+    PYTHONPATH=$PWD python bench/bench_trust.py [--quick]
+
+- `sync` adopting a 10,000-task state (every record new to the clone, so every one goes
+  through its parser) against the same sync with the edge check swapped for the check
+  `sync` made before it (Task.loads of each changed task file, nothing else), on
+  identical copies, alternately. Target: <= 1.2x.
+- `next` and `claim` on a state whose tasks form one dependency cycle of 50,000: time
+  and peak memory of the real executable. Target: seconds, and bounded memory.
+"""
+
+from __future__ import annotations
+
+import shutil
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.common import (
+    PY,
+    Row,
+    build_state,
+    fresh_dir,
+    git,
+    ms,
+    peak_rss_kb,
+    run_proc,
+    store_for,
+    task_id,
+    workdir,
+)
+
+
+def _old_check(repo: Any, base_tree: str | None, tree: str) -> int:
+    """The pre-edge check: each changed task file through Task.loads."""
+    from git_handoff.model import Task
+
+    n = 0
+    for path, (_, new) in repo.tree_diff(base_tree, tree).items():
+        if new is not None and path.startswith("tasks/"):
+            Task.loads(repo.read_blob(new), source=path)
+            n += 1
+    return n
+
+
+def _sync_once(remote: Path, tmp: Path, name: str, edge: bool) -> float:
+    from git_handoff import incoming
+    from git_handoff.ops import sync as sync_ops
+
+    clone = tmp / name
+    if clone.exists():
+        shutil.rmtree(clone)
+    git("clone", "-q", str(remote), str(clone), cwd=tmp)
+    store = store_for(clone)
+    saved = incoming.check_state
+    if not edge:
+        incoming.check_state = _old_check  # type: ignore[assignment]
+    sync_ops._CHECKED.clear() if hasattr(sync_ops, "_CHECKED") else None
+    incoming._CHECKED.clear()
+    try:
+        start = time.perf_counter()
+        sync_ops.sync(store, "origin")
+        return time.perf_counter() - start
+    finally:
+        incoming.check_state = saved  # type: ignore[assignment]
+
+
+def sync_through_parsers(quick: bool) -> list[Row]:
+    n = 2_000 if quick else 10_000
+    repeats = 2 if quick else 5
+    tmp = workdir() / "trust-sync"
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir(parents=True)
+    src = build_state(tmp / "src", n)
+    remote = tmp / "remote.git"
+    git("init", "-q", "--bare", str(remote), cwd=tmp)
+    git("remote", "add", "origin", str(remote), cwd=src)
+    git("push", "-q", "origin", "main", "refs/harness/state:refs/harness/state", cwd=src)
+    edge, old = [], []
+    for i in range(repeats):
+        old.append(_sync_once(remote, tmp, f"old{i}", edge=False))
+        edge.append(_sync_once(remote, tmp, f"edge{i}", edge=True))
+    a, b = statistics.median(edge), statistics.median(old)
+    ratio = a / b
+    return [Row(f"sync adopting {n:,} tasks through the parsers", ms(a), ms(b), ratio, "<= 1.2x", ratio <= 1.2)]
+
+
+def cycle_state(path: Path, n: int) -> Path:
+    from git_handoff.model import Task, now_iso
+    from git_handoff.ops import tasks as ops
+
+    build_state(path, 0)
+    store = store_for(path)
+    stamp = now_iso()
+
+    def apply(tx: Any) -> None:
+        for i in range(n):
+            tx.put_task(Task(id=task_id(i), title=f"Task {i}", depends_on=(task_id((i + 1) % n),),
+                             created_at=stamp, order=i + 1))
+        tx.log("INIT", f"Imported {n} task(s) from bench")
+
+    store.transact(apply)
+    del ops
+    return path
+
+
+def cycle_costs(quick: bool) -> list[Row]:
+    n = 5_000 if quick else 50_000
+    base = cycle_state(fresh_dir(f"cycle-{n}"), n)
+    rows = []
+    for verb in ("next", "claim"):
+        repo = fresh_dir(f"cycle-{verb}")
+        shutil.rmtree(repo, ignore_errors=True)
+        shutil.copytree(base, repo, symlinks=True)
+        start = time.perf_counter()
+        r = run_proc([PY, "-m", "git_handoff", verb], repo, timeout=600)
+        seconds = time.perf_counter() - start
+        if r.rc != 1:
+            raise RuntimeError(f"{verb} on a cycle exited {r.rc}: {r.err.decode(errors='replace')[-300:]}")
+        repo2 = fresh_dir(f"cycle-{verb}-rss")
+        shutil.rmtree(repo2, ignore_errors=True)
+        shutil.copytree(base, repo2, symlinks=True)
+        try:
+            rss = peak_rss_kb([PY, "-m", "git_handoff", verb], repo2)
+        except RuntimeError:  # exit 1 (nothing eligible) is the expected answer
+            rss = r.max_rss_kb
+        rows.append(Row(f"{verb} on a {n:,}-task cycle", f"{seconds:.1f} s, {rss / 1024:.0f} MiB peak",
+                        target="< 60 s, < 1 GiB", ok=seconds < 60 and rss < 1024 * 1024))
+    return rows
+
+
+def trust_figures(quick: bool) -> list[Row]:
+    return sync_through_parsers(quick) + cycle_costs(quick)
+
+
+if __name__ == "__main__":
+    for row in trust_figures("--quick" in sys.argv):
+        print(f"{row.scenario:55} {row.figure:28} {row.baseline:12} "
+              f"{'' if row.ratio is None else f'{row.ratio:.2f}x':8} {row.target:16} {row.verdict}")

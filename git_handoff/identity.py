@@ -1,0 +1,130 @@
+"""This clone's identity: what lets it tell its own claims, sessions, relays and
+dispatch runs from everyone else's in a shared state.
+
+A random secret is made once, in the clone's private directory (`<git common
+dir>/handoff/clone-secret`, mode 0600), and never leaves it: not synced, not pushed,
+not printed. Records carry two values derived from it:
+
+- `clone`: a public id (a hash of the secret), shown to people ("claimed by clone ab12…");
+- `clone_seal`: an HMAC of the record's identifying fields under the secret.
+
+"Held here", "left behind here", "my relay", "my agent" require a seal this clone can
+recompute over the record as it stands. Anyone can copy a public id or a whole record
+into a remote, but nobody without the secret can make a seal for fields of their
+choosing (another pid, another base commit, another task), so a fetched record never
+makes this clone signal a process, commit, reset, clean or check out.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+import secrets
+from typing import Any
+
+from git_handoff.gitrepo import Repo
+
+SECRET_FILE = "clone-secret"
+_cache: dict[str, bytes] = {}
+
+
+def _secret(repo: Repo) -> bytes:
+    path = repo.handoff_dir / SECRET_FILE
+    key = str(path)
+    if key in _cache:
+        return _cache[key]
+    try:
+        value = bytes.fromhex(path.read_text().strip())
+    except (OSError, ValueError):
+        value = b""
+    if len(value) < 16:
+        value = _create(path)
+    _cache[key] = value
+    return value
+
+
+def _create(path: Any) -> bytes:
+    """Make the secret once; of two processes racing, the first one's file wins."""
+    fresh = secrets.token_bytes(32)
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.write(fd, fresh.hex().encode() + b"\n")
+    finally:
+        os.close(fd)
+    try:
+        os.link(tmp, path)  # fails when another process made it first
+    except FileExistsError:
+        pass
+    finally:
+        os.unlink(tmp)
+    try:
+        value = bytes.fromhex(path.read_text().strip())
+    except (OSError, ValueError):
+        value = b""
+    if len(value) < 16:  # a damaged file: replace it (nothing this clone sealed can be proven anyway)
+        os.replace(_write_tmp(path, fresh), path)
+        value = fresh
+    return value
+
+
+def _write_tmp(path: Any, value: bytes) -> Any:
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.new")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.write(fd, value.hex().encode() + b"\n")
+    finally:
+        os.close(fd)
+    return tmp
+
+
+def clone_id(repo: Repo) -> str:
+    """This clone's public id (16 hex digits)."""
+    return hashlib.sha256(b"git-handoff clone id\0" + _secret(repo)).hexdigest()[:16]
+
+
+def seal(repo: Repo, kind: str, *fields: Any) -> str:
+    """A proof that this clone wrote a record of `kind` with these identifying fields."""
+    message = "\0".join([kind, *(str(f) for f in fields)]).encode("utf-8", "surrogateescape")
+    return hmac.new(_secret(repo), message, hashlib.sha256).hexdigest()[:32]
+
+
+def sealed_here(repo: Repo, record_seal: Any, kind: str, *fields: Any) -> bool:
+    """Whether `record_seal` is this clone's seal over exactly these fields."""
+    if not isinstance(record_seal, str) or len(record_seal) != 32:
+        return False
+    return hmac.compare_digest(record_seal, seal(repo, kind, *fields))
+
+
+# -- the records that carry a seal ------------------------------------------------------------
+
+
+def claim_fields(task_id: str, claimed_at: Any, worktree: Any, base: Any, worker: Any) -> tuple[Any, ...]:
+    return (task_id, claimed_at, worktree, base, worker)
+
+
+def claim_seal(repo: Repo, task_id: str, claimed_at: Any, worktree: Any, base: Any, worker: Any) -> str:
+    return seal(repo, "claim", *claim_fields(task_id, claimed_at, worktree, base, worker))
+
+
+def claim_is_mine(repo: Repo, task: Any) -> bool:
+    """Whether this clone made the claim `task` carries (its seal verifies)."""
+    extra = task.extra
+    return sealed_here(repo, extra.get("clone_seal"), "claim",
+                       *claim_fields(task.id, extra.get("claimed_at"), extra.get("worktree"),
+                                     task.started_at_commit, task.claimed_by))
+
+
+def relay_seal(repo: Repo, record: Any) -> str:
+    return seal(repo, "relay", *_relay_fields(record))
+
+
+def relay_is_mine(repo: Repo, record: Any) -> bool:
+    """Whether this clone's relay wrote `record` with the pids and token it now names."""
+    return isinstance(record, dict) and sealed_here(repo, record.get("clone_seal"), "relay", *_relay_fields(record))
+
+
+def _relay_fields(record: Any) -> tuple[Any, ...]:
+    return tuple(record.get(k) for k in ("host", "pid", "started_at", "session", "agent_pid", "agent_token",
+                                         "tmux_session", "tmux_socket"))

@@ -1,0 +1,123 @@
+"""What a remote sends, checked before this clone uses any of it.
+
+- `check_refs`: every fetched ref points at the kind of object it must (the state, the
+  notes and each attempt at a commit) under a name this version reads.
+- `check_state`: every entry of a fetched state tree that differs from what this clone
+  already has is a plain name, a blob or a tree where one belongs, within the size
+  limits, and parses as the record its path holds (git_handoff.records).
+
+Both raise InvalidState (exit 2) naming the ref or the path and the field; nothing is
+changed before they pass.
+"""
+
+from __future__ import annotations
+
+from git_handoff import records
+from git_handoff.errors import InvalidState
+from git_handoff.gitrepo import Repo
+from git_handoff.model import check_id
+from git_handoff.records import FILE_MODES, TREE_MODE
+from git_handoff.store import STATE_REF, Snapshot
+
+ATTEMPTS = "harness/attempts/"
+MAX_ATTEMPT_MESSAGE = 1 << 20
+MAX_INCOMING_PATHS = 2_000_000
+
+
+def check_refs(repo: Repo, refs: dict[str, str], prefix: str, label: str) -> None:
+    """`refs` ({name: oid}, names under `prefix`) as fetched from `label`."""
+    for name, oid in sorted(refs.items()):
+        rest = name[len(prefix):]
+        what = f"{label}'s {rest}"
+        if rest == "harness/state" or rest == "notes/harness":
+            _require(repo, oid, "commit", what)
+        elif rest.startswith(ATTEMPTS):
+            task_id, _, number = rest[len(ATTEMPTS):].rpartition("/")
+            try:
+                check_id(task_id)
+            except Exception:  # noqa: BLE001 - any refusal of the id is the same answer
+                raise InvalidState(f"{what}: not an attempt of a valid task id") from None
+            if not records.is_number_name(number) or int(number) > 1_000_000:
+                raise InvalidState(f"{what}: attempts are numbered 1, 2, ... (not {number[:20]!r})")
+            _require(repo, oid, "commit", what)
+            found = repo.object_kind(oid)
+            if found is not None and found[1] > MAX_ATTEMPT_MESSAGE:
+                raise InvalidState(f"{what}: the attempt commit is larger than {MAX_ATTEMPT_MESSAGE} bytes")
+        # anything else under refs/harness or refs/notes is not read by this version
+
+
+def _require(repo: Repo, oid: str, kind: str, what: str) -> None:
+    found = repo.object_kind(oid)
+    if found is None:
+        raise InvalidState(f"{what} points at an object the remote did not send ({oid[:12]})")
+    if found[0] != kind:
+        raise InvalidState(f"{what} points at a {found[0]}, not a {kind}; nothing was changed")
+
+
+def check_state(repo: Repo, base_tree: str | None, tree: str) -> int:
+    """Check every entry of `tree` that is not already in `base_tree` (this clone's own,
+    so already checked); the number of records parsed."""
+    parsed = 0
+    stack: list[tuple[str, str | None, str]] = [("", base_tree, tree)]
+    while stack:
+        prefix, old, new = stack.pop()
+        seen = {name: (oid, mode) for name, oid, mode in repo.tree_entries_raw(old)} if old else {}
+        for name, oid, mode in repo.tree_entries_raw(new):
+            path = prefix + name
+            why = records.name_problem(name)
+            if why:
+                raise records.problem(_shown(path), f"the name {why}")
+            if seen.get(name) == (oid, mode):
+                continue
+            if mode == TREE_MODE:
+                if len(stack) + parsed > MAX_INCOMING_PATHS or path.count("/") > 8:
+                    raise records.problem(_shown(path), "the state tree is deeper or larger than a state can be")
+                before = seen.get(name)
+                stack.append((path + "/", before[0] if before and before[1] == TREE_MODE else None, oid))
+                continue
+            if mode not in FILE_MODES:
+                raise records.problem(_shown(path), f"is not a file (mode {mode:o}: a symlink or a submodule)")
+            if records.kind_of(path) is None:
+                raise records.problem(_shown(path), "is not a file this version of git handoff knows")
+            found = repo.object_kind(oid)
+            if found is None or found[0] != "blob":
+                raise records.problem(_shown(path), "is not a blob")
+            if found[1] > records.MAX_STATE_BLOB_BYTES:
+                raise records.problem(_shown(path), f"{found[1]} bytes, more than the "
+                                                    f"{records.MAX_STATE_BLOB_BYTES} a record may hold")
+            records.check_record(path, repo.read_blob(oid))
+            parsed += 1
+    return parsed
+
+
+def _shown(path: str) -> str:
+    text = path.encode("utf-8", "backslashreplace").decode("ascii", "backslashreplace")
+    return repr(text)[1:-1] if len(text) <= 120 else repr(text[:117])[1:-1] + "..."
+
+
+def check_incoming_state(repo: Repo, theirs: str, label: str) -> None:
+    """The remote's state commit `theirs`: InvalidState (exit 2) if it cannot be used."""
+    try:
+        Snapshot(repo, theirs)
+    except InvalidState as exc:
+        raise InvalidState(f"the state on {label} cannot be used: {exc.message}; nothing was changed") from None
+    if theirs in _CHECKED:
+        return
+    ours = repo.ref_target(STATE_REF)
+    base = repo.merge_base(ours, theirs) if ours else None
+    if base != theirs:
+        try:
+            check_state(repo, repo.commit_tree(base) if base else None, repo.commit_tree(theirs))
+        except InvalidState as exc:
+            raise InvalidState(f"the state on {label} has an unreadable file "
+                               f"({exc.message}); nothing was changed") from None
+    mark_checked(theirs)
+
+
+_CHECKED: set[str] = set()
+
+
+def mark_checked(commit: str) -> None:
+    if len(_CHECKED) > 64:
+        _CHECKED.clear()
+    _CHECKED.add(commit)

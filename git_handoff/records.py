@@ -1,0 +1,732 @@
+"""The typed records of the state, and one parser per record kind: the edge.
+
+Every record read from a state tree (task, config, meta, session, handoff document,
+relay, dispatch run) and every object reached from a fetched ref passes the parser of
+its kind before anything acts on it: types, ranges, sizes, character classes, object
+kinds. A record no parser accepts is an InvalidState (exit 2) naming the path and the
+field; `sync` refuses a remote state holding one and changes nothing.
+
+The records keep their JSON exactly (TypedDicts over the stored objects); fields a
+newer writer added are kept as they are, within the same size and nesting limits.
+
+Pure: no git, no I/O.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, NewType, TypedDict, cast
+
+from git_handoff import model
+from git_handoff.errors import InvalidState, UsageError
+from git_handoff.model import Config, Task
+
+TaskId = NewType("TaskId", str)
+Oid = NewType("Oid", str)  # a commit or blob object id, 40 hex digits
+TreeOid = NewType("TreeOid", str)
+
+# -- limits (documented in the README's "Threat model") -------------------------------------
+
+MAX_RECORD_BYTES = 1 << 20  # one record blob in the state
+MAX_STATE_BLOB_BYTES = 1 << 20  # any blob of a fetched state tree
+MAX_JSON_DEPTH = 32
+MAX_TITLE = model.MAX_TITLE  # characters of a task title
+MAX_TEXT = 2000  # a reason, decision, blocker, checkpoint message, error_log entry
+MAX_LIST = 10_000  # entries of one list inside a record (error_log, checkpoints, decisions...)
+MAX_COUNT = 2**63 - 1  # TOML's integer range, for every count and number of seconds
+MAX_SECONDS = model.MAX_SECONDS  # durations and timeouts: ten years at most
+MAX_NAME = 255  # one tree entry name
+
+_OID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+_HEX = re.compile(r"[0-9a-f]{8,128}")
+_TIME = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:.+Z-]{8,30}")
+# Backend session ids go into a command line: letters, digits and `._:@+=-` only.
+SAFE_WORD = re.compile(r"[A-Za-z0-9._:@+=-]{1,200}")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f\u0085\u2028\u2029]")
+
+
+def problem(where: str, message: str) -> InvalidState:
+    return InvalidState(f"{where}: {message}")
+
+
+# -- text ---------------------------------------------------------------------------------------
+
+
+def line_problem(value: str, limit: int) -> str | None:
+    """Why `value` is not one line of text (None when it is): control characters,
+    newlines, lone surrogates, more than `limit` characters."""
+    if len(value) > limit:
+        return f"longer than {limit} characters ({len(value)})"
+    if _CONTROL.search(value):
+        return "holds a newline or a control character"
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return "is not valid Unicode text (a lone surrogate)"
+    return None
+
+
+def check_line(value: Any, what: str, limit: int = MAX_TEXT, *, empty: bool = True) -> str:
+    """One line of text from a user or a command line: UsageError (exit 2) otherwise."""
+    if not isinstance(value, str):
+        raise UsageError(f"{what} must be text")
+    if not empty and not value.strip():
+        raise UsageError(f"{what} must not be empty")
+    why = line_problem(value, limit)
+    if why:
+        raise UsageError(f"{what} {why}")
+    return value
+
+
+# -- JSON -----------------------------------------------------------------------------------------
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def load_json(raw: bytes, where: str, limit: int = MAX_RECORD_BYTES) -> Any:
+    """Parse a JSON record: at most `limit` bytes, UTF-8, no NaN/Infinity, nesting at most
+    MAX_JSON_DEPTH. InvalidState naming `where` otherwise."""
+    if len(raw) > limit:
+        raise problem(where, f"{len(raw)} bytes, more than the {limit} a record may hold")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise problem(where, f"not valid JSON: not UTF-8 at byte {exc.start}") from None
+    if _depth_over(text, MAX_JSON_DEPTH):
+        raise problem(where, f"nested deeper than {MAX_JSON_DEPTH} levels")
+    try:
+        return json.loads(text, parse_constant=_no_constant)
+    except (ValueError, RecursionError) as exc:
+        raise problem(where, f"not valid JSON: {exc}") from None
+
+
+def _depth_over(text: str, limit: int) -> bool:
+    """Whether brackets outside strings nest deeper than `limit` (linear, no recursion)."""
+    if text.count("[") + text.count("{") <= limit:
+        return False
+    depth = 0
+    in_string = escaped = False
+    for ch in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "[{":
+            depth += 1
+            if depth > limit:
+                return True
+        elif ch in "]}":
+            depth -= 1
+    return False
+
+
+def _deep_strings_ok(value: Any, where: str) -> None:
+    """Every string anywhere in a record encodes as UTF-8 (no lone surrogates)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                raise problem(where, "holds text that is not valid Unicode (a lone surrogate)") from None
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+
+
+# -- field checkers --------------------------------------------------------------------------------
+
+Check = Callable[[Any, str], None]
+
+
+def _fail(where: str, field: str, message: str) -> InvalidState:
+    return problem(where, f"field {field!r} {message}")
+
+
+def opt(check: Check) -> Check:
+    def run(value: Any, at: str) -> None:
+        if value is not None:
+            check(value, at)
+
+    return run
+
+
+def integer(minimum: int = 0, maximum: int = MAX_COUNT) -> Check:
+    def run(value: Any, at: str) -> None:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise InvalidState(f"{at} must be a whole number, not {_shown(value)}")
+        if not minimum <= value <= maximum:
+            raise InvalidState(f"{at} must be between {minimum} and {maximum}, not {value}")
+
+    return run
+
+
+def text(limit: int = MAX_TEXT, *, one_line: bool = True) -> Check:
+    def run(value: Any, at: str) -> None:
+        if not isinstance(value, str):
+            raise InvalidState(f"{at} must be text, not {_shown(value)}")
+        why = line_problem(value, limit) if one_line else (
+            f"longer than {limit} characters" if len(value) > limit else None)
+        if why:
+            raise InvalidState(f"{at} {why}")
+
+    return run
+
+
+def pattern(regex: re.Pattern[str], what: str) -> Check:
+    def run(value: Any, at: str) -> None:
+        if not isinstance(value, str) or not regex.fullmatch(value):
+            raise InvalidState(f"{at} must be {what}, not {_shown(value)}")
+
+    return run
+
+
+def one_of(*choices: Any) -> Check:
+    def run(value: Any, at: str) -> None:
+        if value not in choices:
+            raise InvalidState(f"{at} must be one of {', '.join(map(str, choices))}, not {_shown(value)}")
+
+    return run
+
+
+def boolean(value: Any, at: str) -> None:
+    if not isinstance(value, bool):
+        raise InvalidState(f"{at} must be true or false, not {_shown(value)}")
+
+
+def list_of(check: Check, limit: int = MAX_LIST) -> Check:
+    def run(value: Any, at: str) -> None:
+        if not isinstance(value, list):
+            raise InvalidState(f"{at} must be a list, not {_shown(value)}")
+        if len(value) > limit:
+            raise InvalidState(f"{at} holds {len(value)} entries, more than {limit}")
+        for i, item in enumerate(value):
+            check(item, f"{at}[{i}]")
+
+    return run
+
+
+def obj(fields: Mapping[str, Check]) -> Check:
+    def run(value: Any, at: str) -> None:
+        if not isinstance(value, dict):
+            raise InvalidState(f"{at} must be an object, not {_shown(value)}")
+        for name, check in fields.items():
+            if name in value:
+                check(value[name], f"{at}.{name}")
+
+    return run
+
+
+def either(*checks: Check) -> Check:
+    def run(value: Any, at: str) -> None:
+        errors = []
+        for check in checks:
+            try:
+                check(value, at)
+                return
+            except InvalidState as exc:
+                errors.append(exc.message)
+        raise InvalidState(errors[0])
+
+    return run
+
+
+def anything(value: Any, at: str) -> None:
+    return None
+
+
+def _shown(value: Any) -> str:
+    shown = repr(value)
+    return shown if len(shown) <= 40 else shown[:37] + "..."
+
+
+def check_fields(data: Any, fields: Mapping[str, Check], where: str) -> dict[str, Any]:
+    """`data` as an object whose known fields pass their checks; InvalidState naming the
+    path and the field otherwise."""
+    if not isinstance(data, dict):
+        raise problem(where, f"must be a JSON object, not {type(data).__name__}")
+    for name, check in fields.items():
+        if name in data:
+            try:
+                check(data[name], name)
+            except InvalidState as exc:
+                raise problem(where, f"field {exc.message}") from None
+    _deep_strings_ok(data, where)
+    return data
+
+
+STAMP = pattern(_TIME, "an ISO-8601 time")
+OID = pattern(_OID, "an object id")
+HEX = pattern(_HEX, "hexadecimal")
+LINE = text()
+WORKER = text(MAX_TEXT)
+PATH_TEXT = text(4096)
+
+# -- records -------------------------------------------------------------------------------------
+
+
+class Meta(TypedDict, total=False):
+    created: str
+    session_count: int
+    last_session: str | None
+    imported: Any
+
+
+class Decision(TypedDict, total=False):
+    what: str
+    why: str
+    at: str
+
+
+class SessionRecord(TypedDict, total=False):
+    """`sessions/<n>.json`."""
+
+    session: int
+    worker: str
+    base: str | None
+    head: str | None
+    worktree: str | None
+    clone: str | None
+    started_at: str
+    ended_at: str | None
+    ended_by: str
+    completed: list[str]
+    decisions: list[Decision]
+    blockers: list[Any]
+    ack: Any
+    handoff: Any
+    stats: str
+    updated_at: str
+
+
+class HandoffDoc(TypedDict, total=False):
+    """`docs/<n>.json`: the handoff document (facts only, SPEC §6)."""
+
+    session: int
+    worker: str | None
+    base: str | None
+    head: str | None
+    written_at: str
+    trigger: str | None
+    spec_ref: str | None
+    status: dict[str, list[dict[str, Any]]]
+    completed_this_session: list[str]
+    failed: list[dict[str, Any]]
+    decisions: list[Decision]
+    blockers: list[str]
+    files_changed: list[Any]
+    archived: bool
+    accepted_by: Any
+    accepted_at: str | None
+    rejections: list[dict[str, Any]]
+    updated_at: str
+
+
+class RelayRecord(TypedDict, total=False):
+    """`relay.json`: the relay running (or last run) for this state."""
+
+    state: str
+    host: str
+    pid: int | None
+    clone: str | None
+    clone_seal: str | None
+    started_at: str
+    stopped_at: str | None
+    reason: str | None
+    session: int | None
+    agent_pid: int | None
+    agent_token: str | None
+    tmux_session: str | None
+    tmux_socket: str | None
+    failures: list[dict[str, Any]]
+    updated_at: str
+
+
+class DispatchRun(TypedDict, total=False):
+    """`dispatch/<run_id>.json`: one background run of an agent backend."""
+
+    run_id: str
+    seq: int
+    slug: str
+    backend: str
+    prompt: str
+    status: str
+    created_at: str
+    updated_at: str
+    created_by: str
+    conversation: str
+    resume_of: str | None
+    session_id: str | None
+    exit_status: int | None
+    result: Any
+    stdout_tail: str | None
+    stderr_tail: str | None
+    started_at: str | None
+    finished_at: str | None
+    host: str | None
+    pid: int | None
+    clone: str | None
+
+
+class FailOutcome(TypedDict):
+    """What `fail` (and a failing `done`) reports."""
+
+    task: dict[str, Any]
+    category: str
+    reason: str
+    attempt: int | None
+    attempt_ref: str | None
+    attempt_commit: str | None
+    files: list[dict[str, str]]
+    base: str | None
+    rolled_back: bool
+    cleanup: dict[str, Any] | None
+    validation: dict[str, Any] | None
+
+
+class AttemptsReport(TypedDict):
+    fetched: list[str]
+    pushed: list[str]
+    conflicting: list[str]
+
+
+class SyncReport(TypedDict, total=False):
+    """What `sync` reports (`--json`)."""
+
+    remote: str
+    action: str
+    incoming: int
+    outgoing: int
+    conflicts: list[dict[str, Any]]
+    claims_lost: list[dict[str, Any]]
+    pushed: list[str]
+    attempts: AttemptsReport
+    notes: str
+    retries: int
+    state_commit: str | None
+
+
+_RUN_ID = re.compile(r"[0-9]{3,12}-[a-z]+(?:-[a-z]+){0,2}")
+_SESSION_NAME = re.compile(r"[1-9][0-9]{0,17}\.json")
+_DECISION = obj({"what": LINE, "why": LINE, "at": opt(STAMP)})
+_BLOCKER = either(LINE, obj({"text": LINE, "at": opt(STAMP)}))
+
+META_FIELDS: dict[str, Check] = {
+    "created": opt(STAMP),
+    "session_count": integer(0),
+    "last_session": opt(STAMP),
+}
+SESSION_FIELDS: dict[str, Check] = {
+    "session": integer(1),
+    "worker": opt(WORKER),
+    "base": opt(OID),
+    "head": opt(OID),
+    "worktree": opt(PATH_TEXT),
+    "clone": opt(HEX),
+    "started_at": opt(STAMP),
+    "ended_at": opt(STAMP),
+    "ended_by": opt(LINE),
+    "completed": list_of(LINE),
+    "decisions": list_of(_DECISION),
+    "blockers": list_of(_BLOCKER),
+    "updated_at": opt(STAMP),
+}
+DOC_FIELDS: dict[str, Check] = {
+    "session": integer(1),
+    "worker": opt(WORKER),
+    "base": opt(OID),
+    "head": opt(OID),
+    "written_at": opt(STAMP),
+    "trigger": opt(LINE),
+    "spec_ref": opt(PATH_TEXT),
+    "status": obj({k: list_of(obj({"id": LINE, "title": text(MAX_TITLE)})) for k in
+                   ("completed", "in_progress", "pending")}),
+    "completed_this_session": list_of(LINE),
+    "failed": list_of(obj({"id": LINE, "title": text(MAX_TITLE)})),
+    "decisions": list_of(_DECISION),
+    "blockers": list_of(LINE),
+    "files_changed": list_of(either(PATH_TEXT, obj({"path": PATH_TEXT, "status": LINE}))),
+    "archived": boolean,
+    "accepted_at": opt(STAMP),
+    "rejections": list_of(obj({"session": integer(0), "reason": opt(LINE), "at": opt(STAMP)})),
+    "updated_at": opt(STAMP),
+}
+RELAY_FIELDS: dict[str, Check] = {
+    "state": one_of("running", "stopped"),
+    "host": opt(LINE),
+    "pid": opt(integer(1, 2**31 - 1)),
+    "clone": opt(HEX),
+    "clone_seal": opt(HEX),
+    "started_at": opt(STAMP),
+    "stopped_at": opt(STAMP),
+    "reason": opt(LINE),
+    "session": opt(integer(0)),
+    "agent_pid": opt(integer(2, 2**31 - 1)),
+    "agent_token": opt(pattern(re.compile(r"[A-Za-z0-9_-]{8,128}"), "a random token")),
+    "tmux_session": opt(pattern(re.compile(r"[A-Za-z0-9._-]{1,200}"), "a tmux session name")),
+    "tmux_socket": opt(pattern(re.compile(r"[A-Za-z0-9._-]{1,200}"), "a tmux socket name")),
+    "failures": list_of(obj({"at": opt(STAMP), "what": LINE}), limit=100),
+    "updated_at": opt(STAMP),
+}
+DISPATCH_FIELDS: dict[str, Check] = {
+    "run_id": pattern(_RUN_ID, "a run id (NNN-slug)"),
+    "seq": integer(1, 10**12),
+    "slug": pattern(re.compile(r"[a-z]+(?:-[a-z]+){0,2}"), "a slug"),
+    "backend": pattern(re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}"), "a backend name"),
+    "prompt": text(MAX_RECORD_BYTES, one_line=False),
+    "status": one_of("new", "running", "succeeded", "completed", "failed"),
+    "created_at": opt(STAMP),
+    "updated_at": opt(STAMP),
+    "created_by": opt(LINE),
+    "conversation": opt(pattern(_RUN_ID, "a run id")),
+    "resume_of": opt(pattern(_RUN_ID, "a run id")),
+    "session_id": opt(pattern(SAFE_WORD, "a backend session id (letters, digits, ._:@+=-)")),
+    "exit_status": opt(integer(-(2**31), 2**31)),
+    "stdout_tail": opt(text(MAX_RECORD_BYTES, one_line=False)),
+    "stderr_tail": opt(text(MAX_RECORD_BYTES, one_line=False)),
+    "started_at": opt(STAMP),
+    "finished_at": opt(STAMP),
+    "host": opt(LINE),
+    "pid": opt(integer(1, 2**31 - 1)),
+    "clone": opt(HEX),
+}
+
+
+def meta(raw: bytes, where: str = "meta.json") -> Meta:
+    return cast(Meta, check_fields(load_json(raw, where), META_FIELDS, where))
+
+
+def session(raw: bytes, where: str) -> SessionRecord:
+    return cast(SessionRecord, check_fields(load_json(raw, where), SESSION_FIELDS, where))
+
+
+def handoff_doc(raw: bytes, where: str) -> HandoffDoc:
+    return cast(HandoffDoc, check_fields(load_json(raw, where), DOC_FIELDS, where))
+
+
+def relay(raw: bytes, where: str = "relay.json") -> RelayRecord:
+    return cast(RelayRecord, check_fields(load_json(raw, where), RELAY_FIELDS, where))
+
+
+def dispatch_run(raw: bytes, where: str) -> DispatchRun:
+    record = check_fields(load_json(raw, where), DISPATCH_FIELDS, where)
+    name = where.rsplit("/", 1)[-1]
+    if "run_id" in record and f"{record['run_id']}.json" != name:
+        raise problem(where, f"holds run {record['run_id']!r}")
+    return cast(DispatchRun, record)
+
+
+# -- tasks: the claim bookkeeping ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Claim:
+    """What a claim records beyond SPEC §2 (kept in the task's JSON next to its fields)."""
+
+    worktree: str | None = None
+    branch: str | None = None
+    claimed_at: str | None = None
+    lease_seconds: int | None = None
+    claim_session: int | None = None
+    clone: str | None = None  # the claiming clone's public identity
+    clone_seal: str | None = None  # proof, only that clone can make, that it made this claim
+
+    @classmethod
+    def of(cls, extra: Mapping[str, Any]) -> Claim:
+        return cls(**{k: extra.get(k) for k in CLAIM_FIELDS})
+
+
+CLAIM_FIELDS = ("worktree", "branch", "claimed_at", "lease_seconds", "claim_session", "clone", "clone_seal")
+TASK_EXTRA_FIELDS: dict[str, Check] = {
+    "worktree": opt(PATH_TEXT),
+    "branch": opt(text(1024)),
+    "claimed_at": opt(STAMP),
+    "lease_seconds": opt(integer(1, MAX_SECONDS)),
+    "claim_session": opt(integer(0)),
+    "clone": opt(HEX),
+    "clone_seal": opt(HEX),
+    "checkpoint_tree": opt(OID),
+    "failed_at": opt(STAMP),
+    "last_attempt_ref": opt(PATH_TEXT),
+}
+_CHECKPOINT = obj({"step": opt(integer(0)), "total": opt(integer(0)), "description": LINE, "timestamp": opt(STAMP)})
+
+
+def check_task_text(task: Any, where: str) -> None:
+    """The task fields a person reads or a command line gets: one line each, capped."""
+    why = line_problem(task.title, MAX_TITLE)
+    if why:
+        raise problem(where, f"field 'title' {why}")
+    for i, entry in enumerate(task.error_log):
+        why = line_problem(entry, MAX_TEXT)
+        if why:
+            raise problem(where, f"field 'error_log[{i}]' {why}")
+    if len(task.error_log) > MAX_LIST or len(task.checkpoints) > MAX_LIST or len(task.depends_on) > MAX_LIST:
+        raise problem(where, f"holds a list longer than {MAX_LIST} entries")
+    for i, cp in enumerate(task.checkpoints):
+        try:
+            _CHECKPOINT(cp, f"checkpoints[{i}]")
+        except InvalidState as exc:
+            raise problem(where, f"field {exc.message}") from None
+    base = task.started_at_commit  # a full or abbreviated object id: never a revision expression
+    if base is not None and not re.fullmatch(r"[0-9a-f]{4,64}", base):
+        raise problem(where, "field 'started_at_commit' must be an object id (hexadecimal)")
+    for name in ("completed_at", "lease_expires_at", "created_at", "updated_at"):
+        value = getattr(task, name)
+        if value and not _TIME.fullmatch(value):
+            raise problem(where, f"field {name!r} must be an ISO-8601 time")
+    for name in ("claimed_by", "spec_ref", "check", "cleanup"):
+        value = getattr(task, name)
+        if value is not None:
+            why = line_problem(value, 4096) if name != "check" and name != "cleanup" else (
+                "is too long" if len(value) > 4096 else None)
+            if why:
+                raise problem(where, f"field {name!r} {why}")
+    if task.timeout_seconds > MAX_SECONDS:
+        raise problem(where, f"field 'validation.timeout_seconds' must be at most {MAX_SECONDS}")
+    if not (0 <= task.attempts <= MAX_COUNT and 1 <= task.max_attempts <= 10_000):
+        raise problem(where, "field 'attempts' or 'max_attempts' is out of range")
+    if isinstance(task.order, int) and not 0 <= task.order <= 2**64:
+        raise problem(where, "field 'order' is out of range")
+    for name, check in TASK_EXTRA_FIELDS.items():
+        if name in task.extra:
+            try:
+                check(task.extra[name], name)
+            except InvalidState as exc:
+                raise problem(where, f"field {exc.message}") from None
+    _deep_strings_ok(task.extra, where)
+
+
+def task(raw: bytes, where: str, expected_id: str | None = None) -> Task:
+    """A task blob as a model.Task (checked as `Task.loads` does, plus the edge's rules)."""
+    data = load_json(raw, where)
+    try:
+        parsed = Task.from_json(data, source=where)
+    except UsageError as exc:
+        raise InvalidState(exc.message) from None
+    check_task_text(parsed, where)
+    if expected_id is not None and parsed.id != expected_id:
+        raise problem(where, f"holds task {parsed.id!r}")
+    return parsed
+
+
+# -- state trees -----------------------------------------------------------------------------------
+
+FILE_MODES = (0o100644, 0o100755)
+TREE_MODE = 0o040000
+
+
+def name_problem(name: str) -> str | None:
+    """Why a tree entry name is unsafe anywhere (None when it is fine)."""
+    if not name or name in (".", "..") or "/" in name or "\\" in name or "\0" in name:
+        return "is not a plain file name"
+    if name.lower() in (".git", ".git.") or name.lower().startswith(".git~"):
+        return "names a git directory"
+    if len(name.encode("utf-8", "surrogateescape")) > MAX_NAME or _CONTROL.search(name):
+        return "is too long or holds control characters"
+    return None
+
+
+def is_number_name(name: str) -> bool:
+    return bool(re.fullmatch(r"[1-9][0-9]{0,17}", name))
+
+
+def kind_of(path: str) -> str | None:
+    """The record kind stored at `path` of a state tree, or None for a path this version
+    does not know."""
+    if path in ("format", "config.toml", "meta.json", "relay.json"):
+        return path.split(".")[0]
+    parts = path.split("/")
+    if parts[0] == "tasks" and len(parts) == 4 and len(parts[1]) == 1 and len(parts[2]) == 1:
+        return "task" if parts[3].endswith(".json") else None
+    if len(parts) == 2 and parts[0] == "sessions" and _SESSION_NAME.fullmatch(parts[1]):
+        return "session"
+    if len(parts) == 2 and parts[0] == "docs" and _SESSION_NAME.fullmatch(parts[1]):
+        return "doc"
+    if len(parts) == 2 and parts[0] == "dispatch" and parts[1].endswith(".json") and _RUN_ID.fullmatch(parts[1][:-5]):
+        return "dispatch"
+    return None
+
+
+def check_record(path: str, raw: bytes) -> None:
+    """Parse the record at `path` of a state tree by its kind (InvalidState if it fails)."""
+    kind = kind_of(path)
+    if kind is None:
+        raise problem(path, "is not a file this version of git handoff knows")
+    if len(raw) > MAX_STATE_BLOB_BYTES:
+        raise problem(path, f"{len(raw)} bytes, more than the {MAX_STATE_BLOB_BYTES} a record may hold")
+    if kind == "format":
+        text_ = raw.decode("utf-8", "replace").strip()
+        name, _, version = text_.partition(" ")
+        if name != "git-handoff-state" or not version.isdigit() or len(version) > 6:
+            raise problem(path, f"an unreadable format marker {text_[:40]!r}")
+    elif kind == "config":
+        config(raw, path)
+    elif kind == "meta":
+        meta(raw, path)
+    elif kind == "relay":
+        relay(raw, path)
+    elif kind == "session":
+        record = session(raw, path)
+        if record.get("session") not in (None, int(path.split("/")[1][:-5])):
+            raise problem(path, f"holds session {record.get('session')!r}")
+    elif kind == "doc":
+        handoff_doc(raw, path)
+    elif kind == "dispatch":
+        dispatch_run(raw, path)
+    elif kind == "task":
+        task_id = path.rsplit("/", 1)[1][:-5]
+        parsed = task(raw, path)
+        h = hashlib.sha1(parsed.id.encode()).hexdigest()
+        if parsed.id != task_id or path != f"tasks/{h[0]}/{h[1]}/{task_id}.json":
+            raise problem(path, f"holds task {parsed.id!r}")
+
+
+def config(raw: bytes, where: str = "config.toml") -> Config:
+    """The state's config.toml as a model.Config (InvalidState if it does not parse)."""
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        import tomli as tomllib
+    if len(raw) > MAX_RECORD_BYTES:
+        raise problem(where, f"{len(raw)} bytes, more than the {MAX_RECORD_BYTES} a record may hold")
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise InvalidState(f"state file {where} is not valid TOML: not UTF-8 at byte {exc.start}") from None
+    except (ValueError, RecursionError) as exc:
+        raise InvalidState(f"state file {where} is not valid TOML: {exc}") from None
+    try:
+        cfg = Config.from_dict(data)
+    except UsageError as exc:
+        raise InvalidState(f"state file {where}: {exc.message}") from None
+    for name in ("max_tasks_per_session", "max_sessions"):
+        if getattr(cfg, name) > MAX_COUNT:
+            raise problem(where, f"field {name!r} is out of range")
+    if cfg.init_command is not None and len(cfg.init_command) > 4096:
+        raise problem(where, "field 'init_command' is too long")
+    return cfg
+
+
+def finite(value: float, what: str, *, minimum: float = 0.0, positive: bool = True,
+           maximum: float = MAX_SECONDS) -> float:
+    """A number from a command line: finite, in range (UsageError, exit 2, otherwise)."""
+    if not math.isfinite(value) or value < minimum or (positive and value <= 0) or value > maximum:
+        bound = "a positive" if positive else "a"
+        raise UsageError(f"{what} must be {bound} finite number of at most {maximum:g}, not {value!r}")
+    return value

@@ -1,0 +1,656 @@
+"""A shared remote is untrusted input (SPEC §8, issue 11).
+
+An attacker's clone crafts state commits, attempt refs, notes and refs by hand and
+pushes them to the shared bare remote; the victim then runs the commands of a normal
+day. Whatever was fetched, the victim's files outside the work tree, its processes, its
+HEAD, branch, index, tracked and untracked files stay as they were (unless the victim's
+own command asked for a change), nothing fetched runs, nothing prints `unexpected` or a
+traceback, and `sync` either refuses (exit 2, local and tracking refs unchanged) or
+accepts and every later command still works.
+"""
+
+from __future__ import annotations
+
+import getpass
+import json
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.hostile import (
+    BLOB,
+    EXEC,
+    GITLINK,
+    HOST,
+    LINK,
+    Attacker,
+    World,
+    jbytes,
+    make_world,
+    put,
+    task_path,
+    task_record,
+)
+from tests.support.repo import git, run
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> Iterator[World]:
+    yield from make_world(tmp_path)
+
+
+Craft = Callable[[World], dict[str, Any]]
+CRAFTS: dict[str, Craft] = {}
+
+
+def craft(fn: Craft) -> Craft:
+    CRAFTS[fn.__name__.removeprefix("craft_")] = fn
+    return fn
+
+
+def _with_task(w: World, record: dict[str, Any], raw: bytes | None = None) -> dict[str, Any]:
+    node = w.attacker.state_node()
+    put(node, task_path(str(record["id"]).strip()), (BLOB, w.attacker.blob(raw if raw is not None else jbytes(record))))
+    w.attacker.push_state(node)
+    return {"task": str(record["id"]).strip()}
+
+
+def _root_commit(w: World) -> str:
+    return git("rev-list", "--max-parents=0", "HEAD", cwd=w.victim)
+
+
+def _victim_worker(w: World) -> str:
+    return f"{getpass.getuser()}@{HOST}:{w.victim}"
+
+
+# -- commands in fetched state ----------------------------------------------------------
+
+
+@craft
+def craft_untrusted_check(w: World) -> dict[str, Any]:
+    return _with_task(w, task_record("evil", validation={"command": w.pwn("check"), "timeout_seconds": 30}))
+
+
+@craft
+def craft_untrusted_cleanup(w: World) -> dict[str, Any]:
+    return _with_task(w, task_record("evil", validation={"command": "true", "timeout_seconds": 30},
+                                     on_failure={"cleanup": w.pwn("cleanup")}))
+
+
+@craft
+def craft_untrusted_init_command(w: World) -> dict[str, Any]:
+    node = w.attacker.state_node()
+    cfg = f'mode = "exclusive"\ninit_command = "{w.pwn("init")}"\n'
+    put(node, "config.toml", (BLOB, w.attacker.blob(cfg)))
+    w.attacker.push_state(node)
+    return {"task": "schema"}
+
+
+@craft
+def craft_check_trusted_text_elsewhere(w: World) -> dict[str, Any]:
+    # the victim trusted `true` as a validation; the attacker reuses the text as init command
+    node = w.attacker.state_node()
+    put(node, "config.toml", (BLOB, w.attacker.blob('mode = "exclusive"\ninit_command = "true"\n')))
+    w.attacker.push_state(node)
+    return {"task": "schema", "trust": ["schema"]}
+
+
+# -- claims and recovery ---------------------------------------------------------------------
+
+
+@craft
+def craft_left_behind_missing_path(w: World) -> dict[str, Any]:
+    return _with_task(w, task_record(
+        "evil", status="in_progress", started_at_commit=_root_commit(w), claimed_by="mallory@elsewhere:/gone",
+        lease_expires_at="2026-07-01T09:30:00Z", worktree="/nonexistent/worktree", lease_seconds=60,
+        claimed_at="2026-07-01T09:00:00Z", validation={"command": "false", "timeout_seconds": 30}))
+
+
+@craft
+def craft_forged_claim_here(w: World) -> dict[str, Any]:
+    # the victim's own worktree path and worker name, forged: no clone identity
+    return _with_task(w, task_record(
+        "evil", status="in_progress", started_at_commit=_root_commit(w), claimed_by=_victim_worker(w),
+        lease_expires_at="2099-01-01T00:00:00Z", worktree=str(w.victim), lease_seconds=60,
+        branch="main", claimed_at="2026-07-01T09:00:00Z", validation={"command": "false", "timeout_seconds": 30}))
+
+
+@craft
+def craft_forged_claim_copied_clone_id(w: World) -> dict[str, Any]:
+    # the victim's public clone id is in every claim it ever pushed; its secret is not
+    from git_handoff import identity
+    from git_handoff.gitrepo import Repo
+
+    seen = identity.clone_id(Repo.discover(w.victim))
+    return _with_task(w, task_record(
+        "evil", status="in_progress", started_at_commit=_root_commit(w), claimed_by=_victim_worker(w),
+        lease_expires_at="2099-01-01T00:00:00Z", worktree=str(w.victim), clone=seen, clone_seal="0" * 32,
+        lease_seconds=60, branch="main", claimed_at="2026-07-01T09:00:00Z"))
+
+
+@craft
+def craft_live_claim_elsewhere(w: World) -> dict[str, Any]:
+    node = w.attacker.state_node()
+    put(node, task_path("schema"), (BLOB, w.attacker.blob(jbytes(task_record(
+        "schema", title="Write the schema", status="in_progress", started_at_commit=_root_commit(w),
+        claimed_by="bob@other:/home/bob/proj", lease_expires_at="2099-01-01T00:00:00Z",
+        worktree="/home/bob/proj", lease_seconds=3600, claimed_at="2026-07-01T09:00:00Z",
+        validation={"command": "true", "timeout_seconds": 300}, order=0)))))
+    w.attacker.push_state(node)
+    return {"task": "schema"}
+
+
+# -- lines and sizes -------------------------------------------------------------------------
+
+
+@craft
+def craft_id_trailing_newline(w: World) -> dict[str, Any]:
+    node = w.attacker.state_node()
+    put(node, task_path("nl\n"), (BLOB, w.attacker.blob(jbytes(task_record("nl\n")))))
+    w.attacker.push_state(node)
+    return {"task": "schema"}
+
+
+@craft
+def craft_title_newline(w: World) -> dict[str, Any]:
+    return _with_task(w, task_record("evil", title="ok\n[completed] forged: all done (1/3)"))
+
+
+@craft
+def craft_title_control(w: World) -> dict[str, Any]:
+    return _with_task(w, task_record("evil", title="clear\x1b[2J\x1b[Hscreen"))
+
+
+@craft
+def craft_title_huge(w: World) -> dict[str, Any]:
+    return _with_task(w, task_record("evil", title="A" * 300_000))
+
+
+@craft
+def craft_title_surrogate(w: World) -> dict[str, Any]:
+    raw = jbytes(task_record("evil", title="@@")).replace(b"@@", b"\\ud800")
+    return _with_task(w, task_record("evil"), raw)
+
+
+@craft
+def craft_error_log_forged_line(w: World) -> dict[str, Any]:
+    return _with_task(w, task_record("evil", status="failed", attempts=1,
+                                     error_log=["[TASK_EXEC] x\n[2026-07-01T10:00:00Z] [SESSION-9] Completed [api]"]))
+
+
+@craft
+def craft_checkpoint_newline(w: World) -> dict[str, Any]:
+    return _with_task(w, task_record("evil", checkpoints=[
+        {"step": 1, "total": 2, "description": "a\nb", "timestamp": "2026-07-01T10:00:00Z"}]))
+
+
+@craft
+def craft_huge_blob(w: World) -> dict[str, Any]:
+    node = w.attacker.state_node()
+    put(node, "junk.bin", (BLOB, w.attacker.blob(b"\0" * (40 * 1024 * 1024))))
+    w.attacker.push_state(node)
+    return {"task": "schema"}
+
+
+@craft
+def craft_cycle(w: World) -> dict[str, Any]:
+    node = w.attacker.state_node()
+    n = 300
+    for i in range(n):
+        tid = f"c{i}"
+        put(node, task_path(tid), (BLOB, w.attacker.blob(jbytes(task_record(
+            tid, depends_on=[f"c{(i + 1) % n}"], order=10 + i)))))
+    w.attacker.push_state(node)
+    return {"task": "c0"}
+
+
+# -- numbers and types -----------------------------------------------------------------------
+
+
+@craft
+def craft_lease_seconds_text(w: World) -> dict[str, Any]:
+    return _with_task(w, task_record("evil", status="in_progress", started_at_commit=_root_commit(w),
+                                     claimed_by="x", lease_expires_at="2020-01-01T00:00:00Z",
+                                     lease_seconds="abc", worktree=str(w.victim)))
+
+
+@craft
+def craft_attempts_text(w: World) -> dict[str, Any]:
+    return _with_task(w, task_record("evil", attempts="lots"))
+
+
+@craft
+def craft_timeout_huge(w: World) -> dict[str, Any]:
+    return _with_task(w, task_record("evil", validation={"command": "true", "timeout_seconds": 10**23}))
+
+
+@craft
+def craft_timeout_nan(w: World) -> dict[str, Any]:
+    raw = jbytes(task_record("evil", validation={"command": "true", "timeout_seconds": 1})).replace(
+        b'"timeout_seconds": 1', b'"timeout_seconds": NaN')
+    return _with_task(w, task_record("evil"), raw)
+
+
+@craft
+def craft_status_unknown(w: World) -> dict[str, Any]:
+    return _with_task(w, task_record("evil", status="exploded", priority=["P0"]))
+
+
+@craft
+def craft_task_not_json(w: World) -> dict[str, Any]:
+    return _with_task(w, task_record("evil"), b"{not json")
+
+
+@craft
+def craft_task_wrong_path(w: World) -> dict[str, Any]:
+    node = w.attacker.state_node()
+    put(node, task_path("evil"), (BLOB, w.attacker.blob(jbytes(task_record("schema", title="hijack")))))
+    w.attacker.push_state(node)
+    return {"task": "schema"}
+
+
+@craft
+def craft_deep_json(w: World) -> dict[str, Any]:
+    raw = b'{"id": "evil", "title": "deep", "extra": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+    return _with_task(w, task_record("evil"), raw)
+
+
+# -- tree shapes ------------------------------------------------------------------------------
+
+
+@craft
+def craft_task_gitlink(w: World) -> dict[str, Any]:
+    node = w.attacker.state_node()
+    put(node, task_path("evil"), (GITLINK, _root_commit(w)))
+    w.attacker.push_state(node)
+    return {"task": "schema"}
+
+
+@craft
+def craft_tasks_is_blob(w: World) -> dict[str, Any]:
+    node = w.attacker.state_node()
+    node["tasks"] = (BLOB, w.attacker.blob("not a tree"))
+    w.attacker.push_state(node)
+    return {"task": "schema"}
+
+
+@craft
+def craft_fanout_is_blob(w: World) -> dict[str, Any]:
+    node = w.attacker.state_node()
+    node["tasks"]["f"] = (BLOB, w.attacker.blob("not a tree"))
+    w.attacker.push_state(node)
+    return {"task": "schema"}
+
+
+@craft
+def craft_dotdot_entry(w: World) -> dict[str, Any]:
+    node = w.attacker.state_node()
+    node[".."] = {"x": (BLOB, w.attacker.blob("escape"))}
+    node["/abs"] = (BLOB, w.attacker.blob("abs"))
+    w.attacker.push_state(node)
+    return {"task": "schema"}
+
+
+@craft
+def craft_task_symlink(w: World) -> dict[str, Any]:
+    node = w.attacker.state_node()
+    put(node, task_path("evil"), (LINK, w.attacker.blob(str(w.outside / "canary.txt"))))
+    w.attacker.push_state(node)
+    return {"task": "schema"}
+
+
+# -- meta, config, format ---------------------------------------------------------------------
+
+
+@craft
+def craft_meta_session_count_text(w: World) -> dict[str, Any]:
+    node = w.attacker.state_node()
+    put(node, "meta.json", (BLOB, w.attacker.blob(jbytes({"session_count": "lots", "last_session": 7}))))
+    w.attacker.push_state(node)
+    return {"task": "schema"}
+
+
+@craft
+def craft_meta_gitlink(w: World) -> dict[str, Any]:
+    node = w.attacker.state_node()
+    node["meta.json"] = (GITLINK, _root_commit(w))
+    w.attacker.push_state(node)
+    return {"task": "schema"}
+
+
+@craft
+def craft_meta_tree(w: World) -> dict[str, Any]:
+    node = w.attacker.state_node()
+    node["meta.json"] = {"x": (BLOB, w.attacker.blob("{}"))}
+    w.attacker.push_state(node)
+    return {"task": "schema"}
+
+
+@craft
+def craft_meta_list(w: World) -> dict[str, Any]:
+    node = w.attacker.state_node()
+    put(node, "meta.json", (BLOB, w.attacker.blob("[1, 2, 3]")))
+    w.attacker.push_state(node)
+    return {"task": "schema"}
+
+
+@craft
+def craft_config_bad_toml(w: World) -> dict[str, Any]:
+    node = w.attacker.state_node()
+    put(node, "config.toml", (BLOB, w.attacker.blob("mode = [[[")))
+    w.attacker.push_state(node)
+    return {"task": "schema"}
+
+
+@craft
+def craft_config_bad_values(w: World) -> dict[str, Any]:
+    node = w.attacker.state_node()
+    put(node, "config.toml", (BLOB, w.attacker.blob('mode = "chaos"\nmax_sessions = -4\n')))
+    w.attacker.push_state(node)
+    return {"task": "schema"}
+
+
+@craft
+def craft_format_future(w: World) -> dict[str, Any]:
+    node = w.attacker.state_node()
+    put(node, "format", (BLOB, w.attacker.blob("git-handoff-state 99\n")))
+    w.attacker.push_state(node)
+    return {"task": "schema"}
+
+
+@craft
+def craft_format_missing(w: World) -> dict[str, Any]:
+    node = w.attacker.state_node()
+    del node["format"]
+    w.attacker.push_state(node)
+    return {"task": "schema"}
+
+
+# -- relay, sessions, documents, dispatch ----------------------------------------------------
+
+
+def _put_json(w: World, path: str, value: Any, raw: bytes | None = None) -> dict[str, Any]:
+    node = w.attacker.state_node()
+    put(node, path, (BLOB, w.attacker.blob(raw if raw is not None else jbytes(value))))
+    w.attacker.push_state(node)
+    return {"task": "schema"}
+
+
+@craft
+def craft_relay_kills(w: World) -> dict[str, Any]:
+    return _put_json(w, "relay.json", {
+        "state": "running", "host": HOST, "pid": 999_999, "started_at": "2026-07-01T09:00:00Z",
+        "session": 1, "agent_pid": w.canary_pid, "agent_token": "HOME=", "updated_at": "2026-07-01T09:00:00Z"})
+
+
+@craft
+def craft_relay_pid_one(w: World) -> dict[str, Any]:
+    return _put_json(w, "relay.json", {
+        "state": "running", "host": HOST, "pid": 1, "started_at": "2026-07-01T09:00:00Z",
+        "session": 1, "agent_pid": 1, "agent_token": "PATH=", "tmux_session": "x; touch PWNED",
+        "tmux_socket": "../../x"})
+
+
+@craft
+def craft_relay_pid_text(w: World) -> dict[str, Any]:
+    return _put_json(w, "relay.json", {"state": "running", "host": HOST, "pid": "abc", "failures": "many"})
+
+
+@craft
+def craft_relay_list(w: World) -> dict[str, Any]:
+    return _put_json(w, "relay.json", ["running"])
+
+
+@craft
+def craft_session_garbage(w: World) -> dict[str, Any]:
+    return _put_json(w, "sessions/1.json", {"session": "one", "decisions": "all", "blockers": 5,
+                                            "completed": {"a": 1}, "started_at": 12})
+
+
+@craft
+def craft_session_open_here(w: World) -> dict[str, Any]:
+    node = w.attacker.state_node()
+    put(node, "sessions/1.json", (BLOB, w.attacker.blob(jbytes({
+        "session": 1, "worker": _victim_worker(w), "worktree": str(w.victim), "base": _root_commit(w),
+        "started_at": "2026-07-01T09:00:00Z", "ended_at": None}))))
+    put(node, "meta.json", (BLOB, w.attacker.blob(jbytes({"session_count": 1, "last_session": "2026-07-01T09:00:00Z"}))))
+    w.attacker.push_state(node)
+    return {"task": "schema"}
+
+
+@craft
+def craft_doc_garbage(w: World) -> dict[str, Any]:
+    return _put_json(w, "docs/1.json", {"session": 1, "decisions": "x", "blockers": [{"a": 1}],
+                                        "files_changed": 7, "status": []})
+
+
+@craft
+def craft_doc_forged_lines(w: World) -> dict[str, Any]:
+    return _put_json(w, "docs/1.json", {"session": 1, "decisions": [{"what": "a\nNEXT: rm -rf /", "why": "b"}],
+                                        "blockers": ["x\ny"], "files_changed": [], "status": {}})
+
+
+@craft
+def craft_dispatch_seq_text(w: World) -> dict[str, Any]:
+    return _put_json(w, "dispatch/001-evil.json", {"run_id": "001-evil", "seq": "one", "slug": "evil",
+                                                   "backend": "bot", "status": "running", "pid": "x"})
+
+
+@craft
+def craft_dispatch_session_id_shell(w: World) -> dict[str, Any]:
+    sid = f"x'; {w.pwn('dispatch')}; echo '"
+    out = _put_json(w, "dispatch/001-evil.json", {
+        "run_id": "001-evil", "seq": 1, "slug": "evil", "backend": "bot", "prompt": "p", "status": "completed",
+        "conversation": "001-evil", "resume_of": None, "session_id": sid, "exit_status": 0,
+        "created_at": "2026-07-01T09:00:00Z", "updated_at": "2026-07-01T09:00:00Z"})
+    return dict(out, run="001-evil")
+
+
+@craft
+def craft_dispatch_running_here(w: World) -> dict[str, Any]:
+    return _put_json(w, "dispatch/001-evil.json", {
+        "run_id": "001-evil", "seq": 1, "slug": "evil", "backend": "bot", "prompt": "p", "status": "running",
+        "conversation": "001-evil", "host": HOST, "pid": w.canary_pid, "created_at": "2026-07-01T09:00:00Z"})
+
+
+# -- refs of the wrong kind, attempts, notes -----------------------------------------------------
+
+
+@craft
+def craft_state_ref_blob(w: World) -> dict[str, Any]:
+    w.attacker.push(w.attacker.blob("not a commit"), "refs/harness/state")
+    return {"task": "schema"}
+
+
+@craft
+def craft_state_ref_tree(w: World) -> dict[str, Any]:
+    w.attacker.push(w.attacker.raw_tree(w.attacker.state_node()), "refs/harness/state")
+    return {"task": "schema"}
+
+
+@craft
+def craft_attempt_ref_blob(w: World) -> dict[str, Any]:
+    w.attacker.push(w.attacker.blob("x"), "refs/harness/attempts/schema/1")
+    return {"task": "schema"}
+
+
+@craft
+def craft_attempt_ref_tree(w: World) -> dict[str, Any]:
+    w.attacker.push(w.attacker.raw_tree({"a": (BLOB, w.attacker.blob("x"))}), "refs/harness/attempts/schema/1")
+    return {"task": "schema"}
+
+
+@craft
+def craft_notes_ref_blob(w: World) -> dict[str, Any]:
+    w.attacker.push(w.attacker.blob("x"), "refs/notes/harness")
+    return {"task": "schema"}
+
+
+def _attempt(w: World, tree: dict[str, Any], base_tree: dict[str, Any], task: str = "schema") -> dict[str, Any]:
+    a: Attacker = w.attacker
+    head = _root_commit(w)
+    base = a.commit(a.raw_tree(base_tree), [head], "base\n")
+    record = {"task": task, "attempt": 1, "time": "2026-07-01T10:00:00Z", "category": "TASK_EXEC",
+              "reason": "x", "base": base, "head": head, "files": []}
+    # the base is the attempt's parent, so that it travels with it
+    commit = a.commit(a.raw_tree(tree), [base], f"handoff attempt {task} #1: x\n\n{json.dumps(record)}\n")
+    a.push(commit, f"refs/harness/attempts/{task}/1")
+    return {"task": task}
+
+
+@craft
+def craft_attempt_deletes_outside(w: World) -> dict[str, Any]:
+    a = w.attacker
+    blob = a.blob("x")
+    base = {"README": (BLOB, a.blob("hello\n")), "..": {"x": {"canary.txt": (BLOB, blob)}},
+            str(w.outside / "canary.txt"): (BLOB, blob)}
+    return _attempt(w, {"README": (BLOB, a.blob("hello\n"))}, base)
+
+
+@craft
+def craft_attempt_deletes_ignored(w: World) -> dict[str, Any]:
+    a = w.attacker
+    base = {"README": (BLOB, a.blob("hello\n")), "local.env": (BLOB, a.blob("x")),
+            "notes.txt": (BLOB, a.blob("x"))}
+    return _attempt(w, {"README": (BLOB, a.blob("hello\n"))}, base)
+
+
+@craft
+def craft_attempt_writes_git_dir(w: World) -> dict[str, Any]:
+    a = w.attacker
+    hook = (EXEC, a.blob(f"#!/bin/sh\n{w.pwn('hook')}\n"))
+    tree = {"README": (BLOB, a.blob("hello\n")), ".git": {"hooks": {"post-checkout": hook, "pre-commit": hook}},
+            ".GIT": {"config": (BLOB, a.blob("[core]\n\tfsmonitor = touch PWNED\n"))}}
+    return _attempt(w, tree, {"README": (BLOB, a.blob("hello\n"))})
+
+
+@craft
+def craft_attempt_writes_through_symlink(w: World) -> dict[str, Any]:
+    a = w.attacker
+    tree = {"README": (BLOB, a.blob("hello\n")), "link": (LINK, a.blob(str(w.outside))),
+            "link/canary.txt": (BLOB, a.blob("overwritten"))}
+    return _attempt(w, tree, {"README": (BLOB, a.blob("hello\n"))})
+
+
+@craft
+def craft_attempt_writes_absolute(w: World) -> dict[str, Any]:
+    a = w.attacker
+    tree = {"README": (BLOB, a.blob("hello\n")), str(w.outside / "new.txt"): (BLOB, a.blob("planted")),
+            "..": {"planted.txt": (BLOB, a.blob("planted"))}}
+    return _attempt(w, tree, {"README": (BLOB, a.blob("hello\n"))})
+
+
+@craft
+def craft_attempt_gitlink_and_tree_types(w: World) -> dict[str, Any]:
+    a = w.attacker
+    tree = {"README": (BLOB, a.blob("hello\n")), "sub": (GITLINK, _root_commit(w)),
+            "app.py": {"inner": (BLOB, a.blob("x"))}}
+    return _attempt(w, tree, {"README": (BLOB, a.blob("hello\n"))})
+
+
+@craft
+def craft_attempt_message_garbage(w: World) -> dict[str, Any]:
+    a = w.attacker
+    commit = a.commit(a.raw_tree({"README": (BLOB, a.blob("hello\n"))}), [],
+                      "handoff attempt schema #1\n\n" + json.dumps({"base": ["x"], "files": "all", "session": "x"}))
+    a.push(commit, "refs/harness/attempts/schema/1")
+    a.push(commit, "refs/harness/attempts/schema/0002")
+    a.push(commit, "refs/harness/attempts/schema/99999999999999999999999")
+    return {"task": "schema"}
+
+
+# the suite must keep its breadth
+assert len(CRAFTS) >= 40, len(CRAFTS)
+
+
+# -- the victim's day ---------------------------------------------------------------------------
+
+
+def _check_clean(res: Any, what: str) -> None:
+    text = res.out + res.err
+    assert "unexpected" not in text.lower(), f"{what}: {res.err.strip()[-400:]}"
+    assert "Traceback" not in text, f"{what}: {res.err.strip()[-400:]}"
+    assert res.rc in (0, 1, 2, 3), f"{what}: rc={res.rc} {res.err.strip()[-400:]}"
+    if res.rc == 2 or res.rc == 3:
+        assert res.err.strip().startswith("error:"), f"{what}: {res.err!r}"
+
+
+def _invariants(w: World, before: Any, outside: dict[str, str], what: str, *, files: bool = True) -> None:
+    assert w.outside_files() == outside, f"{what}: a file outside the work tree changed"
+    assert (w.root / "x" / "canary.txt").read_text() == "sibling canary\n", what
+    assert not (w.root / "planted.txt").exists(), what
+    assert w.canary_alive(), f"{what}: the canary process was signalled"
+    assert w.pwned() == [], f"{what}: a fetched command ran"
+    now = w.picture()
+    assert now.hooks == before.hooks and now.gitconfig == before.gitconfig, f"{what}: .git was written"
+    assert (w.victim / "local.env").read_text() == "SECRET=hunter2\n", f"{what}: an ignored file was touched"
+    if files:
+        assert (now.head, now.branch) == (before.head, before.branch), f"{what}: HEAD or branch moved"
+        assert now.index == before.index, f"{what}: the index changed"
+        assert now.files == before.files, f"{what}: work tree files changed"
+
+
+def _sync(w: World) -> int:
+    refs = w.refs()
+    res = run("sync", cwd=w.victim)
+    _check_clean(res, "sync")
+    if res.rc != 0:
+        assert res.rc == 2, res.err
+        assert w.refs() == refs, "sync refused but changed local or tracking refs"
+    return res.rc
+
+
+def _day(w: World, target: str, commands: list[tuple[str, ...]]) -> None:
+    for args in commands:
+        res = run(*[a.replace("{T}", target) for a in args], cwd=w.victim,
+                  stdin="more\n" if "resume" in args else None)
+        _check_clean(res, " ".join(args))
+        if "--json" in args and res.rc in (2, 3):
+            assert json.loads(res.out)["exit_code"] == res.rc
+
+
+READS = [("status",), ("status", "--json"), ("list", "--json"), ("show", "{T}"), ("next", "--json"),
+         ("log", "-n", "20"), ("log", "--task", "{T}"), ("attempts", "{T}", "--json"), ("dispatch", "list"),
+         ("prompt",)]
+WORK = [("claim", "{T}", "--json"), ("verify", "{T}"), ("done", "{T}"), ("release", "{T}"),
+        ("claim", "--json"), ("checkpoint", "{T}", "half"), ("release", "{T}")]
+
+
+@pytest.mark.parametrize("name", sorted(CRAFTS))
+def test_reads_and_work_after_hostile_sync(world: World, name: str) -> None:
+    w = world
+    info = CRAFTS[name](w)
+    before, outside = w.picture(), w.outside_files()
+    rc = _sync(w)
+    _invariants(w, before, outside, f"{name}: sync")
+    _day(w, info["task"], READS + WORK)
+    _invariants(w, before, outside, name)
+    if rc == 0:
+        for args in READS:
+            res = run(*[a.replace("{T}", info["task"]) for a in args], cwd=w.victim)
+            assert res.rc in (0, 1), f"{name}: after an accepted sync, {args} exit {res.rc}: {res.err}"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(CRAFTS))
+def test_sessions_relay_restore_after_hostile_sync(world: World, name: str) -> None:
+    w = world
+    info = CRAFTS[name](w)
+    for task in info.get("trust", []):
+        run("trust", task, cwd=w.victim)
+    before, outside = w.picture(), w.outside_files()
+    _sync(w)
+    _day(w, info["task"], [("session", "start", "--json"), ("doc", "write"), ("session", "end")])
+    _invariants(w, before, outside, f"{name}: session")
+    _day(w, info["task"], [("relay", "--agent", "git handoff ack", "--max-idle-sessions", "1",
+                            "--ack-timeout", "10", "--max-launch-failures", "1", "-q")])
+    _invariants(w, before, outside, f"{name}: relay")
+    if "run" in info:
+        _day(w, info["task"], [("dispatch", "resume", info["run"])])
+        _invariants(w, before, outside, f"{name}: dispatch resume")
+    _day(w, info["task"], [("restore", "{T}", "1", "--force"), ("restore", "{T}", "2", "--force")])
+    _invariants(w, before, outside, f"{name}: restore", files=False)
+    assert (w.victim / "notes.txt").read_text() == "my untracked notes\n", f"{name}: restore removed an untracked file"
+    _day(w, info["task"], READS)
