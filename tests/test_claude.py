@@ -358,6 +358,7 @@ def test_invalid_settings_refused_unchanged(repo: Path, content: str) -> None:
 # -- the real executable, a whole cycle -----------------------------------------------------
 
 
+@pytest.mark.slow  # several processes racing: the slow layer
 def test_two_agent_sessions_through_the_real_hooks(repo: Path) -> None:
     """What Claude Code would do: SessionStart, work, Stop blocked, limit, Stop allowed;
     the next SessionStart accepts the document and names the remaining task."""

@@ -16,6 +16,7 @@ from tests.conftest import git, run, run_exe, state_head
 from tests.support.remotes import clones, ok, remote_url, shared_pair, task  # noqa: F401
 
 
+@pytest.mark.slow  # several processes racing: the slow layer
 def test_three_clones_race_claim_remote(clones: Callable[[str], Path]) -> None:
     a = clones("a")
     ok("init", "--mode", "concurrent", cwd=a)
@@ -178,6 +179,7 @@ def test_claim_remote_in_a_fresh_clone_and_nothing_eligible(clones: Callable[[st
     assert task(b, "t")["status"] == "in_progress"
 
 
+@pytest.mark.slow  # several processes racing: the slow layer
 def test_concurrent_syncs_lose_nothing(clones: Callable[[str], Path]) -> None:
     """Three clones adding tasks and syncing at the same time: every task ends up everywhere."""
     a = clones("a")

@@ -144,6 +144,7 @@ WORKER = textwrap.dedent(
 )
 
 
+@pytest.mark.slow  # several processes racing: the slow layer
 def test_claim_storm_five_worktrees_forty_tasks(repo: Path) -> None:
     handoff("init", "--mode", "concurrent", cwd=repo)
     plan = "".join(f'[[task]]\nid = "s{n:02d}"\ntitle = "Storm {n}"\ncheck = "true"\n\n' for n in range(40))
