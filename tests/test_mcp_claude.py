@@ -109,14 +109,17 @@ def test_claude_code_completes_six_tasks_through_the_mcp_server_alone(repo: Path
 
     names = [name for name, _ in policy.calls]
     assert "Bash" not in names  # no shell at all, so no `git handoff` through one
-    assert names.count("mcp__handoff__claim") == 7  # six tasks, then "nothing eligible"
+    claims = [first_json(text) for name, text in policy.results if name == "mcp__handoff__claim"]
+    # six tasks, then "nothing eligible" (on a loaded machine the model's first turn can
+    # come before the server is connected: the CLI answers such a call itself, not us)
+    assert [c["id"] for c in claims if isinstance(c, dict) and "id" in c] == TASKS
     assert names.count("mcp__handoff__checkpoint") == 6 and names.count("mcp__handoff__done") == 6
     for name, text in policy.results:  # every MCP answer reached the model as our JSON
         if name.startswith("mcp__handoff__"):
             assert first_json(text) is not None, (name, text)
     done_answers = [first_json(text) for name, text in policy.results if name == "mcp__handoff__done"]
     assert [a["status"] for a in done_answers] == ["completed"] * 6
-    last_claim = [first_json(text) for name, text in policy.results if name == "mcp__handoff__claim"][-1]
+    last_claim = claims[-1]
     assert last_claim["exit_code"] == 1 and last_claim["error"].startswith("nothing eligible")
 
     state = run("list", "--json").json()
