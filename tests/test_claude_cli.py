@@ -229,8 +229,6 @@ def test_session_end_closes_the_session_with_its_document(repo: Path, stub: Stub
     assert run("doc", "list", "--json").json()[0]["accepted_by"] == 2
 
 
-@pytest.mark.xfail(strict=True, reason="`fail` runs `git clean -fd`, which deletes an untracked "
-                   ".claude/settings.json: the claim-time snapshot of issue 12 (rollback) fixes it")
 def test_a_failed_attempt_keeps_the_hooks(repo: Path, stub: StubServer) -> None:
     _plan(repo, 2)
     steps = ["git handoff claim t01 && echo scratch > scratch.txt && "
