@@ -196,7 +196,7 @@ def test_prompt_bound_holds_for_extreme_text(repo: Path) -> None:
     run("init", "--spec", "s" * 3000)
     lines = []
     for n in range(60):
-        lines += ["[[task]]", f'id = "t{n}"', f'title = "{"long title " * 400}{n}"', 'priority = "P0"',
+        lines += ["[[task]]", f'id = "t{n}"', f'title = "{"long title " * 44}{n}"', 'priority = "P0"',
                   f'check = "{"x" * 2000}"', ""]
     (repo / "plan.toml").write_text("\n".join(lines))
     assert run("import", "plan.toml").rc == 0

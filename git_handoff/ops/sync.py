@@ -146,7 +146,8 @@ def fetch(repo: Repo, remote: Remote) -> None:
     a remote holding something this version cannot read safely is refused (exit 2) with
     the tracking refs and the local state as they were."""
     staging = f"{INCOMING}{remote.track}/"
-    specs = [f"+refs/harness/*:{staging}harness/*", f"+refs/notes/*:{staging}notes/*"]
+    # our notes only, as Remote.fetch_refspecs says: never another notes namespace
+    specs = [f"+refs/harness/*:{staging}harness/*", f"+{NOTES_REF}*:{staging}notes/harness*"]
     # --refmap= : a remote's configured refspecs (add_refspecs) must not also move the
     # tracking refs behind the checks' back
     proc = repo.git("fetch", "--quiet", "--no-tags", "--prune", "--no-write-fetch-head", "--refmap=", remote.spec,

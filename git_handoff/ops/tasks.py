@@ -315,7 +315,10 @@ def import_file(store: StateStore, path: str | Path, progress: Callable[[str], N
         if not task.created_at:
             task = dataclasses.replace(task, created_at=stamp)
         if task.status == "in_progress":
-            # a claim in a file this user imports here is this clone's own claim
+            # a claim in a file this user imports here is this clone's own claim, in this
+            # worktree when the file names none (the harness skill's tasks.json never does)
+            if not task.get("worktree") and store.repo.workdir is not None:
+                task = task.with_extra(worktree=str(store.repo.workdir))
             task = task.with_extra(clone=identity.clone_id(store.repo), clone_seal=identity.claim_seal(
                 store.repo, task.id, task.get("claimed_at"), task.get("worktree"), task.started_at_commit,
                 task.claimed_by))
