@@ -307,42 +307,34 @@ class Relay:
                    earlier: dict[str, Any] | None = None) -> str | None:
         """None once session `number` acknowledged; else what went wrong (the agent is then killed)."""
         started = time.monotonic()
-        deadline = started + self.opts.ack_timeout
-        try:
-            what = self._ack_loop(number, agent, earlier, started, deadline)
-        finally:
-            self.waiting(None)
-        if what is None:
-            return None
-        if self._acknowledged(number):  # acknowledged just as it exited
-            return None
-        agent.kill()
-        self._failure(f"session {number}: {label}{what}", "ENV_SETUP")
-        return what
-
-    def _ack_loop(self, number: int, agent: Agent, earlier: dict[str, Any] | None, started: float,
-                  deadline: float) -> str | None:
-        """Poll until session `number` acknowledged (None) or what went wrong; the waiting
-        line is updated once a second."""
-        shown = -1
+        deadline, shown = started + self.opts.ack_timeout, -1
         while True:
-            elapsed = int(time.monotonic() - started)
-            if elapsed != shown:
+            if (elapsed := int(time.monotonic() - started)) != shown:
                 shown = elapsed
                 self.waiting(f"session {number}: waiting for ACK ({elapsed} s of {self.opts.ack_timeout:g} s)")
             ack = self._ack_status(number)
             if ack == earlier:
                 ack = None
             if ack and ack.get("status") == "accepted":
+                self.waiting(None)
                 return None
             if ack and ack.get("status") == "failed":
-                return f"agent rejected its prompt: {ack.get('reason')}"
+                what = f"agent rejected its prompt: {ack.get('reason')}"
+                break
             status = agent.exit_status()
             if status is not None:
-                return f"agent exited with status {status} before acknowledging"
+                what = f"agent exited with status {status} before acknowledging"
+                break
             if time.monotonic() >= deadline:
-                return f"agent did not acknowledge within {self.opts.ack_timeout:g}s; its processes were killed"
+                what = f"agent did not acknowledge within {self.opts.ack_timeout:g}s; its processes were killed"
+                break
             time.sleep(self.opts.poll)
+        self.waiting(None)
+        if self._acknowledged(number):  # acknowledged just as it exited
+            return None
+        agent.kill()
+        self._failure(f"session {number}: {label}{what}", "ENV_SETUP")
+        return what
 
     # -- main --
 
@@ -422,8 +414,8 @@ class Relay:
 def run_relay(store: StateStore, opts: Options, say: Callable[[str], None],
               waiting: Callable[[str | None], None] | None = None) -> dict[str, Any]:
     """Run sessions until the work is done; Stopped (exit 1) when it stops with work left,
-    Contention (exit 3) when another relay runs here, KeyboardInterrupt passed on (exit 130).
-    `waiting` gets the transient "waiting for ACK" line (None: clear it)."""
+    Contention (exit 3) when another relay runs here, KeyboardInterrupt passed on (exit 130);
+    `waiting` gets the transient "waiting for ACK" line each second (None: clear it)."""
     if not opts.agent.strip():
         raise UsageError("--agent needs a command")
     for name, value in (("--ack-timeout", opts.ack_timeout), ("--session-timeout", opts.session_timeout)):
