@@ -44,21 +44,39 @@ def _repo() -> Repo:
 
 
 NO_MCP_OPTION = click.option("--no-mcp", is_flag=True,
-                             help="With --agent claude: leave the MCP server entry in .mcp.json alone.")
+                             help="With --agent: leave the MCP server entry alone (Claude Code: .mcp.json; "
+                                  "Codex CLI: .codex/config.toml; Gemini CLI: .gemini/settings.json).")
+# The files of the project an agent's install writes, to be committed so every clone has them.
+COMMIT_FILES = {"claude": (".claude/settings.json",), "codex": (".codex/hooks.json",),
+                "gemini": (".gemini/settings.json",)}
+MCP_FILES = {"claude": ".mcp.json", "codex": ".codex/config.toml", "gemini": ".gemini/settings.json"}
+
+
+def _commit_hint(agent: str, result: dict[str, object]) -> str:
+    files = list(COMMIT_FILES[agent])
+    mcp = result.get("mcp")
+    registered = isinstance(mcp, dict) and bool(mcp.get("registered"))
+    if registered and MCP_FILES[agent] not in files:
+        files.append(MCP_FILES[agent])
+    label = "Claude Code" if agent == "claude" else LABELS[agent]
+    what = "these hooks and the MCP server" if registered else "these hooks"
+    return (f"Commit {' and '.join(files)} (git add {' '.join(files)}; git commit) so every clone "
+            f"and every later {label} session gets {what}.")
 
 
 def _echo_mcp(result: dict[str, object]) -> None:
     mcp = result.get("mcp")
     if not isinstance(mcp, dict):
         return
+    where = mcp.get("mcp_json") or mcp.get("config")
     if mcp.get("problem"):
         click.echo(f"warning: {mcp['problem']}", err=True)
     elif "removed" in mcp:
-        click.echo(f"MCP server {'removed from' if mcp['removed'] else 'was not in'} {mcp['mcp_json']}")
+        click.echo(f"MCP server {'removed from' if mcp['removed'] else 'was not in'} {where}")
     else:
         server = mcp.get("server") or {}
         command = " ".join([str(server.get("command"))] + [str(a) for a in server.get("args") or []])
-        click.echo(f"MCP server 'handoff' in {mcp['mcp_json']}: {command}")
+        click.echo(f"MCP server 'handoff' in {where}: {command}")
 
 
 @click.group("hooks")
@@ -89,10 +107,12 @@ def installed_with() -> list[str]:
 def hooks_install_cmd(agent: str | None, no_mcp: bool, as_json: bool) -> None:
     """Install the post-commit hook (chained beside an existing one), or with --agent
     merge that agent's hooks into its own config, keeping every entry of yours:
-    claude -> .claude/settings.json (and `git handoff mcp` registered as the MCP
-    server `handoff` in .mcp.json unless --no-mcp), codex -> .codex/hooks.json (and
-    their trust in $CODEX_HOME/config.toml, which `codex exec` needs to run them),
-    gemini -> .gemini/settings.json."""
+    claude -> .claude/settings.json, codex -> .codex/hooks.json (and their trust in
+    $CODEX_HOME/config.toml, which `codex exec` needs to run them), gemini ->
+    .gemini/settings.json; and, unless --no-mcp, `git handoff mcp` registered as the
+    MCP server `handoff` (claude: .mcp.json; codex: [mcp_servers.handoff] in the
+    project's .codex/config.toml, read in a trusted project; gemini:
+    mcpServers.handoff in .gemini/settings.json)."""
     from git_handoff.ops import hooks
 
     result = hooks.install(_repo(), agent=agent, command=installed_with(), mcp=not no_mcp)
@@ -109,6 +129,8 @@ def hooks_install_cmd(agent: str | None, no_mcp: bool, as_json: bool) -> None:
         click.echo(f"{LABELS[agent]} hooks in {result['settings']}: added {added}")
         if agent == "codex":
             click.echo(f"  trusted in {result['codex_config']}: {'yes' if result['trusted'] else 'no'}")
+        _echo_mcp(result)
+        click.echo(_commit_hint(agent, result))
         for note in _agent_notes(result):
             click.echo(f"  note: {note}")
     else:
@@ -122,7 +144,7 @@ def hooks_install_cmd(agent: str | None, no_mcp: bool, as_json: bool) -> None:
 @json_option
 def hooks_uninstall_cmd(agent: str | None, no_mcp: bool, as_json: bool) -> None:
     """Remove what `hooks install` added (a chained hook is put back as it was; of
-    .mcp.json only our `handoff` server goes)."""
+    the agent's MCP configuration only our `handoff` server goes)."""
     from git_handoff.ops import hooks
 
     result = hooks.uninstall(_repo(), agent=agent, mcp=not no_mcp)
@@ -144,7 +166,7 @@ def hooks_status_cmd(agent: str | None, as_json: bool) -> None:
     from git_handoff.ops import hooks
 
     if agent in LABELS:
-        one = hooks.agent_status(_repo(), hooks.AGENT_SPECS[agent])
+        one = hooks.agent_status(_repo(), hooks.AGENT_SPECS[agent], with_mcp=True)
         if as_json:
             emit_json(one)
             return
@@ -156,6 +178,9 @@ def hooks_status_cmd(agent: str | None, as_json: bool) -> None:
                        + ("" if one["trusted"] or not one["installed"] else " (run `git handoff hooks install --agent codex` again)"))
         if one.get("problem"):
             click.echo(f"  problem: {one['problem']}")
+        mcp = one["mcp"]
+        click.echo(f"  mcp server 'handoff': {'registered' if mcp['registered'] else 'not registered'} "
+                   f"({mcp['config']})" + (f"; {mcp['problem']}" if mcp.get("problem") else ""))
         for note in _agent_notes(one):
             click.echo(f"  note: {note}")
         return
@@ -186,6 +211,9 @@ def hooks_status_cmd(agent: str | None, as_json: bool) -> None:
     for name in LABELS:
         click.echo(f"{name} hooks: {'installed' if result[name] else 'not installed'}")
     click.echo(f"mcp server 'handoff' (.mcp.json): {'registered' if result['claude_mcp']['registered'] else 'not registered'}")
+    for name in LABELS:
+        click.echo(f"mcp server 'handoff' ({MCP_FILES[name]}): "
+                   f"{'registered' if result[f'{name}_mcp']['registered'] else 'not registered'}")
 
 
 @click.command("hook")

@@ -57,8 +57,21 @@ def relay_cmd(agent: str, tmux: bool, tmux_socket: str | None, ack_timeout: floa
     opts = ops.Options(agent=agent, tmux=tmux, tmux_socket=tmux_socket, ack_timeout=ack_timeout,
                        session_timeout=session_timeout, max_launch_failures=max_launch_failures,
                        handoff_grace=handoff_grace, max_idle_sessions=max_idle_sessions)
-    say = (lambda _text: None) if quiet or as_json else (lambda text: click.echo(text))
-    summary = ops.run_relay(get_store(session=0), opts, say)
+    from git_handoff.cli.progress import Progress
+
+    with Progress("relay", as_json=as_json or quiet) as progress:
+        def say(text: str) -> None:
+            if not (quiet or as_json):
+                progress.clear()  # a line of its own, never over the waiting line
+                click.echo(text)
+
+        def waiting(text: str | None) -> None:
+            if text is None:
+                progress.clear()
+            else:
+                progress(text)
+
+        summary = ops.run_relay(get_store(session=0), opts, say, waiting)
     if as_json:
         emit_json(summary)
     else:

@@ -117,7 +117,13 @@ def install(repo: Repo, agent: str | None = None, command: Sequence[str] = (), *
         result = install_claude(repo)
         return {**result, "mcp": mcp_config.install(repo)} if mcp else result
     if agent in AGENT_SPECS:
-        return install_agent(repo, AGENT_SPECS[agent])
+        spec = AGENT_SPECS[agent]
+        if not mcp:
+            return install_agent(repo, spec)
+        _check_agent_files(repo, spec)  # every file refuses before any is written
+        mcp_config.check(repo, agent)
+        registered = mcp_config.install(repo, agent)  # first: a file it creates is its to remove
+        return {**install_agent(repo, spec), "mcp": registered}
     directory = hooks_dir(repo)
     directory.mkdir(parents=True, exist_ok=True)
     target = directory / "post-commit"
@@ -149,7 +155,13 @@ def uninstall(repo: Repo, agent: str | None = None, *, mcp: bool = True) -> dict
         result = uninstall_claude(repo)
         return {**result, "mcp": mcp_config.uninstall(repo)} if mcp else result
     if agent in AGENT_SPECS:
-        return uninstall_agent(repo, AGENT_SPECS[agent])
+        spec = AGENT_SPECS[agent]
+        if not mcp:
+            return uninstall_agent(repo, spec)
+        _check_agent_files(repo, spec)
+        mcp_config.check(repo, agent)
+        unregistered = mcp_config.uninstall(repo, agent)
+        return {**uninstall_agent(repo, spec), "mcp": unregistered}
     directory = hooks_dir(repo)
     target = directory / "post-commit"
     saved = directory / ("post-commit" + USER_SUFFIX)
@@ -187,6 +199,7 @@ def status(repo: Repo) -> dict[str, Any]:
         "claude_settings": str(settings) if settings else None,
         **{name: agent_status(repo, spec)["installed"] for name, spec in AGENT_SPECS.items()},
         "claude_mcp": mcp_config.status(repo),
+        **{f"{name}_mcp": mcp_config.status(repo, name) for name in AGENT_SPECS},
     }
 
 
@@ -306,6 +319,14 @@ def _agent_path(repo: Repo, spec: agent_config.Spec) -> Path:
     return repo.workdir / spec.relpath
 
 
+def _check_agent_files(repo: Repo, spec: agent_config.Spec) -> None:
+    """Refuse (UsageError, nothing changed) when the agent's hooks file, or for Codex
+    $CODEX_HOME/config.toml, cannot be merged into."""
+    agent_config.load(_agent_path(repo, spec), spec)
+    if spec.agent == "codex":
+        agent_config.check_codex_config(agent_config.codex_home() / "config.toml")
+
+
 def install_agent(repo: Repo, spec: agent_config.Spec) -> dict[str, Any]:
     """Merge our handlers into the agent's config (user entries kept); for Codex also
     record their trust in $CODEX_HOME/config.toml. Both files are checked before either
@@ -341,7 +362,8 @@ def uninstall_agent(repo: Repo, spec: agent_config.Spec) -> dict[str, Any]:
     return {**agent_status(repo, spec), "removed": removed}
 
 
-def agent_status(repo: Repo, spec: agent_config.Spec) -> dict[str, Any]:
+def agent_status(repo: Repo, spec: agent_config.Spec, *, with_mcp: bool = False) -> dict[str, Any]:
+    """The agent's hooks as installed (with_mcp: and our MCP server's entry in its config)."""
     if repo.workdir is None:
         return {"agent": spec.agent, "settings": None, "installed": False, "events": {}}
     path = repo.workdir / spec.relpath
@@ -359,4 +381,6 @@ def agent_status(repo: Repo, spec: agent_config.Spec) -> dict[str, Any]:
         config = agent_config.codex_home() / "config.toml"
         out["codex_config"] = str(config)
         out.update(agent_config.codex_status(config, path.resolve(), data, spec, repo.workdir))
+    if with_mcp:
+        out["mcp"] = mcp_config.status(repo, spec.agent)
     return out

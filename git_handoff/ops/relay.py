@@ -131,10 +131,12 @@ def work_left(store: StateStore) -> tuple[bool, str]:
 
 
 class Relay:
-    def __init__(self, store: StateStore, opts: Options, say: Callable[[str], None]) -> None:
+    def __init__(self, store: StateStore, opts: Options, say: Callable[[str], None],
+                 waiting: Callable[[str | None], None] | None = None) -> None:
         self.store = store
         self.opts = opts
         self.say = say
+        self.waiting = waiting or (lambda _text: None)  # a transient progress line; None clears it
         self.agent: Agent | None = None
         self.session: int | None = None
         self.acked_at: float | None = None
@@ -304,12 +306,17 @@ class Relay:
     def _await_ack(self, number: int, agent: Agent, label: str = "",
                    earlier: dict[str, Any] | None = None) -> str | None:
         """None once session `number` acknowledged; else what went wrong (the agent is then killed)."""
-        deadline = time.monotonic() + self.opts.ack_timeout
+        started = time.monotonic()
+        deadline, shown = started + self.opts.ack_timeout, -1
         while True:
+            if (elapsed := int(time.monotonic() - started)) != shown:
+                shown = elapsed
+                self.waiting(f"session {number}: waiting for ACK ({elapsed} s of {self.opts.ack_timeout:g} s)")
             ack = self._ack_status(number)
             if ack == earlier:
                 ack = None
             if ack and ack.get("status") == "accepted":
+                self.waiting(None)
                 return None
             if ack and ack.get("status") == "failed":
                 what = f"agent rejected its prompt: {ack.get('reason')}"
@@ -322,6 +329,7 @@ class Relay:
                 what = f"agent did not acknowledge within {self.opts.ack_timeout:g}s; its processes were killed"
                 break
             time.sleep(self.opts.poll)
+        self.waiting(None)
         if self._acknowledged(number):  # acknowledged just as it exited
             return None
         agent.kill()
@@ -403,9 +411,11 @@ class Relay:
                        log=("LOCK", f"relay stopped: {reason}", None))
 
 
-def run_relay(store: StateStore, opts: Options, say: Callable[[str], None]) -> dict[str, Any]:
+def run_relay(store: StateStore, opts: Options, say: Callable[[str], None],
+              waiting: Callable[[str | None], None] | None = None) -> dict[str, Any]:
     """Run sessions until the work is done; Stopped (exit 1) when it stops with work left,
-    Contention (exit 3) when another relay runs here, KeyboardInterrupt passed on (exit 130)."""
+    Contention (exit 3) when another relay runs here, KeyboardInterrupt passed on (exit 130);
+    `waiting` gets the transient "waiting for ACK" line each second (None: clear it)."""
     if not opts.agent.strip():
         raise UsageError("--agent needs a command")
     for name, value in (("--ack-timeout", opts.ack_timeout), ("--session-timeout", opts.session_timeout)):
@@ -418,7 +428,7 @@ def run_relay(store: StateStore, opts: Options, say: Callable[[str], None]) -> d
     store.snapshot()  # NotInitialized before anything else
     with relay_lock(store) as previous:
         with _signals_as_interrupt():
-            return Relay(store, opts, say).run(previous)
+            return Relay(store, opts, say, waiting).run(previous)
 
 
 @contextmanager
