@@ -81,9 +81,18 @@ def record_completion(tx: Tx, task_id: str) -> int:
 
 
 def check_claim_allowed(tx: Tx) -> None:
-    """Refuse a claim (Negative, exit 1) once the session completed max_tasks_per_session tasks."""
+    """Refuse a claim (Negative, exit 1) once the session completed max_tasks_per_session
+    tasks, or, outside any session, once max_sessions sessions were started: the limit
+    that stopped the sessions stops new work too (no claim slips past it as SESSION-0)."""
     number = tx.session
     if number <= 0:
+        started = tx.meta().get("session_count")
+        limit = tx.config().max_sessions
+        if isinstance(started, int) and started > 0 and started >= limit:
+            raise Negative(
+                f"max_sessions ({limit}) reached: {started} session(s) were started and none is open here, "
+                "so no new work is taken; raise the limit with `git handoff init --max-sessions N`"
+            )
         return
     limit = tx.config().max_tasks_per_session
     done = len(completed_ids(tx, number))

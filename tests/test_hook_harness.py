@@ -45,6 +45,21 @@ def test_at_max_sessions_session_start_says_stop_and_stop_does_not_block(repo: P
     assert "max_sessions (1) reached" in out["hookSpecificOutput"]["additionalContext"]
     assert "stop here" in out["hookSpecificOutput"]["additionalContext"]
     assert _hook("claude-stop", STOP)[0] is None  # not "Next task ... claim"
+    # ... and the claim the agent might still try is refused too, changing nothing
+    head = git("rev-parse", "refs/harness/state", cwd=repo)
+    claimed = run("claim", "--json")
+    assert claimed.rc == 1 and "max_sessions (1) reached" in claimed.err
+    assert claimed.json()["exit_code"] == 1
+    assert git("rev-parse", "refs/harness/state", cwd=repo) == head
+    assert run("show", "a", "--json").json()["status"] == "pending"
+    run("init", "--max-sessions", "2")  # raising the limit lets work go on
+    assert run("claim").rc == 0
+
+
+def test_claims_outside_sessions_are_unaffected_while_no_session_was_started(repo: Path) -> None:
+    _plan("a")
+    run("init", "--max-sessions", "1")
+    assert run("claim").rc == 0  # no session ever started: max_sessions has not been reached
 
 
 # -- 6. a damaged state is told to the agent -------------------------------------------------
