@@ -101,3 +101,22 @@ def test_a_50000_task_cycle_is_selected_in_linear_work() -> None:
     assert prepared["after"].error_log == ("[DEPENDENCY] Blocked by failed c7",)
     assert max(len(m) for _, _, m in changes) < 300
     assert prepared["c3"].error_log[0].startswith("[DEPENDENCY] Circular dependency detected: c3 -> c4 -> ")
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=5), inner, max_size=4),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(json_values)
+def test_task_files_are_laid_out_exactly_as_json_dumps_does(value: object) -> None:
+    import json
+
+    from git_handoff.model import json_indented
+
+    assert json_indented(value) == json.dumps(value, indent=2, ensure_ascii=False)
+    task = Task(id="a1", title="one", extra={"x": value, "y": [value, {"z": value}]})
+    assert task.dumps() == (json.dumps(task.to_json(), indent=2, ensure_ascii=False) + "\n").encode()
