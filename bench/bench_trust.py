@@ -6,14 +6,17 @@
   through its parser) against the same sync with the edge check swapped for the check
   `sync` made before it (Task.loads of each changed task file, nothing else), on
   identical copies, alternately. Target: <= 1.2x.
-- `next` and `claim` on a state whose tasks form one dependency cycle of 50,000: time
-  and peak memory of the real executable. Target: seconds, and bounded memory.
+- `next` and `claim` on a state whose tasks form one dependency cycle of 5,000 and of
+  50,000 (`--quick`: 5,000): time and peak memory of the real executable, against the
+  code before the linear-cost work (BEFORE_REV, exported and run in the same run).
+  Target: seconds, and bounded memory.
 """
 
 from __future__ import annotations
 
 import shutil
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -29,7 +32,6 @@ from bench.common import (
     fresh_dir,
     git,
     ms,
-    peak_rss_kb,
     run_proc,
     store_for,
     task_id,
@@ -111,28 +113,64 @@ def cycle_state(path: Path, n: int) -> Path:
     return path
 
 
+# The code before the linear-cost work (next and claim on a cycle), run from an
+# exported copy of that commit in the same run as the current code.
+BEFORE_REV = "b575e9c"
+
+
+def _export(rev: str) -> Path | None:
+    """`git_handoff/` as of `rev`, in a directory to put first on PYTHONPATH (None if absent)."""
+    root = Path(__file__).resolve().parent.parent
+    out = workdir() / f"code-{rev}"
+    if not out.exists():
+        out.mkdir(parents=True)
+        archive = subprocess.run(["git", "archive", rev, "git_handoff"], cwd=root, capture_output=True)
+        if archive.returncode != 0:
+            return None
+        subprocess.run(["tar", "-x", "-C", str(out)], input=archive.stdout, check=True)
+    return out
+
+
+def _timed(verb: str, base: Path, code: Path | None) -> tuple[float, int]:
+    """(seconds, peak RSS in KiB) of one `git handoff VERB` on a fresh copy of `base`."""
+    repo = fresh_dir(f"cycle-{verb}")
+    shutil.copytree(base, repo, symlinks=True)
+    env = {"PYTHONPATH": str(code)} if code is not None else None
+    wrap = ["/usr/bin/time", "-f", "maxrss_kb=%M"] if Path("/usr/bin/time").exists() else []
+    r = run_proc([*wrap, PY, "-m", "git_handoff", verb], repo, env=env, timeout=1800)
+    if r.rc != 1:  # 1: nothing eligible, the answer on a state that is all one cycle
+        raise RuntimeError(f"{verb} on a cycle exited {r.rc}: {r.err.decode(errors='replace')[-300:]}")
+    rss = r.max_rss_kb
+    for line in r.err.decode(errors="replace").splitlines()[::-1]:
+        if line.startswith("maxrss_kb="):
+            rss = int(line.split("=", 1)[1])
+            break
+    shutil.rmtree(repo, ignore_errors=True)
+    return r.seconds, rss
+
+
+def _fig(seconds: float, rss_kb: int) -> str:
+    return f"{seconds:.1f} s, {rss_kb / 1024:.0f} MiB peak"
+
+
 def cycle_costs(quick: bool) -> list[Row]:
-    n = 5_000 if quick else 50_000
-    base = cycle_state(fresh_dir(f"cycle-{n}"), n)
+    """`next` and `claim` on one n-task cycle, the current code against BEFORE_REV in
+    the same run (each on a fresh copy of the state, no task cache: the first command
+    after a sync). The target is on the current code; the ratio is now/before."""
+    before_code = _export(BEFORE_REV)
     rows = []
-    for verb in ("next", "claim"):
-        repo = fresh_dir(f"cycle-{verb}")
-        shutil.rmtree(repo, ignore_errors=True)
-        shutil.copytree(base, repo, symlinks=True)
-        start = time.perf_counter()
-        r = run_proc([PY, "-m", "git_handoff", verb], repo, timeout=600)
-        seconds = time.perf_counter() - start
-        if r.rc != 1:
-            raise RuntimeError(f"{verb} on a cycle exited {r.rc}: {r.err.decode(errors='replace')[-300:]}")
-        repo2 = fresh_dir(f"cycle-{verb}-rss")
-        shutil.rmtree(repo2, ignore_errors=True)
-        shutil.copytree(base, repo2, symlinks=True)
-        try:
-            rss = peak_rss_kb([PY, "-m", "git_handoff", verb], repo2)
-        except RuntimeError:  # exit 1 (nothing eligible) is the expected answer
-            rss = r.max_rss_kb
-        rows.append(Row(f"{verb} on a {n:,}-task cycle", f"{seconds:.1f} s, {rss / 1024:.0f} MiB peak",
-                        target="< 60 s, < 1 GiB", ok=seconds < 60 and rss < 1024 * 1024))
+    for n in (5_000,) if quick else (5_000, 50_000):
+        base = cycle_state(fresh_dir(f"cycle-{n}"), n)
+        for verb in ("next", "claim"):
+            seconds, rss = _timed(verb, base, None)
+            if before_code is None:
+                baseline, ratio = "n/a (no " + BEFORE_REV + ")", None
+            else:
+                b_seconds, b_rss = _timed(verb, base, before_code)
+                baseline, ratio = f"before {BEFORE_REV}: " + _fig(b_seconds, b_rss), seconds / b_seconds
+            rows.append(Row(f"{verb} on a {n:,}-task cycle", _fig(seconds, rss), baseline, ratio,
+                            target="< 60 s, < 1 GiB", ok=seconds < 60 and rss < 1024 * 1024))
+        shutil.rmtree(base, ignore_errors=True)
     return rows
 
 

@@ -43,6 +43,10 @@ SCENARIOS: list[tuple[str, str, str, list[tuple[str, str]]]] = [
      [("e2e 100 tasks: MCP server, total", "<= 0.5x"), ("e2e 100 tasks: CLI, total", "<= 1.7x")]),
     ("dashboard", "bench_serve", "serve_pages", [("serve: first page, 10,000 tasks", "< 1 s")]),
     ("dashboard imports", "bench_serve", "status_imports", [("status: import time with the dashboard", "<= 1.10x")]),
+    ("sync through the parsers", "bench_trust", "sync_through_parsers",
+     [("sync adopting 10,000 tasks through the parsers", "<= 1.2x")]),
+    ("next / claim on a dependency cycle", "bench_trust", "cycle_costs",
+     [("next on a 50,000-task cycle", "< 60 s, < 1 GiB"), ("claim on a 50,000-task cycle", "< 60 s, < 1 GiB")]),
 ]
 
 

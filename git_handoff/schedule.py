@@ -233,8 +233,31 @@ def prepare(tasks: Mapping[str, Task], now: str) -> tuple[dict[str, Task], list[
     updated tasks (creation order kept) and (changed task, category, message) triples.
     """
     out = dict(tasks)
-    changes: list[tuple[Task, str, str]] = []
-    for tid, task in tasks.items():
+    changes = prepare_leases(tasks, now)
+    for new, _, _ in changes:
+        out[new.id] = new
+    for tid, message in dependency_failures(out):
+        task = out[tid]
+        # one copy per failed task (a cycle of 50,000 fails them all in one claim)
+        new = task.evolve(status="failed", error_log=(*task.error_log, message),
+                          extra={**task.extra, "failed_at": now})
+        out[tid] = new
+        changes.append((new, "DEPENDENCY", message[len("[DEPENDENCY] "):]))
+    return out, changes
+
+
+def _expire_leases(tasks: Mapping[str, Task], now: str) -> dict[str, Task]:
+    """`tasks` with every expired lease counted as a failed attempt (as `prepare` does)."""
+    out = dict(tasks)
+    for new, _, _ in prepare_leases(tasks, now):
+        out[new.id] = new
+    return out
+
+
+def prepare_leases(tasks: Mapping[str, Task], now: str) -> list[tuple[Task, str, str]]:
+    """The lease-expiry part of `prepare`: (failed task, category, message) per expired lease."""
+    changes = []
+    for task in tasks.values():
         if lease_expired(task, now):
             text = f"Lease expired (claimed_by={task.claimed_by or 'unknown'})"
             new = dataclasses.replace(
@@ -245,21 +268,21 @@ def prepare(tasks: Mapping[str, Task], now: str) -> tuple[dict[str, Task], list[
                 claimed_by=None,
                 lease_expires_at=None,
             ).with_extra(failed_at=now, worktree=None)
-            out[tid] = new
             changes.append((new, "SESSION_TIMEOUT", text))
-    for tid, message in dependency_failures(out):
-        task = out[tid]
-        new = dataclasses.replace(task, status="failed", error_log=(*task.error_log, message)).with_extra(failed_at=now)
-        out[tid] = new
-        changes.append((new, "DEPENDENCY", message[len("[DEPENDENCY] "):]))
-    return out, changes
+    return changes
 
 
 def next_eligible(tasks: Mapping[str, Task], now: str) -> Task | None:
     """The task a claim at `now` would take: selection after lease expiry and
-    dependency validation (what `prepare` changes is not recorded here)."""
-    prepared, _ = prepare(tasks, now)
-    found = eligible(prepared)
+    dependency validation (what `prepare` changes is not recorded here).
+
+    Same answer as `eligible(prepare(tasks, now)[0])`, without building the tasks that
+    dependency validation fails: those become failed for good (a `[DEPENDENCY]`
+    entry), so selection would skip them, and no task's status turns completed.
+    """
+    expired = _expire_leases(tasks, now)
+    failing = [tid for tid, _ in dependency_failures(expired)]
+    found = eligible(expired, skip=failing)
     return found[0] if found else None
 
 

@@ -320,9 +320,7 @@ class Tx:
         self.put(path, (json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True) + "\n").encode())
 
     def put_task(self, task: Task) -> Task:
-        import dataclasses
-
-        task = dataclasses.replace(task, updated_at=now_iso())
+        task = task.evolve(updated_at=now_iso())
         self._tasks[task.id] = task
         self.put(task_path(task.id), task.dumps())
         return task

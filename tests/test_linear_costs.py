@@ -1,0 +1,122 @@
+"""Selection on big dependency cycles stays linear, and its shortcuts answer exactly
+what the full selection answers (SPEC §3)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from git_handoff import schedule
+from git_handoff.model import Task
+
+NOW = "2026-07-01T12:00:00Z"
+
+
+@st.composite
+def graphs(draw: st.DrawFn) -> dict[str, Task]:
+    """Tasks whose dependencies go anywhere: cycles, self-references, missing ids,
+    expired and live leases, tasks failed for good."""
+    n = draw(st.integers(min_value=0, max_value=12))
+    ids = [f"t{i}" for i in range(n)]
+    tasks: dict[str, Task] = {}
+    for i, tid in enumerate(ids):
+        status = draw(st.sampled_from(["pending", "pending", "completed", "failed", "in_progress"]))
+        deps = tuple(draw(st.lists(st.sampled_from([*ids, "gone"]), max_size=3, unique=True))) if ids else ()
+        max_attempts = draw(st.integers(1, 3))
+        attempts = draw(st.integers(0, max_attempts)) if status in ("failed", "in_progress") else 0
+        error_log: tuple[str, ...] = ()
+        if status == "failed":
+            error_log = (draw(st.sampled_from(["[DEPENDENCY] Blocked by failed x", "[TEST_FAIL] no"])),)
+        lease = None
+        if status == "in_progress":
+            lease = draw(st.sampled_from(["2026-07-01T11:00:00Z", "2099-01-01T00:00:00Z"]))
+        tasks[tid] = Task(
+            id=tid, title=tid, status=status, priority=draw(st.sampled_from(["P0", "P1", "P2"])),
+            depends_on=deps, attempts=attempts, max_attempts=max_attempts, error_log=error_log,
+            claimed_by="w" if status == "in_progress" else None, lease_expires_at=lease,
+            created_at="2026-07-01T10:00:00Z", order=i,
+            extra={"failed_at": f"2026-07-01T10:0{i % 10}:00Z"} if status == "failed" else {},
+        )
+    return tasks
+
+
+@settings(max_examples=400, deadline=None)
+@given(graphs())
+def test_next_eligible_is_the_full_selection(tasks: dict[str, Task]) -> None:
+    prepared, _ = schedule.prepare(tasks, NOW)
+    full = schedule.eligible(prepared)
+    found = schedule.next_eligible(tasks, NOW)
+    assert (found.id if found else None) == (full[0].id if full else None)
+    if found is not None:
+        assert found == prepared[found.id]
+
+
+@settings(max_examples=200, deadline=None)
+@given(graphs())
+def test_prepare_fails_what_dependency_validation_names(tasks: dict[str, Task]) -> None:
+    prepared, changes = schedule.prepare(tasks, NOW)
+    expired = {t.id for t, category, _ in changes if category == "SESSION_TIMEOUT"}
+    for tid, message in schedule.dependency_failures({**tasks, **{t.id: t for t, c, _ in changes
+                                                                  if c == "SESSION_TIMEOUT"}}):
+        task = prepared[tid]
+        assert task.status == "failed" and task.error_log[-1] == message and task.failed_for_good
+        assert task.get("failed_at") == NOW
+        base = tasks[tid]
+        attempts = base.attempts + (1 if tid in expired else 0)
+        assert task.attempts == attempts
+        assert task.error_log[:len(base.error_log)] == base.error_log
+
+
+def test_evolve_is_replace() -> None:
+    task = Task(id="a1", title="one", depends_on=("b",), extra={"k": 1})
+    for changes in ({"status": "failed"}, {"error_log": ("x",), "attempts": 2}, {"extra": {"k": 2}}, {}):
+        assert task.evolve(**changes) == dataclasses.replace(task, **changes)  # type: ignore[arg-type]
+    assert task.status == "pending"
+    try:
+        task.evolve(colour="red")
+    except TypeError as exc:
+        assert "colour" in str(exc)
+    else:
+        raise AssertionError("an unknown field was accepted")
+
+
+def test_parsed_task_equals_constructed_task() -> None:
+    task = Task(id="a1", title="one", depends_on=("b",), error_log=("e",), order=3, created_at="c",
+                extra={"failed_at": "x"})
+    again = Task.loads(task.dumps())
+    assert again == task and again.dumps() == task.dumps()
+    assert dataclasses.asdict(again) == dataclasses.asdict(task)
+
+
+def test_a_50000_task_cycle_is_selected_in_linear_work() -> None:
+    n = 50_000
+    tasks = {f"c{i}": Task(id=f"c{i}", title="t", depends_on=(f"c{(i + 1) % n}",), order=i) for i in range(n)}
+    tasks["free"] = Task(id="free", title="t", order=n)
+    tasks["after"] = Task(id="after", title="t", depends_on=("c7",), order=n + 1)
+    assert schedule.next_eligible(tasks, NOW) == tasks["free"]
+    prepared, changes = schedule.prepare(tasks, NOW)
+    assert len(changes) == n + 1
+    assert prepared["after"].error_log == ("[DEPENDENCY] Blocked by failed c7",)
+    assert max(len(m) for _, _, m in changes) < 300
+    assert prepared["c3"].error_log[0].startswith("[DEPENDENCY] Circular dependency detected: c3 -> c4 -> ")
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=5), inner, max_size=4),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(json_values)
+def test_task_files_are_laid_out_exactly_as_json_dumps_does(value: object) -> None:
+    import json
+
+    from git_handoff.model import json_indented
+
+    assert json_indented(value) == json.dumps(value, indent=2, ensure_ascii=False)
+    task = Task(id="a1", title="one", extra={"x": value, "y": [value, {"z": value}]})
+    assert task.dumps() == (json.dumps(task.to_json(), indent=2, ensure_ascii=False) + "\n").encode()
