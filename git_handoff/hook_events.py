@@ -1,10 +1,14 @@
 """The agent-neutral terms of a hook call: what happened (`Event`) and what the agent is
 told (`Outcome`). Plain data, shared by the event core (ops/agent_events.py) and every
-agent CLI's adapter (ops/claude.py)."""
+agent CLI's adapter (ops/claude.py, ops/codex.py, ops/gemini.py), with the two
+payload and output shapes the adapters have in common."""
 
 from __future__ import annotations
 
+import json
+import os
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -26,3 +30,37 @@ class Outcome:
     context: str | None = None
     block: str | None = None
     warning: str | None = None
+
+
+def payload_text(payload: dict[str, Any], key: str) -> str | None:
+    """A non-empty string field of a hook payload, else None (wrong types are absent)."""
+    value = payload.get(key)
+    return value if isinstance(value, str) and value else None
+
+
+def payload_event(kind: str, payload: dict[str, Any], *, project_env: str | None = None,
+                  cwd: str | None = None) -> Event:
+    """The fields every agent CLI's payload spells alike (session_id, cwd, source,
+    trigger or reason, stop_hook_active). `cwd`, when given, was already found by the
+    adapter; otherwise the payload's, then the project directory in `project_env`."""
+    if cwd is None:
+        cwd = payload_text(payload, "cwd") or (os.environ.get(project_env) if project_env else None) or None
+    return Event(kind=kind, source=payload_text(payload, "source") or "startup", cwd=cwd,
+                 stop_hook_active=payload.get("stop_hook_active") is True,
+                 agent_session=payload_text(payload, "session_id"),
+                 trigger=payload_text(payload, "trigger") or payload_text(payload, "reason"))
+
+
+def claude_shaped_output(event_name: str, kind: str, outcome: Outcome) -> str:
+    """The hook JSON Claude Code reads, and Codex reads in the same shape: context as
+    hookSpecificOutput.additionalContext, a block as decision/reason, a warning as
+    systemMessage (shown to the person watching). "" when there is nothing to say."""
+    out: dict[str, Any] = {}
+    if kind == "session_start" and outcome.context is not None:
+        out["hookSpecificOutput"] = {"hookEventName": event_name, "additionalContext": outcome.context}
+    if kind in ("stop", "subagent_stop") and outcome.block:
+        out["decision"] = "block"
+        out["reason"] = outcome.block
+    if outcome.warning and not outcome.block:
+        out["systemMessage"] = outcome.warning
+    return json.dumps(out) if out else ""

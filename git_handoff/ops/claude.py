@@ -9,11 +9,9 @@ agent CLI gets a file like this one and a line in `ops/hook_entry.py`.
 
 from __future__ import annotations
 
-import json
-import os
 from typing import Any
 
-from git_handoff.hook_events import Event, Outcome
+from git_handoff.hook_events import Event, Outcome, claude_shaped_output, payload_event
 
 NAME = "claude"
 SETTINGS = ".claude/settings.json"
@@ -46,29 +44,11 @@ def settings_entries() -> dict[str, tuple[str | None, dict[str, Any]]]:
     return out
 
 
-def _text(payload: dict[str, Any], key: str) -> str | None:
-    value = payload.get(key)
-    return value if isinstance(value, str) and value else None
-
-
 def event(hook: str, payload: dict[str, Any]) -> Event:
-    _, _, kind = HOOKS[hook]
-    cwd = _text(payload, "cwd") or os.environ.get("CLAUDE_PROJECT_DIR") or None
-    source = _text(payload, "source") or "startup"
-    trigger = _text(payload, "trigger") or _text(payload, "reason")
-    return Event(kind=kind, source=source, cwd=cwd, stop_hook_active=payload.get("stop_hook_active") is True,
-                 agent_session=_text(payload, "session_id"), trigger=trigger)
+    return payload_event(HOOKS[hook][2], payload, project_env="CLAUDE_PROJECT_DIR")
 
 
 def render(hook: str, outcome: Outcome) -> str:
     """Claude Code's JSON for the outcome ("" when there is nothing to say)."""
     name, _, kind = HOOKS[hook]
-    out: dict[str, Any] = {}
-    if kind == "session_start" and outcome.context is not None:
-        out["hookSpecificOutput"] = {"hookEventName": name, "additionalContext": outcome.context}
-    if kind in ("stop", "subagent_stop") and outcome.block:
-        out["decision"] = "block"
-        out["reason"] = outcome.block
-    if outcome.warning and not outcome.block:
-        out["systemMessage"] = outcome.warning  # shown to the person watching the session
-    return json.dumps(out) if out else ""
+    return claude_shaped_output(name, kind, outcome)

@@ -15,10 +15,9 @@ really compacted" rule applies unchanged.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-from git_handoff.hook_events import Event, Outcome
+from git_handoff.hook_events import Event, Outcome, claude_shaped_output, payload_event
 
 NAME = "codex"
 CONFIG = ".codex/hooks.json"
@@ -46,28 +45,11 @@ def config_entries() -> dict[str, tuple[str | None, str]]:
     return {event: (matcher, f"git handoff hook {hook}") for hook, (event, matcher, _) in HOOKS.items()}
 
 
-def _text(payload: dict[str, Any], key: str) -> str | None:
-    value = payload.get(key)
-    return value if isinstance(value, str) and value else None
-
-
 def event(hook: str, payload: dict[str, Any]) -> Event:
-    _, _, kind = HOOKS[hook]
-    return Event(kind=kind, source=_text(payload, "source") or "startup", cwd=_text(payload, "cwd"),
-                 stop_hook_active=payload.get("stop_hook_active") is True,
-                 agent_session=_text(payload, "session_id"),
-                 trigger=_text(payload, "trigger") or _text(payload, "reason"))
+    return payload_event(HOOKS[hook][2], payload)
 
 
 def render(hook: str, outcome: Outcome) -> str:
-    """Codex's JSON for the outcome ("" when there is nothing to say)."""
+    """Codex's JSON for the outcome ("" when there is nothing to say): Claude Code's shapes."""
     name, _, kind = HOOKS[hook]
-    out: dict[str, Any] = {}
-    if kind == "session_start" and outcome.context is not None:
-        out["hookSpecificOutput"] = {"hookEventName": name, "additionalContext": outcome.context}
-    if kind in ("stop", "subagent_stop") and outcome.block:
-        out["decision"] = "block"
-        out["reason"] = outcome.block
-    if outcome.warning and not outcome.block:
-        out["systemMessage"] = outcome.warning
-    return json.dumps(out) if out else ""
+    return claude_shaped_output(name, kind, outcome)

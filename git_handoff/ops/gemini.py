@@ -28,7 +28,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from git_handoff.hook_events import Event, Outcome
+from git_handoff.hook_events import Event, Outcome, payload_event, payload_text
 
 NAME = "gemini"
 CONFIG = ".gemini/settings.json"
@@ -53,20 +53,12 @@ def config_entries() -> dict[str, tuple[str | None, str]]:
     return {event: (matcher, f"git handoff hook {hook}") for hook, (event, matcher, _) in HOOKS.items()}
 
 
-def _text(payload: dict[str, Any], key: str) -> str | None:
-    value = payload.get(key)
-    return value if isinstance(value, str) and value else None
-
-
 def event(hook: str, payload: dict[str, Any]) -> Event:
     _, _, kind = HOOKS[hook]
-    cwd = _text(payload, "cwd") or os.environ.get("GEMINI_PROJECT_DIR") or None
+    cwd = payload_text(payload, "cwd") or os.environ.get("GEMINI_PROJECT_DIR") or None
     if kind == "compacting" and not will_compress(payload, cwd):
         kind = "none"  # a compression check that will not compress: nothing to do
-    return Event(kind=kind, source=_text(payload, "source") or "startup", cwd=cwd,
-                 stop_hook_active=payload.get("stop_hook_active") is True,
-                 agent_session=_text(payload, "session_id"),
-                 trigger=_text(payload, "trigger") or _text(payload, "reason"))
+    return payload_event(kind, payload, cwd=cwd)
 
 
 def render(hook: str, outcome: Outcome) -> str:
@@ -131,7 +123,7 @@ def _threshold(cwd: str | None) -> float:
 def will_compress(payload: dict[str, Any], cwd: str | None) -> bool:
     if payload.get("trigger") == "manual":
         return True  # /compress always compresses
-    transcript = _text(payload, "transcript_path")
+    transcript = payload_text(payload, "transcript_path")
     last = _last_prompt(Path(transcript)) if transcript else None
     if last is None:
         return False
