@@ -59,6 +59,7 @@ def state_tasks(repo: Path) -> dict[str, dict]:
 
 
 LAST_OUTPUT: list[str] = [""]
+LAST_DURATION: list[float] = [0.0]  # how long the last run that finished took (s)
 
 
 def kill_at_random(repo: Path, argv: list[str], delay: float) -> int | None:
@@ -66,11 +67,13 @@ def kill_at_random(repo: Path, argv: list[str], delay: float) -> int | None:
     first (its stdout is then in LAST_OUTPUT[0])."""
     proc = subprocess.Popen(handoff_argv(*argv), cwd=repo, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                             env=child_env(), text=True)
-    deadline = time.monotonic() + delay
+    started = time.monotonic()
+    deadline = started + delay
     LAST_OUTPUT[0] = ""
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             LAST_OUTPUT[0] = proc.stdout.read() if proc.stdout else ""
+            LAST_DURATION[0] = time.monotonic() - started
             return proc.returncode
         time.sleep(0.001)
     proc.send_signal(signal.SIGKILL)
@@ -110,6 +113,10 @@ def torture(repo: Path, make_argv: Callable[[int], list[str]], after: Callable[[
     for n in range(trials):
         rc = kill_at_random(repo, make_argv(n), rng.uniform(0.0, span))
         outcome["finished" if rc is not None else "killed"] += 1
+        if rc is not None:
+            # the one timed run may have been slow (a first run, a loaded machine): a run
+            # seen finishing sooner bounds the span, so later kills land inside a lifetime
+            span = min(span, LAST_DURATION[0] * 1.3)
         fsck_clean(repo)
         after(n, rc)
     assert outcome["killed"] > 0, outcome
