@@ -506,9 +506,12 @@ class Repo:
         if value is None:
             return None
         try:
-            return int(value)
+            number = int(value)
         except ValueError:
-            raise UsageError(f"git config {key} must be a whole number, not {value!r}") from None
+            raise UsageError(f"git config {key} must be a whole number, not {value[:40]!r}") from None
+        if not -(2**63) <= number <= 2**63 - 1:  # TOML's integer range, as every count of the state
+            raise UsageError(f"git config {key} is out of range (TOML's 64-bit integers): {number}")
+        return number
 
     # -- git CLI -----------------------------------------------------------------
 

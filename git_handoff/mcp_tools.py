@@ -23,7 +23,7 @@ from typing import Any
 from git_handoff import notices
 from git_handoff.errors import EXIT_USAGE, HandoffError, Negative, UsageError
 from git_handoff.gitrepo import Repo
-from git_handoff.model import CATEGORIES, PRIORITIES, parse_duration
+from git_handoff.model import CATEGORIES, MAX_COUNT, PRIORITIES, parse_duration
 from git_handoff.ops import attempts, claim, handoff, prompt, sessions, sync, tasks, views, work
 from git_handoff.store import StateStore
 
@@ -289,6 +289,8 @@ def _checked(tool: str, arg: Arg, value: Any) -> Any:
         raise UsageError(f"{tool}: invalid {arg.name} {value!r}: use one of {', '.join(arg.choices)}")
     if arg.minimum is not None and value < arg.minimum:
         raise UsageError(f"{tool}: argument {arg.name!r} must be at least {arg.minimum}, not {value}")
+    if arg.kind == "integer" and value > MAX_COUNT:  # TOML's integer range, as on the command line
+        raise UsageError(f"{tool}: argument {arg.name!r} must be at most {MAX_COUNT}, not {str(value)[:40]}")
     return value
 
 

@@ -51,6 +51,8 @@ DEFAULT_MAX_TASKS_PER_SESSION = 20
 DEFAULT_MAX_SESSIONS = 50
 MAX_SECONDS = 10 * 366 * 24 * 3600  # durations and timeouts: ten years at most (records.MAX_SECONDS)
 MAX_TITLE = 500  # characters of a task title (records.MAX_TITLE)
+MAX_COUNT = 2**63 - 1  # TOML's integer range: every count, number and id number (records.MAX_COUNT)
+MAX_ATTEMPTS = 10_000  # a task's max_attempts
 _CONTROL = re.compile(r"[\x00-\x1f\x7f\u0085\u2028\u2029]")
 
 # -- time -------------------------------------------------------------------------
@@ -371,14 +373,16 @@ def _assemble(cls: type[Task], fields: dict[str, Any]) -> Task:
     return task
 
 
-def _int(value: Any, what: str, minimum: int) -> int:
+def _int(value: Any, what: str, minimum: int, maximum: int = MAX_COUNT) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
-        if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        if isinstance(value, str) and value.strip().lstrip("-").isdigit() and len(value) < 40:
             value = int(value)
         else:
-            raise UsageError(f"{what} must be a whole number, not {value!r}")
+            raise UsageError(f"{what} must be a whole number, not {value!r}"[:200])
     if value < minimum:
         raise UsageError(f"{what} must be at least {minimum}, not {value}")
+    if value > maximum:
+        raise UsageError(f"{what} must be at most {maximum}, not {value}"[:200])
     return int(value)
 
 
@@ -397,15 +401,12 @@ def check_priority(value: Any, where: str = "") -> str:
 
 def check_max_attempts(value: Any, where: str = "") -> int:
     prefix = f"{where}: " if where else ""
-    return _int(value, f"{prefix}max_attempts", minimum=1)
+    return _int(value, f"{prefix}max_attempts", minimum=1, maximum=MAX_ATTEMPTS)
 
 
 def check_timeout(value: Any, where: str = "") -> int:
     prefix = f"{where}: " if where else ""
-    seconds = _int(value, f"{prefix}timeout_seconds", minimum=1)
-    if seconds > MAX_SECONDS:
-        raise UsageError(f"{prefix}timeout_seconds must be at most {MAX_SECONDS}, not {seconds}")
-    return seconds
+    return _int(value, f"{prefix}timeout_seconds", minimum=1, maximum=MAX_SECONDS)
 
 
 def check_title(value: Any) -> str:

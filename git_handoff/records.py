@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -38,7 +37,7 @@ MAX_JSON_DEPTH = 32
 MAX_TITLE = model.MAX_TITLE  # characters of a task title
 MAX_TEXT = 2000  # a reason, decision, blocker, checkpoint message, error_log entry
 MAX_LIST = 10_000  # entries of one list inside a record (error_log, checkpoints, decisions...)
-MAX_COUNT = 2**63 - 1  # TOML's integer range, for every count and number of seconds
+MAX_COUNT = model.MAX_COUNT  # TOML's integer range, for every count and number of seconds
 MAX_SECONDS = model.MAX_SECONDS  # durations and timeouts: ten years at most
 MAX_NAME = 255  # one tree entry name
 
@@ -599,7 +598,7 @@ def check_task_text(task: Any, where: str) -> None:
                 raise problem(where, f"field {name!r} {why}")
     if task.timeout_seconds > MAX_SECONDS:
         raise problem(where, f"field 'validation.timeout_seconds' must be at most {MAX_SECONDS}")
-    if not (0 <= task.attempts <= MAX_COUNT and 1 <= task.max_attempts <= 10_000):
+    if not (0 <= task.attempts <= MAX_COUNT and 1 <= task.max_attempts <= model.MAX_ATTEMPTS):
         raise problem(where, "field 'attempts' or 'max_attempts' is out of range")
     if isinstance(task.order, int) and not 0 <= task.order <= 2**64:
         raise problem(where, "field 'order' is out of range")
@@ -722,11 +721,3 @@ def config(raw: bytes, where: str = "config.toml") -> Config:
         raise problem(where, "field 'init_command' is too long")
     return cfg
 
-
-def finite(value: float, what: str, *, minimum: float = 0.0, positive: bool = True,
-           maximum: float = MAX_SECONDS) -> float:
-    """A number from a command line: finite, in range (UsageError, exit 2, otherwise)."""
-    if not math.isfinite(value) or value < minimum or (positive and value <= 0) or value > maximum:
-        bound = "a positive" if positive else "a"
-        raise UsageError(f"{what} must be {bound} finite number of at most {maximum:g}, not {value!r}")
-    return value

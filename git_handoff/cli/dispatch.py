@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from git_handoff.cli import emit_json, get_store, json_option
+from git_handoff.cli import emit_json, get_store, json_option, numbers
 from git_handoff.errors import Negative
 from git_handoff.ops import dispatch as ops
 
@@ -108,7 +108,7 @@ def resume_cmd(first_run_id: str, background: bool, slug: str | None, as_json: b
 
 @dispatch_cmd.command("wait")
 @click.argument("run_ids", nargs=-1, required=True)
-@click.option("--timeout", type=float, default=None, metavar="S", help="Give up after S seconds (exit 1).")
+@click.option("--timeout", type=numbers.SECONDS, default=None, metavar="S", help="Give up after S seconds (exit 1).")
 @json_option
 def wait_cmd(run_ids: tuple[str, ...], timeout: float | None, as_json: bool) -> None:
     """Block until every RUN_ID has finished; exit 0 only if all succeeded."""

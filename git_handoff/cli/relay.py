@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from git_handoff.cli import emit_json, get_store, json_option
+from git_handoff.cli import emit_json, get_store, json_option, numbers
 
 
 @click.command("relay")
@@ -13,14 +13,14 @@ from git_handoff.cli import emit_json, get_store, json_option
                    "by the prompt's path, also in $HANDOFF_PROMPT_FILE; $HANDOFF_SESSION is the session number.")
 @click.option("--tmux", is_flag=True, help="Run each session in a detached tmux session handoff-<repo>-<n>.")
 @click.option("--tmux-socket", default=None, metavar="NAME", help="The tmux socket (-L) to use [default: one per repository].")
-@click.option("--ack-timeout", type=float, default=60.0, show_default=True, metavar="S",
+@click.option("--ack-timeout", type=numbers.SECONDS, default=60.0, show_default=True, metavar="S",
               help="Seconds a new session has to run `git handoff ack`.")
-@click.option("--session-timeout", type=float, default=None, metavar="S", help="End a session that runs longer than S seconds.")
-@click.option("--max-launch-failures", type=int, default=3, show_default=True, metavar="N",
+@click.option("--session-timeout", type=numbers.SECONDS, default=None, metavar="S", help="End a session that runs longer than S seconds.")
+@click.option("--max-launch-failures", type=numbers.RELAY_COUNT, default=3, show_default=True, metavar="N",
               help="Stop after N launches in a row that were not acknowledged.")
-@click.option("--handoff-grace", type=float, default=10.0, show_default=True, metavar="S",
+@click.option("--handoff-grace", type=numbers.GRACE, default=10.0, show_default=True, metavar="S",
               help="Seconds an agent may keep running after its session handed off.")
-@click.option("--max-idle-sessions", type=int, default=3, show_default=True, metavar="N",
+@click.option("--max-idle-sessions", type=numbers.RELAY_COUNT, default=3, show_default=True, metavar="N",
               help="Stop after N sessions in a row that completed or attempted nothing.")
 @click.option("--quiet", "-q", is_flag=True, help="Print only the final line.")
 @json_option
@@ -43,17 +43,8 @@ def relay_cmd(agent: str, tmux: bool, tmux_socket: str | None, ack_timeout: floa
     launch failures), saying why; 3 when another relay runs for this repository; 130
     on Ctrl-C (the agent is ended and its session closed).
     """
-    from git_handoff import records
-    from git_handoff.errors import UsageError
     from git_handoff.ops import relay as ops
 
-    records.finite(ack_timeout, "--ack-timeout")
-    records.finite(handoff_grace, "--handoff-grace", positive=False)
-    if session_timeout is not None:
-        records.finite(session_timeout, "--session-timeout")
-    for name, count in (("--max-launch-failures", max_launch_failures), ("--max-idle-sessions", max_idle_sessions)):
-        if not 1 <= count <= 1_000_000:
-            raise UsageError(f"{name} must be between 1 and 1000000, not {count}")
     opts = ops.Options(agent=agent, tmux=tmux, tmux_socket=tmux_socket, ack_timeout=ack_timeout,
                        session_timeout=session_timeout, max_launch_failures=max_launch_failures,
                        handoff_grace=handoff_grace, max_idle_sessions=max_idle_sessions)

@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from git_handoff.cli import emit_json, get_store, json_option
+from git_handoff.cli import emit_json, get_store, json_option, numbers
 
 
 def _session_text(record: dict[str, Any]) -> str:
@@ -67,7 +67,7 @@ def session_end_cmd(as_json: bool) -> None:
 
 
 @session_cmd.command("show")
-@click.argument("number", type=int, required=False)
+@click.argument("number", type=numbers.POSITIVE, required=False)
 @json_option
 def session_show_cmd(number: int | None, as_json: bool) -> None:
     """Show session NUMBER (default: this worktree's open session, else the latest)."""
@@ -128,7 +128,7 @@ def doc_write_cmd(as_json: bool) -> None:
 
 
 @doc_cmd.command("show")
-@click.argument("number", type=int, required=False)
+@click.argument("number", type=numbers.POSITIVE, required=False)
 @json_option
 def doc_show_cmd(number: int | None, as_json: bool) -> None:
     """Show the handoff document of session NUMBER (default: the latest)."""

@@ -7,7 +7,7 @@ from typing import Any, TypeVar
 
 import click
 
-from git_handoff.cli import emit_json, get_store, json_option
+from git_handoff.cli import emit_json, get_store, json_option, numbers
 from git_handoff.cli.ids import complete_task_id
 from git_handoff.cli.progress import Progress
 from git_handoff.model import Task
@@ -62,9 +62,9 @@ def task_options(for_edit: bool) -> Callable[[F], F]:
                          help="A task this one depends on (repeat for several)." + (" Replaces the list." if for_edit else "")),
             click.option("--check", metavar="CMD", default=None,
                          help="Validation command (sh -c, at the worktree root); `done` requires it to pass."),
-            click.option("--timeout", type=int, default=None, metavar="S",
+            click.option("--timeout", type=numbers.TIMEOUT, default=None, metavar="S",
                          help="Seconds the check may run" + (" (the task's own value is kept unless given)." if for_edit else " [default: 300].")),
-            click.option("--max-attempts", type=int, default=None, metavar="N",
+            click.option("--max-attempts", type=numbers.ATTEMPTS, default=None, metavar="N",
                          help="Failed attempts before the task fails for good" + (" (kept unless given)." if for_edit else " [default: 3].")),
             click.option("--cleanup", metavar="CMD", default=None, help="Command run after a failed attempt is rolled back."),
             click.option("--spec", metavar="PATH", default=None, help="Where the task's specification lives."),
@@ -82,8 +82,8 @@ def task_options(for_edit: bool) -> Callable[[F], F]:
 @click.command("init")
 @click.option("--mode", type=click.Choice(["exclusive", "concurrent"]), default=None,
               help="exclusive: one claim at a time in the repository; concurrent: one per worktree.")
-@click.option("--max-tasks-per-session", type=int, default=None, metavar="N", help="Completed tasks before a session must hand off.")
-@click.option("--max-sessions", type=int, default=None, metavar="N", help="Sessions before the work stops.")
+@click.option("--max-tasks-per-session", type=numbers.POSITIVE, default=None, metavar="N", help="Completed tasks before a session must hand off.")
+@click.option("--max-sessions", type=numbers.POSITIVE, default=None, metavar="N", help="Sessions before the work stops.")
 @click.option("--spec", default=None, metavar="PATH", help="The specification the work follows (shown to every session).")
 @click.option("--init-command", default=None, metavar="CMD", help="Health check run at every session start.")
 @click.option("--remote", default=None, metavar="REMOTE",
@@ -235,9 +235,10 @@ def next_cmd(as_json: bool) -> None:
 
 
 @click.command("log")
-@click.option("-n", "limit", type=int, default=None, metavar="N", help="Only the last N lines.")
+@click.option("-n", "limit", type=numbers.NATURAL, default=None, metavar="N", help="Only the last N lines.")
 @click.option("--task", default=None, metavar="ID", help="Only lines about this task.")
-@click.option("--session", type=int, default=None, metavar="N", help="Only lines of session N.")
+@click.option("--session", type=numbers.NATURAL, default=None, metavar="N",
+              help="Only lines of session N (0: lines written outside any session).")
 @click.option("--type", "kind", default=None, metavar="TYPE", help="Only lines of this type (ERROR, CHECKPOINT, ...).")
 @json_option
 def log_cmd(limit: int | None, task: str | None, session: int | None, kind: str | None, as_json: bool) -> None:

@@ -10,7 +10,7 @@ import click
 
 from git_handoff import runner
 from git_handoff.claims import short
-from git_handoff.cli import emit_json, get_store, json_option
+from git_handoff.cli import emit_json, get_store, json_option, numbers
 from git_handoff.cli.ids import complete_task_id
 from git_handoff.errors import Negative
 from git_handoff.model import CATEGORIES, Task, parse_duration
@@ -113,8 +113,8 @@ def release_cmd(task_id: str, force: bool, as_json: bool) -> None:
 @click.command("checkpoint")
 @click.argument("task_id", metavar="ID", shell_complete=complete_task_id)
 @click.argument("message")
-@click.option("--step", type=int, default=None, metavar="M", help="Step number [default: next].")
-@click.option("--of", "total", type=int, default=None, metavar="N", help="Number of steps.")
+@click.option("--step", type=numbers.POSITIVE, default=None, metavar="M", help="Step number [default: next].")
+@click.option("--of", "total", type=numbers.POSITIVE, default=None, metavar="N", help="Number of steps.")
 @force_option
 @json_option
 def checkpoint_cmd(task_id: str, message: str, step: int | None, total: int | None, force: bool, as_json: bool) -> None:
@@ -250,7 +250,7 @@ def attempts_cmd(task_id: str, as_json: bool) -> None:
 
 @click.command("restore")
 @click.argument("task_id", metavar="ID", shell_complete=complete_task_id)
-@click.argument("n", type=int, metavar="N")
+@click.argument("n", type=numbers.POSITIVE, metavar="N")
 @force_option
 @json_option
 def restore_cmd(task_id: str, n: int, force: bool, as_json: bool) -> None:

@@ -1,0 +1,104 @@
+"""Input at the edge (issue 11): numbers in range, deep nesting, non-UTF-8 argv.
+
+Every row refuses with exit 2 and one line `error: …` naming what was wrong, prints
+`{"error", "exit_code"}` under --json, and leaves refs/harness/state where it was.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.support.repo import Result, run, state_head
+
+TEN_YEARS = "316224000"
+HUGE = "1" + "0" * 23  # 1e23 written out: far past TOML's 64-bit integers
+
+# (argv, what the one error line must say)
+NUMBERS: list[tuple[tuple[str, ...], str]] = [
+    (("add", "t", "--timeout", "1e23"), "'--timeout': '1e23' is not a whole number from 1 to 316224000"),
+    (("add", "t", "--timeout", HUGE), "'--timeout'"),
+    (("add", "t", "--timeout", "0"), "'--timeout': '0' is out of range"),
+    (("add", "t", "--timeout", "-5"), "'--timeout': '-5' is out of range"),
+    (("add", "t", "--timeout", str(int(TEN_YEARS) + 1)), "from 1 to 316224000"),
+    (("add", "t", "--max-attempts", "0"), "'--max-attempts': '0' is out of range"),
+    (("add", "t", "--max-attempts", HUGE), "from 1 to 10000"),
+    (("edit", "a", "--timeout", "nan"), "'--timeout': 'nan' is not a whole number"),
+    (("edit", "a", "--max-attempts", "-1"), "'--max-attempts': '-1' is out of range"),
+    (("init", "--max-tasks-per-session", "1e23"), "'--max-tasks-per-session': '1e23' is not a whole number"),
+    (("init", "--max-tasks-per-session", HUGE), "TOML's integer range"),
+    (("init", "--max-tasks-per-session", "9223372036854775808"), "'--max-tasks-per-session'"),
+    (("init", "--max-sessions", "0"), "'--max-sessions': '0' is out of range"),
+    (("init", "--max-sessions", HUGE), "'--max-sessions'"),
+    (("log", "--session", "-3"), "'--session': '-3' is out of range"),
+    (("log", "-n", "-1"), "'-n': '-1' is out of range"),
+    (("log", "-n", HUGE), "'-n'"),
+    (("claim", "--lease", "999999999999999999h"), "invalid duration"),
+    (("claim", "--lease", "0s"), "invalid duration '0s'"),
+    (("claim", "--lease", "1e9s"), "invalid duration '1e9s'"),
+    (("renew", "a", "--lease", "100000d"), "invalid duration"),
+    (("checkpoint", "a", "m", "--step", "0"), "'--step': '0' is out of range"),
+    (("checkpoint", "a", "m", "--of", HUGE), "'--of'"),
+    (("restore", "a", "0"), "'N': '0' is out of range"),
+    (("restore", "a", HUGE), "'N'"),
+    (("session", "show", "0"), "'[NUMBER]': '0' is out of range"),
+    (("doc", "show", HUGE), "out of range"),
+    (("relay", "--agent", "true", "--ack-timeout", "nan"), "'--ack-timeout': 'nan' is out of range"),
+    (("relay", "--agent", "true", "--ack-timeout", "inf"), "'--ack-timeout': 'inf' is out of range"),
+    (("relay", "--agent", "true", "--ack-timeout", "0"), "'--ack-timeout': '0' is out of range"),
+    (("relay", "--agent", "true", "--session-timeout", "1e23"), "'--session-timeout': '1e23' is out of range"),
+    (("relay", "--agent", "true", "--handoff-grace", "-1"), "'--handoff-grace': '-1' is out of range"),
+    (("relay", "--agent", "true", "--max-idle-sessions", "0"), "'--max-idle-sessions': '0' is out of range"),
+    (("relay", "--agent", "true", "--max-launch-failures", HUGE), "from 1 to 1000000"),
+    (("dispatch", "wait", "001-a", "--timeout", "-inf"), "'--timeout': '-inf' is out of range"),
+    (("dispatch", "wait", "001-a", "--timeout", "x"), "'--timeout': 'x' is not a number of seconds"),
+    (("serve", "--port", "70000"), "'--port'"),
+    (("serve", "--stop-after", "0s"), "invalid duration '0s'"),
+]
+
+
+@pytest.fixture
+def planned(repo: Path) -> Path:
+    assert run("init").rc == 0
+    assert run("add", "A task", "--id", "a", "--check", "true").rc == 0
+    return repo
+
+
+def refused(res: Result, fragment: str) -> None:
+    lines = res.err.splitlines()
+    assert res.rc == 2, res
+    assert len(lines) == 1 and lines[0].startswith("error: "), res.err
+    assert fragment in lines[0], lines[0]
+    assert "unexpected" not in res.err and "Traceback" not in res.err
+
+
+@pytest.mark.parametrize(("args", "fragment"), NUMBERS, ids=[" ".join(a) for a, _ in NUMBERS])
+def test_numbers_out_of_range_are_refused_and_change_nothing(planned: Path, args: tuple[str, ...],
+                                                             fragment: str) -> None:
+    before = state_head(planned)
+    res = run(*args)
+    refused(res, fragment)
+    assert state_head(planned) == before
+    as_json = run(*args, "--json")
+    assert as_json.rc == 2
+    assert json.loads(as_json.out) == {"error": as_json.err.splitlines()[0][len("error: "):], "exit_code": 2}
+    assert state_head(planned) == before
+
+
+@pytest.mark.parametrize("args", [("add", "t", "--timeout", TEN_YEARS), ("add", "t", "--max-attempts", "10000"),
+                                  ("init", "--max-sessions", "9223372036854775807"), ("log", "--session", "0")])
+def test_numbers_at_the_edge_of_the_range_are_accepted(planned: Path, args: tuple[str, ...]) -> None:
+    res = run(*args)
+    assert res.rc == 0, res
+
+
+def test_git_config_counts_outside_tomls_range_are_refused(planned: Path) -> None:
+    from tests.support.repo import git
+
+    git("config", "handoff.tasksPerSession", HUGE, cwd=planned)
+    before = state_head(planned)
+    res = run("hooks", "status")
+    refused(res, "git config handoff.tasksPerSession is out of range")
+    assert state_head(planned) == before
