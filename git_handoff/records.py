@@ -131,6 +131,49 @@ def _depth_over(text: str, limit: int) -> bool:
     return False
 
 
+def nested_deeper(value: Any, limit: int = MAX_JSON_DEPTH) -> bool:
+    """Whether lists and tables inside a parsed value nest deeper than `limit` (iterative:
+    a TOML file of dotted keys parses into a structure too deep for any recursive walk)."""
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, (dict, list)):
+            if depth >= limit:
+                return True
+            children = item.values() if isinstance(item, dict) else item
+            stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
+    return False
+
+
+def load_json_text(text: str, where: str) -> Any:
+    """Parse JSON text a person or another program gave (a plan file, a payload): nesting at
+    most MAX_JSON_DEPTH, no NaN/Infinity. UsageError (exit 2) naming `where` otherwise."""
+    if _depth_over(text, MAX_JSON_DEPTH):
+        raise UsageError(f"{where}: nested deeper than {MAX_JSON_DEPTH} levels")
+    try:
+        return json.loads(text, parse_constant=_no_constant)
+    except (ValueError, RecursionError) as exc:
+        raise UsageError(f"{where}: not valid JSON ({exc})") from None
+
+
+def load_toml_text(text: str, where: str) -> dict[str, Any]:
+    """Parse TOML text (a plan file, a config): nesting at most MAX_JSON_DEPTH levels of
+    tables and arrays. UsageError (exit 2) naming `where` otherwise."""
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        import tomli as tomllib
+    try:
+        data: dict[str, Any] = tomllib.loads(text)
+    except RecursionError:
+        raise UsageError(f"{where}: nested deeper than {MAX_JSON_DEPTH} levels") from None
+    except ValueError as exc:
+        raise UsageError(f"{where}: not valid TOML ({exc})") from None
+    if nested_deeper(data):
+        raise UsageError(f"{where}: nested deeper than {MAX_JSON_DEPTH} levels")
+    return data
+
+
 def _deep_strings_ok(value: Any, where: str) -> None:
     """Every string anywhere in a record encodes as UTF-8 (no lone surrogates)."""
     stack = [value]
@@ -708,8 +751,12 @@ def config(raw: bytes, where: str = "config.toml") -> Config:
         data = tomllib.loads(raw.decode("utf-8"))
     except UnicodeDecodeError as exc:
         raise InvalidState(f"state file {where} is not valid TOML: not UTF-8 at byte {exc.start}") from None
-    except (ValueError, RecursionError) as exc:
+    except RecursionError:
+        raise InvalidState(f"state file {where} is nested deeper than {MAX_JSON_DEPTH} levels") from None
+    except ValueError as exc:
         raise InvalidState(f"state file {where} is not valid TOML: {exc}") from None
+    if nested_deeper(data):
+        raise InvalidState(f"state file {where} is nested deeper than {MAX_JSON_DEPTH} levels")
     try:
         cfg = Config.from_dict(data)
     except UsageError as exc:

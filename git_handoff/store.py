@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from git_handoff import records
 from git_handoff.errors import Contention, HandoffError, InvalidState, NotInitialized, UsageError
 from git_handoff.fileio import atomic_write
 from git_handoff.gitrepo import Repo
@@ -81,16 +82,27 @@ def active_session(repo: Repo) -> int:
     return int(opened["session"]) if opened else 0
 
 
+# The record kinds read through read_json, each by its parser (git_handoff.records): a
+# hand-corrupted local record is an InvalidState naming the path and the field, as a
+# fetched one is, never an internal error further on.
+_PARSERS: dict[str | None, Callable[[bytes, str], Any]] = {
+    "meta": records.meta,
+    "session": records.session,
+    "doc": records.handoff_doc,
+    "relay": records.relay,
+    "dispatch": records.dispatch_run,
+}
+
+
 def _parse_json(raw: bytes | None, path: str) -> Any:
-    """A state file's JSON (None when absent); InvalidState (exit 2) when it does not parse."""
+    """A state file's JSON (None when absent), through the parser of its kind; InvalidState
+    (exit 2) naming the path and the field when it does not parse."""
     if raw is None:
         return None
-    try:
-        return json.loads(raw)
-    except UnicodeDecodeError as exc:
-        raise InvalidState(f"state file {path} is not valid JSON: not UTF-8 at byte {exc.start}") from None
-    except ValueError as exc:
-        raise InvalidState(f"state file {path} is not valid JSON: {exc}") from None
+    parser = _PARSERS.get(records.kind_of(path))
+    if parser is None:
+        return records.load_json(raw, f"state file {path}")
+    return parser(raw, f"state file {path}")
 
 
 class Snapshot:
@@ -136,20 +148,7 @@ class Snapshot:
         raw = self.read(CONFIG_PATH)
         if raw is None:
             return Config()
-        try:
-            import tomllib
-        except ModuleNotFoundError:  # Python 3.10
-            import tomli as tomllib
-        try:
-            data = tomllib.loads(raw.decode())
-        except UnicodeDecodeError as exc:
-            raise InvalidState(f"state file {CONFIG_PATH} is not valid TOML: not UTF-8 at byte {exc.start}") from None
-        except ValueError as exc:
-            raise InvalidState(f"state file {CONFIG_PATH} is not valid TOML: {exc}") from None
-        try:
-            return Config.from_dict(data)
-        except UsageError as exc:
-            raise InvalidState(f"state file {CONFIG_PATH}: {exc.message}") from None
+        return records.config(raw, CONFIG_PATH)
 
     def meta(self) -> dict[str, Any]:
         data = self.read_json(META_PATH)

@@ -102,3 +102,67 @@ def test_git_config_counts_outside_tomls_range_are_refused(planned: Path) -> Non
     res = run("hooks", "status")
     refused(res, "git config handoff.tasksPerSession is out of range")
     assert state_head(planned) == before
+
+
+# -- nesting ------------------------------------------------------------------------------------
+
+DEEP = 100_000
+
+
+def _deep_files(root: Path) -> dict[str, str]:
+    return {
+        "arrays.toml": '[[task]]\ntitle = "x"\ncheck = ' + "[" * DEEP + "]" * DEEP + "\n",
+        "tables.toml": '[[task]]\ntitle = "x"\ncheck = ' + "{a = " * 5000 + "1" + "}" * 5000 + "\n",
+        "dotted.toml": '[[task]]\ntitle = "x"\n[task.' + "a." * DEEP + "b]\nc = 1\n",
+        "tasks.json": '{"version": 2, "tasks": ' + "[" * DEEP + "]" * DEEP + "}",
+        "task-field.json": '{"version": 2, "tasks": [{"id": "a1", "title": "t", "x": ' + "[" * DEEP + "]" * DEEP + "}]}",
+    }
+
+
+@pytest.mark.parametrize("name", sorted(_deep_files(Path())))
+def test_a_plan_nested_100000_deep_is_refused(planned: Path, name: str) -> None:
+    plan = planned / name
+    plan.write_text(_deep_files(planned)[name])
+    before = state_head(planned)
+    res = run("import", str(plan))
+    refused(res, f"{plan}: nested deeper than 32 levels")
+    assert state_head(planned) == before
+
+
+@pytest.mark.parametrize("hook", ["claude-session-start", "claude-stop", "codex-stop", "gemini-session-start"])
+def test_a_hook_payload_nested_100000_deep_is_set_aside(planned: Path, hook: str) -> None:
+    """A hook never fails its caller (SPEC §4): the payload is handled as `{}` and a warning says so."""
+    payload = '{"session_id": ' + "[" * DEEP + "]" * DEEP + "}"
+    before = state_head(planned)
+    res = run("hook", hook, "--json", stdin=payload)
+    assert res.rc == 0, res
+    assert "hook payload: nested deeper than 32 levels; the payload was ignored" in res.err
+    assert "unexpected" not in res.err and "Traceback" not in res.err and "RecursionError" not in res.out
+    assert json.loads(res.out)["event"] == hook
+    if hook.endswith("stop"):
+        assert state_head(planned) == before
+
+
+# -- argv -----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("argv", [
+    [b"add", b"\xff"], [b"add", b"ok", b"--check", b"echo \xff"], [b"decide", b"\xfe", b"--why", b"x"],
+    [b"blocker", b"a\xffb"], [b"claim", b"--worker", b"\xff"], [b"import", b"\xff.toml"], [b"\xff"],
+    [b"edit", b"a", b"--spec", b"\xff"],
+])
+def test_arguments_that_are_not_utf8_are_refused(planned: Path, argv: list[bytes]) -> None:
+    import subprocess
+
+    before = state_head(planned)
+    for extra in ([], [b"--json"]):
+        proc = subprocess.run([b"git", b"handoff", *argv, *extra], cwd=planned, capture_output=True, timeout=120)
+        err = proc.stderr.decode("utf-8", "replace")
+        assert proc.returncode == 2, err
+        assert len(err.splitlines()) == 1 and "is not valid UTF-8 text" in err, err
+        assert "unexpected" not in err
+        if extra:
+            assert json.loads(proc.stdout)["exit_code"] == 2
+        else:
+            assert proc.stdout == b""
+    assert state_head(planned) == before

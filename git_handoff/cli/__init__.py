@@ -161,6 +161,7 @@ def main(argv: list[str] | None = None) -> None:
     """Entry point of `git-handoff`: run the CLI and map every outcome to an exit code."""
     _json_run.update(requested=False, emitted=False)
     try:
+        _check_argv(sys.argv[1:] if argv is None else argv)
         cli.main(args=argv, prog_name="git handoff", standalone_mode=False, complete_var="_GIT_HANDOFF_COMPLETE")
     except HandoffError as exc:
         if _json_run["requested"] and not _json_run["emitted"]:
@@ -194,6 +195,22 @@ def main(argv: list[str] | None = None) -> None:
         fail_line(message)
         sys.exit(EXIT_USAGE)
     sys.exit(0)
+
+
+def _check_argv(args: list[str]) -> None:
+    """Every argument is text: bytes that are not UTF-8 (Python keeps them as lone
+    surrogates) are refused before any command runs, whatever the command."""
+    for n, arg in enumerate(args, 1):
+        try:
+            arg.encode("utf-8")
+        except UnicodeEncodeError:
+            shown = arg.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+            from git_handoff.errors import UsageError
+
+            if "--json" in args:
+                _json_run["requested"] = True
+            raise UsageError(f"argument {n} ('{shown[:60]}') is not valid UTF-8 text: "
+                             "git handoff takes its arguments as UTF-8") from None
 
 
 def _json_error(argv: list[str] | None, message: str, code: int) -> None:

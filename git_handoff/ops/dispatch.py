@@ -17,7 +17,6 @@ the result, the backend session id and the tail of the output.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shlex
@@ -250,8 +249,8 @@ def parse_output(stdout: str) -> tuple[str | None, str]:
     lines = [line for line in stdout.splitlines() if line.strip()]
     if lines:
         try:
-            obj = json.loads(lines[-1])
-        except ValueError:
+            obj = records.load_json_text(lines[-1], "the backend's report")
+        except UsageError:  # not a report (or one nested too deep): the whole output is the result
             obj = None
         if isinstance(obj, dict):
             sid = obj.get("session_id")

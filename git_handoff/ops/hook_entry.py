@@ -9,9 +9,10 @@ is not initialized (or no repository) gives no output at all.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
+from git_handoff import records
+from git_handoff.errors import UsageError
 from git_handoff.hook_events import Event
 from git_handoff.ops import agent_events, claude, codex, gemini
 
@@ -19,14 +20,18 @@ ADAPTERS = (claude, codex, gemini)
 EVENTS: tuple[str, ...] = ("post-commit", *(hook for adapter in ADAPTERS for hook in adapter.HOOKS))
 
 
-def parse_payload(text: str | None) -> dict[str, Any]:
+def parse_payload(text: str | None) -> tuple[dict[str, Any], str]:
+    """The agent's JSON payload, and a warning when it had to be set aside. A payload that
+    is not a JSON object, or nests deeper than records.MAX_JSON_DEPTH, is handled as an
+    empty one: a hook never fails its caller, so it does its work without the payload's
+    fields (the agent keeps running; the warning goes to stderr)."""
     if not text or not text.strip():
-        return {}
+        return {}, ""
     try:
-        data = json.loads(text)
-    except ValueError:
-        return {}
-    return data if isinstance(data, dict) else {}
+        data = records.load_json_text(text, "hook payload")
+    except UsageError as exc:
+        return {}, f"git handoff hook: {exc.message.splitlines()[0][:300]}; the payload was ignored"
+    return (data, "") if isinstance(data, dict) else ({}, "")
 
 
 def run(hook: str, stdin_text: str | None) -> tuple[str, str]:
@@ -38,6 +43,7 @@ def run(hook: str, stdin_text: str | None) -> tuple[str, str]:
         return "", ""
     for adapter in ADAPTERS:
         if hook in adapter.HOOKS:
-            outcome = agent_events.handle(adapter.event(hook, parse_payload(stdin_text)))
-            return adapter.render(hook, outcome), outcome.warning or ""
+            payload, ignored = parse_payload(stdin_text)
+            outcome = agent_events.handle(adapter.event(hook, payload))
+            return adapter.render(hook, outcome), "\n".join(w for w in (ignored, outcome.warning or "") if w)
     return "", ""

@@ -4,7 +4,6 @@ status, next, log, graph)."""
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -240,10 +239,7 @@ def _read_import(path: Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:
 
 
 def _read_tasks_json(text: str, path: Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    try:
-        data = json.loads(text)
-    except ValueError as exc:
-        raise UsageError(f"{path}: not valid JSON ({exc})") from None
+    data = records.load_json_text(text, str(path))
     if not isinstance(data, dict):
         raise UsageError(f"{path}: expected a tasks.json object with version 2")
     # the harness skill's own fixtures write tasks.json without "version": that is version 2
@@ -258,13 +254,9 @@ def _read_tasks_json(text: str, path: Path) -> tuple[list[dict[str, Any]], dict[
 
 def _read_plan(text: str, path: Path) -> list[dict[str, Any]]:
     try:
-        import tomllib  # noqa: PLC0415 - import cost: only `import` reads a plan file
-    except ModuleNotFoundError:  # Python 3.10
-        import tomli as tomllib  # noqa: PLC0415
-    try:
-        data = tomllib.loads(text)
-    except ValueError as exc:
-        raise UsageError(f"{path}: not a valid TOML plan ({exc})") from None
+        data = records.load_toml_text(text, str(path))
+    except UsageError as exc:
+        raise UsageError(exc.message.replace("not valid TOML", "not a valid TOML plan", 1)) from None
     unknown_top = set(data) - {"task"}
     if unknown_top:
         raise UsageError(f"{path}: unknown top-level key(s) {', '.join(sorted(unknown_top))}: a plan holds [[task]] tables")
