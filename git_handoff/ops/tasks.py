@@ -68,6 +68,7 @@ def init(
             doc["max_tasks_per_session"] = defaults.max_tasks_per_session
             doc["max_sessions"] = defaults.max_sessions
         else:
+            tx.config()  # through its parser first: a corrupt config is named, not fed to tomlkit
             raw = tx.read(CONFIG_PATH) or b""
             doc = tomlkit.parse(raw.decode())
         changed = []
@@ -360,6 +361,7 @@ def import_file(store: StateStore, path: str | Path, progress: Callable[[str], N
 def _apply_session_config(tx: Tx, session_config: dict[str, Any], file: Path) -> None:
     import tomlkit  # noqa: PLC0415 - import cost (see init)
 
+    tx.config()  # through its parser first (see init)
     doc = tomlkit.parse((tx.read(CONFIG_PATH) or b"").decode())
     mapping = {"concurrency_mode": "mode", "max_tasks_per_session": "max_tasks_per_session", "max_sessions": "max_sessions"}
     for src, dst in mapping.items():
