@@ -10,6 +10,8 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+from git_handoff import records
+
 
 @dataclass(frozen=True)
 class Event:
@@ -21,6 +23,7 @@ class Event:
     stop_hook_active: bool = False  # the agent is continuing because a stop hook blocked
     agent_session: str | None = None  # the agent's own conversation id
     trigger: str | None = None  # pre_compact: manual | auto; session_end: the reason
+    set_aside: tuple[str, ...] = ()  # payload fields dropped by the text rules (payload_text)
 
 
 @dataclass(frozen=True)
@@ -32,10 +35,28 @@ class Outcome:
     warning: str | None = None
 
 
+# Lines are lines on hook payloads too (issue 11 item 5): a text field is one line of at
+# most this many characters (paths: records.PATH_MAX). A field that breaks the rule is
+# *sanitized* (handled as absent, and the hook warns on stderr) rather than refused: a
+# hook never fails its caller, and refusing would stop the agent over a field the
+# harness only reads. No payload text is written into the state.
+PAYLOAD_TEXT_MAX = 200
+PATH_FIELDS = ("cwd", "transcript_path")
+
+
 def payload_text(payload: dict[str, Any], key: str) -> str | None:
-    """A non-empty string field of a hook payload, else None (wrong types are absent)."""
+    """A non-empty string field of a hook payload that is one line within its cap, else
+    None (wrong types and broken text are absent)."""
     value = payload.get(key)
-    return value if isinstance(value, str) and value else None
+    if not isinstance(value, str) or not value:
+        return None
+    limit = records.PATH_MAX if key in PATH_FIELDS else PAYLOAD_TEXT_MAX
+    return None if records.line_problem(value, limit) else value
+
+
+def set_aside(payload: dict[str, Any], keys: tuple[str, ...]) -> tuple[str, ...]:
+    """The fields among `keys` that are text but break the line rules (payload_text)."""
+    return tuple(k for k in keys if isinstance(payload.get(k), str) and payload[k] and payload_text(payload, k) is None)
 
 
 def payload_event(kind: str, payload: dict[str, Any], *, project_env: str | None = None,
@@ -48,7 +69,9 @@ def payload_event(kind: str, payload: dict[str, Any], *, project_env: str | None
     return Event(kind=kind, source=payload_text(payload, "source") or "startup", cwd=cwd,
                  stop_hook_active=payload.get("stop_hook_active") is True,
                  agent_session=payload_text(payload, "session_id"),
-                 trigger=payload_text(payload, "trigger") or payload_text(payload, "reason"))
+                 trigger=payload_text(payload, "trigger") or payload_text(payload, "reason"),
+                 set_aside=set_aside(payload, ("cwd", "source", "session_id", "trigger", "reason",
+                                               "transcript_path")))
 
 
 def claude_shaped_output(event_name: str, kind: str, outcome: Outcome) -> str:

@@ -40,6 +40,7 @@ MAX_LIST = 10_000  # entries of one list inside a record (error_log, checkpoints
 MAX_COUNT = model.MAX_COUNT  # TOML's integer range, for every count and number of seconds
 MAX_SECONDS = model.MAX_SECONDS  # durations and timeouts: ten years at most
 MAX_NAME = 255  # one tree entry name
+PATH_MAX = 4096  # a path kept as text (a worktree, a spec, a file changed)
 
 _OID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 _HEX = re.compile(r"[0-9a-f]{8,128}")
@@ -317,7 +318,7 @@ OID = pattern(_OID, "an object id")
 HEX = pattern(_HEX, "hexadecimal")
 LINE = text()
 WORKER = text(MAX_TEXT)
-PATH_TEXT = text(4096)
+PATH_TEXT = text(PATH_MAX)
 
 # -- records -------------------------------------------------------------------------------------
 

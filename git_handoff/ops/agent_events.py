@@ -112,7 +112,7 @@ def _private(store: StateStore, name: str) -> Path:
 def _read_private(store: StateStore, name: str) -> dict[str, object]:
     try:
         data = json.loads(_private(store, name).read_text())
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return {}
     return data if isinstance(data, dict) else {}
 

@@ -91,7 +91,7 @@ def _last_prompt(transcript: Path) -> tuple[int, str | None] | None:
     for line in reversed(lines):
         try:
             record = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):
             continue
         if not isinstance(record, dict) or record.get("type") != "gemini":
             continue
@@ -111,7 +111,7 @@ def _threshold(cwd: str | None) -> float:
     for place in places:
         try:
             data = json.loads(place.read_text())
-        except (OSError, ValueError):
+        except (OSError, ValueError, RecursionError):
             continue
         model = data.get("model") if isinstance(data, dict) else None
         value = model.get("compressionThreshold") if isinstance(model, dict) else None

@@ -44,6 +44,10 @@ def run(hook: str, stdin_text: str | None) -> tuple[str, str]:
     for adapter in ADAPTERS:
         if hook in adapter.HOOKS:
             payload, ignored = parse_payload(stdin_text)
-            outcome = agent_events.handle(adapter.event(hook, payload))
+            event = adapter.event(hook, payload)
+            if event.set_aside:
+                ignored = (f"git handoff hook: payload field(s) {', '.join(event.set_aside)} ignored: not one line "
+                           "of text within its length cap")
+            outcome = agent_events.handle(event)
             return adapter.render(hook, outcome), "\n".join(w for w in (ignored, outcome.warning or "") if w)
     return "", ""
