@@ -132,7 +132,7 @@ def build_state(path: Path, n_tasks: int, *, check: str = "true", mode: str = "c
     store.transact(apply)
     from git_handoff import trust
 
-    trust.remember(store.repo, [check])
+    trust.remember(store.repo, [(trust.place(task_id(n), "validation"), check) for n in range(n_tasks)])
     return path
 
 

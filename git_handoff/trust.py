@@ -1,8 +1,19 @@
-"""Which shell commands this clone has approved (validation, cleanup, init commands).
+"""Which shell commands this clone has approved, and where (validation, cleanup, init).
 
 A command that arrived by fetch is not run until this clone trusts it; commands
 created here are trusted at birth. The store is a file in this clone's git dir and
 never syncs: trust is a decision of whoever runs the commands.
+
+An approval is bound to a *place* as well as to the text (issue 11 item 4): the
+validation of task T (`T:validation`), its cleanup (`T:cleanup`), or the state's init
+command (`init`). A remote that moves a trusted text into another task's validation
+has made a new use of it, which is not run until approved there.
+
+The file (`.git/handoff/trusted.json`, version 2) maps the command's sha256 to its text
+and its places. A file written before places existed (text-only approvals) is
+migrated on first read: each old approval covers the places this clone's own state
+(refs/harness/state, not a fetched one) used that text at that moment, which are the
+places it was given for; an old approval the state no longer uses covers no place.
 """
 
 from __future__ import annotations
@@ -18,49 +29,140 @@ from git_handoff.gitrepo import Repo
 from git_handoff.model import now_iso
 
 TRUST_FILE = "trusted.json"
+VERSION = 2
+INIT_PLACE = "init"
 
 
 def command_key(command: str) -> str:
     return hashlib.sha256(command.encode()).hexdigest()
 
 
-def _load(repo: Repo) -> dict[str, Any]:
+def place(item_id: str, kind: str) -> str:
+    """Where a command is used: `T:validation`, `T:cleanup`, or `init` (the state's init
+    command, listed as id 'config')."""
+    return INIT_PLACE if kind == "init" else f"{item_id}:{kind}"
+
+
+Approvals = dict[str, dict[str, Any]]  # sha256 -> {"command": text, "places": {place: trusted_at}}
+
+
+def _read_file(repo: Repo) -> dict[str, Any]:
     try:
         data = json.loads((repo.handoff_dir / TRUST_FILE).read_text())
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return {}
     return data if isinstance(data, dict) else {}
 
 
-def is_trusted(repo: Repo, command: str) -> bool:
-    return command_key(command) in _load(repo)
+def _load(repo: Repo, *, save: bool = True) -> Approvals:
+    """The approvals, migrating (and, with `save`, rewriting) a text-only file."""
+    data = _read_file(repo)
+    if data.get("version") == VERSION:
+        commands = data.get("commands")
+        out: Approvals = {}
+        for key, entry in (commands.items() if isinstance(commands, dict) else ()):
+            if isinstance(entry, dict) and isinstance(entry.get("command"), str) and isinstance(entry.get("places"), dict):
+                out[key] = entry
+        return out
+    legacy = {k: v for k, v in data.items() if isinstance(v, dict) and isinstance(v.get("command"), str)}
+    if not legacy:
+        return {}
+    migrated = _migrate(repo, legacy)
+    if save:
+        from filelock import FileLock
+
+        path = repo.handoff_dir / TRUST_FILE
+        with FileLock(str(path) + ".lock", timeout=30):
+            if _read_file(repo).get("version") != VERSION:
+                _save(repo, migrated)
+    return migrated
 
 
-def remember(repo: Repo, commands: Iterable[str | None]) -> None:
-    """Trust `commands` on this clone (atomic replace under a lock)."""
-    wanted = [c for c in commands if c]
+def _migrate(repo: Repo, legacy: dict[str, dict[str, Any]]) -> Approvals:
+    """Text-only approvals bound to the places this clone's own state uses each text at."""
+    from git_handoff.errors import HandoffError
+    from git_handoff.store import STATE_REF, Snapshot
+
+    out: Approvals = {key: {"command": entry["command"], "places": {}} for key, entry in legacy.items()}
+    head = repo.ref_target(STATE_REF)
+    if head is None:
+        return out
+    try:
+        uses = _commands(Snapshot(repo, head))
+    except HandoffError:  # an unreadable state: the old approvals cover nothing until given again
+        return out
+    for item_id, kind, command in uses:
+        entry = out.get(command_key(command))
+        if entry is not None:
+            entry["places"][place(item_id, kind)] = legacy[command_key(command)].get("trusted_at") or now_iso()
+    return out
+
+
+def _save(repo: Repo, approvals: Approvals) -> None:
+    atomic_write(repo.handoff_dir / TRUST_FILE,
+                 json.dumps({"version": VERSION, "commands": approvals}, indent=2, sort_keys=True) + "\n")
+
+
+def _covers(approvals: Approvals, command: str, where: str) -> bool:
+    entry = approvals.get(command_key(command))
+    return entry is not None and entry.get("command") == command and where in entry["places"]
+
+
+def is_trusted(repo: Repo, command: str, where: str) -> bool:
+    """Whether this clone approved `command` at `where` (see place())."""
+    return _covers(_load(repo), command, where)
+
+
+def remember(repo: Repo, uses: Iterable[tuple[str, str | None]]) -> None:
+    """Trust each (place, command) on this clone (atomic replace under a lock)."""
+    wanted = [(where, c) for where, c in uses if c]
     if not wanted:
         return
     from filelock import FileLock
 
     path = repo.handoff_dir / TRUST_FILE
     with FileLock(str(path) + ".lock", timeout=30):
-        data = _load(repo)
-        changed = False
-        for command in wanted:
-            key = command_key(command)
-            if key not in data:
-                data[key] = {"command": command, "trusted_at": now_iso()}
+        data = _load(repo, save=False)
+        changed = _read_file(repo).get("version") != VERSION  # a text-only file: save it migrated
+        stamp = now_iso()
+        for where, command in wanted:
+            entry = data.setdefault(command_key(command), {"command": command, "places": {}})
+            if where not in entry["places"]:
+                entry["places"][where] = stamp
                 changed = True
         if changed:
-            atomic_write(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
+            _save(repo, data)
 
 
-def require_trusted(repo: Repo, command: str, what: str) -> None:
-    """Refuse (exit 2) to run a command this clone has not approved."""
-    if not is_trusted(repo, command):
+def move_places(repo: Repo, old_id: str, new_id: str) -> None:
+    """A task renamed here keeps its approvals: `OLD:kind` becomes `NEW:kind`."""
+    from filelock import FileLock
+
+    path = repo.handoff_dir / TRUST_FILE
+    with FileLock(str(path) + ".lock", timeout=30):
+        data = _load(repo, save=False)
+        changed = False
+        for entry in data.values():
+            for kind in ("validation", "cleanup"):
+                at = entry["places"].pop(place(old_id, kind), None)
+                if at is not None:
+                    entry["places"][place(new_id, kind)] = at
+                    changed = True
+        if changed:
+            _save(repo, data)
+
+
+def approved(repo: Repo) -> list[dict[str, Any]]:
+    """Every approval of this clone: the command and the places it covers."""
+    return sorted(({"command": e["command"], "places": sorted(e["places"])} for e in _load(repo).values()),
+                  key=lambda e: (e["places"][:1], e["command"]))
+
+
+def require_trusted(repo: Repo, command: str, what: str, where: str) -> None:
+    """Refuse (exit 2) to run a command this clone has not approved at `where`."""
+    if not is_trusted(repo, command, where):
         raise UsageError(
-            f"{what} {command!r} came from another clone and is not trusted here; "
+            f"{what} {command!r} at {where} came from another clone and is not trusted there; "
             "review it with `git handoff trust` and approve it with `git handoff trust --all` or `git handoff trust ID`"
         )
 
@@ -133,18 +235,24 @@ def _introduced(store: Any, item_id: str, kind: str, command: str) -> dict[str, 
 
 
 def untrusted(store: Any, *, with_origin: bool = True) -> list[dict[str, Any]]:
-    """Every command in the state this clone has not approved, once per command: the
-    first task (or 'config') using it, every use, and who introduced it and when."""
+    """Every command in the state this clone has not approved where it is used, once per
+    command: the first task (or 'config') using it, every unapproved use with its place,
+    the places the same text is approved at already, and who introduced it and when."""
     snap = store.snapshot()
     trusted = _load(store.repo)
     by_command: dict[str, dict[str, Any]] = {}
     for item_id, kind, command in _commands(snap):
-        if command_key(command) in trusted:
+        where = place(item_id, kind)
+        if _covers(trusted, command, where):
             continue
         entry = by_command.get(command)
         if entry is None:
-            entry = by_command[command] = {"id": item_id, "kind": kind, "command": command, "uses": []}
-        entry["uses"].append({"id": item_id, "kind": kind})
+            entry = by_command[command] = {"id": item_id, "kind": kind, "place": where, "command": command,
+                                           "uses": [], "trusted_at": []}
+        entry["uses"].append({"id": item_id, "kind": kind, "place": where})
+    for entry in by_command.values():  # the places this text is already approved at, if any
+        known = trusted.get(command_key(entry["command"]))
+        entry["trusted_at"] = sorted(known["places"]) if known else []
     out = list(by_command.values())
     if with_origin:
         for entry in out:
@@ -153,7 +261,8 @@ def untrusted(store: Any, *, with_origin: bool = True) -> list[dict[str, Any]]:
 
 
 def approve(store: Any, ids: Iterable[str] = (), *, approve_all: bool = False) -> list[dict[str, Any]]:
-    """Trust the untrusted commands of the given task ids ('config': the init command), or all."""
+    """Trust the untrusted commands of the given task ids ('config': the init command), or
+    all: each at every place the listing showed for it."""
     wanted = list(dict.fromkeys(ids))
     if not approve_all and not wanted:
         raise UsageError("name the task IDs to trust, or give --all (see `git handoff trust` for the list)")
@@ -164,5 +273,5 @@ def approve(store: Any, ids: Iterable[str] = (), *, approve_all: bool = False) -
         raise UsageError(f"no task {unknown[0]!r} (see `git handoff trust` for what needs trust)")
     pending = untrusted(store, with_origin=False)
     chosen = pending if approve_all else [p for p in pending if any(u["id"] in wanted for u in p["uses"])]
-    remember(store.repo, [p["command"] for p in chosen])
+    remember(store.repo, [(use["place"], p["command"]) for p in chosen for use in p["uses"]])
     return chosen

@@ -158,14 +158,14 @@ def test_hostile_remote_command_needs_trust(clones: Callable[[str], Path]) -> No
     from git_handoff.gitrepo import Repo
 
     with pytest.raises(Exception, match="git handoff trust"):
-        trust.require_trusted(Repo.discover(b), f"touch {marker}", "validation command")
+        trust.require_trusted(Repo.discover(b), f"touch {marker}", "validation command", "t:validation")
     items = json.loads(run("trust", "--json", cwd=b).out)
     assert [(i["id"], i["command"]) for i in items] == [("t", f"touch {marker}")]
     assert items[0]["introduced_by"] == "Test Author" and items[0]["introduced_at"]
     assert "introduced by" in run("trust", cwd=b).out
     assert not marker.exists()
     ok("trust", "t", cwd=b)
-    assert trust.is_trusted(Repo.discover(b), f"touch {marker}")
+    assert trust.is_trusted(Repo.discover(b), f"touch {marker}", "t:validation")
 
 
 # -- bad input: one line, documented exit code, nothing changed --------------------------

@@ -67,12 +67,31 @@ def sync_cmd(remote: str | None, as_json: bool) -> None:
 @click.command("trust")
 @click.argument("ids", nargs=-1)
 @click.option("--all", "approve_all", is_flag=True, help="Trust every command listed.")
+@click.option("--approved", "list_approved", is_flag=True, help="List what this clone has approved, and where.")
 @json_option
-def trust_cmd(ids: tuple[str, ...], approve_all: bool, as_json: bool) -> None:
-    """List the commands that came from elsewhere, or approve them (--all, or by task ID)."""
+def trust_cmd(ids: tuple[str, ...], approve_all: bool, list_approved: bool, as_json: bool) -> None:
+    """List the commands that came from elsewhere, or approve them (--all, or by task ID).
+
+    An approval covers a command's text at the places it was listed for: the validation
+    or the cleanup of one task (T:validation, T:cleanup) or the init command (init). The
+    same text moved by a remote into another task is listed again, for that place.
+    """
     from git_handoff import trust as ops
 
     store = get_store()
+    if list_approved:
+        if ids or approve_all:
+            from git_handoff.errors import UsageError
+
+            raise UsageError("--approved lists; it takes no task IDs and no --all")
+        given = ops.approved(store.repo)
+        if as_json:
+            emit_json(given)
+            return
+        for entry in given:
+            click.echo(f"{entry['command']}")
+            click.echo(f"    at {', '.join(entry['places']) or '(no place: approved before places were kept)'}")
+        return
     if not ids and not approve_all:
         items = ops.untrusted(store)
         if as_json:
@@ -87,6 +106,9 @@ def trust_cmd(ids: tuple[str, ...], approve_all: bool, as_json: bool) -> None:
             uses = item["uses"]
             more = f" (and {len(uses) - 1} more use(s))" if len(uses) > 1 else ""
             click.echo(f"{item['id']} {item['kind']}: {item['command']}{more}")
+            click.echo(f"    at {', '.join(u['place'] for u in uses[:5])}" + (", ..." if len(uses) > 5 else ""))
+            if item.get("trusted_at"):
+                click.echo(f"    (this text is approved at {', '.join(item['trusted_at'][:5])}, not here)")
             click.echo(f"    introduced by {who} at {when}" + (f" ({item['commit'][:10]})" if item.get("commit") else ""))
         click.echo("approve with `git handoff trust --all` or `git handoff trust ID...`")
         return

@@ -136,7 +136,7 @@ def fail(
         assert base is not None
         worktree.refuse_submodules(repo, base, "roll back", seen.id)
     if seen.cleanup:
-        trust.require_trusted(repo, seen.cleanup, "cleanup command")
+        trust.require_trusted(repo, seen.cleanup, "cleanup command", trust.place(seen.id, "cleanup"))
     saved: dict[str, Any] | None = None
     if base_ok:
         store.best_effort("notes", lambda: notes.note_task_commits(store, seen, outcome=f"failed [{category}]"))

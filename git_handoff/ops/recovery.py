@@ -45,7 +45,7 @@ def start(store: StateStore, worker: str | None = None) -> dict[str, Any]:
     command = store.snapshot().config().init_command
     if command:
         # before the session is opened: a refusal (exit 2) must leave the state as it was
-        trust.require_trusted(store.repo, command, "init command")
+        trust.require_trusted(store.repo, command, "init command", trust.INIT_PLACE)
     record = sessions.begin(store, worker=worker)
     health = health_check(store, record)
     actions = recover(store, record)
@@ -66,7 +66,7 @@ def health_check(store: StateStore, record: dict[str, Any]) -> dict[str, Any] | 
     if not command:
         return None
     repo = store.repo
-    trust.require_trusted(repo, command, "init command")
+    trust.require_trusted(repo, command, "init command", trust.INIT_PLACE)
     result = None
     for attempt in (1, 2):
         result = runner.run_command(command, repo.root(), HEALTH_TIMEOUT)

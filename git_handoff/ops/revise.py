@@ -16,6 +16,7 @@ import dataclasses
 from typing import Any
 
 from git_handoff import notes as work_notes
+from git_handoff import trust
 from git_handoff.errors import UsageError
 from git_handoff.gitrepo import Repo
 from git_handoff.model import Task, check_id, now_iso
@@ -102,6 +103,7 @@ def rename(store: StateStore, old: str, new: str) -> dict[str, Any]:
     result = store.transact(apply)
     result["attempts"] = _move_attempts(repo, old, new)
     result["notes"] = _rename_in_notes(repo, old, new)
+    trust.move_places(repo, old, new)  # approvals follow the task they were given for
     return result
 
 

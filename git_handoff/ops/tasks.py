@@ -87,7 +87,7 @@ def init(
         return {"created": created, "changed": changed, "config": dataclasses.asdict(cfg)}
 
     result = store.transact(apply, allow_uninitialized=True)
-    trust.remember(store.repo, [init_command])
+    trust.remember(store.repo, [(trust.INIT_PLACE, init_command)])
     return result
 
 
@@ -154,7 +154,8 @@ def add(
         return task
 
     task = store.transact(apply)
-    trust.remember(store.repo, [task.check, task.cleanup])
+    trust.remember(store.repo, [(trust.place(task.id, "validation"), task.check),
+                                (trust.place(task.id, "cleanup"), task.cleanup)])
     return task
 
 
@@ -210,7 +211,8 @@ def edit(store: StateStore, task_id: str, **changes: Any) -> Task:
         return new
 
     task = store.transact(apply)
-    trust.remember(store.repo, [changes.get("check"), changes.get("cleanup")])
+    trust.remember(store.repo, [(trust.place(task.id, "validation"), changes.get("check")),
+                                (trust.place(task.id, "cleanup"), changes.get("cleanup"))])
     return task
 
 
@@ -354,7 +356,8 @@ def import_file(store: StateStore, path: str | Path, progress: Callable[[str], N
         return out
 
     tasks = store.transact(apply)
-    trust.remember(store.repo, [c for t in tasks for c in (t.check, t.cleanup)])
+    trust.remember(store.repo, [use for t in tasks for use in ((trust.place(t.id, "validation"), t.check),
+                                                            (trust.place(t.id, "cleanup"), t.cleanup))])
     return tasks
 
 

@@ -132,7 +132,7 @@ def _run_check(store: StateStore, task: Task) -> runner.RunResult:
     if not task.check:
         raise _missing_check(task)
     repo = store.repo
-    trust.require_trusted(repo, task.check, "validation command")
+    trust.require_trusted(repo, task.check, "validation command", trust.place(task.id, "validation"))
     env = {"HANDOFF_TASK": task.id}
     return runner.run_command(task.check, repo.root(), task.timeout_seconds, env=env)
 
@@ -166,7 +166,7 @@ def done(store: StateStore, task_id: str, *, force: bool = False) -> Task:
         raise _missing_check(seen)
     require_branch(seen, store.repo, "complete", force)
     if seen.cleanup:
-        trust.require_trusted(store.repo, seen.cleanup, "cleanup command")
+        trust.require_trusted(store.repo, seen.cleanup, "cleanup command", trust.place(seen.id, "cleanup"))
     result = _run_check(store, seen)
     if not result.ok:
         category = result.category or "TEST_FAIL"
