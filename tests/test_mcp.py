@@ -258,6 +258,9 @@ BAD_CALLS: list[tuple[str, dict[str, Any] | list[Any], str]] = [
     ("prompt", {"json": True}, "unknown argument 'json'"),
     ("ack", {"failed": ["x"]}, "'failed' must be a string"),
     ("log", {"n": "ten"}, "'n' must be an integer"),
+    ("log", {"n": 2**64}, "'n' must be at most 9223372036854775807"),
+    ("add", {"title": "T", "timeout": 10**23}, "'timeout' must be at most 9223372036854775807"),
+    ("add", {"title": "T", "max_attempts": 10**6}, "max_attempts must be at most 10000"),
     ("log", {"type": "GOSSIP"}, "unknown log type 'GOSSIP'"),
     ("no_such_tool", {}, "unknown tool 'no_such_tool'"),
 ]
