@@ -92,3 +92,16 @@ def test_a_hand_corrupted_local_record_gives_exit_2_naming_path_and_field(
             if extra:
                 assert json.loads(res.out)["exit_code"] == 2
             assert state_head(lived_in) == before, command
+
+
+def test_an_attempt_whose_message_nests_100000_deep_is_listed_without_its_record(lived_in: Path) -> None:
+    """An attempt commit's message body (its JSON record) may come from another clone."""
+    head = git("rev-parse", "HEAD", cwd=lived_in)
+    tree = git("rev-parse", "HEAD^{tree}", cwd=lived_in)
+    body = "[" * 100_000 + "]" * 100_000
+    commit = subprocess.run(["git", "commit-tree", tree, "-p", head], cwd=lived_in, input=f"attempt 1\n\n{body}",
+                            capture_output=True, text=True, check=True).stdout.strip()
+    git("update-ref", "refs/harness/attempts/a/1", commit, cwd=lived_in)
+    res = run("attempts", "a", "--json")
+    assert res.rc == 0, res
+    assert "unexpected" not in res.err and [a["attempt"] for a in json.loads(res.out)] == [1]

@@ -256,7 +256,7 @@ def _attempt_record(repo: Repo, n: int, commit: str) -> dict[str, Any]:
     _, _, body = message.partition("\n\n")
     try:
         record = json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):  # a message another clone wrote: nested too deep is unreadable too
         record = {}
     if not isinstance(record, dict):
         record = {}
