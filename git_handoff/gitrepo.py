@@ -8,6 +8,7 @@ points (the post-commit hook's Python side, `--help`) must not pay for it.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -37,6 +38,7 @@ GC_RACE_RETRIES = 5
 # A ref lock older than this, found while we hold our own state lock, was left by
 # a killed process (libgit2 never retries a held .lock, so it would block forever).
 STALE_REF_LOCK_SECONDS = 2.0
+TMP_REFS = "refs/handoff-tmp/"  # scratch refs of fast-import, each named after its process
 
 
 def _pygit2() -> Any:
@@ -228,6 +230,19 @@ class Repo:
             pass
         return True
 
+    def sweep_tmp_refs(self) -> list[str]:
+        """Delete the refs/handoff-tmp/* refs (fast-import's scratch refs) whose process is
+        gone: a command killed between `fast-import` and its cleanup leaves one behind."""
+        swept = []
+        for name in self.refs_under(TMP_REFS):
+            match = re.search(r"(?:^|-)([0-9]+)-[0-9a-f]+$", name[len(TMP_REFS):])
+            pid = int(match.group(1)) if match else 0
+            if pid and pid != os.getpid() and _alive(pid):
+                continue
+            self.delete_ref(name)
+            swept.append(name)
+        return swept
+
     def delete_ref(self, name: str) -> None:
         ref = self.raw.references.get(name)
         if ref is not None:
@@ -382,7 +397,7 @@ class Repo:
         import secrets
 
         sig = self.signature()
-        tmp_ref = f"refs/handoff-tmp/{os.getpid()}-{secrets.token_hex(4)}"
+        tmp_ref = f"{TMP_REFS}{os.getpid()}-{secrets.token_hex(4)}"
         stamp = int(time.time())
         msg = message.encode()
         out = [f"commit {tmp_ref}\n".encode(),
@@ -585,3 +600,13 @@ class Repo:
             )
         except OSError:
             marker.unlink(missing_ok=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # it exists, under another user
+    return True
