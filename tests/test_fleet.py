@@ -168,3 +168,25 @@ def test_an_unreadable_claim_commit_is_never_taken_over(clones: Callable[[str], 
     ok("done", "t2", cwd=b)
     assert run("claim", "--remote", "origin", cwd=b).rc == 1
     assert run("status", cwd=b).rc == 0
+
+
+def test_with_sync_claims_done_publishes_in_one_push(clones: Callable[[str], Path], tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """handoff.syncClaims: `done` pushes this clone's state and deletes its finished claim
+    ref in one push, with no fetch (another clone's newer work is not merged by it)."""
+    a, b = concurrent_pair(clones, "t1", "t2")
+    for where in (a, b):
+        git("config", "handoff.syncClaims", "true", cwd=where)
+    stats = tmp_path / "stats.jsonl"
+    monkeypatch.setenv("GIT_HANDOFF_STATS", str(stats))
+    ok("claim", "t1", cwd=a)
+    ok("add", "later on b", "--id", "b1", cwd=b)
+    ok("sync", cwd=b)
+    ok("done", "t1", cwd=a)
+    assert remote_state(a) == state_head(a)
+    assert "refs/harness/claims/t1" not in remote_refs(a)
+    assert "b1" not in {t["id"] for t in json.loads(run("list", "--json", cwd=a).out)}
+    assert [json.loads(line)["command"] for line in stats.read_text().splitlines()][-1] == "publish"
+    # b sees t1 done at its next claim, and takes another task
+    assert ok("claim", "--json", cwd=b)["id"] in ("t2", "b1")
+    assert task(b, "t1")["status"] == "completed"

@@ -336,17 +336,65 @@ def transact_remote(store: StateStore, apply: Callable[[Tx, Fleet], T], claim_of
     raise Contention(f"lost the race on {remote_obj.spec} {tries} times; nothing was changed, retry")
 
 
+# -- publishing without a fetch ---------------------------------------------------------
+
+
+def publish(store: StateStore, remote: str | None = None, *, tries: int = 5) -> dict[str, Any]:
+    """Push this clone's state to its own ref on the remote, and delete the claim refs of
+    its finished claims, in one push and no fetch: only this clone moves that ref, so
+    there is nothing to merge first (`sync` brings the others' work). What `done`,
+    `release`, `renew`... do with handoff.syncClaims: a completion and its publication
+    share one round trip."""
+    repo = store.repo
+    remote_obj = Remote(repo, remote)
+    local = store.head()
+    if local is None:
+        raise NotInitialized("git handoff is not initialized here: run `git handoff init`")
+    for attempt in range(tries):
+        mine = repo.ref_target(remote_obj.tracking(remote_obj.my_state))
+        if mine == local:
+            return {"remote": remote_obj.spec, "pushed": [], "retries": attempt}
+        if mine is not None and not repo.is_ancestor(mine, local):
+            # the remote has something of ours we have not merged (another process of this
+            # clone pushed): that takes a sync
+            return sync(store, remote)
+        prune = _claims_to_prune(repo, remote_obj, local, Snapshot(repo, local))
+        specs = [f"{local}:{remote_obj.my_state}"] + [f":{ref}" for ref in prune]
+        leases: dict[str, str | None] = {remote_obj.my_state: mine, **prune}
+        pushed = transport.push(repo, remote_obj, specs, leases=leases)
+        refused = pushed.refused((remote_obj.my_state,))
+        if refused:
+            raise transport.refused_error(remote_obj, refused)
+        if pushed.ok(remote_obj.my_state):
+            _track(repo, remote_obj, remote_obj.my_state, local)
+            for ref in prune:
+                if pushed.ok(ref):
+                    repo.delete_ref(remote_obj.tracking(ref))
+            stats("publish", retries=attempt)
+            return {"remote": remote_obj.spec, "pushed": [remote_obj.my_state], "retries": attempt}
+        if pushed.outcome(remote_obj.my_state) == MOVED:
+            return sync(store, remote)
+        transport.backoff(attempt)
+    raise Contention(f"{remote_obj.spec} could not take the push of this clone's state ({tries} tries); "
+                     "nothing was lost, retry `git handoff sync`")
+
+
 # -- autoSync ----------------------------------------------------------
 
 
 def auto_sync(store: StateStore) -> str | None:
-    """With `handoff.autoSync = true`, push after a transaction. Offline or rejected: the
-    work stays local and a one-line reason is returned (status says what waits)."""
+    """With `handoff.autoSync = true`, sync after a transaction; with `handoff.syncClaims`
+    (and no autoSync), publish this clone's state (one push, no fetch). Offline or
+    rejected: the work stays local and a one-line reason is returned (status says what waits)."""
     repo = store.repo
-    if not repo.config_bool("handoff.autoSync"):
+    auto = repo.config_bool("handoff.autoSync")
+    if not auto and not repo.config_bool("handoff.syncClaims"):
         return None
     try:
-        sync(store, None, tries=3)
+        if auto:
+            sync(store, None, tries=3)
+        else:
+            publish(store, None)
     except HandoffError as exc:
         return f"not pushed yet ({exc.message}); kept locally, `git handoff sync` pushes it"
     return None
