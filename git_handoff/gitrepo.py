@@ -38,6 +38,7 @@ GC_RACE_RETRIES = 5
 # A ref lock older than this, found while we hold our own state lock, was left by
 # a killed process (libgit2 never retries a held .lock, so it would block forever).
 STALE_REF_LOCK_SECONDS = 2.0
+SMALL_MERGE_BLOBS = 32  # up to this many new blobs, a merge commit is written without fast-import
 TMP_REFS = "refs/handoff-tmp/"  # scratch refs of fast-import, each named after its process
 
 
@@ -393,8 +394,15 @@ class Repo:
     ) -> str:
         """A commit of the first parent's tree with `changes` ({path: blob oid | bytes |
         None to delete}), written by one `git fast-import` into a single pack: many
-        loose objects (one file each) cost ~1 ms apiece here, a pack a fraction of that."""
+        loose objects (one file each) cost ~1 ms apiece here, a pack a fraction of that.
+        A merge of a few records (the usual sync in a fleet) is written in-process instead:
+        starting fast-import costs more than a handful of loose objects."""
         import secrets
+
+        if sum(1 for v in changes.values() if isinstance(v, bytes)) <= SMALL_MERGE_BLOBS:
+            blobs = {path: (self.write_blob(v) if isinstance(v, bytes) else v) for path, v in changes.items()}
+            tree = self.update_tree(self.commit_tree(parents[0]), blobs) if blobs else self.commit_tree(parents[0])
+            return self.create_commit(tree, parents, message)
 
         sig = self.signature()
         tmp_ref = f"{TMP_REFS}{os.getpid()}-{secrets.token_hex(4)}"
