@@ -8,6 +8,7 @@ points (the post-commit hook's Python side, `--help`) must not pay for it.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -37,6 +38,8 @@ GC_RACE_RETRIES = 5
 # A ref lock older than this, found while we hold our own state lock, was left by
 # a killed process (libgit2 never retries a held .lock, so it would block forever).
 STALE_REF_LOCK_SECONDS = 2.0
+SMALL_MERGE_BLOBS = 32  # up to this many new blobs, a merge commit is written without fast-import
+TMP_REFS = "refs/handoff-tmp/"  # scratch refs of fast-import, each named after its process
 
 
 def _pygit2() -> Any:
@@ -228,6 +231,19 @@ class Repo:
             pass
         return True
 
+    def sweep_tmp_refs(self) -> list[str]:
+        """Delete the refs/handoff-tmp/* refs (fast-import's scratch refs) whose process is
+        gone: a command killed between `fast-import` and its cleanup leaves one behind."""
+        swept = []
+        for name in self.refs_under(TMP_REFS):
+            match = re.search(r"(?:^|-)([0-9]+)-[0-9a-f]+$", name[len(TMP_REFS):])
+            pid = int(match.group(1)) if match else 0
+            if pid and pid != os.getpid() and _alive(pid):
+                continue
+            self.delete_ref(name)
+            swept.append(name)
+        return swept
+
     def delete_ref(self, name: str) -> None:
         ref = self.raw.references.get(name)
         if ref is not None:
@@ -378,11 +394,18 @@ class Repo:
     ) -> str:
         """A commit of the first parent's tree with `changes` ({path: blob oid | bytes |
         None to delete}), written by one `git fast-import` into a single pack: many
-        loose objects (one file each) cost ~1 ms apiece here, a pack a fraction of that."""
+        loose objects (one file each) cost ~1 ms apiece here, a pack a fraction of that.
+        A merge of a few records (the usual sync in a fleet) is written in-process instead:
+        starting fast-import costs more than a handful of loose objects."""
         import secrets
 
+        if sum(1 for v in changes.values() if isinstance(v, bytes)) <= SMALL_MERGE_BLOBS:
+            blobs = {path: (self.write_blob(v) if isinstance(v, bytes) else v) for path, v in changes.items()}
+            tree = self.update_tree(self.commit_tree(parents[0]), blobs) if blobs else self.commit_tree(parents[0])
+            return self.create_commit(tree, parents, message)
+
         sig = self.signature()
-        tmp_ref = f"refs/handoff-tmp/{os.getpid()}-{secrets.token_hex(4)}"
+        tmp_ref = f"{TMP_REFS}{os.getpid()}-{secrets.token_hex(4)}"
         stamp = int(time.time())
         msg = message.encode()
         out = [f"commit {tmp_ref}\n".encode(),
@@ -588,3 +611,13 @@ class Repo:
             )
         except OSError:
             marker.unlink(missing_ok=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # it exists, under another user
+    return True

@@ -1,7 +1,7 @@
 """What a remote sends, checked before this clone uses any of it.
 
-- `check_refs`: every fetched ref points at the kind of object it must (the state, the
-  notes and each attempt at a commit) under a name this version reads.
+- `check_refs`: every fetched ref points at the kind of object it must (the states, the
+  notes, each claim and each attempt at a commit) under a name this version reads.
 - `check_state`: every entry of a fetched state tree that differs from what this clone
   already has is a plain name, a blob or a tree where one belongs, within the size
   limits, and parses as the record its path holds (git_handoff.records).
@@ -12,6 +12,8 @@ changed before they pass.
 
 from __future__ import annotations
 
+import re
+
 from git_handoff import records
 from git_handoff.errors import InvalidState
 from git_handoff.gitrepo import Repo
@@ -20,6 +22,9 @@ from git_handoff.records import FILE_MODES, TREE_MODE
 from git_handoff.store import STATE_REF, Snapshot
 
 ATTEMPTS = "harness/attempts/"
+CLONES = "harness/clones/"
+CLAIMS = "harness/claims/"
+CLONE_ID = re.compile(r"[0-9a-f]{16}")
 MAX_ATTEMPT_MESSAGE = 1 << 20
 MAX_INCOMING_PATHS = 2_000_000
 
@@ -30,6 +35,17 @@ def check_refs(repo: Repo, refs: dict[str, str], prefix: str, label: str) -> Non
         rest = name[len(prefix):]
         what = f"{label}'s {rest}"
         if rest == "harness/state" or rest == "notes/harness":
+            _require(repo, oid, "commit", what)
+        elif rest.startswith(CLONES):
+            clone, _, kind = rest[len(CLONES):].partition("/")
+            if not CLONE_ID.fullmatch(clone) or kind not in ("state", "notes"):
+                raise InvalidState(f"{what}: not a clone's state or notes (refs/harness/clones/<16 hex>/state|notes)")
+            _require(repo, oid, "commit", what)
+        elif rest.startswith(CLAIMS):
+            try:
+                check_id(rest[len(CLAIMS):])
+            except Exception:  # noqa: BLE001 - any refusal of the id is the same answer
+                raise InvalidState(f"{what}: not a claim of a valid task id") from None
             _require(repo, oid, "commit", what)
         elif rest.startswith(ATTEMPTS):
             task_id, _, number = rest[len(ATTEMPTS):].rpartition("/")

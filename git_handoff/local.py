@@ -117,12 +117,14 @@ def clear_hook_state(repo: Repo) -> None:
 # -- what waits to be pushed ------------------------------------------------------------
 
 
-def unpushed_lines(repo: Repo, head: str | None) -> list[str]:
-    """Lines for `status`: what waits to be pushed to the default remote."""
+def unpushed_lines(repo: Repo, head: str | None, clone: str) -> list[str]:
+    """Lines for `status`: what waits to be pushed to the default remote (to this clone's
+    own state ref there, `clone` its id; else the one-ref state of earlier versions)."""
     name = default_remote_name(repo)
     if name is None or head is None:
         return []
-    tracking = repo.ref_target(f"refs/remotes/{name}/harness/state")
+    tracking = (repo.ref_target(f"refs/remotes/{name}/harness/clones/{clone}/state")
+                or repo.ref_target(f"refs/remotes/{name}/harness/state"))
     if tracking is None and not repo.config_bool("handoff.autoSync"):
         return []
     waiting = repo.count_commits(head, tracking)

@@ -10,6 +10,7 @@ import pytest
 
 from git_handoff.ops import demo
 from tests.conftest import git, run, run_exe
+from tests.support.remotes import published
 
 
 @pytest.mark.slow
@@ -40,7 +41,9 @@ def test_demo_runs_end_to_end_and_keeps_its_repositories(tmp_path: Path) -> None
     alice, bob = kept / "alice", kept / "bob"
     state = git("rev-parse", "refs/harness/state", cwd=alice)
     assert state == git("rev-parse", "refs/harness/state", cwd=bob)
-    assert state == git("--git-dir", str(kept / "origin.git"), "rev-parse", "refs/harness/state", cwd=kept)
+    # each clone published its state to its own ref on the remote
+    for clone in (alice, bob):
+        assert state == git("--git-dir", str(kept / "origin.git"), "rev-parse", published(clone), cwd=kept)
     listed = run("list", "--json", cwd=alice).json()
     assert sorted(t["id"] for t in listed) == ["api", "cli", "docs", "schema", "tests"]
     assert all(t["status"] == "completed" for t in listed)

@@ -10,6 +10,7 @@ import subprocess
 from pathlib import Path
 
 from tests.conftest import git
+from tests.support.remotes import published
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 
@@ -54,5 +55,5 @@ def test_the_readme_tour_runs_as_written(tmp_path: Path) -> None:
     assert (work / "plan.toml").read_text() == plan
     assert (work / "server.py").read_text() == "print('wrong')\n"
     assert "ERROR [api] [TASK_EXEC] wrong approach" in proc.stdout
-    assert git("--git-dir", str(origin), "rev-parse", "refs/harness/state", cwd=tmp_path) == \
+    assert git("--git-dir", str(origin), "rev-parse", published(work), cwd=tmp_path) == \
         git("rev-parse", "refs/harness/state", cwd=work)

@@ -10,7 +10,16 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import git, make_repo, run, run_exe, state_head
-from tests.support.remotes import clones, ok, remote_url, shared_pair, task, tree  # noqa: F401
+from tests.support.remotes import (  # noqa: F401
+    clones,
+    ok,
+    published,
+    remote_state,
+    remote_url,
+    shared_pair,
+    task,
+    tree,
+)
 
 
 def test_fresh_clone_adopts_state_and_first_push(clones: Callable[[str], Path]) -> None:
@@ -19,7 +28,9 @@ def test_fresh_clone_adopts_state_and_first_push(clones: Callable[[str], Path]) 
     for n in range(3):
         ok("add", f"task {n}", "--id", f"t{n}", "--check", "true", cwd=a)
     first = ok("sync", "--json", cwd=a)
-    assert first["action"] == "pushed" and "refs/harness/state" in first["pushed"]
+    assert first["action"] == "pushed" and published(a) in first["pushed"]
+    assert remote_state(a) == state_head(a)
+    assert "refs/harness/state" not in git("ls-remote", "origin", cwd=a)  # no ref that every clone moves
     b = clones("b")
     assert state_head(b) is None
     exe = run_exe("sync", "--json", cwd=b)  # the real executable, as a user runs it
@@ -256,7 +267,7 @@ def test_init_remote_adds_refspecs(clones: Callable[[str], Path]) -> None:
     assert "+refs/harness/*:refs/remotes/shared/harness/*" in git("config", "--get-all", "remote.shared.fetch", cwd=a)
     ok("sync", cwd=a)  # handoff.remote is the default
     git("fetch", "-q", "shared", cwd=a)
-    assert git("rev-parse", "refs/remotes/shared/harness/state", cwd=a) == state_head(a)
+    assert git("rev-parse", "refs/remotes/shared/" + published(a)[len("refs/"):], cwd=a) == state_head(a)
 
 
 def test_remote_refusing_is_contention(tmp_path: Path) -> None:
@@ -317,8 +328,9 @@ def test_trust_lists_a_fetched_init_command(clones: Callable[[str], Path]) -> No
     assert "every command in the state is trusted" in run("trust", cwd=b).out
 
 
-def test_push_rejected_then_fetch_merge_retry(clones: Callable[[str], Path]) -> None:
-    """Someone pushes between our fetch and our push: rejected, fetched again, merged, pushed."""
+def test_someone_pushing_meanwhile_rejects_nothing(clones: Callable[[str], Path]) -> None:
+    """Someone pushes between our fetch and our push: each clone publishes to its own ref,
+    so nothing is rejected; the next sync brings their change, and the clones converge."""
     from git_handoff.gitrepo import Repo
     from git_handoff.ops import sync as sync_ops
     from git_handoff.store import StateStore
@@ -340,11 +352,31 @@ def test_push_rejected_then_fetch_merge_retry(clones: Callable[[str], Path]) -> 
         report = sync_ops.sync(StateStore(Repo.discover(a)), "origin")
     finally:
         sync_ops.fetch = real_fetch  # type: ignore[assignment]
-    assert report["retries"] == 1
+    assert report["retries"] == 0 and remote_state(a) == state_head(a)
+    assert "theirs" not in {t["id"] for t in json.loads(run("list", "--json", cwd=a).out)}
+    ok("sync", cwd=a)
     ok("sync", cwd=b)
     assert state_head(a) == state_head(b)
     for where in (a, b):
         assert {"mine", "theirs"} <= {t["id"] for t in json.loads(run("list", "--json", cwd=where).out)}
+
+
+def test_a_ref_lock_on_the_server_is_waited_out(clones: Callable[[str], Path], tmp_path: Path) -> None:
+    """The server cannot lock our ref (another push holds it: `[remote rejected] (failed
+    to update ref)`): that is contention, retried with backoff, not a refusal."""
+    import threading
+    import time
+
+    a = clones("a")
+    ok("init", cwd=a)
+    ok("sync", cwd=a)
+    ok("add", "x", "--id", "t", cwd=a)
+    remote = tmp_path / "served" / "remote.git"  # what the fixture serves, on disk or by git daemon
+    lock = remote / (published(a) + ".lock")
+    lock.write_text("")
+    threading.Thread(target=lambda: (time.sleep(0.6), lock.unlink()), daemon=True).start()
+    got = ok("sync", "--json", cwd=a)
+    assert got["retries"] >= 1 and remote_state(a) == state_head(a)
 
 
 def test_trust_names_who_introduced_a_command_through_a_merge(clones: Callable[[str], Path],

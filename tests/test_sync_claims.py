@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import git, run, run_exe, state_head
-from tests.support.remotes import clones, ok, remote_url, shared_pair, task  # noqa: F401
+from tests.support.remotes import clones, ok, remote_state, remote_url, shared_pair, task  # noqa: F401
 
 
 @pytest.mark.slow  # several processes racing: the slow layer
@@ -96,7 +96,7 @@ def test_auto_sync_pushes_and_keeps_work_offline(clones: Callable[[str], Path], 
     remote = git("remote", "get-url", "origin", cwd=a)
     ok("claim", "t", cwd=a)
     ok("checkpoint", "t", "half way", cwd=a)
-    assert git("ls-remote", "origin", "refs/harness/state", cwd=a).split()[0] == state_head(a)
+    assert remote_state(a) == state_head(a)
     # offline: the work is kept locally and status says what waits
     git("remote", "set-url", "origin", str(tmp_path / "gone.git"), cwd=a)
     r = run("done", "t", cwd=a)
@@ -108,7 +108,7 @@ def test_auto_sync_pushes_and_keeps_work_offline(clones: Callable[[str], Path], 
     git("remote", "set-url", "origin", remote, cwd=a)
     ok("sync", cwd=a)
     assert "waiting to be pushed" not in run("status", cwd=a).out
-    assert git("ls-remote", "origin", "refs/harness/state", cwd=a).split()[0] == state_head(a)
+    assert remote_state(a) == state_head(a)
 
 
 def test_sync_claims_config_and_lost_claim_notice(clones: Callable[[str], Path],
@@ -139,7 +139,7 @@ def test_sync_claims_config_and_lost_claim_notice(clones: Callable[[str], Path],
     git("config", "handoff.syncClaims", "true", cwd=a)
     got = ok("claim", "z", "--json", cwd=a)
     assert got["claimed_by"] == "alice"
-    assert git("ls-remote", "origin", "refs/harness/state", cwd=a).split()[0] == state_head(a)
+    assert remote_state(a) == state_head(a)
     # a lost race for a named task is contention (exit 3), nothing changed
     ok("add", "w", "--id", "w", "--check", "true", cwd=a)
     ok("sync", cwd=a)
@@ -151,7 +151,8 @@ def test_sync_claims_config_and_lost_claim_notice(clones: Callable[[str], Path],
     assert r.rc == 3 and "claimed by alice" in r.err
     assert task(b, "w")["claimed_by"] == "alice"
     assert state_head(b) != before  # it did merge the remote's state in, and claimed nothing
-    assert git("ls-remote", "origin", "refs/harness/state", cwd=b).split()[0] == state_head(a)
+    # b published nothing: its own ref on the remote is where its last sync left it
+    assert remote_state(b) != state_head(b) and task(a, "w")["claimed_by"] == "alice"
 
 
 def test_claim_remote_bad_input(clones: Callable[[str], Path]) -> None:

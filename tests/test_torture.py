@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import git, make_repo
+from tests.support.remotes import published
 
 pytestmark = pytest.mark.slow  # real processes killed, gc underneath: the slow layer
 
@@ -477,7 +478,7 @@ def test_sigkill_sync(tmp_path: Path) -> None:
         recovers(b, ["sync"])
         tasks = state_tasks(b)
         assert f"b{n}" in tasks and tasks[f"s{n % 10}"]["title"] == f"from a {n}"
-        remote_state = git("rev-parse", "refs/harness/state", cwd=remote)
+        remote_state = git("rev-parse", published(b), cwd=remote)
         assert remote_state == git("rev-parse", "refs/harness/state", cwd=b)
 
     torture(b, argv, after, WORK_TRIALS, seed=51)

@@ -10,6 +10,7 @@ recorded in the same transaction.
 from __future__ import annotations
 
 import dataclasses
+import secrets
 from dataclasses import dataclass
 from typing import Any
 
@@ -82,14 +83,20 @@ def claim_in_tx(
     *,
     ctx: ClaimContext,
     force: bool = False,
+    taken: frozenset[str] = frozenset(),
+    spread: int = 1,
 ) -> Task | None:
     """The claim itself, inside a transaction: None when nothing is eligible.
 
+    `taken`: tasks another machine holds by a claim the state does not show yet (a
+    remote claim ref). `spread` > 1: pick at random among the first `spread` eligible
+    tasks of the best priority, so that machines claiming at once want different tasks
+    (a P1 is still never taken while a P0 is free).
     Expired leases and dependency failures found on the way are recorded either way.
     """
     state_files.check_claim_allowed(tx)
     stamp = now_iso()
-    if task_id is None:
+    if task_id is None and not taken and spread <= 1:
         quick = _quick_pick(tx, ctx, force, stamp)
         if quick is not None:
             task, rows = quick
@@ -123,6 +130,9 @@ def claim_in_tx(
             raise UsageError(f"task {task_id} is already completed; a completed task cannot be claimed")
         if task.status == "in_progress":
             raise Contention(f"{holder(task)}; try another task or wait for the lease to expire")
+        if task_id in taken:
+            raise Contention(f"task {task_id} is claimed on the remote by another machine; try another task "
+                             "or wait for its lease to expire")
         if task.failed_for_good:
             reason = task.error_log[-1] if task.error_log else "attempts exhausted"
             raise UsageError(
@@ -134,12 +144,12 @@ def claim_in_tx(
             record_prepare(tx, changes)
             raise Negative(f"task {task_id} is not ready: it waits on {', '.join(waiting)}")
     else:
-        found = schedule.eligible(prepared)
+        found = schedule.eligible(prepared, skip=taken)
         if not found:
             record_prepare(tx, changes)
             claim_index.rebuild(tx, prepared)
             return None
-        task = found[0]
+        task = _spread_pick(found, spread)
     record_prepare(tx, [c for c in changes if c[0].id != task.id])
     for changed, category, message in changes:
         if changed.id == task.id:  # recorded by the claim below, which builds on it
@@ -151,6 +161,16 @@ def claim_in_tx(
     final[claimed.id] = claimed
     claim_index.rebuild(tx, final)
     return claimed
+
+
+def _spread_pick(found: list[Task], spread: int) -> Task:
+    """The first eligible task, or with `spread` one at random among the first `spread`
+    of the same priority and kind (fresh or retried) as the first."""
+    first = found[0]
+    if spread <= 1:
+        return first
+    same = [t for t in found[:spread] if t.priority == first.priority and t.status == first.status]
+    return same[secrets.randbelow(len(same))]
 
 
 def _quick_pick(tx: Tx, ctx: ClaimContext, force: bool, stamp: str) -> tuple[Task, dict[str, Any]] | None:
@@ -233,7 +253,12 @@ def claim(
             # local claim, the hot path of every worker loop, must not pay for.
             from git_handoff.ops import sync  # noqa: PLC0415
 
-            task = sync.transact_remote(store, apply, target)
+            def apply_remote(tx: Tx, fleet: sync.Fleet) -> Task | None:
+                # spread over about four tasks per machine claiming beside us
+                return claim_in_tx(tx, task_id, ctx=ctx, force=force, taken=fleet.taken,
+                                   spread=4 * (fleet.others + 1) if fleet.others else 1)
+
+            task = sync.transact_remote(store, apply_remote, lambda t: t.id if t else None, target)
     except BaseException:
         worktree.drop_snapshot_ref(store.repo, ctx.snapshot)
         raise

@@ -1,35 +1,35 @@
-"""Share the state through any git remote: fetch, merge, push (DESIGN §3).
+"""Share the state through any git remote: fetch, merge, push (DESIGN §3), laid out so
+that no ref is moved by every machine (git_handoff.transport has the layout).
 
-- Fetch with the git CLI into refs/remotes/<remote>/harness/* and
-  refs/remotes/<remote>/notes/* — never onto local refs, which only move by
+- Fetch with the git CLI into remote-tracking refs (refs/remotes/<remote>/harness/*),
+  checked first (git_handoff.incoming) — never onto local refs, which only move by
   compare-and-swap after a merge.
-- Merge: fast-forward when one side contains the other, else a 3-way merge
-  (git_handoff.merge) written as a merge commit with both parents.
-- Push without force through the git CLI (ssh config, credential helpers);
-  rejected -> fetch, merge, retry (bounded, then Contention, exit 3).
-- `transact_remote` runs one transaction whose commit only counts once the
-  remote accepted it: the base of `claim --remote` (ops/claim.py).
+- Merge every state the remote holds (each clone's, and the one-ref state of earlier
+  versions) into the local one: fast-forward when one side contains the other, else a
+  3-way merge (git_handoff.merge) written as a merge commit with both parents.
+- Push this clone's state to its own ref on the remote (only this clone moves it, so it
+  always fast-forwards), its notes beside it, new attempts, and delete the claim refs
+  this clone's finished claims left. A ref the server could not lock is retried.
+- `transact_remote` runs one transaction whose commit only counts once the remote
+  accepted it, with the task's claim ref moved by compare-and-swap in the same atomic
+  push: the base of `claim --remote` (ops/claim.py).
 """
 
 from __future__ import annotations
 
-import hashlib
+import json
 import os
-import random
-import time
 from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
-from git_handoff import incoming
-from git_handoff.errors import (
-    Contention,
-    GitFailure,
-    HandoffError,
-    NotInitialized,
-    UsageError,
-)
+from git_handoff import records, transport
+from git_handoff.errors import Contention, HandoffError, NotInitialized
 from git_handoff.gitrepo import Repo
+from git_handoff.model import Task, now_iso
 from git_handoff.ops.sync_merge import integrate, merge_notes
+from git_handoff.schedule import lease_expired
 from git_handoff.store import (
     ATTEMPTS_PREFIX,
     NOTES_REF,
@@ -37,162 +37,22 @@ from git_handoff.store import (
     Snapshot,
     StateStore,
     Tx,
+    task_path,
 )
+from git_handoff.transport import ACCEPTED, ATOMIC, LOCKED, MOVED, Remote
+
+# The names callers (cli, tests) know from this module.
+fetch = transport.fetch
+named_remote = transport.named_remote
+use_remote = transport.use_remote
+add_refspecs = transport.add_refspecs
 
 T = TypeVar("T")
 
 PUSH_TRIES = 8
 
 
-# -- remotes ------------------------------------------------------------------------
-
-
-class Remote:
-    """A remote as git knows it (a name), or a URL/path given directly."""
-
-    def __init__(self, repo: Repo, spec: str | None) -> None:
-        names = set(repo.raw.remotes.names())
-        if spec is None:
-            spec = repo.config_get("handoff.remote") or "origin"
-            if spec not in names:
-                raise UsageError(
-                    f"no remote {spec!r}: name one (`git handoff sync REMOTE`) or set `git config handoff.remote NAME`"
-                )
-        if not spec or spec.startswith("-"):
-            raise UsageError(f"invalid remote {spec!r}")
-        self.spec = spec
-        self.named = spec in names
-        if self.named:
-            self.track = spec
-        elif "/" in spec or ":" in spec or os.path.isdir(spec):
-            self.track = "handoff-" + hashlib.sha1(spec.encode()).hexdigest()[:10]
-        else:
-            raise UsageError(f"unknown remote {spec!r} (see `git remote -v`)")
-
-    @property
-    def state(self) -> str:
-        return f"refs/remotes/{self.track}/harness/state"
-
-    @property
-    def notes(self) -> str:
-        return f"refs/remotes/{self.track}/notes/harness"
-
-    @property
-    def attempts(self) -> str:
-        return f"refs/remotes/{self.track}/harness/attempts/"
-
-    def refspecs(self) -> list[str]:
-        """What sync fetches: the state and attempts, and our notes only (not every
-        notes namespace the remote holds). The notes refspec is a pattern so that a remote
-        without notes yet is no error (an exact refspec fails when the ref is missing)."""
-        return [f"+refs/harness/*:refs/remotes/{self.track}/harness/*",
-                f"+{NOTES_REF}*:{self.notes}*"]
-
-    def legacy_refspecs(self) -> list[str]:
-        """What earlier versions added to remote.<name>.fetch and this one replaces."""
-        return [f"+refs/notes/*:refs/remotes/{self.track}/notes/*"]
-
-
-def _git_error(proc: Any, what: str) -> GitFailure:
-    err = proc.stderr.decode(errors="replace").strip().splitlines()
-    lines = [line for line in err if line.strip()]
-    fatal = [line for line in lines if line.startswith(("fatal:", "error:"))]
-    tail = (fatal or lines or [f"exit {proc.returncode}"])[0]
-    return GitFailure(f"{what}: {tail}")
-
-
-def add_refspecs(repo: Repo, remote: Remote) -> dict[str, list[str]]:
-    """So that a plain `git fetch` brings the state too, into remote-tracking refs (and a
-    `git fetch --prune` keeps them). Adds only what is missing, and replaces the broader
-    notes refspec earlier versions added; returns {"added", "removed"} for the user."""
-    changed: dict[str, list[str]] = {"added": [], "removed": []}
-    if not remote.named:
-        return changed
-    key = f"remote.{remote.spec}.fetch"
-    configured = set(repo.git("config", "--get-all", key, check=False).stdout.decode().split())
-    for spec in remote.refspecs():
-        if spec not in configured:
-            repo.git("config", "--add", key, spec, check=False)
-            changed["added"].append(spec)
-    for spec in remote.legacy_refspecs():
-        if spec in configured:
-            repo.git("config", "--fixed-value", "--unset", key, spec, check=False)
-            changed["removed"].append(spec)
-    return changed
-
-
-def named_remote(repo: Repo, name: str) -> Remote:
-    """A remote git knows by this name (UsageError otherwise)."""
-    if name not in set(repo.raw.remotes.names()):
-        raise UsageError(f"unknown remote {name!r} (see `git remote -v`; add it with `git remote add`)")
-    return Remote(repo, name)
-
-
-def use_remote(repo: Repo, remote: Remote) -> dict[str, list[str]]:
-    """`init --remote R`: R becomes handoff.remote and plain `git fetch R` brings the state."""
-    changed = add_refspecs(repo, remote)
-    repo.git("config", "handoff.remote", remote.spec)
-    return changed
-
-
-INCOMING = "refs/handoff-incoming/"
-
-
-def fetch(repo: Repo, remote: Remote) -> None:
-    """Fetch the remote's state, attempts and notes into remote-tracking refs.
-
-    They land in a private namespace first and reach the tracking refs only once every
-    ref points at the kind of object it must and the state parses (git_handoff.incoming):
-    a remote holding something this version cannot read safely is refused (exit 2) with
-    the tracking refs and the local state as they were."""
-    staging = f"{INCOMING}{remote.track}/"
-    # our notes only, as Remote.fetch_refspecs says: never another notes namespace
-    specs = [f"+refs/harness/*:{staging}harness/*", f"+{NOTES_REF}*:{staging}notes/harness*"]
-    # --refmap= : a remote's configured refspecs (add_refspecs) must not also move the
-    # tracking refs behind the checks' back
-    proc = repo.git("fetch", "--quiet", "--no-tags", "--prune", "--no-write-fetch-head", "--refmap=", remote.spec,
-                    *specs, check=False, env={"GIT_TERMINAL_PROMPT": "0"})
-    if proc.returncode != 0:
-        raise _git_error(proc, f"cannot fetch from {remote.spec}")
-    fetched = repo.refs_under(staging)
-    try:
-        incoming.check_refs(repo, fetched, staging, remote.spec)
-        theirs = fetched.get(f"{staging}harness/state")
-        if theirs is not None:
-            incoming.check_incoming_state(repo, theirs, remote.spec)
-    finally:
-        for name in fetched:
-            repo.delete_ref(name)
-    tracking = f"refs/remotes/{remote.track}/"
-    current = {name: oid for name, oid in repo.refs_under(tracking).items()
-               if name.startswith((remote.state, remote.notes, remote.attempts))}
-    wanted = {tracking + name[len(staging):]: oid for name, oid in fetched.items()}
-    for name, oid in wanted.items():
-        if current.get(name) != oid:
-            repo.cas_ref(name, oid, current.get(name), f"handoff: fetched from {remote.spec}")
-    for name in current.keys() - wanted.keys():
-        repo.delete_ref(name)
-
-
-def _push(repo: Repo, remote: Remote, refspecs: list[str]) -> dict[str, str]:
-    """Push without force; {destination ref: flag} with git's porcelain flags ('!' rejected)."""
-    if not refspecs:
-        return {}
-    proc = repo.git("push", "--porcelain", "--no-verify", remote.spec, *refspecs, check=False,
-                    env={"GIT_TERMINAL_PROMPT": "0"})
-    out: dict[str, str] = {}
-    for line in proc.stdout.decode(errors="replace").splitlines():
-        parts = line.split("\t")
-        if len(parts) >= 2 and len(parts[0]) == 1 and ":" in parts[1]:
-            ref = parts[1].split(":", 1)[1]
-            out[ref] = parts[0]
-            summary = parts[2] if len(parts) > 2 else ""
-            if parts[0] == "!" and "remote rejected" in summary and ref in (STATE_REF, NOTES_REF):
-                # a hook or policy on the remote said no: fetching again will not change that
-                raise Contention(f"{remote.spec} refused {ref}: {summary.strip()}; nothing was lost locally")
-    if proc.returncode != 0 and not out:
-        raise _git_error(proc, f"cannot push to {remote.spec}")
-    return out
+# -- attempts -------------------------------------------------------------------------
 
 
 def _take_attempts(repo: Repo, remote: Remote) -> tuple[list[str], list[str]]:
@@ -209,7 +69,109 @@ def _take_attempts(repo: Repo, remote: Remote) -> tuple[list[str], list[str]]:
     return fetched, clashing
 
 
+# -- claims seen on the remote ---------------------------------------------------------------
+
+# A claim ref of another clone whose lease ran out this long ago (a machine gone for
+# good) is deleted by whichever clone syncs; a clone deletes its own at once.
+DEAD_CLAIM_SECONDS = 24 * 3600
+
+
+def claim_record(repo: Repo, commit: str, task_id: str) -> Task | None:
+    """The task as the claim commit `commit` records it, parsed like any fetched record;
+    None when it is absent or unreadable (such a claim is never taken over)."""
+    try:
+        found = repo.tree_lookup(repo.commit_tree(commit), task_path(task_id))
+        if found is None or found[1]:
+            return None
+        kind = repo.object_kind(found[0])
+        if kind is None or kind[0] != "blob" or kind[1] > records.MAX_STATE_BLOB_BYTES:
+            return None
+        raw = repo.read_blob(found[0])
+        records.check_record(task_path(task_id), raw)
+        return Snapshot(repo, commit).task(task_id)
+    except (HandoffError, ValueError, KeyError):
+        return None
+
+
+@dataclass(frozen=True)
+class Fleet:
+    """What the remote says of the other machines, for a claim: the tasks a live claim
+    ref of another clone holds that the merged state does not show yet, the claim refs
+    ({task id: commit}), and how many other clones publish a state there."""
+
+    taken: frozenset[str]
+    claims: dict[str, str]
+    others: int
+
+
+def fleet_view(repo: Repo, remote: Remote, head: str) -> Fleet:
+    claims = remote.claim_refs(repo)
+    stamp = now_iso()
+    taken = set()
+    for task_id, oid in claims.items():
+        if repo.is_ancestor(oid, head):
+            continue  # merged already: the state decides
+        task = claim_record(repo, oid, task_id)
+        if task is None or (task.status == "in_progress" and task.get("clone") != remote.clone
+                            and not lease_expired(task, stamp)):
+            taken.add(task_id)
+    others = sum(1 for label, _ in remote.state_heads(repo) if label != remote.spec)
+    return Fleet(frozenset(taken), claims, others)
+
+
+def _claims_to_prune(repo: Repo, remote: Remote, head: str, snap: Snapshot) -> dict[str, str]:
+    """{claim ref: its commit} for the claims that are over: merged here, and the task is
+    no longer in progress under that claim. Only this clone's own, or another's whose
+    lease ended more than DEAD_CLAIM_SECONDS ago (so that clones do not race to delete)."""
+    out = {}
+    stamp = now_iso()
+    for task_id, oid in sorted(remote.claim_refs(repo).items()):
+        if not repo.is_ancestor(oid, head):
+            continue
+        claimed = claim_record(repo, oid, task_id)
+        if claimed is None:
+            continue
+        now = snap.task(task_id)
+        if now is not None and now.status == "in_progress" and now.get("claimed_at") == claimed.get("claimed_at"):
+            continue  # still that claim
+        if claimed.get("clone") != remote.clone and not _long_expired(claimed, stamp):
+            continue
+        out[Remote.claim_ref(task_id)] = oid
+    return out
+
+
+def _long_expired(task: Task, stamp: str) -> bool:
+    if not task.lease_expires_at:
+        return True
+    try:
+        ends = datetime.fromisoformat(task.lease_expires_at.replace("Z", "+00:00"))
+        now = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+    except ValueError:
+        return True
+    return now - ends > timedelta(seconds=DEAD_CLAIM_SECONDS)
+
+
 # -- sync -------------------------------------------------------------------------------
+
+
+def _merge_remote(store: StateStore, remote: Remote, report: dict[str, Any]) -> None:
+    """Merge every state and the notes the remote holds (as fetched) into ours."""
+    repo = store.repo
+    rank = ("", "no-remote-state", "up-to-date", "adopted", "fast-forward", "merged")
+    heads: list[tuple[str, str | None]] = list(remote.state_heads(repo))
+    report["states"] = len(heads)
+    for label, theirs in heads or [(remote.spec, None)]:
+        step = integrate(store, theirs, label)
+        if rank.index(step["action"]) > rank.index(report["action"] if report["action"] in rank else ""):
+            report["action"] = step["action"]
+        report["incoming"] += step["incoming"]
+        report["conflicts"].extend(step["conflicts"])
+        report["claims_lost"].extend(step["claims_lost"])
+    notes_rank = ("none", "up-to-date", "adopted", "fast-forward", "merged")
+    for theirs in remote.notes_heads(repo):
+        got = merge_notes(repo, store, theirs)
+        if notes_rank.index(got) > notes_rank.index(report["notes"]):
+            report["notes"] = got
 
 
 def _round(store: StateStore, remote: Remote, report: dict[str, Any],
@@ -218,15 +180,8 @@ def _round(store: StateStore, remote: Remote, report: dict[str, Any],
     repo = store.repo
     say(f"fetching from {remote.spec}")
     fetch(repo, remote)
-    theirs = repo.ref_target(remote.state)
     say("merging the remote's state")
-    step = integrate(store, theirs, remote.spec)
-    if report["action"] in ("", "up-to-date", "no-remote-state"):
-        report["action"] = step["action"]
-    report["incoming"] += step["incoming"]
-    report["conflicts"].extend(step["conflicts"])
-    report["claims_lost"].extend(step["claims_lost"])
-    report["notes"] = merge_notes(repo, store, repo.ref_target(remote.notes))
+    _merge_remote(store, remote, report)
     fetched, clashing = _take_attempts(repo, remote)
     report["attempts"]["fetched"].extend(fetched)
     report["attempts"]["conflicting"] = clashing
@@ -235,29 +190,53 @@ def _round(store: StateStore, remote: Remote, report: dict[str, Any],
         raise NotInitialized(f"nothing to sync: neither this clone nor {remote.spec} has a git handoff state "
                              "(run `git handoff init`)")
     specs: list[str] = []
-    if local != theirs:
-        specs.append(f"{STATE_REF}:{STATE_REF}")
-        report["outgoing"] = repo.count_commits(local, theirs)
+    leases: dict[str, str | None] = {}
+    mine = repo.ref_target(remote.tracking(remote.my_state))
+    if local != mine:
+        specs.append(f"{STATE_REF}:{remote.my_state}")
+        report["outgoing"] = repo.count_commits(local, mine)
     notes = repo.ref_target(NOTES_REF)
-    if notes is not None and notes != repo.ref_target(remote.notes):
+    if notes is not None and notes != repo.ref_target(remote.tracking(remote.my_notes)):
+        specs.append(f"{NOTES_REF}:{remote.my_notes}")
+    legacy = repo.config_bool("handoff.legacyState")
+    if legacy and local != repo.ref_target(remote.state):
+        specs.append(f"{STATE_REF}:{STATE_REF}")
+    if legacy and notes is not None and notes != repo.ref_target(remote.notes):
         specs.append(f"{NOTES_REF}:{NOTES_REF}")
     remote_attempts = repo.refs_under(remote.attempts)
     for name, _oid in sorted(repo.refs_under(ATTEMPTS_PREFIX).items()):
         if remote_attempts.get(remote.attempts + name[len(ATTEMPTS_PREFIX):]) is None:
             specs.append(f"{name}:{name}")
+    prune = _claims_to_prune(repo, remote, local, Snapshot(repo, local))
+    for ref, oid in prune.items():
+        specs.append(f":{ref}")
+        leases[ref] = oid
     if specs:
         say(f"pushing {len(specs)} ref(s) to {remote.spec}")
-    flags = _push(repo, remote, specs)
-    rejected = [ref for ref, flag in flags.items() if flag == "!"]
-    report["pushed"].extend(sorted(ref for ref, flag in flags.items() if flag in (" ", "*", "+")))
-    report["attempts"]["pushed"].extend(sorted(r for r in report["pushed"] if r.startswith(ATTEMPTS_PREFIX)))
-    if any(r.startswith(ATTEMPTS_PREFIX) for r in rejected):
-        report["attempts"]["conflicting"] = sorted(set(report["attempts"]["conflicting"])
-                                                   | {r for r in rejected if r.startswith(ATTEMPTS_PREFIX)})
-    if STATE_REF in flags and flags[STATE_REF] != "!":
-        # the remote has it now; keep the tracking ref honest without another fetch
-        repo.cas_ref(remote.state, local, repo.ref_target(remote.state), "handoff: pushed")
-    return not any(r in (STATE_REF, NOTES_REF) for r in rejected)
+    pushed = transport.push(repo, remote, specs, leases=leases)
+    refused = pushed.refused((remote.my_state, remote.my_notes, ATTEMPTS_PREFIX))
+    if refused:
+        # a hook or policy on the remote said no: fetching again will not change that
+        raise transport.refused_error(remote, refused)
+    for ref in (remote.my_state, remote.my_notes):
+        if pushed.ok(ref):
+            value = local if ref == remote.my_state else notes
+            if value is not None:
+                _track(repo, remote, ref, value)
+    accepted = sorted(ref for ref, (what, _) in pushed.refs.items() if what == ACCEPTED)
+    report["pushed"].extend(ref for ref in accepted if ref not in prune)
+    report["claims_pruned"].extend(ref[len(transport.CLAIMS):] for ref in accepted if ref in prune)
+    report["attempts"]["pushed"].extend(ref for ref in accepted if ref.startswith(ATTEMPTS_PREFIX))
+    stuck = [ref for ref in pushed.refs if ref.startswith(ATTEMPTS_PREFIX) and not pushed.ok(ref)]
+    if stuck:
+        report["attempts"]["conflicting"] = sorted(set(report["attempts"]["conflicting"]) | set(stuck))
+    return all(pushed.outcome(ref) in (None, ACCEPTED) for ref in (remote.my_state, remote.my_notes))
+
+
+def _track(repo: Repo, remote: Remote, remote_ref: str, oid: str) -> None:
+    """The remote has `oid` at `remote_ref` now: keep the tracking ref honest without a fetch."""
+    name = remote.tracking(remote_ref)
+    repo.cas_ref(name, oid, repo.ref_target(name), "handoff: pushed")
 
 
 def sync(store: StateStore, remote: str | None = None, *, tries: int = PUSH_TRIES,
@@ -265,75 +244,157 @@ def sync(store: StateStore, remote: str | None = None, *, tries: int = PUSH_TRIE
     """Fetch, merge and push the state, attempts and notes; a summary of what moved.
     `progress(text)`, when given, hears each step (a sync of many changes takes seconds)."""
     remote_obj = Remote(store.repo, remote)
+    store.repo.sweep_tmp_refs()
     say = progress or (lambda _text: None)
     report: dict[str, Any] = {
         "remote": remote_obj.spec, "action": "", "incoming": 0, "outgoing": 0, "conflicts": [],
         "claims_lost": [], "pushed": [], "attempts": {"fetched": [], "pushed": [], "conflicting": []},
-        "notes": "none", "retries": 0,
+        "notes": "none", "retries": 0, "states": 0, "claims_pruned": [],
     }
     for attempt in range(tries):
         if _round(store, remote_obj, report, say):
-            report["refspecs"] = add_refspecs(store.repo, remote_obj)
+            report["refspecs"] = transport.add_refspecs(store.repo, remote_obj)
             report["state_commit"] = store.head()
-            if report["action"] in ("up-to-date", "no-remote-state") and STATE_REF in report["pushed"]:
+            if report["action"] in ("up-to-date", "no-remote-state") and remote_obj.my_state in report["pushed"]:
                 report["action"] = "pushed"
+            stats("sync", retries=report["retries"])
             return report
         report["retries"] = attempt + 1
-        _backoff(attempt)
+        transport.backoff(attempt, report["states"])
+    stats("sync", retries=report["retries"], gave_up=True)
     raise Contention(f"{remote_obj.spec} kept rejecting the push ({tries} tries); nothing was lost, retry "
                      "`git handoff sync`")
 
 
-def _backoff(attempt: int) -> None:
-    time.sleep(random.uniform(0.01, 0.05 * (2 ** min(attempt, 4))))
+def stats(command: str, **figures: Any) -> None:
+    """With GIT_HANDOFF_STATS=FILE, append one JSON line of figures (for bench/): how
+    many tries a push took, never anything a user needs."""
+    path = os.environ.get("GIT_HANDOFF_STATS")
+    if not path:
+        return
+    try:
+        with open(path, "a", encoding="utf-8") as out:
+            out.write(json.dumps({"command": command, **figures}) + "\n")
+    except OSError:
+        pass
 
 
 # -- a transaction that counts only once the remote has it -------------------------------
 
 
-def transact_remote(store: StateStore, apply: Callable[[Tx], T], remote: str | None = None,
-                    *, tries: int = 30) -> T:
+def transact_remote(store: StateStore, apply: Callable[[Tx, Fleet], T], claim_of: Callable[[T], str | None],
+                    remote: str | None = None, *, tries: int = 30) -> T:
     """fetch -> merge -> apply -> push. Only a push the remote accepted makes the change;
     a rejected one is dropped and `apply` runs again on the newer state (so a claim that
-    lost the race takes the next task). Contention (exit 3) after `tries`."""
+    lost the race takes the next task). `claim_of(result)` names the task whose claim
+    ref moves in the same atomic push (compare-and-swap against what was fetched), so two
+    machines contend only for the same task. Contention (exit 3) after `tries`."""
     repo = store.repo
     remote_obj = Remote(repo, remote)
+    lost = 0
     for attempt in range(tries):
         fetch(repo, remote_obj)
-        theirs = repo.ref_target(remote_obj.state)
-        integrate(store, theirs, remote_obj.spec)
+        report: dict[str, Any] = {"action": "", "incoming": 0, "conflicts": [], "claims_lost": [], "notes": "none"}
+        _merge_remote(store, remote_obj, report)
         head = store.head()
         if head is None:
             raise NotInitialized("git handoff is not initialized here or on the remote: run `git handoff init`")
+        fleet = fleet_view(repo, remote_obj, head)
         tx = Tx(store, Snapshot(repo, head))
-        result = apply(tx)
+        result = apply(tx, fleet)
         if not tx.changes and not tx.lines:
+            stats("claim", retries=attempt, lost=lost)
             return result
         commit = store.build_commit(tx, [head])
-        flags = _push(repo, remote_obj, [f"{commit}:{STATE_REF}"])
-        if flags.get(STATE_REF, "!") != "!":
-            repo.cas_ref(remote_obj.state, commit, repo.ref_target(remote_obj.state), "handoff: pushed")
+        specs = [f"{commit}:{remote_obj.my_state}"]
+        leases: dict[str, str | None] = {remote_obj.my_state: repo.ref_target(remote_obj.tracking(remote_obj.my_state))}
+        task_id = claim_of(result)
+        claim_ref = Remote.claim_ref(task_id) if task_id else None
+        if claim_ref:
+            specs.insert(0, f"{commit}:{claim_ref}")
+            leases[claim_ref] = fleet.claims.get(task_id or "")
+        pushed = transport.push(repo, remote_obj, specs, leases=leases, atomic=True)
+        refused = pushed.refused()
+        if refused:
+            raise transport.refused_error(remote_obj, refused)
+        if all(pushed.ok(ref) for ref in leases):
+            for ref in leases:
+                _track(repo, remote_obj, ref, commit)
             with store.lock():
                 moved = store.publish(commit, head, "handoff: remote transaction")
             if not moved:
                 integrate(store, commit, remote_obj.spec)
             store.run_followups(tx)
+            stats("claim", retries=attempt, lost=lost)
             return result
-        _backoff(min(attempt, 3))
+        outcomes = {pushed.outcome(ref) for ref in leases} - {ACCEPTED, ATOMIC}
+        if MOVED in outcomes:
+            lost += 1  # someone else took it (or moved our own ref): look again at once
+        if LOCKED in outcomes or MOVED not in outcomes:
+            transport.backoff(attempt, fleet.others + 1)
+    stats("claim", retries=tries, lost=lost, gave_up=True)
     raise Contention(f"lost the race on {remote_obj.spec} {tries} times; nothing was changed, retry")
+
+
+# -- publishing without a fetch ---------------------------------------------------------
+
+
+def publish(store: StateStore, remote: str | None = None, *, tries: int = 5) -> dict[str, Any]:
+    """Push this clone's state to its own ref on the remote, and delete the claim refs of
+    its finished claims, in one push and no fetch: only this clone moves that ref, so
+    there is nothing to merge first (`sync` brings the others' work). What `done`,
+    `release`, `renew`... do with handoff.syncClaims: a completion and its publication
+    share one round trip."""
+    repo = store.repo
+    remote_obj = Remote(repo, remote)
+    local = store.head()
+    if local is None:
+        raise NotInitialized("git handoff is not initialized here: run `git handoff init`")
+    for attempt in range(tries):
+        mine = repo.ref_target(remote_obj.tracking(remote_obj.my_state))
+        if mine == local:
+            return {"remote": remote_obj.spec, "pushed": [], "retries": attempt}
+        if mine is not None and not repo.is_ancestor(mine, local):
+            # the remote has something of ours we have not merged (another process of this
+            # clone pushed): that takes a sync
+            return sync(store, remote)
+        prune = _claims_to_prune(repo, remote_obj, local, Snapshot(repo, local))
+        specs = [f"{local}:{remote_obj.my_state}"] + [f":{ref}" for ref in prune]
+        leases: dict[str, str | None] = {remote_obj.my_state: mine, **prune}
+        pushed = transport.push(repo, remote_obj, specs, leases=leases)
+        refused = pushed.refused((remote_obj.my_state,))
+        if refused:
+            raise transport.refused_error(remote_obj, refused)
+        if pushed.ok(remote_obj.my_state):
+            _track(repo, remote_obj, remote_obj.my_state, local)
+            for ref in prune:
+                if pushed.ok(ref):
+                    repo.delete_ref(remote_obj.tracking(ref))
+            stats("publish", retries=attempt)
+            return {"remote": remote_obj.spec, "pushed": [remote_obj.my_state], "retries": attempt}
+        if pushed.outcome(remote_obj.my_state) == MOVED:
+            return sync(store, remote)
+        transport.backoff(attempt)
+    raise Contention(f"{remote_obj.spec} could not take the push of this clone's state ({tries} tries); "
+                     "nothing was lost, retry `git handoff sync`")
 
 
 # -- autoSync ----------------------------------------------------------
 
 
 def auto_sync(store: StateStore) -> str | None:
-    """With `handoff.autoSync = true`, push after a transaction. Offline or rejected: the
-    work stays local and a one-line reason is returned (status says what waits)."""
+    """With `handoff.autoSync = true`, sync after a transaction; with `handoff.syncClaims`
+    (and no autoSync), publish this clone's state (one push, no fetch). Offline or
+    rejected: the work stays local and a one-line reason is returned (status says what waits)."""
     repo = store.repo
-    if not repo.config_bool("handoff.autoSync"):
+    auto = repo.config_bool("handoff.autoSync")
+    if not auto and not repo.config_bool("handoff.syncClaims"):
         return None
     try:
-        sync(store, None, tries=3)
+        if auto:
+            sync(store, None, tries=3)
+        else:
+            publish(store, None)
     except HandoffError as exc:
         return f"not pushed yet ({exc.message}); kept locally, `git handoff sync` pushes it"
     return None

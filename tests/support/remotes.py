@@ -110,6 +110,22 @@ def shared_pair(clones: Callable[[str], Path], *commands: tuple[str, ...]) -> tu
     return a, b
 
 
+def published(path: Path) -> str:
+    """The ref on the remote where the clone at `path` publishes its state (each clone
+    its own: refs/harness/clones/<clone id>/state)."""
+    from git_handoff.gitrepo import Repo
+    from git_handoff.identity import clone_id
+
+    return f"refs/harness/clones/{clone_id(Repo.discover(path))}/state"
+
+
+def remote_state(path: Path, remote: str = "origin") -> str:
+    """What the remote holds at the clone's own state ref (ls-remote: asks the remote)."""
+    ref = published(path)
+    out = git("ls-remote", remote, ref, cwd=path).split()
+    return out[0] if out else ""
+
+
 def tree(path: Path) -> str:
     return git("rev-parse", "refs/harness/state^{tree}", cwd=path)
 

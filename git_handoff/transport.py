@@ -1,0 +1,303 @@
+"""A remote as git handoff lays it out, and the two ways to talk to it: fetch (through the
+checks of git_handoff.incoming) and push (compare-and-swap, with git's answer classified).
+
+The layout has no ref that every machine must move (DESIGN §5: pushes to one ref from
+many machines fail on the server's ref lock):
+
+- refs/harness/clones/<clone-id>/state   one clone's state: only that clone moves it, always
+  forward, so its pushes never collide; every clone merges everyone's (the merge is
+  deterministic and order-independent, so all converge);
+- refs/harness/clones/<clone-id>/notes   that clone's notes;
+- refs/harness/claims/<task-id>          a claim that must hold across machines: the claimer's
+  state commit, created (or an expired one taken over) by one compare-and-swap push, so
+  two machines contend only when they want the same task;
+- refs/harness/attempts/<task-id>/<n>    failed attempts (created, never moved);
+- refs/harness/state, refs/notes/harness the one-ref layout of earlier versions: still
+  fetched and merged; pushed (when it fast-forwards) only with `handoff.legacyState`.
+
+Fetch and push go through the git CLI (ssh config, credential helpers; DESIGN §2).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import random
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from git_handoff import identity, incoming
+from git_handoff.errors import Contention, GitFailure, UsageError
+from git_handoff.gitrepo import Repo
+from git_handoff.store import NOTES_REF
+
+CLONES = "refs/harness/clones/"
+CLAIMS = "refs/harness/claims/"
+INCOMING = "refs/handoff-incoming/"
+
+
+class Remote:
+    """A remote as git knows it (a name), or a URL/path given directly."""
+
+    def __init__(self, repo: Repo, spec: str | None) -> None:
+        names = set(repo.raw.remotes.names())
+        if spec is None:
+            spec = repo.config_get("handoff.remote") or "origin"
+            if spec not in names:
+                raise UsageError(
+                    f"no remote {spec!r}: name one (`git handoff sync REMOTE`) or set `git config handoff.remote NAME`"
+                )
+        if not spec or spec.startswith("-"):
+            raise UsageError(f"invalid remote {spec!r}")
+        self.spec = spec
+        self.named = spec in names
+        if self.named:
+            self.track = spec
+        elif "/" in spec or ":" in spec or os.path.isdir(spec):
+            self.track = "handoff-" + hashlib.sha1(spec.encode()).hexdigest()[:10]
+        else:
+            raise UsageError(f"unknown remote {spec!r} (see `git remote -v`)")
+        self.clone = identity.clone_id(repo)
+
+    # -- names on the remote ----------------------------------------------------------------
+
+    @property
+    def my_state(self) -> str:
+        """This clone's state ref on the remote."""
+        return f"{CLONES}{self.clone}/state"
+
+    @property
+    def my_notes(self) -> str:
+        return f"{CLONES}{self.clone}/notes"
+
+    @staticmethod
+    def claim_ref(task_id: str) -> str:
+        return CLAIMS + task_id
+
+    # -- the remote-tracking refs a fetch leaves ----------------------------------------------
+
+    def tracking(self, remote_ref: str) -> str:
+        """Where `remote_ref` (refs/harness/... or refs/notes/harness) is tracked here."""
+        if remote_ref == NOTES_REF:
+            return self.notes
+        return f"refs/remotes/{self.track}/{remote_ref[len('refs/'):]}"
+
+    @property
+    def state(self) -> str:
+        """The tracking ref of the remote's one-ref (earlier versions') state."""
+        return f"refs/remotes/{self.track}/harness/state"
+
+    @property
+    def notes(self) -> str:
+        return f"refs/remotes/{self.track}/notes/harness"
+
+    @property
+    def attempts(self) -> str:
+        return f"refs/remotes/{self.track}/harness/attempts/"
+
+    @property
+    def clones(self) -> str:
+        return f"refs/remotes/{self.track}/harness/clones/"
+
+    @property
+    def claims(self) -> str:
+        return f"refs/remotes/{self.track}/harness/claims/"
+
+    def state_heads(self, repo: Repo) -> list[tuple[str, str]]:
+        """Every state the remote holds, as fetched: [(label, commit)], the one-ref state
+        first, then each clone's in name order (a fixed order: every clone merges alike)."""
+        out: list[tuple[str, str]] = []
+        legacy = repo.ref_target(self.state)
+        if legacy is not None:
+            out.append((self.spec, legacy))
+        for name, oid in sorted(repo.refs_under(self.clones).items()):
+            if name.endswith("/state"):
+                who = name[len(self.clones):-len("/state")]
+                out.append((self.spec if who == self.clone else f"{self.spec} (clone {who[:8]})", oid))
+        return out
+
+    def notes_heads(self, repo: Repo) -> list[str]:
+        out = [oid for oid in [repo.ref_target(self.notes)] if oid is not None]
+        out += [oid for name, oid in sorted(repo.refs_under(self.clones).items()) if name.endswith("/notes")]
+        return out
+
+    def claim_refs(self, repo: Repo) -> dict[str, str]:
+        """{task id: the claim commit} as fetched."""
+        return {name[len(self.claims):]: oid for name, oid in repo.refs_under(self.claims).items()}
+
+    def refspecs(self) -> list[str]:
+        """What sync fetches: the state and attempts, and our notes only (not every
+        notes namespace the remote holds). The notes refspec is a pattern so that a remote
+        without notes yet is no error (an exact refspec fails when the ref is missing)."""
+        return [f"+refs/harness/*:refs/remotes/{self.track}/harness/*",
+                f"+{NOTES_REF}*:{self.notes}*"]
+
+    def legacy_refspecs(self) -> list[str]:
+        """What earlier versions added to remote.<name>.fetch and this one replaces."""
+        return [f"+refs/notes/*:refs/remotes/{self.track}/notes/*"]
+
+
+def git_error(proc: Any, what: str) -> GitFailure:
+    err = proc.stderr.decode(errors="replace").strip().splitlines()
+    lines = [line for line in err if line.strip()]
+    fatal = [line for line in lines if line.startswith(("fatal:", "error:"))]
+    tail = (fatal or lines or [f"exit {proc.returncode}"])[0]
+    return GitFailure(f"{what}: {tail}")
+
+
+def add_refspecs(repo: Repo, remote: Remote) -> dict[str, list[str]]:
+    """So that a plain `git fetch` brings the state too, into remote-tracking refs (and a
+    `git fetch --prune` keeps them). Adds only what is missing, and replaces the broader
+    notes refspec earlier versions added; returns {"added", "removed"} for the user."""
+    changed: dict[str, list[str]] = {"added": [], "removed": []}
+    if not remote.named:
+        return changed
+    key = f"remote.{remote.spec}.fetch"
+    configured = set(repo.git("config", "--get-all", key, check=False).stdout.decode().split())
+    for spec in remote.refspecs():
+        if spec not in configured:
+            repo.git("config", "--add", key, spec, check=False)
+            changed["added"].append(spec)
+    for spec in remote.legacy_refspecs():
+        if spec in configured:
+            repo.git("config", "--fixed-value", "--unset", key, spec, check=False)
+            changed["removed"].append(spec)
+    return changed
+
+
+def named_remote(repo: Repo, name: str) -> Remote:
+    """A remote git knows by this name (UsageError otherwise)."""
+    if name not in set(repo.raw.remotes.names()):
+        raise UsageError(f"unknown remote {name!r} (see `git remote -v`; add it with `git remote add`)")
+    return Remote(repo, name)
+
+
+def use_remote(repo: Repo, remote: Remote) -> dict[str, list[str]]:
+    """`init --remote R`: R becomes handoff.remote and plain `git fetch R` brings the state."""
+    changed = add_refspecs(repo, remote)
+    repo.git("config", "handoff.remote", remote.spec)
+    return changed
+
+
+# -- fetch --------------------------------------------------------------------------------
+
+
+def fetch(repo: Repo, remote: Remote) -> None:
+    """Fetch the remote's states, claims, attempts and notes into remote-tracking refs.
+
+    They land in a private namespace first and reach the tracking refs only once every
+    ref points at the kind of object it must and every state parses (git_handoff.incoming):
+    a remote holding something this version cannot read safely is refused (exit 2) with
+    the tracking refs and the local state as they were."""
+    staging = f"{INCOMING}{remote.track}/"
+    # our notes only, as Remote.refspecs says: never another notes namespace
+    specs = [f"+refs/harness/*:{staging}harness/*", f"+{NOTES_REF}*:{staging}notes/harness*"]
+    # --refmap= : a remote's configured refspecs (add_refspecs) must not also move the
+    # tracking refs behind the checks' back
+    proc = repo.git("fetch", "--quiet", "--no-tags", "--prune", "--no-write-fetch-head", "--refmap=", remote.spec,
+                    *specs, check=False, env={"GIT_TERMINAL_PROMPT": "0"})
+    if proc.returncode != 0:
+        raise git_error(proc, f"cannot fetch from {remote.spec}")
+    fetched = repo.refs_under(staging)
+    try:
+        incoming.check_refs(repo, fetched, staging, remote.spec)
+        for name, oid in sorted(fetched.items()):
+            rest = name[len(staging):]
+            if rest == "harness/state" or (rest.startswith("harness/clones/") and rest.endswith("/state")):
+                incoming.check_incoming_state(repo, oid, remote.spec)
+    finally:
+        for name in fetched:
+            repo.delete_ref(name)
+    tracking = f"refs/remotes/{remote.track}/"
+    ours = (f"{tracking}harness/", remote.notes)
+    current = {name: oid for name, oid in repo.refs_under(tracking).items() if name.startswith(ours)}
+    wanted = {tracking + name[len(staging):]: oid for name, oid in fetched.items()}
+    for name, oid in wanted.items():
+        if current.get(name) != oid:
+            repo.cas_ref(name, oid, current.get(name), f"handoff: fetched from {remote.spec}")
+    for name in current.keys() - wanted.keys():
+        repo.delete_ref(name)
+
+
+# -- push ---------------------------------------------------------------------------------
+
+# What a refusal of one ref means (git's porcelain summary, `[rejected] (stale info)` ...):
+ACCEPTED = "accepted"  # the remote moved the ref (or it was already there)
+MOVED = "moved"  # the ref is not where we expected: someone else moved it; look again
+LOCKED = "locked"  # the server could not take the ref's lock (another push holds it): retry
+ATOMIC = "atomic"  # refused only because another ref of the same atomic push was
+REFUSED = "refused"  # a hook or a policy said no: fetching again will not change that
+
+_LOCK_WORDS = ("failed to update ref", "cannot lock ref", "unable to lock", "failed to lock",
+               "atomic transaction failed", "unable to update local ref", "incorrect old value")
+_MOVED_WORDS = ("stale info", "non-fast-forward", "fetch first", "already exists")
+
+
+def classify(flag: str, summary: str) -> str:
+    if flag != "!":
+        return ACCEPTED
+    text = summary.lower()
+    if "atomic push failed" in text:
+        return ATOMIC
+    if any(w in text for w in _MOVED_WORDS):
+        return MOVED
+    if any(w in text for w in _LOCK_WORDS):
+        return LOCKED
+    return REFUSED
+
+
+@dataclass(frozen=True)
+class Pushed:
+    """What the remote said of each ref of one push: {remote ref: (outcome, git's summary)}."""
+
+    refs: dict[str, tuple[str, str]]
+
+    def outcome(self, ref: str) -> str | None:
+        found = self.refs.get(ref)
+        return found[0] if found else None
+
+    def ok(self, ref: str) -> bool:
+        return self.outcome(ref) == ACCEPTED
+
+    def refused(self, among: tuple[str, ...] | None = None) -> str | None:
+        """The first policy refusal (`ref: summary`) among `among` (all when None)."""
+        for ref, (what, summary) in sorted(self.refs.items()):
+            if what == REFUSED and (among is None or ref in among or ref.startswith(among)):
+                return f"{ref}: {summary.strip()}"
+        return None
+
+
+def push(repo: Repo, remote: Remote, refspecs: list[str], *, leases: dict[str, str | None] | None = None,
+         atomic: bool = False) -> Pushed:
+    """Push `refspecs` without force. `leases` {remote ref: expected oid, None = must not
+    exist} makes each of those refs a compare-and-swap on the server; `atomic`: all or none."""
+    if not refspecs:
+        return Pushed({})
+    args = ["push", "--porcelain", "--no-verify"]
+    if atomic:
+        args.append("--atomic")
+    for ref, expected in sorted((leases or {}).items()):
+        args.append(f"--force-with-lease={ref}:{expected or ''}")
+    proc = repo.git(*args, remote.spec, *refspecs, check=False, env={"GIT_TERMINAL_PROMPT": "0"})
+    out: dict[str, tuple[str, str]] = {}
+    for line in proc.stdout.decode(errors="replace").splitlines():
+        parts = line.split("\t")
+        if len(parts) >= 2 and len(parts[0]) == 1 and ":" in parts[1]:
+            ref = parts[1].split(":", 1)[1]
+            summary = parts[2] if len(parts) > 2 else ""
+            out[ref] = (classify(parts[0], summary), summary)
+    if proc.returncode != 0 and not out:
+        raise git_error(proc, f"cannot push to {remote.spec}")
+    return Pushed(out)
+
+
+def refused_error(remote: Remote, what: str) -> Contention:
+    return Contention(f"{remote.spec} refused {what}; nothing was lost locally")
+
+
+def backoff(attempt: int, contenders: int = 1) -> None:
+    """Between tries after a lost race: random, growing with the try and with how many
+    machines share the remote (their pushes are what we wait out)."""
+    spread = 0.02 * max(1, min(contenders, 64)) * (2 ** min(attempt, 4))
+    time.sleep(random.uniform(0.005, min(spread, 2.0)))
