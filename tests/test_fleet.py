@@ -190,3 +190,17 @@ def test_with_sync_claims_done_publishes_in_one_push(clones: Callable[[str], Pat
     # b sees t1 done at its next claim, and takes another task
     assert ok("claim", "--json", cwd=b)["id"] in ("t2", "b1")
     assert task(b, "t1")["status"] == "completed"
+
+
+def test_spreading_claimers_keeps_priority_order(clones: Callable[[str], Path]) -> None:
+    """With other clones publishing, a remote claim picks at random among the first
+    eligible tasks of the best priority only: the P0s go first, whatever the draw."""
+    ids = [f"t{n}" for n in range(12)]
+    a, b = concurrent_pair(clones, *ids)
+    for tid in ("t7", "t9"):
+        ok("edit", tid, "--priority", "P0", cwd=a)
+    ok("sync", cwd=a)
+    got = [ok("claim", "--remote", "origin", "--force", "--json", cwd=b)["id"] for _ in range(2)]
+    assert sorted(got) == ["t7", "t9"]
+    third = ok("claim", "--remote", "origin", "--force", "--json", cwd=b)["id"]
+    assert third not in ("t7", "t9")
