@@ -175,9 +175,10 @@ def _run(path: Path, args: Sequence[str], kill_after: float | None, timeout: flo
 
 def work_loop(path: Path, *, remote: str = "origin", lease: str | None = None,
               kill: Callable[[str], float | None] | None = None, deadline: float | None = None,
-              command_timeout: float = 300) -> CloneReport:
-    """One clone's loop until `claim` exits 1. `kill(verb)`, when given, returns after how
-    many seconds to SIGKILL that run of `verb` (None: let it finish)."""
+              command_timeout: float = 300, stop_after: int | None = None) -> CloneReport:
+    """One clone's loop until `claim` exits 1 (or `stop_after` tasks are done).
+    `kill(verb)`, when given, returns after how many seconds to SIGKILL that run of
+    `verb` (None: let it finish)."""
     report = CloneReport(path.name)
 
     def run(*args: str) -> _Ran:
@@ -194,7 +195,7 @@ def work_loop(path: Path, *, remote: str = "origin", lease: str | None = None,
         if deadline is not None and time.monotonic() > deadline:
             report.errors.append("deadline passed")
             return report
-        if len(report.errors) > 5:
+        if len(report.errors) > 5 or (stop_after is not None and len(report.completed) >= stop_after):
             return report
         claim_args = ["claim", "--remote", remote, "--json"] + (["--lease", lease] if lease else [])
         ran = run(*claim_args)

@@ -1,0 +1,95 @@
+"""A fleet under SIGKILL (issue 15): four clones of one remote served by `git daemon`
+on 127.0.0.1 loop claim --remote -> commit -> done -> sync while their `claim` and
+`sync` processes (and the gits they started) are SIGKILLed at random moments.
+
+Then two machines die holding claims with a short lease (20 s). Once every lease has
+expired: nothing is held twice, every clone shows the same state, each abandoned
+task is claimable again by another clone, the fleet finishes every task, no task is
+completed twice, and every clone ends with the same state.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from collections import Counter
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+from tests.support import fleet, transports
+
+pytestmark = pytest.mark.slow  # real processes, a real daemon, SIGKILL
+
+K = 4
+TASKS = 12
+KILL_CHANCE = 0.5
+DEAD_LEASE = "20s"  # long enough to see the dead claims held, short enough to wait out
+
+
+def held(lists: list[list[dict]]) -> list[tuple[str, str]]:
+    """(task, holder) of every in-progress task as one clone sees it."""
+    return [(t["id"], str(t["claimed_by"])) for t in lists[0] if t["status"] == "in_progress"]
+
+
+def test_fleet_survives_sigkill_mid_claim_and_mid_sync(tmp_path: Path) -> None:
+    served = tmp_path / "served"
+    fleet.prepare_remote(served, TASKS)
+    rng = random.Random(15)
+
+    def kill(verb: str) -> float | None:
+        # a kill lands anywhere in a claim's or a sync's life (fetch, merge, push, after)
+        if verb in ("claim", "sync") and rng.random() < KILL_CHANCE:
+            return rng.uniform(0.05, 1.5)
+        return None
+
+    with transports.git_daemon(served) as base:
+        clones = fleet.make_clones(tmp_path, f"{base}/{fleet.REMOTE_NAME}", K)
+        # 1. the fleet works, and gets killed, until each clone has finished two tasks
+        first = fleet.run_fleet(clones, lease="10m", kill=kill, stop_after=2, deadline=time.monotonic() + 120)
+        killed = sum((r.killed for r in first.reports), Counter())
+        assert killed["claim"] > 0 and killed["sync"] > 0, killed
+        assert not [e for r in first.reports for e in r.errors], [r.errors for r in first.reports]
+
+        # 2. two machines die holding a claim with a short lease
+        dead = clones[:2]
+        abandoned = []
+        for path in dead:
+            r = fleet.handoff(path, "claim", "--remote", "origin", "--lease", DEAD_LEASE, "--json")
+            assert r.returncode == 0, r.stderr
+            abandoned.append(json.loads(r.stdout)["id"])
+        assert len(set(abandoned)) == 2, abandoned
+        assert not fleet.sync_all(clones)
+        lists = [fleet.task_list(p) for p in clones]
+        assert all(lst == lists[0] for lst in lists), "clones disagree after syncing"
+        holders = held(lists)
+        assert len({tid for tid, _ in holders}) == len(holders), holders
+        # the killed claims were all resumed: only the dead machines hold anything
+        assert {tid: who.rsplit("/", 1)[-1] for tid, who in holders} == {
+            tid: path.name for tid, path in zip(abandoned, dead, strict=True)}, holders
+
+        # 3. every lease expires; each abandoned task is claimable by a live clone
+        expiries = [t["lease_expires_at"] for t in lists[0] if t["status"] == "in_progress"]
+        wait_until = max(datetime.fromisoformat(e.replace("Z", "+00:00")).timestamp() for e in expiries)
+        time.sleep(max(0.0, wait_until - time.time()) + 1.1)
+        taken: list[fleet.CloneReport] = []
+        for tid, path in zip(abandoned, clones[2:], strict=True):
+            r = fleet.handoff(path, "claim", tid, "--remote", "origin", "--json")
+            assert r.returncode == 0, f"expired {tid} not claimable from {path.name}: {r.stderr}"
+            assert json.loads(r.stdout)["id"] == tid
+            (path / f"takeover-{tid}.txt").write_text(tid)
+            fleet.sh("git", "add", "-A", cwd=path)
+            fleet.sh("git", "commit", "-q", "-m", f"take over {tid}", cwd=path)
+            d = fleet.handoff(path, "done", tid, "--json")
+            assert d.returncode == 0, d.stderr
+            taken.append(fleet.CloneReport(path.name, claimed=[tid], completed=[tid]))
+
+        # 4. the whole fleet finishes the rest, without kills
+        last = fleet.run_fleet(clones, deadline=time.monotonic() + 120)
+        assert all(r.finished for r in last.reports), [r.errors for r in last.reports]
+        result = fleet.audit(clones, first.reports + taken + last.reports)
+    assert result.tasks == TASKS and result.completed == TASKS, result
+    assert not result.lost and not result.double_done and not result.double_logged, result
+    assert result.same_list and result.same_tree and not result.sync_failures, result
