@@ -93,3 +93,28 @@ def test_fleet_survives_sigkill_mid_claim_and_mid_sync(tmp_path: Path) -> None:
     assert result.tasks == TASKS and result.completed == TASKS, result
     assert not result.lost and not result.double_done and not result.double_logged, result
     assert result.same_list and result.same_tree and not result.sync_failures, result
+
+
+@pytest.mark.xfail(strict=True, reason="found by the fleet bench work: `done` on an expired, taken-over "
+                   "claim completes it a second time from the stale local state (issue 15, lead's branch)")
+def test_a_claim_taken_over_after_its_lease_expired_is_not_completed_twice(tmp_path: Path) -> None:
+    """Machine a's lease expires while it is away; b takes the task over and finishes it.
+    When a comes back, its `done` (from a state that still shows its own claim) must not
+    complete the task a second time: one Completed line, by b."""
+    served = tmp_path / "served"
+    bare = fleet.prepare_remote(served, 2)
+    a, b = fleet.make_clones(tmp_path, str(bare), 2)
+    r = fleet.handoff(a, "claim", "--remote", "origin", "--lease", "1s", "--json")
+    assert r.returncode == 0, r.stderr
+    tid = json.loads(r.stdout)["id"]
+    time.sleep(2.1)
+    assert fleet.handoff(b, "claim", tid, "--remote", "origin").returncode == 0
+    for path in (b, a):
+        (path / f"{path.name}.txt").write_text(tid)
+        fleet.sh("git", "add", "-A", cwd=path)
+        fleet.sh("git", "commit", "-q", "-m", f"work on {tid}", cwd=path)
+    assert fleet.handoff(b, "done", tid).returncode == 0
+    fleet.handoff(a, "done", tid)  # refused, or at least not a second completion once merged
+    assert not fleet.sync_all([a, b])
+    assert fleet.completions(a)[tid] == 1
+    assert next(t for t in fleet.task_list(a) if t["id"] == tid)["claimed_by"].endswith(b.name)
