@@ -175,10 +175,12 @@ def _run(path: Path, args: Sequence[str], kill_after: float | None, timeout: flo
 
 def work_loop(path: Path, *, remote: str = "origin", lease: str | None = None,
               kill: Callable[[str], float | None] | None = None, deadline: float | None = None,
-              command_timeout: float = 300, stop_after: int | None = None) -> CloneReport:
+              command_timeout: float = 300, stop_after: int | None = None,
+              observe: Callable[[str, float], None] | None = None) -> CloneReport:
     """One clone's loop until `claim` exits 1 (or `stop_after` tasks are done).
     `kill(verb)`, when given, returns after how many seconds to SIGKILL that run of
-    `verb` (None: let it finish)."""
+    `verb` (None: let it finish); `observe(verb, seconds)` hears how long each run that
+    finished took."""
     report = CloneReport(path.name)
 
     def run(*args: str) -> _Ran:
@@ -186,6 +188,8 @@ def work_loop(path: Path, *, remote: str = "origin", lease: str | None = None,
         ran = _run(path, args, delay, command_timeout)
         if ran.rc is None:
             report.killed[args[0]] += 1
+        elif observe:
+            observe(args[0], ran.seconds)
         elif ran.rc == 3:
             report.exit3[args[0]] += 1
         return ran
