@@ -84,7 +84,6 @@ def one_run(transport: str, k: int, n_tasks: int, *, delay_ms: float = 100.0) ->
         run = fleet.run_fleet(clones)
         refs_after = fleet.ref_updates(bare)[refs_before:]
         objects_after = fleet.objects_on_disk(bare)
-        time.sleep(0.3)  # the proxy writes a connection's line once both ends closed
         wire = transports.read_proxy_stats(stats)
         result = fleet.audit(clones, run.reports)
         cpu_before_stop = fleet.children_cpu()

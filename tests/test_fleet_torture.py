@@ -128,3 +128,35 @@ def test_a_claim_taken_over_after_its_lease_expired_is_not_completed_twice(tmp_p
     assert not fleet.sync_all([a, b])
     assert fleet.completions(a)[tid] == 1
     assert next(t for t in fleet.task_list(a) if t["id"] == tid)["claimed_by"].endswith(b.name)
+
+
+def test_the_bench_transports_carry_a_big_push_and_the_proxy_delays_and_counts(tmp_path: Path) -> None:
+    """The instruments themselves: smart HTTP takes a push bigger than git's 1 MiB post
+    buffer (a chunked request body) and serves it back; the delay proxy holds each
+    client->server burst and counts what it carries."""
+    served = tmp_path / "served"
+    served.mkdir()
+    fleet.sh("git", "init", "-q", "--bare", str(served / "r.git"), cwd=tmp_path)
+    fleet.sh("git", "config", "http.receivepack", "true", cwd=served / "r.git")
+    work = tmp_path / "work"
+    work.mkdir()
+    fleet.sh("git", "init", "-q", "-b", "main", cwd=work)
+    (work / "big.bin").write_bytes(random.Random(1).randbytes(3 << 20))
+    fleet.sh("git", "add", "big.bin", cwd=work)
+    fleet.sh("git", "commit", "-q", "-m", "big", cwd=work)
+    head = fleet.sh("git", "rev-parse", "HEAD", cwd=work).strip()
+    with transports.smart_http(served) as url:
+        fleet.sh("git", "push", "-q", f"{url}/r.git", "main", cwd=work)
+        fleet.sh("git", "clone", "-q", f"{url}/r.git", str(tmp_path / "back"), cwd=tmp_path)
+    assert fleet.sh("git", "rev-parse", "HEAD", cwd=tmp_path / "back").strip() == head
+    stats = tmp_path / "stats"
+    with transports.git_daemon(served) as base, \
+            transports.delay_proxy(int(base.rsplit(":", 1)[1]), 300, stats) as port:
+        started = time.monotonic()
+        out = fleet.sh("git", "ls-remote", f"git://127.0.0.1:{port}/r.git", cwd=tmp_path)
+        assert time.monotonic() - started >= 0.3  # the request waited in the proxy
+        assert head in out
+        fleet.sh("git", "push", "-q", f"git://127.0.0.1:{port}/r.git", "main:copy", cwd=tmp_path / "back")
+        seen = transports.read_proxy_stats(stats)
+    assert seen["upload-pack"][0] == 1 and seen["receive-pack"][0] == 1, seen
+    assert seen["upload-pack"][2] > 0 and seen["receive-pack"][1] > 0, seen

@@ -103,8 +103,13 @@ def delay_proxy(upstream_port: int, delay_ms: float, stats: Path | None = None) 
         yield port
 
 
-def read_proxy_stats(stats: Path) -> dict[str, list[int]]:
-    """Per service: [connections, bytes client->server, bytes server->client]."""
+def read_proxy_stats(stats: Path, settle: float = 30.0) -> dict[str, list[int]]:
+    """Per service: [connections, bytes client->server, bytes server->client], once
+    every connection the proxy holds has closed (its last bytes wait out the delay)."""
+    deadline = time.monotonic() + settle
+    live = stats.with_name(stats.name + ".open")
+    while live.exists() and live.read_text().strip() not in ("", "0") and time.monotonic() < deadline:
+        time.sleep(0.05)
     out: dict[str, list[int]] = {}
     if not stats.exists():
         return out
@@ -223,7 +228,21 @@ async def _proxy(port: int, upstream: int, delay: float, stats: str | None) -> N
         with contextlib.suppress(OSError):
             await task
 
+    live = [0]
+
+    def set_live(delta: int) -> None:
+        live[0] += delta
+        if stats:
+            Path(stats + ".open").write_text(f"{live[0]}\n")
+
     async def handle(creader: asyncio.StreamReader, cwriter: asyncio.StreamWriter) -> None:
+        set_live(+1)
+        try:
+            await relay(creader, cwriter)
+        finally:
+            set_live(-1)
+
+    async def relay(creader: asyncio.StreamReader, cwriter: asyncio.StreamWriter) -> None:
         try:
             ureader, uwriter = await asyncio.open_connection("127.0.0.1", upstream)
         except OSError:
