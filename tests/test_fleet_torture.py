@@ -105,8 +105,6 @@ def test_fleet_survives_sigkill_mid_claim_and_mid_sync(tmp_path: Path) -> None:
     assert result.same_list and result.same_tree and not result.sync_failures, result
 
 
-@pytest.mark.xfail(strict=True, reason="found by the fleet bench work: `done` on an expired, taken-over "
-                   "claim completes it a second time from the stale local state (issue 15, lead's branch)")
 def test_a_claim_taken_over_after_its_lease_expired_is_not_completed_twice(tmp_path: Path) -> None:
     """Machine a's lease expires while it is away; b takes the task over and finishes it.
     When a comes back, its `done` (from a state that still shows its own claim) must not
@@ -124,7 +122,8 @@ def test_a_claim_taken_over_after_its_lease_expired_is_not_completed_twice(tmp_p
         fleet.sh("git", "add", "-A", cwd=path)
         fleet.sh("git", "commit", "-q", "-m", f"work on {tid}", cwd=path)
     assert fleet.handoff(b, "done", tid).returncode == 0
-    fleet.handoff(a, "done", tid)  # refused, or at least not a second completion once merged
+    late = fleet.handoff(a, "done", tid)  # a's lease is over: done looks at the remote first, sees b's claim
+    assert late.returncode != 0 and tid in late.stderr, late.stderr
     assert not fleet.sync_all([a, b])
     assert fleet.completions(a)[tid] == 1
     assert next(t for t in fleet.task_list(a) if t["id"] == tid)["claimed_by"].endswith(b.name)
