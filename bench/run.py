@@ -47,6 +47,8 @@ SCENARIOS: list[tuple[str, str, str, list[tuple[str, str]]]] = [
      [("sync adopting 10,000 tasks through the parsers", "<= 1.2x")]),
     ("next / claim on a dependency cycle", "bench_trust", "cycle_costs",
      [("next on a 50,000-task cycle", "< 60 s, < 1 GiB"), ("claim on a 50,000-task cycle", "< 60 s, < 1 GiB")]),
+    ("fleet", "bench_fleet", "fleet_scenario",
+     [("fleet: K clones of one remote (daemon, smart HTTP, 100 ms delay)", "0 double, 0 lost; K=16 >= K=1")]),
 ]
 
 

@@ -336,6 +336,31 @@ def transact_remote(store: StateStore, apply: Callable[[Tx, Fleet], T], claim_of
     raise Contention(f"lost the race on {remote_obj.spec} {tries} times; nothing was changed, retry")
 
 
+# -- before acting on a claim whose lease is over ------------------------------------------
+
+
+def pull_if_taken_over(store: StateStore, task: Task) -> bool:
+    """A claim made through a remote whose lease is over may have been taken over there
+    by another machine: fetch and merge from each remote that holds a claim ref of this
+    task (no push), so the command sees the takeover. Offline: nothing to learn, False."""
+    repo = store.repo
+    if task.status != "in_progress" or not lease_expired(task, now_iso()):
+        return False
+    pulled = False
+    for name in sorted(repo.raw.remotes.names()):
+        if repo.ref_target(f"refs/remotes/{name}/harness/claims/{task.id}") is None:
+            continue
+        remote = Remote(repo, name)
+        try:
+            fetch(repo, remote)
+        except HandoffError:
+            continue
+        _merge_remote(store, remote, {"action": "", "incoming": 0, "conflicts": [], "claims_lost": [],
+                                      "notes": "none"})
+        pulled = True
+    return pulled
+
+
 # -- publishing without a fetch ---------------------------------------------------------
 
 
