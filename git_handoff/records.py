@@ -283,6 +283,8 @@ PATH_TEXT = text(4096)
 class Meta(TypedDict, total=False):
     created: str
     session_count: int
+    sessions_legacy: int
+    sessions_by_clone: dict[str, int]
     last_session: str | None
     imported: Any
 
@@ -421,14 +423,32 @@ class SyncReport(TypedDict, total=False):
     state_commit: str | None
 
 
-_RUN_ID = re.compile(r"[0-9]{3,12}-[a-z]+(?:-[a-z]+){0,2}")
-_SESSION_NAME = re.compile(r"[1-9][0-9]{0,17}\.json")
+_CLONE = re.compile(r"[0-9a-f]{16}")
+# a run id: NNN-slug (before fleet ids) or NNN-slug@<clone>; a session or document file:
+# <n>.json (before fleet ids) or <n>@<clone>.json -- the clone part makes two clones'
+# numbers distinct even when both minted the same one offline
+_RUN_ID = re.compile(r"[0-9]{3,12}-[a-z]+(?:-[a-z]+){0,2}(?:@[0-9a-f]{16})?")
+_SESSION_NAME = re.compile(r"[1-9][0-9]{0,17}(?:@[0-9a-f]{16})?\.json")
 _DECISION = obj({"what": LINE, "why": LINE, "at": opt(STAMP)})
 _BLOCKER = either(LINE, obj({"text": LINE, "at": opt(STAMP)}))
+
+def counts_by_clone(value: Any, at: str) -> None:
+    """{clone id: count}: how many sessions each clone started (a grow-only counter)."""
+    if not isinstance(value, dict):
+        raise InvalidState(f"{at} must be an object, not {_shown(value)}")
+    if len(value) > MAX_LIST:
+        raise InvalidState(f"{at} holds {len(value)} entries, more than {MAX_LIST}")
+    for key, count in value.items():
+        if not isinstance(key, str) or not _CLONE.fullmatch(key):
+            raise InvalidState(f"{at} must be keyed by clone ids (16 hex digits), not {_shown(key)}")
+        integer(0)(count, f"{at}.{key}")
+
 
 META_FIELDS: dict[str, Check] = {
     "created": opt(STAMP),
     "session_count": integer(0),
+    "sessions_legacy": integer(0),
+    "sessions_by_clone": counts_by_clone,
     "last_session": opt(STAMP),
 }
 SESSION_FIELDS: dict[str, Check] = {
@@ -642,6 +662,10 @@ def name_problem(name: str) -> str | None:
     return None
 
 
+def is_clone_id(text_: str) -> bool:
+    return bool(_CLONE.fullmatch(text_))
+
+
 def is_number_name(name: str) -> bool:
     return bool(re.fullmatch(r"[1-9][0-9]{0,17}", name))
 
@@ -683,10 +707,16 @@ def check_record(path: str, raw: bytes) -> None:
         relay(raw, path)
     elif kind == "session":
         record = session(raw, path)
-        if record.get("session") not in (None, int(path.split("/")[1][:-5])):
+        number, _, clone = path.split("/")[1][:-5].partition("@")
+        if record.get("session") not in (None, int(number)):
             raise problem(path, f"holds session {record.get('session')!r}")
+        if clone and record.get("clone") != clone:
+            raise problem(path, f"holds a session of clone {record.get('clone')!r}")
     elif kind == "doc":
-        handoff_doc(raw, path)
+        doc = handoff_doc(raw, path)
+        number = path.split("/")[1][:-5].partition("@")[0]
+        if doc.get("session") not in (None, int(number)):
+            raise problem(path, f"holds the document of session {doc.get('session')!r}")
     elif kind == "dispatch":
         dispatch_run(raw, path)
     elif kind == "task":

@@ -260,6 +260,10 @@ class Tx:
     def session(self) -> int:
         return self.store.session
 
+    @property
+    def repo(self) -> Repo:
+        return self.store.repo
+
     # -- reads ----------------------------------------------------------------------
 
     def read(self, path: str) -> bytes | None:
