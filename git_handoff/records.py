@@ -505,6 +505,9 @@ RELAY_FIELDS: dict[str, Check] = {
 }
 DISPATCH_FIELDS: dict[str, Check] = {
     "run_id": pattern(_RUN_ID, "a run id (NNN-slug)"),
+    "key": pattern(_RUN_ID, "a run key (NNN-slug@clone)"),
+    "conversation_key": opt(pattern(_RUN_ID, "a run key")),
+    "resume_of_key": opt(pattern(_RUN_ID, "a run key")),
     "seq": integer(1, 10**12),
     "slug": pattern(re.compile(r"[a-z]+(?:-[a-z]+){0,2}"), "a slug"),
     "backend": pattern(re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}"), "a backend name"),
@@ -546,8 +549,11 @@ def relay(raw: bytes, where: str = "relay.json") -> RelayRecord:
 def dispatch_run(raw: bytes, where: str) -> DispatchRun:
     record = check_fields(load_json(raw, where), DISPATCH_FIELDS, where)
     name = where.rsplit("/", 1)[-1]
-    if "run_id" in record and f"{record['run_id']}.json" != name:
-        raise problem(where, f"holds run {record['run_id']!r}")
+    stem = name[:-5] if name.endswith(".json") else name
+    if "run_id" in record:
+        short, _, clone = stem.partition("@")
+        if short != record["run_id"] or (clone and (record.get("clone") != clone or record.get("key") != stem)):
+            raise problem(where, f"holds run {record['run_id']!r}")
     return cast(DispatchRun, record)
 
 
