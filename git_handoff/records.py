@@ -24,7 +24,7 @@ from typing import Any, NewType, TypedDict, cast
 
 from git_handoff import model
 from git_handoff.errors import InvalidState, UsageError
-from git_handoff.model import Config, Task
+from git_handoff.model import Config, Task, parse_time
 
 TaskId = NewType("TaskId", str)
 Oid = NewType("Oid", str)  # a commit or blob object id, 40 hex digits
@@ -266,6 +266,9 @@ def check_fields(data: Any, fields: Mapping[str, Check], where: str) -> dict[str
                 check(data[name], name)
             except InvalidState as exc:
                 raise problem(where, f"field {exc.message}") from None
+    stamp = data.get("hlc")
+    if stamp is not None and not (isinstance(stamp, str) and _HLC.fullmatch(stamp)):
+        raise problem(where, f"field hlc must be a clock stamp (ms.counter.clone), not {_shown(stamp)}")
     _deep_strings_ok(data, where)
     return data
 
@@ -424,6 +427,7 @@ class SyncReport(TypedDict, total=False):
 
 
 _CLONE = re.compile(r"[0-9a-f]{16}")
+_HLC = re.compile(r"[0-9]{13}\.[0-9]{6}\.[0-9a-f]{0,16}")  # git_handoff.hlc
 # a run id: NNN-slug (before fleet ids) or NNN-slug@<clone>; a session or document file:
 # <n>.json (before fleet ids) or <n>@<clone>.json -- the clone part makes two clones'
 # numbers distinct even when both minted the same one offline
@@ -528,6 +532,31 @@ DISPATCH_FIELDS: dict[str, Check] = {
     "pid": opt(integer(1, 2**31 - 1)),
     "clone": opt(HEX),
 }
+
+
+MAX_LOCK_BYTES = 4096
+FLEET_LOCK_FIELDS: dict[str, Check] = {
+    "clone": pattern(_CLONE, "a clone id (16 hex digits)"),
+    "host": LINE,
+    "pid": integer(1, 2**31 - 1),
+    "acquired_at": opt(STAMP),
+    "renewed_at": opt(STAMP),
+    "expires_at": STAMP,
+    "lease_seconds": integer(1, 24 * 3600),
+}
+
+
+def fleet_lock(raw: bytes, where: str) -> dict[str, Any]:
+    """`lock.json` of the fleet relay lock (refs/harness/locks/relay): every field required."""
+    data = check_fields(load_json(raw, where, MAX_LOCK_BYTES), FLEET_LOCK_FIELDS, where)
+    missing = [name for name in FLEET_LOCK_FIELDS if name not in data and name not in ("acquired_at", "renewed_at")]
+    if missing:
+        raise problem(where, f"a lock record needs {', '.join(missing)}")
+    try:
+        parse_time(data["expires_at"])
+    except UsageError:
+        raise problem(where, f"field expires_at {data['expires_at']!r} is not a time") from None
+    return data
 
 
 def meta(raw: bytes, where: str = "meta.json") -> Meta:
@@ -646,6 +675,9 @@ def task(raw: bytes, where: str, expected_id: str | None = None) -> Task:
     except UsageError as exc:
         raise InvalidState(exc.message) from None
     check_task_text(parsed, where)
+    stamp = parsed.extra.get("hlc")
+    if stamp is not None and not (isinstance(stamp, str) and _HLC.fullmatch(stamp)):
+        raise problem(where, f"field hlc must be a clock stamp (ms.counter.clone), not {_shown(stamp)}")
     if expected_id is not None and parsed.id != expected_id:
         raise problem(where, f"holds task {parsed.id!r}")
     return parsed

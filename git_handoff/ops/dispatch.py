@@ -151,12 +151,22 @@ def _with_liveness(record: dict[str, Any]) -> dict[str, Any]:
 
 
 def _next_seq(tx: Tx) -> int:
+    return next_seq(tx.listdir(DISPATCH_DIR))
+
+
+def next_seq(names: list[str]) -> int:
+    """One more than the highest sequence number among the run files `names`."""
     highest = 0
-    for name in tx.listdir(DISPATCH_DIR):
+    for name in names:
         head = name.split("-", 1)[0]
         if head.isdigit():
             highest = max(highest, int(head))
     return highest + 1
+
+
+def run_key(seq: int, slug: str, clone: str) -> str:
+    """A run's key: its id and the clone that minted it (two clones may mint one id)."""
+    return f"{seq:03d}-{slug}@{clone}"
 
 
 def new(store: StateStore, *, backend: str, slug: str, prompt: str,
@@ -172,7 +182,7 @@ def new(store: StateStore, *, backend: str, slug: str, prompt: str,
     def apply(tx: Tx) -> dict[str, Any]:
         seq = _next_seq(tx)
         run_id = f"{seq:03d}-{slug}"
-        key = f"{run_id}@{clone}"
+        key = run_key(seq, slug, clone)
         record = {
             "run_id": run_id,
             "key": key,
