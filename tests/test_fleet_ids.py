@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import time
 from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
@@ -200,3 +201,28 @@ def test_fleet_lock_bad_input(clones: Callable[[str], Path]) -> None:
     res = run("relay", "--fleet-lock", "--agent", "true", cwd=b)
     assert res.rc == 2 and "a lock commit holds exactly one lock.json" in res.err
     assert remote_lock(b).split()[0] == bogus
+
+
+def test_sync_reads_a_lock_ref_through_its_parser(clones: Callable[[str], Path]) -> None:
+    a, b = shared_pair(clones)
+    lock = holder(a, 120)
+    lock.acquire()
+    ok("sync", cwd=b)  # a real lock fetched with the state: fine
+    assert lock.release()
+    # a lock ref that holds a malformed record: sync refuses it, exit 2, nothing changed
+    path = a.parent / "lock.json"
+    path.write_text(json.dumps({"clone": "not-hex", "host": "h", "pid": 1, "expires_at": "soon",
+                                "lease_seconds": 5}))
+    blob = git("hash-object", "-w", str(path), cwd=a)
+    tree = subprocess.run(["git", "mktree"], cwd=a, input=f"100644 blob {blob}\tlock.json\n", text=True,
+                          capture_output=True, check=True).stdout.strip()
+    commit = git("commit-tree", tree, "-m", "crafted", cwd=a)
+    git("push", "-q", "origin", f"{commit}:{fleet_lock.LOCK_REF}", cwd=a)
+    before = git("rev-parse", "refs/harness/state", cwd=b)
+    res = run("sync", cwd=b)
+    assert res.rc == 2 and "locks/relay" in res.err and "clone" in res.err
+    assert git("rev-parse", "refs/harness/state", cwd=b) == before
+    # and the relay refuses it the same way, leaving the lock as it is
+    res = run("relay", "--fleet-lock", "--agent", "true", cwd=b)
+    assert res.rc == 2 and "clone" in res.err
+    assert remote_lock(b).split()[0] == commit
