@@ -179,6 +179,15 @@ def _later(a: str, b: str) -> str:
     return a if hlc.key(a) >= hlc.key(b) else b
 
 
+def _updated_at(ours: Mapping[str, Any], theirs: Mapping[str, Any]) -> str:
+    """The merged record's `updated_at` (both sides have one): the side stamped later by
+    the hybrid clock (what a fast-forward would keep), else the later time."""
+    o, t = ours.get(hlc.FIELD), theirs.get(hlc.FIELD)
+    if hlc.is_stamp(o) and hlc.is_stamp(t) and o != t:
+        return str(ours["updated_at"] if hlc.key(o) > hlc.key(t) else theirs["updated_at"])
+    return str(max(ours["updated_at"], theirs["updated_at"]))
+
+
 def _pick(ours_val: Any, ours_time: str, theirs_val: Any, theirs_time: str) -> tuple[Any, str]:
     """Written last wins; a tie goes to the larger canonical value (a stable order)."""
     ko = (hlc.key(ours_time), _canon(ours_val))
@@ -366,7 +375,7 @@ def merge_objects(path: str, base: dict[str, Any] | None, ours: dict[str, Any], 
     for key in sorted((set(ours) | set(theirs)) - {CLOCK}):
         o, t = ours.get(key, _MISSING), theirs.get(key, _MISSING)
         if key == "updated_at" and isinstance(o, str) and isinstance(t, str):
-            out[key] = max(o, t)
+            out[key] = _updated_at(ours, theirs)
             continue
         if key == hlc.FIELD and isinstance(o, str) and isinstance(t, str):
             out[key] = _later(o, t)
@@ -401,7 +410,7 @@ def merge_task(path: str, base: dict[str, Any] | None, ours: dict[str, Any], the
             out[key] = v
     times = [x for x in (ours.get("updated_at"), theirs.get("updated_at")) if isinstance(x, str)]
     if times:
-        out["updated_at"] = max(times)
+        out["updated_at"] = max(times) if len(times) == 1 else _updated_at(ours, theirs)
     stamps = [x for x in (ours.get(hlc.FIELD), theirs.get(hlc.FIELD)) if isinstance(x, str)]
     if stamps:
         out[hlc.FIELD] = stamps[0] if len(stamps) == 1 else _later(stamps[0], stamps[1])

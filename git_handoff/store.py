@@ -340,12 +340,18 @@ class Tx:
 
     def put_task(self, task: Task) -> Task:
         before = self.task(task.id)
-        new = task.evolve(updated_at=now_iso()).to_json()
-        stamped = self.stamped(before.to_json() if before is not None else None, new, task=True)
-        task = task.evolve(updated_at=new["updated_at"], extra={
-            **task.extra, hlc.FIELD: stamped[hlc.FIELD], **({CLOCK: stamped[CLOCK]} if CLOCK in stamped else {})})
-        if CLOCK not in stamped:
-            task.extra.pop(CLOCK, None)
+        if before is None:  # a new task (import: thousands of them): the stamp only, no field clock
+            when = hlc.next_stamp(hlc.seen_in(task.extra), int(now().timestamp() * 1000),
+                                  identity.clone_id(self.store.repo))
+            task = task.evolve(updated_at=now_iso(), extra={**task.extra, hlc.FIELD: when})
+        else:
+            new = task.evolve(updated_at=now_iso()).to_json()
+            stamped = self.stamped(before.to_json(), new, task=True)
+            extra = {k: v for k, v in task.extra.items() if k != CLOCK}
+            extra[hlc.FIELD] = stamped[hlc.FIELD]
+            if CLOCK in stamped:
+                extra[CLOCK] = stamped[CLOCK]
+            task = task.evolve(updated_at=new["updated_at"], extra=extra)
         self._tasks[task.id] = task
         self.put(task_path(task.id), task.dumps())
         return task
