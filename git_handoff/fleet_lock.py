@@ -77,6 +77,11 @@ class FleetLock:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
+    @property
+    def taken_over(self) -> bool:
+        """Another clone took the lock after our lease ran out (a renewal lost its swap)."""
+        return self.held is None and self.lost is not None
+
     # -- the remote's lock --------------------------------------------------------------
 
     def read(self) -> tuple[str | None, dict[str, Any] | None]:

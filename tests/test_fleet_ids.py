@@ -226,3 +226,19 @@ def test_sync_reads_a_lock_ref_through_its_parser(clones: Callable[[str], Path])
     res = run("relay", "--fleet-lock", "--agent", "true", cwd=b)
     assert res.rc == 2 and "clone" in res.err
     assert remote_lock(b).split()[0] == commit
+
+
+def test_a_lock_taken_over_is_lost_by_its_old_holder_and_never_deleted_by_it(clones: Callable[[str], Path]) -> None:
+    a, b = shared_pair(clones)
+    old = holder(a, 1)
+    old.acquire()
+    assert old.renew() and not old.taken_over  # renewed in time: still ours
+    time.sleep(1.5)
+    new = holder(b, 60)
+    new.acquire()  # the lease ran out: b takes it over
+    assert new.took_over is not None and new.took_over["clone"] == old.clone
+    held = remote_lock(a).split()[0]
+    assert not old.renew() and old.taken_over and "taken over" in (old.lost or "")
+    assert not old.release()
+    assert remote_lock(a).split()[0] == held  # b's lock is intact
+    assert new.release() and remote_lock(a) == ""

@@ -366,6 +366,8 @@ class Relay:
                 if not more:
                     reason = why
                     break
+                if self.opts.fleet_lock is not None and self.opts.fleet_lock.taken_over:
+                    raise Stopped(f"relay stopped: {self.opts.fleet_lock.lost}")  # no new session without the lock
                 before = _progress(self.store)
                 self.start_session()
                 sessions_run += 1
