@@ -449,10 +449,10 @@ def stamp_write(old: Mapping[str, Any] | None, new: dict[str, Any], now_ms: int,
     for name in names - skip:
         value = out.get(name, _MISSING)
         if old is not None and not _eq(before.get(name, _MISSING), value):
-            clock[name] = [when, _digest(value)]
-    # entries that no longer describe their field's value say nothing: leave them out
-    clock = {k: v for k, v in clock.items()
-             if isinstance(v, list) and len(v) == 2 and v[1] == _digest(_lookup(out, k))}
+            clock[name] = [when, _digest(value)]  # a removal too: when it was removed
+            # entries of a nested key of a changed field no longer describe it
+            for key in [k for k in clock if k.startswith(name + ".")]:
+                del clock[key]
     if clock:
         out[CLOCK] = dict(sorted(clock.items()))
     else:
