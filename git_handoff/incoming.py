@@ -25,6 +25,8 @@ ATTEMPTS = "harness/attempts/"
 CLONES = "harness/clones/"
 CLAIMS = "harness/claims/"
 CLONE_ID = re.compile(r"[0-9a-f]{16}")
+RELAY_LOCK = "harness/locks/relay"  # the fleet relay lock (git_handoff.fleet_lock)
+MAX_LOCK_COMMIT = 4096
 MAX_ATTEMPT_MESSAGE = 1 << 20
 MAX_INCOMING_PATHS = 2_000_000
 
@@ -59,7 +61,24 @@ def check_refs(repo: Repo, refs: dict[str, str], prefix: str, label: str) -> Non
             found = repo.object_kind(oid)
             if found is not None and found[1] > MAX_ATTEMPT_MESSAGE:
                 raise InvalidState(f"{what}: the attempt commit is larger than {MAX_ATTEMPT_MESSAGE} bytes")
+        elif rest == RELAY_LOCK:
+            _require(repo, oid, "commit", what)
+            found = repo.object_kind(oid)
+            if found is not None and found[1] > MAX_LOCK_COMMIT:
+                raise InvalidState(f"{what}: the lock commit is larger than {MAX_LOCK_COMMIT} bytes")
+            _check_lock_record(repo, oid, what)
         # anything else under refs/harness or refs/notes is not read by this version
+
+
+def _check_lock_record(repo: Repo, oid: str, what: str) -> None:
+    """The fleet relay lock's commit holds one lock.json its parser reads."""
+    entries = list(repo.tree_entries_raw(repo.commit_tree(oid)))
+    if len(entries) != 1 or entries[0][0] != "lock.json" or entries[0][2] not in FILE_MODES:
+        raise InvalidState(f"{what}: a lock commit holds exactly one lock.json")
+    found = repo.object_kind(entries[0][1])
+    if found is None or found[0] != "blob" or found[1] > records.MAX_LOCK_BYTES:
+        raise InvalidState(f"{what}: lock.json is not a small file")
+    records.fleet_lock(repo.read_blob(entries[0][1]), f"{what}:lock.json")
 
 
 def _require(repo: Repo, oid: str, kind: str, what: str) -> None:

@@ -22,9 +22,13 @@ Per path (one blob per record):
     time order, other values: written last wins.
   - anything else: the larger blob (a stable rule), reported.
 
-"Written last" uses the record's `updated_at` (or another timestamp it carries).
-When a field was decided by a merge, the record keeps `field_clock`
-{field: [time, digest]} so that the decision survives later merges in any order.
+"Written last" uses the record's hybrid logical clock stamp `hlc` (git_handoff.hlc:
+a write stamps later than everything the record carried, so a change made after
+seeing another clone's change wins whatever the wall clocks say); records from
+before HLCs fall back to `updated_at` (or another timestamp they carry), ordered
+with the stamps by milliseconds. When a field was decided by a merge, the record
+keeps `field_clock` {field: [time, digest]} so that the decision survives later
+merges in any order. The merged record's `hlc` is the later of the two.
 """
 
 from __future__ import annotations
@@ -36,6 +40,8 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+from git_handoff import hlc
 
 TASK_PREFIX = "tasks/"
 META_PATH = "meta.json"
@@ -68,9 +74,9 @@ NOT_TIMED = (*TASK_LOGS, *TASK_SETS, *TASK_MAX)
 TASK_ORDER = (
     "id", "title", "status", "priority", "depends_on", "attempts", "max_attempts",
     "started_at_commit", "validation", "on_failure", "error_log", "checkpoints", "completed_at",
-    "claimed_by", "lease_expires_at", "created_at", "spec_ref", "order", "updated_at",
+    "claimed_by", "lease_expires_at", "created_at", "spec_ref", "order", "updated_at", hlc.FIELD,
 )
-RECORD_TIME_KEYS = ("updated_at", "ended_at", "written_at", "created_at", "started_at", "timestamp", "ts", "at")
+RECORD_TIME_KEYS = (hlc.FIELD, "updated_at", "ended_at", "written_at", "created_at", "started_at", "timestamp", "ts", "at")
 ITEM_TIME_KEYS = ("timestamp", "ts", "at", "time", "created_at", "started_at", "updated_at", "written_at")
 _TS = re.compile(r"\[?(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z)")
 
@@ -169,10 +175,23 @@ def set_merge(base: list[Any], ours: list[Any], theirs: list[Any]) -> list[Any]:
     return out
 
 
+def _later(a: str, b: str) -> str:
+    return a if hlc.key(a) >= hlc.key(b) else b
+
+
+def _updated_at(ours: Mapping[str, Any], theirs: Mapping[str, Any]) -> str:
+    """The merged record's `updated_at` (both sides have one): the side stamped later by
+    the hybrid clock (what a fast-forward would keep), else the later time."""
+    o, t = ours.get(hlc.FIELD), theirs.get(hlc.FIELD)
+    if hlc.is_stamp(o) and hlc.is_stamp(t) and o != t:
+        return str(ours["updated_at"] if hlc.key(o) > hlc.key(t) else theirs["updated_at"])
+    return str(max(ours["updated_at"], theirs["updated_at"]))
+
+
 def _pick(ours_val: Any, ours_time: str, theirs_val: Any, theirs_time: str) -> tuple[Any, str]:
     """Written last wins; a tie goes to the larger canonical value (a stable order)."""
-    ko = (ours_time, _canon(ours_val))
-    kt = (theirs_time, _canon(theirs_val))
+    ko = (hlc.key(ours_time), _canon(ours_val))
+    kt = (hlc.key(theirs_time), _canon(theirs_val))
     return (ours_val, ours_time) if ko >= kt else (theirs_val, theirs_time)
 
 
@@ -210,6 +229,8 @@ class _RecordMerge:
         self.conflicts: list[Conflict] = []
         self.clock: dict[str, list[str]] = {}
         self.top = max(record_time(ours), record_time(theirs))
+        self.counters = False  # numbers are counters (meta.json): the maximum, not decided by time
+        self.stamped = hlc.is_stamp(ours.get(hlc.FIELD)) and hlc.is_stamp(theirs.get(hlc.FIELD))
 
     def stamp(self, name: str, when: str, value: Any) -> None:
         self.clock[name] = [when, _digest(value)]
@@ -245,10 +266,13 @@ class _RecordMerge:
 
     def keep(self, name: str, b: Any, o: Any, t: Any) -> Any:
         """The value when at most one side changed it; remembers when it was written,
-        so that a later merge with a third replica decides as if it saw all three."""
+        so that a later merge with a third replica decides as if it saw all three.
+        (Records stamped by the hybrid clock carry their writes' field times already.)"""
+        if self.stamped:
+            return o if _eq(o, t) or _eq(t, b) else t
         if _eq(o, t):
             if not _eq(o, b):
-                self.stamp(name, max(field_time(self.ours, name, o), field_time(self.theirs, name, t)), o)
+                self.stamp(name, _later(field_time(self.ours, name, o), field_time(self.theirs, name, t)), o)
             return o
         if _eq(t, b):
             self.stamp(name, field_time(self.ours, name, o), o)
@@ -266,7 +290,7 @@ class _RecordMerge:
             out = {}
             for k in sorted(set(o) | set(t)):
                 v = self.key(f"{name}.{k}", bd.get(k, _MISSING), o.get(k, _MISSING), t.get(k, _MISSING),
-                             "union" if how == "union" else "lww")
+                             how if how in ("union", "max") else "lww")
                 if v is not _MISSING:
                     out[k] = v
             return out
@@ -276,7 +300,7 @@ class _RecordMerge:
             bl = b if isinstance(b, list) else []
             if how == "set":
                 return set_merge(bl, o, t)
-            if how in ("log", "union"):
+            if how in ("log", "union", "max"):
                 return union_in_time_order(bl, o, t)
         if how == "max" and _is_num(o) and _is_num(t):
             return max(o, t)
@@ -294,13 +318,19 @@ class _RecordMerge:
                 if name in self.clock:
                     continue
                 if entry[1] == _digest(_lookup(out, name)):
-                    if name not in clock or str(entry[0]) > clock[name][0]:
+                    if name not in clock or hlc.key(str(entry[0])) > hlc.key(clock[name][0]):
                         clock[name] = [str(entry[0]), str(entry[1])]
         clock.update(self.clock)
-        # an entry that says no more than the record's own time is left out, and so are
-        # fields not decided by time (unions, maxima)
+        # fields not decided by time (unions, maxima) need no entry; a record stamped by
+        # a hybrid clock keeps every entry (each local write adds one per field it changed,
+        # git_handoff.merge.stamp_write), so a field's time stays exact when the record's
+        # time moves on; a record from before HLCs leaves out what its own time says
         top = record_time(out)
-        clock = {k: v for k, v in clock.items() if v[0] < top and k.split(".")[0] not in NOT_TIMED}
+        top_key = hlc.key(top)
+        stamped = hlc.is_stamp(out.get(hlc.FIELD))
+        clock = {k: v for k, v in clock.items() if (stamped or hlc.key(v[0]) < top_key)
+                 and k.split(".")[0] not in NOT_TIMED
+                 and not (self.counters and isinstance(_lookup(out, k.split(".")[0]), (int, float, dict)))}
         if clock:
             out[CLOCK] = dict(sorted(clock.items()))
         else:
@@ -339,14 +369,20 @@ def merge_objects(path: str, base: dict[str, Any] | None, ours: dict[str, Any], 
     """Any JSON object: per key; objects recursively, lists as unions, numbers of
     counters the maximum, the rest written-last-wins."""
     m = _RecordMerge(path, base, ours, theirs)
+    m.counters = numbers_max
     b = base or {}
     out: dict[str, Any] = {}
     for key in sorted((set(ours) | set(theirs)) - {CLOCK}):
         o, t = ours.get(key, _MISSING), theirs.get(key, _MISSING)
         if key == "updated_at" and isinstance(o, str) and isinstance(t, str):
-            out[key] = max(o, t)
+            out[key] = _updated_at(ours, theirs)
             continue
-        how = "max" if numbers_max and _is_num(o) and _is_num(t) else "union"
+        if key == hlc.FIELD and isinstance(o, str) and isinstance(t, str):
+            out[key] = _later(o, t)
+            continue
+        # meta.json: counters, and counters by clone (sessions_by_clone), take the maximum
+        counters = (_is_num(o) and _is_num(t)) or (isinstance(o, dict) and isinstance(t, dict))
+        how = "max" if numbers_max and counters else "union"
         v = m.key(key, b.get(key, _MISSING), o, t, how)
         if v is not _MISSING:
             out[key] = v
@@ -360,7 +396,7 @@ def merge_task(path: str, base: dict[str, Any] | None, ours: dict[str, Any], the
     b = base or {}
     out: dict[str, Any] = {}
     out.update(m.unit("claim", CLAIM_UNIT, prefer=lambda u: u.get("status") == "completed"))
-    for key in (set(ours) | set(theirs)) - set(CLAIM_UNIT) - {CLOCK, "updated_at"}:
+    for key in (set(ours) | set(theirs)) - set(CLAIM_UNIT) - {CLOCK, "updated_at", hlc.FIELD}:
         if key in TASK_MAX:
             how = "max"
         elif key in TASK_LOGS:
@@ -374,11 +410,54 @@ def merge_task(path: str, base: dict[str, Any] | None, ours: dict[str, Any], the
             out[key] = v
     times = [x for x in (ours.get("updated_at"), theirs.get("updated_at")) if isinstance(x, str)]
     if times:
-        out["updated_at"] = max(times)
+        out["updated_at"] = max(times) if len(times) == 1 else _updated_at(ours, theirs)
+    stamps = [x for x in (ours.get(hlc.FIELD), theirs.get(hlc.FIELD)) if isinstance(x, str)]
+    if stamps:
+        out[hlc.FIELD] = stamps[0] if len(stamps) == 1 else _later(stamps[0], stamps[1])
     out = m.finish(out)
     order = {k: n for n, k in enumerate(TASK_ORDER)}
     ordered = dict(sorted(out.items(), key=lambda kv: (order.get(kv[0], len(order)), kv[0])))
     return ordered, m.conflicts
+
+
+# -- a local write -------------------------------------------------------------------
+
+
+def stamp_write(old: Mapping[str, Any] | None, new: dict[str, Any], now_ms: int, node: str,
+                *, task: bool, fields: bool = True) -> dict[str, Any]:
+    """`new` (a record replacing `old`) stamped for the merge: `hlc` one later than any
+    stamp `old` or `new` carries (or the wall clock), and a `field_clock` entry for each
+    field the write changed, so that a later merge knows when *that field* was written,
+    not only when the record last changed. `fields=False` (meta.json, whose numbers are
+    counters merged by maximum): the stamp only."""
+    seen = hlc.highest([hlc.seen_in(old), hlc.seen_in(new)])
+    when = hlc.next_stamp(seen, now_ms, node)
+    out = dict(new)
+    out[hlc.FIELD] = when
+    if not fields:
+        return out
+    before = old or {}
+    clock = dict(out.get(CLOCK) or {}) if isinstance(out.get(CLOCK), dict) else {}
+    skip = {CLOCK, hlc.FIELD, "updated_at", *NOT_TIMED}
+    names = set(out) | set(before)
+    if task:
+        names -= set(CLAIM_UNIT)
+        unit_old = {k: before[k] for k in CLAIM_UNIT if k in before}
+        unit_new = {k: out[k] for k in CLAIM_UNIT if k in out}
+        if old is not None and unit_old != unit_new:
+            clock["claim"] = [when, _digest(unit_new)]
+    for name in names - skip:
+        value = out.get(name, _MISSING)
+        if old is not None and not _eq(before.get(name, _MISSING), value):
+            clock[name] = [when, _digest(value)]  # a removal too: when it was removed
+            # entries of a nested key of a changed field no longer describe it
+            for key in [k for k in clock if k.startswith(name + ".")]:
+                del clock[key]
+    if clock:
+        out[CLOCK] = dict(sorted(clock.items()))
+    else:
+        out.pop(CLOCK, None)
+    return out
 
 
 # -- non-JSON kinds -------------------------------------------------------------------

@@ -7,6 +7,9 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
 
 
 def alive(pid: int) -> bool:
@@ -109,3 +112,23 @@ def _signal_all(pids: set[int], sig: int) -> None:
             os.kill(member, sig)
         except (ProcessLookupError, PermissionError):
             pass
+
+
+@contextmanager
+def signals_as_interrupt() -> Iterator[None]:
+    """SIGTERM and SIGHUP raise KeyboardInterrupt, as Ctrl-C does (the relay then ends its
+    agent and closes its session)."""
+    def handler(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    saved = {}
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        try:
+            saved[sig] = signal.signal(sig, handler)
+        except ValueError:  # not the main thread
+            pass
+    try:
+        yield
+    finally:
+        for sig, old in saved.items():
+            signal.signal(sig, old)

@@ -23,7 +23,7 @@ from typing import Any, NewType, TypedDict, cast
 
 from git_handoff import model
 from git_handoff.errors import InvalidState, UsageError
-from git_handoff.model import Config, Task
+from git_handoff.model import Config, Task, parse_time
 
 TaskId = NewType("TaskId", str)
 Oid = NewType("Oid", str)  # a commit or blob object id, 40 hex digits
@@ -309,6 +309,9 @@ def check_fields(data: Any, fields: Mapping[str, Check], where: str) -> dict[str
                 check(data[name], name)
             except InvalidState as exc:
                 raise problem(where, f"field {exc.message}") from None
+    stamp = data.get("hlc")
+    if stamp is not None and not (isinstance(stamp, str) and _HLC.fullmatch(stamp)):
+        raise problem(where, f"field hlc must be a clock stamp (ms.counter.clone), not {_shown(stamp)}")
     _deep_strings_ok(data, where)
     return data
 
@@ -326,6 +329,8 @@ PATH_TEXT = text(PATH_MAX)
 class Meta(TypedDict, total=False):
     created: str
     session_count: int
+    sessions_legacy: int
+    sessions_by_clone: dict[str, int]
     last_session: str | None
     imported: Any
 
@@ -464,14 +469,33 @@ class SyncReport(TypedDict, total=False):
     state_commit: str | None
 
 
-_RUN_ID = re.compile(r"[0-9]{3,12}-[a-z]+(?:-[a-z]+){0,2}")
-_SESSION_NAME = re.compile(r"[1-9][0-9]{0,17}\.json")
+_CLONE = re.compile(r"[0-9a-f]{16}")
+_HLC = re.compile(r"[0-9]{13}\.[0-9]{6}\.[0-9a-f]{0,16}")  # git_handoff.hlc
+# a run id: NNN-slug (before fleet ids) or NNN-slug@<clone>; a session or document file:
+# <n>.json (before fleet ids) or <n>@<clone>.json -- the clone part makes two clones'
+# numbers distinct even when both minted the same one offline
+_RUN_ID = re.compile(r"[0-9]{3,12}-[a-z]+(?:-[a-z]+){0,2}(?:@[0-9a-f]{16})?")
+_SESSION_NAME = re.compile(r"[1-9][0-9]{0,17}(?:@[0-9a-f]{16})?\.json")
 _DECISION = obj({"what": LINE, "why": LINE, "at": opt(STAMP)})
 _BLOCKER = either(LINE, obj({"text": LINE, "at": opt(STAMP)}))
+
+def counts_by_clone(value: Any, at: str) -> None:
+    """{clone id: count}: how many sessions each clone started (a grow-only counter)."""
+    if not isinstance(value, dict):
+        raise InvalidState(f"{at} must be an object, not {_shown(value)}")
+    if len(value) > MAX_LIST:
+        raise InvalidState(f"{at} holds {len(value)} entries, more than {MAX_LIST}")
+    for key, count in value.items():
+        if not isinstance(key, str) or not _CLONE.fullmatch(key):
+            raise InvalidState(f"{at} must be keyed by clone ids (16 hex digits), not {_shown(key)}")
+        integer(0)(count, f"{at}.{key}")
+
 
 META_FIELDS: dict[str, Check] = {
     "created": opt(STAMP),
     "session_count": integer(0),
+    "sessions_legacy": integer(0),
+    "sessions_by_clone": counts_by_clone,
     "last_session": opt(STAMP),
 }
 SESSION_FIELDS: dict[str, Check] = {
@@ -528,6 +552,9 @@ RELAY_FIELDS: dict[str, Check] = {
 }
 DISPATCH_FIELDS: dict[str, Check] = {
     "run_id": pattern(_RUN_ID, "a run id (NNN-slug)"),
+    "key": pattern(_RUN_ID, "a run key (NNN-slug@clone)"),
+    "conversation_key": opt(pattern(_RUN_ID, "a run key")),
+    "resume_of_key": opt(pattern(_RUN_ID, "a run key")),
     "seq": integer(1, 10**12),
     "slug": pattern(re.compile(r"[a-z]+(?:-[a-z]+){0,2}"), "a slug"),
     "backend": pattern(re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}"), "a backend name"),
@@ -550,6 +577,31 @@ DISPATCH_FIELDS: dict[str, Check] = {
 }
 
 
+MAX_LOCK_BYTES = 4096
+FLEET_LOCK_FIELDS: dict[str, Check] = {
+    "clone": pattern(_CLONE, "a clone id (16 hex digits)"),
+    "host": LINE,
+    "pid": integer(1, 2**31 - 1),
+    "acquired_at": opt(STAMP),
+    "renewed_at": opt(STAMP),
+    "expires_at": STAMP,
+    "lease_seconds": integer(1, 24 * 3600),
+}
+
+
+def fleet_lock(raw: bytes, where: str) -> dict[str, Any]:
+    """`lock.json` of the fleet relay lock (refs/harness/locks/relay): every field required."""
+    data = check_fields(load_json(raw, where, MAX_LOCK_BYTES), FLEET_LOCK_FIELDS, where)
+    missing = [name for name in FLEET_LOCK_FIELDS if name not in data and name not in ("acquired_at", "renewed_at")]
+    if missing:
+        raise problem(where, f"a lock record needs {', '.join(missing)}")
+    try:
+        parse_time(data["expires_at"])
+    except UsageError:
+        raise problem(where, f"field expires_at {data['expires_at']!r} is not a time") from None
+    return data
+
+
 def meta(raw: bytes, where: str = "meta.json") -> Meta:
     return cast(Meta, check_fields(load_json(raw, where), META_FIELDS, where))
 
@@ -569,8 +621,11 @@ def relay(raw: bytes, where: str = "relay.json") -> RelayRecord:
 def dispatch_run(raw: bytes, where: str) -> DispatchRun:
     record = check_fields(load_json(raw, where), DISPATCH_FIELDS, where)
     name = where.rsplit("/", 1)[-1]
-    if "run_id" in record and f"{record['run_id']}.json" != name:
-        raise problem(where, f"holds run {record['run_id']!r}")
+    stem = name[:-5] if name.endswith(".json") else name
+    if "run_id" in record:
+        short, _, clone = stem.partition("@")
+        if short != record["run_id"] or (clone and (record.get("clone") != clone or record.get("key") != stem)):
+            raise problem(where, f"holds run {record['run_id']!r}")
     return cast(DispatchRun, record)
 
 
@@ -663,6 +718,9 @@ def task(raw: bytes, where: str, expected_id: str | None = None) -> Task:
     except UsageError as exc:
         raise InvalidState(exc.message) from None
     check_task_text(parsed, where)
+    stamp = parsed.extra.get("hlc")
+    if stamp is not None and not (isinstance(stamp, str) and _HLC.fullmatch(stamp)):
+        raise problem(where, f"field hlc must be a clock stamp (ms.counter.clone), not {_shown(stamp)}")
     if expected_id is not None and parsed.id != expected_id:
         raise problem(where, f"holds task {parsed.id!r}")
     return parsed
@@ -683,6 +741,10 @@ def name_problem(name: str) -> str | None:
     if len(name.encode("utf-8", "surrogateescape")) > MAX_NAME or _CONTROL.search(name):
         return "is too long or holds control characters"
     return None
+
+
+def is_clone_id(text_: str) -> bool:
+    return bool(_CLONE.fullmatch(text_))
 
 
 def is_number_name(name: str) -> bool:
@@ -726,10 +788,16 @@ def check_record(path: str, raw: bytes) -> None:
         relay(raw, path)
     elif kind == "session":
         record = session(raw, path)
-        if record.get("session") not in (None, int(path.split("/")[1][:-5])):
+        number, _, clone = path.split("/")[1][:-5].partition("@")
+        if record.get("session") not in (None, int(number)):
             raise problem(path, f"holds session {record.get('session')!r}")
+        if clone and record.get("clone") != clone:
+            raise problem(path, f"holds a session of clone {record.get('clone')!r}")
     elif kind == "doc":
-        handoff_doc(raw, path)
+        doc = handoff_doc(raw, path)
+        number = path.split("/")[1][:-5].partition("@")[0]
+        if doc.get("session") not in (None, int(number)):
+            raise problem(path, f"holds the document of session {doc.get('session')!r}")
     elif kind == "dispatch":
         dispatch_run(raw, path)
     elif kind == "task":

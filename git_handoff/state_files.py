@@ -2,9 +2,11 @@
 Snapshot or Tx, and the two in-transaction session rules (a completion counted in
 the session; a claim refused once the session reached its limit).
 
-    sessions/<n>.json   the session record (worker, base, started/ended, completed
-                        tasks, decisions, blockers, ack)
-    docs/<n>.json       the handoff document session <n> wrote
+    sessions/<n>@<clone>.json  the session record (worker, base, started/ended,
+                        completed tasks, decisions, blockers, ack); `sessions/<n>.json`
+                        in states written before fleet ids (still read and written)
+    docs/<n>@<clone>.json      the handoff document session <n> of that clone wrote
+                        (`docs/<n>.json` before fleet ids)
     relay.json          the relay running (or last run) for this repository
 
 Below every use case: sessions, handoff, claim, relay and status all ask these.
@@ -15,7 +17,7 @@ from __future__ import annotations
 import socket
 from typing import Any
 
-from git_handoff import procs, records
+from git_handoff import identity, procs, records
 from git_handoff.errors import Negative
 from git_handoff.model import now_iso
 from git_handoff.store import StateStore, Tx, active_session
@@ -28,8 +30,87 @@ RELAY_PATH = "relay.json"
 # -- sessions -------------------------------------------------------------------------
 
 
-def session_path(number: int) -> str:
-    return f"{SESSIONS_DIR}/{number}.json"
+# Session numbers: each clone counts the sessions it started in meta.json's
+# `sessions_by_clone` {clone: n} (merged by maximum, so the sum is the number started
+# fleet-wide); a new session is numbered one more than that sum, and its record is keyed
+# by number *and* clone, so two clones that both minted N offline keep two records.
+
+
+def sessions_started(meta: dict[str, Any]) -> int:
+    """Sessions started fleet-wide, as far as this state knows."""
+    by_clone = meta.get("sessions_by_clone")
+    if not isinstance(by_clone, dict):
+        return _count(meta.get("session_count"))
+    return _count(meta.get("sessions_legacy")) + sum(_count(v) for v in by_clone.values())
+
+
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+def count_session_start(meta: dict[str, Any], clone: str) -> int:
+    """Count a session start of `clone` in `meta` (changed in place); its number."""
+    by_clone = meta.get("sessions_by_clone")
+    if not isinstance(by_clone, dict):
+        meta["sessions_legacy"] = _count(meta.get("session_count"))
+        by_clone = {}
+    number = sessions_started(meta) + 1
+    meta["sessions_by_clone"] = dict(sorted({**by_clone, clone: _count(by_clone.get(clone)) + 1}.items()))
+    meta["session_count"] = max(number, _count(meta.get("session_count")))
+    return number
+
+
+def carry_session_count(meta: dict[str, Any], carried: int) -> None:
+    """Raise the count of sessions started to `carried` (an imported plan's count)."""
+    started = sessions_started(meta)
+    if carried <= started:
+        return
+    if isinstance(meta.get("sessions_by_clone"), dict):
+        meta["sessions_legacy"] = _count(meta.get("sessions_legacy")) + carried - started
+    meta["session_count"] = max(carried, _count(meta.get("session_count")))
+
+
+def _clone_of(source: Any) -> str:
+    return identity.clone_id(source.repo)
+
+
+def _keyed(directory: str, source: Any, number: int) -> str:
+    """This clone's record of session `number` in `directory`: the fleet path
+    `<n>@<clone>.json` unless the record is a legacy `<n>.json` of this clone's session."""
+    own = f"{directory}/{number}@{_clone_of(source)}.json"
+    legacy = f"{directory}/{number}.json"
+    if source.read(own) is None and source.read(legacy) is not None:
+        return legacy
+    return own
+
+
+def session_path(source: Any, number: int) -> str:
+    """Where this clone's session `number` lives in the state of `source` (a Snapshot or Tx)."""
+    return _keyed(SESSIONS_DIR, source, number)
+
+
+def session_keys(source: Any, directory: str = SESSIONS_DIR) -> list[tuple[int, str, str | None]]:
+    """Every record in `directory` as (number, path, clone or None for a legacy one), by
+    number then clone."""
+    out: list[tuple[int, str, str | None]] = []
+    for name in source.listdir(directory):
+        if not name.endswith(".json"):
+            continue
+        number, _, clone = name[:-5].partition("@")
+        if number.isdigit() and (not clone or records.is_clone_id(clone)):
+            out.append((int(number), f"{directory}/{name}", clone or None))
+    out.sort(key=lambda k: (k[0], k[2] or ""))
+    return out
+
+
+def sessions_numbered(source: Any, number: int, directory: str = SESSIONS_DIR) -> list[str]:
+    """Paths of every record of session `number` (one per clone that minted it)."""
+    legacy = f"{directory}/{number}.json"
+    out = [legacy] if source.read(legacy) is not None else []
+    prefix = f"{number}@"
+    out.extend(f"{directory}/{name}" for name in sorted(source.listdir(directory))
+               if name.startswith(prefix) and name.endswith(".json"))
+    return out
 
 
 def put_record(tx: Tx, path: str, record: dict[str, Any]) -> None:
@@ -39,9 +120,16 @@ def put_record(tx: Tx, path: str, record: dict[str, Any]) -> None:
 
 
 def read_session(source: Any, number: int) -> dict[str, Any] | None:
-    """sessions/<n>.json from a Snapshot or Tx."""
-    data = source.read_json(session_path(number))
-    return data if isinstance(data, dict) else None
+    """Session `number` from a Snapshot or Tx: this clone's, else (a session another clone
+    started) the first of that number."""
+    data = source.read_json(session_path(source, number))
+    if not isinstance(data, dict):
+        for path in sessions_numbered(source, number):
+            data = source.read_json(path)
+            if isinstance(data, dict):
+                return data
+        return None
+    return data
 
 
 def current_number(store: StateStore) -> int:
@@ -76,7 +164,7 @@ def record_completion(tx: Tx, task_id: str) -> int:
     if task_id not in done:
         done.append(task_id)
     record["completed"] = done
-    put_record(tx, session_path(number), record)
+    put_record(tx, session_path(tx, number), record)
     return len(done)
 
 
@@ -86,9 +174,9 @@ def check_claim_allowed(tx: Tx) -> None:
     that stopped the sessions stops new work too (no claim slips past it as SESSION-0)."""
     number = tx.session
     if number <= 0:
-        started = tx.meta().get("session_count")
+        started = sessions_started(tx.meta())
         limit = tx.config().max_sessions
-        if isinstance(started, int) and started > 0 and started >= limit:
+        if started > 0 and started >= limit:
             raise Negative(
                 f"max_sessions ({limit}) reached: {started} session(s) were started and none is open here, "
                 "so no new work is taken; raise the limit with `git handoff init --max-sessions N`"
@@ -112,27 +200,44 @@ def limit_reached(snapshot: Any, number: int) -> bool:
 # -- handoff documents ------------------------------------------------------------------
 
 
-def doc_path(number: int) -> str:
-    return f"{DOCS_DIR}/{number}.json"
+def doc_path(source: Any, number: int) -> str:
+    """Where this clone's session `number` keeps its handoff document."""
+    return _keyed(DOCS_DIR, source, number)
 
 
 def doc_numbers(source: Any) -> list[int]:
-    out = []
-    for name in source.listdir(DOCS_DIR):
-        stem = name[:-5] if name.endswith(".json") else ""
-        if stem.isdigit():
-            out.append(int(stem))
-    return sorted(out)
+    return sorted({n for n, _, _ in session_keys(source, DOCS_DIR)})
+
+
+def doc_paths(source: Any) -> list[tuple[int, str]]:
+    """(session number, path) of every handoff document, oldest session first."""
+    return [(n, path) for n, path, _ in session_keys(source, DOCS_DIR)]
+
+
+def read_doc(source: Any, number: int) -> dict[str, Any] | None:
+    """The document of session `number`: this clone's, else the first of that number."""
+    for path in (doc_path(source, number), *sessions_numbered(source, number, DOCS_DIR)):
+        doc = source.read_json(path)
+        if isinstance(doc, dict):
+            return doc
+    return None
 
 
 def pending_doc(source: Any, before: int | None = None) -> dict[str, Any] | None:
-    """The latest document not yet archived, from a session before `before`."""
-    for n in reversed(doc_numbers(source)):
+    """The latest document not yet archived, from a session before `before` (whichever
+    clone wrote it)."""
+    found = pending_doc_at(source, before)
+    return found[1] if found else None
+
+
+def pending_doc_at(source: Any, before: int | None = None) -> tuple[str, dict[str, Any]] | None:
+    """(path, document) of `pending_doc`."""
+    for n, path in reversed(doc_paths(source)):
         if before is not None and n >= before:
             continue
-        doc = source.read_json(doc_path(n))
+        doc = source.read_json(path)
         if isinstance(doc, dict) and not doc.get("archived"):
-            return doc
+            return path, doc
     return None
 
 

@@ -27,12 +27,13 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from git_handoff import records
+from git_handoff import hlc, identity, records
 from git_handoff.errors import Contention, HandoffError, InvalidState, NotInitialized, UsageError
 from git_handoff.fileio import atomic_write
 from git_handoff.gitrepo import Repo
 from git_handoff.local import open_session
-from git_handoff.model import Config, Task, now_iso
+from git_handoff.merge import CLOCK, stamp_write
+from git_handoff.model import Config, Task, now, now_iso
 
 STATE_REF = "refs/harness/state"
 ATTEMPTS_PREFIX = "refs/harness/attempts/"
@@ -259,6 +260,10 @@ class Tx:
     def session(self) -> int:
         return self.store.session
 
+    @property
+    def repo(self) -> Repo:
+        return self.store.repo
+
     # -- reads ----------------------------------------------------------------------
 
     def read(self, path: str) -> bytes | None:
@@ -315,11 +320,36 @@ class Tx:
     def put(self, path: str, data: bytes | None) -> None:
         self.changes[path] = data
 
+    def stamped(self, old: dict[str, Any] | None, new: dict[str, Any], *, task: bool,
+                fields: bool = True) -> dict[str, Any]:
+        """`new` replacing `old`, stamped by this clone's hybrid logical clock (merge.stamp_write)."""
+        return stamp_write(old, new, int(now().timestamp() * 1000), identity.clone_id(self.store.repo),
+                           task=task, fields=fields)
+
     def put_json(self, path: str, value: Any) -> None:
+        if isinstance(value, dict):
+            raw = self.read(path)
+            try:
+                old = json.loads(raw) if raw is not None else None
+            except ValueError:
+                old = None
+            value = self.stamped(old if isinstance(old, dict) else None, value, task=False, fields=path != META_PATH)
         self.put(path, (json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True) + "\n").encode())
 
     def put_task(self, task: Task) -> Task:
-        task = task.evolve(updated_at=now_iso())
+        before = self.task(task.id)
+        if before is None:  # a new task (import: thousands of them): the stamp only, no field clock
+            when = hlc.next_stamp(hlc.seen_in(task.extra), int(now().timestamp() * 1000),
+                                  identity.clone_id(self.store.repo))
+            task = task.evolve(updated_at=now_iso(), extra={**task.extra, hlc.FIELD: when})
+        else:
+            new = task.evolve(updated_at=now_iso()).to_json()
+            stamped = self.stamped(before.to_json(), new, task=True)
+            extra = {k: v for k, v in task.extra.items() if k != CLOCK}
+            extra[hlc.FIELD] = stamped[hlc.FIELD]
+            if CLOCK in stamped:
+                extra[CLOCK] = stamped[CLOCK]
+            task = task.evolve(updated_at=new["updated_at"], extra=extra)
         self._tasks[task.id] = task
         self.put(task_path(task.id), task.dumps())
         return task

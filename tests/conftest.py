@@ -11,9 +11,18 @@ from pathlib import Path
 import pytest
 
 from tests.support.env import FIXED_DATE, make_hermetic
-from tests.support.repo import Result, git, make_repo, run, run_exe, state_head
+from tests.support.repo import (
+    Result,
+    dispatch_record,
+    git,
+    make_repo,
+    run,
+    run_exe,
+    state_head,
+    state_record,
+)
 
-__all__ = ["FIXED_DATE", "Result", "git", "make_repo", "run", "run_exe", "state_head"]
+__all__ = ["FIXED_DATE", "Result", "git", "make_repo", "run", "run_exe", "state_head", "state_record", "dispatch_record"]
 
 
 @pytest.fixture(autouse=True)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from git_handoff.ops import demo
-from tests.conftest import git, run, run_exe
+from tests.conftest import git, run, run_exe, state_record
 from tests.support.remotes import published
 
 
@@ -48,7 +48,7 @@ def test_demo_runs_end_to_end_and_keeps_its_repositories(tmp_path: Path) -> None
     assert sorted(t["id"] for t in listed) == ["api", "cli", "docs", "schema", "tests"]
     assert all(t["status"] == "completed" for t in listed)
     assert git("rev-parse", "--verify", "refs/harness/attempts/api/1", cwd=alice)
-    docs = [json.loads(git("show", f"refs/harness/state:docs/{n}.json", cwd=alice)) for n in (1, 2)]
+    docs = [json.loads(state_record("docs", n, cwd=alice)) for n in (1, 2)]
     assert all(d["trigger"] == "commits" for d in docs)
     assert git("status", "--porcelain", cwd=alice) == ""
     stats = [line.split("] ", 1)[1] for line in run("log", "--type", "STATS", cwd=alice).out.splitlines()]

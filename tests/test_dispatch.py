@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from git_handoff import procs
-from tests.conftest import git, run, run_exe, state_head
+from tests.conftest import dispatch_record, git, run, run_exe, state_head
 
 BACKEND = r'''
 import json, os, sys, time
@@ -69,7 +69,7 @@ def test_new_prints_run_id_and_records_one_blob_per_run(repo: Path, backend: Pat
     second = new("write-docs", "docs")
     assert first == "001-fix-auth"
     assert second == "002-write-docs"
-    record = json.loads(git("show", f"refs/harness/state:dispatch/{first}.json", cwd=repo))
+    record = json.loads(dispatch_record(first, cwd=repo))
     assert record["status"] == "new" and record["prompt"] == "do it" and record["backend"] == "bot"
     listed = run("dispatch", "list", "--json").json()
     assert [r["run_id"] for r in listed] == [first, second]
@@ -141,7 +141,7 @@ def test_failing_backend_exit_status_and_output_are_kept(repo: Path, backend: Pa
     waited = run_exe("dispatch", "wait", bg, "--timeout", "60", cwd=repo)
     assert waited.rc == 1 and "failed" in waited.out
     for run_id in (fg, bg):
-        record = json.loads(git("show", f"refs/harness/state:dispatch/{run_id}.json", cwd=repo))
+        record = json.loads(dispatch_record(run_id, cwd=repo))
         assert record["status"] == "failed" and record["exit_status"] == 3
         assert "partial output before the failure" in record["stdout_tail"]
         assert "backend exploded" in record["stderr_tail"]
@@ -198,7 +198,7 @@ def test_wait_and_result_on_unfinished_runs(repo: Path, backend: Path) -> None:
     assert run("dispatch", "result", hang).rc == 1
     assert run("dispatch", "wait", hang, "--timeout", "0.3").rc == 1
     # the runner dies (machine rebooted, process killed): the run is reported lost, not running forever
-    record = json.loads(git("show", f"refs/harness/state:dispatch/{hang}.json", cwd=repo))
+    record = json.loads(dispatch_record(hang, cwd=repo))
     pid = record["pid"]
     os.killpg(pid, signal.SIGKILL)
     deadline = time.monotonic() + 10

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.conftest import git, run, state_head
+from tests.conftest import git, run, state_head, state_record
 
 
 def _setup(repo: Path) -> str:
@@ -57,7 +57,7 @@ def test_document_fields_are_facts_only(repo: Path) -> None:
 def test_document_is_stored_in_the_state(repo: Path) -> None:
     _setup(repo)
     run("doc", "write")
-    text = git("show", "refs/harness/state:docs/1.json", cwd=repo)
+    text = state_record("docs", 1, cwd=repo)
     assert '"files_changed"' in text
     assert "HANDOFF Document written for session 1" in run("log").out
 

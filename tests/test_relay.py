@@ -17,7 +17,7 @@ from git_handoff import local, procs
 from git_handoff.gitrepo import Repo
 from git_handoff.ops import handoff
 from git_handoff.store import StateStore
-from tests.conftest import git, run, run_exe, state_head
+from tests.conftest import git, run, run_exe, state_head, state_record
 
 pytestmark = pytest.mark.slow  # whole relays of real agent processes: the slow layer
 
@@ -139,7 +139,7 @@ def test_relay_with_tmux_runs_100_tasks(repo: Path) -> None:
         assert "tmux session handoff-repo-1" in res.out
         assert all_completed(repo)
         count = assert_every_session_acked_and_handed_off(repo, minimum=10)
-        triggers = [json.loads(git("show", f"refs/harness/state:docs/{n}.json", cwd=repo))["trigger"]
+        triggers = [json.loads(state_record("docs", n, cwd=repo))["trigger"]
                     for n in range(1, count + 1)]
         assert triggers[:10] == ["tasks"] * 10
         # the relay closed its tmux server on the way out

@@ -92,6 +92,9 @@ def test_offline_divergence_converges(clones: Callable[[str], Path]) -> None:
 
 
 def test_same_field_conflict_is_reported(clones: Callable[[str], Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    # the task is made before both edits (a hybrid clock orders concurrent writes by wall
+    # clock only when the clocks are past the record's own stamp)
+    monkeypatch.setenv("GIT_HANDOFF_NOW", "2026-07-01T10:00:00Z")
     a, b = shared_pair(clones, ("add", "x", "--id", "t"))
     monkeypatch.setenv("GIT_HANDOFF_NOW", "2026-07-01T11:00:00Z")
     ok("edit", "t", "--title", "early", cwd=a)

@@ -22,6 +22,7 @@ def summary_line() -> str:
     from git_handoff import schedule
     from git_handoff.errors import HandoffError
     from git_handoff.gitrepo import Repo
+    from git_handoff.state_files import sessions_started
     from git_handoff.store import StateStore
 
     try:
@@ -31,7 +32,7 @@ def summary_line() -> str:
         snap = store.snapshot()
         tasks = snap.tasks()
         c = schedule.counts(tasks)
-        sessions = int(snap.meta().get("session_count") or 0)
+        sessions = sessions_started(snap.meta())
     except HandoffError as exc:
         return f"({exc.message.splitlines()[0]})"
     return (f"state: {len(tasks)} tasks  completed={c['completed']} in_progress={c['in_progress']} "

@@ -22,11 +22,18 @@ from git_handoff.cli import emit_json, get_store, json_option, numbers
               help="Seconds an agent may keep running after its session handed off.")
 @click.option("--max-idle-sessions", type=numbers.RELAY_COUNT, default=3, show_default=True, metavar="N",
               help="Stop after N sessions in a row that completed or attempted nothing.")
+@click.option("--fleet-lock", is_flag=True,
+              help="One relay per remote, not only per clone: hold a leased lock ref "
+                   "(refs/harness/locks/relay) on the remote [default: handoff.relayLock=fleet].")
+@click.option("--lock-remote", default=None, metavar="REMOTE",
+              help="The remote of --fleet-lock [default: handoff.remote, else origin].")
+@click.option("--lock-lease", type=int, default=120, show_default=True, metavar="S",
+              help="Seconds the fleet lock lasts unless renewed (a dead machine's lock expires then).")
 @click.option("--quiet", "-q", is_flag=True, help="Print only the final line.")
 @json_option
 def relay_cmd(agent: str, tmux: bool, tmux_socket: str | None, ack_timeout: float, session_timeout: float | None,
-              max_launch_failures: int, handoff_grace: float, max_idle_sessions: int, quiet: bool,
-              as_json: bool) -> None:
+              max_launch_failures: int, handoff_grace: float, max_idle_sessions: int, fleet_lock: bool,
+              lock_remote: str | None, lock_lease: int, quiet: bool, as_json: bool) -> None:
     """Run agent sessions one after another until every task is completed.
 
     Each session: `session start` (recovery included), the handoff prompt written to a
@@ -39,15 +46,32 @@ def relay_cmd(agent: str, tmux: bool, tmux_socket: str | None, ack_timeout: floa
       git handoff relay --agent 'python -m git_handoff.agents.scripted'
       git handoff relay --tmux --agent 'claude "$(cat {prompt_file})"'
 
+    With --fleet-lock (or `git config handoff.relayLock fleet`) one relay runs per
+    remote: the relay takes the ref refs/harness/locks/relay on the remote by a
+    compare-and-swap push, renews its lease while it runs and deletes it at exit; a
+    lock whose lease expired (a dead machine) is taken over.
+
     Exit 0 when every task is completed; 1 when the relay stops with work left (limits,
-    launch failures), saying why; 3 when another relay runs for this repository; 130
-    on Ctrl-C (the agent is ended and its session closed).
+    launch failures), saying why; 3 when another relay runs for this repository (or,
+    with --fleet-lock, anywhere on the remote: the holder and its lease expiry are
+    named); 130 on Ctrl-C (the agent is ended and its session closed).
     """
+    from git_handoff.fleet_lock import FleetLock
+    from git_handoff.fleet_lock import wanted as fleet_lock_wanted
     from git_handoff.ops import relay as ops
 
+    store = get_store(session=0)
+    lock = None
+    if fleet_lock_wanted(store.repo, fleet_lock):
+        import os
+
+        from git_handoff.identity import clone_id
+
+        remote = lock_remote or store.repo.config_get("handoff.remote") or "origin"
+        lock = FleetLock(store.repo, remote, clone_id(store.repo), os.getpid(), lease_seconds=lock_lease)
     opts = ops.Options(agent=agent, tmux=tmux, tmux_socket=tmux_socket, ack_timeout=ack_timeout,
                        session_timeout=session_timeout, max_launch_failures=max_launch_failures,
-                       handoff_grace=handoff_grace, max_idle_sessions=max_idle_sessions)
+                       handoff_grace=handoff_grace, max_idle_sessions=max_idle_sessions, fleet_lock=lock)
     from git_handoff.cli.progress import Progress
 
     with Progress("relay", as_json=as_json or quiet) as progress:
@@ -62,7 +86,7 @@ def relay_cmd(agent: str, tmux: bool, tmux_socket: str | None, ack_timeout: floa
             else:
                 progress(text)
 
-        summary = ops.run_relay(get_store(session=0), opts, say, waiting)
+        summary = ops.run_relay(store, opts, say, waiting)
     if as_json:
         emit_json(summary)
     else:

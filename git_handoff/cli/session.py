@@ -14,6 +14,7 @@ def _session_text(record: dict[str, Any]) -> str:
     lines = [
         f"session {record.get('session')}" + (" (open in this worktree)" if record.get("open_here") else ""),
         f"  worker:     {record.get('worker') or '-'}",
+        f"  clone:      {record.get('clone') or '-'}",
         f"  base:       {record.get('base') or '-'}",
         f"  started:    {record.get('started_at')}",
         f"  ended:      {record.get('ended_at') or '-'}",
@@ -22,6 +23,9 @@ def _session_text(record: dict[str, Any]) -> str:
     ack = record.get("ack")
     if ack:
         lines.append(f"  ack:        {ack.get('status')} at {ack.get('at')}" + (f" ({ack['reason']})" if ack.get("reason") else ""))
+    if record.get("also"):
+        lines.append(f"  also {record.get('session')}: clone(s) {', '.join(str(c)[:8] for c in record['also'])} "
+                     "numbered a session alike offline (`git handoff session list`)")
     if record.get("handoff"):
         lines.append(f"  handoff:    written {record['handoff'].get('written_at')} ({record['handoff'].get('trigger')})")
     for d in record.get("decisions") or []:
@@ -64,6 +68,29 @@ def session_end_cmd(as_json: bool) -> None:
         emit_json(record)
     else:
         click.echo(f"Session {record['session']} ended: {record['stats']}")
+
+
+@session_cmd.command("list")
+@json_option
+def session_list_cmd(as_json: bool) -> None:
+    """List every session of the fleet: number, clone, worker, start and end.
+
+    Clones that start sessions offline number them independently; two sessions may share
+    a number (each is kept, under its clone), and both are listed here."""
+    from git_handoff.ops import sessions
+
+    rows = sessions.list_sessions(get_store())
+    if as_json:
+        emit_json(rows)
+        return
+    if not rows:
+        click.echo("no session was started yet (`git handoff session start`)")
+    for row in rows:
+        clone = (row.get("clone") or "-")[:8]
+        here = " (this clone)" if row.get("here") else ""
+        click.echo(f"session {row['session']}  clone {clone}{here}  worker {row.get('worker') or '-'}  "
+                   f"started {row.get('started_at') or '-'}  ended {row.get('ended_at') or '-'}  "
+                   f"completed {row['completed']}")
 
 
 @session_cmd.command("show")

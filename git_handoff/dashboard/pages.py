@@ -167,7 +167,7 @@ def log_html(store: StateStore, head: str) -> str:
 
 
 def _session_numbers(snap: Snapshot) -> list[int]:
-    count = int(snap.meta().get("session_count") or 0)
+    count = int(snap.meta().get("session_count") or 0)  # the highest number minted
     return list(range(max(1, count - SESSIONS_SHOWN + 1), count + 1))
 
 
@@ -178,7 +178,7 @@ def sessions_html(snap: Snapshot) -> str:
     cards = []
     for n in numbers:
         rec = state_files.read_session(snap, n) or {}
-        doc = snap.read_json(state_files.doc_path(n))
+        doc = state_files.read_doc(snap, n)
         ack = rec.get("ack")
         ack_text = ack.get("status") if isinstance(ack, dict) else "-"
         done = len(rec.get("completed") or [])
@@ -343,7 +343,7 @@ def session_page(store: StateStore, number: int) -> str | None:
     rec = state_files.read_session(snap, number)
     if rec is None:
         return None
-    doc = snap.read_json(state_files.doc_path(number))
+    doc = state_files.read_doc(snap, number)
     ack = rec.get("ack")
     rows = [
         ("worker", str(rec.get("worker") or "-")), ("started", str(rec.get("started_at") or "-")),

@@ -10,7 +10,12 @@ A backend is named in git config:
 
 A run's id is `<seq>-<slug>`: the sequence number is allocated inside a state
 transaction (so two `dispatch new` never get the same one), the slug is one to
-three lowercase words. Full output lives in the clone's private directory
+three lowercase words. Two clones working offline may both mint `004-fix-auth`, so a
+run's record is keyed by its id and the clone that made it
+(`dispatch/004-fix-auth@<clone>.json`, field `key`); a run id typed alone names this
+clone's run, else the only one of that id, and `004-fix-auth@<clone prefix>` picks
+one of several. Records from before fleet ids (`dispatch/<seq>-<slug>.json`) keep
+working. Full output lives in the clone's private directory
 (`<git common dir>/handoff/dispatch/<run_id>/`); the state keeps the exit status,
 the result, the backend session id and the tail of the output.
 """
@@ -27,14 +32,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from git_handoff import procs, records
+from git_handoff import identity, procs, records
 from git_handoff.errors import Negative, UsageError
 from git_handoff.model import now_iso
 from git_handoff.store import StateStore, Tx
 
 DISPATCH_DIR = "dispatch"
 SLUG = re.compile(r"^[a-z]+(?:-[a-z]+){0,2}$")
-RUN_ID = re.compile(r"^(?P<seq>[0-9]{3,})-(?P<slug>[a-z]+(?:-[a-z]+){0,2})$")
+RUN_ID = re.compile(r"^(?P<seq>[0-9]{3,})-(?P<slug>[a-z]+(?:-[a-z]+){0,2})(?:@(?P<clone>[0-9a-f]{4,16}))?$")
 BACKEND_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
 OUTPUT_KEPT_IN_STATE = 64 * 1024  # the tail of stdout/stderr recorded in the state blob
 FINISHED = ("succeeded", "failed")
@@ -58,6 +63,37 @@ def check_run_id(run_id: str) -> str:
 
 def record_path(run_id: str) -> str:
     return f"{DISPATCH_DIR}/{run_id}.json"
+
+
+def resolve(source: Any, repo: Any, run_id: str) -> str:
+    """The key of the run `run_id` names in `source` (a Snapshot or Tx): the exact key,
+    else this clone's run of that id, else the only one; UsageError when none or several."""
+    check_run_id(run_id)
+    if source.read(record_path(run_id)) is not None:
+        return run_id
+    short, _, prefix = run_id.partition("@")
+    mine = f"{short}@{identity.clone_id(repo)}"
+    if not prefix and source.read(record_path(mine)) is not None:
+        return mine
+    found: list[str] = [name[:-5] for name in source.listdir(DISPATCH_DIR)
+             if name.startswith(f"{short}@{prefix}") and name.endswith(".json")]
+    if len(found) == 1:
+        return found[0]
+    if found:
+        shown = ", ".join(f"{short}@{k.partition('@')[2][:8]}" for k in sorted(found))
+        raise UsageError(f"run id {run_id!r} names {len(found)} runs that clones minted alike offline: "
+                         f"name one of {shown}")
+    raise UsageError(f"no dispatch run {run_id!r} (see `git handoff dispatch list`)")
+
+
+def key_of(record: dict[str, Any]) -> str:
+    """The key a run record is stored under (its run id, for records from before fleet ids)."""
+    return str(record.get("key") or record["run_id"])
+
+
+def conversation_of(record: dict[str, Any]) -> str:
+    """The key of the run that started `record`'s conversation."""
+    return str(record.get("conversation_key") or record.get("conversation") or key_of(record))
 
 
 def run_dir(store: StateStore, run_id: str) -> Path:
@@ -84,8 +120,8 @@ def backend_commands(store: StateStore, backend: str) -> tuple[str, str | None]:
 
 
 def get(store: StateStore, run_id: str) -> dict[str, Any]:
-    check_run_id(run_id)
-    record = store.snapshot().read_json(record_path(run_id))
+    snap = store.snapshot()
+    record = snap.read_json(record_path(resolve(snap, store.repo, run_id)))
     if not isinstance(record, dict):
         raise UsageError(f"no dispatch run {run_id!r} (see `git handoff dispatch list`)")
     return _with_liveness(record)
@@ -99,7 +135,7 @@ def list_runs(store: StateStore) -> list[dict[str, Any]]:
             record = snap.read_json(f"{DISPATCH_DIR}/{name}")
             if isinstance(record, dict):
                 out.append(_with_liveness(record))
-    out.sort(key=lambda r: (int(r.get("seq") or 0), r.get("run_id", "")))
+    out.sort(key=lambda r: (int(r.get("seq") or 0), r.get("run_id", ""), r.get("clone") or ""))
     return out
 
 
@@ -114,12 +150,22 @@ def _with_liveness(record: dict[str, Any]) -> dict[str, Any]:
 
 
 def _next_seq(tx: Tx) -> int:
+    return next_seq(tx.listdir(DISPATCH_DIR))
+
+
+def next_seq(names: list[str]) -> int:
+    """One more than the highest sequence number among the run files `names`."""
     highest = 0
-    for name in tx.listdir(DISPATCH_DIR):
+    for name in names:
         head = name.split("-", 1)[0]
         if head.isdigit():
             highest = max(highest, int(head))
     return highest + 1
+
+
+def run_key(seq: int, slug: str, clone: str) -> str:
+    """A run's key: its id and the clone that minted it (two clones may mint one id)."""
+    return f"{seq:03d}-{slug}@{clone}"
 
 
 def new(store: StateStore, *, backend: str, slug: str, prompt: str,
@@ -130,11 +176,16 @@ def new(store: StateStore, *, backend: str, slug: str, prompt: str,
     if not prompt.strip():
         raise UsageError("the prompt is empty: pass it on stdin")
 
+    clone = identity.clone_id(store.repo)
+
     def apply(tx: Tx) -> dict[str, Any]:
         seq = _next_seq(tx)
         run_id = f"{seq:03d}-{slug}"
+        key = run_key(seq, slug, clone)
         record = {
             "run_id": run_id,
+            "key": key,
+            "clone": clone,
             "seq": seq,
             "slug": slug,
             "backend": backend,
@@ -143,8 +194,11 @@ def new(store: StateStore, *, backend: str, slug: str, prompt: str,
             "created_at": now_iso(),
             "updated_at": now_iso(),
             "created_by": store.repo.signature().name,
-            "conversation": resume_of or run_id,
-            "resume_of": resume_of,
+            # the run ids as shown, and the keys that name the runs whichever clone made them
+            "conversation": (resume_of or key).partition("@")[0],
+            "conversation_key": resume_of or key,
+            "resume_of": resume_of.partition("@")[0] if resume_of else None,
+            "resume_of_key": resume_of,
             "session_id": None,
             "exit_status": None,
             "result": None,
@@ -155,20 +209,20 @@ def new(store: StateStore, *, backend: str, slug: str, prompt: str,
             "host": None,
             "pid": None,
         }
-        tx.put_json(record_path(run_id), record)
+        tx.put_json(record_path(key), record)
         return record
 
     record = store.transact(apply)
-    (run_dir(store, record["run_id"]) / "prompt.md").write_text(prompt)
+    (run_dir(store, key_of(record)) / "prompt.md").write_text(prompt)
     return record
 
 
 def _conversation_session_id(store: StateStore, first: dict[str, Any]) -> str | None:
     """The newest backend session id of the conversation `first` started."""
-    conversation = first.get("conversation") or first["run_id"]
+    conversation = conversation_of(first)
     best: tuple[int, str] | None = None
     for record in list_runs(store):
-        if (record.get("conversation") or record["run_id"]) != conversation:
+        if conversation_of(record) != conversation:
             continue
         sid = record.get("session_id")
         if isinstance(sid, str) and sid and (best is None or int(record["seq"]) > best[0]):
@@ -179,8 +233,8 @@ def _conversation_session_id(store: StateStore, first: dict[str, Any]) -> str | 
 def new_resume(store: StateStore, first_run_id: str, *, prompt: str, slug: str | None = None) -> dict[str, Any]:
     """A follow-up run in the conversation `first_run_id` started (the stable handle)."""
     first = get(store, first_run_id)
-    conversation = first.get("conversation") or first["run_id"]
-    if conversation != first["run_id"]:
+    conversation = conversation_of(first)
+    if conversation != key_of(first):
         first = get(store, conversation)
     _, resume = backend_commands(store, first["backend"])
     if resume is None:
@@ -192,12 +246,13 @@ def new_resume(store: StateStore, first_run_id: str, *, prompt: str, slug: str |
             f"run {first['run_id']} has no backend session id yet (status {first['status']}): "
             "resume needs a finished run whose last output line was a JSON object with a session_id"
         )
-    return new(store, backend=first["backend"], slug=slug or first["slug"], prompt=prompt, resume_of=first["run_id"])
+    return new(store, backend=first["backend"], slug=slug or first["slug"], prompt=prompt, resume_of=key_of(first))
 
 
 def _update(store: StateStore, run_id: str, changes: dict[str, Any], *, expect: tuple[str, ...] | None = None) -> dict[str, Any]:
     def apply(tx: Tx) -> dict[str, Any]:
-        record = tx.read_json(record_path(run_id))
+        key = resolve(tx, store.repo, run_id)
+        record = tx.read_json(record_path(key))
         if not isinstance(record, dict):
             raise UsageError(f"no dispatch run {run_id!r} (see `git handoff dispatch list`)")
         if expect is not None and record.get("status") not in expect:
@@ -206,7 +261,7 @@ def _update(store: StateStore, run_id: str, changes: dict[str, Any], *, expect: 
                 "results are kept; start another with `git handoff dispatch new`"
             )
         record = dict(record, **changes, updated_at=now_iso())
-        tx.put_json(record_path(run_id), record)
+        tx.put_json(record_path(key), record)
         return record
 
     return store.transact(apply)
@@ -219,7 +274,7 @@ def _command_for(store: StateStore, record: dict[str, Any]) -> str:
     command, resume = backend_commands(store, record["backend"])
     if not record.get("resume_of"):
         return command
-    first = get(store, record["resume_of"])
+    first = get(store, record.get("resume_of_key") or record["resume_of"])
     session_id = _conversation_session_id(store, first)
     if resume is None or session_id is None:
         raise UsageError(f"run {record['run_id']} cannot resume {record['resume_of']}: no resume command or session id")
@@ -262,8 +317,8 @@ def parse_output(stdout: str) -> tuple[str | None, str]:
 
 def start_background(store: StateStore, run_id: str) -> dict[str, Any]:
     """Mark the run running and leave it to a detached process; returns at once."""
-    check_run_id(run_id)
     record = get(store, run_id)
+    run_id = key_of(record)
     if record.get("status") != "new":
         raise UsageError(f"run {run_id} is {record.get('status')}, not new: results are kept; "
                          "start another with `git handoff dispatch new`")
@@ -288,8 +343,8 @@ def start_background(store: StateStore, run_id: str) -> dict[str, Any]:
 
 def execute(store: StateStore, run_id: str, *, detached_child: bool = False) -> dict[str, Any]:
     """Run the backend in this process and record its outcome; returns the final record."""
-    check_run_id(run_id)
     record = get(store, run_id)
+    run_id = key_of(record)
     if detached_child:
         # the parent marks the run as ours right after starting us
         deadline = time.monotonic() + 30
@@ -308,7 +363,7 @@ def execute(store: StateStore, run_id: str, *, detached_child: bool = False) -> 
     out_dir = run_dir(store, run_id)
     prompt_file = out_dir / "prompt.md"
     prompt_file.write_text(record["prompt"])
-    env = dict(os.environ, HANDOFF_PROMPT_FILE=str(prompt_file), HANDOFF_RUN_ID=run_id)
+    env = dict(os.environ, HANDOFF_PROMPT_FILE=str(prompt_file), HANDOFF_RUN_ID=record["run_id"])
     with open(out_dir / "out.txt", "wb") as out, open(out_dir / "err.txt", "wb") as err, \
             open(prompt_file, "rb") as stdin:
         proc = subprocess.Popen(["/bin/sh", "-c", command], cwd=store.repo.root(), stdin=stdin, stdout=out,

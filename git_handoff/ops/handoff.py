@@ -21,8 +21,10 @@ from git_handoff.state_files import (
     current_number,
     doc_numbers,
     doc_path,
-    pending_doc,
+    doc_paths,
+    pending_doc_at,
     put_record,
+    read_doc,
     read_session,
     session_path,
 )
@@ -109,15 +111,15 @@ def write_doc(store: StateStore, trigger: str = "manual") -> dict[str, Any]:
     automatic = trigger not in ("manual", "relay")
 
     def apply(tx: Tx) -> dict[str, Any]:
-        existing = tx.read_json(doc_path(number))
+        existing = tx.read_json(doc_path(tx, number))
         if automatic and isinstance(existing, dict):
             return {**existing, "written": False}
         doc = build(tx, repo, number, trigger)
-        put_record(tx, doc_path(number), doc)
+        put_record(tx, doc_path(tx, number), doc)
         record = read_session(tx, number)
         if record is not None:
             record["handoff"] = {"written_at": doc["written_at"], "trigger": trigger}
-            put_record(tx, session_path(number), record)
+            put_record(tx, session_path(tx, number), record)
         c = doc["status"]
         tx.lines.append(format_log_line(
             number, "HANDOFF",
@@ -144,10 +146,11 @@ def after_done(store: StateStore) -> dict[str, Any] | None:
 def list_docs(store: StateStore) -> list[dict[str, Any]]:
     snap = store.snapshot()
     out = []
-    for n in doc_numbers(snap):
-        doc = snap.read_json(doc_path(n)) or {}
+    for n, path in doc_paths(snap):
+        doc = snap.read_json(path) or {}
+        clone = path[:-5].partition("@")[2] or None
         out.append({
-            "session": n, "written_at": doc.get("written_at"), "trigger": doc.get("trigger"),
+            "session": n, "clone": clone, "written_at": doc.get("written_at"), "trigger": doc.get("trigger"),
             "archived": bool(doc.get("archived")), "accepted_by": doc.get("accepted_by"),
             "completed": len(doc.get("status", {}).get("completed", [])),
             "files_changed": len(doc.get("files_changed", [])),
@@ -162,7 +165,7 @@ def show_doc(store: StateStore, number: int | None = None) -> dict[str, Any]:
         if not numbers:
             raise Negative("no handoff document yet (`git handoff doc write`)")
         number = numbers[-1]
-    doc = snap.read_json(doc_path(number))
+    doc = read_doc(snap, number)
     if not isinstance(doc, dict):
         raise UsageError(f"no handoff document for session {number} (see `git handoff doc list`)")
     return doc
@@ -173,7 +176,8 @@ def handed_off(store: StateStore, number: int) -> bool:
     head = store.head()
     if head is None:
         return False
-    return isinstance(store.snapshot(head).read_json(doc_path(number)), dict)
+    snap = store.snapshot(head)
+    return isinstance(snap.read_json(doc_path(snap, number)), dict)
 
 
 def ack_status(store: StateStore, number: int) -> dict[str, Any] | None:
@@ -209,26 +213,27 @@ def ack(store: StateStore, failed: str | None = None) -> dict[str, Any]:
         record = read_session(tx, number)
         if record is None:
             raise UsageError(f"session {number} is not in the state (`git handoff session start`)")
-        doc = pending_doc(tx, before=number)
+        found = pending_doc_at(tx, before=number)
+        of_path, doc = found if found else (None, None)
         of = doc["session"] if doc else None
         entry = {"status": "failed" if failed else "accepted", "at": stamp, "reason": failed, "handoff": of}
         record["ack"] = entry
-        put_record(tx, session_path(number), record)
+        put_record(tx, session_path(tx, number), record)
         if failed:
-            if doc is not None:
+            if doc is not None and of_path is not None:
                 doc.setdefault("rejections", []).append({"session": number, "reason": failed, "at": stamp})
-                put_record(tx, doc_path(int(doc["session"])), doc)
+                put_record(tx, of_path, doc)
             text = f"Session {number} rejected " + (f"the handoff of session {of}" if doc else "its prompt") + f": {failed}"
         else:
-            for n in doc_numbers(tx):
+            for n, path in doc_paths(tx):
                 if n >= number:
                     continue
-                old = tx.read_json(doc_path(n))
+                old = tx.read_json(path)
                 if isinstance(old, dict) and not old.get("archived"):
                     old["archived"] = True
-                    old["accepted_by"] = number if n == of else None
+                    old["accepted_by"] = number if path == of_path else None
                     old["accepted_at"] = stamp
-                    put_record(tx, doc_path(n), old)
+                    put_record(tx, path, old)
             text = f"Session {number} accepted " + (f"the handoff of session {of}" if doc else "its prompt (no pending handoff)")
         tx.log("ACK", text, session=number)
         return {"session": number, **entry}

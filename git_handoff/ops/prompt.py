@@ -10,7 +10,7 @@ from git_handoff import schedule
 from git_handoff.model import Task, now_iso
 from git_handoff.ops import handoff
 from git_handoff.ops.handoff import last_error
-from git_handoff.state_files import current_number, doc_numbers, doc_path, pending_doc
+from git_handoff.state_files import current_number, doc_numbers, pending_doc, read_doc
 from git_handoff.store import StateStore
 
 PROMPT_LIMIT = 10_000  # bytes; SPEC §6 says under 10 KB
@@ -191,7 +191,7 @@ def render_prompt(store: StateStore) -> str:
     doc = pending_doc(snap)
     if doc is None:
         numbers = doc_numbers(snap)
-        doc = snap.read_json(doc_path(numbers[-1])) if numbers else None
+        doc = read_doc(snap, numbers[-1]) if numbers else None
     blocked = schedule.blocked_ids(tasks)
     remaining = [t for t in tasks.values()
                  if t.status in ("pending", "in_progress") or (t.status == "failed" and not t.failed_for_good)]

@@ -6,7 +6,8 @@ tmux session on the relay's own tmux socket) -> its ACK awaited -> the session r
 until it hands off or the agent exits -> a handoff document written from git facts
 when the agent left none -> `session end` -> the next session.
 
-One relay per repository: a filelock in the clone's private directory, plus a record
+One relay per repository: a filelock in the clone's private directory (and, when asked,
+one relay per remote: git_handoff.fleet_lock, a leased ref on the remote), plus a record
 in the state (`relay.json`: host, pid, start time, the current session and agent) so
 that `status` can show it and a restarted relay can take over a dead one's session
 instead of starting a duplicate.
@@ -15,7 +16,6 @@ instead of starting a duplicate.
 from __future__ import annotations
 
 import os
-import signal
 import socket
 import subprocess
 import time
@@ -28,6 +28,8 @@ from filelock import FileLock, Timeout
 
 from git_handoff import identity, procs, schedule
 from git_handoff.errors import Contention, Negative, UsageError
+from git_handoff.fleet_lock import NO_LOCK as _NO_FLEET_LOCK
+from git_handoff.fleet_lock import FleetLock, NoLock
 from git_handoff.launcher import Agent, launch, stop_tmux_server, tmux_socket_name
 from git_handoff.local import open_session
 from git_handoff.model import now_iso
@@ -50,6 +52,7 @@ class Options:
     tmux_socket: str | None = None
     poll: float = 0.05
     launch_grace: float = 15.0  # an agent exiting non-zero this soon after its ACK, having done nothing, failed to start
+    fleet_lock: FleetLock | None = None  # one relay per remote, not only per clone (git_handoff.fleet_lock)
 
 
 class Stopped(Negative):
@@ -86,7 +89,7 @@ def _update_record(store: StateStore, changes: dict[str, Any], *, failure: str |
 
 
 @contextmanager
-def relay_lock(store: StateStore) -> Iterator[dict[str, Any] | None]:
+def relay_lock(store: StateStore, fleet_lock: FleetLock | None = None) -> Iterator[dict[str, Any] | None]:
     """Hold the relay lock; yields the previous (dead) relay's record, if any. Contention
     (exit 3) naming the running relay when another one holds it."""
     lock = FileLock(str(store.repo.handoff_dir / "relay.lock"), timeout=0)
@@ -99,11 +102,15 @@ def relay_lock(store: StateStore) -> Iterator[dict[str, Any] | None]:
         else:
             who = "another process"
         raise Contention(f"a relay is already running for this repository ({who}); stop it first") from None
+    fleet: FleetLock | NoLock = fleet_lock or _NO_FLEET_LOCK
     try:
+        fleet.acquire()  # after the clone's own lock: a lock this clone left behind is taken over
+        fleet.start_renewing()
         previous = read_relay(store.snapshot())
         mine = previous is not None and identity.relay_is_mine(store.repo, previous)
         yield previous if previous and mine and previous.get("state") == "running" else None
     finally:
+        fleet.release()
         lock.release()
 
 
@@ -359,6 +366,8 @@ class Relay:
                 if not more:
                     reason = why
                     break
+                if self.opts.fleet_lock is not None and self.opts.fleet_lock.taken_over:
+                    raise Stopped(f"relay stopped: {self.opts.fleet_lock.lost}")  # no new session without the lock
                 before = _progress(self.store)
                 self.start_session()
                 sessions_run += 1
@@ -426,25 +435,6 @@ def run_relay(store: StateStore, opts: Options, say: Callable[[str], None],
     if opts.tmux and subprocess.run(["sh", "-c", "command -v tmux"], capture_output=True).returncode != 0:
         raise UsageError("--tmux: tmux is not installed")
     store.snapshot()  # NotInitialized before anything else
-    with relay_lock(store) as previous:
-        with _signals_as_interrupt():
+    with relay_lock(store, opts.fleet_lock) as previous:
+        with procs.signals_as_interrupt():
             return Relay(store, opts, say, waiting).run(previous)
-
-
-@contextmanager
-def _signals_as_interrupt() -> Iterator[None]:
-    """SIGTERM and SIGHUP end the relay the way Ctrl-C does: agent ended, session closed."""
-    def handler(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt
-
-    saved = {}
-    for sig in (signal.SIGTERM, signal.SIGHUP):
-        try:
-            saved[sig] = signal.signal(sig, handler)
-        except ValueError:  # not the main thread
-            pass
-    try:
-        yield
-    finally:
-        for sig, old in saved.items():
-            signal.signal(sig, old)

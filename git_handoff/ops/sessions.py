@@ -23,10 +23,14 @@ from git_handoff.local import (
 from git_handoff.model import now_iso
 from git_handoff.state_files import (
     completed_ids,
+    count_session_start,
     current_number,
     put_record,
     read_session,
+    session_keys,
     session_path,
+    sessions_numbered,
+    sessions_started,
 )
 from git_handoff.store import META_PATH, StateStore, Tx
 
@@ -48,33 +52,34 @@ def begin(store: StateStore, worker: str | None = None) -> dict[str, Any]:
     base = repo.head()
     stale = open_session(repo)
     stamp = now_iso()
+    clone = identity.clone_id(repo)
 
     def apply(tx: Tx) -> dict[str, Any]:
         meta = tx.meta()
-        count = int(meta.get("session_count") or 0)
+        count = sessions_started(meta)
         cfg = tx.config()
         if stale is not None:
             old = read_session(tx, stale["session"])
             if old is not None and not old.get("ended_at"):
                 old["ended_at"] = stamp
                 old["ended_by"] = "next session start"
-                put_record(tx, session_path(stale["session"]), old)
+                put_record(tx, session_path(tx, stale["session"]), old)
                 tx.log("WARN", f"Session {stale['session']} was left open; closed by the next session start",
                        session=stale["session"])
         if count >= cfg.max_sessions:
             # the last session's end already logged these very figures: say them once
-            last = read_session(tx, count) if count else None
+            last = read_session(tx, int(meta.get("session_count") or 0)) if count else None
             stats = _stats(tx)
             if not (last and last.get("ended_at") and last.get("stats") == stats):
                 tx.log("STATS", stats, session=count)
             return {"refused": True, "session_count": count, "max_sessions": cfg.max_sessions}
-        number = count + 1
+        number = count_session_start(meta, clone)
         record = {
             "session": number,
             "worker": who,
             "base": base,
             "worktree": str(repo.workdir) if repo.workdir else None,
-            "clone": identity.clone_id(repo),
+            "clone": clone,
             "started_at": stamp,
             "ended_at": None,
             "completed": [],
@@ -83,8 +88,7 @@ def begin(store: StateStore, worker: str | None = None) -> dict[str, Any]:
             "ack": None,
             "handoff": None,
         }
-        put_record(tx, session_path(number), record)
-        meta["session_count"] = number
+        put_record(tx, session_path(tx, number), record)
         meta["last_session"] = stamp
         tx.put_json(META_PATH, meta)
         short = base[:7] if base else "none"
@@ -129,7 +133,7 @@ def end(store: StateStore) -> dict[str, Any]:
         record["completed"] = completed_ids(tx, number)
         stats = _stats(tx)
         record["stats"] = stats  # kept, so a refused next start need not log the same figures again
-        put_record(tx, session_path(number), record)
+        put_record(tx, session_path(tx, number), record)
         meta = tx.meta()
         meta["last_session"] = stamp
         tx.put_json(META_PATH, meta)
@@ -153,7 +157,10 @@ def _note_open_claims(store: StateStore) -> None:
 
 
 def show(store: StateStore, number: int | None = None) -> dict[str, Any]:
-    """A session record: N, else this worktree's open session, else the latest."""
+    """A session record: N, else this worktree's open session, else the latest.
+
+    Two clones that started a session offline may both have numbered it N: `session show N`
+    shows this clone's (else the first by clone id) and names the others in `also`."""
     snap = store.snapshot()
     if number is None:
         opened = open_session(store.repo)
@@ -164,11 +171,36 @@ def show(store: StateStore, number: int | None = None) -> dict[str, Any]:
         raise UsageError(f"invalid session number {number}: sessions are numbered from 1")
     record = read_session(snap, number)
     if record is None:
-        raise UsageError(f"no session {number} (sessions started: {int(snap.meta().get('session_count') or 0)})")
+        raise UsageError(f"no session {number} (sessions started: {sessions_started(snap.meta())}; "
+                         "see `git handoff session list`)")
     out = dict(record)
     out["completed"] = completed_ids(snap, number)
     opened = open_session(store.repo)
     out["open_here"] = bool(opened and opened.get("session") == number)
+    others = []
+    for path in sessions_numbered(snap, number):
+        other = snap.read_json(path)
+        if isinstance(other, dict) and other.get("clone") != record.get("clone"):
+            others.append(other.get("clone"))
+    if others:
+        out["also"] = others
+    return out
+
+
+def list_sessions(store: StateStore) -> list[dict[str, Any]]:
+    """Every session record, by number then clone (two clones may share a number)."""
+    snap = store.snapshot()
+    mine = identity.clone_id(store.repo)
+    out = []
+    for number, path, _ in session_keys(snap):
+        record = snap.read_json(path)
+        if not isinstance(record, dict):
+            continue
+        out.append({
+            "session": number, "clone": record.get("clone"), "here": record.get("clone") == mine,
+            "worker": record.get("worker"), "started_at": record.get("started_at"),
+            "ended_at": record.get("ended_at"), "completed": len(record.get("completed") or []),
+        })
     return out
 
 
@@ -214,7 +246,7 @@ def _record_fact(store: StateStore, kind: str, entry: dict[str, Any], log_type: 
         if record is None:
             raise UsageError(f"session {number} is not in the state (start one with `git handoff session start`)")
         record.setdefault(kind, []).append(entry)
-        put_record(tx, session_path(number), record)
+        put_record(tx, session_path(tx, number), record)
         tx.log(log_type, line, session=number)
         return entry
 

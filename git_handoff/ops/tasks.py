@@ -24,6 +24,7 @@ from git_handoff.model import (
     now_iso,
     order_key_now,
 )
+from git_handoff.state_files import carry_session_count
 from git_handoff.store import CONFIG_PATH, META_PATH, StateStore, Tx, initial_files
 
 # -- init ---------------------------------------------------------------------------
@@ -347,8 +348,8 @@ def import_file(store: StateStore, path: str | Path, progress: Callable[[str], N
             meta["imported"] = extras
             # the harness's session count carries over, so max_sessions keeps counting
             carried = extras.get("session_count")
-            if isinstance(carried, int) and not isinstance(carried, bool) and carried > int(meta.get("session_count") or 0):
-                meta["session_count"] = carried
+            if isinstance(carried, int) and not isinstance(carried, bool):
+                carry_session_count(meta, carried)
             tx.put_json(META_PATH, meta)
         if session_config:
             _apply_session_config(tx, session_config, file)

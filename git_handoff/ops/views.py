@@ -93,7 +93,7 @@ def status(store: StateStore) -> dict[str, Any]:
             for t in tasks.values()
         ],
         "log": last_lines,
-        "session_count": int(meta.get("session_count") or 0),
+        "session_count": state_files.sessions_started(meta),
         "last_session": meta.get("last_session"),
         "config": dataclasses.asdict(snap.config()),
         "state_commit": snap.commit,

@@ -21,6 +21,24 @@ def git(*args: str, cwd: Path, check: bool = True, input_text: str | None = None
     return proc.stdout.strip()
 
 
+def state_record(kind: str, number: int, *, cwd: Path) -> str:
+    """The text of session `number`'s record of `kind` (`sessions` or `docs`) in the state:
+    `<n>@<clone>.json` (or `<n>.json` in a state from before fleet ids), the only one."""
+    names = git("ls-tree", "--name-only", f"refs/harness/state:{kind}", cwd=cwd).splitlines()
+    found = [n for n in names if n == f"{number}.json" or n.startswith(f"{number}@")]
+    assert len(found) == 1, f"{kind} of session {number}: {found} among {names}"
+    return git("show", f"refs/harness/state:{kind}/{found[0]}", cwd=cwd)
+
+
+def dispatch_record(run_id: str, *, cwd: Path) -> str:
+    """The text of dispatch run `run_id`'s record: `dispatch/<run_id>@<clone>.json` (or
+    `<run_id>.json` from before fleet ids), the only one."""
+    names = git("ls-tree", "--name-only", "refs/harness/state:dispatch", cwd=cwd).splitlines()
+    found = [n for n in names if n == f"{run_id}.json" or n.startswith(f"{run_id}@")]
+    assert len(found) == 1, f"run {run_id}: {found} among {names}"
+    return git("show", f"refs/harness/state:dispatch/{found[0]}", cwd=cwd)
+
+
 def make_repo(path: Path) -> Path:
     path.mkdir(parents=True, exist_ok=True)
     git("init", "-q", "-b", "main", str(path), cwd=path)
