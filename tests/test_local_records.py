@@ -32,6 +32,19 @@ def corrupt(repo: Path, path: str, content: bytes) -> None:
     git("update-ref", "refs/harness/state", commit, cwd=repo)
 
 
+def actual_path(repo: Path, path: str) -> str:
+    """Where the record `path` names lives in this state: sessions, documents and runs
+    are kept under `<name>@<clone>.json` (fleet ids); other records where they are named."""
+    folder, _, name = path.rpartition("/")
+    if folder not in ("sessions", "docs", "dispatch"):
+        return path
+    stem = name.removesuffix(".json")
+    names = git("ls-tree", "--name-only", f"refs/harness/state:{folder}", cwd=repo).splitlines()
+    found = [n for n in names if n == name or n.startswith(stem + "@")]
+    assert len(found) == 1, (path, names)
+    return f"{folder}/{found[0]}"
+
+
 @pytest.fixture
 def lived_in(repo: Path) -> Path:
     """A state with a task, a session with a decision, its handoff document and a dispatch run."""
@@ -80,6 +93,7 @@ CASES: list[tuple[str, bytes, str, list[tuple[str, ...]]]] = [
                          ids=[f"{c[0]}:{c[2]}" for c in CASES])
 def test_a_hand_corrupted_local_record_gives_exit_2_naming_path_and_field(
         lived_in: Path, path: str, content: bytes, field: str, commands: list[tuple[str, ...]]) -> None:
+    path = actual_path(lived_in, path)
     corrupt(lived_in, path, content)
     before = state_head(lived_in)
     for command in commands:
