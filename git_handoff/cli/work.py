@@ -23,6 +23,8 @@ force_option = click.option("--force", is_flag=True, help="Act even where the cl
 
 def auto_sync(store: Any) -> None:
     """handoff.autoSync: push what the command just recorded; offline, say so on stderr."""
+    if not store.repo.config_bool("handoff.autoSync"):
+        return  # the usual case: no need to import sync and the whole merge (~7 ms a command)
     from git_handoff.ops import sync
 
     problem = sync.auto_sync(store)
