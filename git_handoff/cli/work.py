@@ -4,7 +4,7 @@ attempts, restore."""
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -18,10 +18,13 @@ from git_handoff.ops import attempts as attempts_ops
 from git_handoff.ops import claim as claim_ops
 from git_handoff.ops import work as ops
 
+if TYPE_CHECKING:
+    from git_handoff.store import StateStore
+
 force_option = click.option("--force", is_flag=True, help="Act even where the claim, branch or mode says no.")
 
 
-def auto_sync(store: Any) -> None:
+def auto_sync(store: StateStore) -> None:
     """handoff.autoSync: push what the command just recorded; offline, say so on stderr."""
     if not store.repo.config_bool("handoff.autoSync"):
         return  # the usual case: no need to import sync and the whole merge (~7 ms a command)
