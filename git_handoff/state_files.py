@@ -13,11 +13,12 @@ Below every use case: sessions, handoff, claim, relay and status all ask these.
 from __future__ import annotations
 
 import socket
-from typing import Any
+from typing import Any, cast
 
 from git_handoff import procs, records
 from git_handoff.errors import Negative
 from git_handoff.model import now_iso
+from git_handoff.records import HandoffDoc, RelayRecord, SessionRecord
 from git_handoff.store import StateStore, Tx, active_session
 
 SESSIONS_DIR = "sessions"
@@ -32,16 +33,16 @@ def session_path(number: int) -> str:
     return f"{SESSIONS_DIR}/{number}.json"
 
 
-def put_record(tx: Tx, path: str, record: dict[str, Any]) -> None:
+def put_record(tx: Tx, path: str, record: SessionRecord | HandoffDoc | dict[str, Any]) -> None:
     """Write a session or document record, stamped for the merge's written-last rule."""
     record["updated_at"] = now_iso()
     tx.put_json(path, record)
 
 
-def read_session(source: Any, number: int) -> dict[str, Any] | None:
+def read_session(source: Any, number: int) -> SessionRecord | None:
     """sessions/<n>.json from a Snapshot or Tx."""
     data = source.read_json(session_path(number))
-    return data if isinstance(data, dict) else None
+    return cast(SessionRecord, data) if isinstance(data, dict) else None
 
 
 def current_number(store: StateStore) -> int:
@@ -49,7 +50,7 @@ def current_number(store: StateStore) -> int:
     return store.session if store.session else active_session(store.repo)
 
 
-def completed_in(record: dict[str, Any] | None) -> list[str]:
+def completed_in(record: SessionRecord | None) -> list[str]:
     if not record:
         return []
     done = record.get("completed") or []
@@ -125,26 +126,26 @@ def doc_numbers(source: Any) -> list[int]:
     return sorted(out)
 
 
-def pending_doc(source: Any, before: int | None = None) -> dict[str, Any] | None:
+def pending_doc(source: Any, before: int | None = None) -> HandoffDoc | None:
     """The latest document not yet archived, from a session before `before`."""
     for n in reversed(doc_numbers(source)):
         if before is not None and n >= before:
             continue
         doc = source.read_json(doc_path(n))
         if isinstance(doc, dict) and not doc.get("archived"):
-            return doc
+            return cast(HandoffDoc, doc)
     return None
 
 
 # -- the relay record -------------------------------------------------------------------
 
 
-def read_relay(source: Any) -> dict[str, Any] | None:
+def read_relay(source: Any) -> RelayRecord | None:
     """relay.json through its parser (git_handoff.records): InvalidState if unreadable."""
     raw = source.read(RELAY_PATH)
     if raw is None:
         return None
-    return dict(records.relay(raw, RELAY_PATH))
+    return records.relay(raw, RELAY_PATH)
 
 
 def relay_status_lines(snapshot: Any) -> list[str]:
