@@ -327,14 +327,20 @@ class HandoffDoc(TypedDict, total=False):
     status: dict[str, list[dict[str, Any]]]
     completed_this_session: list[str]
     failed: list[dict[str, Any]]
-    decisions: list[Decision]
-    blockers: list[str]
+    decisions: list[dict[str, str | None]]  # {what, why} as the session recorded them
+    blockers: list[str | None]
     files_changed: list[Any]
     archived: bool
     accepted_by: Any
     accepted_at: str | None
     rejections: list[dict[str, Any]]
     updated_at: str
+
+
+class WrittenDoc(HandoffDoc, total=False):
+    """What `doc write` answers: the document, and whether this call wrote it."""
+
+    written: bool
 
 
 class RelayRecord(TypedDict, total=False):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import re
 from html import escape
-from typing import Any
+from typing import Any, cast
 from urllib.parse import quote
 
 from git_handoff import graph_svg as svg
@@ -20,6 +20,7 @@ from git_handoff.errors import UsageError
 from git_handoff.model import Task, check_id
 from git_handoff.ops import attempts as attempt_ops
 from git_handoff.ops import prompt
+from git_handoff.records import HandoffDoc
 from git_handoff.store import Snapshot, StateStore
 
 STATUSES = ("pending", "in_progress", "completed", "failed", "blocked")
@@ -353,7 +354,7 @@ def session_page(store: StateStore, number: int) -> str | None:
     done = " ".join(f'<a href="{task_url(str(t))}">{escape(str(t))}</a>' for t in rec.get("completed") or []) or "-"
     facts = "".join(f"<li>{escape(str(d.get('what')))} — {escape(str(d.get('why')))}</li>"
                     for d in rec.get("decisions") or [] if isinstance(d, dict))
-    doc_html = (f'<pre id="handoff-doc">{escape(prompt.render_markdown(doc))}</pre>' if isinstance(doc, dict)
+    doc_html = (f'<pre id="handoff-doc">{escape(prompt.render_markdown(cast(HandoffDoc, doc)))}</pre>' if isinstance(doc, dict)
                 else '<p class="muted">No handoff document for this session.</p>')
     body = (
         f"<section><h2>Session {number}</h2>{_kv(rows)}<p>completed: {done}</p>"

@@ -24,7 +24,7 @@ def _short(oid: str | None) -> str:
     return oid[:7] if oid else "-"
 
 
-def render_markdown(doc: dict[str, Any]) -> str:
+def render_markdown(doc: HandoffDoc) -> str:
     status = doc.get("status", {})
     lines = [
         f"# Handoff document: session {doc.get('session')}",
