@@ -387,6 +387,8 @@ class DispatchRun(TypedDict, total=False):
     host: str | None
     pid: int | None
     clone: str | None
+    error: str | None  # why it failed before its backend ran
+    lost: bool  # in a view only: its runner died on this host before recording a result
 
 
 class FailOutcome(TypedDict):
