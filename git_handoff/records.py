@@ -403,6 +403,9 @@ class FailOutcome(TypedDict):
     files: list[dict[str, str]]
     base: str | None
     rolled_back: bool
+    snapshot: str | None  # the claim's snapshot commit the rollback returned to
+    snapshot_missing: bool
+    operation_ended: str | None  # the rebase/merge/... `--force` ended
     cleanup: dict[str, Any] | None
     validation: dict[str, Any] | None
 
