@@ -8,7 +8,9 @@
   process per step (`python -m git_handoff`, what the console script runs);
 - mcp:   one `git handoff mcp` server process for the whole run, driven over its
   stdin/stdout with newline-delimited JSON-RPC (`tools/call claim` / `done`), its
-  start and handshake included in the total.
+  start and handshake included in the total;
+- floor: a process per step that only imports pygit2 and click (no state at all): the
+  least a per-process CLI on those libraries costs, so the bound of the CLI flow's ratio.
 
 All three start from the same plan (the skill's tasks.json, which `git handoff import`
 reads), with the same validation command for every task, and do the same git work.
@@ -142,6 +144,25 @@ def cli_flow(n: int) -> ProcessFlow:
                        lambda out: json.loads(out)["id"])
 
 
+class FloorFlow(ProcessFlow):
+    """The least any per-process CLI built on pygit2 and click can cost: each step is a
+    process that imports both and does nothing else (the same git work between steps).
+    Its ratio to the skill's scripts bounds what the CLI flow can reach."""
+
+    def __init__(self, n: int) -> None:
+        root = make_repo(fresh_dir("e2e-floor"))
+        floor = [PY, "-c", "import pygit2, click"]
+        super().__init__(Flow("floor"), root, floor, lambda t: floor, lambda out: "")
+        self.left = n
+
+    def claim(self) -> str | None:
+        super().claim()
+        if self.left == 0:
+            return None
+        self.left -= 1
+        return f"task-{self.left:05d}"
+
+
 class RawClient:
     """Newline-delimited JSON-RPC over a server's stdin/stdout: the wire an agent CLI speaks."""
 
@@ -226,7 +247,7 @@ class McpFlow:
 def run_flows(n: int) -> list[Flow]:
     """The three flows in lockstep (one task of each in turn), so the machine's noise hits
     all three alike; each flow's total is the sum of its own steps' wall time."""
-    flows: list[Any] = [skill_flow(n), cli_flow(n), McpFlow(n)]
+    flows: list[Any] = [skill_flow(n), cli_flow(n), McpFlow(n), FloorFlow(n)]
     active = list(flows)
     try:
         for f in flows:
@@ -259,8 +280,8 @@ def _lat(values: list[float]) -> str:
 
 def e2e(quick: bool) -> list[Row]:
     n = 30 if quick else 100
-    skill, cli, mcp = run_flows(n)
-    for f in (skill, cli, mcp):
+    skill, cli, mcp, floor = run_flows(n)
+    for f in (skill, cli, mcp, floor):
         if f.completed != n:
             raise RuntimeError(f"the {f.name} flow completed {f.completed} of {n} tasks")
     name = f"e2e {n} tasks (claim, write, commit, done)"
@@ -270,8 +291,11 @@ def e2e(quick: bool) -> list[Row]:
             f"<= {MCP_TARGET}x", mcp_ratio <= MCP_TARGET),
         Row(f"{name}: CLI, total", ms(cli.total), f"skill scripts {ms(skill.total)}", cli_ratio,
             f"<= {CLI_TARGET}x", cli_ratio <= CLI_TARGET),
+        Row(f"{name}: floor, a process importing pygit2 + click per step, total", ms(floor.total),
+            f"skill scripts {ms(skill.total)}", floor.total / skill.total),
         Row(f"{name}: MCP server start (in its total)", ms(mcp.startup), "-"),
-        Row(f"{name}: claim latency, MCP", _lat(mcp.claim), f"skill {_lat(skill.claim)}; CLI {_lat(cli.claim)}",
+        Row(f"{name}: claim latency, MCP", _lat(mcp.claim),
+            f"skill {_lat(skill.claim)}; CLI {_lat(cli.claim)}; floor {_lat(floor.claim)}",
             median(mcp.claim) / median(skill.claim)),
         Row(f"{name}: done latency, MCP", _lat(mcp.done), f"skill {_lat(skill.done)}; CLI {_lat(cli.done)}",
             median(mcp.done) / median(skill.done)),

@@ -88,6 +88,11 @@ def present(data: dict[str, Any], spec: Spec) -> dict[str, bool]:
             for event, (_, command) in spec.entries.items()}
 
 
+def has_ours(data: dict[str, Any], spec: Spec) -> bool:
+    """Every event holds a handler of ours (of this version or another)."""
+    return all(any(_ours(h, spec) for g in _groups(data, event) for h in _handlers(g)) for event in spec.entries)
+
+
 def merge(data: dict[str, Any], spec: Spec) -> list[str]:
     """Add our handler to every event that lacks it (a group of its own, appended after
     the user's); returns the events added."""

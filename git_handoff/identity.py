@@ -47,12 +47,7 @@ def _secret(repo: Repo) -> bytes:
 def _create(path: Any) -> bytes:
     """Make the secret once; of two processes racing, the first one's file wins."""
     fresh = secrets.token_bytes(32)
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        os.write(fd, fresh.hex().encode() + b"\n")
-    finally:
-        os.close(fd)
+    tmp = _write_tmp(path, fresh, "tmp")
     try:
         os.link(tmp, path)  # fails when another process made it first
     except FileExistsError:
@@ -69,8 +64,9 @@ def _create(path: Any) -> bytes:
     return value
 
 
-def _write_tmp(path: Any, value: bytes) -> Any:
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.new")
+def _write_tmp(path: Any, value: bytes, suffix: str = "new") -> Any:
+    """The secret, in hex, in a private file beside `path` (mode 0600 from the start)."""
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.{suffix}")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
         os.write(fd, value.hex().encode() + b"\n")

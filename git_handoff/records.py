@@ -375,14 +375,20 @@ class HandoffDoc(TypedDict, total=False):
     status: dict[str, list[dict[str, Any]]]
     completed_this_session: list[str]
     failed: list[dict[str, Any]]
-    decisions: list[Decision]
-    blockers: list[str]
+    decisions: list[dict[str, str | None]]  # {what, why} as the session recorded them
+    blockers: list[str | None]
     files_changed: list[Any]
     archived: bool
     accepted_by: Any
     accepted_at: str | None
     rejections: list[dict[str, Any]]
     updated_at: str
+
+
+class WrittenDoc(HandoffDoc, total=False):
+    """What `doc write` answers: the document, and whether this call wrote it."""
+
+    written: bool
 
 
 class RelayRecord(TypedDict, total=False):
@@ -429,6 +435,11 @@ class DispatchRun(TypedDict, total=False):
     host: str | None
     pid: int | None
     clone: str | None
+    key: str  # `<run_id>@<clone>`: where it is stored (fleet ids)
+    conversation_key: str
+    resume_of_key: str | None
+    error: str | None  # why it failed before its backend ran
+    lost: bool  # in a view only: its runner died on this host before recording a result
 
 
 class FailOutcome(TypedDict):
@@ -443,6 +454,9 @@ class FailOutcome(TypedDict):
     files: list[dict[str, str]]
     base: str | None
     rolled_back: bool
+    snapshot: str | None  # the claim's snapshot commit the rollback returned to
+    snapshot_missing: bool
+    operation_ended: str | None  # the rebase/merge/... `--force` ended
     cleanup: dict[str, Any] | None
     validation: dict[str, Any] | None
 

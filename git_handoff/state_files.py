@@ -15,11 +15,12 @@ Below every use case: sessions, handoff, claim, relay and status all ask these.
 from __future__ import annotations
 
 import socket
-from typing import Any
+from typing import Any, cast
 
 from git_handoff import identity, procs, records
 from git_handoff.errors import Negative
 from git_handoff.model import now_iso
+from git_handoff.records import HandoffDoc, RelayRecord, SessionRecord
 from git_handoff.store import StateStore, Tx, active_session
 
 SESSIONS_DIR = "sessions"
@@ -113,13 +114,13 @@ def sessions_numbered(source: Any, number: int, directory: str = SESSIONS_DIR) -
     return out
 
 
-def put_record(tx: Tx, path: str, record: dict[str, Any]) -> None:
+def put_record(tx: Tx, path: str, record: SessionRecord | HandoffDoc | dict[str, Any]) -> None:
     """Write a session or document record, stamped for the merge's written-last rule."""
     record["updated_at"] = now_iso()
     tx.put_json(path, record)
 
 
-def read_session(source: Any, number: int) -> dict[str, Any] | None:
+def read_session(source: Any, number: int) -> SessionRecord | None:
     """Session `number` from a Snapshot or Tx: this clone's, else (a session another clone
     started) the first of that number."""
     data = source.read_json(session_path(source, number))
@@ -127,9 +128,9 @@ def read_session(source: Any, number: int) -> dict[str, Any] | None:
         for path in sessions_numbered(source, number):
             data = source.read_json(path)
             if isinstance(data, dict):
-                return data
+                return cast(SessionRecord, data)
         return None
-    return data
+    return cast(SessionRecord, data)
 
 
 def current_number(store: StateStore) -> int:
@@ -137,7 +138,7 @@ def current_number(store: StateStore) -> int:
     return store.session if store.session else active_session(store.repo)
 
 
-def completed_in(record: dict[str, Any] | None) -> list[str]:
+def completed_in(record: SessionRecord | None) -> list[str]:
     if not record:
         return []
     done = record.get("completed") or []
@@ -214,42 +215,42 @@ def doc_paths(source: Any) -> list[tuple[int, str]]:
     return [(n, path) for n, path, _ in session_keys(source, DOCS_DIR)]
 
 
-def read_doc(source: Any, number: int) -> dict[str, Any] | None:
+def read_doc(source: Any, number: int) -> HandoffDoc | None:
     """The document of session `number`: this clone's, else the first of that number."""
     for path in (doc_path(source, number), *sessions_numbered(source, number, DOCS_DIR)):
         doc = source.read_json(path)
         if isinstance(doc, dict):
-            return doc
+            return cast(HandoffDoc, doc)
     return None
 
 
-def pending_doc(source: Any, before: int | None = None) -> dict[str, Any] | None:
+def pending_doc(source: Any, before: int | None = None) -> HandoffDoc | None:
     """The latest document not yet archived, from a session before `before` (whichever
     clone wrote it)."""
     found = pending_doc_at(source, before)
     return found[1] if found else None
 
 
-def pending_doc_at(source: Any, before: int | None = None) -> tuple[str, dict[str, Any]] | None:
+def pending_doc_at(source: Any, before: int | None = None) -> tuple[str, HandoffDoc] | None:
     """(path, document) of `pending_doc`."""
     for n, path in reversed(doc_paths(source)):
         if before is not None and n >= before:
             continue
         doc = source.read_json(path)
         if isinstance(doc, dict) and not doc.get("archived"):
-            return path, doc
+            return path, cast(HandoffDoc, doc)
     return None
 
 
 # -- the relay record -------------------------------------------------------------------
 
 
-def read_relay(source: Any) -> dict[str, Any] | None:
+def read_relay(source: Any) -> RelayRecord | None:
     """relay.json through its parser (git_handoff.records): InvalidState if unreadable."""
     raw = source.read(RELAY_PATH)
     if raw is None:
         return None
-    return dict(records.relay(raw, RELAY_PATH))
+    return records.relay(raw, RELAY_PATH)
 
 
 def relay_status_lines(snapshot: Any) -> list[str]:

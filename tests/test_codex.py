@@ -9,21 +9,21 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.agent_clis import codex_env, codex_home, require_codex, run_codex
+from tests.support.agent_clis import (
+    assert_relayed,
+    codex_env,
+    codex_home,
+    install_hooks,
+    plan,
+    require_codex,
+    run_codex,
+    statuses,
+)
 from tests.support.repo import run, run_exe
 from tests.support.stubs.loopback import NEXT_TASK, lazy_agent
 from tests.support.stubs.openai_responses import ResponsesStub
 
 pytestmark = pytest.mark.slow
-
-
-def _plan(n: int, *extra: str) -> list[str]:
-    assert run("init", *extra).rc == 0
-    ids = [f"t{i}" for i in range(1, n + 1)]
-    for task_id in ids:
-        check = f"test \"$(cat {task_id}.txt)\" = done-{task_id}"
-        assert run("add", f"Write {task_id}.txt", "--id", task_id, "--check", check).rc == 0
-    return ids
 
 
 @pytest.fixture
@@ -35,19 +35,9 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return path
 
 
-def _install() -> None:
-    r = run("hooks", "install", "--agent", "codex", "--json")
-    assert r.rc == 0, r.err
-    assert r.json()["trusted"]
-
-
-def _statuses() -> dict[str, str]:
-    return {t["id"]: t["status"] for t in run("list", "--json").json()}
-
-
 def test_session_start_context_reaches_the_first_request_and_is_acknowledged(repo: Path, home: Path) -> None:
-    _plan(1)
-    _install()
+    plan(1)
+    assert install_hooks("codex")["trusted"]
     with ResponsesStub(lazy_agent()) as stub:
         codex_home(home, stub.port)
         r = run_codex(repo, home, "Work on the tasks git handoff gives you.")
@@ -66,18 +56,18 @@ def test_session_start_context_reaches_the_first_request_and_is_acknowledged(rep
         session = run("session", "show", "--json").json()
     assert session.get("ended_at"), "the SessionEnd hook did not close the session"
     assert "ACK" in run("log", "--type", "ACK").out
-    assert _statuses() == {"t1": "completed"}
+    assert statuses() == {"t1": "completed"}
 
 
 def test_a_lazy_agent_is_kept_working_through_six_tasks(repo: Path, home: Path) -> None:
-    ids = _plan(6)
-    _install()
+    ids = plan(6)
+    assert install_hooks("codex")["trusted"]
     with ResponsesStub(lazy_agent(first_task_from_prompt=False)) as stub:
         codex_home(home, stub.port)
         r = run_codex(repo, home, "Say hello.")
         reqs = stub.model_requests()
     assert r.rc == 0, r.stderr[-2000:]
-    assert _statuses() == dict.fromkeys(ids, "completed")
+    assert statuses() == dict.fromkeys(ids, "completed")
     # each task was named to the model by the Stop hook, in order, and nothing after the last
     named = []
     for req in reqs:
@@ -93,8 +83,8 @@ def test_a_lazy_agent_is_kept_working_through_six_tasks(repo: Path, home: Path) 
 
 
 def test_the_pre_compaction_hook_writes_a_document(repo: Path, home: Path) -> None:
-    _plan(2)
-    _install()
+    plan(2)
+    assert install_hooks("codex")["trusted"]
     # the first model turn reports a huge context: Codex auto-compacts (PreCompact, then
     # SessionStart source=compact) before going on
     with ResponsesStub(lazy_agent(), usage_tokens=lambda n: 50_000 if n == 0 else 100) as stub:
@@ -105,15 +95,15 @@ def test_the_pre_compaction_hook_writes_a_document(repo: Path, home: Path) -> No
     assert compactions >= 1 and "PreCompact" in r.stderr
     docs = run("doc", "list", "--json").json()
     assert [(d["session"], d["trigger"]) for d in docs][:1] == [(1, "pre-compact")]
-    assert _statuses() == {"t1": "completed", "t2": "completed"}  # and the agent went on after it
+    assert statuses() == {"t1": "completed", "t2": "completed"}  # and the agent went on after it
 
 
 README_CODEX = 'codex exec --trust -s danger-full-access "Work on the tasks git handoff gives you."'
 
 
 def test_relay_of_six_tasks_in_three_codex_sessions(repo: Path, home: Path) -> None:
-    ids = _plan(6, "--max-tasks-per-session", "2")
-    _install()
+    ids = plan(6, "--max-tasks-per-session", "2")
+    assert install_hooks("codex")["trusted"]
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
     assert f"git handoff relay --agent '{README_CODEX}'" in readme  # the README's example, verbatim
     with ResponsesStub(lazy_agent()) as stub:
@@ -121,11 +111,7 @@ def test_relay_of_six_tasks_in_three_codex_sessions(repo: Path, home: Path) -> N
         r = run_exe("relay", "--agent", README_CODEX, "--ack-timeout", "60", cwd=repo, env=codex_env(home),
                     timeout=400)
     assert r.rc == 0, r.out[-2000:] + r.err[-2000:]
-    assert _statuses() == dict.fromkeys(ids, "completed")
-    sessions = [run("session", "show", str(n), "--json").json() for n in (1, 2, 3)]
-    assert [s["ack"]["status"] for s in sessions] == ["accepted"] * 3
-    assert [len(s["completed"]) for s in sessions] == [2, 2, 2]
-    assert run("session", "show", "4", "--json").rc != 0
+    assert_relayed(ids, sessions=3, per_session=2)
     docs = run("doc", "list", "--json").json()
     assert {d["session"] for d in docs} >= {1, 2}
 
@@ -134,8 +120,8 @@ def test_hooks_listed_as_trusted_by_codex_itself(repo: Path, home: Path) -> None
     """Codex's own app-server reports every handler `hooks install` wrote as trusted."""
     import subprocess
 
-    _plan(1)
-    _install()
+    plan(1)
+    assert install_hooks("codex")["trusted"]
     codex_home(home, 1)
     with (home / "config.toml").open("a") as f:  # the project trusted, as the user would when Codex asks
         f.write(f'\n[projects."{repo.resolve()}"]\ntrust_level = "trusted"\n')

@@ -7,7 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.agent_clis import gemini_env, require_gemini, run_gemini
+from tests.support.agent_clis import (
+    assert_relayed,
+    gemini_env,
+    install_hooks,
+    plan,
+    require_gemini,
+    run_gemini,
+    statuses,
+)
 from tests.support.repo import run, run_exe
 from tests.support.stubs.gemini import GeminiStub
 from tests.support.stubs.loopback import NEXT_TASK, lazy_agent
@@ -15,15 +23,6 @@ from tests.support.stubs.loopback import NEXT_TASK, lazy_agent
 pytestmark = pytest.mark.slow
 
 README_GEMINI = 'GEMINI_CLI_TRUST_WORKSPACE=true gemini --yolo -p "Work on the tasks git handoff gives you."'
-
-
-def _plan(n: int, *extra: str) -> list[str]:
-    assert run("init", *extra).rc == 0
-    ids = [f"t{i}" for i in range(1, n + 1)]
-    for task_id in ids:
-        check = f"test \"$(cat {task_id}.txt)\" = done-{task_id}"
-        assert run("add", f"Write {task_id}.txt", "--id", task_id, "--check", check).rc == 0
-    return ids
 
 
 @pytest.fixture
@@ -34,24 +33,14 @@ def home(tmp_path: Path) -> Path:
     return path
 
 
-def _install() -> None:
-    r = run("hooks", "install", "--agent", "gemini", "--json")
-    assert r.rc == 0, r.err
-    assert r.json()["installed"]
-
-
-def _statuses() -> dict[str, str]:
-    return {t["id"]: t["status"] for t in run("list", "--json").json()}
-
-
 def _user_texts(body: dict) -> list[str]:
     return [p["text"] for c in body.get("contents", []) if c.get("role") == "user"
             for p in c.get("parts", []) if isinstance(p.get("text"), str)]
 
 
 def test_session_start_context_reaches_the_first_request_and_is_acknowledged(repo: Path, home: Path) -> None:
-    _plan(1)
-    _install()
+    plan(1)
+    install_hooks("gemini")
     with GeminiStub(lazy_agent()) as stub:
         r = run_gemini(repo, home, stub.port, "Work on the tasks git handoff gives you.")
         first = stub.model_requests()[0].body
@@ -61,17 +50,17 @@ def test_session_start_context_reaches_the_first_request_and_is_acknowledged(rep
     session = run("session", "show", "--json").json()
     assert session["session"] == 1 and session["ack"]["status"] == "accepted"
     assert session.get("ended_at"), "the SessionEnd hook did not close the session"
-    assert _statuses() == {"t1": "completed"}
+    assert statuses() == {"t1": "completed"}
 
 
 def test_a_lazy_agent_is_kept_working_through_six_tasks(repo: Path, home: Path) -> None:
-    ids = _plan(6)
-    _install()
+    ids = plan(6)
+    install_hooks("gemini")
     with GeminiStub(lazy_agent(first_task_from_prompt=False)) as stub:
         r = run_gemini(repo, home, stub.port, "Say hello.")
         reqs = stub.model_requests()
     assert r.rc == 0, r.stderr[-2000:]
-    assert _statuses() == dict.fromkeys(ids, "completed")
+    assert statuses() == dict.fromkeys(ids, "completed")
     named = []
     for req in reqs:
         last = req.body["contents"][-1]
@@ -83,8 +72,8 @@ def test_a_lazy_agent_is_kept_working_through_six_tasks(repo: Path, home: Path) 
 
 
 def test_the_pre_compress_hook_writes_a_document(repo: Path, home: Path) -> None:
-    _plan(2)
-    _install()
+    plan(2)
+    install_hooks("gemini")
     # the model's answer that ends the first task reports a prompt past half the window:
     # the CLI compresses its history when the AfterAgent hook's prompt starts the next
     # turn, and PreCompress (which runs at every such check) sees it
@@ -95,18 +84,18 @@ def test_the_pre_compress_hook_writes_a_document(repo: Path, home: Path) -> None
     assert compressions >= 1
     docs = run("doc", "list", "--json").json()
     assert [(d["session"], d["trigger"]) for d in docs] == [(1, "pre-compact")]
-    assert _statuses() == {"t1": "completed", "t2": "completed"}
+    assert statuses() == {"t1": "completed", "t2": "completed"}
 
 
 def test_no_document_from_the_compression_checks_that_do_not_compress(repo: Path, home: Path) -> None:
-    ids = _plan(3)
-    _install()
+    ids = plan(3)
+    install_hooks("gemini")
     with GeminiStub(lazy_agent()) as stub:
         r = run_gemini(repo, home, stub.port, "Work on the tasks git handoff gives you.")
         compressions = stub.compressions
     assert r.rc == 0, r.stderr[-2000:]
     assert compressions == 0
-    assert _statuses() == dict.fromkeys(ids, "completed")
+    assert statuses() == dict.fromkeys(ids, "completed")
     assert [d["trigger"] for d in run("doc", "list", "--json").json()] == ["session-end"]
 
 
@@ -115,8 +104,8 @@ def test_skip_trust_comes_too_late_for_the_projects_hooks(repo: Path, home: Path
     GEMINI_CLI_TRUST_WORKSPACE) the project's .gemini/settings.json hooks do not run."""
     import subprocess
 
-    _plan(1)
-    _install()
+    plan(1)
+    install_hooks("gemini")
     with GeminiStub(lazy_agent()) as stub:
         env = gemini_env(home, stub.port)
         env.pop("GEMINI_CLI_TRUST_WORKSPACE")
@@ -129,8 +118,8 @@ def test_skip_trust_comes_too_late_for_the_projects_hooks(repo: Path, home: Path
 
 
 def test_relay_of_six_tasks_in_three_gemini_sessions(repo: Path, home: Path) -> None:
-    ids = _plan(6, "--max-tasks-per-session", "2")
-    _install()
+    ids = plan(6, "--max-tasks-per-session", "2")
+    install_hooks("gemini")
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
     assert f"git handoff relay --agent '{README_GEMINI}'" in readme  # the README's example, verbatim
     with GeminiStub(lazy_agent()) as stub:
@@ -138,8 +127,4 @@ def test_relay_of_six_tasks_in_three_gemini_sessions(repo: Path, home: Path) -> 
         env.pop("GEMINI_CLI_TRUST_WORKSPACE")  # the example itself must trust the workspace
         r = run_exe("relay", "--agent", README_GEMINI, "--ack-timeout", "60", cwd=repo, env=env, timeout=400)
     assert r.rc == 0, r.out[-2000:] + r.err[-2000:]
-    assert _statuses() == dict.fromkeys(ids, "completed")
-    sessions = [run("session", "show", str(n), "--json").json() for n in (1, 2, 3)]
-    assert [s["ack"]["status"] for s in sessions] == ["accepted"] * 3
-    assert [len(s["completed"]) for s in sessions] == [2, 2, 2]
-    assert run("session", "show", "4", "--json").rc != 0
+    assert_relayed(ids, sessions=3, per_session=2)

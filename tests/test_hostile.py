@@ -188,10 +188,7 @@ def craft_checkpoint_newline(w: World) -> dict[str, Any]:
 
 @craft
 def craft_huge_blob(w: World) -> dict[str, Any]:
-    node = w.attacker.state_node()
-    put(node, "junk.bin", (BLOB, w.attacker.blob(b"\0" * (40 * 1024 * 1024))))
-    w.attacker.push_state(node)
-    return {"task": "schema"}
+    return _put_blob(w, "junk.bin", b"\0" * (40 * 1024 * 1024))
 
 
 @craft
@@ -304,12 +301,35 @@ def craft_task_symlink(w: World) -> dict[str, Any]:
 # -- meta, config, format ---------------------------------------------------------------------
 
 
-@craft
-def craft_meta_session_count_text(w: World) -> dict[str, Any]:
+def _put_blob(w: World, path: str, data: bytes | str) -> dict[str, Any]:
+    """The attacker's state with one file replaced by `data`, pushed; the victim then meets
+    a record it must refuse (the "schema" case)."""
     node = w.attacker.state_node()
-    put(node, "meta.json", (BLOB, w.attacker.blob(jbytes({"session_count": "lots", "last_session": 7}))))
+    put(node, path, (BLOB, w.attacker.blob(data)))
     w.attacker.push_state(node)
     return {"task": "schema"}
+
+
+def _put_json(w: World, path: str, value: Any, raw: bytes | None = None) -> dict[str, Any]:
+    return _put_blob(w, path, raw if raw is not None else jbytes(value))
+
+
+# One file of the state replaced by a value its parser must refuse: (case, path, content).
+_BAD_FILES: list[tuple[str, str, bytes | str]] = [
+    ("meta_session_count_text", "meta.json", jbytes({"session_count": "lots", "last_session": 7})),
+    ("meta_list", "meta.json", "[1, 2, 3]"),
+    ("config_bad_toml", "config.toml", "mode = [[["),
+    ("config_bad_values", "config.toml", 'mode = "chaos"\nmax_sessions = -4\n'),
+    ("format_future", "format", "git-handoff-state 99\n"),
+]
+
+
+def _bad_file_craft(path: str, data: bytes | str) -> Craft:
+    return lambda w: _put_blob(w, path, data)
+
+
+for _case, _path, _data in _BAD_FILES:
+    CRAFTS[_case] = _bad_file_craft(_path, _data)
 
 
 @craft
@@ -329,38 +349,6 @@ def craft_meta_tree(w: World) -> dict[str, Any]:
 
 
 @craft
-def craft_meta_list(w: World) -> dict[str, Any]:
-    node = w.attacker.state_node()
-    put(node, "meta.json", (BLOB, w.attacker.blob("[1, 2, 3]")))
-    w.attacker.push_state(node)
-    return {"task": "schema"}
-
-
-@craft
-def craft_config_bad_toml(w: World) -> dict[str, Any]:
-    node = w.attacker.state_node()
-    put(node, "config.toml", (BLOB, w.attacker.blob("mode = [[[")))
-    w.attacker.push_state(node)
-    return {"task": "schema"}
-
-
-@craft
-def craft_config_bad_values(w: World) -> dict[str, Any]:
-    node = w.attacker.state_node()
-    put(node, "config.toml", (BLOB, w.attacker.blob('mode = "chaos"\nmax_sessions = -4\n')))
-    w.attacker.push_state(node)
-    return {"task": "schema"}
-
-
-@craft
-def craft_format_future(w: World) -> dict[str, Any]:
-    node = w.attacker.state_node()
-    put(node, "format", (BLOB, w.attacker.blob("git-handoff-state 99\n")))
-    w.attacker.push_state(node)
-    return {"task": "schema"}
-
-
-@craft
 def craft_format_missing(w: World) -> dict[str, Any]:
     node = w.attacker.state_node()
     del node["format"]
@@ -369,13 +357,6 @@ def craft_format_missing(w: World) -> dict[str, Any]:
 
 
 # -- relay, sessions, documents, dispatch ----------------------------------------------------
-
-
-def _put_json(w: World, path: str, value: Any, raw: bytes | None = None) -> dict[str, Any]:
-    node = w.attacker.state_node()
-    put(node, path, (BLOB, w.attacker.blob(raw if raw is not None else jbytes(value))))
-    w.attacker.push_state(node)
-    return {"task": "schema"}
 
 
 @craft

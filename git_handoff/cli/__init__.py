@@ -12,12 +12,15 @@ import json
 import os
 import sys
 import traceback
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from git_handoff import __version__
 from git_handoff.errors import EXIT_INTERRUPTED, EXIT_USAGE, HandoffError, Negative
+
+if TYPE_CHECKING:  # the store module imports pygit2: at run time only the commands that need it load it
+    from git_handoff.store import StateStore
 
 # name -> module under git_handoff.cli that defines a click command of that name
 COMMANDS: dict[str, str] = {
@@ -225,7 +228,7 @@ def _json_error(argv: list[str] | None, message: str, code: int) -> None:
         pass
 
 
-def get_store(session: int | None = None) -> Any:
+def get_store(session: int | None = None) -> StateStore:
     """The StateStore of the repository around the current directory."""
     from git_handoff.gitrepo import Repo
     from git_handoff.store import StateStore

@@ -3,20 +3,20 @@
 from __future__ import annotations
 
 import sys
-from typing import Any
 
 import click
 
 from git_handoff.cli import emit_json, get_store, json_option, numbers
 from git_handoff.errors import Negative
 from git_handoff.ops import dispatch as ops
+from git_handoff.records import DispatchRun
 
 
 def _read_prompt() -> str:
     return sys.stdin.read()
 
 
-def _line(record: dict[str, Any]) -> str:
+def _line(record: DispatchRun) -> str:
     exit_status = record.get("exit_status")
     shown = "-" if exit_status is None else str(exit_status)
     extra = f"  resumes {record['resume_of']}" if record.get("resume_of") else ""
@@ -121,7 +121,7 @@ def wait_cmd(run_ids: tuple[str, ...], timeout: float | None, as_json: bool) -> 
     _show_many(records, as_json)
 
 
-def _show_many(records: list[dict[str, Any]], as_json: bool) -> None:
+def _show_many(records: list[DispatchRun], as_json: bool) -> None:
     if as_json:
         emit_json(records)
     else:

@@ -2,11 +2,25 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from git_handoff.cli import emit_json, get_store, json_option
 from git_handoff.cli.ids import complete_task_id
 from git_handoff.ops import revise as ops
+
+
+def _answer(result: dict[str, Any], as_json: bool, headline: str, *details: Any) -> None:
+    """The use case's result as JSON, or a headline and the details that apply (falsy
+    ones are left out), indented under it."""
+    if as_json:
+        emit_json(result)
+        return
+    click.echo(headline)
+    for line in details:
+        if line:
+            click.echo(f"  {line}")
 
 
 @click.command("rm")
@@ -20,14 +34,10 @@ def rm_cmd(task_id: str, force: bool, as_json: bool) -> None:
     Refused while other tasks depend on it or it is in progress, unless --force.
     """
     result = ops.remove(get_store(), task_id, force=force)
-    if as_json:
-        emit_json(result)
-        return
-    click.echo(f"Removed {task_id}")
-    if result["detached"]:
-        click.echo(f"  no longer a dependency of: {', '.join(result['detached'])}")
-    if result["attempts_kept"]:
-        click.echo(f"  its {len(result['attempts_kept'])} saved attempt(s) stay under refs/harness/attempts/{task_id}/")
+    _answer(result, as_json, f"Removed {task_id}",
+            result["detached"] and f"no longer a dependency of: {', '.join(result['detached'])}",
+            result["attempts_kept"]
+            and f"its {len(result['attempts_kept'])} saved attempt(s) stay under refs/harness/attempts/{task_id}/")
 
 
 @click.command("rename")
@@ -37,16 +47,10 @@ def rm_cmd(task_id: str, force: bool, as_json: bool) -> None:
 def rename_cmd(old: str, new: str, as_json: bool) -> None:
     """Give task OLD the id NEW: dependencies, saved attempts and notes follow."""
     result = ops.rename(get_store(), old, new)
-    if as_json:
-        emit_json(result)
-        return
-    click.echo(f"Renamed {old} to {new}")
-    if result["dependents"]:
-        click.echo(f"  dependencies updated in: {', '.join(result['dependents'])}")
-    if result["attempts"]:
-        click.echo(f"  {len(result['attempts'])} saved attempt(s) moved to refs/harness/attempts/{new}/")
-    if result["notes"]:
-        click.echo(f"  {result['notes']} commit note(s) updated")
+    _answer(result, as_json, f"Renamed {old} to {new}",
+            result["dependents"] and f"dependencies updated in: {', '.join(result['dependents'])}",
+            result["attempts"] and f"{len(result['attempts'])} saved attempt(s) moved to refs/harness/attempts/{new}/",
+            result["notes"] and f"{result['notes']} commit note(s) updated")
 
 
 @click.command("reopen")
@@ -60,10 +64,6 @@ def reopen_cmd(task_id: str, reason: str, as_json: bool) -> None:
     this one had failed for good come back with it.
     """
     result = ops.reopen(get_store(), task_id, reason=reason)
-    if as_json:
-        emit_json(result)
-        return
     task = result["task"]
-    click.echo(f"Reopened {task_id} (was {result['was']}; attempts {task['attempts']}/{task['max_attempts']})")
-    if result["also_reopened"]:
-        click.echo(f"  also back to pending: {', '.join(result['also_reopened'])}")
+    _answer(result, as_json, f"Reopened {task_id} (was {result['was']}; attempts {task['attempts']}/{task['max_attempts']})",
+            result["also_reopened"] and f"also back to pending: {', '.join(result['also_reopened'])}")

@@ -4,7 +4,7 @@ attempts, restore."""
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import click
 
@@ -17,12 +17,18 @@ from git_handoff.model import CATEGORIES, Task, parse_duration
 from git_handoff.ops import attempts as attempts_ops
 from git_handoff.ops import claim as claim_ops
 from git_handoff.ops import work as ops
+from git_handoff.records import FailOutcome
+
+if TYPE_CHECKING:
+    from git_handoff.store import StateStore
 
 force_option = click.option("--force", is_flag=True, help="Act even where the claim, branch or mode says no.")
 
 
-def auto_sync(store: Any) -> None:
+def auto_sync(store: StateStore) -> None:
     """handoff.autoSync: push what the command just recorded; offline, say so on stderr."""
+    if not store.repo.config_bool("handoff.autoSync"):
+        return  # the usual case: no need to import sync and the whole merge (~7 ms a command)
     from git_handoff.ops import sync
 
     problem = sync.auto_sync(store)
@@ -166,7 +172,7 @@ def done_cmd(task_id: str, force: bool, as_json: bool) -> None:
         if as_json and isinstance(exc.payload, dict):
             emit_json(exc.payload)
         elif isinstance(exc.payload, dict):
-            _echo_fail(exc.payload, streamed=sink is not None)
+            _echo_fail(cast(FailOutcome, exc.payload), streamed=sink is not None)  # done: its check failed
         raise
     auto_sync(store)
     if as_json:
@@ -175,7 +181,7 @@ def done_cmd(task_id: str, force: bool, as_json: bool) -> None:
         click.echo(f"Completed {task.id} (commit {short(task.get('completed_commit'))})")
 
 
-def _echo_fail(outcome: dict[str, Any], streamed: bool = False) -> None:
+def _echo_fail(outcome: FailOutcome, streamed: bool = False) -> None:
     task = outcome["task"]
     validation = outcome.get("validation")
     if validation and validation.get("output_tail") and not streamed:

@@ -26,6 +26,7 @@ from git_handoff.claims import (
 from git_handoff.errors import Contention, GitFailure, UsageError
 from git_handoff.gitrepo import Repo
 from git_handoff.model import Task, check_category, check_id, now_iso
+from git_handoff.records import FailOutcome
 from git_handoff.store import ATTEMPTS_PREFIX, StateStore, Tx
 
 # -- fail ------------------------------------------------------------------------------
@@ -107,7 +108,7 @@ def fail(
     end_operation: bool | None = None,
     _seen: Task | None = None,
     _run: runner.RunResult | None = None,
-) -> dict[str, Any]:
+) -> FailOutcome:
     """Fail a claimed attempt: save it whole, count it, return the worktree exactly to the
     claim's moment (SPEC §9), clean up.
 
@@ -188,7 +189,7 @@ def fail(
     except BaseException:
         worktree.clear_journal(repo)  # nothing was recorded: the work tree stays as it is
         raise
-    outcome: dict[str, Any] = {
+    outcome: FailOutcome = {
         "task": task.to_json(),
         "category": category,
         "reason": text,

@@ -44,6 +44,11 @@ def settings_entries() -> dict[str, tuple[str | None, dict[str, Any]]]:
     return out
 
 
+def config_entries() -> dict[str, tuple[str | None, str]]:
+    """The same, as `agent_config.Spec` takes it: event -> (matcher, command)."""
+    return {event: (matcher, f"git handoff hook {hook}") for hook, (event, matcher, _) in HOOKS.items()}
+
+
 def event(hook: str, payload: dict[str, Any]) -> Event:
     return payload_event(HOOKS[hook][2], payload, project_env="CLAUDE_PROJECT_DIR")
 

@@ -30,11 +30,12 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from git_handoff import identity, procs, records
 from git_handoff.errors import Negative, UsageError
 from git_handoff.model import now_iso
+from git_handoff.records import DispatchRun
 from git_handoff.store import StateStore, Tx
 
 DISPATCH_DIR = "dispatch"
@@ -86,12 +87,12 @@ def resolve(source: Any, repo: Any, run_id: str) -> str:
     raise UsageError(f"no dispatch run {run_id!r} (see `git handoff dispatch list`)")
 
 
-def key_of(record: dict[str, Any]) -> str:
+def key_of(record: DispatchRun | dict[str, Any]) -> str:
     """The key a run record is stored under (its run id, for records from before fleet ids)."""
     return str(record.get("key") or record["run_id"])
 
 
-def conversation_of(record: dict[str, Any]) -> str:
+def conversation_of(record: DispatchRun | dict[str, Any]) -> str:
     """The key of the run that started `record`'s conversation."""
     return str(record.get("conversation_key") or record.get("conversation") or key_of(record))
 
@@ -119,33 +120,33 @@ def backend_commands(store: StateStore, backend: str) -> tuple[str, str | None]:
 # -- records ------------------------------------------------------------------------
 
 
-def get(store: StateStore, run_id: str) -> dict[str, Any]:
+def get(store: StateStore, run_id: str) -> DispatchRun:
     snap = store.snapshot()
     record = snap.read_json(record_path(resolve(snap, store.repo, run_id)))
     if not isinstance(record, dict):
         raise UsageError(f"no dispatch run {run_id!r} (see `git handoff dispatch list`)")
-    return _with_liveness(record)
+    return _with_liveness(cast(DispatchRun, record))
 
 
-def list_runs(store: StateStore) -> list[dict[str, Any]]:
+def list_runs(store: StateStore) -> list[DispatchRun]:
     snap = store.snapshot()
     out = []
     for name in snap.listdir(DISPATCH_DIR):
         if name.endswith(".json"):
             record = snap.read_json(f"{DISPATCH_DIR}/{name}")
             if isinstance(record, dict):
-                out.append(_with_liveness(record))
+                out.append(_with_liveness(cast(DispatchRun, record)))
     out.sort(key=lambda r: (int(r.get("seq") or 0), r.get("run_id", ""), r.get("clone") or ""))
     return out
 
 
-def _with_liveness(record: dict[str, Any]) -> dict[str, Any]:
+def _with_liveness(record: DispatchRun) -> DispatchRun:
     """A running record whose runner died on this host is reported as lost."""
     if record.get("status") == "running" and record.get("host") == socket.gethostname():
         pid = record.get("pid")
         if isinstance(pid, int) and not procs.alive(pid):
-            record = dict(record, status="failed", lost=True,
-                          error="the process running this dispatch died before recording a result")
+            record = {**record, "status": "failed", "lost": True,
+                      "error": "the process running this dispatch died before recording a result"}
     return record
 
 
@@ -169,7 +170,7 @@ def run_key(seq: int, slug: str, clone: str) -> str:
 
 
 def new(store: StateStore, *, backend: str, slug: str, prompt: str,
-        resume_of: str | None = None) -> dict[str, Any]:
+        resume_of: str | None = None) -> DispatchRun:
     """Record a new run (status `new`) and return it; the sequence number is allocated in the transaction."""
     check_slug(slug)
     backend_commands(store, backend)
@@ -178,11 +179,11 @@ def new(store: StateStore, *, backend: str, slug: str, prompt: str,
 
     clone = identity.clone_id(store.repo)
 
-    def apply(tx: Tx) -> dict[str, Any]:
+    def apply(tx: Tx) -> DispatchRun:
         seq = _next_seq(tx)
         run_id = f"{seq:03d}-{slug}"
         key = run_key(seq, slug, clone)
-        record = {
+        record: DispatchRun = {
             "run_id": run_id,
             "key": key,
             "clone": clone,
@@ -217,7 +218,7 @@ def new(store: StateStore, *, backend: str, slug: str, prompt: str,
     return record
 
 
-def _conversation_session_id(store: StateStore, first: dict[str, Any]) -> str | None:
+def _conversation_session_id(store: StateStore, first: DispatchRun) -> str | None:
     """The newest backend session id of the conversation `first` started."""
     conversation = conversation_of(first)
     best: tuple[int, str] | None = None
@@ -230,7 +231,7 @@ def _conversation_session_id(store: StateStore, first: dict[str, Any]) -> str | 
     return best[1] if best else None
 
 
-def new_resume(store: StateStore, first_run_id: str, *, prompt: str, slug: str | None = None) -> dict[str, Any]:
+def new_resume(store: StateStore, first_run_id: str, *, prompt: str, slug: str | None = None) -> DispatchRun:
     """A follow-up run in the conversation `first_run_id` started (the stable handle)."""
     first = get(store, first_run_id)
     conversation = conversation_of(first)
@@ -249,8 +250,8 @@ def new_resume(store: StateStore, first_run_id: str, *, prompt: str, slug: str |
     return new(store, backend=first["backend"], slug=slug or first["slug"], prompt=prompt, resume_of=key_of(first))
 
 
-def _update(store: StateStore, run_id: str, changes: dict[str, Any], *, expect: tuple[str, ...] | None = None) -> dict[str, Any]:
-    def apply(tx: Tx) -> dict[str, Any]:
+def _update(store: StateStore, run_id: str, changes: dict[str, Any], *, expect: tuple[str, ...] | None = None) -> DispatchRun:
+    def apply(tx: Tx) -> DispatchRun:
         key = resolve(tx, store.repo, run_id)
         record = tx.read_json(record_path(key))
         if not isinstance(record, dict):
@@ -262,7 +263,7 @@ def _update(store: StateStore, run_id: str, changes: dict[str, Any], *, expect: 
             )
         record = dict(record, **changes, updated_at=now_iso())
         tx.put_json(record_path(key), record)
-        return record
+        return cast(DispatchRun, record)  # changes are fields of a run (this module's own)
 
     return store.transact(apply)
 
@@ -270,14 +271,15 @@ def _update(store: StateStore, run_id: str, changes: dict[str, Any], *, expect: 
 # -- running ------------------------------------------------------------------------
 
 
-def _command_for(store: StateStore, record: dict[str, Any]) -> str:
+def _command_for(store: StateStore, record: DispatchRun) -> str:
     command, resume = backend_commands(store, record["backend"])
-    if not record.get("resume_of"):
+    resume_of = record.get("resume_of")
+    if not resume_of:
         return command
-    first = get(store, record.get("resume_of_key") or record["resume_of"])
+    first = get(store, record.get("resume_of_key") or resume_of)
     session_id = _conversation_session_id(store, first)
     if resume is None or session_id is None:
-        raise UsageError(f"run {record['run_id']} cannot resume {record['resume_of']}: no resume command or session id")
+        raise UsageError(f"run {record['run_id']} cannot resume {resume_of}: no resume command or session id")
     # the id goes into a command line the user's template may already quote
     # ('--resume {session_id}' or "--resume '{session_id}'"): only a safe word can go
     # in whole, whichever quoting surrounds it
@@ -315,7 +317,7 @@ def parse_output(stdout: str) -> tuple[str | None, str]:
     return None, stdout
 
 
-def start_background(store: StateStore, run_id: str) -> dict[str, Any]:
+def start_background(store: StateStore, run_id: str) -> DispatchRun:
     """Mark the run running and leave it to a detached process; returns at once."""
     record = get(store, run_id)
     run_id = key_of(record)
@@ -341,7 +343,7 @@ def start_background(store: StateStore, run_id: str) -> dict[str, Any]:
         raise
 
 
-def execute(store: StateStore, run_id: str, *, detached_child: bool = False) -> dict[str, Any]:
+def execute(store: StateStore, run_id: str, *, detached_child: bool = False) -> DispatchRun:
     """Run the backend in this process and record its outcome; returns the final record."""
     record = get(store, run_id)
     run_id = key_of(record)
@@ -402,7 +404,7 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
         proc.wait()
 
 
-def wait(store: StateStore, run_ids: list[str], *, timeout: float | None = None) -> list[dict[str, Any]]:
+def wait(store: StateStore, run_ids: list[str], *, timeout: float | None = None) -> list[DispatchRun]:
     """Block until every run has finished; Negative when one did not succeed (or time ran out)."""
     if not run_ids:
         raise UsageError("name at least one RUN_ID to wait for")
@@ -426,7 +428,7 @@ def wait(store: StateStore, run_ids: list[str], *, timeout: float | None = None)
     return records
 
 
-def result(store: StateStore, run_id: str) -> dict[str, Any]:
+def result(store: StateStore, run_id: str) -> DispatchRun:
     record = get(store, run_id)
     if record.get("status") not in FINISHED:
         raise Negative(f"run {run_id} has not finished (status {record.get('status')})", payload=record)

@@ -9,13 +9,14 @@ rendered as Markdown. There is deliberately no next-steps field.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from git_handoff import schedule, worktree
 from git_handoff.errors import Negative, UsageError
 from git_handoff.gitrepo import Repo
 from git_handoff.local import tasks_per_session
 from git_handoff.model import Task, now_iso
+from git_handoff.records import HandoffDoc, WrittenDoc
 from git_handoff.state_files import (
     completed_ids,
     current_number,
@@ -53,7 +54,7 @@ def spec_ref_of(source: Any, tasks: dict[str, Task]) -> str | None:
     return None
 
 
-def build(source: Any, repo: Repo, number: int, trigger: str) -> dict[str, Any]:
+def build(source: Any, repo: Repo, number: int, trigger: str) -> HandoffDoc:
     """The document for session `number` from a Snapshot or Tx (facts only)."""
     tasks = source.tasks()
     record = read_session(source, number) if number > 0 else None
@@ -98,7 +99,7 @@ def build(source: Any, repo: Repo, number: int, trigger: str) -> dict[str, Any]:
     }
 
 
-def write_doc(store: StateStore, trigger: str = "manual") -> dict[str, Any]:
+def write_doc(store: StateStore, trigger: str = "manual") -> WrittenDoc:
     """Write the current session's handoff document.
 
     `manual` (and `relay`) always (re)write it; an automatic trigger writes it at most
@@ -110,10 +111,10 @@ def write_doc(store: StateStore, trigger: str = "manual") -> dict[str, Any]:
     repo = store.repo
     automatic = trigger not in ("manual", "relay")
 
-    def apply(tx: Tx) -> dict[str, Any]:
+    def apply(tx: Tx) -> WrittenDoc:
         existing = tx.read_json(doc_path(tx, number))
         if automatic and isinstance(existing, dict):
-            return {**existing, "written": False}
+            return cast(WrittenDoc, {**existing, "written": False})
         doc = build(tx, repo, number, trigger)
         put_record(tx, doc_path(tx, number), doc)
         record = read_session(tx, number)
@@ -131,7 +132,7 @@ def write_doc(store: StateStore, trigger: str = "manual") -> dict[str, Any]:
     return store.transact(apply)
 
 
-def after_done(store: StateStore) -> dict[str, Any] | None:
+def after_done(store: StateStore) -> WrittenDoc | None:
     """The `done` trigger: write the document once handoff.tasksPerSession tasks were
     completed in the session. `done` runs it after its commit, best-effort (Tx.after_commit)."""
     number = current_number(store)
@@ -158,7 +159,7 @@ def list_docs(store: StateStore) -> list[dict[str, Any]]:
     return out
 
 
-def show_doc(store: StateStore, number: int | None = None) -> dict[str, Any]:
+def show_doc(store: StateStore, number: int | None = None) -> HandoffDoc:
     snap = store.snapshot()
     numbers = doc_numbers(snap)
     if number is None:

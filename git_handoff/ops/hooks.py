@@ -28,6 +28,9 @@ RECORD_FILE = "hooks.json"  # in the per-clone handoff dir: what install changed
 
 CLAUDE_COMMAND_PREFIX = claude.COMMAND_PREFIX
 CLAUDE_HOOKS = claude.settings_entries()
+# Claude Code's settings.json has the shape of the other two agents' files: one merge serves all
+CLAUDE_SPEC = agent_config.Spec("claude", "Claude Code", claude.SETTINGS, claude.COMMAND_PREFIX,
+                                claude.config_entries(), timeouts=tuple(claude.TIMEOUTS.items()))
 AGENT_SPECS = {
     "codex": agent_config.Spec("codex", "Codex CLI", codex.CONFIG, codex.COMMAND_PREFIX, codex.config_entries(),
                                timeouts=codex.TIMEOUTS),
@@ -210,70 +213,25 @@ def claude_settings_path(repo: Repo) -> Path | None:
     return repo.workdir / ".claude" / "settings.json" if repo.workdir else None
 
 
-def _load_settings(path: Path) -> dict[str, Any]:
-    if not path.exists():
-        return {}
-    try:
-        data = json.loads(path.read_text() or "{}")
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise UsageError(f"{path} is not valid JSON ({exc}); fix it first, nothing was changed") from None
-    if not isinstance(data, dict):
-        raise UsageError(f"{path} must hold a JSON object; nothing was changed")
-    hooks = data.get("hooks")
-    if hooks is not None and not isinstance(hooks, dict):
-        raise UsageError(f"{path}: \"hooks\" must be an object; nothing was changed")
-    for event in CLAUDE_HOOKS:
-        if hooks and event in hooks and not isinstance(hooks[event], list):
-            raise UsageError(f"{path}: hooks.{event} must be a list; nothing was changed")
-    return data
-
-
-def _is_ours(entry: Any) -> bool:
-    return isinstance(entry, dict) and str(entry.get("command", "")).startswith(CLAUDE_COMMAND_PREFIX)
-
-
-def _write_settings(path: Path, data: dict[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
-
-
 def claude_installed(repo: Repo) -> bool:
     path = claude_settings_path(repo)
     if path is None or not path.exists():
         return False
     try:
-        data = _load_settings(path)
+        data = agent_config.load(path, CLAUDE_SPEC)
     except UsageError:
         return False
-    hooks = data.get("hooks") or {}
-    return all(
-        any(_is_ours(h) for group in hooks.get(event, []) if isinstance(group, dict) for h in group.get("hooks", []) or [])
-        for event in CLAUDE_HOOKS
-    )
+    return agent_config.has_ours(data, CLAUDE_SPEC)
 
 
 def install_claude(repo: Repo) -> dict[str, Any]:
     path = claude_settings_path(repo)
     if path is None:
         raise UsageError("the Claude Code hooks need a work tree (the repository is bare)")
-    data = _load_settings(path)
-    hooks = data.setdefault("hooks", {})
-    added = []
-    for event, (matcher, entry) in CLAUDE_HOOKS.items():
-        groups = hooks.setdefault(event, [])
-        present = any(
-            isinstance(g, dict) and any(_is_ours(h) and h.get("command") == entry["command"] for h in g.get("hooks", []) or [])
-            for g in groups
-        )
-        if present:
-            continue
-        group: dict[str, Any] = {"hooks": [dict(entry)]}
-        if matcher:
-            group = {"matcher": matcher, **group}
-        groups.append(group)
-        added.append(event)
+    data = agent_config.load(path, CLAUDE_SPEC)
+    added = agent_config.merge(data, CLAUDE_SPEC)
     if added or not path.exists():
-        _write_settings(path, data)
+        agent_config.write(path, data)
     return {"settings": str(path), "added": added, "installed": True}
 
 
@@ -281,33 +239,11 @@ def uninstall_claude(repo: Repo) -> dict[str, Any]:
     path = claude_settings_path(repo)
     if path is None or not path.exists():
         return {"settings": str(path) if path else None, "removed": [], "installed": False}
-    data = _load_settings(path)
-    hooks = data.get("hooks")
-    removed = []
-    if isinstance(hooks, dict):
-        for event in list(hooks):
-            groups = hooks[event]
-            if not isinstance(groups, list):
-                continue
-            kept_groups = []
-            for group in groups:
-                if isinstance(group, dict) and isinstance(group.get("hooks"), list):
-                    kept = [h for h in group["hooks"] if not _is_ours(h)]
-                    if len(kept) != len(group["hooks"]):
-                        removed.append(event)
-                        if not kept:
-                            continue
-                        group = {**group, "hooks": kept}
-                kept_groups.append(group)
-            if kept_groups:
-                hooks[event] = kept_groups
-            elif event in removed:
-                del hooks[event]
-        if not hooks and removed:
-            del data["hooks"]
+    data = agent_config.load(path, CLAUDE_SPEC)
+    removed = agent_config.remove(data, CLAUDE_SPEC)
     if removed:
-        _write_settings(path, data)
-    return {"settings": str(path), "removed": sorted(set(removed)), "installed": False}
+        agent_config.write(path, data)
+    return {"settings": str(path), "removed": removed, "installed": False}
 
 
 # -- Codex CLI and Gemini CLI ---------------------------------------------------------------

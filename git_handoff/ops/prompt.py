@@ -10,6 +10,7 @@ from git_handoff import schedule
 from git_handoff.model import Task, now_iso
 from git_handoff.ops import handoff
 from git_handoff.ops.handoff import last_error
+from git_handoff.records import HandoffDoc
 from git_handoff.state_files import current_number, doc_numbers, pending_doc, read_doc
 from git_handoff.store import StateStore
 
@@ -23,7 +24,7 @@ def _short(oid: str | None) -> str:
     return oid[:7] if oid else "-"
 
 
-def render_markdown(doc: dict[str, Any]) -> str:
+def render_markdown(doc: HandoffDoc) -> str:
     status = doc.get("status", {})
     lines = [
         f"# Handoff document: session {doc.get('session')}",
@@ -90,7 +91,7 @@ def _cap(items: list[str], limit: int, more: str) -> list[str]:
     return items[:limit] + [f"- ... and {len(items) - limit} more ({more})"]
 
 
-def _doc_section(doc: dict[str, Any] | None, cap: int) -> list[str]:
+def _doc_section(doc: HandoffDoc | None, cap: int) -> list[str]:
     if doc is None:
         return ["## Handoff document", "No handoff document yet: this is the first session, or none was written.", ""]
     status = doc.get("status", {})

@@ -34,6 +34,7 @@ from git_handoff.launcher import Agent, launch, stop_tmux_server, tmux_socket_na
 from git_handoff.local import open_session
 from git_handoff.model import now_iso
 from git_handoff.ops import handoff, prompt, recovery, sessions
+from git_handoff.records import RelayRecord
 from git_handoff.state_files import RELAY_PATH, read_relay
 from git_handoff.store import StateStore, Tx
 
@@ -65,7 +66,7 @@ class Stopped(Negative):
 def _update_record(store: StateStore, changes: dict[str, Any], *, failure: str | None = None,
                    log: tuple[str, str, str | None] | None = None) -> dict[str, Any]:
     def apply(tx: Tx) -> dict[str, Any]:
-        record = dict(read_relay(tx) or {})
+        record: dict[str, Any] = dict(read_relay(tx) or {})
         record.update(changes)
         record["updated_at"] = now_iso()
         # only this clone's relay writes the record: sealed, so that no copy of it in a
@@ -89,7 +90,7 @@ def _update_record(store: StateStore, changes: dict[str, Any], *, failure: str |
 
 
 @contextmanager
-def relay_lock(store: StateStore, fleet_lock: FleetLock | None = None) -> Iterator[dict[str, Any] | None]:
+def relay_lock(store: StateStore, fleet_lock: FleetLock | None = None) -> Iterator[RelayRecord | None]:
     """Hold the relay lock; yields the previous (dead) relay's record, if any. Contention
     (exit 3) naming the running relay when another one holds it."""
     lock = FileLock(str(store.repo.handoff_dir / "relay.lock"), timeout=0)
@@ -287,7 +288,7 @@ class Relay:
         self.session = None
         self._remember_agent()
 
-    def adopt(self, previous: dict[str, Any]) -> None:
+    def adopt(self, previous: RelayRecord) -> None:
         """Take over the session a dead relay left open: wait for its agent (its ACK first,
         when it had not given one), then close the session. No second agent is launched."""
         opened = open_session(self.store.repo)
@@ -345,7 +346,7 @@ class Relay:
 
     # -- main --
 
-    def run(self, previous: dict[str, Any] | None) -> dict[str, Any]:
+    def run(self, previous: RelayRecord | None) -> dict[str, Any]:
         started_at = now_iso()
         _update_record(self.store, {
             "state": "running", "host": socket.gethostname(), "pid": os.getpid(), "started_at": started_at,

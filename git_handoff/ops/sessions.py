@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from functools import partial
-from typing import Any
+from typing import Any, Literal, cast
 
 from git_handoff import identity, notes, schedule
 from git_handoff.errors import Negative, UsageError
@@ -21,6 +21,7 @@ from git_handoff.local import (
     write_private,
 )
 from git_handoff.model import now_iso
+from git_handoff.records import Decision, SessionRecord
 from git_handoff.state_files import (
     completed_ids,
     count_session_start,
@@ -115,7 +116,7 @@ def begin(store: StateStore, worker: str | None = None) -> dict[str, Any]:
     return dict(record)
 
 
-def end(store: StateStore) -> dict[str, Any]:
+def end(store: StateStore) -> SessionRecord:
     """`session end`: notes for the session's commits, the STATS line, the session closed."""
     repo = store.repo
     opened = open_session(repo)
@@ -126,8 +127,8 @@ def end(store: StateStore) -> dict[str, Any]:
     _note_open_claims(store)
     stamp = now_iso()
 
-    def apply(tx: Tx) -> dict[str, Any]:
-        record = read_session(tx, number) or {"session": number}
+    def apply(tx: Tx) -> SessionRecord:
+        record: SessionRecord = read_session(tx, number) or {"session": number}
         record["ended_at"] = stamp
         record["head"] = repo.head()
         record["completed"] = completed_ids(tx, number)
@@ -237,17 +238,22 @@ def blocker(store: StateStore, text: str) -> dict[str, Any]:
     return _record_fact(store, "blockers", entry, "WARN", f'Blocker "{text}"')
 
 
-def _record_fact(store: StateStore, kind: str, entry: dict[str, Any], log_type: str, line: str) -> dict[str, Any]:
+def _record_fact(store: StateStore, kind: Literal["decisions", "blockers"], entry: dict[str, Any],
+                 log_type: str, line: str) -> dict[str, Any]:
     """Append `entry` to the current session record's `kind` list, with its log line."""
     number = _require_number(store)
 
-    def apply(tx: Tx) -> dict[str, Any]:
+    def apply(tx: Tx) -> Any:
         record = read_session(tx, number)
         if record is None:
             raise UsageError(f"session {number} is not in the state (start one with `git handoff session start`)")
-        record.setdefault(kind, []).append(entry)
+        if kind == "decisions":
+            record.setdefault("decisions", []).append(cast(Decision, entry))  # {what, why, at}: decide()
+        else:
+            record.setdefault("blockers", []).append(entry)
         put_record(tx, session_path(tx, number), record)
         tx.log(log_type, line, session=number)
         return entry
 
-    return store.transact(apply)
+    result: dict[str, Any] = store.transact(apply)
+    return result

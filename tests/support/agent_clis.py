@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.repo import run
 from tests.support.stubs import gemini as gemini_stub
 from tests.support.stubs import openai_responses
 
@@ -54,6 +55,42 @@ def _clean_env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(drop)}
     env["NO_PROXY"] = "127.0.0.1,localhost"
     return env
+
+
+# -- what the Codex and Gemini tests share -------------------------------------------------------
+
+
+def plan(n: int, *init_args: str) -> list[str]:
+    """`init` and n tasks t1..tN, each done when tN.txt holds `done-tN` (what `do_task` writes)."""
+    assert run("init", *init_args).rc == 0
+    ids = [f"t{i}" for i in range(1, n + 1)]
+    for task_id in ids:
+        check = f"test \"$(cat {task_id}.txt)\" = done-{task_id}"
+        assert run("add", f"Write {task_id}.txt", "--id", task_id, "--check", check).rc == 0
+    return ids
+
+
+def install_hooks(agent: str) -> dict[str, object]:
+    """`hooks install --agent AGENT --json`, which must succeed; its answer."""
+    r = run("hooks", "install", "--agent", agent, "--json")
+    assert r.rc == 0, r.err
+    answer: dict[str, object] = r.json()
+    assert answer["installed"]
+    return answer
+
+
+def statuses() -> dict[str, str]:
+    return {t["id"]: t["status"] for t in run("list", "--json").json()}
+
+
+def assert_relayed(ids: list[str], sessions: int, per_session: int) -> None:
+    """Every task completed, in exactly `sessions` sessions, each acknowledged and each
+    completing `per_session` tasks."""
+    assert statuses() == dict.fromkeys(ids, "completed")
+    shown = [run("session", "show", str(n), "--json").json() for n in range(1, sessions + 1)]
+    assert [s["ack"]["status"] for s in shown] == ["accepted"] * sessions
+    assert [len(s["completed"]) for s in shown] == [per_session] * sessions
+    assert run("session", "show", str(sessions + 1), "--json").rc != 0
 
 
 # -- Codex -----------------------------------------------------------------------------------

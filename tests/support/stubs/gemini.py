@@ -3,7 +3,8 @@
 auth and ``GOOGLE_GEMINI_BASE_URL``.
 
 A ``Run`` turn becomes a ``functionCall`` of the CLI's ``run_shell_command`` tool;
-a ``Say`` turn a text part. Side requests the CLI makes on its own (routing and
+a ``Call`` turn a ``functionCall`` of the offered MCP tool of that name; a ``Say``
+turn a text part. Side requests the CLI makes on its own (routing and
 next-speaker checks, which ask for JSON; history compression, which asks for a
 summary) get fixed, plausible answers and never reach the policy. ``prompt_tokens``
 (a number, or a function of the model turn's index) is the reported prompt size: past
@@ -18,7 +19,17 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from tests.support.stubs.loopback import Exchange, Recorded, Run, Say, StubBase, Turn, sse
+from tests.support.stubs.loopback import (
+    Call,
+    Exchange,
+    Recorded,
+    Run,
+    Say,
+    StubBase,
+    Turn,
+    resolve_tool,
+    sse,
+)
 
 MODEL = "gemini-2.5-flash"
 
@@ -53,8 +64,13 @@ def gemini_env(port: int, home: Path) -> dict[str, str]:
     }
 
 
+def offered_tools(body: Any) -> list[str]:
+    return [str(d.get("name")) for t in (body.get("tools") if isinstance(body, dict) else None) or []
+            if isinstance(t, dict) for d in t.get("functionDeclarations") or [] if isinstance(d, dict)]
+
+
 def exchange_of(body: Any) -> Exchange:
-    ex = Exchange(body=body)
+    ex = Exchange(body=body, tools=offered_tools(body))
     for content in (body.get("contents") if isinstance(body, dict) else None) or []:
         if not isinstance(content, dict):
             continue
@@ -115,7 +131,7 @@ class GeminiStub(StubBase):
         elif kind == "invalid":
             return 400, "application/json", [b'{"error": {"code": 400, "message": "bad request"}}']
         else:
-            parts = [self._part(self.next_turn(exchange_of(request.body)))]
+            parts = [self._part(self.next_turn(exchange_of(request.body)), request.body)]
         tokens = self.prompt_tokens(self.model_turns - 1) if callable(self.prompt_tokens) else self.prompt_tokens
         if kind is not None:
             tokens = 100
@@ -139,8 +155,10 @@ class GeminiStub(StubBase):
         return {}
 
     @staticmethod
-    def _part(turn: Turn) -> dict[str, Any]:
+    def _part(turn: Turn, body: Any) -> dict[str, Any]:
         if isinstance(turn, Say):
             return {"text": turn.text}
+        if isinstance(turn, Call):
+            return {"functionCall": {"name": resolve_tool(offered_tools(body), turn.tool), "args": turn.arguments}}
         assert isinstance(turn, Run)
         return {"functionCall": {"name": "run_shell_command", "args": {"command": turn.command}}}

@@ -30,7 +30,30 @@ class Run:
     command: str
 
 
-Turn = Say | Run
+@dataclass(frozen=True)
+class Call:
+    """A call of one of the handoff MCP server's tools, by the tool's own name ("claim").
+    Each agent CLI names MCP tools its own way; the stub picks the offered tool that is
+    this one (``resolve_tool``)."""
+
+    tool: str
+    arguments: dict[str, Any] = field(default_factory=dict)
+
+
+Turn = Say | Run | Call
+
+
+def resolve_tool(offered: Iterable[str], tool: str, server: str = "handoff") -> str:
+    """The name under which an agent CLI offers `server`'s MCP tool `tool` to the model
+    (``mcp__handoff__claim``, ``mcp_handoff_claim``, ``handoff__claim``, or plain
+    ``claim``); an AssertionError naming what was offered when it offers none."""
+    names = list(offered)
+    for name in names:
+        if server in name and (name.endswith(f"__{tool}") or name.endswith(f"_{tool}")):
+            return name
+    if tool in names:
+        return tool
+    raise AssertionError(f"no MCP tool {tool!r} of server {server!r} among the offered tools {sorted(names)}")
 
 
 @dataclass
@@ -51,6 +74,16 @@ class Exchange:
     tool_outputs: list[str] = field(default_factory=list)
     index: int = 0  # 0 for the first model request the stub answered
     last_was_tool_output: bool = False
+    tools: list[str] = field(default_factory=list)  # the tools offered, namespaced ones as ns__name
+
+    def offers(self, tool: str, server: str = "handoff") -> bool:
+        """Whether the MCP server's tool is offered (an agent CLI may send its first
+        requests before its MCP servers have connected)."""
+        try:
+            resolve_tool(self.tools, tool, server)
+        except AssertionError:
+            return False
+        return True
 
     def all_text(self) -> str:
         return "\n".join(self.texts)

@@ -3,6 +3,7 @@ wire Codex CLI speaks to a custom ``model_providers`` entry.
 
 A ``Run`` turn becomes a ``function_call`` of whichever shell tool the request
 offers (``exec_command`` with ``cmd``, or ``shell`` with an argv ``command``); a
+``Call`` turn a ``function_call`` of the offered MCP tool of that name; a
 ``Say`` turn an assistant message. ``usage_tokens`` (a number, or a function of the
 model turn's index) can be inflated so that Codex's own auto-compaction starts: that
 is how the pre-compaction hook is reached.
@@ -15,7 +16,17 @@ import json
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from tests.support.stubs.loopback import Exchange, Recorded, Run, Say, StubBase, Turn, sse
+from tests.support.stubs.loopback import (
+    Call,
+    Exchange,
+    Recorded,
+    Run,
+    Say,
+    StubBase,
+    Turn,
+    resolve_tool,
+    sse,
+)
 
 MODEL = "stub-model"
 
@@ -52,8 +63,25 @@ def _content_texts(content: Any) -> list[str]:
     return out
 
 
+def offered_tools(body: Any) -> dict[str, str | None]:
+    """Every tool the request offers, flat name -> its namespace (None for a plain one).
+    Codex offers an MCP server's tools as one ``namespace`` tool (``mcp__handoff``)
+    holding a function per tool: flattened here to ``mcp__handoff__claim``."""
+    offered: dict[str, str | None] = {}
+    for t in (body.get("tools") if isinstance(body, dict) else None) or []:
+        if not isinstance(t, dict):
+            continue
+        if t.get("type") == "namespace":
+            for inner in t.get("tools") or []:
+                if isinstance(inner, dict) and inner.get("name"):
+                    offered[f"{t.get('name')}__{inner['name']}"] = str(t.get("name"))
+        elif t.get("name"):
+            offered[str(t["name"])] = None
+    return offered
+
+
 def exchange_of(body: Any) -> Exchange:
-    ex = Exchange(body=body)
+    ex = Exchange(body=body, tools=list(offered_tools(body)))
     items = body.get("input") if isinstance(body, dict) else None
     for item in items or []:
         if not isinstance(item, dict):
@@ -113,9 +141,11 @@ class ResponsesStub(StubBase):
     def _item(self, turn: Turn, body: Any) -> dict[str, Any]:
         if isinstance(turn, Say):
             return self._message(turn.text)
-        assert isinstance(turn, Run)
         n = next(self._ids)
         tools = {t.get("name") for t in (body.get("tools") or []) if isinstance(t, dict)}
+        if isinstance(turn, Call):
+            return self._mcp_call(n, turn, body)
+        assert isinstance(turn, Run)
         if "exec_command" in tools:
             # login=false: a login shell would reset PATH from /etc/profile (and lose the
             # virtualenv that has `git handoff`)
@@ -126,6 +156,20 @@ class ResponsesStub(StubBase):
             name, args = "shell", {"command": ["bash", "-lc", turn.command]}
         return {"type": "function_call", "id": f"fc_{n}", "call_id": f"call_{n}", "name": name,
                 "arguments": json.dumps(args), "status": "completed"}
+
+    @staticmethod
+    def _mcp_call(n: int, turn: Call, body: Any) -> dict[str, Any]:
+        """A call of a namespaced tool names the function and its namespace."""
+        offered = offered_tools(body)
+        flat = resolve_tool(offered, turn.tool)
+        item: dict[str, Any] = {"type": "function_call", "id": f"fc_{n}", "call_id": f"call_{n}",
+                                "arguments": json.dumps(turn.arguments), "status": "completed"}
+        namespace = offered[flat]
+        if namespace is None:
+            item["name"] = flat
+        else:
+            item["name"], item["namespace"] = flat[len(namespace) + 2:], namespace
+        return item
 
     def _stream(self, items: list[dict[str, Any]], tokens: int) -> list[bytes]:
         rid = f"resp_{next(self._ids)}"
