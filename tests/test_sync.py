@@ -377,7 +377,19 @@ def test_a_ref_lock_on_the_server_is_waited_out(clones: Callable[[str], Path], t
     remote = tmp_path / "served" / "remote.git"  # what the fixture serves, on disk or by git daemon
     lock = remote / (published(a) + ".lock")
     lock.write_text("")
-    threading.Thread(target=lambda: (time.sleep(0.6), lock.unlink()), daemon=True).start()
+    seen = tmp_path / "push-seen"
+    hook = remote / "hooks" / "pre-receive"  # runs before the server takes the ref locks
+    hook.write_text(f"#!/bin/sh\ntouch '{seen}'\n")
+    hook.chmod(0o755)
+
+    def unlock_after_a_refused_push() -> None:
+        deadline = time.monotonic() + 60
+        while not seen.exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        time.sleep(0.2)  # the server answers "failed to update ref" meanwhile
+        lock.unlink()
+
+    threading.Thread(target=unlock_after_a_refused_push, daemon=True).start()
     got = ok("sync", "--json", cwd=a)
     assert got["retries"] >= 1 and remote_state(a) == state_head(a)
 

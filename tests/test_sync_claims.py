@@ -114,6 +114,9 @@ def test_auto_sync_pushes_and_keeps_work_offline(clones: Callable[[str], Path], 
 def test_sync_claims_config_and_lost_claim_notice(clones: Callable[[str], Path],
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     a = clones("a")
+    # the task is created before both claims (its hybrid-clock stamp must not be later
+    # than theirs, or the clock cannot order two claims that did not see each other)
+    monkeypatch.setenv("GIT_HANDOFF_NOW", "2026-07-01T10:00:00Z")
     ok("init", "--mode", "concurrent", cwd=a)
     ok("add", "x", "--id", "t", "--check", "true", cwd=a)
     ok("sync", cwd=a)
