@@ -26,7 +26,8 @@ from git_handoff.claims import (
 )
 from git_handoff.errors import Negative, UsageError
 from git_handoff.model import Task, check_id, now_iso
-from git_handoff.ops import attempts, handoff, sync
+from git_handoff.ops import attempts, handoff
+from git_handoff.schedule import lease_expired
 from git_handoff.store import StateStore, Tx
 
 # -- acting on a claimed task --------------------------------------------------------------
@@ -161,8 +162,12 @@ def done(store: StateStore, task_id: str, *, force: bool = False) -> Task:
     """Complete a claimed task if its check passes; otherwise fail it exactly as `fail` and
     raise Negative (exit 1) carrying the failure."""
     seen = claimed_task(store, task_id, "complete", force)
-    if not force and sync.pull_if_taken_over(store, seen):
-        seen = claimed_task(store, task_id, "complete", force)  # another machine may hold it now
+    if not force and lease_expired(seen, now_iso()):
+        # Lazy on purpose (import cost): fetch and merge only for a claim whose lease is over
+        from git_handoff.ops import sync  # noqa: PLC0415
+
+        if sync.pull_if_taken_over(store, seen):
+            seen = claimed_task(store, task_id, "complete", force)  # another machine may hold it now
     if not seen.check:
         _log_missing_check(store, seen)
         raise _missing_check(seen)
