@@ -11,22 +11,16 @@ from __future__ import annotations
 
 import math
 import re
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import click
 
 from git_handoff.model import MAX_ATTEMPTS, MAX_COUNT, MAX_SECONDS
 
-if TYPE_CHECKING:  # click 8.2 made ParamType generic; 8.1 (which pyproject allows) is not
-    _CountType = click.ParamType[int, Any]
-    _SecondsType = click.ParamType[float, Any]
-else:
-    _CountType = _SecondsType = click.ParamType
-
 _WHOLE = re.compile(r"[+-]?[0-9]{1,30}")
 
 
-class Count(_CountType):
+class Count(click.ParamType):  # type: ignore[type-arg, unused-ignore]  # generic in click 8.2+ (1 or 2 args)
     """A whole number between `minimum` and `maximum` (both included)."""
 
     name = "integer"
@@ -51,7 +45,7 @@ class Count(_CountType):
         return f"from {self.minimum} to {top}"
 
 
-class Seconds(_SecondsType):
+class Seconds(click.ParamType):  # type: ignore[type-arg, unused-ignore]  # as Count
     """A finite number of seconds: above zero (or zero itself with `zero=True`), at most
     ten years."""
 
