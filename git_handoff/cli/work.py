@@ -26,8 +26,10 @@ force_option = click.option("--force", is_flag=True, help="Act even where the cl
 
 
 def auto_sync(store: StateStore) -> None:
-    """handoff.autoSync: push what the command just recorded; offline, say so on stderr."""
-    if not store.repo.config_bool("handoff.autoSync"):
+    """handoff.autoSync (sync) or handoff.syncClaims (publish): push what the command just
+    recorded; offline, say so on stderr."""
+    repo = store.repo
+    if not repo.config_bool("handoff.autoSync") and not repo.config_bool("handoff.syncClaims"):
         return  # the usual case: no need to import sync and the whole merge (~7 ms a command)
     from git_handoff.ops import sync
 
