@@ -21,13 +21,13 @@ import json
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any, TypeVar
 
 from git_handoff import records, transport
-from git_handoff.errors import Contention, HandoffError, NotInitialized
+from git_handoff.errors import Contention, HandoffError, NotInitialized, UsageError
 from git_handoff.gitrepo import Repo
-from git_handoff.model import Task, now_iso
+from git_handoff.model import Task, now_iso, parse_time
 from git_handoff.ops.sync_merge import integrate, merge_notes
 from git_handoff.schedule import lease_expired
 from git_handoff.store import (
@@ -144,11 +144,9 @@ def _long_expired(task: Task, stamp: str) -> bool:
     if not task.lease_expires_at:
         return True
     try:
-        ends = datetime.fromisoformat(task.lease_expires_at.replace("Z", "+00:00"))
-        now = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
-    except ValueError:
+        return parse_time(stamp) - parse_time(task.lease_expires_at) > timedelta(seconds=DEAD_CLAIM_SECONDS)
+    except UsageError:
         return True
-    return now - ends > timedelta(seconds=DEAD_CLAIM_SECONDS)
 
 
 # -- sync -------------------------------------------------------------------------------
