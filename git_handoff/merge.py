@@ -39,7 +39,7 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 from git_handoff import hlc
 
@@ -83,6 +83,25 @@ _TS = re.compile(r"\[?(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z)")
 _MISSING = object()
 
 
+class ConflictJson(TypedDict):
+    """A conflict as `sync --json` shows it."""
+
+    path: str
+    record: str | None
+    field: str
+    kept: Any
+    dropped: Any
+
+
+class LostClaim(TypedDict):
+    """A claim this side held that a merge gave to someone else or took away."""
+
+    task: str
+    worker: Any  # claimed_by as this side had it
+    now: Any  # the task's status after the merge
+    claimed_by: Any  # and its claimer, if any
+
+
 @dataclass(frozen=True)
 class Conflict:
     """A field both sides changed differently, and what the merge kept."""
@@ -93,7 +112,7 @@ class Conflict:
     dropped: Any
     record: str | None = None  # task id, for tasks
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> ConflictJson:
         return {"path": self.path, "record": self.record, "field": self.field, "kept": self.kept, "dropped": self.dropped}
 
 
@@ -572,10 +591,10 @@ def merge_states(base: Mapping[str, bytes], ours: Mapping[str, bytes], theirs: M
     return out, conflicts
 
 
-def lost_claims(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[dict[str, Any]]:
+def lost_claims(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[LostClaim]:
     """Tasks (as JSON objects, by id) this side held in progress that the merge gave to
     someone else or took away: [{task, worker, now}]."""
-    out = []
+    out: list[LostClaim] = []
     for task_id, old in before.items():
         if old.get("status") != "in_progress" or not old.get("claimed_by"):
             continue

@@ -461,28 +461,6 @@ class FailOutcome(TypedDict):
     validation: dict[str, Any] | None
 
 
-class AttemptsReport(TypedDict):
-    fetched: list[str]
-    pushed: list[str]
-    conflicting: list[str]
-
-
-class SyncReport(TypedDict, total=False):
-    """What `sync` reports (`--json`)."""
-
-    remote: str
-    action: str
-    incoming: int
-    outgoing: int
-    conflicts: list[dict[str, Any]]
-    claims_lost: list[dict[str, Any]]
-    pushed: list[str]
-    attempts: AttemptsReport
-    notes: str
-    retries: int
-    state_commit: str | None
-
-
 _CLONE = re.compile(r"[0-9a-f]{16}")
 _HLC = re.compile(r"[0-9]{13}\.[0-9]{6}\.[0-9a-f]{0,16}")  # git_handoff.hlc
 # a run id: NNN-slug (before fleet ids) or NNN-slug@<clone>; a session or document file:

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 import click
 
 from git_handoff.cli import emit_json, get_store, json_option
 from git_handoff.cli.progress import Progress
 
+if TYPE_CHECKING:
+    from git_handoff.ops.sync import SyncReport
 
-def _sync_text(r: dict[str, Any]) -> list[str]:
+
+def _sync_text(r: SyncReport) -> list[str]:
     action = {
         "adopted": "adopted the remote's state",
         "fast-forward": "fast-forwarded to the remote's state",

@@ -22,9 +22,9 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, TypeVar
+from typing import Any, TypedDict, TypeVar
 
-from git_handoff import records, transport
+from git_handoff import merge, records, transport
 from git_handoff.errors import Contention, HandoffError, NotInitialized, UsageError
 from git_handoff.gitrepo import Repo
 from git_handoff.model import Task, now_iso, parse_time
@@ -152,7 +152,49 @@ def _long_expired(task: Task, stamp: str) -> bool:
 # -- sync -------------------------------------------------------------------------------
 
 
-def _merge_remote(store: StateStore, remote: Remote, report: dict[str, Any]) -> None:
+class AttemptsReport(TypedDict):
+    fetched: list[str]  # attempt refs taken from the remote
+    pushed: list[str]
+    conflicting: list[str]  # the same attempt ref differs here and there: both kept
+
+
+class MergedReport(TypedDict):
+    """What merging the remote's states and notes did (the part of a sync before the push)."""
+
+    action: str  # the biggest step over all states: "" < no-remote-state < up-to-date < adopted < fast-forward < merged
+    incoming: int
+    conflicts: list[merge.ConflictJson]
+    claims_lost: list[merge.LostClaim]
+    notes: str  # none, up-to-date, adopted, fast-forward, merged
+    states: int  # state heads the remote holds (one per publishing clone, plus the legacy ref)
+
+
+class SyncReport(MergedReport, total=False):
+    """What `sync` returns and `sync --json` prints (keys in this order)."""
+
+    remote: str
+    outgoing: int
+    pushed: list[str]
+    attempts: AttemptsReport
+    retries: int
+    claims_pruned: list[str]  # tasks whose finished claim refs this push deleted
+    refspecs: dict[str, list[str]]  # what was added to / removed from remote.<name>.fetch
+    state_commit: str | None
+
+
+def _merged() -> MergedReport:
+    return {"action": "", "incoming": 0, "conflicts": [], "claims_lost": [], "notes": "none", "states": 0}
+
+
+class PublishReport(TypedDict):
+    """What `publish` returns: the refs it pushed and the tries it took."""
+
+    remote: str
+    pushed: list[str]
+    retries: int
+
+
+def _merge_remote(store: StateStore, remote: Remote, report: MergedReport | SyncReport) -> None:
     """Merge every state and the notes the remote holds (as fetched) into ours."""
     repo = store.repo
     rank = ("", "no-remote-state", "up-to-date", "adopted", "fast-forward", "merged")
@@ -172,7 +214,7 @@ def _merge_remote(store: StateStore, remote: Remote, report: dict[str, Any]) -> 
             report["notes"] = got
 
 
-def _round(store: StateStore, remote: Remote, report: dict[str, Any],
+def _round(store: StateStore, remote: Remote, report: SyncReport,
            say: Callable[[str], None] = lambda _text: None) -> bool:
     """One fetch-merge-push round; True when everything reached the remote."""
     repo = store.repo
@@ -238,13 +280,13 @@ def _track(repo: Repo, remote: Remote, remote_ref: str, oid: str) -> None:
 
 
 def sync(store: StateStore, remote: str | None = None, *, tries: int = PUSH_TRIES,
-         progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+         progress: Callable[[str], None] | None = None) -> SyncReport:
     """Fetch, merge and push the state, attempts and notes; a summary of what moved.
     `progress(text)`, when given, hears each step (a sync of many changes takes seconds)."""
     remote_obj = Remote(store.repo, remote)
     store.repo.sweep_tmp_refs()
     say = progress or (lambda _text: None)
-    report: dict[str, Any] = {
+    report: SyncReport = {
         "remote": remote_obj.spec, "action": "", "incoming": 0, "outgoing": 0, "conflicts": [],
         "claims_lost": [], "pushed": [], "attempts": {"fetched": [], "pushed": [], "conflicting": []},
         "notes": "none", "retries": 0, "states": 0, "claims_pruned": [],
@@ -292,8 +334,7 @@ def transact_remote(store: StateStore, apply: Callable[[Tx, Fleet], T], claim_of
     lost = 0
     for attempt in range(tries):
         fetch(repo, remote_obj)
-        report: dict[str, Any] = {"action": "", "incoming": 0, "conflicts": [], "claims_lost": [], "notes": "none"}
-        _merge_remote(store, remote_obj, report)
+        _merge_remote(store, remote_obj, _merged())
         head = store.head()
         if head is None:
             raise NotInitialized("git handoff is not initialized here or on the remote: run `git handoff init`")
@@ -353,8 +394,7 @@ def pull_if_taken_over(store: StateStore, task: Task) -> bool:
             fetch(repo, remote)
         except HandoffError:
             continue
-        _merge_remote(store, remote, {"action": "", "incoming": 0, "conflicts": [], "claims_lost": [],
-                                      "notes": "none"})
+        _merge_remote(store, remote, _merged())
         pulled = True
     return pulled
 
@@ -362,7 +402,7 @@ def pull_if_taken_over(store: StateStore, task: Task) -> bool:
 # -- publishing without a fetch ---------------------------------------------------------
 
 
-def publish(store: StateStore, remote: str | None = None, *, tries: int = 5) -> dict[str, Any]:
+def publish(store: StateStore, remote: str | None = None, *, tries: int = 5) -> PublishReport | SyncReport:
     """Push this clone's state to its own ref on the remote, and delete the claim refs of
     its finished claims, in one push and no fetch: only this clone moves that ref, so
     there is nothing to merge first (`sync` brings the others' work). What `done`,

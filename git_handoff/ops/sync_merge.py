@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import random
 import time
-from typing import Any
+from typing import Any, TypedDict
 
 from git_handoff import incoming, merge, notices
 from git_handoff.errors import Contention
@@ -63,13 +63,13 @@ def _tasks_at(repo: Repo, tree: str | None, paths: list[str], claimed_only: bool
     return out
 
 
-def _lost_claims(repo: Repo, before: str, after: str) -> list[dict[str, Any]]:
+def _lost_claims(repo: Repo, before: str, after: str) -> list[merge.LostClaim]:
     paths = [p for p in repo.tree_diff(before, after) if p.startswith(merge.TASK_PREFIX)]
     held = _tasks_at(repo, before, paths, claimed_only=True)
     return merge.lost_claims(held, _tasks_at(repo, after, list(held and paths)))
 
 
-def _lost_claims_changes(repo: Repo, before: str, changes: dict[str, str | bytes | None]) -> list[dict[str, Any]]:
+def _lost_claims_changes(repo: Repo, before: str, changes: dict[str, str | bytes | None]) -> list[merge.LostClaim]:
     paths = [p for p in changes if p.startswith(merge.TASK_PREFIX)]
     held = _tasks_at(repo, before, paths, claimed_only=True)
     if not held:
@@ -135,10 +135,20 @@ def _check_incoming(store: StateStore, theirs: str, label: str) -> None:
     incoming.check_incoming_state(store.repo, theirs, label)
 
 
-def integrate(store: StateStore, theirs: str | None, label: str) -> dict[str, Any]:
+class MergeStep(TypedDict):
+    """What integrating one remote state did: the action (no-remote-state, up-to-date,
+    adopted, fast-forward, merged), commits it brought, conflicts and claims lost."""
+
+    action: str
+    incoming: int
+    conflicts: list[merge.ConflictJson]
+    claims_lost: list[merge.LostClaim]
+
+
+def integrate(store: StateStore, theirs: str | None, label: str) -> MergeStep:
     """Bring commit `theirs` (the remote's state) into the local state ref."""
     repo = store.repo
-    report: dict[str, Any] = {"action": "none", "incoming": 0, "conflicts": [], "claims_lost": []}
+    report: MergeStep = {"action": "none", "incoming": 0, "conflicts": [], "claims_lost": []}
     if theirs is None:
         report["action"] = "no-remote-state"
         return report
@@ -150,7 +160,7 @@ def integrate(store: StateStore, theirs: str | None, label: str) -> dict[str, An
             ours = store.head()
             if ours is None:
                 if store.publish(theirs, None, f"handoff: adopted the state of {label}"):
-                    report.update(action="adopted", incoming=repo.count_commits(theirs))
+                    report["action"], report["incoming"] = "adopted", repo.count_commits(theirs)
                     return report
                 continue
             if repo.is_ancestor(theirs, ours):
@@ -160,7 +170,7 @@ def integrate(store: StateStore, theirs: str | None, label: str) -> dict[str, An
             if repo.is_ancestor(ours, theirs):
                 lost = _lost_claims(repo, repo.commit_tree(ours), repo.commit_tree(theirs))
                 if store.publish(theirs, ours, f"handoff: fast-forward to {label}"):
-                    report.update(action="fast-forward", incoming=incoming, claims_lost=lost)
+                    report["action"], report["incoming"], report["claims_lost"] = "fast-forward", incoming, lost
                     _remember_notices(repo, lost)
                     return report
                 continue
@@ -185,8 +195,8 @@ def integrate(store: StateStore, theirs: str | None, label: str) -> dict[str, An
                                              task=item["task"]))
             commit = store.commit_merge([ours, theirs], changes, lines)
             if store.publish(commit, ours, "handoff: merge"):
-                report.update(action="merged", incoming=incoming, conflicts=[c.to_json() for c in conflicts],
-                              claims_lost=lost)
+                report = {"action": "merged", "incoming": incoming,
+                          "conflicts": [c.to_json() for c in conflicts], "claims_lost": lost}
                 _remember_notices(repo, lost)
                 return report
     raise Contention(f"{STATE_REF} kept changing while merging {label}; nothing was lost, retry")
@@ -240,7 +250,7 @@ def _union_text(a: bytes, b: bytes) -> bytes:
 
 
 
-def _remember_notices(repo: Repo, lost: list[dict[str, Any]]) -> None:
+def _remember_notices(repo: Repo, lost: list[merge.LostClaim]) -> None:
     messages = []
     for item in lost:
         who = f" to {item['claimed_by']}" if item.get("claimed_by") else ""
