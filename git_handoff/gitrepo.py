@@ -14,7 +14,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -88,6 +88,14 @@ def _die_with_parent() -> Callable[[], None] | None:
             os._exit(1)
 
     return child
+
+
+def _fast_import_path(raw: bytes) -> bytes:
+    """A path as `git fast-import` reads it: C-style quoted when it holds a space, a
+    quote, a backslash or a newline, or starts with a quote."""
+    if any(c in raw for c in b' "\\\n') or raw.startswith(b'"'):
+        return b'"' + raw.replace(b"\\", b"\\\\").replace(b'"', b'\\"').replace(b"\n", b"\\n") + b'"'
+    return raw
 
 
 class Repo:
@@ -397,35 +405,38 @@ class Repo:
         loose objects (one file each) cost ~1 ms apiece here, a pack a fraction of that.
         A merge of a few records (the usual sync in a fleet) is written in-process instead:
         starting fast-import costs more than a handful of loose objects."""
-        import secrets
-
         if sum(1 for v in changes.values() if isinstance(v, bytes)) <= SMALL_MERGE_BLOBS:
             blobs = {path: (self.write_blob(v) if isinstance(v, bytes) else v) for path, v in changes.items()}
             tree = self.update_tree(self.commit_tree(parents[0]), blobs) if blobs else self.commit_tree(parents[0])
             return self.create_commit(tree, parents, message)
 
+        files = [(path.encode("utf-8", "surrogateescape"), "100644", value) for path, value in changes.items()]
+        return self.fast_import_commit(parents, files, message, when=int(time.time()))
+
+    def fast_import_commit(self, parents: list[str], files: Iterable[tuple[bytes, str, bytes | str | None]],
+                           message: str, *, when: int = 0) -> str:
+        """A commit on `parents[0]`'s tree changing `files` ((path, mode, bytes written
+        inline | an existing blob's oid | None to delete)), written by one `git
+        fast-import` into one pack, through a temporary ref under TMP_REFS (swept at the
+        next sync if this process dies first)."""
+        import secrets
+
         sig = self.signature()
         tmp_ref = f"{TMP_REFS}{os.getpid()}-{secrets.token_hex(4)}"
-        stamp = int(time.time())
         msg = message.encode()
         out = [f"commit {tmp_ref}\n".encode(),
-               f"committer {sig.name} <{sig.email}> {stamp} +0000\n".encode(),
-               f"data {len(msg)}\n".encode(), msg, b"\n"]
-        out.append(f"from {parents[0]}\n".encode())
+               f"committer {sig.name} <{sig.email}> {when} +0000\n".encode(),
+               f"data {len(msg)}\n".encode(), msg, b"\n", f"from {parents[0]}\n".encode()]
         for parent in parents[1:]:
             out.append(f"merge {parent}\n".encode())
-        for raw_path, value in changes.items():
-            path = raw_path
-            if any(c in raw_path for c in ' "\\\n'):
-                path = '"' + raw_path.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+        for raw_path, mode, value in files:
+            path = _fast_import_path(raw_path)
             if value is None:
-                out.append(f"D {path}\n".encode())
+                out.append(b"D " + path + b"\n")
             elif isinstance(value, bytes):
-                out.append(f"M 100644 inline {path}\ndata {len(value)}\n".encode())
-                out.append(value)
-                out.append(b"\n")
+                out += [f"M {mode} inline ".encode() + path + b"\n", f"data {len(value)}\n".encode(), value, b"\n"]
             else:
-                out.append(f"M 100644 {value} {path}\n".encode())
+                out.append(f"M {mode} {value} ".encode() + path + b"\n")
         out.append(b"\ndone\n")
         self.git("fast-import", "--quiet", "--done", input=b"".join(out), cwd=self.common_dir)
         commit = self.ref_target(tmp_ref)

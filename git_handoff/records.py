@@ -157,9 +157,10 @@ def load_json_text(text: str, where: str) -> Any:
         raise UsageError(f"{where}: not valid JSON ({exc})") from None
 
 
-def load_toml_text(text: str, where: str) -> dict[str, Any]:
-    """Parse TOML text (a plan file, a config): nesting at most MAX_JSON_DEPTH levels of
-    tables and arrays. UsageError (exit 2) naming `where` otherwise."""
+def _parse_toml(text: str) -> tuple[dict[str, Any] | None, str | None, bool]:
+    """(table, None, False) for TOML text nesting at most MAX_JSON_DEPTH levels of tables
+    and arrays; else (None, what is wrong, whether it is the nesting). One parser for the
+    plan files and config people give (UsageError) and the state's config.toml (InvalidState)."""
     try:
         import tomllib
     except ModuleNotFoundError:  # Python 3.10
@@ -167,11 +168,20 @@ def load_toml_text(text: str, where: str) -> dict[str, Any]:
     try:
         data: dict[str, Any] = tomllib.loads(text)
     except RecursionError:
-        raise UsageError(f"{where}: nested deeper than {MAX_JSON_DEPTH} levels") from None
+        return None, f"nested deeper than {MAX_JSON_DEPTH} levels", True
     except ValueError as exc:
-        raise UsageError(f"{where}: not valid TOML ({exc})") from None
+        return None, str(exc), False
     if nested_deeper(data):
-        raise UsageError(f"{where}: nested deeper than {MAX_JSON_DEPTH} levels")
+        return None, f"nested deeper than {MAX_JSON_DEPTH} levels", True
+    return data, None, False
+
+
+def load_toml_text(text: str, where: str) -> dict[str, Any]:
+    """Parse TOML text (a plan file, a config): nesting at most MAX_JSON_DEPTH levels of
+    tables and arrays. UsageError (exit 2) naming `where` otherwise."""
+    data, why, deep = _parse_toml(text)
+    if data is None:
+        raise UsageError(f"{where}: {why}" if deep else f"{where}: not valid TOML ({why})")
     return data
 
 
@@ -767,57 +777,64 @@ def check_record(path: str, raw: bytes) -> None:
         raise problem(path, "is not a file this version of git handoff knows")
     if len(raw) > MAX_STATE_BLOB_BYTES:
         raise problem(path, f"{len(raw)} bytes, more than the {MAX_STATE_BLOB_BYTES} a record may hold")
-    if kind == "format":
-        text_ = raw.decode("utf-8", "replace").strip()
-        name, _, version = text_.partition(" ")
-        if name != "git-handoff-state" or not version.isdigit() or len(version) > 6:
-            raise problem(path, f"an unreadable format marker {text_[:40]!r}")
-    elif kind == "config":
-        config(raw, path)
-    elif kind == "meta":
-        meta(raw, path)
-    elif kind == "relay":
-        relay(raw, path)
-    elif kind == "session":
-        record = session(raw, path)
-        number, _, clone = path.split("/")[1][:-5].partition("@")
-        if record.get("session") not in (None, int(number)):
-            raise problem(path, f"holds session {record.get('session')!r}")
-        if clone and record.get("clone") != clone:
-            raise problem(path, f"holds a session of clone {record.get('clone')!r}")
-    elif kind == "doc":
-        doc = handoff_doc(raw, path)
-        number = path.split("/")[1][:-5].partition("@")[0]
-        if doc.get("session") not in (None, int(number)):
-            raise problem(path, f"holds the document of session {doc.get('session')!r}")
-    elif kind == "dispatch":
-        dispatch_run(raw, path)
-    elif kind == "task":
-        task_id = path.rsplit("/", 1)[1][:-5]
-        parsed = task(raw, path)
-        h = hashlib.sha1(parsed.id.encode()).hexdigest()
-        if parsed.id != task_id or path != f"tasks/{h[0]}/{h[1]}/{task_id}.json":
-            raise problem(path, f"holds task {parsed.id!r}")
+    RECORD_CHECKS[kind](path, raw)
+
+
+def _check_format(path: str, raw: bytes) -> None:
+    text_ = raw.decode("utf-8", "replace").strip()
+    name, _, version = text_.partition(" ")
+    if name != "git-handoff-state" or not version.isdigit() or len(version) > 6:
+        raise problem(path, f"an unreadable format marker {text_[:40]!r}")
+
+
+def _check_session_file(path: str, raw: bytes) -> None:
+    record = session(raw, path)
+    number, _, clone = path.split("/")[1][:-5].partition("@")
+    if record.get("session") not in (None, int(number)):
+        raise problem(path, f"holds session {record.get('session')!r}")
+    if clone and record.get("clone") != clone:
+        raise problem(path, f"holds a session of clone {record.get('clone')!r}")
+
+
+def _check_doc_file(path: str, raw: bytes) -> None:
+    doc = handoff_doc(raw, path)
+    number = path.split("/")[1][:-5].partition("@")[0]
+    if doc.get("session") not in (None, int(number)):
+        raise problem(path, f"holds the document of session {doc.get('session')!r}")
+
+
+def _check_task_file(path: str, raw: bytes) -> None:
+    task_id = path.rsplit("/", 1)[1][:-5]
+    parsed = task(raw, path)
+    h = hashlib.sha1(parsed.id.encode()).hexdigest()
+    if parsed.id != task_id or path != f"tasks/{h[0]}/{h[1]}/{task_id}.json":
+        raise problem(path, f"holds task {parsed.id!r}")
+
+
+# one parser per record kind (kind_of names the kind of a path)
+RECORD_CHECKS: dict[str, Callable[[str, bytes], object]] = {
+    "format": _check_format,
+    "config": lambda path, raw: config(raw, path),
+    "meta": lambda path, raw: meta(raw, path),
+    "relay": lambda path, raw: relay(raw, path),
+    "session": _check_session_file,
+    "doc": _check_doc_file,
+    "dispatch": lambda path, raw: dispatch_run(raw, path),
+    "task": _check_task_file,
+}
 
 
 def config(raw: bytes, where: str = "config.toml") -> Config:
     """The state's config.toml as a model.Config (InvalidState if it does not parse)."""
-    try:
-        import tomllib
-    except ModuleNotFoundError:  # Python 3.10
-        import tomli as tomllib
     if len(raw) > MAX_RECORD_BYTES:
         raise problem(where, f"{len(raw)} bytes, more than the {MAX_RECORD_BYTES} a record may hold")
     try:
-        data = tomllib.loads(raw.decode("utf-8"))
+        text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise InvalidState(f"state file {where} is not valid TOML: not UTF-8 at byte {exc.start}") from None
-    except RecursionError:
-        raise InvalidState(f"state file {where} is nested deeper than {MAX_JSON_DEPTH} levels") from None
-    except ValueError as exc:
-        raise InvalidState(f"state file {where} is not valid TOML: {exc}") from None
-    if nested_deeper(data):
-        raise InvalidState(f"state file {where} is nested deeper than {MAX_JSON_DEPTH} levels")
+    data, why, deep = _parse_toml(text)
+    if data is None:
+        raise InvalidState(f"state file {where} is {why}" if deep else f"state file {where} is not valid TOML: {why}")
     try:
         cfg = Config.from_dict(data)
     except UsageError as exc:

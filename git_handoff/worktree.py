@@ -153,12 +153,6 @@ def _plain_content(repo: Repo) -> bool:
     return autocrlf in ("false", "0", "no", "off") and repo.config_bool("core.fileMode", True)
 
 
-def _fi_path(raw: bytes) -> bytes:
-    if any(c in raw for c in b' "\\\n') or raw.startswith(b'"'):
-        return b'"' + raw.replace(b"\\", b"\\\\").replace(b'"', b'\\"').replace(b"\n", b"\\n") + b'"'
-    return raw
-
-
 def _fast_picture(repo: Repo, head: str, entries: list[StatusEntry]) -> Picture | None:
     if any(e.kind == "u" or e.submodule or any(p.endswith(b".gitattributes") for p in e.paths)
            for e in entries) or not _plain_content(repo):
@@ -173,33 +167,22 @@ def _fast_picture(repo: Repo, head: str, entries: list[StatusEntry]) -> Picture 
     if not entries:
         return Picture(head=head, worktree=head_tree, index=index)
     root = os.fsencode(repo.root())
-    sig = repo.signature()
-    tmp_ref = f"refs/handoff-tmp/picture-{os.getpid()}-{id(entries):x}"
-    out = [f"commit {tmp_ref}\n".encode(),
-           f"committer {sig.name} <{sig.email}> 0 +0000\n".encode(),
-           b"data 8\npicture\n", f"from {head}\n".encode()]
+    files: list[tuple[bytes, str, bytes | str | None]] = []
     for path in sorted({p for e in entries for p in e.paths}):
         full = os.path.join(root, path)
         try:
             st = os.lstat(full)
         except FileNotFoundError:
-            out.append(b"D " + _fi_path(path) + b"\n")
+            files.append((path, "", None))
             continue
         if stat.S_ISLNK(st.st_mode):
-            mode, data = b"120000", os.readlink(full)
+            files.append((path, "120000", os.readlink(full)))
         elif stat.S_ISREG(st.st_mode):
-            mode = b"100755" if st.st_mode & stat.S_IXUSR else b"100644"
             with open(full, "rb") as fh:
-                data = fh.read()
+                files.append((path, "100755" if st.st_mode & stat.S_IXUSR else "100644", fh.read()))
         else:
             return None  # a directory where a file was, a fifo...: git's own way
-        out += [b"M " + mode + b" inline " + _fi_path(path) + b"\n", f"data {len(data)}\n".encode(), data, b"\n"]
-    out.append(b"\ndone\n")
-    repo.git("fast-import", "--quiet", "--done", input=b"".join(out), cwd=repo.common_dir)
-    commit = repo.ref_target(tmp_ref)
-    repo.delete_ref(tmp_ref)
-    if commit is None:
-        raise GitFailure("git fast-import wrote no commit")
+    commit = repo.fast_import_commit([head], files, "picture")
     return Picture(head=head, worktree=repo.commit_tree(commit), index=index)
 
 
