@@ -117,6 +117,11 @@ class Remote:
                 out.append((self.spec if who == self.clone else f"{self.spec} (clone {who[:8]})", oid))
         return out
 
+    def publishing_clones(self, repo: Repo) -> list[str]:
+        """The ids of the clones with a state ref on the remote (as fetched), sorted."""
+        return sorted(name[len(self.clones):-len("/state")] for name in repo.refs_under(self.clones)
+                      if name.endswith("/state"))
+
     def notes_heads(self, repo: Repo) -> list[str]:
         out = [oid for oid in [repo.ref_target(self.notes)] if oid is not None]
         out += [oid for name, oid in sorted(repo.refs_under(self.clones).items()) if name.endswith("/notes")]

@@ -301,3 +301,44 @@ def test_criss_cross_an_edit_after_seeing_the_other_wins_with_a_clock_an_hour_be
         final = fleet.combine(order)
         task = json.loads(final[tpath("a")])
         assert task["title"] == "title w1" and task["status"] == "in_progress"
+
+
+# -- the claim's pick in a fleet -------------------------------------------------------
+
+
+def _eligible(n_p0: int, n_p1: int) -> list[Any]:
+    from git_handoff.model import Task
+
+    tasks = [Task(id=f"a{i}", title="t", priority="P0", order=i) for i in range(n_p0)]
+    tasks += [Task(id=f"b{i}", title="t", priority="P1", order=n_p0 + i) for i in range(n_p1)]
+    return tasks
+
+
+@settings(max_examples=150, deadline=None)
+@given(n_p0=st.integers(0, 40), n_p1=st.integers(0, 40), clones=st.integers(1, 24),
+       gone=st.sets(st.integers(0, 79), max_size=30), a=st.integers(0, 23), b=st.integers(0, 23))
+def test_clones_never_want_the_same_task_while_their_slots_last(n_p0: int, n_p1: int, clones: int,
+                                                               gone: set[int], a: int, b: int) -> None:
+    """The claim's pick in a fleet (ops.claim._slot_pick): two clones of different rank,
+    one looking at the state and one at a later view with some tasks claimed (`gone`),
+    never want the same task while each still has eligible tasks in its own slot; a pick
+    is never of a worse priority than the best eligible; alone, a clone takes the first."""
+    from git_handoff.ops.claim import _slot_of, _slot_pick
+
+    found = _eligible(n_p0, n_p1)
+    later = [t for n, t in enumerate(found) if n not in gone]
+    a, b = a % clones, b % clones
+    if not found or not later:
+        return
+    for view in (found, later):
+        best = view[0].priority
+        for rank in range(clones):
+            assert _slot_pick(view, (rank, clones)).priority == best
+    assert _slot_pick(found, (0, 1)) is found[0]
+
+    def own(view: list[Any], rank: int) -> bool:
+        return any(t.priority == view[0].priority and _slot_of(t.id, clones) == rank for t in view)
+
+    if a != b and own(found, a) and own(later, b):
+        for _ in range(5):
+            assert _slot_pick(found, (a, clones)).id != _slot_pick(later, (b, clones)).id

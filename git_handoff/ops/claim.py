@@ -10,6 +10,7 @@ recorded in the same transaction.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import secrets
 from dataclasses import dataclass
 from typing import Any
@@ -84,19 +85,20 @@ def claim_in_tx(
     ctx: ClaimContext,
     force: bool = False,
     taken: frozenset[str] = frozenset(),
-    spread: int = 1,
+    slot: tuple[int, int] = (0, 1),
 ) -> Task | None:
     """The claim itself, inside a transaction: None when nothing is eligible.
 
     `taken`: tasks another machine holds by a claim the state does not show yet (a
-    remote claim ref). `spread` > 1: pick at random among the first `spread` eligible
-    tasks of the best priority, so that machines claiming at once want different tasks
-    (a P1 is still never taken while a P0 is free).
+    remote claim ref). `slot` (rank, clones): this clone's place among the clones that
+    publish on the remote; with more than one, the pick comes from this clone's share of
+    the eligible tasks of the best priority (`_slot_pick`), so that machines claiming at
+    once want different tasks (a P1 is still never taken while a P0 is free).
     Expired leases and dependency failures found on the way are recorded either way.
     """
     state_files.check_claim_allowed(tx)
     stamp = now_iso()
-    if task_id is None and not taken and spread <= 1:
+    if task_id is None and not taken and slot[1] <= 1:
         quick = _quick_pick(tx, ctx, force, stamp)
         if quick is not None:
             task, rows = quick
@@ -149,7 +151,7 @@ def claim_in_tx(
             record_prepare(tx, changes)
             claim_index.rebuild(tx, prepared)
             return None
-        task = _spread_pick(found, spread)
+        task = _slot_pick(found, slot)
     record_prepare(tx, [c for c in changes if c[0].id != task.id])
     for changed, category, message in changes:
         if changed.id == task.id:  # recorded by the claim below, which builds on it
@@ -163,14 +165,27 @@ def claim_in_tx(
     return claimed
 
 
-def _spread_pick(found: list[Task], spread: int) -> Task:
-    """The first eligible task, or with `spread` one at random among the first `spread`
-    of the same priority and kind (fresh or retried) as the first."""
+def _slot_of(task_id: str, clones: int) -> int:
+    """The slot of a task among `clones` (by a hash of its id: the same on every clone,
+    and unchanged when other tasks come and go)."""
+    return int.from_bytes(hashlib.sha1(task_id.encode()).digest()[:8], "big") % clones
+
+
+def _slot_pick(found: list[Task], slot: tuple[int, int]) -> Task:
+    """The first eligible task; or, for the clone of rank r among n > 1 clones, one at
+    random among the eligible tasks of the same priority and kind (fresh or retried) as
+    the first whose slot (`_slot_of`) is r, else, when none is, among all of those.
+
+    Two clones want the same task only when one of them has run out of its own: a task's
+    slot depends on its id alone, so views fetched a few claims apart still agree on it.
+    At random within the slot, so that two worktrees of one clone rarely meet either."""
     first = found[0]
-    if spread <= 1:
+    rank, clones = slot
+    if clones <= 1:
         return first
-    same = [t for t in found[:spread] if t.priority == first.priority and t.status == first.status]
-    return same[secrets.randbelow(len(same))]
+    same = [t for t in found if t.priority == first.priority and t.status == first.status]
+    pool = [t for t in same if _slot_of(t.id, clones) == rank] or same
+    return pool[secrets.randbelow(len(pool))]
 
 
 def _quick_pick(tx: Tx, ctx: ClaimContext, force: bool, stamp: str) -> tuple[Task, dict[str, Any]] | None:
@@ -254,9 +269,7 @@ def claim(
             from git_handoff.ops import sync  # noqa: PLC0415
 
             def apply_remote(tx: Tx, fleet: sync.Fleet) -> Task | None:
-                # spread over about four tasks per machine claiming beside us
-                return claim_in_tx(tx, task_id, ctx=ctx, force=force, taken=fleet.taken,
-                                   spread=4 * (fleet.others + 1) if fleet.others else 1)
+                return claim_in_tx(tx, task_id, ctx=ctx, force=force, taken=fleet.taken, slot=fleet.slot)
 
             task = sync.transact_remote(store, apply_remote, lambda t: t.id if t else None, target)
     except BaseException:

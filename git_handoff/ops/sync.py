@@ -97,11 +97,18 @@ def claim_record(repo: Repo, commit: str, task_id: str) -> Task | None:
 class Fleet:
     """What the remote says of the other machines, for a claim: the tasks a live claim
     ref of another clone holds that the merged state does not show yet, the claim refs
-    ({task id: commit}), and how many other clones publish a state there."""
+    ({task id: commit}), how many other clones publish a state there, and this clone's
+    rank among all of them (by clone id, this one included)."""
 
     taken: frozenset[str]
     claims: dict[str, str]
     others: int
+    rank: int = 0
+
+    @property
+    def slot(self) -> tuple[int, int]:
+        """(rank, clones) for the claim's pick (ops.claim._slot_pick)."""
+        return self.rank, self.others + 1
 
 
 def fleet_view(repo: Repo, remote: Remote, head: str) -> Fleet:
@@ -115,8 +122,9 @@ def fleet_view(repo: Repo, remote: Remote, head: str) -> Fleet:
         if task is None or (task.status == "in_progress" and task.get("clone") != remote.clone
                             and not lease_expired(task, stamp)):
             taken.add(task_id)
-    others = sum(1 for label, _ in remote.state_heads(repo) if label != remote.spec)
-    return Fleet(frozenset(taken), claims, others)
+    others = [clone for clone in remote.publishing_clones(repo) if clone != remote.clone]
+    rank = sum(1 for clone in others if clone < remote.clone)
+    return Fleet(frozenset(taken), claims, len(others), rank)
 
 
 def _claims_to_prune(repo: Repo, remote: Remote, head: str, snap: Snapshot) -> dict[str, str]:
