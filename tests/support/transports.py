@@ -30,7 +30,7 @@ from pathlib import Path
 from tests.support.remotes import _die_with_parent, _free_port, _git_daemon
 
 ROOT = Path(__file__).resolve().parents[2]
-LIFETIME = 1800  # seconds: longer than any bench run, short enough to bound a leak
+LIFETIME = 3600  # seconds: longer than any bench run (K = 32 on 2 cores), short enough to bound a leak
 
 
 def _wait_listening(port: int, proc: subprocess.Popen[bytes], what: str) -> None:
@@ -72,7 +72,7 @@ def git_daemon(base: Path) -> Iterator[str]:
     URL prefix `git://127.0.0.1:PORT` (append `/name.git`)."""
     port = _free_port()
     argv = [_git_daemon(), "--reuseaddr", f"--base-path={base}", "--export-all", "--enable=receive-pack",
-            "--listen=127.0.0.1", f"--port={port}", "--informative-errors", str(base)]
+            "--listen=127.0.0.1", f"--port={port}", "--max-connections=0", "--informative-errors", str(base)]
     with _serving(argv, port, "git daemon"):
         yield f"git://127.0.0.1:{port}"
 
