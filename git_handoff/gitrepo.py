@@ -39,6 +39,9 @@ GC_RACE_RETRIES = 5
 # a killed process (libgit2 never retries a held .lock, so it would block forever).
 STALE_REF_LOCK_SECONDS = 2.0
 SMALL_MERGE_BLOBS = 32  # up to this many new blobs, a merge commit is written without fast-import
+# From this many blobs on, a transaction writes them with one fast-import: below it, git
+# fast-import unpacks what it imported into loose objects anyway (fastimport.unpackLimit).
+PACKED_BLOBS = 100
 TMP_REFS = "refs/handoff-tmp/"  # scratch refs of fast-import, each named after its process
 
 
@@ -265,8 +268,35 @@ class Repo:
     def write_blob(self, data: bytes) -> str:
         return self._retry_gc_race(lambda: str(self.raw.create_blob(data)))
 
+    def write_blobs(self, datas: list[bytes]) -> list[str]:
+        """`write_blob` of each of `datas`, in order. Many are written by one `git
+        fast-import` into a single pack (a loose object costs ~0.7 ms here: a claim that
+        fails a 50,000-task cycle spent half a minute on them); a few, in-process."""
+        if len(datas) < PACKED_BLOBS:
+            return [self.write_blob(data) for data in datas]
+        pygit2 = _pygit2()
+        out = [b"feature done\n"]
+        for data in datas:
+            out.append(b"blob\ndata %d\n" % len(data))
+            out.append(data)
+            out.append(b"\n")
+        out.append(b"done\n")
+        self.git("fast-import", "--quiet", input=b"".join(out), cwd=self.common_dir)
+        oids = [str(pygit2.hash(data)) for data in datas]
+        if not self.has_object(oids[-1]):  # libgit2 rescans the packs on a miss
+            raise GitFailure("git fast-import did not write the blobs")
+        return oids
+
     def read_blob(self, oid: str) -> bytes:
-        return bytes(self.raw[oid].data)
+        # by Oid, not by hex text: a text key is looked up as a prefix (slower)
+        return bytes(self.raw[_as_oid(oid)].data)
+
+    def tree_files(self, tree_oid: str, suffix: str = "") -> list[tuple[str, bytes]]:
+        """(name, data) of each entry of a tree that is not a tree and whose name ends
+        with `suffix`, in tree order: reading a fan-out leaf of tasks in one call."""
+        raw = self.raw
+        return [(entry.name, bytes(raw[entry.id].data)) for entry in raw[_as_oid(tree_oid)]
+                if entry.filemode != MODE_TREE and entry.name.endswith(suffix)]
 
     def has_object(self, oid: str) -> bool:
         try:
@@ -611,6 +641,23 @@ class Repo:
             )
         except OSError:
             marker.unlink(missing_ok=True)
+
+
+_OID_CLASS: Any = None
+
+
+def _as_oid(oid: str) -> Any:
+    """A full hex oid as a pygit2.Oid (an exact lookup); anything else as given, so that a
+    short or malformed one fails (or matches a prefix) exactly as it always did."""
+    global _OID_CLASS
+    if len(oid) != 40:
+        return oid
+    if _OID_CLASS is None:
+        _OID_CLASS = _pygit2().Oid
+    try:
+        return _OID_CLASS(hex=oid)
+    except (ValueError, TypeError):
+        return oid
 
 
 def _alive(pid: int) -> bool:
