@@ -42,6 +42,10 @@ SMALL_MERGE_BLOBS = 32  # up to this many new blobs, a merge commit is written w
 # From this many blobs on, a transaction writes them with one fast-import: below it, git
 # fast-import unpacks what it imported into loose objects anyway (fastimport.unpackLimit).
 PACKED_BLOBS = 100
+# Delta chains of fast-import's packs: its default (50) chains each blob to the one before
+# it, and reading 50,000 task files back in tree order then took 2-3x as long as with
+# chains of at most 10 (the pack is ~20% larger).
+FAST_IMPORT_DEPTH = "--depth=10"
 TMP_REFS = "refs/handoff-tmp/"  # scratch refs of fast-import, each named after its process
 
 
@@ -281,7 +285,7 @@ class Repo:
             out.append(data)
             out.append(b"\n")
         out.append(b"done\n")
-        self.git("fast-import", "--quiet", input=b"".join(out), cwd=self.common_dir)
+        self.git("fast-import", "--quiet", FAST_IMPORT_DEPTH, input=b"".join(out), cwd=self.common_dir)
         oids = [str(pygit2.hash(data)) for data in datas]
         if not self.has_object(oids[-1]):  # libgit2 rescans the packs on a miss
             raise GitFailure("git fast-import did not write the blobs")
@@ -457,7 +461,7 @@ class Repo:
             else:
                 out.append(f"M 100644 {value} {path}\n".encode())
         out.append(b"\ndone\n")
-        self.git("fast-import", "--quiet", "--done", input=b"".join(out), cwd=self.common_dir)
+        self.git("fast-import", "--quiet", "--done", FAST_IMPORT_DEPTH, input=b"".join(out), cwd=self.common_dir)
         commit = self.ref_target(tmp_ref)
         self.delete_ref(tmp_ref)
         if commit is None:

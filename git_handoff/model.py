@@ -288,7 +288,7 @@ class Task:
         return out
 
     def dumps(self) -> bytes:
-        return (json_indented(self.to_json()) + "\n").encode()
+        return task_file(self.to_json())
 
     @classmethod
     def from_json(cls, data: Any, *, source: str = "task") -> Task:
@@ -431,6 +431,11 @@ def _lay_out(value: Any, nl: str, out: list[str]) -> None:
         out.append(_json_float(value))
     else:
         raise _Unusual
+
+
+def task_file(doc: dict[str, Any]) -> bytes:
+    """The bytes of a task file holding `doc` (a Task.to_json())."""
+    return (json_indented(doc) + "\n").encode()
 
 
 def json_indented(value: Any) -> str:

@@ -32,7 +32,7 @@ from git_handoff.errors import Contention, HandoffError, InvalidState, NotInitia
 from git_handoff.fileio import atomic_write
 from git_handoff.gitrepo import Repo
 from git_handoff.local import open_session
-from git_handoff.model import Config, Task, now_iso, now_ms
+from git_handoff.model import Config, Task, now_iso, now_ms, task_file
 
 STATE_REF = "refs/harness/state"
 ATTEMPTS_PREFIX = "refs/harness/attempts/"
@@ -339,6 +339,7 @@ class Tx:
         if before is None:  # a new task (import: thousands of them): the stamp only, no field clock
             when = hlc.next_stamp(hlc.seen_in(task.extra), now_ms(), identity.clone_id(self.store.repo))
             task = task.evolve(updated_at=now_iso(), extra={**task.extra, hlc.FIELD: when})
+            data = task.dumps()
         else:
             new = task.evolve(updated_at=now_iso()).to_json()
             stamped = self.stamped(before.to_json(), new, task=True)
@@ -347,8 +348,16 @@ class Tx:
             if hlc.CLOCK in stamped:
                 extra[hlc.CLOCK] = stamped[hlc.CLOCK]
             task = task.evolve(updated_at=new["updated_at"], extra=extra)
+            # task.to_json(), from `new` (a claim that fails 50,000 tasks builds each once
+            # less): the same fields in the same order, the stamp where the old one stood
+            # or last, the field clock last
+            doc = {k: v for k, v in new.items() if k != hlc.CLOCK}
+            doc[hlc.FIELD] = stamped[hlc.FIELD]
+            if hlc.CLOCK in stamped:
+                doc[hlc.CLOCK] = stamped[hlc.CLOCK]
+            data = task_file(doc)
         self._tasks[task.id] = task
-        self.put(task_path(task.id), task.dumps())
+        self.put(task_path(task.id), data)
         return task
 
     def after_commit(self, what: str, fn: Callable[[], object]) -> None:

@@ -291,9 +291,30 @@ def _same_secret(*repos: Path) -> None:
         (handoff / identity.SECRET_FILE).write_text("11" * 32 + "\n")
 
 
+def reference_put_task(self: store.Tx, task: Task) -> Task:
+    """Tx.put_task before the bulk-path work."""
+    before = self.task(task.id)
+    if before is None:
+        when = hlc.next_stamp(hlc.seen_in(task.extra), int(model.now().timestamp() * 1000),
+                              identity.clone_id(self.store.repo))
+        task = task.evolve(updated_at=model.iso(model.now()), extra={**task.extra, "hlc": when})
+    else:
+        new = task.evolve(updated_at=model.iso(model.now())).to_json()
+        stamped = self.stamped(before.to_json(), new, task=True)
+        extra = {k: v for k, v in task.extra.items() if k != "field_clock"}
+        extra["hlc"] = stamped["hlc"]
+        if "field_clock" in stamped:
+            extra["field_clock"] = stamped["field_clock"]
+        task = task.evolve(updated_at=new["updated_at"], extra=extra)
+    self._tasks[task.id] = task
+    self.put(store.task_path(task.id), task.dumps())
+    return task
+
+
 def _reference_code(monkeypatch: pytest.MonkeyPatch) -> None:
     """The write and read paths as they were: loose blobs, the old layout and parse, the
     old stamp, the clock and the clone id read per call, blobs looked up by hex text."""
+    monkeypatch.setattr(store.Tx, "put_task", reference_put_task)
     monkeypatch.setattr(model, "json_indented", reference_json_indented)
     monkeypatch.setattr(model, "_well_formed", lambda cls, data: None)
     monkeypatch.setattr(hlc, "stamp_write", reference_stamp_write)
@@ -309,7 +330,8 @@ def _reference_code(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def _cycle_then_claim(path: Path, n: int) -> tuple[str, list[str], list[str]]:
     """A state of `n` tasks on one cycle plus a free one, then a claim (it fails the cycle
-    and takes the free task): (state tree, log lines, state commits)."""
+    and takes the free task), then a change of every title: (state tree, log lines,
+    state commits)."""
     from tests.conftest import make_repo
 
     make_repo(path)
@@ -321,7 +343,8 @@ def _cycle_then_claim(path: Path, n: int) -> tuple[str, list[str], list[str]]:
     def apply(tx: store.Tx) -> None:
         for i in range(n):
             tx.put_task(Task(id=f"c{i:03d}", title=f"Task {i}", depends_on=(f"c{(i + 1) % n:03d}",),
-                             created_at="2026-07-01T10:00:00Z", order=i + 1, check="true"))
+                             created_at="2026-07-01T10:00:00Z", order=i + 1, check="true",
+                             extra={"zz_note": i} if i % 2 else {}))
         tx.put_task(Task(id="free", title="The free one", created_at="2026-07-01T10:00:00Z", order=n + 1))
         tx.log("INIT", f"Imported {n + 1} task(s)")
 
@@ -330,6 +353,14 @@ def _cycle_then_claim(path: Path, n: int) -> tuple[str, list[str], list[str]]:
     ctx = dataclasses.replace(claim_ops.claim_context(repo, worker="w1"), worktree="/wt", head="ab" * 20)
     claimed = st_.transact(lambda tx: claim_ops.claim_in_tx(tx, ctx=ctx))
     assert claimed is not None and claimed.id == "free"
+
+    def retitle(tx: store.Tx) -> None:  # records that carry a stamp and a field clock already
+        for n, task in enumerate(list(tx.tasks().values())):
+            renamed = dataclasses.replace(task, title=task.title + " (renamed)")
+            tx.put_task(renamed.with_extra(renamed_by="w1") if n % 3 else renamed)  # a key after the clock
+        tx.log("INIT", "Renamed every task")
+
+    st_.transact(retitle)
     head = st_.head()
     assert head is not None
     commits = list(repo.walk(head))
@@ -349,7 +380,7 @@ def test_a_big_claim_writes_the_state_the_old_code_wrote(tmp_path: Path, monkeyp
     assert new_lines == old_lines
     assert sum(" ERROR [c" in line for line in new_lines) == n
     assert sum(" Starting [free]" in line for line in new_lines) == 1
-    assert len(new_commits) == len(old_commits) == 3
+    assert len(new_commits) == len(old_commits) == 4
     # the new state went through the pack, the reference through loose objects
     assert list((new_path / ".git" / "objects" / "pack").glob("*.pack"))
     # and a task file reads back (by the quick parse) as the task the full parse gives
@@ -357,6 +388,8 @@ def test_a_big_claim_writes_the_state_the_old_code_wrote(tmp_path: Path, monkeyp
     snap = StateStore(r, session=0).snapshot()
     failed = snap.tasks()["c005"]
     assert failed.status == "failed" and failed.error_log[-1].startswith("[DEPENDENCY] Circular dependency")
+    assert failed.title == "Task 5 (renamed)" and failed.extra["zz_note"] == 5
+    assert set(failed.extra["field_clock"]) == {"claim", "title", "renamed_by"} and failed.extra["renamed_by"] == "w1"
     raw = snap.read(store.task_path("c005"))
     assert raw is not None and raw == (json.dumps(json.loads(raw), indent=2, ensure_ascii=False) + "\n").encode()
 
