@@ -343,12 +343,12 @@ class Repo:
         """('commit' | 'tree' | 'blob' | 'tag', size) of an object, or None when absent;
         the object's data is not read."""
         try:
-            kind, size = self.raw.odb.read_header(oid) if hasattr(self.raw.odb, "read_header") else (
+            odb = self.raw.odb  # a new wrapper each time it is asked for: once per call
+            kind, size = odb.read_header(oid) if hasattr(odb, "read_header") else (
                 self.raw[oid].type, len(self.raw[oid].read_raw()))
         except (KeyError, ValueError, TypeError):
             return None
-        names = {1: "commit", 2: "tree", 3: "blob", 4: "tag"}
-        return names.get(int(kind), "unknown"), int(size)
+        return _KIND_NAMES.get(int(kind), "unknown"), int(size)
 
     def tree_lookup(self, tree_oid: str, path: str) -> tuple[str, bool] | None:
         """(oid, is_tree) at `path` inside the tree, or None."""
@@ -647,6 +647,7 @@ class Repo:
             marker.unlink(missing_ok=True)
 
 
+_KIND_NAMES = {1: "commit", 2: "tree", 3: "blob", 4: "tag"}
 _OID_CLASS: Any = None
 
 

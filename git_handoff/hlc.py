@@ -121,8 +121,9 @@ def next_stamp(previous: str | None, now_ms: int, node: str) -> str:
 # -- stamping a write ---------------------------------------------------------------------
 
 
-def canonical(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+# json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":")), without
+# building a new encoder per call (a claim that fails 50,000 tasks digests each one)
+canonical = json.JSONEncoder(sort_keys=True, ensure_ascii=False, separators=(",", ":")).encode
 
 
 def canon(value: Any) -> str:

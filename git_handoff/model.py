@@ -416,6 +416,12 @@ def _lay_out(value: Any, nl: str, out: list[str]) -> None:
                 out.append("null")
             elif tv is int:
                 out.append(int.__repr__(v))
+            elif tv is list and all(type(x) is str for x in v):  # depends_on, error_log
+                if v:
+                    deeper = inner + "  "
+                    out.append("[" + deeper + ("," + deeper).join(map(_text, v)) + inner + "]")
+                else:
+                    out.append("[]")
             else:
                 _lay_out(v, inner, out)
         out.append(nl + ("}" if t is dict else "]"))
