@@ -7,9 +7,10 @@
   `sync` made before it (Task.loads of each changed task file, nothing else), on
   identical copies, alternately. Target: <= 1.2x.
 - `next` and `claim` on a state whose tasks form one dependency cycle of 5,000 and of
-  50,000 (`--quick`: 5,000): time and peak memory of the real executable, against the
-  code before the linear-cost work (BEFORE_REV, exported and run in the same run).
-  Target: seconds, and bounded memory.
+  50,000 (`--quick`: 5,000), and on as many tasks without dependencies (the floor):
+  time and peak memory of the real executable, against the code before the linear-cost
+  work (BEFORE_REV) and main before the bulk-path work (MAIN_REV), both exported and run
+  in the same run. Target: seconds, and bounded memory.
 """
 
 from __future__ import annotations
@@ -113,9 +114,16 @@ def cycle_state(path: Path, n: int) -> Path:
     return path
 
 
-# The code before the linear-cost work (next and claim on a cycle), run from an
-# exported copy of that commit in the same run as the current code.
+# The baselines, each exported and run in the same run as the current code: the code
+# before the linear-cost work (next and claim on a cycle were quadratic), and main before
+# the bulk-path work (linear, with the constant factors of one blob, one stamp and one
+# parse per task).
 BEFORE_REV = "b575e9c"
+MAIN_REV = "19b0211"
+BASELINES = (BEFORE_REV, MAIN_REV)
+# A baseline run is stopped after this long (BEFORE_REV on a 50,000-task cycle ran for
+# more than 11 minutes and reached 3.5 GB): the figure then says "stopped after".
+BASELINE_CAP_SECONDS = 120
 
 
 def _export(rev: str) -> Path | None:
@@ -123,54 +131,80 @@ def _export(rev: str) -> Path | None:
     root = Path(__file__).resolve().parent.parent
     out = workdir() / f"code-{rev}"
     if not out.exists():
-        out.mkdir(parents=True)
         archive = subprocess.run(["git", "archive", rev, "git_handoff"], cwd=root, capture_output=True)
         if archive.returncode != 0:
             return None
+        out.mkdir(parents=True)
         subprocess.run(["tar", "-x", "-C", str(out)], input=archive.stdout, check=True)
     return out
 
 
-def _timed(verb: str, base: Path, code: Path | None) -> tuple[float, int]:
-    """(seconds, peak RSS in KiB) of one `git handoff VERB` on a fresh copy of `base`."""
+def _timed(verb: str, base: Path, code: Path | None, expect_rc: int,
+           cap: float = 1800) -> tuple[float, int] | None:
+    """(seconds, peak RSS in KiB) of one `git handoff VERB` on a fresh copy of `base`, with
+    no per-clone task cache or claim index (the first command after a sync); None when it
+    was stopped after `cap` seconds."""
     repo = fresh_dir(f"cycle-{verb}")
     shutil.copytree(base, repo, symlinks=True)
+    for cache in ("tasks-cache.pickle", "claim-index.marshal"):
+        (repo / ".git" / "handoff" / cache).unlink(missing_ok=True)
     env = {"PYTHONPATH": str(code)} if code is not None else None
     wrap = ["/usr/bin/time", "-f", "maxrss_kb=%M"] if Path("/usr/bin/time").exists() else []
-    r = run_proc([*wrap, PY, "-m", "git_handoff", verb], repo, env=env, timeout=1800)
-    if r.rc != 1:  # 1: nothing eligible, the answer on a state that is all one cycle
-        raise RuntimeError(f"{verb} on a cycle exited {r.rc}: {r.err.decode(errors='replace')[-300:]}")
+    if shutil.which("timeout"):  # stops the command itself, not only the wrapper
+        wrap += ["timeout", "-s", "KILL", str(int(cap))]
+    r = run_proc([*wrap, PY, "-m", "git_handoff", verb], repo, env=env, timeout=cap + 30)
+    shutil.rmtree(repo, ignore_errors=True)
+    if r.seconds >= cap or r.rc in (-9, 137):
+        return None
+    if r.rc != expect_rc:
+        raise RuntimeError(f"{verb} exited {r.rc}, not {expect_rc}: {r.err.decode(errors='replace')[-300:]}")
     rss = r.max_rss_kb
     for line in r.err.decode(errors="replace").splitlines()[::-1]:
         if line.startswith("maxrss_kb="):
             rss = int(line.split("=", 1)[1])
             break
-    shutil.rmtree(repo, ignore_errors=True)
     return r.seconds, rss
 
 
-def _fig(seconds: float, rss_kb: int) -> str:
+def _fig(found: tuple[float, int] | None, cap: float = BASELINE_CAP_SECONDS) -> str:
+    if found is None:
+        return f"stopped after {cap:.0f} s"
+    seconds, rss_kb = found
     return f"{seconds:.1f} s, {rss_kb / 1024:.0f} MiB peak"
 
 
+def flat_state(path: Path, n: int) -> Path:
+    """n pending tasks without dependencies (the floor: what loading n tasks costs)."""
+    return build_state(path, n)
+
+
 def cycle_costs(quick: bool) -> list[Row]:
-    """`next` and `claim` on one n-task cycle, the current code against BEFORE_REV in
-    the same run (each on a fresh copy of the state, no task cache: the first command
-    after a sync). The target is on the current code; the ratio is now/before."""
-    before_code = _export(BEFORE_REV)
+    """`next` and `claim` on an n-task cycle (every task fails with a [DEPENDENCY] entry:
+    one transaction writing n task files) and on n tasks without dependencies (the
+    floor: loading n tasks; claim takes one), the current code against BASELINES in the
+    same run, each on a fresh copy of the state with no task cache. The target is on the
+    current code; the ratio is now / MAIN_REV."""
+    codes = [(rev, _export(rev)) for rev in BASELINES]
     rows = []
     for n in (5_000,) if quick else (5_000, 50_000):
-        base = cycle_state(fresh_dir(f"cycle-{n}"), n)
-        for verb in ("next", "claim"):
-            seconds, rss = _timed(verb, base, None)
-            if before_code is None:
-                baseline, ratio = "n/a (no " + BEFORE_REV + ")", None
-            else:
-                b_seconds, b_rss = _timed(verb, base, before_code)
-                baseline, ratio = f"before {BEFORE_REV}: " + _fig(b_seconds, b_rss), seconds / b_seconds
-            rows.append(Row(f"{verb} on a {n:,}-task cycle", _fig(seconds, rss), baseline, ratio,
-                            target="< 60 s, < 1 GiB", ok=seconds < 60 and rss < 1024 * 1024))
-        shutil.rmtree(base, ignore_errors=True)
+        for shape, build, expect in (("cycle", cycle_state, 1), ("flat", flat_state, 0)):
+            base = build(fresh_dir(f"{shape}-{n}"), n)
+            for verb in ("next", "claim"):
+                now = _timed(verb, base, None, expect)
+                assert now is not None
+                figures, ratio = [], None
+                for rev, code in codes:
+                    if code is None:
+                        figures.append(f"{rev}: n/a (not in this clone)")
+                        continue
+                    then = _timed(verb, base, code, expect, cap=BASELINE_CAP_SECONDS)
+                    figures.append(f"{rev}: " + _fig(then))
+                    if rev == MAIN_REV and then is not None:
+                        ratio = now[0] / then[0]
+                what = f"a {n:,}-task cycle" if shape == "cycle" else f"{n:,} tasks, no dependencies"
+                rows.append(Row(f"{verb} on {what}", _fig(now), "; ".join(figures), ratio,
+                                target="< 60 s, < 1 GiB", ok=now[0] < 60 and now[1] < 1024 * 1024))
+            shutil.rmtree(base, ignore_errors=True)
     return rows
 
 
@@ -180,5 +214,5 @@ def trust_figures(quick: bool) -> list[Row]:
 
 if __name__ == "__main__":
     for row in trust_figures("--quick" in sys.argv):
-        print(f"{row.scenario:55} {row.figure:28} {row.baseline:12} "
+        print(f"{row.scenario:45} {row.figure:22} {row.baseline:70} "
               f"{'' if row.ratio is None else f'{row.ratio:.2f}x':8} {row.target:16} {row.verdict}")

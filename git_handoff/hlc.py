@@ -10,18 +10,49 @@ a field after seeing (merging) another clone's change of it always stamps later,
 with a clock an hour behind: the causal order decides, the wall clock only orders
 writes that did not see each other.
 
-Pure: plain strings in and out, so the rules are property-tested with the merge.
+`stamp_write` stamps a record being written (its `hlc` and `field_clock`): every state
+write needs it and most commands never merge, so it lives here rather than in
+git_handoff.merge (whose import every command would otherwise pay).
+
+Pure: plain data in and out, so the rules are property-tested with the merge.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 from functools import lru_cache
 from typing import Any
 
 FIELD = "hlc"
+CLOCK = "field_clock"  # {field: [stamp, digest of the value]}: when each field was written
+
+# Fields of a task that change together when it is claimed, released, failed or completed.
+CLAIM_UNIT = (
+    "status",
+    "claimed_by",
+    "lease_expires_at",
+    "started_at_commit",
+    "completed_at",
+    "claimed_at",
+    "worktree",
+    "branch",
+    "completed_commit",
+    "failed_at",
+    "lease_seconds",
+    "claim_session",
+    "completed_session",
+    "uncommitted_at_completion",
+    "last_attempt_ref",
+)
+TASK_LOGS = ("error_log", "checkpoints")
+TASK_SETS = ("depends_on",)
+TASK_MAX = ("attempts",)
+NOT_TIMED = (*TASK_LOGS, *TASK_SETS, *TASK_MAX)
+MISSING = object()  # a field a record does not have
 _STAMP = re.compile(r"([0-9]{13})\.([0-9]{6})\.([0-9a-f]{0,16})")
 _ISO = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]{1,9})?Z")
 MAX_LOGICAL = 999_999
@@ -85,3 +116,66 @@ def next_stamp(previous: str | None, now_ms: int, node: str) -> str:
     if logical >= MAX_LOGICAL:  # a counter that would overflow moves the physical part on
         return stamp(ms + 1, 0, node)
     return stamp(ms, logical + 1, node)
+
+
+# -- stamping a write ---------------------------------------------------------------------
+
+
+# json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":")), without
+# building a new encoder per call (a claim that fails 50,000 tasks digests each one)
+canonical = json.JSONEncoder(sort_keys=True, ensure_ascii=False, separators=(",", ":")).encode
+
+
+def canon(value: Any) -> str:
+    return "\x00missing" if value is MISSING else canonical(value)
+
+
+def same(a: Any, b: Any) -> bool:
+    """Equal values of the same type (MISSING equals only itself)."""
+    if a is MISSING or b is MISSING:
+        return a is b
+    return type(a) is type(b) and bool(a == b)
+
+
+def digest(value: Any) -> str:
+    return hashlib.sha1(canon(value).encode()).hexdigest()[:12]
+
+
+_UNTIMED = frozenset({CLOCK, FIELD, "updated_at", *NOT_TIMED})
+_CLAIM_SET = frozenset(CLAIM_UNIT)
+
+
+def stamp_write(old: Mapping[str, Any] | None, new: dict[str, Any], now_ms: int, node: str,
+                *, task: bool, fields: bool = True) -> dict[str, Any]:
+    """`new` (a record replacing `old`) stamped for the merge: `hlc` one later than any
+    stamp `old` or `new` carries (or the wall clock), and a `field_clock` entry for each
+    field the write changed, so that a later merge knows when *that field* was written,
+    not only when the record last changed. `fields=False` (meta.json, whose numbers are
+    counters merged by maximum): the stamp only."""
+    seen = highest([seen_in(old), seen_in(new)])
+    when = next_stamp(seen, now_ms, node)
+    out = dict(new)
+    out[FIELD] = when
+    if not fields:
+        return out
+    before = old or {}
+    clock = dict(out.get(CLOCK) or {}) if isinstance(out.get(CLOCK), dict) else {}
+    names = set(out) | set(before)
+    if task:
+        names -= _CLAIM_SET
+        unit_old = {k: before[k] for k in CLAIM_UNIT if k in before}
+        unit_new = {k: out[k] for k in CLAIM_UNIT if k in out}
+        if old is not None and unit_old != unit_new:
+            clock["claim"] = [when, digest(unit_new)]
+    for name in names - _UNTIMED:
+        value = out.get(name, MISSING)
+        if old is not None and not same(before.get(name, MISSING), value):
+            clock[name] = [when, digest(value)]  # a removal too: when it was removed
+            # entries of a nested key of a changed field no longer describe it
+            for key in [k for k in clock if k.startswith(name + ".")]:
+                del clock[key]
+    if clock:
+        out[CLOCK] = dict(sorted(clock.items()))
+    else:
+        out.pop(CLOCK, None)
+    return out

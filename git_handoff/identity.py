@@ -75,9 +75,17 @@ def _write_tmp(path: Any, value: bytes, suffix: str = "new") -> Any:
     return tmp
 
 
+_ids: dict[str, str] = {}
+
+
 def clone_id(repo: Repo) -> str:
-    """This clone's public id (16 hex digits)."""
-    return hashlib.sha256(b"git-handoff clone id\0" + _secret(repo)).hexdigest()[:16]
+    """This clone's public id (16 hex digits). Cached per clone: it cannot change within a
+    process (the secret is cached too), and a transaction stamps thousands of records with it."""
+    key = str(repo.common_dir)
+    found = _ids.get(key)
+    if found is None:
+        found = _ids[key] = hashlib.sha256(b"git-handoff clone id\0" + _secret(repo)).hexdigest()[:16]
+    return found
 
 
 def seal(repo: Repo, kind: str, *fields: Any) -> str:

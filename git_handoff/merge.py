@@ -33,7 +33,6 @@ merges in any order. The merged record's `hlc` is the later of the two.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from collections import Counter
@@ -47,30 +46,14 @@ TASK_PREFIX = "tasks/"
 META_PATH = "meta.json"
 CONFIG_PATH = "config.toml"
 FORMAT_PATH = "format"
-CLOCK = "field_clock"
-
-# Fields of a task that change together when it is claimed, released, failed or completed.
-CLAIM_UNIT = (
-    "status",
-    "claimed_by",
-    "lease_expires_at",
-    "started_at_commit",
-    "completed_at",
-    "claimed_at",
-    "worktree",
-    "branch",
-    "completed_commit",
-    "failed_at",
-    "lease_seconds",
-    "claim_session",
-    "completed_session",
-    "uncommitted_at_completion",
-    "last_attempt_ref",
-)
-TASK_LOGS = ("error_log", "checkpoints")
-TASK_SETS = ("depends_on",)
-TASK_MAX = ("attempts",)
-NOT_TIMED = (*TASK_LOGS, *TASK_SETS, *TASK_MAX)
+# The record-write stamp and the field names it treats apart live in git_handoff.hlc (a
+# command that writes records but never merges does not import this module).
+CLOCK = hlc.CLOCK
+CLAIM_UNIT = hlc.CLAIM_UNIT
+TASK_LOGS = hlc.TASK_LOGS
+TASK_SETS = hlc.TASK_SETS
+TASK_MAX = hlc.TASK_MAX
+NOT_TIMED = hlc.NOT_TIMED
 TASK_ORDER = (
     "id", "title", "status", "priority", "depends_on", "attempts", "max_attempts",
     "started_at_commit", "validation", "on_failure", "error_log", "checkpoints", "completed_at",
@@ -80,7 +63,7 @@ RECORD_TIME_KEYS = (hlc.FIELD, "updated_at", "ended_at", "written_at", "created_
 ITEM_TIME_KEYS = ("timestamp", "ts", "at", "time", "created_at", "started_at", "updated_at", "written_at")
 _TS = re.compile(r"\[?(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z)")
 
-_MISSING = object()
+_MISSING = hlc.MISSING
 
 
 class ConflictJson(TypedDict):
@@ -127,8 +110,7 @@ class Outcome:
 # -- helpers --------------------------------------------------------------------------
 
 
-def canonical(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+canonical = hlc.canonical
 
 
 def record_time(record: Mapping[str, Any]) -> str:
@@ -214,18 +196,9 @@ def _pick(ours_val: Any, ours_time: str, theirs_val: Any, theirs_time: str) -> t
     return (ours_val, ours_time) if ko >= kt else (theirs_val, theirs_time)
 
 
-def _canon(value: Any) -> str:
-    return "\x00missing" if value is _MISSING else canonical(value)
-
-
-def _eq(a: Any, b: Any) -> bool:
-    if a is _MISSING or b is _MISSING:
-        return a is b
-    return type(a) is type(b) and bool(a == b)
-
-
-def _digest(value: Any) -> str:
-    return hashlib.sha1(_canon(value).encode()).hexdigest()[:12]
+_canon = hlc.canon
+_eq = hlc.same
+_digest = hlc.digest
 
 
 def _is_num(value: Any) -> bool:
@@ -442,41 +415,7 @@ def merge_task(path: str, base: dict[str, Any] | None, ours: dict[str, Any], the
 # -- a local write -------------------------------------------------------------------
 
 
-def stamp_write(old: Mapping[str, Any] | None, new: dict[str, Any], now_ms: int, node: str,
-                *, task: bool, fields: bool = True) -> dict[str, Any]:
-    """`new` (a record replacing `old`) stamped for the merge: `hlc` one later than any
-    stamp `old` or `new` carries (or the wall clock), and a `field_clock` entry for each
-    field the write changed, so that a later merge knows when *that field* was written,
-    not only when the record last changed. `fields=False` (meta.json, whose numbers are
-    counters merged by maximum): the stamp only."""
-    seen = hlc.highest([hlc.seen_in(old), hlc.seen_in(new)])
-    when = hlc.next_stamp(seen, now_ms, node)
-    out = dict(new)
-    out[hlc.FIELD] = when
-    if not fields:
-        return out
-    before = old or {}
-    clock = dict(out.get(CLOCK) or {}) if isinstance(out.get(CLOCK), dict) else {}
-    skip = {CLOCK, hlc.FIELD, "updated_at", *NOT_TIMED}
-    names = set(out) | set(before)
-    if task:
-        names -= set(CLAIM_UNIT)
-        unit_old = {k: before[k] for k in CLAIM_UNIT if k in before}
-        unit_new = {k: out[k] for k in CLAIM_UNIT if k in out}
-        if old is not None and unit_old != unit_new:
-            clock["claim"] = [when, _digest(unit_new)]
-    for name in names - skip:
-        value = out.get(name, _MISSING)
-        if old is not None and not _eq(before.get(name, _MISSING), value):
-            clock[name] = [when, _digest(value)]  # a removal too: when it was removed
-            # entries of a nested key of a changed field no longer describe it
-            for key in [k for k in clock if k.startswith(name + ".")]:
-                del clock[key]
-    if clock:
-        out[CLOCK] = dict(sorted(clock.items()))
-    else:
-        out.pop(CLOCK, None)
-    return out
+stamp_write = hlc.stamp_write  # where it always was, for callers that merge too
 
 
 # -- non-JSON kinds -------------------------------------------------------------------

@@ -70,8 +70,38 @@ def iso(moment: datetime) -> str:
     return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+# now_iso's answer for the current wall-clock second: a transaction that writes 50,000
+# tasks asks for it twice per task, and the text only changes once a second.
+_second: tuple[int, str] = (-1, "")
+_pinned: dict[str, tuple[str, int]] = {}
+
+
 def now_iso() -> str:
-    return iso(now())
+    """`iso(now())`, cheaply."""
+    global _second
+    pinned = os.environ.get("GIT_HANDOFF_NOW")
+    if pinned:
+        return _pinned_now(pinned)[0]
+    second = time.time_ns() // 1_000_000_000  # the second datetime.now() floors to
+    if second != _second[0]:
+        _second = (second, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(second)))
+    return _second[1]
+
+
+def now_ms() -> int:
+    """The current time in milliseconds since the epoch (GIT_HANDOFF_NOW pins it too)."""
+    pinned = os.environ.get("GIT_HANDOFF_NOW")
+    if pinned:
+        return _pinned_now(pinned)[1]
+    return time.time_ns() // 1_000_000
+
+
+def _pinned_now(pinned: str) -> tuple[str, int]:
+    found = _pinned.get(pinned)
+    if found is None:
+        moment = parse_time(pinned)  # a bad value raises every time, never cached
+        found = _pinned[pinned] = (iso(moment), int(moment.timestamp() * 1000))
+    return found
 
 
 def parse_time(text: str) -> datetime:
@@ -258,11 +288,14 @@ class Task:
         return out
 
     def dumps(self) -> bytes:
-        return (json_indented(self.to_json()) + "\n").encode()
+        return task_file(self.to_json())
 
     @classmethod
     def from_json(cls, data: Any, *, source: str = "task") -> Task:
         """Parse and check one task object; a bad field is a UsageError naming it."""
+        quick = _well_formed(cls, data)
+        if quick is not None:
+            return quick
         if not isinstance(data, dict):
             raise UsageError(f"{source}: a task must be an object")
         d = dict(data)
@@ -336,31 +369,191 @@ class Task:
         return cls.from_json(data, source=source)
 
 
-_SCALARS = (str, int, float, bool, type(None))
-_leaf = json.JSONEncoder(ensure_ascii=False).encode  # the C encoder (no indent)
+class _Unusual(Exception):
+    """A value json_indented leaves to json.dumps (a subclass, a non-text key, ...)."""
+
+
+_text = json.encoder.encode_basestring  # the C one (ensure_ascii=False), as json.dumps uses
+_INF = float("inf")
+
+
+def _json_float(value: float) -> str:
+    if value != value:
+        return "NaN"
+    if value == _INF:
+        return "Infinity"
+    if value == -_INF:
+        return "-Infinity"
+    return float.__repr__(value)
+
+
+def _lay_out(value: Any, nl: str, out: list[str]) -> None:
+    """Append `value` laid out as json.dumps(indent=2) does, at the indent `nl` ("\n" and
+    two spaces a level). Exact types only: anything else raises _Unusual."""
+    t = type(value)
+    if t is str:
+        out.append(_text(value))
+    elif t is dict or t is list or t is tuple:
+        if not value:
+            out.append("{}" if t is dict else "[]")
+            return
+        inner = nl + "  "
+        sep = ("{" if t is dict else "[") + inner
+        glue = "," + inner
+        items = value.items() if t is dict else ((None, v) for v in value)
+        for k, v in items:
+            out.append(sep)
+            sep = glue
+            if t is dict:
+                if type(k) is not str:
+                    raise _Unusual
+                out.append(_text(k))
+                out.append(": ")
+            tv = type(v)
+            if tv is str:
+                out.append(_text(v))
+            elif v is None:
+                out.append("null")
+            elif tv is int:
+                out.append(int.__repr__(v))
+            elif tv is list and all(type(x) is str for x in v):  # depends_on, error_log
+                if v:
+                    deeper = inner + "  "
+                    out.append("[" + deeper + ("," + deeper).join(map(_text, v)) + inner + "]")
+                else:
+                    out.append("[]")
+            else:
+                _lay_out(v, inner, out)
+        out.append(nl + ("}" if t is dict else "]"))
+    elif value is None:
+        out.append("null")
+    elif value is True:
+        out.append("true")
+    elif value is False:
+        out.append("false")
+    elif t is int:
+        out.append(int.__repr__(value))
+    elif t is float:
+        out.append(_json_float(value))
+    else:
+        raise _Unusual
+
+
+def task_file(doc: dict[str, Any]) -> bytes:
+    """The bytes of a task file holding `doc` (a Task.to_json())."""
+    return (json_indented(doc) + "\n").encode()
 
 
 def json_indented(value: Any) -> str:
     """Exactly `json.dumps(value, indent=2, ensure_ascii=False)`, several times faster:
-    with an indent the json module falls back to its pure-Python encoder (a third of a
-    claim that fails 50,000 tasks), so scalars, flat lists and flat objects are laid
-    out here around the C encoder, and anything deeper goes to json.dumps as before.
-    Nested text is re-indented line by line (a JSON string never holds a raw newline)."""
-    if isinstance(value, _SCALARS):
-        return _leaf(value)
-    if isinstance(value, (list, tuple)):
-        if not value:
-            return "[]"
-        return "[\n  " + ",\n  ".join(json_indented(v).replace("\n", "\n  ") for v in value) + "\n]"
-    if isinstance(value, dict) and all(type(k) is str for k in value):
-        if not value:
-            return "{}"
-        return "{\n  " + ",\n  ".join(
-            f"{_leaf(k)}: " + json_indented(v).replace("\n", "\n  ") for k, v in value.items()) + "\n}"
-    return json.dumps(value, indent=2, ensure_ascii=False)
+    with an indent the json module falls back to its pure-Python encoder (generators,
+    one call per value), which was most of a claim that fails 50,000 tasks. Here one
+    recursive function appends pieces to a list (strings through the same C string
+    encoder); anything but the exact JSON types (subclasses, non-text keys, a value
+    nested past the recursion limit or circular) goes to json.dumps as before, which
+    lays it out or raises exactly as it always did."""
+    out: list[str] = []
+    try:
+        _lay_out(value, "\n", out)
+    except (_Unusual, RecursionError):
+        return json.dumps(value, indent=2, ensure_ascii=False)
+    return "".join(out)
 
 
 _TASK_FIELDS = frozenset(f.name for f in dataclasses.fields(Task))
+
+
+# The keys from_json reads (everything else is kept in `extra`).
+_READ_KEYS = frozenset((
+    "id", "title", "status", "priority", "depends_on", "attempts", "max_attempts", "validation",
+    "on_failure", "error_log", "checkpoints", "order", "started_at_commit", "completed_at",
+    "claimed_by", "lease_expires_at", "created_at", "spec_ref", "updated_at",
+))
+_OPTIONAL_TEXT = ("started_at_commit", "completed_at", "claimed_by", "lease_expires_at", "spec_ref")
+
+
+def _good_id(value: Any) -> bool:
+    return type(value) is str and _ID.fullmatch(value) is not None and ".." not in value \
+        and not value.endswith(".lock")
+
+
+def _well_formed(cls: type[Task], data: Any) -> Task | None:
+    """The task `from_json` builds from `data` when every field is of the exact plain
+    type and in the range it checks (a task file as git handoff writes it), else None:
+    then the full parse runs, and it alone words the error. Parsing 50,000 tasks (the
+    first command after a sync) spends most of its time in the checks, and here they
+    are one pass without building a message per field. Accepts nothing the full parse
+    refuses, and builds the same task (tests/test_linear_costs.py checks both)."""
+    if type(data) is not dict:
+        return None
+    get = data.get
+    task_id = get("id")
+    title = get("title")
+    status = get("status", "pending")
+    priority = get("priority", "P1")
+    if not _good_id(task_id) or type(title) is not str or not title.strip() \
+            or type(status) is not str or status not in STATUSES \
+            or type(priority) is not str or priority not in PRIORITIES:
+        return None
+    deps = get("depends_on")
+    if deps is None:
+        deps = ()
+    elif type(deps) is list and all(_good_id(dep) for dep in deps):
+        deps = tuple(deps)
+    else:
+        return None
+    attempts = get("attempts", 0)
+    max_attempts = get("max_attempts", DEFAULT_MAX_ATTEMPTS)
+    order = get("order", 0)
+    if type(attempts) is not int or not 0 <= attempts <= MAX_COUNT or type(max_attempts) is not int \
+            or not 1 <= max_attempts <= MAX_ATTEMPTS or type(order) is not int:
+        return None
+    validation = get("validation")
+    on_failure = get("on_failure")
+    if validation is None:
+        validation = {}
+    if on_failure is None:
+        on_failure = {}
+    if type(validation) is not dict or type(on_failure) is not dict:
+        return None
+    check = validation.get("command")
+    timeout = validation.get("timeout_seconds", DEFAULT_TIMEOUT)
+    cleanup = on_failure.get("cleanup")
+    if (check is not None and type(check) is not str) or type(timeout) is not int \
+            or not 1 <= timeout <= MAX_SECONDS or (cleanup is not None and type(cleanup) is not str):
+        return None
+    error_log = get("error_log")
+    if error_log is None:
+        error_log = ()
+    elif type(error_log) is list and all(type(e) is str for e in error_log):
+        error_log = tuple(error_log)
+    else:
+        return None
+    checkpoints = get("checkpoints")
+    if checkpoints is None:
+        checkpoints = ()
+    elif type(checkpoints) is list and all(type(c) is dict for c in checkpoints):
+        checkpoints = tuple(checkpoints)
+    else:
+        return None
+    texts = [get(name) for name in _OPTIONAL_TEXT]
+    created_at = get("created_at")
+    updated_at = get("updated_at")
+    for text in (*texts, created_at, updated_at):
+        if text is not None and type(text) is not str:
+            return None
+    started_at_commit, completed_at, claimed_by, lease_expires_at, spec_ref = texts
+    task = object.__new__(cls)
+    object.__setattr__(task, "__dict__", {
+        "id": task_id, "title": title, "status": status, "priority": priority, "depends_on": deps,
+        "attempts": attempts, "max_attempts": max_attempts, "started_at_commit": started_at_commit,
+        "check": check, "timeout_seconds": timeout, "cleanup": cleanup, "error_log": error_log,
+        "checkpoints": checkpoints, "completed_at": completed_at, "claimed_by": claimed_by,
+        "lease_expires_at": lease_expires_at, "created_at": created_at or "", "spec_ref": spec_ref,
+        "order": order, "updated_at": updated_at or "",
+        "extra": {k: v for k, v in data.items() if k not in _READ_KEYS},
+    })
+    return task
 
 
 def _assemble(cls: type[Task], fields: dict[str, Any]) -> Task:

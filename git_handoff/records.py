@@ -90,6 +90,10 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON number")
 
 
+# json.loads(text, parse_constant=_no_constant), without building a decoder per record
+_decode = json.JSONDecoder(parse_constant=_no_constant).decode
+
+
 def load_json(raw: bytes, where: str, limit: int = MAX_RECORD_BYTES) -> Any:
     """Parse a JSON record: at most `limit` bytes, UTF-8, no NaN/Infinity, nesting at most
     MAX_JSON_DEPTH. InvalidState naming `where` otherwise."""
@@ -102,7 +106,7 @@ def load_json(raw: bytes, where: str, limit: int = MAX_RECORD_BYTES) -> Any:
     if _depth_over(text, MAX_JSON_DEPTH):
         raise problem(where, f"nested deeper than {MAX_JSON_DEPTH} levels")
     try:
-        return json.loads(text, parse_constant=_no_constant)
+        return _decode(text)
     except (ValueError, RecursionError) as exc:
         raise problem(where, f"not valid JSON: {exc}") from None
 
@@ -152,7 +156,7 @@ def load_json_text(text: str, where: str) -> Any:
     if _depth_over(text, MAX_JSON_DEPTH):
         raise UsageError(f"{where}: nested deeper than {MAX_JSON_DEPTH} levels")
     try:
-        return json.loads(text, parse_constant=_no_constant)
+        return _decode(text)
     except (ValueError, RecursionError) as exc:
         raise UsageError(f"{where}: not valid JSON ({exc})") from None
 
@@ -667,8 +671,10 @@ TASK_EXTRA_FIELDS: dict[str, Check] = {
 _CHECKPOINT = obj({"step": opt(integer(0)), "total": opt(integer(0)), "description": LINE, "timestamp": opt(STAMP)})
 
 
-def check_task_text(task: Any, where: str) -> None:
-    """The task fields a person reads or a command line gets: one line each, capped."""
+def check_task_text(task: Any, where: str, *, escapes: bool = True) -> None:
+    """The task fields a person reads or a command line gets: one line each, capped.
+    `escapes=False`: the task was parsed from UTF-8 JSON without a `\\u` escape, so no
+    text in it can be a lone surrogate (only an escape makes one)."""
     why = line_problem(task.title, MAX_TITLE)
     if why:
         raise problem(where, f"field 'title' {why}")
@@ -684,7 +690,7 @@ def check_task_text(task: Any, where: str) -> None:
         except InvalidState as exc:
             raise problem(where, f"field {exc.message}") from None
     base = task.started_at_commit  # a full or abbreviated object id: never a revision expression
-    if base is not None and not re.fullmatch(r"[0-9a-f]{4,64}", base):
+    if base is not None and not _BASE.fullmatch(base):
         raise problem(where, "field 'started_at_commit' must be an object id (hexadecimal)")
     for name in ("completed_at", "lease_expires_at", "created_at", "updated_at"):
         value = getattr(task, name)
@@ -709,7 +715,11 @@ def check_task_text(task: Any, where: str) -> None:
                 check(task.extra[name], name)
             except InvalidState as exc:
                 raise problem(where, f"field {exc.message}") from None
-    _deep_strings_ok(task.extra, where)
+    if escapes:
+        _deep_strings_ok(task.extra, where)
+
+
+_BASE = re.compile(r"[0-9a-f]{4,64}")  # a full or abbreviated object id
 
 
 def task(raw: bytes, where: str, expected_id: str | None = None) -> Task:
@@ -719,7 +729,7 @@ def task(raw: bytes, where: str, expected_id: str | None = None) -> Task:
         parsed = Task.from_json(data, source=where)
     except UsageError as exc:
         raise InvalidState(exc.message) from None
-    check_task_text(parsed, where)
+    check_task_text(parsed, where, escapes=b"\\u" in raw)
     stamp = parsed.extra.get("hlc")
     if stamp is not None and not (isinstance(stamp, str) and _HLC.fullmatch(stamp)):
         raise problem(where, f"field hlc must be a clock stamp (ms.counter.clone), not {_shown(stamp)}")
