@@ -22,13 +22,20 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, TypedDict, TypeVar
+from typing import Any, TypeVar
 
-from git_handoff import merge, records, transport
+from git_handoff import records, transport
 from git_handoff.errors import Contention, HandoffError, NotInitialized, UsageError
 from git_handoff.gitrepo import Repo
 from git_handoff.model import Task, now_iso, parse_time
-from git_handoff.ops.sync_merge import integrate, merge_notes
+from git_handoff.ops.sync_merge import (
+    MergedReport,
+    PublishReport,
+    SyncReport,
+    integrate,
+    merge_notes,
+)
+from git_handoff.ops.sync_merge import merged_report as _merged
 from git_handoff.schedule import lease_expired
 from git_handoff.store import (
     ATTEMPTS_PREFIX,
@@ -158,48 +165,6 @@ def _long_expired(task: Task, stamp: str) -> bool:
 
 
 # -- sync -------------------------------------------------------------------------------
-
-
-class AttemptsReport(TypedDict):
-    fetched: list[str]  # attempt refs taken from the remote
-    pushed: list[str]
-    conflicting: list[str]  # the same attempt ref differs here and there: both kept
-
-
-class MergedReport(TypedDict):
-    """What merging the remote's states and notes did (the part of a sync before the push)."""
-
-    action: str  # the biggest step over all states: "" < no-remote-state < up-to-date < adopted < fast-forward < merged
-    incoming: int
-    conflicts: list[merge.ConflictJson]
-    claims_lost: list[merge.LostClaim]
-    notes: str  # none, up-to-date, adopted, fast-forward, merged
-    states: int  # state heads the remote holds (one per publishing clone, plus the legacy ref)
-
-
-class SyncReport(MergedReport, total=False):
-    """What `sync` returns and `sync --json` prints (keys in this order)."""
-
-    remote: str
-    outgoing: int
-    pushed: list[str]
-    attempts: AttemptsReport
-    retries: int
-    claims_pruned: list[str]  # tasks whose finished claim refs this push deleted
-    refspecs: dict[str, list[str]]  # what was added to / removed from remote.<name>.fetch
-    state_commit: str | None
-
-
-def _merged() -> MergedReport:
-    return {"action": "", "incoming": 0, "conflicts": [], "claims_lost": [], "notes": "none", "states": 0}
-
-
-class PublishReport(TypedDict):
-    """What `publish` returns: the refs it pushed and the tries it took."""
-
-    remote: str
-    pushed: list[str]
-    retries: int
 
 
 def _merge_remote(store: StateStore, remote: Remote, report: MergedReport | SyncReport) -> None:

@@ -145,6 +145,48 @@ class MergeStep(TypedDict):
     claims_lost: list[merge.LostClaim]
 
 
+class AttemptsReport(TypedDict):
+    fetched: list[str]  # attempt refs taken from the remote
+    pushed: list[str]
+    conflicting: list[str]  # the same attempt ref differs here and there: both kept
+
+
+class MergedReport(TypedDict):
+    """What merging the remote's states and notes did (the part of a sync before the push)."""
+
+    action: str  # the biggest step over all states: "" < no-remote-state < up-to-date < adopted < fast-forward < merged
+    incoming: int
+    conflicts: list[merge.ConflictJson]
+    claims_lost: list[merge.LostClaim]
+    notes: str  # none, up-to-date, adopted, fast-forward, merged
+    states: int  # state heads the remote holds (one per publishing clone, plus the legacy ref)
+
+
+class SyncReport(MergedReport, total=False):
+    """What `sync` returns and `sync --json` prints (keys in this order)."""
+
+    remote: str
+    outgoing: int
+    pushed: list[str]
+    attempts: AttemptsReport
+    retries: int
+    claims_pruned: list[str]  # tasks whose finished claim refs this push deleted
+    refspecs: dict[str, list[str]]  # what was added to / removed from remote.<name>.fetch
+    state_commit: str | None
+
+
+def merged_report() -> MergedReport:
+    return {"action": "", "incoming": 0, "conflicts": [], "claims_lost": [], "notes": "none", "states": 0}
+
+
+class PublishReport(TypedDict):
+    """What `publish` returns: the refs it pushed and the tries it took."""
+
+    remote: str
+    pushed: list[str]
+    retries: int
+
+
 def integrate(store: StateStore, theirs: str | None, label: str) -> MergeStep:
     """Bring commit `theirs` (the remote's state) into the local state ref."""
     repo = store.repo
