@@ -34,11 +34,12 @@ from tests.hostile import (
     task_record,
 )
 from tests.support.repo import git, run
+from tests.support.templates import Templates
 
 
 @pytest.fixture
-def world(tmp_path: Path) -> Iterator[World]:
-    yield from make_world(tmp_path)
+def world(tmp_path: Path, templates: Templates) -> Iterator[World]:
+    yield from make_world(tmp_path, templates)
 
 
 Craft = Callable[[World], dict[str, Any]]
