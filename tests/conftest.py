@@ -6,6 +6,8 @@ use it); they are re-exported here for the tests that import them from conftest.
 
 from __future__ import annotations
 
+import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -31,6 +33,24 @@ def pytest_configure(config: pytest.Config) -> None:
     # before the test modules are imported: their @settings(max_examples=examples(n))
     # read which of the two speeds this run is (tests/support/speed.py)
     speed.configure(config.getoption("markexpr", "") or "")
+    keep_bytecode_outside_the_tree(config.rootpath / ".pytest_cache" / "pycache")
+
+
+def keep_bytecode_outside_the_tree(prefix: Path) -> None:
+    """Under PYTHONDONTWRITEBYTECODE, cache bytecode under `prefix` instead of not at all.
+
+    The variable keeps `__pycache__` directories out of the source tree; without any cache,
+    though, every `git handoff` process a test starts compiles the package again and every
+    test process rewrites every test module's asserts again. `PYTHONPYCACHEPREFIX` keeps the
+    tree just as clean (the prefix is inside pytest's own, ignored, cache directory). This
+    process and the processes it starts (xdist workers, `git handoff`) all use it."""
+    if not os.environ.get("PYTHONDONTWRITEBYTECODE"):
+        return
+    prefix.mkdir(parents=True, exist_ok=True)
+    del os.environ["PYTHONDONTWRITEBYTECODE"]
+    os.environ["PYTHONPYCACHEPREFIX"] = str(prefix)
+    sys.pycache_prefix = str(prefix)
+    sys.dont_write_bytecode = False
 
 
 @pytest.fixture(autouse=True)
