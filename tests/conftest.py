@@ -6,10 +6,13 @@ use it); they are re-exported here for the tests that import them from conftest.
 
 from __future__ import annotations
 
+import os
+import sys
 from pathlib import Path
 
 import pytest
 
+from tests.support import speed
 from tests.support.env import FIXED_DATE, make_hermetic
 from tests.support.repo import (
     Result,
@@ -21,8 +24,33 @@ from tests.support.repo import (
     state_head,
     state_record,
 )
+from tests.support.templates import Templates
 
 __all__ = ["FIXED_DATE", "Result", "git", "make_repo", "run", "run_exe", "state_head", "state_record", "dispatch_record"]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # before the test modules are imported: their @settings(max_examples=examples(n))
+    # read which of the two speeds this run is (tests/support/speed.py)
+    speed.configure(config.getoption("markexpr", "") or "")
+    keep_bytecode_outside_the_tree(config.rootpath / ".pytest_cache" / "pycache")
+
+
+def keep_bytecode_outside_the_tree(prefix: Path) -> None:
+    """Under PYTHONDONTWRITEBYTECODE, cache bytecode under `prefix` instead of not at all.
+
+    The variable keeps `__pycache__` directories out of the source tree; without any cache,
+    though, every `git handoff` process a test starts compiles the package again and every
+    test process rewrites every test module's asserts again. `PYTHONPYCACHEPREFIX` keeps the
+    tree just as clean (the prefix is inside pytest's own, ignored, cache directory). This
+    process and the processes it starts (xdist workers, `git handoff`) all use it."""
+    if not os.environ.get("PYTHONDONTWRITEBYTECODE"):
+        return
+    prefix.mkdir(parents=True, exist_ok=True)
+    del os.environ["PYTHONDONTWRITEBYTECODE"]
+    os.environ["PYTHONPYCACHEPREFIX"] = str(prefix)
+    sys.pycache_prefix = str(prefix)
+    sys.dont_write_bytecode = False
 
 
 @pytest.fixture(autouse=True)
@@ -31,9 +59,16 @@ def hermetic(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.Monke
     make_hermetic(home, monkeypatch.setenv, lambda var: monkeypatch.delenv(var, raising=False))
 
 
+@pytest.fixture(scope="session")
+def templates(tmp_path_factory: pytest.TempPathFactory) -> Templates:
+    """Set-ups built once per test process, copied per test (tests/support/templates.py)."""
+    return Templates(tmp_path_factory.mktemp("templates"))
+
+
 @pytest.fixture
-def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A fresh git repository with one commit; the current directory."""
-    path = make_repo(tmp_path / "repo")
+def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, templates: Templates) -> Path:
+    """A fresh git repository with one commit (a copy of the one `make_repo` made for the
+    first test of this process); the current directory."""
+    path = templates.copy("repo", lambda where: make_repo(where / "repo"), tmp_path) / "repo"
     monkeypatch.chdir(path)
     return path

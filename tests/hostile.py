@@ -19,6 +19,7 @@ from typing import Any
 import pygit2
 
 from tests.support.repo import git, make_repo, run
+from tests.support.templates import Templates
 
 BLOB, EXEC, TREE, LINK, GITLINK = "100644", "100755", "40000", "120000", "160000"
 Node = dict[str, Any]  # name -> (mode, oid) or a nested Node (a tree)
@@ -203,9 +204,9 @@ class World:
         return f"touch {self.root}/PWNED-{tag}"
 
 
-def make_world(tmp: Path) -> Iterator[World]:
-    """A bare remote, the attacker's clone (which made the state) and the victim's clone
-    (which adopted it by syncing), canary files outside both, a canary process."""
+def build_world(tmp: Path) -> None:
+    """A bare remote (`remote.git`), the attacker's clone (`evil`, which made the state)
+    and the victim's clone (`victim`, which adopted it by syncing)."""
     remote = tmp / "remote.git"
     git("init", "-q", "--bare", str(remote), cwd=tmp)
     evil = make_repo(tmp / "evil")
@@ -225,6 +226,19 @@ def make_world(tmp: Path) -> Iterator[World]:
     git("config", "handoff.backend.bot.resume", "cat >/dev/null; echo resumed '{session_id}' >/dev/null", cwd=victim)
     res = run("sync", cwd=victim)
     assert res.rc == 0, res.err
+
+
+def make_world(tmp: Path, templates: Templates | None = None) -> Iterator[World]:
+    """The world of `build_world` (built in `tmp`, or a copy of the one `templates` holds,
+    its two clones pointed at their own copy of the remote), the victim's own files,
+    canary files outside both clones, a canary process."""
+    remote, evil, victim = tmp / "remote.git", tmp / "evil", tmp / "victim"
+    if templates is None:
+        build_world(tmp)
+    else:
+        templates.copy("hostile-world", build_world, tmp)
+        for clone in (evil, victim):
+            git("remote", "set-url", "origin", str(remote), cwd=clone)
     (victim / "local.env").write_text("SECRET=hunter2\n")  # ignored
     (victim / "notes.txt").write_text("my untracked notes\n")  # untracked
     (victim / "app.py").write_text("print('my edit')\n")  # tracked, modified

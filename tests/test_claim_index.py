@@ -15,6 +15,7 @@ from git_handoff.model import Task
 from git_handoff.ops import claim
 from git_handoff.store import StateStore
 from tests.conftest import run
+from tests.support.speed import examples
 
 
 @st.composite
@@ -52,7 +53,7 @@ def task_sets(draw: st.DrawFn) -> dict[str, Task]:
     return dict(sorted(tasks.items(), key=lambda kv: (kv[1].order, kv[1].created_at, kv[0])))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(task_sets())
 def test_first_eligible_agrees_with_schedule(tasks: dict[str, Task]) -> None:
     if schedule.dependency_failures(tasks):

@@ -212,6 +212,7 @@ def test_events_announce_a_new_state_commit(repo: Path, served: str) -> None:
     assert lines == ["event: state", f"data: {head}"]
 
 
+@pytest.mark.slow  # real `git handoff serve` server processes, each running until --stop-after
 def test_serve_command_prints_its_url_binds_loopback_and_stops_by_itself(repo: Path) -> None:
     assert run("init").rc == 0
     proc = subprocess.Popen([sys.executable, "-m", "git_handoff", "serve", "--stop-after", "20s"], cwd=repo,
@@ -229,6 +230,10 @@ def test_serve_command_prints_its_url_binds_loopback_and_stops_by_itself(repo: P
     assert res.rc == 0 and "http://127.0.0.1:" in res.out
     res = run_exe("serve", "--stop-after", "1s", "--json", cwd=repo, timeout=30)
     assert res.rc == 0 and json.loads(res.out)["url"].startswith("http://127.0.0.1:")
+
+
+def test_serve_refuses_a_bad_duration_or_port(repo: Path) -> None:
+    assert run("init").rc == 0
     assert run("serve", "--stop-after", "soon").rc == 2
     assert run("serve", "--port", "70000").rc == 2
 

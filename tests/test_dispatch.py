@@ -117,6 +117,7 @@ def test_foreground_run_prints_result_and_keeps_output(repo: Path, backend: Path
     assert state_head(repo) == before
 
 
+@pytest.mark.slow  # four background runners waiting on each other: the slow layer
 def test_four_runs_in_parallel_in_the_background(repo: Path, backend: Path) -> None:
     ids = [new(slug, f"barrier 4 {slug}") for slug in ("one", "two", "three", "four")]
     for run_id in ids:
@@ -178,6 +179,7 @@ def test_resume_refusals(repo: Path, backend: Path) -> None:
     assert state_head(repo) == before
 
 
+@pytest.mark.slow  # several processes racing: the slow layer
 def test_sequence_numbers_are_unique_under_concurrency(repo: Path, backend: Path) -> None:
     env = dict(os.environ)
     procs = [

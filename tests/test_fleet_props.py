@@ -28,6 +28,7 @@ from hypothesis import strategies as st
 from git_handoff.merge import merge_states, stamp_write
 from git_handoff.ops.dispatch import next_seq, run_key
 from git_handoff.state_files import count_session_start, sessions_started
+from tests.support.speed import examples
 
 T0_MS = 1_782_900_000_000  # 2026-07-01
 HOUR_MS = 3_600_000
@@ -212,7 +213,7 @@ def run_fleet(k: int, skew: list[int], plan: list[tuple[str, int, int]]) -> Flee
     return fleet
 
 
-@settings(max_examples=120, deadline=None)
+@settings(max_examples=examples(120), deadline=None)
 @given(st.integers(1, 5), skews, steps, st.randoms(use_true_random=False))
 def test_replicas_converge_whatever_the_order_of_syncs(k: int, skew: list[int], plan: list, rnd: random.Random
                                                       ) -> None:
@@ -237,7 +238,7 @@ def test_replicas_converge_whatever_the_order_of_syncs(k: int, skew: list[int], 
     assert sessions_started(json.loads(final["meta.json"])) == len(fleet.sessions)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(st.integers(2, 5), skews, steps)
 def test_two_clones_never_mint_the_same_session_or_run(k: int, skew: list[int], plan: list) -> None:
     fleet = run_fleet(k, skew, plan)
@@ -249,7 +250,7 @@ def test_two_clones_never_mint_the_same_session_or_run(k: int, skew: list[int], 
         assert own == sorted(set(own))
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.integers(2, 5), skews, steps, st.randoms(use_true_random=False))
 def test_a_skewed_clock_never_beats_the_causal_order(k: int, skew: list[int], plan: list, rnd: random.Random
                                                     ) -> None:

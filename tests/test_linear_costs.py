@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from git_handoff import schedule
 from git_handoff.model import Task
+from tests.support.speed import examples
 
 NOW = "2026-07-01T12:00:00Z"
 
@@ -42,7 +44,7 @@ def graphs(draw: st.DrawFn) -> dict[str, Task]:
     return tasks
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(graphs())
 def test_next_eligible_is_the_full_selection(tasks: dict[str, Task]) -> None:
     prepared, _ = schedule.prepare(tasks, NOW)
@@ -53,7 +55,7 @@ def test_next_eligible_is_the_full_selection(tasks: dict[str, Task]) -> None:
         assert found == prepared[found.id]
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(graphs())
 def test_prepare_fails_what_dependency_validation_names(tasks: dict[str, Task]) -> None:
     prepared, changes = schedule.prepare(tasks, NOW)
@@ -90,6 +92,7 @@ def test_parsed_task_equals_constructed_task() -> None:
     assert dataclasses.asdict(again) == dataclasses.asdict(task)
 
 
+@pytest.mark.slow  # a scale test: 50,000 tasks built and selected twice
 def test_a_50000_task_cycle_is_selected_in_linear_work() -> None:
     n = 50_000
     tasks = {f"c{i}": Task(id=f"c{i}", title="t", depends_on=(f"c{(i + 1) % n}",), order=i) for i in range(n)}
@@ -110,7 +113,7 @@ json_values = st.recursive(
 )
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=examples(500), deadline=None)
 @given(json_values)
 def test_task_files_are_laid_out_exactly_as_json_dumps_does(value: object) -> None:
     import json

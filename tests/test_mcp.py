@@ -346,6 +346,7 @@ def stdio_params(repo: Path) -> StdioServerParameters:
                                  env=dict(os.environ))
 
 
+@pytest.mark.slow  # a real `git handoff mcp` server process over stdio: the slow layer
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
 def test_over_stdio_a_noisy_check_cannot_break_the_protocol(ready: Path, mode: str) -> None:
     # The check writes to stdout and reads stdin: the server's wire must not see either.
@@ -361,6 +362,7 @@ def test_over_stdio_a_noisy_check_cannot_break_the_protocol(ready: Path, mode: s
     assert r[4].value == cli("status", "--json")
 
 
+@pytest.mark.slow  # a real `git handoff mcp` server process over stdio: the slow layer
 def test_garbage_on_the_wire_gets_errors_and_the_server_ends_when_stdin_closes(ready: Path) -> None:
     proc = subprocess.Popen([sys.executable, "-m", "git_handoff", "mcp"], cwd=ready, stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -418,6 +420,7 @@ def _started_server(repo: Path) -> subprocess.Popen[bytes]:
     return proc
 
 
+@pytest.mark.slow  # a real `git handoff mcp` server process over stdio: the slow layer
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
 def test_a_signal_stops_an_idle_server_at_once(ready: Path, signum: int) -> None:
     proc = _started_server(ready)
@@ -429,6 +432,7 @@ def test_a_signal_stops_an_idle_server_at_once(ready: Path, signum: int) -> None
             proc.kill()
 
 
+@pytest.mark.slow  # a real `git handoff mcp` server process over stdio: the slow layer
 def test_a_signal_during_a_call_lets_the_call_answer_first(ready: Path) -> None:
     cli("edit", "t3", "--check", "sleep 2")
     cli("claim", "t3")

@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from git_handoff.merge import merge_file, merge_states, union_in_time_order
+from tests.support.speed import examples
 
 TASK_IDS = ["a", "b", "c"]
 
@@ -122,7 +123,7 @@ def tasks_of(state: dict[str, bytes]) -> dict[str, dict[str, Any]]:
     return {p: json.loads(v) for p, v in state.items() if p.startswith("tasks/")}
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(edit_lists, edit_lists)
 def test_commutative(e1: list, e2: list) -> None:
     base = base_state()
@@ -130,7 +131,7 @@ def test_commutative(e1: list, e2: list) -> None:
     assert merged(base, x, y) == merged(base, y, x)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(edit_lists, edit_lists)
 def test_idempotent(e1: list, e2: list) -> None:
     base = base_state()
@@ -143,7 +144,7 @@ def test_idempotent(e1: list, e2: list) -> None:
     assert merged(x, m, x) == m
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(edit_lists, edit_lists)
 def test_nothing_lost(e1: list, e2: list) -> None:
     base = base_state()
@@ -168,7 +169,7 @@ def test_nothing_lost(e1: list, e2: list) -> None:
                                         json.loads(y["meta.json"])["session_count"])
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(edit_lists, edit_lists, edit_lists)
 def test_three_replicas_any_order(e1: list, e2: list, e3: list) -> None:
     base = base_state()

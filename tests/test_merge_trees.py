@@ -12,6 +12,7 @@ from git_handoff.gitrepo import Repo
 from git_handoff.merge import merge_states
 from git_handoff.ops.sync_merge import merge_changes
 from tests.conftest import make_repo
+from tests.support.speed import examples
 from tests.test_merge import apply_edits, base_state, edit_lists
 
 
@@ -32,7 +33,7 @@ def commit_of(repo: Repo, tree: str) -> str:
     return repo.create_commit(tree, [], "state\n")
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(edit_lists, edit_lists)
 def test_tree_merge_matches_pure_merge(raw_repo: Repo, e1: list, e2: list) -> None:
     repo = raw_repo

@@ -9,6 +9,8 @@ import re
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import git
 from tests.support.remotes import published
 
@@ -25,6 +27,7 @@ def tour_blocks() -> tuple[str, str]:
     return shell.group(1), plan.group(1)
 
 
+@pytest.mark.slow  # the whole tour end to end, as the demo: ~25 real `git handoff` processes and a push
 def test_the_readme_tour_runs_as_written(tmp_path: Path) -> None:
     shell, plan = tour_blocks()
     origin = tmp_path / "origin.git"

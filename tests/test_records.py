@@ -16,6 +16,7 @@ from git_handoff.errors import InvalidState, UsageError
 from git_handoff.gitrepo import Repo
 from git_handoff.model import check_id, check_title, parse_duration
 from tests.support.repo import make_repo
+from tests.support.speed import examples
 
 KIND_PATHS = ["format", "config.toml", "meta.json", "relay.json", "sessions/3.json", "docs/3.json",
               "dispatch/001-fix.json", "tasks/9/4/x.json"]
@@ -34,19 +35,19 @@ def _parse(path: str, raw: bytes) -> None:
         assert exc.message and "\n" not in exc.message
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(path=st.sampled_from(KIND_PATHS), raw=st.binary(max_size=400))
 def test_random_bytes_in_every_record_kind_parse_or_refuse(path: str, raw: bytes) -> None:
     _parse(path, raw)
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(path=st.sampled_from(KIND_PATHS), value=json_values)
 def test_random_json_in_every_record_kind_parse_or_refuse(path: str, value: Any) -> None:
     _parse(path, json.dumps(value).encode())
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(fields=st.dictionaries(st.sampled_from(sorted(records.RELAY_FIELDS) + ["agent_pid", "pid"]), json_values,
                               max_size=8))
 def test_random_relay_fields_parse_or_refuse(fields: dict[str, Any]) -> None:

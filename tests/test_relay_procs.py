@@ -18,6 +18,11 @@ def _wait_until(predicate, timeout: float = 10.0) -> bool:  # type: ignore[no-un
     return False
 
 
+def _parent(pid: int) -> int:
+    with open(f"/proc/{pid}/stat") as fh:
+        return int(fh.read().rsplit(")", 1)[1].split()[1])
+
+
 def test_kill_tree_ends_children_grandchildren_and_escaped_daemons(tmp_path) -> None:  # type: ignore[no-untyped-def]
     pids = tmp_path / "pids"
     script = (
@@ -32,6 +37,9 @@ def test_kill_tree_ends_children_grandchildren_and_escaped_daemons(tmp_path) -> 
     assert _wait_until(lambda: pids.exists() and len(pids.read_text().split()) == 3)
     started = [int(p) for p in pids.read_text().split()]
     assert all(procs.alive(p) for p in started)
+    # the daemon has escaped once the subshell that started it is gone (it was re-parented);
+    # the pid file is written a moment before that
+    assert _wait_until(lambda: _parent(started[1]) not in procs.tree(proc.pid) | {proc.pid})
     without_token = procs.tree(proc.pid)
     assert started[1] not in without_token  # the escaped daemon is not in the tree...
     assert set(started) <= procs.tree(proc.pid, token)  # ...but carries the token

@@ -8,6 +8,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from git_handoff import notes
 from git_handoff.gitrepo import Repo
 from tests.conftest import git, run, run_exe
@@ -76,6 +78,7 @@ WRITER = textwrap.dedent(
 )
 
 
+@pytest.mark.slow  # several processes racing: the slow layer
 def test_concurrent_note_writers_lose_nothing(repo: Path) -> None:
     commits = [commit_file(repo, f"f{n}.txt", f"{n}\n") for n in range(24)]
     env = dict(os.environ, PYTHONPATH=str(ROOT))

@@ -35,7 +35,10 @@ def _die_with_parent() -> None:
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
-@pytest.fixture(params=["bare", "daemon"])
+# Every test of a shared remote runs against both; the one through `git daemon` starts a
+# real server process per test, so it is in the slow layer (the fast layer keeps the bare
+# repository on disk, the same protocol code on our side).
+@pytest.fixture(params=["bare", pytest.param("daemon", marks=pytest.mark.slow)])
 def remote_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """A URL of an empty shared remote: a bare repository on disk, or served by git daemon."""
     base = tmp_path / "served"

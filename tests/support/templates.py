@@ -1,0 +1,43 @@
+"""Set-ups built once per test process and copied for each test that needs one.
+
+A set-up of several git commands (a repository with a first commit; the hostile
+remote's world of a bare remote and two clones that synced) is built the first time a
+test asks for it, in the hermetic environment that test runs in, and then copied
+(`shutil.copytree`, symbolic links kept) into each test's own directory. Every test
+still gets a repository of its own; what it saves is the git processes of the set-up.
+
+A copy is exactly the directory tree the set-up made. A set-up whose files name their
+own location (a clone's `remote.origin.url`) is fixed up by its caller after the copy.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+
+class Templates:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self._built: dict[str, Path] = {}
+
+    def copy(self, name: str, build: Callable[[Path], object], dest: Path) -> Path:
+        """Copy the set-up `name` (made by `build(directory)` the first time) to `dest`,
+        which may exist (then it must not hold any of the set-up's top-level names)."""
+        source = self._built.get(name)
+        if source is None:
+            source = self.root / name
+            if source.exists():  # a build that failed half-way: start again
+                shutil.rmtree(source)
+            source.mkdir(parents=True)
+            build(source)
+            self._built[name] = source
+        dest.mkdir(parents=True, exist_ok=True)
+        for entry in source.iterdir():
+            target = dest / entry.name
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.copytree(entry, target, symlinks=True)
+            else:
+                shutil.copy2(entry, target, follow_symlinks=False)
+        return dest
