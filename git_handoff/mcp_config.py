@@ -39,6 +39,11 @@ class Location:
     relpath: str  # in the work tree
     key: str  # the table of servers
     toml: bool = False
+    # keys of our entry besides command and args. Gemini waits `timeout` ms for a
+    # server to connect in `gemini mcp list` (5 s when unset: our server's start-up can
+    # take longer on a loaded machine) and for each tool call (600,000 when unset): the
+    # value below keeps the tool-call default and gives the connection the same
+    extra: tuple[tuple[str, Any], ...] = ()
 
     @property
     def record_file(self) -> str:
@@ -53,7 +58,7 @@ class Location:
 LOCATIONS = {
     "claude": Location("claude", MCP_JSON, "mcpServers"),
     "codex": Location("codex", ".codex/config.toml", "mcp_servers", toml=True),
-    "gemini": Location("gemini", ".gemini/settings.json", "mcpServers"),
+    "gemini": Location("gemini", ".gemini/settings.json", "mcpServers", extra=(("timeout", 600_000),)),
 }
 
 
@@ -185,7 +190,7 @@ def install(repo: Repo, agent: str = "claude") -> dict[str, Any]:
     if current is not None and not is_ours(current):
         return {**status(repo, agent), "added": False,
                 "problem": f"{path} already has a server named {SERVER_NAME!r} that is not git handoff's; kept it"}
-    wanted = server_entry()
+    wanted = {**server_entry(), **dict(where.extra)}
     plain = _plain(current) or {}
     changed = any(plain.get(k) != v for k, v in wanted.items())
     if changed:

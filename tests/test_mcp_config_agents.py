@@ -17,6 +17,9 @@ from tests.support.repo import run
 
 EXE = str(Path(sys.executable).parent / "git-handoff")
 OURS = {"command": EXE, "args": ["mcp"]}
+# Gemini's entry also sets the connection timeout (mcp_config.LOCATIONS): `gemini mcp list`
+# waits 5 s for a server without one
+OURS_GEMINI = {**OURS, "timeout": 600_000}
 USER_TOML = """# my Codex settings for this project
 model = "o-mini"  # keep this comment
 
@@ -88,7 +91,7 @@ def test_gemini_shares_settings_json_with_the_hooks_and_keeps_user_entries(repo:
     result = ok("hooks", "install", "--agent", "gemini", "--json")
     assert result["installed"] is True and result["mcp"]["registered"] is True
     merged = gemini_json(repo)
-    assert merged["mcpServers"] == {**mine["mcpServers"], "handoff": OURS}
+    assert merged["mcpServers"] == {**mine["mcpServers"], "handoff": OURS_GEMINI}
     assert merged["theme"] == "dark" and merged["hooks"]["BeforeTool"] == mine["hooks"]["BeforeTool"]
     assert ok("hooks", "status", "--agent", "gemini", "--json")["mcp"]["registered"] is True
 
@@ -100,7 +103,7 @@ def test_gemini_a_file_install_created_goes_with_uninstall(repo: Path) -> None:
     out = ok("hooks", "install", "--agent", "gemini").out
     assert "Commit .gemini/settings.json (git add .gemini/settings.json; git commit)" in out
     assert "these hooks and the MCP server" in out
-    assert gemini_json(repo)["mcpServers"] == {"handoff": OURS}
+    assert gemini_json(repo)["mcpServers"] == {"handoff": OURS_GEMINI}
     ok("hooks", "uninstall", "--agent", "gemini")
     assert not (repo / ".gemini").exists()
 
