@@ -12,6 +12,7 @@ import os
 import re
 import secrets
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
@@ -133,9 +134,14 @@ def parse_duration(text: str) -> int:
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")  # the whole string: fullmatch, never `$`
 
 
+def _id_ok(text: str) -> bool:
+    """The id rule of SPEC §1 (check_id words the refusal; the quick parse asks it too)."""
+    return _ID.fullmatch(text) is not None and ".." not in text and not text.endswith(".lock")
+
+
 def check_id(task_id: str) -> str:
     """Refuse ids outside SPEC §1: `[A-Za-z0-9][A-Za-z0-9._-]{0,63}`, no `..`, no `.lock` end."""
-    if not isinstance(task_id, str) or not _ID.fullmatch(task_id) or ".." in task_id or task_id.endswith(".lock"):
+    if not isinstance(task_id, str) or not _id_ok(task_id):
         shown = task_id if isinstance(task_id, str) else repr(task_id)
         raise UsageError(
             f"invalid task id {shown!r}: use 1-64 of A-Z a-z 0-9 . _ -, starting with a letter or digit, "
@@ -473,8 +479,16 @@ _OPTIONAL_TEXT = ("started_at_commit", "completed_at", "claimed_by", "lease_expi
 
 
 def _good_id(value: Any) -> bool:
-    return type(value) is str and _ID.fullmatch(value) is not None and ".." not in value \
-        and not value.endswith(".lock")
+    return type(value) is str and _id_ok(value)
+
+
+def _plain_list(value: Any, ok: Callable[[Any], bool]) -> tuple[Any, ...] | None:
+    """An absent list as (), a list whose every item is `ok` as a tuple, else None."""
+    if value is None:
+        return ()
+    if type(value) is list and all(ok(item) for item in value):
+        return tuple(value)
+    return None
 
 
 def _well_formed(cls: type[Task], data: Any) -> Task | None:
@@ -495,12 +509,8 @@ def _well_formed(cls: type[Task], data: Any) -> Task | None:
             or type(status) is not str or status not in STATUSES \
             or type(priority) is not str or priority not in PRIORITIES:
         return None
-    deps = get("depends_on")
+    deps = _plain_list(get("depends_on"), _good_id)
     if deps is None:
-        deps = ()
-    elif type(deps) is list and all(_good_id(dep) for dep in deps):
-        deps = tuple(deps)
-    else:
         return None
     attempts = get("attempts", 0)
     max_attempts = get("max_attempts", DEFAULT_MAX_ATTEMPTS)
@@ -522,19 +532,9 @@ def _well_formed(cls: type[Task], data: Any) -> Task | None:
     if (check is not None and type(check) is not str) or type(timeout) is not int \
             or not 1 <= timeout <= MAX_SECONDS or (cleanup is not None and type(cleanup) is not str):
         return None
-    error_log = get("error_log")
-    if error_log is None:
-        error_log = ()
-    elif type(error_log) is list and all(type(e) is str for e in error_log):
-        error_log = tuple(error_log)
-    else:
-        return None
-    checkpoints = get("checkpoints")
-    if checkpoints is None:
-        checkpoints = ()
-    elif type(checkpoints) is list and all(type(c) is dict for c in checkpoints):
-        checkpoints = tuple(checkpoints)
-    else:
+    error_log = _plain_list(get("error_log"), lambda e: type(e) is str)
+    checkpoints = _plain_list(get("checkpoints"), lambda c: type(c) is dict)
+    if error_log is None or checkpoints is None:
         return None
     texts = [get(name) for name in _OPTIONAL_TEXT]
     created_at = get("created_at")
