@@ -45,7 +45,33 @@ def handoff(repo: Path, *args: str, timeout: float = 60) -> subprocess.Completed
                           timeout=timeout)
 
 
+def background_gc_finished(repo: Path, limit: float = 120.0) -> None:
+    """Wait for the repack a command started in the background (gitrepo.gc_in_background)
+    to finish: `repack -d` deletes loose objects it has packed, and an fsck listing them
+    meanwhile reports "unable to mmap" for objects that are safe in a pack. A marker left
+    by a command killed before it started the repack is ignored once no repack runs here."""
+    common = (repo / git("rev-parse", "--git-common-dir", cwd=repo)).resolve()
+    marker = common / "handoff" / "gc.running"
+    deadline = time.monotonic() + limit
+    while marker.exists() and _repack_running_in(common):
+        assert time.monotonic() < deadline, f"the background repack in {common} ran over {limit:.0f} s"
+        time.sleep(0.05)
+
+
+def _repack_running_in(common: Path) -> bool:
+    for pid in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                started_by_us = b"handoff-gc" in f.read()
+            if started_by_us and Path(os.readlink(f"/proc/{pid}/cwd")) == common:
+                return True
+        except OSError:
+            continue
+    return False
+
+
 def fsck_clean(repo: Path) -> None:
+    background_gc_finished(repo)
     proc = subprocess.run(["git", "fsck", "--no-progress", "--no-dangling"], cwd=repo, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     noisy = [line for line in (proc.stdout + proc.stderr).splitlines()
