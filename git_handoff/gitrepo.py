@@ -329,6 +329,9 @@ class Repo:
     def commit_tree(self, commit_oid: str) -> str:
         return str(self.raw[commit_oid].tree_id)
 
+    def commit_parents(self, commit_oid: str) -> list[str]:
+        return [str(p) for p in self.raw[_as_oid(commit_oid)].parent_ids]
+
     def commit_info(self, commit_oid: str) -> tuple[str, list[str], int, str]:
         """(message, parent oids, commit time, author name) of a commit."""
         c = self.raw[commit_oid]

@@ -52,6 +52,39 @@ def test_each_clone_publishes_its_own_ref_and_all_converge(clones: Callable[[str
     assert all(remote_state(p) == state_head(a) for p in (a, b, c))
 
 
+def test_a_sync_merges_every_new_clone_state_in_one_commit(clones: Callable[[str], Path]) -> None:
+    """Three clones moved on: a's sync writes one merge whose parents are a's state and
+    both others', with a SYNC line for each; merging them one at a time gives the same
+    tree (c merges a, then b: no merge in one commit there)."""
+    a, b = concurrent_pair(clones, "t1", "t2")
+    c = clones("c")
+    ok("sync", cwd=c)
+    for tid, where in (("xb", b), ("xc", c)):
+        ok("add", f"from {tid}", "--id", tid, cwd=where)
+        ok("edit", "t1", "--priority", "P1" if where == b else "P2", cwd=where)
+        ok("sync", cwd=where)
+    ok("add", "from a", "--id", "xa", cwd=a)
+    before = state_head(a)
+    report = ok("sync", "--json", cwd=a)
+    assert report["action"] == "merged" and report["states"] == 3
+    merge = state_head(a)
+    parents = git("rev-list", "--parents", "-n", "1", merge, cwd=a).split()[1:]
+    assert parents[0] == before and set(parents[1:]) == {remote_state(b), remote_state(c)}
+    assert git("rev-list", "--count", f"{before}..{merge}", "--not", remote_state(b), remote_state(c),
+               cwd=a) == "1"
+    message = git("log", "-1", "--format=%B", merge, cwd=a)
+    assert message.count("SYNC") >= 2 and "conflict" in message, message
+    ids = {t["id"]: t for t in json.loads(run("list", "--json", cwd=a).out)}
+    assert {"xa", "xb", "xc", "t1", "t2"} <= set(ids)
+    logged = run("log", cwd=a).out
+    assert "merged" in logged
+    # the others converge on the same tree
+    for where in (b, c, a, b, c):
+        ok("sync", cwd=where)
+    trees = {git("rev-parse", "refs/harness/state^{tree}", cwd=p) for p in (a, b, c)}
+    assert len(trees) == 1
+
+
 def test_a_remote_claim_is_a_claim_ref_pruned_when_done(clones: Callable[[str], Path]) -> None:
     a, b = concurrent_pair(clones, "t1", "t2")
     got = ok("claim", "t1", "--remote", "origin", "--json", cwd=a)

@@ -33,6 +33,7 @@ from git_handoff.ops.sync_merge import (
     PublishReport,
     SyncReport,
     integrate,
+    integrate_all,
     merge_notes,
 )
 from git_handoff.ops.sync_merge import merged_report as _merged
@@ -171,20 +172,18 @@ def _merge_remote(store: StateStore, remote: Remote, report: MergedReport | Sync
     """Merge every state and the notes the remote holds (as fetched) into ours."""
     repo = store.repo
     rank = ("", "no-remote-state", "up-to-date", "adopted", "fast-forward", "merged")
-    heads: list[tuple[str, str | None]] = list(remote.state_heads(repo))
+    heads = remote.state_heads(repo)
     report["states"] = len(heads)
-    for label, theirs in heads or [(remote.spec, None)]:
-        step = integrate(store, theirs, label)
-        if rank.index(step["action"]) > rank.index(report["action"] if report["action"] in rank else ""):
-            report["action"] = step["action"]
-        report["incoming"] += step["incoming"]
-        report["conflicts"].extend(step["conflicts"])
-        report["claims_lost"].extend(step["claims_lost"])
+    step = integrate_all(store, heads) if heads else integrate(store, None, remote.spec)
+    if rank.index(step["action"]) > rank.index(report["action"] if report["action"] in rank else ""):
+        report["action"] = step["action"]
+    report["incoming"] += step["incoming"]
+    report["conflicts"].extend(step["conflicts"])
+    report["claims_lost"].extend(step["claims_lost"])
     notes_rank = ("none", "up-to-date", "adopted", "fast-forward", "merged")
-    for theirs in remote.notes_heads(repo):
-        got = merge_notes(repo, store, theirs)
-        if notes_rank.index(got) > notes_rank.index(report["notes"]):
-            report["notes"] = got
+    got = merge_notes(repo, store, remote.notes_heads(repo))
+    if notes_rank.index(got) > notes_rank.index(report["notes"]):
+        report["notes"] = got
 
 
 def _round(store: StateStore, remote: Remote, report: SyncReport,

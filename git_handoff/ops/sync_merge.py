@@ -189,96 +189,163 @@ class PublishReport(TypedDict):
 
 def integrate(store: StateStore, theirs: str | None, label: str) -> MergeStep:
     """Bring commit `theirs` (the remote's state) into the local state ref."""
-    repo = store.repo
-    report: MergeStep = {"action": "none", "incoming": 0, "conflicts": [], "claims_lost": []}
     if theirs is None:
-        report["action"] = "no-remote-state"
-        return report
-    _check_incoming(store, theirs, label)
+        return {"action": "no-remote-state", "incoming": 0, "conflicts": [], "claims_lost": []}
+    return integrate_all(store, [(label, theirs)])
+
+
+# How far down this clone's first-parent line `_near` looks for heads it already holds.
+NEAR_DEPTH = 8
+
+
+def _near(repo: Repo, ours: str | None) -> set[str]:
+    """Commits surely in `ours`: it, its first-parent line NEAR_DEPTH deep and each of
+    their parents. A remote head found here needs no ancestry walk (libgit2's walk costs
+    ~2 ms here in a fleet's graph, and a sync asks it of every clone's head)."""
+    seen: set[str] = set()
+    commit = ours
+    for _ in range(NEAR_DEPTH):
+        if commit is None:
+            break
+        seen.add(commit)
+        parents = repo.commit_parents(commit)
+        seen.update(parents)
+        commit = parents[0] if parents else None
+    return seen
+
+
+def integrate_all(store: StateStore, heads: list[tuple[str, str]]) -> MergeStep:
+    """Bring every state of `heads` ([(label, commit)] in a fixed order) into the local
+    state ref with one new commit at most: a fast-forward when one head holds everything
+    else, otherwise one merge whose parents are ours and each head that is new here. The
+    heads are merged in turn, each against its common base with what came before (the
+    same trees as one merge per head), through commits that stay unreferenced; the history
+    keeps only the last. Each head's records pass the edge check first."""
+    repo = store.repo
+    report: MergeStep = {"action": "up-to-date", "incoming": 0, "conflicts": [], "claims_lost": []}
+    near = _near(repo, store.head())
+    fresh = [(label, theirs) for label, theirs in heads if theirs not in near]
+    for label, theirs in fresh:
+        _check_incoming(store, theirs, label)
     with store.lock():
         for attempt in range(CAS_TRIES):
             if attempt:
                 _pause(attempt - 1)
             ours = store.head()
-            if ours is None:
-                if store.publish(theirs, None, f"handoff: adopted the state of {label}"):
-                    report["action"], report["incoming"] = "adopted", repo.count_commits(theirs)
-                    return report
-                continue
-            if repo.is_ancestor(theirs, ours):
-                report["action"] = "up-to-date"
+            todo = [(label, theirs) for label, theirs in fresh
+                    if ours is None or not repo.is_ancestor(theirs, ours)]
+            todo = [item for n, item in enumerate(todo) if item[1] not in {h for _, h in todo[:n]}]
+            if not todo:
                 return report
-            incoming = repo.count_commits(theirs, ours)
-            if repo.is_ancestor(ours, theirs):
-                lost = _lost_claims(repo, repo.commit_tree(ours), repo.commit_tree(theirs))
-                if store.publish(theirs, ours, f"handoff: fast-forward to {label}"):
-                    report["action"], report["incoming"], report["claims_lost"] = "fast-forward", incoming, lost
-                    _remember_notices(repo, lost)
-                    return report
+            step = _fold(store, ours, todo)
+            if step is None:
                 continue
-            base = repo.merge_base(ours, theirs)
-            changes, conflicts = merge_changes(repo, repo.commit_tree(base) if base else None,
-                                               repo.commit_tree(ours), repo.commit_tree(theirs))
-            outgoing = repo.count_commits(ours, theirs)
-            lines = [format_log_line(store.session, "SYNC",
-                                     f"merged {label}: in={incoming} out={outgoing} conflicts={len(conflicts)}")]
-            for c in conflicts[:MAX_CONFLICT_LINES]:
-                lines.append(format_log_line(store.session, "SYNC",
-                                             f"conflict {c.field}: kept {_short(c.kept)} over {_short(c.dropped)}",
-                                             task=c.record))
-            if len(conflicts) > MAX_CONFLICT_LINES:
-                lines.append(format_log_line(store.session, "SYNC",
-                                             f"... and {len(conflicts) - MAX_CONFLICT_LINES} more conflict(s)"))
-            lost = _lost_claims_changes(repo, repo.commit_tree(ours), changes)
-            for item in lost:
-                lines.append(format_log_line(store.session, "SYNC",
-                                             f"claim of {item['worker']} lost (now {item['now']}"
-                                             + (f" by {item['claimed_by']})" if item.get("claimed_by") else ")"),
-                                             task=item["task"]))
-            commit = store.commit_merge([ours, theirs], changes, lines)
-            if store.publish(commit, ours, "handoff: merge"):
-                report = {"action": "merged", "incoming": incoming,
-                          "conflicts": [c.to_json() for c in conflicts], "claims_lost": lost}
-                _remember_notices(repo, lost)
-                return report
-    raise Contention(f"{STATE_REF} kept changing while merging {label}; nothing was lost, retry")
+            _remember_notices(repo, step["claims_lost"])
+            return step
+    raise Contention(f"{STATE_REF} kept changing while merging {heads[0][0]}; nothing was lost, retry")
 
 
-def merge_notes(repo: Repo, store: StateStore, theirs: str | None) -> str:
-    """Union of our notes and the remote's (the same object noted on both: both texts)."""
-    if theirs is None:
+def _fold(store: StateStore, ours: str | None, todo: list[tuple[str, str]]) -> MergeStep | None:
+    """Merge the heads of `todo` (none of them in `ours`) and publish the result; None
+    when the state ref moved meanwhile (nothing published)."""
+    repo = store.repo
+    step: MergeStep = {"action": "merged", "incoming": 0, "conflicts": [], "claims_lost": []}
+    if ours is None:
+        label, first = todo[0]
+        step["action"], step["incoming"] = "adopted", repo.count_commits(first)
+        reason = f"handoff: adopted the state of {label}"
+    else:
+        first = next((h for _, h in todo if repo.is_ancestor(ours, h)), ours)
+        if first != ours:
+            label = next(label for label, h in todo if h == first)
+            step["claims_lost"] = _lost_claims(repo, repo.commit_tree(ours), repo.commit_tree(first))
+            step["action"], step["incoming"] = "fast-forward", repo.count_commits(first, ours)
+            reason = f"handoff: fast-forward to {label}"
+    if first != ours:
+        todo = [(label, h) for label, h in todo if h != first and not repo.is_ancestor(h, first)]
+    if not todo:
+        return step if store.publish(first, ours, reason) else None
+    acc, parents = first, [first]
+    lines: list[str] = []
+    for label, theirs in todo:
+        base = repo.merge_base(acc, theirs)
+        acc_tree = repo.commit_tree(acc)
+        changes, conflicts = merge_changes(repo, repo.commit_tree(base) if base else None,
+                                           acc_tree, repo.commit_tree(theirs))
+        incoming = repo.count_commits(theirs, acc)
+        said = [format_log_line(store.session, "SYNC", f"merged {label}: in={incoming} "
+                                f"out={repo.count_commits(acc, theirs)} conflicts={len(conflicts)}")]
+        for c in conflicts[:MAX_CONFLICT_LINES]:
+            said.append(format_log_line(store.session, "SYNC",
+                                        f"conflict {c.field}: kept {_short(c.kept)} over {_short(c.dropped)}",
+                                        task=c.record))
+        if len(conflicts) > MAX_CONFLICT_LINES:
+            said.append(format_log_line(store.session, "SYNC",
+                                        f"... and {len(conflicts) - MAX_CONFLICT_LINES} more conflict(s)"))
+        lost = _lost_claims_changes(repo, acc_tree, changes)
+        for item in lost:
+            said.append(format_log_line(store.session, "SYNC",
+                                        f"claim of {item['worker']} lost (now {item['now']}"
+                                        + (f" by {item['claimed_by']})" if item.get("claimed_by") else ")"),
+                                        task=item["task"]))
+        lines += said
+        parents.append(theirs)
+        # one merge: this is the commit; of several, the last one's tree is written again
+        # below as the one commit of all
+        acc = store.commit_merge([acc, theirs], changes, said)
+        step["action"] = "merged"
+        step["incoming"] += incoming
+        step["conflicts"].extend(c.to_json() for c in conflicts)
+        step["claims_lost"].extend(lost)
+    commit = acc if len(parents) == 2 else repo.create_commit(repo.commit_tree(acc), parents,
+                                                              "\n".join(lines) + "\n")
+    return step if store.publish(commit, ours, "handoff: merge") else None
+
+
+def merge_notes(repo: Repo, store: StateStore, heads: list[str]) -> str:
+    """Union of our notes and every one of `heads` (the remote's notes commits; the same
+    object noted on several: all their texts), as one commit: none, up-to-date, adopted,
+    fast-forward or merged."""
+    if not heads:
         return "none"
     with StateLock(repo.handoff_dir / NOTES_LOCK, 30):
         for attempt in range(CAS_TRIES):
             if attempt:
                 _pause(attempt - 1)
             ours = repo.ref_target(NOTES_REF)
-            if ours is None:
-                if repo.cas_ref(NOTES_REF, theirs, None, "handoff: notes from sync"):
-                    return "adopted"
-                continue
-            if repo.is_ancestor(theirs, ours):
+            near = _near(repo, ours)
+            todo = [h for n, h in enumerate(heads) if h not in near and h not in heads[:n]
+                    and (ours is None or not repo.is_ancestor(h, ours))]
+            if not todo:
                 return "up-to-date"
-            if repo.is_ancestor(ours, theirs):
-                if repo.cas_ref(NOTES_REF, theirs, ours, "handoff: notes fast-forward"):
-                    return "fast-forward"
-                continue
-            ot, tt = repo.commit_tree(ours), repo.commit_tree(theirs)
-            mine = {p.replace("/", ""): (p, new) for p, (_, new) in repo.tree_diff(None, ot).items()}
-            changes: dict[str, str | None] = {}
-            for p, (_, new) in repo.tree_diff(None, tt).items():
-                key = p.replace("/", "")
-                if key not in mine:
-                    changes[p] = new
-                elif (mine_blob := mine[key][1]) is not None and new is not None and mine_blob != new:
-                    a = repo.read_blob(mine_blob)
-                    b = repo.read_blob(new)
-                    changes[mine[key][0]] = repo.write_blob(_union_text(a, b))
-            tree = repo.update_tree(ot, changes) if changes else ot
-            commit = repo.create_commit(tree, [ours, theirs], "Notes merged by git handoff sync\n")
-            if repo.cas_ref(NOTES_REF, commit, ours, "handoff: notes merged"):
-                return "merged"
+            first = todo[0] if ours is None else next((h for h in todo if repo.is_ancestor(ours, h)), ours)
+            if first != ours:
+                todo = [h for h in todo if h != first and not repo.is_ancestor(h, first)]
+            action = "adopted" if ours is None else "fast-forward" if first != ours else "merged"
+            commit = first
+            if todo:
+                action = "merged"
+                tree = repo.commit_tree(first)
+                for theirs in todo:
+                    tree = _notes_union(repo, tree, repo.commit_tree(theirs))
+                commit = repo.create_commit(tree, [first, *todo], "Notes merged by git handoff sync\n")
+            if repo.cas_ref(NOTES_REF, commit, ours, f"handoff: notes {action} by sync"):
+                return action
     raise Contention(f"{NOTES_REF} kept changing while merging; retry")
+
+
+def _notes_union(repo: Repo, ot: str, tt: str) -> str:
+    """Tree `ot` with every note of tree `tt` added (the same object in both: the union
+    of the two texts; notes trees may fan out differently, so paths match without '/')."""
+    mine = {p.replace("/", ""): (p, new) for p, (_, new) in repo.tree_diff(None, ot).items()}
+    changes: dict[str, str | None] = {}
+    for p, (_, new) in repo.tree_diff(None, tt).items():
+        key = p.replace("/", "")
+        if key not in mine:
+            changes[p] = new
+        elif (mine_blob := mine[key][1]) is not None and new is not None and mine_blob != new:
+            changes[mine[key][0]] = repo.write_blob(_union_text(repo.read_blob(mine_blob), repo.read_blob(new)))
+    return repo.update_tree(ot, changes) if changes else ot
 
 
 def _union_text(a: bytes, b: bytes) -> bytes:
