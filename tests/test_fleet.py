@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import git, run, state_head
+from tests.conftest import git, run, run_exe, state_head
 from tests.support.remotes import clones, ok, published, remote_state, remote_url, task  # noqa: F401
 
 
@@ -127,6 +127,54 @@ def test_an_expired_claim_is_taken_over_by_compare_and_swap(clones: Callable[[st
     assert got["id"] == "t1" and got["claimed_by"] == "bob" and got["attempts"] == 1
     after = remote_refs(b)["refs/harness/claims/t1"]
     assert after != before and after == state_head(b)
+
+
+def test_done_on_an_expired_lease_sees_a_takeover_made_before_it(clones: Callable[[str], Path],
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    a, b = concurrent_pair(clones, "t1")
+    monkeypatch.setenv("GIT_HANDOFF_NOW", "2026-07-01T10:00:00Z")
+    ok("claim", "t1", "--remote", "origin", "--lease", "60s", cwd=a)
+    monkeypatch.setenv("GIT_HANDOFF_NOW", "2026-07-01T10:05:00Z")
+    assert ok("claim", "--remote", "origin", "--json", cwd=b)["claimed_by"] == "bob"
+    r = run("done", "t1", cwd=a)
+    assert r.rc != 0 and "bob" in r.err, r
+    assert ok("show", "t1", "--json", cwd=a)["claimed_by"] == "bob"
+
+
+@pytest.mark.parametrize("after_fetch", [1, 2])
+def test_done_on_an_expired_lease_loses_to_a_takeover_racing_it(clones: Callable[[str], Path],
+                                                                monkeypatch: pytest.MonkeyPatch,
+                                                                after_fetch: int) -> None:
+    """b takes the task over while a's `done` runs: just after its first fetch (the look
+    for a takeover), or just after the second (its own transaction's, before its push).
+    a's completion moves the claim ref by compare-and-swap against a's own claim, so it
+    is refused (exit 3, nothing recorded): the task is never completed twice."""
+    from git_handoff.ops import sync
+
+    a, b = concurrent_pair(clones, "t1")
+    monkeypatch.setenv("GIT_HANDOFF_NOW", "2026-07-01T10:00:00Z")
+    ok("claim", "t1", "--remote", "origin", "--lease", "60s", cwd=a)
+    monkeypatch.setenv("GIT_HANDOFF_NOW", "2026-07-01T10:05:00Z")
+    real_fetch, fetches, took = sync.fetch, [0], []
+
+    def fetch_then_b_takes_over(*args: object, **kwargs: object) -> object:
+        got = real_fetch(*args, **kwargs)  # type: ignore[arg-type]
+        fetches[0] += 1
+        if fetches[0] == after_fetch and not took:
+            took.append(run_exe("claim", "--remote", "origin", "--json", cwd=b))
+        return got
+
+    monkeypatch.setattr(sync, "fetch", fetch_then_b_takes_over)
+    r = run("done", "t1", cwd=a)
+    assert took and took[0].rc == 0 and json.loads(took[0].out)["claimed_by"] == "bob", took
+    assert r.rc == 3 and "t1" in r.err, r
+    monkeypatch.setattr(sync, "fetch", real_fetch)
+    for where in (a, b, a):
+        ok("sync", cwd=where)
+    for where in (a, b):
+        shown = ok("show", "t1", "--json", cwd=where)
+        assert shown["status"] == "in_progress" and shown["claimed_by"] == "bob", shown
+    assert "Completed" not in run("log", "--task", "t1", cwd=a).out
 
 
 def test_a_claim_ref_the_state_does_not_show_yet_is_respected(clones: Callable[[str], Path]) -> None:

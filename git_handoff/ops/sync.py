@@ -350,15 +350,18 @@ def transact_remote(store: StateStore, apply: Callable[[Tx, Fleet], T], claim_of
 # -- before acting on a claim whose lease is over ------------------------------------------
 
 
-def pull_if_taken_over(store: StateStore, task: Task) -> bool:
+def pull_if_taken_over(store: StateStore, task: Task) -> str | None:
     """A claim made through a remote whose lease is over may have been taken over there
-    by another machine: fetch and merge from each remote that holds a claim ref of this
-    task (no push), so the command sees the takeover. Offline: nothing to learn, False."""
+    by another machine: fetch and merge from the first remote that holds a claim ref of
+    this task (no push), so the command sees a takeover already made, and name that remote:
+    the command's own transaction must then go through it (`transact_remote`, moving the
+    claim ref by compare-and-swap), so that a takeover made after this fetch refuses it
+    instead of racing it. Offline, or no such remote: None (nothing to learn or race)."""
     repo = store.repo
     if task.status != "in_progress" or not lease_expired(task, now_iso()):
-        return False
-    pulled = False
-    for name in sorted(repo.raw.remotes.names()):
+        return None
+    names: list[str] = sorted(repo.raw.remotes.names())
+    for name in names:
         if repo.ref_target(f"refs/remotes/{name}/harness/claims/{task.id}") is None:
             continue
         remote = Remote(repo, name)
@@ -367,8 +370,8 @@ def pull_if_taken_over(store: StateStore, task: Task) -> bool:
         except HandoffError:
             continue
         _merge_remote(store, remote, _merged())
-        pulled = True
-    return pulled
+        return name
+    return None
 
 
 # -- publishing without a fetch ---------------------------------------------------------

@@ -162,11 +162,13 @@ def done(store: StateStore, task_id: str, *, force: bool = False) -> Task:
     """Complete a claimed task if its check passes; otherwise fail it exactly as `fail` and
     raise Negative (exit 1) carrying the failure."""
     seen = claimed_task(store, task_id, "complete", force)
+    through: str | None = None  # the remote a claim whose lease is over is completed through
     if not force and lease_expired(seen, now_iso()):
         # Lazy on purpose (import cost): fetch and merge only for a claim whose lease is over
         from git_handoff.ops import sync  # noqa: PLC0415
 
-        if sync.pull_if_taken_over(store, seen):
+        through = sync.pull_if_taken_over(store, seen)
+        if through is not None:
             seen = claimed_task(store, task_id, "complete", force)  # another machine may hold it now
     if not seen.check:
         _log_missing_check(store, seen)
@@ -211,7 +213,15 @@ def done(store: StateStore, task_id: str, *, force: bool = False) -> Task:
         tx.after_commit("the tasks-per-session handoff document", lambda: handoff.after_done(store))
         return new
 
-    task = store.transact(apply)
+    if through is None:
+        task = store.transact(apply)
+    else:
+        # the completion and the task's claim ref move in one push, by compare-and-swap
+        # against the claim fetched: a takeover that got there first makes this one
+        # refuse (exit 3, nothing recorded), never complete the task twice
+        from git_handoff.ops import sync  # noqa: PLC0415  (import cost, as above)
+
+        task = sync.transact_remote(store, lambda tx, _fleet: apply(tx), lambda t: t.id, through)
     worktree.drop_snapshot_ref(store.repo, seen.get(CLAIM_SNAPSHOT))
     return task
 
