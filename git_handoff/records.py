@@ -161,6 +161,43 @@ def load_json_text(text: str, where: str) -> Any:
         raise UsageError(f"{where}: not valid JSON ({exc})") from None
 
 
+# The pieces of TOML text a dotted key is made of, and those it cannot cross: comments and
+# strings are skipped whole, an unterminated one to the end of its line (or of the text).
+# Possessive, so no piece is ever scanned twice: linear in the text, whatever it holds.
+_TOML_PIECE = re.compile("|".join((
+    r"(?P<skip>#[^\n]*+"  # a comment
+    r'|"""(?:[^"\\]|\\[\s\S]|"{1,2}+(?!"))*+(?:"{3,5}|\Z)'  # a multi-line basic string
+    r"|'{3}(?:[^']|'{1,2}+(?!'))*+(?:'{3,5}|\Z))",  # a multi-line literal string
+    r'(?P<part>[A-Za-z0-9_-]++|"(?:[^"\\\n]|\\.)*+"?|' r"'[^'\n]*+'?)",  # a key part
+    r"(?P<dot>[ \t]*+\.[ \t]*+)",
+    r"(?P<other>[^A-Za-z0-9_\-" r'"' r"'#. \t]++|[ \t]++|.)",
+)), re.DOTALL)
+
+
+def _dotted_key_over(text: str, limit: int) -> bool:
+    """Whether a dotted key in `text` has more than `limit` parts (one linear scan).
+    tomllib spends time quadratic in a key's parts (here a 20,000-part `a.a.a…` took 11 s,
+    one of 100,000 exhausted memory); a key of more than MAX_JSON_DEPTH parts nests its
+    value deeper than a record may be, refused after parsing anyway, so it is refused
+    before. Only a key makes such a run: a value's dotted run is a number or a time (one
+    or two dots), and strings and comments are skipped whole."""
+    if text.count(".") < limit:  # a key of limit + 1 parts has limit dots
+        return False
+    run, dotted = 0, False  # parts of the current run; whether a dot ends it (a part must follow)
+    for piece in _TOML_PIECE.finditer(text):
+        group = piece.lastgroup
+        if group == "part":
+            run = run + 1 if dotted else 1
+            if run > limit:
+                return True
+            dotted = False
+        elif group == "dot" and run and not dotted:
+            dotted = True
+        else:
+            run, dotted = 0, False
+    return False
+
+
 def _parse_toml(text: str) -> tuple[dict[str, Any] | None, str | None, bool]:
     """(table, None, False) for TOML text nesting at most MAX_JSON_DEPTH levels of tables
     and arrays; else (None, what is wrong, whether it is the nesting). One parser for the
@@ -169,6 +206,9 @@ def _parse_toml(text: str) -> tuple[dict[str, Any] | None, str | None, bool]:
         import tomllib
     except ModuleNotFoundError:  # Python 3.10
         import tomli as tomllib
+    if _dotted_key_over(text, MAX_JSON_DEPTH):
+        return None, f"nested deeper than {MAX_JSON_DEPTH} levels (a dotted key of more than " \
+                     f"{MAX_JSON_DEPTH} parts)", True
     try:
         data: dict[str, Any] = tomllib.loads(text)
     except RecursionError:
