@@ -728,8 +728,10 @@ def lines_problem(lines: list[tuple[str, str, int]], *, escapes: bool = True) ->
     can be (only an escape makes one)."""
     joined = "".join([line[1] for line in lines])
     fine = not _CONTROL.search(joined)
-    if fine and len(joined) > MAX_TITLE:  # shorter than the smallest cap: every length fits
-        fine = all(len(value) <= cap for _, value, cap in lines)
+    for _, value, cap in lines:
+        if len(value) > cap:
+            fine = False
+            break
     if fine and escapes:
         try:
             joined.encode("utf-8")
@@ -746,16 +748,21 @@ def lines_problem(lines: list[tuple[str, str, int]], *, escapes: bool = True) ->
 
 def check_task_text(task: Any, where: str, *, escapes: bool = True) -> None:
     """The edge's rules for a task beyond what Task.from_json checks: every text a person
-    reads or a command line gets is one line and capped (TASK_LINES), times are times, the
-    base is an object id, numbers in range, the claim bookkeeping (TASK_EXTRA_FIELDS)
-    well-typed. `escapes=False`: the task was parsed from UTF-8 JSON without a `\\u`
-    escape, so no text in it can be a lone surrogate."""
+    reads or a command line gets is one line and capped (TASK_LINES, and each error_log
+    entry), times are times, the base is an object id, numbers in range, the claim
+    bookkeeping (TASK_EXTRA_FIELDS) well-typed. `escapes=False`: the task was parsed from
+    UTF-8 JSON without a `\\u` escape, so no text in it can be a lone surrogate."""
     if len(task.error_log) > MAX_LIST or len(task.checkpoints) > MAX_LIST or len(task.depends_on) > MAX_LIST:
         raise problem(where, f"holds a list longer than {MAX_LIST} entries")
-    lines = [(name, value, cap) for name, cap in TASK_LINES if (value := getattr(task, name)) is not None]
-    if task.error_log:
+    # The usual task has one line field set (its title): asked directly. Several (error
+    # log entries, a claim) are asked together, in one pass (lines_problem).
+    if task.error_log or task.claimed_by is not None or task.spec_ref is not None:
+        lines = [(name, value, cap) for name, cap in TASK_LINES if (value := getattr(task, name)) is not None]
         lines += [(f"error_log[{i}]", entry, MAX_TEXT) for i, entry in enumerate(task.error_log)]
-    why = lines_problem(lines, escapes=escapes)
+        why = lines_problem(lines, escapes=escapes)
+    else:
+        why = line_problem(task.title, MAX_TITLE)
+        why = f"field 'title' {why}" if why else None
     if why:
         raise problem(where, why)
     for i, cp in enumerate(task.checkpoints):
@@ -820,8 +827,10 @@ _PLAIN_NAME = re.compile(r"[A-Za-z0-9_@-][A-Za-z0-9._@-]{0,254}")  # 255 = MAX_N
 
 def name_problem(name: str) -> str | None:
     """Why a tree entry name is unsafe anywhere (None when it is fine)."""
-    if _PLAIN_NAME.fullmatch(name):
-        return None
+    return None if _PLAIN_NAME.fullmatch(name) else _name_rules(name)
+
+
+def _name_rules(name: str) -> str | None:
     if not name or name in (".", "..") or "/" in name or "\\" in name or "\0" in name:
         return "is not a plain file name"
     if name.lower() in (".git", ".git.") or name.lower().startswith(".git~"):
