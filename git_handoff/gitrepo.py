@@ -122,6 +122,8 @@ class Repo:
             self.common_dir = self.git_dir
         self.workdir: Path | None = Path(raw.workdir).resolve() if raw.workdir else None
         self._pack_stamp = self._pack_dir_stamp()
+        self._odb: Any = None
+        self._odb_of: Any = None
 
     def _pack_dir_stamp(self) -> int:
         try:
@@ -360,6 +362,24 @@ class Repo:
         except (KeyError, ValueError, TypeError):
             return None
         return _KIND_NAMES.get(int(kind), "unknown"), int(size)
+
+    def small_blob(self, oid: str, limit: int) -> tuple[str, int, bytes | None] | None:
+        """(kind, size, data) of an object, None when absent; data only when it is a blob
+        of at most `limit` bytes. The header is read first, so an object that inflates to
+        gigabytes is refused without being inflated; then the object itself, straight
+        from the object database (checking every blob of a fetched state: object_kind
+        and read_blob made two lookups and two wrappers per blob)."""
+        raw = self.raw
+        if self._odb_of is not raw:  # the wrapper of this repository's object database, once
+            self._odb, self._odb_of = raw.odb, raw
+        odb = self._odb
+        try:
+            kind, size = odb.read_header(oid)
+            if kind != _BLOB or size > limit:
+                return _KIND_NAMES.get(int(kind), "unknown"), int(size), None
+            return "blob", size, odb.read(oid)[1]
+        except (KeyError, ValueError, TypeError):
+            return None
 
     def tree_lookup(self, tree_oid: str, path: str) -> tuple[str, bool] | None:
         """(oid, is_tree) at `path` inside the tree, or None."""
@@ -662,6 +682,7 @@ class Repo:
 
 
 _KIND_NAMES = {1: "commit", 2: "tree", 3: "blob", 4: "tag"}
+_BLOB = 3  # GIT_OBJECT_BLOB
 _OID_CLASS: Any = None
 
 

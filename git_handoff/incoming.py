@@ -112,15 +112,16 @@ def check_state(repo: Repo, base_tree: str | None, tree: str) -> int:
                 continue
             if mode not in FILE_MODES:
                 raise records.problem(_shown(path), f"is not a file (mode {mode:o}: a symlink or a submodule)")
-            if records.kind_of(path) is None:
+            kind = records.kind_of(path)  # asked once, handed to the parser
+            if kind is None:
                 raise records.problem(_shown(path), "is not a file this version of git handoff knows")
-            found = repo.object_kind(oid)
+            found = repo.small_blob(oid, records.MAX_STATE_BLOB_BYTES)
             if found is None or found[0] != "blob":
                 raise records.problem(_shown(path), "is not a blob")
-            if found[1] > records.MAX_STATE_BLOB_BYTES:
+            if found[2] is None:
                 raise records.problem(_shown(path), f"{found[1]} bytes, more than the "
                                                     f"{records.MAX_STATE_BLOB_BYTES} a record may hold")
-            records.check_record(path, repo.read_blob(oid))
+            records.check_record(path, found[2], kind)
             parsed += 1
     return parsed
 

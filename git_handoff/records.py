@@ -161,6 +161,43 @@ def load_json_text(text: str, where: str) -> Any:
         raise UsageError(f"{where}: not valid JSON ({exc})") from None
 
 
+# The pieces of TOML text a dotted key is made of, and those it cannot cross: comments and
+# strings are skipped whole, an unterminated one to the end of its line (or of the text).
+# Possessive, so no piece is ever scanned twice: linear in the text, whatever it holds.
+_TOML_PIECE = re.compile("|".join((
+    r"(?P<skip>#[^\n]*+"  # a comment
+    r'|"""(?:[^"\\]|\\[\s\S]|"{1,2}+(?!"))*+(?:"{3,5}|\Z)'  # a multi-line basic string
+    r"|'{3}(?:[^']|'{1,2}+(?!'))*+(?:'{3,5}|\Z))",  # a multi-line literal string
+    r'(?P<part>[A-Za-z0-9_-]++|"(?:[^"\\\n]|\\.)*+"?|' r"'[^'\n]*+'?)",  # a key part
+    r"(?P<dot>[ \t]*+\.[ \t]*+)",
+    r"(?P<other>[^A-Za-z0-9_\-" r'"' r"'#. \t]++|[ \t]++|.)",
+)), re.DOTALL)
+
+
+def _dotted_key_over(text: str, limit: int) -> bool:
+    """Whether a dotted key in `text` has more than `limit` parts (one linear scan).
+    tomllib spends time quadratic in a key's parts (here a 20,000-part `a.a.a…` took 11 s,
+    one of 100,000 exhausted memory); a key of more than MAX_JSON_DEPTH parts nests its
+    value deeper than a record may be, refused after parsing anyway, so it is refused
+    before. Only a key makes such a run: a value's dotted run is a number or a time (one
+    or two dots), and strings and comments are skipped whole."""
+    if text.count(".") < limit:  # a key of limit + 1 parts has limit dots
+        return False
+    run, dotted = 0, False  # parts of the current run; whether a dot ends it (a part must follow)
+    for piece in _TOML_PIECE.finditer(text):
+        group = piece.lastgroup
+        if group == "part":
+            run = run + 1 if dotted else 1
+            if run > limit:
+                return True
+            dotted = False
+        elif group == "dot" and run and not dotted:
+            dotted = True
+        else:
+            run, dotted = 0, False
+    return False
+
+
 def _parse_toml(text: str) -> tuple[dict[str, Any] | None, str | None, bool]:
     """(table, None, False) for TOML text nesting at most MAX_JSON_DEPTH levels of tables
     and arrays; else (None, what is wrong, whether it is the nesting). One parser for the
@@ -169,6 +206,9 @@ def _parse_toml(text: str) -> tuple[dict[str, Any] | None, str | None, bool]:
         import tomllib
     except ModuleNotFoundError:  # Python 3.10
         import tomli as tomllib
+    if _dotted_key_over(text, MAX_JSON_DEPTH):
+        return None, f"nested deeper than {MAX_JSON_DEPTH} levels (a dotted key of more than " \
+                     f"{MAX_JSON_DEPTH} parts)", True
     try:
         data: dict[str, Any] = tomllib.loads(text)
     except RecursionError:
@@ -667,23 +707,64 @@ TASK_EXTRA_FIELDS: dict[str, Check] = {
     "checkpoint_tree": opt(OID),
     "failed_at": opt(STAMP),
     "last_attempt_ref": opt(PATH_TEXT),
+    "hlc": opt(pattern(_HLC, "a clock stamp (ms.counter.clone)")),
 }
 _CHECKPOINT = obj({"step": opt(integer(0)), "total": opt(integer(0)), "description": LINE, "timestamp": opt(STAMP)})
+# The task's fields of one line of text and their caps (each entry of error_log too, at
+# MAX_TEXT), checked together by lines_problem; its times (ISO-8601 when set) and its
+# commands (any text, capped: a command may be a script of several lines).
+TASK_LINES = (("title", MAX_TITLE), ("claimed_by", 4096), ("spec_ref", 4096))
+TASK_TIMES = ("completed_at", "lease_expires_at", "created_at", "updated_at")
+TASK_COMMANDS = (("check", 4096), ("cleanup", 4096))
+
+
+def lines_problem(lines: list[tuple[str, str, int]], *, escapes: bool = True) -> str | None:
+    """"field 'NAME' WHY" for the first of `lines` ((name, value, cap) each) that is not one
+    line of text by line_problem's rules, None when every one is. One pass over all of
+    them: a control character or a lone surrogate in their concatenation is in one of
+    them, and one regex search (and at most one encode) over it replaces one per field;
+    only a record that fails is asked field by field, to name the field. `escapes=False`:
+    the values were decoded from UTF-8 JSON without a `\\u` escape, where no lone surrogate
+    can be (only an escape makes one)."""
+    joined = "".join([line[1] for line in lines])
+    fine = not _CONTROL.search(joined)
+    for _, value, cap in lines:
+        if len(value) > cap:
+            fine = False
+            break
+    if fine and escapes:
+        try:
+            joined.encode("utf-8")
+        except UnicodeEncodeError:
+            fine = False
+    if fine:
+        return None
+    for name, value, cap in lines:
+        why = line_problem(value, cap)
+        if why:
+            return f"field {name!r} {why}"
+    return None
 
 
 def check_task_text(task: Any, where: str, *, escapes: bool = True) -> None:
-    """The task fields a person reads or a command line gets: one line each, capped.
-    `escapes=False`: the task was parsed from UTF-8 JSON without a `\\u` escape, so no
-    text in it can be a lone surrogate (only an escape makes one)."""
-    why = line_problem(task.title, MAX_TITLE)
-    if why:
-        raise problem(where, f"field 'title' {why}")
-    for i, entry in enumerate(task.error_log):
-        why = line_problem(entry, MAX_TEXT)
-        if why:
-            raise problem(where, f"field 'error_log[{i}]' {why}")
+    """The edge's rules for a task beyond what Task.from_json checks: every text a person
+    reads or a command line gets is one line and capped (TASK_LINES, and each error_log
+    entry), times are times, the base is an object id, numbers in range, the claim
+    bookkeeping (TASK_EXTRA_FIELDS) well-typed. `escapes=False`: the task was parsed from
+    UTF-8 JSON without a `\\u` escape, so no text in it can be a lone surrogate."""
     if len(task.error_log) > MAX_LIST or len(task.checkpoints) > MAX_LIST or len(task.depends_on) > MAX_LIST:
         raise problem(where, f"holds a list longer than {MAX_LIST} entries")
+    # The usual task has one line field set (its title): asked directly. Several (error
+    # log entries, a claim) are asked together, in one pass (lines_problem).
+    if task.error_log or task.claimed_by is not None or task.spec_ref is not None:
+        lines = [(name, value, cap) for name, cap in TASK_LINES if (value := getattr(task, name)) is not None]
+        lines += [(f"error_log[{i}]", entry, MAX_TEXT) for i, entry in enumerate(task.error_log)]
+        why = lines_problem(lines, escapes=escapes)
+    else:
+        why = line_problem(task.title, MAX_TITLE)
+        why = f"field 'title' {why}" if why else None
+    if why:
+        raise problem(where, why)
     for i, cp in enumerate(task.checkpoints):
         try:
             _CHECKPOINT(cp, f"checkpoints[{i}]")
@@ -692,27 +773,25 @@ def check_task_text(task: Any, where: str, *, escapes: bool = True) -> None:
     base = task.started_at_commit  # a full or abbreviated object id: never a revision expression
     if base is not None and not _BASE.fullmatch(base):
         raise problem(where, "field 'started_at_commit' must be an object id (hexadecimal)")
-    for name in ("completed_at", "lease_expires_at", "created_at", "updated_at"):
+    for name in TASK_TIMES:
         value = getattr(task, name)
         if value and not _TIME.fullmatch(value):
             raise problem(where, f"field {name!r} must be an ISO-8601 time")
-    for name in ("claimed_by", "spec_ref", "check", "cleanup"):
+    for name, cap in TASK_COMMANDS:
         value = getattr(task, name)
-        if value is not None:
-            why = line_problem(value, 4096) if name != "check" and name != "cleanup" else (
-                "is too long" if len(value) > 4096 else None)
-            if why:
-                raise problem(where, f"field {name!r} {why}")
+        if value is not None and len(value) > cap:
+            raise problem(where, f"field {name!r} is too long")
     if task.timeout_seconds > MAX_SECONDS:
         raise problem(where, f"field 'validation.timeout_seconds' must be at most {MAX_SECONDS}")
     if not (0 <= task.attempts <= MAX_COUNT and 1 <= task.max_attempts <= model.MAX_ATTEMPTS):
         raise problem(where, "field 'attempts' or 'max_attempts' is out of range")
     if isinstance(task.order, int) and not 0 <= task.order <= 2**64:
         raise problem(where, "field 'order' is out of range")
-    for name, check in TASK_EXTRA_FIELDS.items():
-        if name in task.extra:
+    for name, value in task.extra.items():  # usually one or two: ask the table of each
+        check = TASK_EXTRA_FIELDS.get(name)
+        if check is not None:
             try:
-                check(task.extra[name], name)
+                check(value, name)
             except InvalidState as exc:
                 raise problem(where, f"field {exc.message}") from None
     if escapes:
@@ -730,9 +809,6 @@ def task(raw: bytes, where: str, expected_id: str | None = None) -> Task:
     except UsageError as exc:
         raise InvalidState(exc.message) from None
     check_task_text(parsed, where, escapes=b"\\u" in raw)
-    stamp = parsed.extra.get("hlc")
-    if stamp is not None and not (isinstance(stamp, str) and _HLC.fullmatch(stamp)):
-        raise problem(where, f"field hlc must be a clock stamp (ms.counter.clone), not {_shown(stamp)}")
     if expected_id is not None and parsed.id != expected_id:
         raise problem(where, f"holds task {parsed.id!r}")
     return parsed
@@ -744,8 +820,17 @@ FILE_MODES = (0o100644, 0o100755)
 TREE_MODE = 0o040000
 
 
+# Names made of these alone, not starting with a dot, pass every rule of name_problem
+# (the names git handoff writes): one match instead of the rules one by one.
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9_@-][A-Za-z0-9._@-]{0,254}")  # 255 = MAX_NAME characters at most
+
+
 def name_problem(name: str) -> str | None:
     """Why a tree entry name is unsafe anywhere (None when it is fine)."""
+    return None if _PLAIN_NAME.fullmatch(name) else _name_rules(name)
+
+
+def _name_rules(name: str) -> str | None:
     if not name or name in (".", "..") or "/" in name or "\\" in name or "\0" in name:
         return "is not a plain file name"
     if name.lower() in (".git", ".git.") or name.lower().startswith(".git~"):
@@ -780,9 +865,11 @@ def kind_of(path: str) -> str | None:
     return None
 
 
-def check_record(path: str, raw: bytes) -> None:
-    """Parse the record at `path` of a state tree by its kind (InvalidState if it fails)."""
-    kind = kind_of(path)
+def check_record(path: str, raw: bytes, kind: str | None = None) -> None:
+    """Parse the record at `path` of a state tree by its kind (InvalidState if it fails);
+    `kind`: kind_of(path), when the caller has asked it already."""
+    if kind is None:
+        kind = kind_of(path)
     if kind is None:
         raise problem(path, "is not a file this version of git handoff knows")
     if len(raw) > MAX_STATE_BLOB_BYTES:

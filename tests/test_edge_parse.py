@@ -1,0 +1,90 @@
+"""The cheaper edge check of a fetched state asks what it asked before (issue 11).
+
+The line fields of a task are checked in one pass (records.lines_problem), a tree entry
+name of plain characters by one match, and a blob's header and data come from one call
+(Repo.small_blob): each answers exactly as the field-by-field rules do.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from git_handoff import records
+from git_handoff.errors import InvalidState
+from git_handoff.gitrepo import Repo
+from git_handoff.model import Task
+from tests.support.repo import make_repo
+from tests.support.speed import examples
+
+_texts = st.lists(st.sampled_from(["a", "b", " ", "\n", "\x00", "\x7f", "\u2028", "\ud800", "é", "x" * 200]),
+                  max_size=12).map("".join)
+
+
+def _first_problem(lines: list[tuple[str, str, int]]) -> str | None:
+    for name, value, cap in lines:
+        why = records.line_problem(value, cap)
+        if why:
+            return f"field {name!r} {why}"
+    return None
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(lines=st.lists(st.tuples(st.sampled_from(["title", "reason", "spec_ref"]), _texts,
+                                st.integers(min_value=0, max_value=600)), max_size=5))
+def test_one_pass_over_the_lines_answers_as_one_field_at_a_time(lines: list[tuple[str, str, int]]) -> None:
+    assert records.lines_problem(lines) == _first_problem(lines)
+
+
+def test_a_long_line_past_the_smallest_cap_is_still_found() -> None:
+    lines = [("title", "t", records.MAX_TITLE), ("claimed_by", "w" * 600, 4096), ("error_log[0]", "e" * 2001, 2000)]
+    assert records.lines_problem(lines) == "field 'error_log[0]' longer than 2000 characters (2001)"
+
+
+@pytest.mark.parametrize(("fields", "named"), [
+    ({"title": "ok", "error_log": ["fine", "bad\nline"]}, "field 'error_log[1]' holds a newline"),
+    ({"title": "ok", "claimed_by": "w\x1b[2J"}, "field 'claimed_by' holds a newline or a control character"),
+    ({"title": "x" * 501}, "field 'title' longer than 500 characters (501)"),
+    ({"title": "ok", "spec_ref": "s" * 4097, "error_log": ["e"]}, "field 'spec_ref' longer than 4096"),
+    ({"title": "ok", "extra": {"hlc": "soon"}}, "field hlc must be a clock stamp (ms.counter.clone), not 'soon'"),
+    ({"title": "ok", "extra": {"lease_seconds": "abc"}}, "field lease_seconds must be a whole number"),
+])
+def test_a_task_that_fails_names_its_field(fields: dict[str, object], named: str) -> None:
+    task = Task(id="t1", **fields)  # type: ignore[arg-type]
+    with pytest.raises(InvalidState) as exc:
+        records.check_task_text(task, "tasks/x/y/t1.json")
+    assert exc.value.message.startswith(f"tasks/x/y/t1.json: {named}"), exc.value.message
+
+
+def test_a_lone_surrogate_in_a_line_is_found_only_where_an_escape_could_make_one() -> None:
+    task = Task(id="t1", title="ok", error_log=("a", "b\ud800"))
+    with pytest.raises(InvalidState, match=r"error_log\[1\]' is not valid Unicode"):
+        records.check_task_text(task, "where")
+    raw = b'{"id": "t1", "title": "ok", "error_log": ["a", "b\\ud800"]}'
+    with pytest.raises(InvalidState, match=r"error_log\[1\]' is not valid Unicode"):
+        records.task(raw, "where")
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(name=st.text(alphabet=st.sampled_from(["a", "Z", "0", ".", "_", "-", "@", "/", "\\", "\x00", "\n", "é", "g", "t"]),
+                    max_size=8) | st.sampled_from([".git", ".GIT", ".git.", ".git~1", "..", ".", "a" * 256, "a" * 255]))
+def test_the_plain_name_shortcut_accepts_only_what_every_rule_accepts(name: str) -> None:
+    if records._PLAIN_NAME.fullmatch(name):
+        assert records._name_rules(name) is None
+    assert (records.name_problem(name) is None) == (records._name_rules(name) is None)
+
+
+def test_small_blob_reads_a_small_blob_and_only_the_header_of_a_large_one(tmp_path: Path) -> None:
+    make_repo(tmp_path / "r")
+    repo = Repo.discover(tmp_path / "r")
+    small = str(repo.raw.create_blob(b"hello"))
+    large = str(repo.raw.create_blob(b"z" * 5000))
+    tree = repo.commit_tree(str(repo.raw.head.target))
+    assert repo.small_blob(small, 4096) == ("blob", 5, b"hello")
+    assert repo.small_blob(large, 4096) == ("blob", 5000, None)
+    found = repo.small_blob(tree, 4096)
+    assert found is not None and found[0] == "tree" and found[2] is None
+    assert repo.small_blob("0" * 40, 4096) is None
