@@ -89,26 +89,30 @@ def _require(repo: Repo, oid: str, kind: str, what: str) -> None:
         raise InvalidState(f"{what} points at a {found[0]}, not a {kind}; nothing was changed")
 
 
-def check_state(repo: Repo, base_tree: str | None, tree: str) -> int:
-    """Check every entry of `tree` that is not already in `base_tree` (this clone's own,
-    so already checked); the number of records parsed."""
+def check_state(repo: Repo, base_tree: str | None, tree: str, ours_tree: str | None = None) -> int:
+    """Check every entry of `tree` that is not already in `base_tree` or `ours_tree`
+    (this clone's own state: what it holds was checked when it came, and a blob is
+    immutable, so the same entry at the same path needs no second look); the number of
+    records parsed. In a fleet, most of what another clone's head changed since the base
+    came here already through a third clone."""
     parsed = 0
-    stack: list[tuple[str, str | None, str]] = [("", base_tree, tree)]
+    known_trees = [t for n, t in enumerate((base_tree, ours_tree)) if t and t not in (base_tree, ours_tree)[:n]]
+    stack: list[tuple[str, list[str], str]] = [("", known_trees, tree)]
     while stack:
-        prefix, old, new = stack.pop()
-        seen = {name: (oid, mode) for name, oid, mode in repo.tree_entries_raw(old)} if old else {}
+        prefix, olds, new = stack.pop()
+        known = [{name: (oid, mode) for name, oid, mode in repo.tree_entries_raw(old)} for old in olds]
         for name, oid, mode in repo.tree_entries_raw(new):
             path = prefix + name
             why = records.name_problem(name)
             if why:
                 raise records.problem(_shown(path), f"the name {why}")
-            if seen.get(name) == (oid, mode):
+            if any(seen.get(name) == (oid, mode) for seen in known):
                 continue
             if mode == TREE_MODE:
                 if len(stack) + parsed > MAX_INCOMING_PATHS or path.count("/") > 8:
                     raise records.problem(_shown(path), "the state tree is deeper or larger than a state can be")
-                before = seen.get(name)
-                stack.append((path + "/", before[0] if before and before[1] == TREE_MODE else None, oid))
+                below = [entry[0] for seen in known if (entry := seen.get(name)) and entry[1] == TREE_MODE]
+                stack.append((path + "/", below, oid))
                 continue
             if mode not in FILE_MODES:
                 raise records.problem(_shown(path), f"is not a file (mode {mode:o}: a symlink or a submodule)")
@@ -143,7 +147,8 @@ def check_incoming_state(repo: Repo, theirs: str, label: str) -> None:
     base = repo.merge_base(ours, theirs) if ours else None
     if base != theirs:
         try:
-            check_state(repo, repo.commit_tree(base) if base else None, repo.commit_tree(theirs))
+            check_state(repo, repo.commit_tree(base) if base else None, repo.commit_tree(theirs),
+                        repo.commit_tree(ours) if ours else None)
         except InvalidState as exc:
             raise InvalidState(f"the state on {label} has an unreadable file "
                                f"({exc.message}); nothing was changed") from None
