@@ -95,8 +95,10 @@ import argparse
 import contextlib
 import json
 import os
+import shutil
 import statistics
 import sys
+import tempfile
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -144,6 +146,12 @@ def one_run(transport: str, k: int, n_tasks: int, *, delay_ms: float = 100.0) ->
         result = fleet.audit(clones, run.reports)
         cpu_before_stop = fleet.children_cpu()
     server_cpu = fleet.children_cpu() - cpu_before_stop
+    kept = None
+    if result.double_done or result.double_logged or result.lost or not (result.same_list and result.same_tree):
+        # the bench's work directory goes at exit: keep the clones of a run that failed
+        # its audit, so that what happened can be read
+        kept = shutil.move(str(work), tempfile.mkdtemp(prefix=f"handoff-fleet-failed-{transport}-k{k}-"))
+        print(f"#     the audit failed: the clones and the remote are kept in {kept}", file=sys.stderr, flush=True)
     reports = run.reports
     done = sum(len(r.completed) for r in reports)
     claims = sum(len(r.claimed) for r in reports)
@@ -174,7 +182,7 @@ def one_run(transport: str, k: int, n_tasks: int, *, delay_ms: float = 100.0) ->
         "lost": result.lost, "same_state": result.same_list and result.same_tree,
         "audit": asdict(result) | {"lost": len(result.lost)},
         "errors": [e for r in reports for e in r.errors][:5],
-        "load_start": load_start, "load_end": load(),
+        "load_start": load_start, "load_end": load(), "kept": kept,
     }
 
 
