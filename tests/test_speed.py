@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 
 from tests.support import speed
+from tests.support.remotes import Clones, clones, ok, remote_state, remote_url, shared_pair, task  # noqa: F401
+from tests.support.repo import git
 
 TESTS = Path(__file__).resolve().parent
 
@@ -67,3 +69,29 @@ def test_the_count_check_sees_a_literal_and_lets_slow_ones_pass() -> None:
               "@settings(max_examples=examples(50))\ndef test_c(): pass\n")
     assert _literal_counts(ast.parse(source)) == ["test_a (max_examples=50)"]
     assert _literal_counts(ast.parse("pytestmark = pytest.mark.slow\n" + source)) == []
+
+
+def test_a_copied_pair_is_a_world_of_its_own(clones: Clones, tmp_path: Path) -> None:  # noqa: F811
+    """shared_pair on a bare remote copies a world built once: the copy syncs with this
+    test's remote only, and the world itself stays as it was built. A served remote is
+    never copied."""
+    a, b = shared_pair(clones, ("add", "One", "--id", "one"))
+    assert (a, b) == (tmp_path / "a", tmp_path / "b")
+    world = clones.copied_from
+    bare = clones.bare()
+    if bare is None:  # git daemon
+        assert world is None
+    else:
+        assert world is not None and not world.is_relative_to(tmp_path)
+        for where in (a, b):
+            assert git("config", "remote.origin.url", cwd=where) == str(bare)
+    refs_before = git("for-each-ref", cwd=world / "remote.git") if world else ""
+    for where in (a, b):
+        assert task(where, "one")["title"] == "One"
+    ok("add", "Two", "--id", "two", cwd=a)
+    ok("sync", cwd=a)
+    assert remote_state(a) == git("rev-parse", "refs/harness/state", cwd=a)  # on this test's remote
+    ok("sync", cwd=b)
+    assert task(b, "two")["title"] == "Two"
+    if world is not None:
+        assert git("for-each-ref", cwd=world / "remote.git") == refs_before
