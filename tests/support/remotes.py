@@ -93,7 +93,16 @@ class Clones:
 
     def __call__(self, name: str) -> Path:
         path = self.tmp_path / name
-        if not self.made:
+        bare = self.bare()
+        if not self.made and self.templates is not None and bare is not None:
+            # the seeded remote and its first clone, built once per test process (below)
+            seeded = self.templates.built("seeded-remote", lambda where: Clones(where, str(where / "remote.git"), None)
+                                          .seed(where / "remote.git", "clone"))
+            shutil.rmtree(bare)
+            shutil.copytree(seeded / "remote.git", bare, symlinks=True)
+            shutil.copytree(seeded / "clone", path, symlinks=True)
+            git("config", "remote.origin.url", self.remote_url, cwd=path)
+        elif not self.made:
             make_repo(path)
             git("remote", "add", "origin", self.remote_url, cwd=path)
             git("push", "-q", "origin", "main", cwd=path)
@@ -101,6 +110,11 @@ class Clones:
             git("clone", "-q", self.remote_url, str(path), cwd=self.tmp_path)
         self.made.append(path)
         return path
+
+    def seed(self, bare: Path, name: str) -> None:
+        """Make the bare remote at `bare` and its first clone `name` (a template's build)."""
+        git("init", "-q", "--bare", str(bare), cwd=self.tmp_path)
+        self(name)
 
     def bare(self) -> Path | None:
         """The remote's directory when it is a bare repository on disk (not served)."""
