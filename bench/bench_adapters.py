@@ -194,6 +194,8 @@ def sync_divergent(quick: bool) -> list[Row]:
         sys.argv = ["bench_sync.py", "--tasks", str(tasks), "--updates", str(updates), "--runs", str(runs)]
         with contextlib.redirect_stdout(out):
             bench_sync.main()
+    except SystemExit as exc:  # the script's way to fail (a command failed): a row, not the end of the run
+        raise RuntimeError(str(exc)[-300:]) from None
     finally:
         sys.argv = saved_argv
         os.environ.clear()

@@ -45,6 +45,16 @@ def hermetic(home: Path) -> None:
     (home / ".gitconfig").write_text("[init]\n\tdefaultBranch = main\n")
 
 
+def published_ref(path: Path) -> str:
+    """Where the clone at `path` publishes its state on the remote: its own ref
+    (refs/harness/clones/<clone id>/state), not refs/harness/state, since fleet ids."""
+    from git_handoff.gitrepo import Repo
+    from git_handoff.identity import clone_id
+    from git_handoff.transport import CLONES
+
+    return f"{CLONES}{clone_id(Repo.discover(path))}/state"
+
+
 def edit_many(path: Path, ids: list[str], field: str) -> None:
     from git_handoff.gitrepo import Repo
     from git_handoff.store import StateStore
@@ -118,8 +128,11 @@ def main() -> None:
                 else:
                     ours.append(timed("git", "handoff", "sync", cwd=c))
                     state = sh("git", "rev-parse", "refs/harness/state", cwd=c)
-                    pushed = sh("git", "ls-remote", str(r), "refs/harness/state", cwd=c).split()[0]
-                    assert state == pushed, "sync did not push its merge"
+                    ref = published_ref(c)
+                    pushed = sh("git", "ls-remote", str(r), ref, cwd=c).split()
+                    if pushed[:1] != [state]:
+                        raise RuntimeError(f"sync did not push its merge: {ref} on the remote is {pushed[:1]}, "
+                                         f"the state {state}")
         s, p = statistics.median(ours), statistics.median(plain)
         print(f"git handoff sync (fetch + merge + push, whole command): median {s * 1000:.0f} ms "
               f"(runs: {', '.join(f'{x * 1000:.0f}' for x in ours)})")

@@ -24,6 +24,7 @@ from git_handoff.model import Task
 from git_handoff.ops import claim as claim_ops
 from git_handoff.ops import tasks as task_ops
 from git_handoff.store import StateStore
+from tests.support.speed import examples
 
 # -- the oracles: the code as it was before the bulk-path work ---------------------------------
 
@@ -127,7 +128,7 @@ json_like = st.recursive(
 )
 
 
-@settings(max_examples=800, deadline=None)
+@settings(max_examples=examples(800), deadline=None)
 @given(json_like)
 def test_json_indented_is_the_code_it_replaced_and_json_dumps(value: object) -> None:
     new = model.json_indented(value)
@@ -192,7 +193,7 @@ def _full_parse(data: Any, monkeypatch: pytest.MonkeyPatch) -> Task | str:
             return "error: " + exc.message
 
 
-@settings(max_examples=1500, deadline=None)
+@settings(max_examples=examples(1500), deadline=None)
 @given(task_dicts())
 def test_the_quick_parse_builds_what_the_full_parse_builds(data: dict[str, Any]) -> None:
     with pytest.MonkeyPatch.context() as mp:
@@ -229,7 +230,7 @@ records_ = st.dictionaries(
 )
 
 
-@settings(max_examples=600, deadline=None)
+@settings(max_examples=examples(600), deadline=None)
 @given(st.none() | records_, records_, st.integers(0, 2_000_000_000_000), st.booleans(), st.booleans())
 def test_stamp_write_is_the_code_it_replaced(old: dict[str, Any] | None, new: dict[str, Any], now: int,
                                              task: bool, fields: bool) -> None:

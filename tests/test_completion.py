@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import pty
 import select
@@ -13,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from git_handoff.cli import main
 from tests.conftest import run, run_exe
 
 GIT_BASH_COMPLETION = Path("/usr/share/bash-completion/completions/git")
@@ -26,7 +29,7 @@ def test_bare_command_prints_the_commands_and_the_state(repo: Path) -> None:
         assert f"\n   {name} " in res.out, name
     assert "Not initialized here: `git handoff init`" in res.out
     assert run("init").rc == 0 and run("add", "One", "--id", "one").rc == 0
-    out = run_exe(cwd=repo).out
+    out = run().out  # the same main, in-process
     assert out.splitlines()[-1].startswith("state: 1 tasks  completed=0 in_progress=0 pending=1")
 
 
@@ -35,12 +38,23 @@ def test_bare_command_outside_a_repository(tmp_path: Path) -> None:
     assert res.rc == 0 and "usage: git handoff" in res.out and "not a git repository" in res.out
 
 
-def test_completion_protocol_answers_commands_options_and_choices(repo: Path) -> None:
+def test_completion_protocol_answers_commands_options_and_choices(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # in-process: main() reads the protocol's variables as the executable does (the real
+    # bash below runs the executable through git's own completion). click writes the
+    # answer as bytes, so stdout is a text stream over a byte buffer, as a real one is.
     def ask(words: str, cword: int) -> list[str]:
-        proc = subprocess.run(["git", "handoff"], cwd=repo, capture_output=True, text=True, check=True,
-                              env={**os.environ, "COMP_WORDS": words, "COMP_CWORD": str(cword),
-                                   "_GIT_HANDOFF_COMPLETE": "bash_complete"})
-        return [line for line in proc.stdout.splitlines() if line]
+        raw, err = io.BytesIO(), io.StringIO()
+        out = io.TextIOWrapper(raw, encoding="utf-8")
+        with monkeypatch.context() as m:
+            for name, value in (("COMP_WORDS", words), ("COMP_CWORD", str(cword)),
+                                ("_GIT_HANDOFF_COMPLETE", "bash_complete")):
+                m.setenv(name, value)
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), \
+                    pytest.raises(SystemExit) as exited:
+                main([])
+        out.flush()
+        assert exited.value.code in (0, None) and err.getvalue() == "", err.getvalue()
+        return [line for line in raw.getvalue().decode().splitlines() if line]
 
     assert ask("git-handoff cl", 1) == ["plain,claim"]
     assert ask("git-handoff show ", 2) == []  # no state yet: no ids, no error

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import time
 from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -169,13 +168,20 @@ def test_relay_takes_the_fleet_lock_and_releases_it_at_exit(clones: Callable[[st
     assert len(lock_updates(log)) == 2
 
 
-def test_an_expired_lock_of_a_dead_machine_is_taken_over(clones: Callable[[str], Path]) -> None:
+def later(seconds: int) -> str:
+    """A pinned clock `seconds` ahead of now (GIT_HANDOFF_NOW): a lease that runs out
+    without the test waiting for it."""
+    return stamp(datetime.now(timezone.utc) + timedelta(seconds=seconds))
+
+
+def test_an_expired_lock_of_a_dead_machine_is_taken_over(clones: Callable[[str], Path],
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     a, b = shared_pair(clones, *DONE)
     log = record_updates(a)
     dead = holder(a, 1)
     dead.acquire()  # and never renewed nor released: the machine died
     held = remote_lock(b).split()[0]
-    time.sleep(1.5)
+    monkeypatch.setenv("GIT_HANDOFF_NOW", later(5))  # its 1 s lease is over
     res = run("relay", "--fleet-lock", "--agent", "true", cwd=b)
     assert res.rc == 0, res.err
     assert lock_updates(log) == [("create", "0" * 40), ("take", held), ("delete", lock_updates(log)[2][1])]
@@ -228,12 +234,13 @@ def test_sync_reads_a_lock_ref_through_its_parser(clones: Callable[[str], Path])
     assert remote_lock(b).split()[0] == commit
 
 
-def test_a_lock_taken_over_is_lost_by_its_old_holder_and_never_deleted_by_it(clones: Callable[[str], Path]) -> None:
+def test_a_lock_taken_over_is_lost_by_its_old_holder_and_never_deleted_by_it(clones: Callable[[str], Path],
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     a, b = shared_pair(clones)
     old = holder(a, 1)
     old.acquire()
     assert old.renew() and not old.taken_over  # renewed in time: still ours
-    time.sleep(1.5)
+    monkeypatch.setenv("GIT_HANDOFF_NOW", later(5))  # its 1 s lease is over
     new = holder(b, 60)
     new.acquire()  # the lease ran out: b takes it over
     assert new.took_over is not None and new.took_over["clone"] == old.clone

@@ -315,7 +315,7 @@ def _eligible(n_p0: int, n_p1: int) -> list[Any]:
     return tasks
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(n_p0=st.integers(0, 40), n_p1=st.integers(0, 40), clones=st.integers(1, 24),
        gone=st.sets(st.integers(0, 79), max_size=30), a=st.integers(0, 23), b=st.integers(0, 23))
 def test_clones_never_want_the_same_task_while_their_slots_last(n_p0: int, n_p1: int, clones: int,

@@ -7,6 +7,8 @@ Every row refuses with exit 2 and one line `error: …` naming what was wrong, p
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -150,25 +152,41 @@ def test_a_hook_payload_nested_100000_deep_is_set_aside(planned: Path, hook: str
 # -- argv -----------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("argv", [
+NOT_UTF8 = [
     [b"add", b"\xff"], [b"add", b"ok", b"--check", b"echo \xff"], [b"decide", b"\xfe", b"--why", b"x"],
     [b"blocker", b"a\xffb"], [b"claim", b"--worker", b"\xff"], [b"import", b"\xff.toml"], [b"\xff"],
     [b"edit", b"a", b"--spec", b"\xff"],
-])
-def test_arguments_that_are_not_utf8_are_refused(planned: Path, argv: list[bytes]) -> None:
-    import subprocess
+]
 
+
+def _refused_as_not_utf8(rc: int, out: str, err: str, json_requested: bool) -> None:
+    assert rc == 2, err
+    assert len(err.splitlines()) == 1 and "is not valid UTF-8 text" in err, err
+    assert "unexpected" not in err
+    if json_requested:
+        assert json.loads(out)["exit_code"] == 2
+    else:
+        assert out == ""
+
+
+@pytest.mark.parametrize("argv", NOT_UTF8)
+def test_arguments_that_are_not_utf8_are_refused(planned: Path, argv: list[bytes]) -> None:
+    # in-process, the arguments as Python hands them to the executable's main (the
+    # undecodable bytes as lone surrogates: os.fsdecode); the real executable below
+    before = state_head(planned)
+    for extra in ([], [b"--json"]):
+        res = run(*(os.fsdecode(arg) for arg in [*argv, *extra]))
+        _refused_as_not_utf8(res.rc, res.out, res.err, bool(extra))
+    assert state_head(planned) == before
+
+
+def test_the_real_executable_refuses_arguments_that_are_not_utf8(planned: Path) -> None:
+    argv = NOT_UTF8[1]
     before = state_head(planned)
     for extra in ([], [b"--json"]):
         proc = subprocess.run([b"git", b"handoff", *argv, *extra], cwd=planned, capture_output=True, timeout=120)
-        err = proc.stderr.decode("utf-8", "replace")
-        assert proc.returncode == 2, err
-        assert len(err.splitlines()) == 1 and "is not valid UTF-8 text" in err, err
-        assert "unexpected" not in err
-        if extra:
-            assert json.loads(proc.stdout)["exit_code"] == 2
-        else:
-            assert proc.stdout == b""
+        _refused_as_not_utf8(proc.returncode, proc.stdout.decode("utf-8", "replace"),
+                             proc.stderr.decode("utf-8", "replace"), bool(extra))
     assert state_head(planned) == before
 
 

@@ -4,6 +4,9 @@ and clones of it."""
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import os
+import shutil
 import socket
 import subprocess
 import time
@@ -13,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.repo import git, make_repo, run
+from tests.support.templates import Templates
 
 
 def _free_port() -> int:
@@ -76,23 +80,51 @@ def remote_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
             proc.wait()
 
 
-@pytest.fixture
-def clones(tmp_path: Path, remote_url: str) -> Callable[[str], Path]:
-    """clones(name): a clone of the shared remote (the first one seeds it with a commit)."""
-    made: list[Path] = []
+class Clones:
+    """clones(name): a clone of the shared remote (the first one seeds it with a commit),
+    at tmp_path/name."""
 
-    def make(name: str) -> Path:
-        path = tmp_path / name
-        if not made:
+    def __init__(self, tmp_path: Path, remote_url: str, templates: Templates | None) -> None:
+        self.tmp_path = tmp_path
+        self.remote_url = remote_url
+        self.templates = templates
+        self.made: list[Path] = []
+        self.copied_from: Path | None = None  # the world shared_pair copied, if it did
+
+    def __call__(self, name: str) -> Path:
+        path = self.tmp_path / name
+        bare = self.bare()
+        if not self.made and self.templates is not None and bare is not None:
+            # the seeded remote and its first clone, built once per test process (below)
+            seeded = self.templates.built("seeded-remote", lambda where: Clones(where, str(where / "remote.git"), None)
+                                          .seed(where / "remote.git", "clone"))
+            shutil.rmtree(bare)
+            shutil.copytree(seeded / "remote.git", bare, symlinks=True)
+            shutil.copytree(seeded / "clone", path, symlinks=True)
+            git("config", "remote.origin.url", self.remote_url, cwd=path)
+        elif not self.made:
             make_repo(path)
-            git("remote", "add", "origin", remote_url, cwd=path)
+            git("remote", "add", "origin", self.remote_url, cwd=path)
             git("push", "-q", "origin", "main", cwd=path)
         else:
-            git("clone", "-q", remote_url, str(path), cwd=tmp_path)
-        made.append(path)
+            git("clone", "-q", self.remote_url, str(path), cwd=self.tmp_path)
+        self.made.append(path)
         return path
 
-    return make
+    def seed(self, bare: Path, name: str) -> None:
+        """Make the bare remote at `bare` and its first clone `name` (a template's build)."""
+        git("init", "-q", "--bare", str(bare), cwd=self.tmp_path)
+        self(name)
+
+    def bare(self) -> Path | None:
+        """The remote's directory when it is a bare repository on disk (not served)."""
+        path = Path(self.remote_url)
+        return path if "://" not in self.remote_url and path.is_dir() else None
+
+
+@pytest.fixture
+def clones(tmp_path: Path, remote_url: str, templates: Templates) -> Clones:
+    return Clones(tmp_path, remote_url, templates)
 
 
 def ok(*args: str, cwd: Path) -> dict | str:
@@ -101,8 +133,27 @@ def ok(*args: str, cwd: Path) -> dict | str:
     return r.json() if "--json" in args else r.out
 
 
+# The pair's world (the remote, a, b) holds no path of its own but the remote's URL in
+# each clone's config; these commands leave no other (a claim records its worktree).
+_COPYABLE = {"init", "add"}
+
+
 def shared_pair(clones: Callable[[str], Path], *commands: tuple[str, ...]) -> tuple[Path, Path]:
-    """Clone a inits, runs `commands`, syncs; then clone b adopts that state by syncing."""
+    """Clone a inits, runs `commands`, syncs; then clone b adopts that state by syncing.
+
+    On a bare remote the world this makes is built once per test process and copied
+    (tests/support/templates.py): the same remote, clones and state, made by the same
+    commands, with the remote's URL set to this test's. A served remote (git daemon)
+    and commands that record a path are run each time."""
+    if isinstance(clones, Clones):
+        bare = clones.bare()
+        if (clones.templates is not None and bare is not None and not clones.made
+                and all(command[0] in _COPYABLE for command in commands)):
+            return _copied_pair(clones, bare, commands)
+    return _make_pair(clones, commands)
+
+
+def _make_pair(clones: Callable[[str], Path], commands: tuple[tuple[str, ...], ...]) -> tuple[Path, Path]:
     a = clones("a")
     ok("init", cwd=a)
     for command in commands:
@@ -111,6 +162,26 @@ def shared_pair(clones: Callable[[str], Path], *commands: tuple[str, ...]) -> tu
     b = clones("b")
     ok("sync", cwd=b)
     return a, b
+
+
+def _copied_pair(clones: Clones, bare: Path, commands: tuple[tuple[str, ...], ...]) -> tuple[Path, Path]:
+    assert clones.templates is not None
+    # what the world depends on besides the commands: the pinned clock, our variables
+    env = sorted((k, v) for k, v in os.environ.items() if k == "GIT_HANDOFF_NOW" or k.startswith("HANDOFF_"))
+    key = "pair-" + hashlib.sha1(repr((commands, env)).encode()).hexdigest()[:16]
+
+    def build(where: Path) -> None:
+        git("init", "-q", "--bare", str(where / "remote.git"), cwd=where)
+        _make_pair(Clones(where, str(where / "remote.git"), None), commands)
+
+    source = clones.copied_from = clones.templates.built(key, build)
+    shutil.rmtree(bare)  # the empty remote the fixture made: the world's instead
+    shutil.copytree(source / "remote.git", bare, symlinks=True)
+    for name in ("a", "b"):
+        shutil.copytree(source / name, clones.tmp_path / name, symlinks=True)
+        git("config", "remote.origin.url", clones.remote_url, cwd=clones.tmp_path / name)
+        clones.made.append(clones.tmp_path / name)
+    return clones.tmp_path / "a", clones.tmp_path / "b"
 
 
 def published(path: Path) -> str:

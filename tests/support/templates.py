@@ -22,9 +22,9 @@ class Templates:
         self.root = root
         self._built: dict[str, Path] = {}
 
-    def copy(self, name: str, build: Callable[[Path], object], dest: Path) -> Path:
-        """Copy the set-up `name` (made by `build(directory)` the first time) to `dest`,
-        which may exist (then it must not hold any of the set-up's top-level names)."""
+    def built(self, name: str, build: Callable[[Path], object]) -> Path:
+        """The directory of the set-up `name`, made by `build(directory)` the first time.
+        The caller copies from it and never changes it."""
         source = self._built.get(name)
         if source is None:
             source = self.root / name
@@ -33,6 +33,12 @@ class Templates:
             source.mkdir(parents=True)
             build(source)
             self._built[name] = source
+        return source
+
+    def copy(self, name: str, build: Callable[[Path], object], dest: Path) -> Path:
+        """Copy the set-up `name` (made by `build(directory)` the first time) to `dest`,
+        which may exist (then it must not hold any of the set-up's top-level names)."""
+        source = self.built(name, build)
         dest.mkdir(parents=True, exist_ok=True)
         for entry in source.iterdir():
             target = dest / entry.name
