@@ -234,3 +234,16 @@ def subprocess_log(repo: Path) -> str:
 def test_a_well_formed_hook_payload_gives_no_warning(planned: Path) -> None:
     res = run("hook", "claude-stop", stdin=json.dumps({"session_id": "s-1", "cwd": str(planned)}))
     assert res.rc == 0 and "ignored" not in res.err, res
+
+
+def test_a_hook_that_sets_a_field_aside_and_warns_too_says_both_on_one_line(repo: Path) -> None:
+    """The payload's field set aside and the core's own warning (here: no session may
+    start, max_sessions is spent) share stderr's one line."""
+    assert run("init", "--max-sessions", "1").rc == 0
+    assert run("add", "A task", "--id", "a", "--check", "true").rc == 0
+    assert run("session", "start").rc == 0 and run("session", "end").rc == 0
+    payload = {"session_id": "s-1", "source": "startup", "cwd": "/tmp\n/etc"}
+    res = run("hook", "claude-session-start", stdin=json.dumps(payload))
+    assert res.rc == 0, res
+    assert len(res.err.strip().splitlines()) == 1, res.err
+    assert "payload field(s) cwd ignored" in res.err and "max_sessions" in res.err, res.err

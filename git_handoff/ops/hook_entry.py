@@ -49,5 +49,7 @@ def run(hook: str, stdin_text: str | None) -> tuple[str, str]:
                 ignored = (f"git handoff hook: payload field(s) {', '.join(event.set_aside)} ignored: not one line "
                            "of text within its length cap")
             outcome = agent_events.handle(event)
-            return adapter.render(hook, outcome), "\n".join(w for w in (ignored, outcome.warning or "") if w)
+            # one line on stderr, whatever was set aside and whatever the core warns of
+            warned = "; ".join(" ".join(w.split()) for w in (ignored, outcome.warning or "") if w)
+            return adapter.render(hook, outcome), warned
     return "", ""
