@@ -87,6 +87,27 @@ every clone's moved head as its own merge commit: ~25 state commits per task at
 K = 16), which caps 2 cores near 0.6 tasks/s, what one quiet K = 1 loop does. The
 delay target (K = 16 >= 8x K = 1) needs 8 x 0.38 = 3 tasks/s: 3.6 CPU-seconds a second
 at K = 1's cost per task, 8 at K = 16's; two cores cap K = 16 near 0.74 (2.0x).
+
+series C (one commit per sync for every clone head it brings in; `done` after the lease
+is over moves the claim ref by compare-and-swap), 2026-12-01 20:18-21:10, daemon 200
+tasks, delay and HTTP 100; one other engineer's test suite beside K = 1 and 16 (load 3-12,
+32 during K = 32):
+
+| transport | K | tasks/s (vs K=1) | exit 3 | retries/claim | claim p50 | ref updates/task | CPU/task client/server | double | lost | same state |
+|---|---|---|---|---|---|---|---|---|---|---|
+| daemon | 1 | 0.57 (1.00x) | 0 | 0.00 | 0.67 s | 5.0 | 1.16 / 0.10 s | 0 | 0 | yes |
+| daemon | 4 | 1.42 (2.49x) | 0 | 0.01 | 1.07 s | 5.0 | 1.22 / 0.13 s | 0 | 0 | yes |
+| daemon | 8 | 1.09 (1.91x) | 0 | 0.01 | 2.81 s | 5.0 | 1.58 / 0.19 s | 0 | 0 | yes |
+| daemon | 16 | 0.59 (1.04x) | 0 | 0.01 | 9.86 s | 5.0 | 2.42 / 0.32 s | 0 | 0 | yes |
+| daemon | 32 | 0.18 (0.31x) | 0 | 0.09 | 65.07 s | 5.2 | 10.76 / 0.39 s | 0 | 0 | yes |
+| delay 100 ms | 1 | 0.56 (1.00x) | 0 | 0.00 | 0.76 s | 5.0 | 0.90 / 0.10 s | 0 | 0 | yes |
+| delay 100 ms | 16 | 0.96 (1.72x) | 0 | 0.06 | 6.47 s | 5.0 | 1.81 / 0.26 s | 0 | 0 | yes |
+| http | 16 | 0.83 | 0 | 0.06 | 7.65 s | 5.0 | 2.05 / 0.35 s | 0 | 0 | yes |
+
+Reading: one commit per sync takes the state history at K = 16 from 27 commits per
+task to 4.4, and with it the ancestry walks, merge bases and edge checks each sync
+makes; K = 16 now matches K = 1 (target met, narrowly). K = 32 on 2 cores thrashes
+(claims killed at the loop's 300 s limit) but stays correct.
 """
 
 from __future__ import annotations
