@@ -40,8 +40,9 @@ from bench.common import (
 )
 
 
-def _old_check(repo: Any, base_tree: str | None, tree: str) -> int:
-    """The pre-edge check: each changed task file through Task.loads."""
+def _old_check(repo: Any, base_tree: str | None, tree: str, ours_tree: str | None = None) -> int:
+    """The pre-edge check: each changed task file through Task.loads (it knew nothing of
+    `ours_tree`, which the edge check skips entries of; a clone adopting has none)."""
     from git_handoff.model import Task
 
     n = 0
