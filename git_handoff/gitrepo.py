@@ -356,12 +356,27 @@ class Repo:
         """('commit' | 'tree' | 'blob' | 'tag', size) of an object, or None when absent;
         the object's data is not read."""
         try:
-            odb = self.raw.odb  # a new wrapper each time it is asked for: once per call
-            kind, size = odb.read_header(oid) if hasattr(odb, "read_header") else (
-                self.raw[oid].type, len(self.raw[oid].read_raw()))
+            kind, size = self._header(oid)
         except (KeyError, ValueError, TypeError):
             return None
         return _KIND_NAMES.get(int(kind), "unknown"), int(size)
+
+    def _odb_now(self) -> Any:
+        """The wrapper of this repository's object database (pygit2 makes a new one each
+        time `raw.odb` is asked for): made once per opened repository."""
+        raw = self.raw
+        if self._odb_of is not raw:
+            self._odb, self._odb_of = raw.odb, raw
+        return self._odb
+
+    def _header(self, oid: str) -> tuple[int, int]:
+        """(type number, size) of an object without reading its data (KeyError if absent)."""
+        odb = self._odb_now()
+        if hasattr(odb, "read_header"):
+            kind, size = odb.read_header(oid)
+            return int(kind), int(size)
+        obj = self.raw[oid]
+        return int(obj.type), len(obj.read_raw())
 
     def small_blob(self, oid: str, limit: int) -> tuple[str, int, bytes | None] | None:
         """(kind, size, data) of an object, None when absent; data only when it is a blob
@@ -369,15 +384,11 @@ class Repo:
         gigabytes is refused without being inflated; then the object itself, straight
         from the object database (checking every blob of a fetched state: object_kind
         and read_blob made two lookups and two wrappers per blob)."""
-        raw = self.raw
-        if self._odb_of is not raw:  # the wrapper of this repository's object database, once
-            self._odb, self._odb_of = raw.odb, raw
-        odb = self._odb
         try:
-            kind, size = odb.read_header(oid)
+            kind, size = self._header(oid)
             if kind != _BLOB or size > limit:
-                return _KIND_NAMES.get(int(kind), "unknown"), int(size), None
-            return "blob", size, odb.read(oid)[1]
+                return _KIND_NAMES.get(kind, "unknown"), size, None
+            return "blob", size, self._odb_now().read(oid)[1]
         except (KeyError, ValueError, TypeError):
             return None
 
