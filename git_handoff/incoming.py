@@ -96,7 +96,7 @@ def check_state(repo: Repo, base_tree: str | None, tree: str, ours_tree: str | N
     records parsed. In a fleet, most of what another clone's head changed since the base
     came here already through a third clone."""
     parsed = 0
-    known_trees = [t for n, t in enumerate((base_tree, ours_tree)) if t and t not in (base_tree, ours_tree)[:n]]
+    known_trees = [t for t in dict.fromkeys((base_tree, ours_tree)) if t]
     stack: list[tuple[str, list[str], str]] = [("", known_trees, tree)]
     while stack:
         prefix, olds, new = stack.pop()

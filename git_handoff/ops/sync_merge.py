@@ -225,6 +225,9 @@ def integrate_all(store: StateStore, heads: list[tuple[str, str]]) -> MergeStep:
     report: MergeStep = {"action": "up-to-date", "incoming": 0, "conflicts": [], "claims_lost": []}
     near = _near(repo, store.head())
     fresh = [(label, theirs) for label, theirs in heads if theirs not in near]
+    label_of: dict[str, str] = {}  # each head once, in order, with its first label
+    for label, theirs in fresh:
+        label_of.setdefault(theirs, label)
     for label, theirs in fresh:
         _check_incoming(store, theirs, label)
     with store.lock():
@@ -232,9 +235,7 @@ def integrate_all(store: StateStore, heads: list[tuple[str, str]]) -> MergeStep:
             if attempt:
                 _pause(attempt - 1)
             ours = store.head()
-            todo = [(label, theirs) for label, theirs in fresh
-                    if ours is None or not repo.is_ancestor(theirs, ours)]
-            todo = [item for n, item in enumerate(todo) if item[1] not in {h for _, h in todo[:n]}]
+            todo = [(label_of[h], h) for h in _new_heads(repo, ours, list(label_of))]
             if not todo:
                 return report
             step = _fold(store, ours, todo)
@@ -245,24 +246,39 @@ def integrate_all(store: StateStore, heads: list[tuple[str, str]]) -> MergeStep:
     raise Contention(f"{STATE_REF} kept changing while merging {heads[0][0]}; nothing was lost, retry")
 
 
+def _new_heads(repo: Repo, ours: str | None, heads: list[str], near: frozenset[str] | set[str] = frozenset()
+               ) -> list[str]:
+    """`heads` that `ours` does not hold yet, each once, in their order (`near`: commits
+    known to be in ours, asked without a walk)."""
+    return [h for h in dict.fromkeys(heads) if h not in near and (ours is None or not repo.is_ancestor(h, ours))]
+
+
+def _start(repo: Repo, ours: str | None, new: list[str]) -> tuple[str, list[str]]:
+    """Where a merge of the `new` heads (none of them in `ours`) starts, and what remains to
+    merge onto it: ours, unless a head holds it (or there is no ours), which is then a
+    fast-forward; the heads that start holds already drop out."""
+    first = new[0] if ours is None else next((h for h in new if repo.is_ancestor(ours, h)), ours)
+    if first == ours:
+        return first, new
+    return first, [h for h in new if h != first and not repo.is_ancestor(h, first)]
+
+
 def _fold(store: StateStore, ours: str | None, todo: list[tuple[str, str]]) -> MergeStep | None:
     """Merge the heads of `todo` (none of them in `ours`) and publish the result; None
     when the state ref moved meanwhile (nothing published)."""
     repo = store.repo
     step: MergeStep = {"action": "merged", "incoming": 0, "conflicts": [], "claims_lost": []}
-    if ours is None:
-        label, first = todo[0]
-        step["action"], step["incoming"] = "adopted", repo.count_commits(first)
-        reason = f"handoff: adopted the state of {label}"
-    else:
-        first = next((h for _, h in todo if repo.is_ancestor(ours, h)), ours)
-        if first != ours:
-            label = next(label for label, h in todo if h == first)
+    first, rest = _start(repo, ours, [h for _, h in todo])
+    if first != ours:
+        label = next(label for label, h in todo if h == first)
+        if ours is None:
+            step["action"], step["incoming"] = "adopted", repo.count_commits(first)
+            reason = f"handoff: adopted the state of {label}"
+        else:
             step["claims_lost"] = _lost_claims(repo, repo.commit_tree(ours), repo.commit_tree(first))
             step["action"], step["incoming"] = "fast-forward", repo.count_commits(first, ours)
             reason = f"handoff: fast-forward to {label}"
-    if first != ours:
-        todo = [(label, h) for label, h in todo if h != first and not repo.is_ancestor(h, first)]
+        todo = [(label, h) for label, h in todo if h in rest]
     if not todo:
         return step if store.publish(first, ours, reason) else None
     acc, parents = first, [first]
@@ -313,14 +329,10 @@ def merge_notes(repo: Repo, store: StateStore, heads: list[str]) -> str:
             if attempt:
                 _pause(attempt - 1)
             ours = repo.ref_target(NOTES_REF)
-            near = _near(repo, ours)
-            todo = [h for n, h in enumerate(heads) if h not in near and h not in heads[:n]
-                    and (ours is None or not repo.is_ancestor(h, ours))]
-            if not todo:
+            new = _new_heads(repo, ours, heads, _near(repo, ours))
+            if not new:
                 return "up-to-date"
-            first = todo[0] if ours is None else next((h for h in todo if repo.is_ancestor(ours, h)), ours)
-            if first != ours:
-                todo = [h for h in todo if h != first and not repo.is_ancestor(h, first)]
+            first, todo = _start(repo, ours, new)
             action = "adopted" if ours is None else "fast-forward" if first != ours else "merged"
             commit = first
             if todo:
