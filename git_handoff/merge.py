@@ -430,10 +430,7 @@ def _merge_format(ours: bytes, theirs: bytes) -> bytes:
 
 
 def _merge_toml(path: str, base: bytes | None, ours: bytes, theirs: bytes) -> Outcome:
-    try:
-        import tomllib
-    except ModuleNotFoundError:  # Python 3.10
-        import tomli as tomllib
+    import tomllib
     try:
         b = tomllib.loads(base.decode()) if base else {}
         o = tomllib.loads(ours.decode())

@@ -202,10 +202,7 @@ def _parse_toml(text: str) -> tuple[dict[str, Any] | None, str | None, bool]:
     """(table, None, False) for TOML text nesting at most MAX_JSON_DEPTH levels of tables
     and arrays; else (None, what is wrong, whether it is the nesting). One parser for the
     plan files and config people give (UsageError) and the state's config.toml (InvalidState)."""
-    try:
-        import tomllib
-    except ModuleNotFoundError:  # Python 3.10
-        import tomli as tomllib
+    import tomllib
     if _dotted_key_over(text, MAX_JSON_DEPTH):
         return None, f"nested deeper than {MAX_JSON_DEPTH} levels (a dotted key of more than " \
                      f"{MAX_JSON_DEPTH} parts)", True
