@@ -470,7 +470,7 @@ _TASK_FIELDS = frozenset(f.name for f in dataclasses.fields(Task))
 
 
 # The keys from_json reads (everything else is kept in `extra`).
-_READ_KEYS = frozenset((
+TASK_READ_KEYS = frozenset((
     "id", "title", "status", "priority", "depends_on", "attempts", "max_attempts", "validation",
     "on_failure", "error_log", "checkpoints", "order", "started_at_commit", "completed_at",
     "claimed_by", "lease_expires_at", "created_at", "spec_ref", "updated_at",
@@ -551,7 +551,7 @@ def _well_formed(cls: type[Task], data: Any) -> Task | None:
         "checkpoints": checkpoints, "completed_at": completed_at, "claimed_by": claimed_by,
         "lease_expires_at": lease_expires_at, "created_at": created_at or "", "spec_ref": spec_ref,
         "order": order, "updated_at": updated_at or "",
-        "extra": {k: v for k, v in data.items() if k not in _READ_KEYS},
+        "extra": {k: v for k, v in data.items() if k not in TASK_READ_KEYS},
     })
     return task
 
