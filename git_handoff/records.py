@@ -791,8 +791,8 @@ def check_task_text(task: Any, where: str, *, escapes: bool = True) -> None:
                 check(value, name)
             except InvalidState as exc:
                 raise problem(where, f"field {exc.message}") from None
-    if escapes:
-        _deep_strings_ok(task.extra, where)
+    if escapes:  # the text no rule above encodes: the commands, every checkpoint field, the rest
+        _deep_strings_ok([task.check, task.cleanup, list(task.checkpoints), task.extra], where)
 
 
 _BASE = re.compile(r"[0-9a-f]{4,64}")  # a full or abbreviated object id

@@ -17,7 +17,7 @@ from git_handoff import records
 from git_handoff.errors import InvalidState
 from git_handoff.gitrepo import Repo
 from git_handoff.model import Task
-from tests.support.repo import make_repo
+from tests.support.repo import make_repo, run, state_head
 from tests.support.speed import examples
 
 _texts = st.lists(st.sampled_from(["a", "b", " ", "\n", "\x00", "\x7f", "\u2028", "\ud800", "é", "x" * 200]),
@@ -88,3 +88,20 @@ def test_small_blob_reads_a_small_blob_and_only_the_header_of_a_large_one(tmp_pa
     found = repo.small_blob(tree, 4096)
     assert found is not None and found[0] == "tree" and found[2] is None
     assert repo.small_blob("0" * 40, 4096) is None
+
+
+@pytest.mark.parametrize("task", [
+    '{"id": "a", "title": "A", "validation": {"command": "echo \\ud800"}}',
+    '{"id": "a", "title": "A", "on_failure": {"cleanup": "rm \\udfff"}}',
+    '{"id": "a", "title": "A", "checkpoints": [{"step": 1, "description": "ok", "note": "\\ud83d"}]}',
+], ids=["command", "cleanup", "checkpoint field"])
+def test_a_lone_surrogate_in_a_command_or_a_checkpoint_is_refused_on_import(repo: Path, task: str) -> None:
+    """Not a line, so no line rule asked it; writing the task failed (`unexpected
+    UnicodeEncodeError`), and fetched, printing it did (tests/test_hostile.py)."""
+    assert run("init").rc == 0
+    before = state_head(repo)
+    (repo / "tasks.json").write_text('{"version": 2, "tasks": [' + task + "]}")
+    res = run("import", "tasks.json")
+    assert res.rc == 2, res.err
+    assert res.err.strip() == "error: tasks.json: task #1: holds text that is not valid Unicode (a lone surrogate)"
+    assert state_head(repo) == before

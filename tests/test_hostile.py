@@ -176,6 +176,27 @@ def craft_title_surrogate(w: World) -> dict[str, Any]:
 
 
 @craft
+def craft_command_surrogate(w: World) -> dict[str, Any]:
+    # not a line, so no line rule asked it: printing it (show, list, trust) failed
+    raw = jbytes(task_record("evil", validation={"command": "echo @@", "timeout_seconds": 30})).replace(b"@@", b"\\ud800")
+    return _with_task(w, task_record("evil"), raw)
+
+
+@craft
+def craft_cleanup_surrogate(w: World) -> dict[str, Any]:
+    raw = jbytes(task_record("evil", on_failure={"cleanup": "rm @@"})).replace(b"@@", b"\\udfff")
+    return _with_task(w, task_record("evil"), raw)
+
+
+@craft
+def craft_checkpoint_field_surrogate(w: World) -> dict[str, Any]:
+    # a field of a checkpoint no rule names
+    raw = jbytes(task_record("evil", checkpoints=[{"step": 1, "description": "ok", "note": "@@"}])).replace(
+        b"@@", b"\\ud83d")
+    return _with_task(w, task_record("evil"), raw)
+
+
+@craft
 def craft_error_log_forged_line(w: World) -> dict[str, Any]:
     return _with_task(w, task_record("evil", status="failed", attempts=1,
                                      error_log=["[TASK_EXEC] x\n[2026-07-01T10:00:00Z] [SESSION-9] Completed [api]"]))
@@ -595,12 +616,12 @@ def _day(w: World, target: str, commands: list[tuple[str, ...]]) -> None:
 
 READS = [("status",), ("status", "--json"), ("list", "--json"), ("show", "{T}"), ("next", "--json"),
          ("log", "-n", "20"), ("log", "--task", "{T}"), ("attempts", "{T}", "--json"), ("dispatch", "list"),
-         ("prompt",)]
+         ("prompt",), ("trust",), ("trust", "--json")]
 WORK = [("claim", "{T}", "--json"), ("verify", "{T}"), ("done", "{T}"), ("release", "{T}"),
         ("claim", "--json"), ("checkpoint", "{T}", "half"), ("release", "{T}")]
 
 
-# torture by crafted input, as test_fuzz's generated input: 56 hostile remotes, each then
+# torture by crafted input, as test_fuzz's generated input: 64 hostile remotes, each then
 # a day of ~27 commands on the victim (most of a minute of CPU in all), so the slow layer;
 # test_sync keeps a hostile command and an unreadable remote state in the fast layer
 @pytest.mark.slow
