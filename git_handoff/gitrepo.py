@@ -335,9 +335,14 @@ class Repo:
         return [str(p) for p in self.raw[_as_oid(commit_oid)].parent_ids]
 
     def commit_info(self, commit_oid: str) -> tuple[str, list[str], int, str]:
-        """(message, parent oids, commit time, author name) of a commit."""
+        """(message, parent oids, commit time, author name) of a commit. The message and
+        the name are read as UTF-8 whatever the commit's `encoding` header says (pygit2
+        decodes by that header, strictly: a fetched commit naming an unknown encoding, or
+        bytes that are not that encoding, raised LookupError or UnicodeDecodeError in
+        every reader of the history); what is not UTF-8 shows as U+FFFD."""
         c = self.raw[commit_oid]
-        return c.message, [str(p) for p in c.parent_ids], c.commit_time, c.author.name
+        return (c.raw_message.decode("utf-8", "replace"), [str(p) for p in c.parent_ids], c.commit_time,
+                c.author.raw_name.decode("utf-8", "replace"))
 
     def tree_entries(self, tree_oid: str) -> Iterator[tuple[str, str, bool]]:
         """(name, oid, is_tree) for each entry of a tree."""

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import pygit2
 import pytest
 
 from tests.hostile import (
@@ -551,6 +552,51 @@ def craft_attempt_gitlink_and_tree_types(w: World) -> dict[str, Any]:
     tree = {"README": (BLOB, a.blob("hello\n")), "sub": (GITLINK, _root_commit(w)),
             "app.py": {"inner": (BLOB, a.blob("x"))}}
     return _attempt(w, tree, {"README": (BLOB, a.blob("hello\n"))})
+
+
+def _raw_commit(w: World, tree: str, parents: list[str], headers: str, message: bytes) -> str:
+    """A commit object written byte for byte (headers git handoff never writes, bytes
+    that are not UTF-8)."""
+    lines = [f"tree {tree}", *(f"parent {p}" for p in parents), "author Mal\xfflory <m@example.com> 1782900000 +0000",
+             "committer Mallory <m@example.com> 1782900000 +0000", headers]
+    raw = ("\n".join(lines) + "\n\n").encode("latin-1") + message
+    return str(w.attacker.repo.odb.write(pygit2.enums.ObjectType.COMMIT, raw))
+
+
+@craft
+def craft_state_commit_unknown_encoding(w: World) -> dict[str, Any]:
+    # pygit2 decodes a commit's message and names by its `encoding` header, strictly:
+    # every reader of the history (status, log, trust) failed with LookupError
+    a = w.attacker
+    node = a.state_node()
+    put(node, task_path("evil"), (BLOB, a.blob(jbytes(task_record("evil")))))
+    tip = _raw_commit(w, a.raw_tree(node), [a.state()], "encoding x-bogus",
+                      b"[2026-07-01T10:00:00Z] [SESSION-0] INIT [evil] Added \xff\n")
+    a.push(tip, "refs/harness/state")
+    return {"task": "evil"}
+
+
+@craft
+def craft_state_commit_not_its_encoding(w: World) -> dict[str, Any]:
+    a = w.attacker
+    node = a.state_node()
+    put(node, task_path("evil"), (BLOB, a.blob(jbytes(task_record("evil")))))
+    tip = _raw_commit(w, a.raw_tree(node), [a.state()], "encoding utf-16",
+                      b"[2026-07-01T10:00:00Z] [SESSION-0] INIT [evil] Added\n")
+    a.push(tip, "refs/harness/state")
+    return {"task": "evil"}
+
+
+@craft
+def craft_attempt_commit_unknown_encoding(w: World) -> dict[str, Any]:
+    a = w.attacker
+    head = _root_commit(w)
+    record = {"task": "schema", "attempt": 1, "time": "2026-07-01T10:00:00Z", "category": "TASK_EXEC",
+              "reason": "x", "base": head, "head": head, "files": []}
+    commit = _raw_commit(w, a.raw_tree({"README": (BLOB, a.blob("hello\n"))}), [head], "encoding x-bogus",
+                         f"handoff attempt schema #1: x\n\n{json.dumps(record)}\n".encode())
+    a.push(commit, "refs/harness/attempts/schema/1")
+    return {"task": "schema"}
 
 
 @craft
