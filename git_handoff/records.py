@@ -14,6 +14,7 @@ Pure: no git, no I/O.
 
 from __future__ import annotations
 
+import datetime
 import hashlib
 import json
 import re
@@ -1032,6 +1033,20 @@ RECORD_CHECKS: dict[str, Callable[[str, bytes], object]] = {
 }
 
 
+def _toml_time_key(data: dict[str, Any]) -> str | None:
+    """The dotted key of the first TOML date, time or date-time in `data` (None if none)."""
+    stack: list[tuple[str, Any]] = [("", data)]
+    while stack:
+        key, value = stack.pop()
+        if isinstance(value, (datetime.date, datetime.time)):  # datetime is a date
+            return key[:200]
+        if isinstance(value, dict):
+            stack.extend((f"{key}.{k}" if key else str(k), v) for k, v in value.items())
+        elif isinstance(value, list):
+            stack.extend((f"{key}[{i}]", v) for i, v in enumerate(value))
+    return None
+
+
 def config(raw: bytes, where: str = "config.toml") -> Config:
     """The state's config.toml as a model.Config (InvalidState if it does not parse)."""
     if len(raw) > MAX_RECORD_BYTES:
@@ -1043,6 +1058,9 @@ def config(raw: bytes, where: str = "config.toml") -> Config:
     data, why, deep = _parse_toml(text)
     if data is None:
         raise InvalidState(f"state file {where} is {why}" if deep else f"state file {where} is not valid TOML: {why}")
+    dated = _toml_time_key(data)
+    if dated is not None:  # git handoff never writes one, and the merge of records holds JSON values only
+        raise problem(where, f"field {dated!r} is a TOML date or time, which a state's config does not hold")
     try:
         cfg = Config.from_dict(data)
     except UsageError as exc:

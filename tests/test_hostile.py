@@ -554,6 +554,35 @@ def craft_attempt_gitlink_and_tree_types(w: World) -> dict[str, Any]:
     return _attempt(w, tree, {"README": (BLOB, a.blob("hello\n"))})
 
 
+def _config_with(w: World, *lines: str) -> list[str]:
+    """One state commit per line, each on the current state, its config.toml with the line added."""
+    a = w.attacker
+    base = a.state()
+    text = a.repo[a.state_node()["config.toml"][1]].data.decode()
+    commits = []
+    for i, line in enumerate(lines):
+        node = a.state_node()
+        put(node, "config.toml", (BLOB, a.blob(text + line + "\n")))
+        commits.append(a.commit(a.raw_tree(node), [base], f"[2026-07-01T10:00:00Z] [SESSION-0] INIT config {i}\n"))
+    return commits
+
+
+@craft
+def craft_config_datetime(w: World) -> dict[str, Any]:
+    (tip,) = _config_with(w, "when = 1979-05-27T07:32:00Z")
+    w.attacker.push(tip, "refs/harness/state")
+    return {"task": "schema"}
+
+
+@craft
+def craft_config_datetime_divergent(w: World) -> dict[str, Any]:
+    # two heads to merge: the merge of records digests JSON values, and a TOML date is none
+    ours, theirs = _config_with(w, "[extra]\nwhen = 1979-05-27", "other = 1")
+    w.attacker.push(ours, "refs/harness/state")
+    w.attacker.push(theirs, "refs/harness/clones/0123456789abcdef/state")
+    return {"task": "schema"}
+
+
 def _raw_commit(w: World, tree: str, parents: list[str], headers: str, message: bytes) -> str:
     """A commit object written byte for byte (headers git handoff never writes, bytes
     that are not UTF-8)."""
