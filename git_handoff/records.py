@@ -368,7 +368,30 @@ def check_fields(data: Any, fields: Mapping[str, Check], where: str) -> dict[str
     return data
 
 
-STAMP = pattern(_TIME, "an ISO-8601 time")
+# A time is ISO-8601 text (_TIME's characters) that names an instant, read as every reader
+# reads it (model.parse_time), from 1970 to 9000 in UTC: a month 13 or a day 45 passed the
+# characters and then made every scheduling command exit 2; a year near 9999 would
+# overflow when a lease (ten years at most) is added to it.
+FIRST_YEAR, LAST_YEAR = 1970, 9000
+
+
+def is_time(value: Any) -> bool:
+    """Whether `value` is a time a record may hold (see FIRST_YEAR)."""
+    if not isinstance(value, str) or not _TIME.fullmatch(value):
+        return False
+    try:
+        year = parse_time(value).astimezone(datetime.timezone.utc).year
+    except (UsageError, ValueError, OverflowError):
+        return False
+    return FIRST_YEAR <= year <= LAST_YEAR
+
+
+def _stamp(value: Any, at: str) -> None:
+    if not is_time(value):
+        raise InvalidState(f"{at} must be an ISO-8601 time from {FIRST_YEAR} to {LAST_YEAR}, not {_shown(value)}")
+
+
+STAMP: Check = _stamp
 OID = pattern(_OID, "an object id")
 HEX = pattern(_HEX, "hexadecimal")
 LINE = text()
@@ -773,7 +796,7 @@ def check_task_text(task: Any, where: str, *, escapes: bool = True) -> None:
         raise problem(where, "field 'started_at_commit' must be an object id (hexadecimal)")
     for name in TASK_TIMES:
         value = getattr(task, name)
-        if value and not _TIME.fullmatch(value):
+        if value and not is_time(value):
             raise problem(where, f"field {name!r} must be an ISO-8601 time")
     for name, cap in TASK_COMMANDS:
         value = getattr(task, name)
@@ -857,7 +880,14 @@ def _json_list(item: str, indent: int, limit: int = MAX_LIST) -> str:
 # model._id_ok: no `..` and no `.lock` end within an id's 64 characters (the lookaheads look no
 # further: an id longer than that is refused by the match itself)
 _W_ID = r'(?![A-Za-z0-9._-]{0,64}?\.\.)(?![A-Za-z0-9._-]{0,64}?\.lock")[A-Za-z0-9][A-Za-z0-9._-]{0,63}+'
-_W_TIME = rf'"{_TIME.pattern}+"'  # _TIME, its last repeat possessive
+# is_time, in the layout now_iso writes (and with a fraction, an offset): a day that every
+# month has (or 29 and 30 outside February, 31 in the months that have it), the years
+# 2000-2999 (any offset keeps them inside FIRST_YEAR..LAST_YEAR); February 29 and any
+# other form go to the full parse
+_W_DAY = (r"(?:(?:0[13578]|1[02])-(?:0[1-9]|[12][0-9]|3[01])|(?:0[469]|11)-(?:0[1-9]|[12][0-9]|30)"
+          r"|02-(?:0[1-9]|1[0-9]|2[0-8]))")
+_W_TIME = (r'"2[0-9]{3}-' + _W_DAY + r"T(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](?:\.[0-9]{1,6})?"
+           r'(?:Z|[+-](?:0[0-9]|1[0-3]):[0-5][0-9])"')
 _W_TIME_OR_EMPTY = f'(?:null|""|{_W_TIME})'  # TASK_TIMES: check_task_text asks only a time that is set
 _W_COUNT = _whole(0, MAX_COUNT)
 _W_SECONDS = _whole(1, MAX_SECONDS)

@@ -254,6 +254,18 @@ def craft_timeout_nan(w: World) -> dict[str, Any]:
 
 
 @craft
+def craft_lease_not_a_day(w: World) -> dict[str, Any]:
+    # the characters of a time, no date: next, prompt and claim exited 2 from then on
+    return _with_task(w, task_record("evil", status="in_progress", claimed_by="mallory@elsewhere:/w",
+                                     started_at_commit=_root_commit(w), lease_expires_at="2026-13-45T99:99:99Z"))
+
+
+@craft
+def craft_session_time_not_a_day(w: World) -> dict[str, Any]:
+    return _put_json(w, "sessions/1.json", {"session": 1, "started_at": "2026-02-30T00:00:00Z"})
+
+
+@craft
 def craft_status_unknown(w: World) -> dict[str, Any]:
     return _with_task(w, task_record("evil", status="exploded", priority=["P0"]))
 

@@ -26,6 +26,14 @@ from tests.support.speed import examples
 
 STAMP = "2026-12-01T22:20:13Z"
 HLC = "1796163613801.000000.8d8538a9bdecdba3"
+# times on both sides of records.is_time (a day of the month, the years, the forms)
+BAD_TIMES = ["2026-13-45T99:99:99Z", "2026-02-30T00:00:00Z", "2026-02-29T00:00:00Z", "2026-04-31T00:00:00Z",
+             "2026-12-01T24:00:00Z", "2026-12-01T22:60:00Z", "0000-01-01T00:00:00Z", "1969-12-31T23:59:59Z",
+             "1970-01-01T00:00:00+13:59", "9001-01-01T00:00:00Z", "9999-12-31T23:59:59-14:00",
+             "2026-12-01T22:20:13+24:00", "2026-12-01T22:20:13ZZ", "2026-12-01T22:20:13+00:00+00:00", "2026-12-01T22:20Z"]
+GOOD_TIMES = [STAMP, "2026-12-01T22:20:13.123456+00:00", "2000-01-01T00:00:00+13:59", "2999-12-31T23:59:59-13:59",
+              "2024-02-29T00:00:00Z", "2026-01-31T00:00:00Z", "1970-01-01T13:59:00+13:59",
+              "9000-12-31T23:59:59Z", "2026-12-01T22:20:13.1234567Z"]
 
 
 def _path(task_id: str) -> str:
@@ -162,6 +170,9 @@ AT_THE_LIMIT = [
     {"checkpoint_tree": "a" * 64},
     {"field_clock": {}},
     {"anything_new": True},
+    {"lease_expires_at": "2026-12-01T22:20:13.123456+13:59"},
+    {"claimed_at": "2999-12-31T23:59:59-13:59"},
+    {"created_at": "2000-01-31T00:00:00Z"},
     {"depends_on": [f"d{i}" for i in range(records.MAX_LIST)]},
     {"error_log": ["e"] * records.MAX_LIST},
 ]
@@ -227,6 +238,17 @@ def test_at_the_limit_both_accept(changes: dict[str, Any]) -> None:
     assert _full_parse(raw) == task_id
 
 
+PAST_THE_LIMIT += [{"lease_expires_at": t} for t in BAD_TIMES] + [{"claimed_at": BAD_TIMES[0]},
+                                                                  {"failed_at": BAD_TIMES[1]}]
+
+
+@pytest.mark.parametrize("value", GOOD_TIMES)
+def test_a_good_time_the_parser_accepts_and_the_recognizer_accepts_or_leaves_to_it(value: str) -> None:
+    raw = _file(_doc(lease_expires_at=value))
+    assert _full_parse(raw) == "t1"
+    _assert_sound(raw)
+
+
 @pytest.mark.parametrize("changes", PAST_THE_LIMIT, ids=lambda c: repr(c)[:60])
 def test_past_the_limit_the_recognizer_declines_and_the_parser_refuses(changes: dict[str, Any]) -> None:
     raw = _file(_doc(**changes))
@@ -278,8 +300,8 @@ _numbers = st.sampled_from([0, 1, -1, 2, 9999, 10_000, 10_001, 99_999_999, 100_0
                             model.MAX_SECONDS + 1, 10**17, 10**18 - 1, 10**18, model.MAX_COUNT,
                             model.MAX_COUNT + 1, 10**19 - 1, 10**19, 2**64, 2**64 + 1, True, False, 1.5,
                             "3", None])
-_times = st.sampled_from([None, "", STAMP, "2026-12-01T22:20:13.123456+00:00", "2026-12-01", "noon", 5,
-                          STAMP + "0" * 30, "2026-12-01T22:20:13Z\n"])
+_times = st.sampled_from([None, "", *GOOD_TIMES, *BAD_TIMES, "2026-12-01", "noon", 5, STAMP + "0" * 30,
+                          "2026-12-01T22:20:13Z\n"])
 _hex = st.sampled_from([0, 3, 4, 7, 8, 16, 39, 40, 41, 63, 64, 65, 128, 129]).flatmap(
     lambda n: st.text(st.sampled_from("0123456789abcdef"), min_size=n, max_size=n)) | st.sampled_from(
     ["ABCDEF12", "g" * 16, "0123456789abcdef\n", None, 16])
