@@ -105,14 +105,14 @@ def _config_history(w: World) -> None:
     a.push(top, "refs/harness/state")
 
 
-TRUST_DAY = [("trust",), ("trust", "--json"), ("status",), ("log", "-n", "20"), ("show", "evil")]
+TRUST_DAY = [("trust",), ("trust", "--json"), ("status",), ("log", "-n", "20"), ("show", "{T}")]
 
 
 @pytest.mark.parametrize("name", sorted(HISTORY))
 def test_trust_walks_hostile_history(world: World, name: str) -> None:
     HISTORY[name](world)
     _sync(world)
-    seen = _day(world, "evil", TRUST_DAY)
+    seen = _day(world, "schema" if name == "config_gitlink" else "evil", TRUST_DAY)
     for args in TRUST_DAY:
         assert seen[args].rc == 0, f"{name}: {args}: {seen[args].err}"
     listed = {(item["id"], item["kind"]): item for item in seen[("trust", "--json")].json()}
