@@ -205,10 +205,8 @@ def _introduced(store: Any, item_id: str, kind: str, command: str) -> dict[str, 
     """Who wrote this command into the state, and when: from the state head, follow a
     parent that still holds the command; the commit none of whose parents holds it
     introduced it (through a sync merge, the other side's commit, not the merge)."""
-    from datetime import datetime, timezone
-
     from git_handoff import records
-    from git_handoff.model import iso
+    from git_handoff.model import epoch_iso
     from git_handoff.store import CONFIG_PATH, task_path
 
     repo = store.repo
@@ -248,7 +246,8 @@ def _introduced(store: Any, item_id: str, kind: str, command: str) -> dict[str, 
         current = older
     message, _, when, author = repo.commit_info(current)
     first = message.splitlines()[0] if message else ""
-    return {"introduced_by": author, "introduced_at": iso(datetime.fromtimestamp(when, timezone.utc)),
+    # a commit's time is whatever its writer put there: one no calendar holds is no time
+    return {"introduced_by": author, "introduced_at": epoch_iso(when),
             "commit": current, "log": first}
 
 
