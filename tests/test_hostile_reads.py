@@ -18,11 +18,24 @@ from typing import Any
 import pygit2
 import pytest
 
-from tests.hostile import BLOB, GITLINK, TREE, Attacker, World, jbytes, make_world, put, task_path, task_record
+from tests.hostile import (
+    BLOB,
+    GITLINK,
+    TREE,
+    Attacker,
+    World,
+    jbytes,
+    make_world,
+    put,
+    task_path,
+    task_record,
+)
 from tests.support.repo import git, run
 from tests.support.templates import Templates
 
-pytestmark = pytest.mark.slow  # ~20 hostile remotes, each a bare remote, two clones and a day of commands
+# ~40 hostile remotes, each a bare remote, two clones and a day of commands (~20 s on two
+# cores): the slow layer; the attempt parser's own test below is fast
+SLOW = pytest.mark.slow
 
 
 @pytest.fixture
@@ -108,6 +121,7 @@ def _config_history(w: World) -> None:
 TRUST_DAY = [("trust",), ("trust", "--json"), ("status",), ("log", "-n", "20"), ("show", "{T}")]
 
 
+@SLOW
 @pytest.mark.parametrize("name", sorted(HISTORY))
 def test_trust_walks_hostile_history(world: World, name: str) -> None:
     HISTORY[name](world)
@@ -139,6 +153,7 @@ def _commit_at(w: World, stamp: str) -> None:
 TIMES = ["99999999999999", "-99999999999999", "253402300800", "-62135596801", "9223372036854775807"]
 
 
+@SLOW
 @pytest.mark.parametrize("stamp", TIMES)
 def test_trust_commit_time_out_of_range(world: World, stamp: str) -> None:
     _commit_at(world, stamp)
@@ -149,6 +164,7 @@ def test_trust_commit_time_out_of_range(world: World, stamp: str) -> None:
     assert "introduced by Mallory at " in seen[("trust",)].out
 
 
+@SLOW
 def test_trust_commit_time_in_range_is_shown(world: World) -> None:
     _commit_at(world, "1782900000")
     _sync(world)
@@ -205,6 +221,7 @@ ATTEMPTS_DAY = [("attempts", "schema"), ("attempts", "schema", "--json"), ("stat
                 ("show", "schema"), ("restore", "schema", "1", "--force")]
 
 
+@SLOW
 @pytest.mark.parametrize("name", sorted(ATTEMPTS))
 def test_attempt_record_of_wrong_types(world: World, name: str) -> None:
     w = world
@@ -229,9 +246,15 @@ def test_attempt_record_of_wrong_types(world: World, name: str) -> None:
     assert [a["attempt"] for a in listed] == [1, 2]
     first, second = listed
     assert second["unreadable"] is None and second["files"] == [{"status": "A", "path": "attempt2.txt"}]
-    if first["unreadable"] is not None:
-        assert "#1 unreadable" in text, f"{name}: {text}"
-        assert len([line for line in lines if line.startswith("#1")]) == 1
+    # every record here is of the wrong types: said in one line, and not restored from
+    assert first["unreadable"], f"{name}: {first}"
+    assert [line for line in lines if line.startswith("#1")] == [f"#1 unreadable: {first['unreadable']}"], text
+    assert "refs/harness/attempts/schema/1: " in first["unreadable"], first
+    restored = seen[("restore", "schema", "1", "--force")]
+    assert restored.rc == 2 and "its record is unreadable" in restored.err, f"{name}: {restored.err}"
+    res = run("restore", "schema", "2", "--force", cwd=w.victim)
+    _check_clean(res, "restore schema 2")
+    assert res.rc == 0 and (w.victim / "attempt2.txt").read_text() == "attempt 2\n", res.err
     _typed(first)
     _typed(second)
     _consumers(w)
@@ -262,6 +285,7 @@ def _consumers(w: World) -> None:
     assert html is not None and html.count('class="attempt"') == 2
 
 
+@SLOW
 def test_attempt_record_written_by_fail_is_readable(world: World) -> None:
     """What `fail` itself writes parses whole: files, index, snapshot, session, worker."""
     w = world
@@ -280,3 +304,23 @@ def test_attempt_record_written_by_fail_is_readable(world: World) -> None:
     res = run("restore", "schema", "1", "--force", cwd=v)
     assert res.rc == 0, res.err
     assert (v / "new.txt").read_text() == "new\n"
+
+
+def test_attempt_parser() -> None:
+    from git_handoff import records
+    from git_handoff.errors import InvalidState
+
+    oid = "a" * 40
+    good = {"task": "t", "attempt": 2, "time": "2026-07-01T10:00:00Z", "category": "TASK_EXEC", "reason": "r",
+            "base": oid, "head": oid, "branch": "refs/heads/main", "worker": "me@host:/w", "session": 3,
+            "files": [{"status": "A", "path": "a b.txt"}], "index": oid, "claim_snapshot": None, "newer": [1]}
+    assert records.attempt(json.dumps(good, indent=2) + "\n", "ref") == good
+    assert records.attempt('{"task": "t", "attempt": 1}', "ref") == {"task": "t", "attempt": 1}
+    for bad in ({"files": ["x"]}, {"files": 5}, {"files": [{"path": "x"}]}, {"files": [{"status": "A", "path": 1}]},
+                {"reason": "a\nb"}, {"reason": 5}, {"time": "yesterday"}, {"base": "HEAD"}, {"session": "1"},
+                {"attempt": 0}, {"attempt": True}, {"index": 7}, {"worker": "\x1b[2J"}, {"reason": "\ud800"}):
+        with pytest.raises(InvalidState, match="^ref: field "):
+            records.attempt(json.dumps(dict(good, **bad)), "ref")
+    for body in ("", "\n", "[]", "5", "not json", "[" * 50_000 + "]" * 50_000, '{"reason": NaN}', "\ud800"):
+        with pytest.raises(InvalidState, match="^ref: "):
+            records.attempt(body, "ref")
