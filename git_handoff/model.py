@@ -71,6 +71,16 @@ def iso(moment: datetime) -> str:
     return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def epoch_iso(seconds: int) -> str | None:
+    """Seconds since the epoch (a commit's time: whatever its writer put there) as an
+    ISO-8601 UTC time; None for one outside years 1 to 9999, or that this platform's
+    time functions refuse."""
+    try:
+        return iso(datetime.fromtimestamp(seconds, timezone.utc))
+    except (ValueError, OverflowError, OSError):
+        return None
+
+
 # now_iso's answer for the current wall-clock second: a transaction that writes 50,000
 # tasks asks for it twice per task, and the text only changes once a second.
 _second: tuple[int, str] = (-1, "")

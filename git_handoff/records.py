@@ -696,6 +696,75 @@ def dispatch_run(raw: bytes, where: str) -> DispatchRun:
     return cast(DispatchRun, record)
 
 
+# -- attempts: the record in an attempt commit's message ------------------------------------------
+
+MAX_ATTEMPT_BYTES = 64 << 20  # the JSON of one attempt record (a file list of a big work tree)
+MAX_ATTEMPT_FILES = 1_000_000  # files one attempt changed
+
+
+class AttemptFile(TypedDict):
+    status: str  # git's status letter: A, M, D, T...
+    path: str
+
+
+class AttemptRecord(TypedDict, total=False):
+    """The JSON record `fail` writes after the summary line of an attempt commit
+    (refs/harness/attempts/<id>/<n>): what the attempt was, and what it changed."""
+
+    task: str
+    attempt: int
+    time: str
+    category: str
+    reason: str
+    base: str  # the commit the claim started from
+    head: str  # HEAD when the attempt was saved
+    branch: str | None
+    worker: str | None
+    session: int | None
+    files: list[AttemptFile]
+    index: str | None  # the tree of the index, when it was saved with one
+    claim_snapshot: str | None
+
+
+def _attempt_file(value: Any, at: str) -> None:
+    if not isinstance(value, dict):
+        raise InvalidState(f"{at} must be an object, not {_shown(value)}")
+    for name, check in (("status", LINE), ("path", PATH_TEXT)):
+        if name not in value:
+            raise InvalidState(f"{at} needs a {name}")
+        check(value[name], f"{at}.{name}")
+
+
+ATTEMPT_FIELDS: dict[str, Check] = {
+    "task": text(4096),
+    "attempt": integer(1),
+    "time": opt(STAMP),
+    "category": opt(LINE),
+    "reason": opt(text(MAX_RECORD_BYTES)),
+    "base": opt(OID),
+    "head": opt(OID),
+    "branch": opt(PATH_TEXT),
+    "worker": opt(text(4096)),
+    "session": opt(integer(0)),
+    "files": list_of(_attempt_file, MAX_ATTEMPT_FILES),
+    "index": opt(OID),
+    "claim_snapshot": opt(OID),
+}
+
+
+def attempt(body: str, where: str) -> AttemptRecord:
+    """The record in the body of an attempt commit's message (another clone's, when the
+    ref was fetched): every field the readers use of its type, one line of text where
+    it is printed. InvalidState naming `where` and the field otherwise."""
+    try:
+        raw = body.encode("utf-8")
+    except UnicodeEncodeError:
+        raise problem(where, "holds text that is not valid Unicode (a lone surrogate)") from None
+    if not raw.strip():
+        raise problem(where, "holds no record")
+    return cast(AttemptRecord, check_fields(load_json(raw, where, MAX_ATTEMPT_BYTES), ATTEMPT_FIELDS, where))
+
+
 # -- tasks: the claim bookkeeping ------------------------------------------------------------------
 
 

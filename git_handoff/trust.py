@@ -186,14 +186,27 @@ def _commands(snap: Any) -> list[tuple[str, str, str]]:
     return out
 
 
+def _task_command(raw: bytes, where: str, kind: str) -> str | None:
+    """The validation (or cleanup) command of a task file from the state's history, None
+    when the file is no JSON object holding one as text."""
+    from git_handoff import records
+    from git_handoff.errors import InvalidState
+
+    try:
+        data = records.load_json(raw, where)
+    except InvalidState:
+        return None
+    section = data.get("validation" if kind == "validation" else "on_failure") if isinstance(data, dict) else None
+    value = section.get("command" if kind == "validation" else "cleanup") if isinstance(section, dict) else None
+    return value if isinstance(value, str) else None
+
+
 def _introduced(store: Any, item_id: str, kind: str, command: str) -> dict[str, Any]:
     """Who wrote this command into the state, and when: from the state head, follow a
     parent that still holds the command; the commit none of whose parents holds it
     introduced it (through a sync merge, the other side's commit, not the merge)."""
-    import json as _json
-    from datetime import datetime, timezone
-
-    from git_handoff.model import iso
+    from git_handoff import records
+    from git_handoff.model import epoch_iso
     from git_handoff.store import CONFIG_PATH, task_path
 
     repo = store.repo
@@ -201,22 +214,25 @@ def _introduced(store: Any, item_id: str, kind: str, command: str) -> dict[str, 
     verdicts: dict[str, bool] = {}
 
     def holds(commit: str) -> bool:
+        # every object here is another clone's, and only the tip passed the edge: an older
+        # commit may hold anything at the path (a list, a gitlink, a tree, megabytes,
+        # JSON nested too deep), or name a parent this clone lacks (a shallow clone)
+        found = repo.object_kind(commit)
+        if found is None or found[0] != "commit":
+            return False
         entry = repo.tree_lookup(repo.commit_tree(commit), path)
         if entry is None or entry[1]:
             return False
         blob = entry[0]
         if blob not in verdicts:
-            raw = repo.read_blob(blob)
-            if item_id == "config":
+            read = repo.small_blob(blob, records.MAX_STATE_BLOB_BYTES)
+            raw = read[2] if read is not None else None
+            if raw is None:  # absent, not a blob (a gitlink), or larger than any record
+                verdicts[blob] = False
+            elif item_id == "config":
                 verdicts[blob] = command in raw.decode(errors="replace")
             else:
-                try:
-                    data = _json.loads(raw)
-                except ValueError:
-                    data = {}
-                section = data.get("validation" if kind == "validation" else "on_failure") or {}
-                value = section.get("command" if kind == "validation" else "cleanup")
-                verdicts[blob] = value == command
+                verdicts[blob] = _task_command(raw, path, kind) == command
         return verdicts[blob]
 
     current = store.head()
@@ -230,7 +246,8 @@ def _introduced(store: Any, item_id: str, kind: str, command: str) -> dict[str, 
         current = older
     message, _, when, author = repo.commit_info(current)
     first = message.splitlines()[0] if message else ""
-    return {"introduced_by": author, "introduced_at": iso(datetime.fromtimestamp(when, timezone.utc)),
+    # a commit's time is whatever its writer put there: one no calendar holds is no time
+    return {"introduced_by": author, "introduced_at": epoch_iso(when),
             "commit": current, "log": first}
 
 

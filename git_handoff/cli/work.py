@@ -250,10 +250,13 @@ def attempts_cmd(task_id: str, as_json: bool) -> None:
     if not found:
         click.echo(f"no saved attempts of {task_id}")
     for a in found:
-        click.echo(f"#{a['attempt']} {a['time'] or '?'} [{a['category'] or '?'}] {a['reason']} "
+        if a["unreadable"]:  # another clone's record, of the wrong types: said in one line
+            click.echo(f"#{a['attempt']} unreadable: {a['unreadable']}")
+            continue
+        click.echo(f"#{a['attempt']} {a['time'] or '?'} [{a['category'] or '?'}] {a['reason'] or ''} "
                    f"({len(a['files'])} file(s), {a['ref']})")
         for f in a["files"]:
-            click.echo(f"    {f.get('status', '?')} {f.get('path')}")
+            click.echo(f"    {f['status']} {f['path']}")
 
 
 @click.command("restore")

@@ -14,7 +14,7 @@ import json
 import re
 from typing import Any
 
-from git_handoff import claim_index, notes, runner, trust, worktree
+from git_handoff import claim_index, notes, records, runner, trust, worktree
 from git_handoff.claims import (
     CLAIM_EXTRAS,
     CLAIM_SNAPSHOT,
@@ -23,7 +23,7 @@ from git_handoff.claims import (
     require_branch,
     short,
 )
-from git_handoff.errors import Contention, GitFailure, UsageError
+from git_handoff.errors import Contention, GitFailure, InvalidState, UsageError
 from git_handoff.gitrepo import Repo
 from git_handoff.model import Task, check_category, check_id, now_iso
 from git_handoff.records import FailOutcome
@@ -252,23 +252,28 @@ def _log_warning(store: StateStore, task_id: str, text: str) -> None:
 # -- attempts / restore -----------------------------------------------------------------------
 
 
-def _attempt_record(repo: Repo, n: int, commit: str) -> dict[str, Any]:
-    message, parents, when, author = repo.commit_info(commit)
+def _attempt_record(repo: Repo, n: int, commit: str, ref: str) -> dict[str, Any]:
+    """What the readers (attempts, restore, the MCP tool, the dashboard) use of attempt
+    `n`: the record in its commit's message through records.attempt, fields typed; a
+    record that does not parse is `unreadable` (why, in one line) and none of its
+    fields count."""
+    message, parents, _, _ = repo.commit_info(commit)
     _, _, body = message.partition("\n\n")
+    unreadable: str | None = None
     try:
-        record = json.loads(body)
-    except (ValueError, RecursionError):  # a message another clone wrote: nested too deep is unreadable too
-        record = {}
-    if not isinstance(record, dict):
-        record = {}
+        record = records.attempt(body, ref)
+    except InvalidState as exc:
+        record, unreadable = {}, " ".join(exc.message.split())
     first = message.splitlines()[0] if message else ""
+    if records.line_problem(first, records.MAX_TEXT):
+        first = ""  # the summary line as reason only when it is one printable line
     return {
         "attempt": n,
-        "ref": None,
+        "ref": ref,
         "commit": commit,
         "time": record.get("time"),
         "category": record.get("category"),
-        "reason": record.get("reason", first),
+        "reason": record.get("reason", first or None) if unreadable is None else None,
         "base": record.get("base"),
         "head": record.get("head", parents[0] if parents else None),
         "session": record.get("session"),
@@ -276,6 +281,7 @@ def _attempt_record(repo: Repo, n: int, commit: str) -> dict[str, Any]:
         "files": record.get("files", []),
         "index": record.get("index"),
         "claim_snapshot": record.get("claim_snapshot"),
+        "unreadable": unreadable,
     }
 
 
@@ -288,9 +294,7 @@ def attempts(store: StateStore, task_id: str) -> list[dict[str, Any]]:
         raise UsageError(f"no task {task_id!r} (see `git handoff list`)")
     out = []
     for n in sorted(found):
-        record = _attempt_record(repo, n, found[n])
-        record["ref"] = attempt_ref(task_id, n)
-        out.append(record)
+        out.append(_attempt_record(repo, n, found[n], attempt_ref(task_id, n)))
     return out
 
 
@@ -307,7 +311,11 @@ def restore(store: StateStore, task_id: str, n: int, force: bool = False) -> dic
         raise UsageError(f"task {task_id} has no saved attempt {n} (see `git handoff attempts {task_id}`)")
     if repo.resolve_commit(f"{commit}^{{commit}}") != commit:
         raise UsageError(f"{attempt_ref(task_id, n)} does not point at a commit: it cannot be restored")
-    record = _attempt_record(repo, n, commit)
+    record = _attempt_record(repo, n, commit, attempt_ref(task_id, n))
+    if record["unreadable"]:  # which base and index it was saved against is unknown: nothing to restore from
+        raise InvalidState(f"attempt {n} of {task_id} cannot be restored: its record is unreadable "
+                           f"({record['unreadable']}); its files are in commit {commit} "
+                           f"(`git checkout {short(commit)} -- PATH` brings one back)")
     _, parents, _, _ = repo.commit_info(commit)
     since: str | None = None
     since_index: str | None = None

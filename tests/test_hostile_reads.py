@@ -1,0 +1,326 @@
+"""What the read commands find in fetched history and attempt records (SPEC §8, issue 11).
+
+The edge (`sync`) checks the tip of a fetched state; `trust` then walks the state's
+history to say who introduced each command, and `attempts`/`restore` read the JSON record
+in an attempt commit's message. Both read objects another clone wrote, which the edge
+never asked: an older commit whose task file is a list, a gitlink, nested too deep or
+huge; a commit time no calendar holds; an attempt record whose fields have the wrong
+types. Whatever they hold, the victim's commands never print `unexpected` or a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pygit2
+import pytest
+
+from tests.hostile import (
+    BLOB,
+    GITLINK,
+    TREE,
+    Attacker,
+    World,
+    jbytes,
+    make_world,
+    put,
+    task_path,
+    task_record,
+)
+from tests.support.repo import git, run
+from tests.support.templates import Templates
+
+# ~40 hostile remotes, each a bare remote, two clones and a day of commands (~20 s on two
+# cores): the slow layer; the attempt parser's own test below is fast
+SLOW = pytest.mark.slow
+
+
+@pytest.fixture
+def world(tmp_path: Path, templates: Templates) -> Iterator[World]:
+    yield from make_world(tmp_path, templates)
+
+
+def _check_clean(res: Any, what: str) -> None:
+    text = res.out + res.err
+    assert "unexpected" not in text.lower(), f"{what}: {res.err.strip()[-400:]}"
+    assert "Traceback" not in text, f"{what}: {res.err.strip()[-400:]}"
+    assert res.rc in (0, 1, 2, 3), f"{what}: rc={res.rc} {res.err.strip()[-400:]}"
+    if res.rc in (2, 3):
+        assert res.err.strip().startswith("error:"), f"{what}: {res.err!r}"
+
+
+def _sync(w: World) -> None:
+    res = run("sync", cwd=w.victim)
+    _check_clean(res, "sync")
+    assert res.rc == 0, f"the edge checks the tip, which is valid here: {res.err}"
+
+
+def _day(w: World, target: str, commands: list[tuple[str, ...]]) -> dict[tuple[str, ...], Any]:
+    out = {}
+    for args in commands:
+        res = run(*[a.replace("{T}", target) for a in args], cwd=w.victim)
+        _check_clean(res, " ".join(args))
+        out[args] = res
+    return out
+
+
+def _root_commit(w: World) -> str:
+    return git("rev-list", "--max-parents=0", "HEAD", cwd=w.victim)
+
+
+# -- trust: the history behind a valid tip -------------------------------------------------------
+
+EVIL = task_record("evil", validation={"command": "echo hi", "timeout_seconds": 30})
+EVIL_CLEANUP = task_record("evil", validation={"command": "true", "timeout_seconds": 30},
+                           on_failure={"cleanup": "echo bye"})
+
+
+def _history(w: World, old: Any, tip: dict[str, Any] = EVIL) -> None:
+    """Two state commits: `mid`, whose task file is `old` (bytes: a blob; else a (mode,
+    oid) entry as given), then `tip`, where it is the valid task `tip`."""
+    a: Attacker = w.attacker
+    node = a.state_node()
+    put(node, task_path("evil"), (BLOB, a.blob(old)) if isinstance(old, bytes) else old)
+    mid = a.commit(a.raw_tree(node), [a.state()], "[2026-07-01T10:00:00Z] [SESSION-0] INIT mid\n")
+    put(node, task_path("evil"), (BLOB, a.blob(jbytes(tip))))
+    top = a.commit(a.raw_tree(node), [mid], "[2026-07-01T10:00:00Z] [SESSION-0] INIT tip\n")
+    a.push(top, "refs/harness/state")
+
+
+HISTORY: dict[str, Callable[[World], None]] = {
+    "list": lambda w: _history(w, b"[]"),
+    "validation_number": lambda w: _history(w, jbytes({"validation": 5})),
+    "validation_list": lambda w: _history(w, jbytes({"validation": ["echo hi"]})),
+    "cleanup_on_failure_list": lambda w: _history(w, jbytes({"on_failure": []}), EVIL_CLEANUP),
+    "cleanup_on_failure_text": lambda w: _history(w, jbytes({"on_failure": "echo bye"}), EVIL_CLEANUP),
+    "nested_deep": lambda w: _history(w, b"[" * 200_000 + b"]" * 200_000),
+    "nested_deep_object": lambda w: _history(w, b'{"validation": ' + b"[" * 200_000 + b"]" * 200_000 + b"}"),
+    "not_utf8": lambda w: _history(w, b'{"validation": {"command": "\xff"}}'),
+    "nan": lambda w: _history(w, b'{"validation": {"command": NaN}}'),
+    "gitlink_missing": lambda w: _history(w, (GITLINK, "1" * 40)),
+    "gitlink_commit": lambda w: _history(w, (GITLINK, _root_commit(w))),
+    "tree": lambda w: _history(w, (TREE, w.attacker.raw_tree({"x": (BLOB, w.attacker.blob("x"))}))),
+    "huge": lambda w: _history(w, jbytes(dict(EVIL, title="A" * (3 << 20)))),
+    "config_gitlink": lambda w: _config_history(w),
+}
+
+
+def _config_history(w: World) -> None:
+    a = w.attacker
+    node = a.state_node()
+    put(node, "config.toml", (GITLINK, "2" * 40))
+    mid = a.commit(a.raw_tree(node), [a.state()], "[2026-07-01T10:00:00Z] [SESSION-0] INIT mid\n")
+    put(node, "config.toml", (BLOB, a.blob('mode = "exclusive"\ninit_command = "echo init"\n')))
+    top = a.commit(a.raw_tree(node), [mid], "[2026-07-01T10:00:00Z] [SESSION-0] INIT tip\n")
+    a.push(top, "refs/harness/state")
+
+
+TRUST_DAY = [("trust",), ("trust", "--json"), ("status",), ("log", "-n", "20"), ("show", "{T}")]
+
+
+@SLOW
+@pytest.mark.parametrize("name", sorted(HISTORY))
+def test_trust_walks_hostile_history(world: World, name: str) -> None:
+    HISTORY[name](world)
+    _sync(world)
+    seen = _day(world, "schema" if name == "config_gitlink" else "evil", TRUST_DAY)
+    for args in TRUST_DAY:
+        assert seen[args].rc == 0, f"{name}: {args}: {seen[args].err}"
+    listed = {(item["id"], item["kind"]): item for item in seen[("trust", "--json")].json()}
+    want = ("config", "init") if name == "config_gitlink" else (
+        ("evil", "cleanup") if name.startswith("cleanup") else ("evil", "validation"))
+    assert want in listed, f"{name}: {sorted(listed)}"
+    # the old commit does not hold the command readably: the tip introduced it
+    assert listed[want]["log"] == "[2026-07-01T10:00:00Z] [SESSION-0] INIT tip", f"{name}: {listed[want]}"
+
+
+# -- trust: commit times no calendar holds --------------------------------------------------------
+
+
+def _commit_at(w: World, stamp: str) -> None:
+    a = w.attacker
+    node = a.state_node()
+    put(node, task_path("evil"), (BLOB, a.blob(jbytes(EVIL))))
+    raw = (f"tree {a.raw_tree(node)}\nparent {a.state()}\nauthor Mallory <m@example.com> {stamp} +0000\n"
+           f"committer Mallory <m@example.com> {stamp} +0000\n\n[2026-07-01T10:00:00Z] [SESSION-0] INIT tip\n")
+    tip = str(a.repo.odb.write(pygit2.enums.ObjectType.COMMIT, raw.encode()))
+    a.push(tip, "refs/harness/state")
+
+
+TIMES = ["99999999999999", "-99999999999999", "253402300800", "-62135596801", "9223372036854775807"]
+
+
+@SLOW
+@pytest.mark.parametrize("stamp", TIMES)
+def test_trust_commit_time_out_of_range(world: World, stamp: str) -> None:
+    _commit_at(world, stamp)
+    _sync(world)
+    seen = _day(world, "evil", TRUST_DAY + [("session", "start", "--json"), ("doc", "write"), ("session", "end")])
+    [item] = [i for i in seen[("trust", "--json")].json() if i["id"] == "evil"]
+    assert item["introduced_at"] is None or isinstance(item["introduced_at"], str)
+    assert "introduced by Mallory at " in seen[("trust",)].out
+
+
+@SLOW
+def test_trust_commit_time_in_range_is_shown(world: World) -> None:
+    _commit_at(world, "1782900000")
+    _sync(world)
+    [item] = [i for i in run("trust", "--json", cwd=world.victim).json() if i["id"] == "evil"]
+    assert item["introduced_at"] == "2026-07-01T10:00:00Z"
+
+
+# -- attempts: the record in an attempt commit's message ------------------------------------------
+
+
+def _attempt_commit(w: World, record: Any, n: int = 1, *, raw: str | None = None) -> str:
+    a = w.attacker
+    head = _root_commit(w)
+    tree = a.raw_tree({"README": (BLOB, a.blob("hello\n")), "app.py": (BLOB, a.blob("print('app')\n")),
+                       f"attempt{n}.txt": (BLOB, a.blob(f"attempt {n}\n"))})
+    body = raw if raw is not None else json.dumps(record)
+    commit = a.commit(tree, [head], f"handoff attempt schema #{n}: x\n\n{body}\n")
+    a.push(commit, f"refs/harness/attempts/schema/{n}")
+    return commit
+
+
+def _record(w: World, **fields: Any) -> dict[str, Any]:
+    head = _root_commit(w)
+    record = {"task": "schema", "attempt": 1, "time": "2026-07-01T10:00:00Z", "category": "TASK_EXEC",
+              "reason": "x", "base": head, "head": head, "files": [{"status": "A", "path": "attempt1.txt"}]}
+    record.update(fields)
+    return record
+
+
+ATTEMPTS: dict[str, Callable[[World], Any]] = {
+    "files_texts": lambda w: _record(w, files=["x"]),
+    "files_number": lambda w: _record(w, files=5),
+    "files_text": lambda w: _record(w, files="all"),
+    "files_object": lambda w: _record(w, files={"path": "x"}),
+    "files_entry_types": lambda w: _record(w, files=[{"status": 5, "path": ["x"]}]),
+    "files_entry_null": lambda w: _record(w, files=[None]),
+    "files_path_newline": lambda w: _record(w, files=[{"status": "M", "path": "a\n#2 forged"}]),
+    "time_number": lambda w: _record(w, time=5),
+    "category_list": lambda w: _record(w, category=["TASK_EXEC"]),
+    "reason_object": lambda w: _record(w, reason={"a": 1}),
+    "reason_control": lambda w: _record(w, reason="ok\x1b[2J\x1b[Hcleared"),
+    "reason_newline": lambda w: _record(w, reason="x\n#2 2026-07-01 [TASK_EXEC] forged"),
+    "reason_surrogate": lambda w: _record(w, reason="\ud800"),
+    "refs_types": lambda w: _record(w, base=5, head=["x"], claim_snapshot={"a": 1}, index=7),
+    "index_not_oid": lambda w: _record(w, index="HEAD"),
+    "session_text": lambda w: _record(w, session="x", worker=5, branch=[]),
+    "attempt_text": lambda w: _record(w, attempt="one", task=5),
+    "body_list": lambda w: [],
+    "body_number": lambda w: 5,
+    "body_nested_deep": lambda w: "[" * 100_000 + "]" * 100_000,
+}
+
+ATTEMPTS_DAY = [("attempts", "schema"), ("attempts", "schema", "--json"), ("status",), ("log", "-n", "20"),
+                ("show", "schema"), ("restore", "schema", "1", "--force")]
+
+
+@SLOW
+@pytest.mark.parametrize("name", sorted(ATTEMPTS))
+def test_attempt_record_of_wrong_types(world: World, name: str) -> None:
+    w = world
+    made = ATTEMPTS[name](w)
+    if isinstance(made, str):
+        _attempt_commit(w, None, raw=made)
+    else:
+        _attempt_commit(w, made)
+    _attempt_commit(w, _record(w, attempt=2, reason="the second", files=[{"status": "A", "path": "attempt2.txt"}]), 2)
+    _sync(w)
+    seen = _day(w, "schema", ATTEMPTS_DAY)
+    for args in ATTEMPTS_DAY[:-1]:
+        assert seen[args].rc == 0, f"{name}: {args}: {seen[args].err}"
+    text = seen[("attempts", "schema")].out
+    lines = text.splitlines()
+    # each attempt starts one line; a forged record adds none of its own
+    assert [line.split(" ", 1)[0] for line in lines if line.startswith("#")] == ["#1", "#2"], f"{name}: {text}"
+    assert "\x1b" not in text, name
+    assert "the second (1 file(s), refs/harness/attempts/schema/2)" in text, f"{name}: {text}"
+    assert "    A attempt2.txt" in text, f"{name}: {text}"
+    listed = seen[("attempts", "schema", "--json")].json()
+    assert [a["attempt"] for a in listed] == [1, 2]
+    first, second = listed
+    assert second["unreadable"] is None and second["files"] == [{"status": "A", "path": "attempt2.txt"}]
+    # every record here is of the wrong types: said in one line, and not restored from
+    assert first["unreadable"], f"{name}: {first}"
+    assert [line for line in lines if line.startswith("#1")] == [f"#1 unreadable: {first['unreadable']}"], text
+    assert "refs/harness/attempts/schema/1: " in first["unreadable"], first
+    restored = seen[("restore", "schema", "1", "--force")]
+    assert restored.rc == 2 and "its record is unreadable" in restored.err, f"{name}: {restored.err}"
+    res = run("restore", "schema", "2", "--force", cwd=w.victim)
+    _check_clean(res, "restore schema 2")
+    assert res.rc == 0 and (w.victim / "attempt2.txt").read_text() == "attempt 2\n", res.err
+    _typed(first)
+    _typed(second)
+    _consumers(w)
+
+
+def _typed(a: dict[str, Any]) -> None:
+    """Every field of an attempt as the CLI, the MCP tool and the dashboard use it."""
+    assert isinstance(a["attempt"], int)
+    for key in ("time", "category", "reason", "base", "head", "worker", "index", "claim_snapshot", "unreadable"):
+        assert a[key] is None or isinstance(a[key], str), (key, a[key])
+    assert a["session"] is None or isinstance(a["session"], int)
+    assert isinstance(a["files"], list)
+    for f in a["files"]:
+        assert isinstance(f, dict)
+        assert isinstance(f.get("status", ""), str) and isinstance(f.get("path", ""), str)
+
+
+def _consumers(w: World) -> None:
+    from git_handoff.dashboard import pages
+    from git_handoff.gitrepo import Repo
+    from git_handoff.mcp_tools import Workspace, call
+    from git_handoff.store import StateStore
+
+    answer = call(Workspace(str(w.victim)), "attempts", {"id": "schema"})
+    assert answer.exit_code == 0, answer.value
+    assert [a["attempt"] for a in answer.value] == [1, 2]
+    html = pages.task_page(StateStore(Repo.discover(w.victim)), "schema")
+    assert html is not None and html.count('class="attempt"') == 2
+
+
+@SLOW
+def test_attempt_record_written_by_fail_is_readable(world: World) -> None:
+    """What `fail` itself writes parses whole: files, index, snapshot, session, worker."""
+    w = world
+    v = w.victim
+    assert run("claim", "schema", "--force", cwd=v).rc == 0
+    (v / "new.txt").write_text("new\n")
+    git("add", "new.txt", cwd=v)
+    (v / "untracked.txt").write_text("u\n")
+    res = run("fail", "schema", "--reason", "it broke", cwd=v)
+    assert res.rc == 0, res.err
+    [a] = run("attempts", "schema", "--json", cwd=v).json()
+    assert a["unreadable"] is None
+    assert a["reason"] == "it broke" and a["category"] == "TASK_EXEC" and a["time"]
+    assert {f["path"] for f in a["files"]} >= {"new.txt", "untracked.txt"}
+    assert a["index"] and a["base"] and a["head"]
+    res = run("restore", "schema", "1", "--force", cwd=v)
+    assert res.rc == 0, res.err
+    assert (v / "new.txt").read_text() == "new\n"
+
+
+def test_attempt_parser() -> None:
+    from git_handoff import records
+    from git_handoff.errors import InvalidState
+
+    oid = "a" * 40
+    good = {"task": "t", "attempt": 2, "time": "2026-07-01T10:00:00Z", "category": "TASK_EXEC", "reason": "r",
+            "base": oid, "head": oid, "branch": "refs/heads/main", "worker": "me@host:/w", "session": 3,
+            "files": [{"status": "A", "path": "a b.txt"}], "index": oid, "claim_snapshot": None, "newer": [1]}
+    assert records.attempt(json.dumps(good, indent=2) + "\n", "ref") == good
+    assert records.attempt('{"task": "t", "attempt": 1}', "ref") == {"task": "t", "attempt": 1}
+    for bad in ({"files": ["x"]}, {"files": 5}, {"files": [{"path": "x"}]}, {"files": [{"status": "A", "path": 1}]},
+                {"reason": "a\nb"}, {"reason": 5}, {"time": "yesterday"}, {"base": "HEAD"}, {"session": "1"},
+                {"attempt": 0}, {"attempt": True}, {"index": 7}, {"worker": "\x1b[2J"}, {"reason": "\ud800"}):
+        with pytest.raises(InvalidState, match="^ref: field "):
+            records.attempt(json.dumps(dict(good, **bad)), "ref")
+    for body in ("", "\n", "[]", "5", "not json", "[" * 50_000 + "]" * 50_000, '{"reason": NaN}', "\ud800"):
+        with pytest.raises(InvalidState, match="^ref: "):
+            records.attempt(body, "ref")
