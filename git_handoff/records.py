@@ -729,10 +729,27 @@ class AttemptRecord(TypedDict, total=False):
 def _attempt_file(value: Any, at: str) -> None:
     if not isinstance(value, dict):
         raise InvalidState(f"{at} must be an object, not {_shown(value)}")
-    for name, check in (("status", LINE), ("path", PATH_TEXT)):
+    for name, check in (("status", LINE), ("path", text(PATH_MAX, one_line=False))):
         if name not in value:
             raise InvalidState(f"{at} needs a {name}")
         check(value[name], f"{at}.{name}")
+
+
+def path_text(path: str) -> str:
+    """A path from an attempt's file list as text any output can hold: a file name that was
+    not UTF-8 (git's bytes, decoded with surrogateescape when the attempt was saved) keeps
+    its bytes as \\xNN escapes. The list is what the attempt changed, for people to read;
+    restore reads the attempt's trees, never these names."""
+    try:
+        path.encode("utf-8")
+        return path
+    except UnicodeEncodeError:
+        pass
+    try:
+        data = path.encode("utf-8", "surrogateescape")  # the bytes git gave
+    except UnicodeEncodeError:  # a surrogate no byte decodes to: its own three bytes
+        data = path.encode("utf-8", "surrogatepass")
+    return data.decode("utf-8", "backslashreplace")
 
 
 ATTEMPT_FIELDS: dict[str, Check] = {
@@ -755,14 +772,24 @@ ATTEMPT_FIELDS: dict[str, Check] = {
 def attempt(body: str, where: str) -> AttemptRecord:
     """The record in the body of an attempt commit's message (another clone's, when the
     ref was fetched): every field the readers use of its type, one line of text where
-    it is printed. InvalidState naming `where` and the field otherwise."""
+    it is printed, except the paths of `files`: any text (a file name may hold a newline,
+    or bytes that are not UTF-8: see path_text), which the readers print escaped.
+    InvalidState naming `where` and the field otherwise."""
     try:
         raw = body.encode("utf-8")
     except UnicodeEncodeError:
         raise problem(where, "holds text that is not valid Unicode (a lone surrogate)") from None
     if not raw.strip():
         raise problem(where, "holds no record")
-    return cast(AttemptRecord, check_fields(load_json(raw, where, MAX_ATTEMPT_BYTES), ATTEMPT_FIELDS, where))
+    data = load_json(raw, where, MAX_ATTEMPT_BYTES)
+    files = data.pop("files", []) if isinstance(data, dict) else []
+    record = check_fields(data, ATTEMPT_FIELDS, where)  # every text but the paths: valid Unicode
+    try:
+        ATTEMPT_FIELDS["files"](files, "files")
+    except InvalidState as exc:
+        raise problem(where, f"field {exc.message}") from None
+    record["files"] = [{"status": f["status"], "path": path_text(f["path"])} for f in files]
+    return cast(AttemptRecord, record)
 
 
 # -- tasks: the claim bookkeeping ------------------------------------------------------------------

