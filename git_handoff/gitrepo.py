@@ -7,6 +7,7 @@ points (the post-commit hook's Python side, `--help`) must not pay for it.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -259,6 +260,35 @@ class Repo:
                 continue
             self.delete_ref(name)
             swept.append(name)
+        return swept
+
+    def sweep_incoming(self, prefix: str) -> list[str]:
+        """Delete what a fetch killed midway left under `prefix` (its private namespace,
+        `<prefix><remote>/<pid>-<hex>/...`, one per fetch): the refs, and the ref locks git
+        was holding, of every namespace whose process is gone (and of the one fixed
+        namespace of earlier versions). A lock left there made every later fetch fail."""
+        owner = re.compile(r"/([0-9]+)-[0-9a-f]{8}/")
+
+        def stale(name: str) -> bool:
+            match = owner.search(name)
+            pid = int(match.group(1)) if match else 0
+            return not (pid and pid != os.getpid() and _alive(pid))
+
+        swept = [name for name in self.refs_under(prefix) if stale(name)]
+        for name in swept:
+            self.delete_ref(name)
+        root = self.common_dir / prefix
+        if root.is_dir():
+            for lock in root.rglob("*.lock"):
+                relative = prefix + lock.relative_to(root).as_posix()
+                if stale(relative):
+                    lock.unlink(missing_ok=True)
+                    swept.append(relative)
+            # and the directories left empty (a loose ref's, once deleted, stay)
+            for path in sorted(root.rglob("*"), key=lambda p: len(p.parts), reverse=True):
+                if path.is_dir() and stale(prefix + path.relative_to(root).as_posix() + "/"):
+                    with contextlib.suppress(OSError):  # not empty, or gone already
+                        path.rmdir()
         return swept
 
     def delete_ref(self, name: str) -> None:

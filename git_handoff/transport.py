@@ -195,7 +195,10 @@ def fetch(repo: Repo, remote: Remote) -> None:
     ref points at the kind of object it must and every state parses (git_handoff.incoming):
     a remote holding something this version cannot read safely is refused (exit 2) with
     the tracking refs and the local state as they were."""
-    staging = f"{INCOMING}{remote.track}/"
+    # a namespace of this fetch's own: a fetch killed midway (its ref locks still on disk)
+    # cannot block the next one, which sweeps what it left (Repo.sweep_incoming)
+    repo.sweep_incoming(INCOMING)
+    staging = f"{INCOMING}{remote.track}/{os.getpid()}-{os.urandom(4).hex()}/"
     # our notes only, as Remote.refspecs says: never another notes namespace
     specs = [f"+refs/harness/*:{staging}harness/*", f"+{NOTES_REF}*:{staging}notes/harness*"]
     # --refmap= : a remote's configured refspecs (add_refspecs) must not also move the

@@ -423,3 +423,42 @@ def test_trust_groups_a_command_used_by_many_tasks(clones: Callable[[str], Path]
     assert "and 299 more use(s)" in run("trust", cwd=b).out
     ok("trust", "t150", cwd=b)
     assert json.loads(run("trust", "--json", cwd=b).out) == []
+
+
+def test_a_fetch_killed_midway_does_not_block_the_next(clones: Callable[[str], Path]) -> None:
+    """A sync SIGKILLed while git fetch held a ref lock in the private incoming namespace
+    left that lock, and every later sync failed ("cannot lock ref ...": seen in the
+    torture test). Each fetch now has a namespace of its own; the next one sweeps the
+    locks and refs of a namespace whose process is gone (or of the fixed namespace of
+    earlier versions), and leaves a live fetch's alone."""
+    import subprocess
+
+    a = clones("a")
+    ok("init", cwd=a)
+    ok("sync", cwd=a)
+    b = clones("b")
+    ok("sync", cwd=b)
+    ok("add", "more", "--id", "t9", cwd=a)
+    ok("sync", cwd=a)
+    incoming = b / ".git" / "refs" / "handoff-incoming" / "origin"
+    clone_id = git("ls-remote", "origin", "refs/harness/clones/*", cwd=b).split()[1].split("/")[3]
+    old_layout = incoming / "harness" / "clones" / clone_id / "state.lock"
+    dead = incoming / "999999999-0badf00d" / "harness" / "clones" / clone_id / "state.lock"
+    live_proc = subprocess.Popen(["sleep", "60"])
+    try:
+        live = incoming / f"{live_proc.pid}-0123abcd" / "harness" / "state.lock"
+        for lock in (old_layout, dead, live):
+            lock.parent.mkdir(parents=True, exist_ok=True)
+            lock.write_text("")
+        res = run("sync", cwd=b)
+        assert res.rc == 0, res.err
+        assert "t9" in run("list", cwd=b).out
+        assert not old_layout.exists() and not dead.exists() and not dead.parent.exists()
+        assert live.exists()  # another process's fetch, still running
+    finally:
+        live_proc.kill()
+        live_proc.wait()
+    ok("sync", cwd=b)
+    assert not live.exists()
+    namespaces = [p.name for p in incoming.iterdir()]
+    assert len(namespaces) <= 1, namespaces  # at most the last fetch's empty directories
