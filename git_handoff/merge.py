@@ -22,6 +22,15 @@ Per path (one blob per record):
     time order, other values: written last wins.
   - anything else: the larger blob (a stable rule), reported.
 
+Limits: the merge never makes a record the edge (git_handoff.records) refuses when both
+sides pass it. A union of a capped list (model.LIST_LIMITS: relay failures, a task's
+error_log and checkpoints, a session's decisions, ...) keeps the newest `limit` entries,
+a set merge (depends_on) the first `limit`, meta.json's counters by clone the `limit`
+largest (the rest counted in `sessions_legacy`, so the sum never goes down); a record
+that would still be larger than a record may be (MAX_RECORD_BYTES: each side's fields
+kept, but together too big) is decided whole, written last wins (pick_record). Each
+bound depends only on the merged values, so the merge stays symmetric.
+
 "Written last" uses the record's hybrid logical clock stamp `hlc` (git_handoff.hlc:
 a write stamps later than everything the record carried, so a change made after
 seeing another clone's change wins whatever the wall clocks say); records from
@@ -40,7 +49,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypedDict
 
-from git_handoff import hlc
+from git_handoff import hlc, model
 
 TASK_PREFIX = "tasks/"
 META_PATH = "meta.json"
@@ -134,9 +143,11 @@ def item_time(item: Any) -> str:
     return ""
 
 
-def union_in_time_order(base: list[Any], ours: list[Any], theirs: list[Any]) -> list[Any]:
+def union_in_time_order(base: list[Any], ours: list[Any], theirs: list[Any], limit: int | None = None
+                        ) -> list[Any]:
     """Multiset union (an entry kept as often as the side having it most often): the
-    base's entries in base order, then the new ones by (time, text)."""
+    base's entries in base order, then the new ones by (time, text); at most `limit`
+    entries, the last ones."""
     counts_o = Counter(canonical(x) for x in ours)
     counts_t = Counter(canonical(x) for x in theirs)
     wanted = {k: max(counts_o.get(k, 0), counts_t.get(k, 0)) for k in set(counts_o) | set(counts_t)}
@@ -153,12 +164,20 @@ def union_in_time_order(base: list[Any], ours: list[Any], theirs: list[Any]) -> 
         rest.extend([(item_time(values[key]), key)] * (n - emitted[key]))
     rest.sort()
     out.extend(values[key] for _, key in rest)
+    if limit is not None and len(out) > limit:
+        # Two sides within the limit can hold up to twice it together, which the edge would
+        # refuse (and every clone after this one with it). The entries are in time order
+        # (the base's, which both sides had, then the new ones by time): the oldest go, as
+        # each writer of a capped log drops its oldest (relay failures[-N:]). The order is
+        # the same whichever side is ours, so the result is too.
+        out = out[len(out) - limit:]
     return out
 
 
-def set_merge(base: list[Any], ours: list[Any], theirs: list[Any]) -> list[Any]:
+def set_merge(base: list[Any], ours: list[Any], theirs: list[Any], limit: int | None = None) -> list[Any]:
     """3-way set merge: an entry of the base stays unless a side removed it; an entry
-    either side added is kept."""
+    either side added is kept; at most `limit` entries, the first ones (those of the
+    base, then the added ones in their stable order)."""
     b = {canonical(x) for x in base}
     o = {canonical(x): x for x in ours}
     t = {canonical(x): x for x in theirs}
@@ -173,7 +192,18 @@ def set_merge(base: list[Any], ours: list[Any], theirs: list[Any]) -> list[Any]:
             seen.add(k)
             out.append(x)
     out.extend(values[k] for k in added)
+    if limit is not None and len(out) > limit:
+        out = out[:limit]  # what the edge accepts; the order is the same from either side
     return out
+
+
+def _largest_counts(counts: dict[str, Any], limit: int) -> tuple[dict[str, Any], int]:
+    """`counts` ({key: count}) bounded to its `limit` largest counts (ties: the larger key),
+    in key order, and the sum of the counts left out."""
+    ranked = sorted(counts.items(), key=lambda kv: (_is_num(kv[1]), kv[1] if _is_num(kv[1]) else 0, kv[0]),
+                    reverse=True)
+    dropped = sum(v for _, v in ranked[limit:] if _is_num(v))
+    return dict(sorted(ranked[:limit])), int(dropped)
 
 
 def _later(a: str, b: str) -> str:
@@ -214,6 +244,8 @@ class _RecordMerge:
     def __init__(self, path: str, base: dict[str, Any] | None, ours: dict[str, Any], theirs: dict[str, Any],
                  record: str | None = None) -> None:
         self.path = path
+        self.limits = list_limits(path)  # {field: most entries} the edge allows this record
+        self.dropped = 0  # counts left out of a counters object bounded to its limit
         self.base = base or {}
         self.ours = ours
         self.theirs = theirs
@@ -285,15 +317,19 @@ class _RecordMerge:
                              how if how in ("union", "max") else "lww")
                 if v is not _MISSING:
                     out[k] = v
+            limit = self.limits.get(name)
+            if limit is not None and len(out) > limit:  # counters by clone: see _largest_counts
+                out, dropped = _largest_counts(out, limit)
+                self.dropped += dropped
             return out
         if ot or ob or _eq(t, b):
             return self.keep(name, b, o, t)
         if isinstance(o, list) and isinstance(t, list):
             bl = b if isinstance(b, list) else []
             if how == "set":
-                return set_merge(bl, o, t)
+                return set_merge(bl, o, t, self.limits.get(name))
             if how in ("log", "union", "max"):
-                return union_in_time_order(bl, o, t)
+                return union_in_time_order(bl, o, t, self.limits.get(name))
         if how == "max" and _is_num(o) and _is_num(t):
             return max(o, t)
         return self.lww(name, o, t)
@@ -378,6 +414,12 @@ def merge_objects(path: str, base: dict[str, Any] | None, ours: dict[str, Any], 
         v = m.key(key, b.get(key, _MISSING), o, t, how)
         if v is not _MISSING:
             out[key] = v
+    if m.dropped and path == META_PATH:
+        # the sessions of clones left out of sessions_by_clone still count: the sum (the
+        # next session's number) never goes down, so no clone mints a number twice
+        legacy = out.get("sessions_legacy")
+        legacy = legacy if isinstance(legacy, int) and not isinstance(legacy, bool) else 0
+        out["sessions_legacy"] = min(model.MAX_COUNT, legacy + m.dropped)
     return m.finish(out), m.conflicts
 
 
@@ -471,6 +513,39 @@ def _load_json(raw: bytes | None) -> Any:
         return _MISSING
 
 
+def list_limits(path: str) -> Mapping[str, int]:
+    """The capped lists of the record at `path` and their caps (model.LIST_LIMITS, the
+    parsers' own table): {field or dotted field: most entries}."""
+    kind = _KINDS.get(path) or _KINDS.get(path.split("/", 1)[0] + "/")
+    return model.LIST_LIMITS.get(kind, {}) if kind else {}
+
+
+# a path of the state and the kind of record it holds (records.kind_of, by its first part)
+_KINDS = {"meta.json": "meta", "relay.json": "relay", "tasks/": "task", "sessions/": "session", "docs/": "doc"}
+
+
+def pick_record(path: str, ours: bytes, theirs: bytes) -> Outcome:
+    """The whole record of one side, for a merge whose result the edge would refuse
+    (too large, or any other rule two sides broke together): the one written last (its
+    hybrid clock stamp, else its time), a tie to the larger blob; symmetric, as the
+    field-by-field merge is, and each side passed the edge when it came."""
+    def rank(raw: bytes) -> tuple[tuple[int, int, str, str], bytes]:
+        data = _load_json(raw)
+        when = record_time(data) if isinstance(data, dict) else ""
+        return hlc.key(when), raw
+
+    kept, dropped = (ours, theirs) if rank(ours) >= rank(theirs) else (theirs, ours)
+    return Outcome(kept, [Conflict(path, "*", _show(kept), _show(dropped))])
+
+
+def _bounded(path: str, ours: bytes, theirs: bytes, outcome: Outcome) -> Outcome:
+    """`outcome`, unless its record is larger than a record may be (two sides' fields,
+    each side within the size, together beyond it): then pick_record."""
+    if outcome.data is not None and len(outcome.data) > model.MAX_RECORD_BYTES:
+        return pick_record(path, ours, theirs)
+    return outcome
+
+
 def dump_task(obj: dict[str, Any]) -> bytes:
     return (json.dumps(obj, indent=2, ensure_ascii=False) + "\n").encode()
 
@@ -496,7 +571,7 @@ def merge_file(path: str, base: bytes | None, ours: bytes | None, theirs: bytes 
     if path == FORMAT_PATH:
         return Outcome(_merge_format(ours, theirs))
     if path.endswith(".toml"):
-        return _merge_toml(path, base, ours, theirs)
+        return _bounded(path, ours, theirs, _merge_toml(path, base, ours, theirs))
     b, o, t = _load_json(base), _load_json(ours), _load_json(theirs)
     if o is _MISSING or t is _MISSING:
         return _merge_opaque(path, ours, theirs)
@@ -506,11 +581,12 @@ def merge_file(path: str, base: bytes | None, ours: bytes | None, theirs: bytes 
         bd = b if isinstance(b, dict) else None
         if path.startswith(TASK_PREFIX):
             merged, conflicts = merge_task(path, bd, o, t)
-            return Outcome(dump_task(merged), conflicts)
+            return _bounded(path, ours, theirs, Outcome(dump_task(merged), conflicts))
         merged, conflicts = merge_objects(path, bd, o, t, numbers_max=path == META_PATH)
-        return Outcome(dump_record(merged), conflicts)
+        return _bounded(path, ours, theirs, Outcome(dump_record(merged), conflicts))
     if isinstance(o, list) and isinstance(t, list):
-        return Outcome(dump_record(union_in_time_order(b if isinstance(b, list) else [], o, t)))
+        merged_list = union_in_time_order(b if isinstance(b, list) else [], o, t)
+        return _bounded(path, ours, theirs, Outcome(dump_record(merged_list)))
     return _merge_opaque(path, ours, theirs)
 
 

@@ -54,6 +54,29 @@ MAX_SECONDS = 10 * 366 * 24 * 3600  # durations and timeouts: ten years at most 
 MAX_TITLE = 500  # characters of a task title (records.MAX_TITLE)
 MAX_COUNT = 2**63 - 1  # TOML's integer range: every count, number and id number (records.MAX_COUNT)
 MAX_ATTEMPTS = 10_000  # a task's max_attempts
+MAX_LIST = 10_000  # entries of one list inside a record (records.MAX_LIST)
+MAX_RECORD_BYTES = 1 << 20  # one record blob in the state (records.MAX_RECORD_BYTES)
+MAX_RELAY_FAILURES = 100  # relay.json's `failures`
+
+# The most entries each capped list of a record may hold, by record kind (records.kind_of)
+# and field; a dotted name is a list inside an object field (a handoff document's
+# `status.pending`), and meta.json's `sessions_by_clone` is an object of counters capped
+# the same way. One table for both sides of the rule: the parsers (git_handoff.records)
+# refuse a record holding more, and the merge (git_handoff.merge) bounds a union of two
+# sides to it, so that any two records the edge accepts merge into one it accepts. A list
+# no entry names is a field a newer writer added: no parser counts it, the record's size
+# (MAX_RECORD_BYTES) bounds it.
+LIST_LIMITS: dict[str, dict[str, int]] = {
+    "task": {"depends_on": MAX_LIST, "error_log": MAX_LIST, "checkpoints": MAX_LIST},
+    "meta": {"sessions_by_clone": MAX_LIST},
+    "session": {"completed": MAX_LIST, "decisions": MAX_LIST, "blockers": MAX_LIST},
+    "doc": {
+        "status.completed": MAX_LIST, "status.in_progress": MAX_LIST, "status.pending": MAX_LIST,
+        "completed_this_session": MAX_LIST, "failed": MAX_LIST, "decisions": MAX_LIST, "blockers": MAX_LIST,
+        "files_changed": MAX_LIST, "rejections": MAX_LIST,
+    },
+    "relay": {"failures": MAX_RELAY_FAILURES},
+}
 _CONTROL = re.compile(r"[\x00-\x1f\x7f\u0085\u2028\u2029]")
 
 # -- time -------------------------------------------------------------------------

@@ -32,12 +32,14 @@ TreeOid = NewType("TreeOid", str)
 
 # -- limits (documented in the README's "Threat model") -------------------------------------
 
-MAX_RECORD_BYTES = 1 << 20  # one record blob in the state
+MAX_RECORD_BYTES = model.MAX_RECORD_BYTES  # one record blob in the state
 MAX_STATE_BLOB_BYTES = 1 << 20  # any blob of a fetched state tree
 MAX_JSON_DEPTH = 32
 MAX_TITLE = model.MAX_TITLE  # characters of a task title
 MAX_TEXT = 2000  # a reason, decision, blocker, checkpoint message, error_log entry
-MAX_LIST = 10_000  # entries of one list inside a record (error_log, checkpoints, decisions...)
+MAX_LIST = model.MAX_LIST  # entries of one list inside a record (error_log, checkpoints, decisions...)
+# each capped list of each record kind and its cap: model.LIST_LIMITS (the merge keeps to it too)
+LIST_LIMITS = model.LIST_LIMITS
 MAX_COUNT = model.MAX_COUNT  # TOML's integer range, for every count and number of seconds
 MAX_SECONDS = model.MAX_SECONDS  # durations and timeouts: ten years at most
 MAX_NAME = 255  # one tree entry name
@@ -316,6 +318,12 @@ def list_of(check: Check, limit: int = MAX_LIST) -> Check:
     return run
 
 
+def capped(kind: str, name: str, check: Check) -> Check:
+    """A list of `check`s holding at most LIST_LIMITS[kind][name] entries: the cap the merge
+    (git_handoff.merge) keeps a union of two sides to."""
+    return list_of(check, LIST_LIMITS[kind][name])
+
+
 def obj(fields: Mapping[str, Check]) -> Check:
     def run(value: Any, at: str) -> None:
         if not isinstance(value, dict):
@@ -550,8 +558,9 @@ def counts_by_clone(value: Any, at: str) -> None:
     """{clone id: count}: how many sessions each clone started (a grow-only counter)."""
     if not isinstance(value, dict):
         raise InvalidState(f"{at} must be an object, not {_shown(value)}")
-    if len(value) > MAX_LIST:
-        raise InvalidState(f"{at} holds {len(value)} entries, more than {MAX_LIST}")
+    limit = LIST_LIMITS["meta"]["sessions_by_clone"]
+    if len(value) > limit:
+        raise InvalidState(f"{at} holds {len(value)} entries, more than {limit}")
     for key, count in value.items():
         if not isinstance(key, str) or not _CLONE.fullmatch(key):
             raise InvalidState(f"{at} must be keyed by clone ids (16 hex digits), not {_shown(key)}")
@@ -575,9 +584,9 @@ SESSION_FIELDS: dict[str, Check] = {
     "started_at": opt(STAMP),
     "ended_at": opt(STAMP),
     "ended_by": opt(LINE),
-    "completed": list_of(LINE),
-    "decisions": list_of(_DECISION),
-    "blockers": list_of(_BLOCKER),
+    "completed": capped("session", "completed", LINE),
+    "decisions": capped("session", "decisions", _DECISION),
+    "blockers": capped("session", "blockers", _BLOCKER),
     "updated_at": opt(STAMP),
 }
 DOC_FIELDS: dict[str, Check] = {
@@ -588,16 +597,16 @@ DOC_FIELDS: dict[str, Check] = {
     "written_at": opt(STAMP),
     "trigger": opt(LINE),
     "spec_ref": opt(PATH_TEXT),
-    "status": obj({k: list_of(obj({"id": LINE, "title": text(MAX_TITLE)})) for k in
+    "status": obj({k: capped("doc", f"status.{k}", obj({"id": LINE, "title": text(MAX_TITLE)})) for k in
                    ("completed", "in_progress", "pending")}),
-    "completed_this_session": list_of(LINE),
-    "failed": list_of(obj({"id": LINE, "title": text(MAX_TITLE)})),
-    "decisions": list_of(_DECISION),
-    "blockers": list_of(LINE),
-    "files_changed": list_of(either(PATH_TEXT, obj({"path": PATH_TEXT, "status": LINE}))),
+    "completed_this_session": capped("doc", "completed_this_session", LINE),
+    "failed": capped("doc", "failed", obj({"id": LINE, "title": text(MAX_TITLE)})),
+    "decisions": capped("doc", "decisions", _DECISION),
+    "blockers": capped("doc", "blockers", LINE),
+    "files_changed": capped("doc", "files_changed", either(PATH_TEXT, obj({"path": PATH_TEXT, "status": LINE}))),
     "archived": boolean,
     "accepted_at": opt(STAMP),
-    "rejections": list_of(obj({"session": integer(0), "reason": opt(LINE), "at": opt(STAMP)})),
+    "rejections": capped("doc", "rejections", obj({"session": integer(0), "reason": opt(LINE), "at": opt(STAMP)})),
     "updated_at": opt(STAMP),
 }
 RELAY_FIELDS: dict[str, Check] = {
@@ -614,7 +623,7 @@ RELAY_FIELDS: dict[str, Check] = {
     "agent_token": opt(pattern(re.compile(r"[A-Za-z0-9_-]{8,128}"), "a random token")),
     "tmux_session": opt(pattern(re.compile(r"[A-Za-z0-9._-]{1,200}"), "a tmux session name")),
     "tmux_socket": opt(pattern(re.compile(r"[A-Za-z0-9._-]{1,200}"), "a tmux socket name")),
-    "failures": list_of(obj({"at": opt(STAMP), "what": LINE}), limit=100),
+    "failures": capped("relay", "failures", obj({"at": opt(STAMP), "what": LINE})),
     "updated_at": opt(STAMP),
 }
 DISPATCH_FIELDS: dict[str, Check] = {
@@ -869,8 +878,9 @@ def check_task_text(task: Any, where: str, *, escapes: bool = True) -> None:
     entry), times are times, the base is an object id, numbers in range, the claim
     bookkeeping (TASK_EXTRA_FIELDS) well-typed. `escapes=False`: the task was parsed from
     UTF-8 JSON without a `\\u` escape, so no text in it can be a lone surrogate."""
-    if len(task.error_log) > MAX_LIST or len(task.checkpoints) > MAX_LIST or len(task.depends_on) > MAX_LIST:
-        raise problem(where, f"holds a list longer than {MAX_LIST} entries")
+    for name, limit in _TASK_LISTS:
+        if len(getattr(task, name)) > limit:
+            raise problem(where, f"field {name!r} holds {len(getattr(task, name))} entries, more than {limit}")
     # The usual task has one line field set (its title): asked directly. Several (error
     # log entries, a claim) are asked together, in one pass (lines_problem).
     if task.error_log or task.claimed_by is not None or task.spec_ref is not None:
@@ -916,6 +926,7 @@ def check_task_text(task: Any, where: str, *, escapes: bool = True) -> None:
 
 
 _BASE = re.compile(r"[0-9a-f]{4,64}")  # a full or abbreviated object id
+_TASK_LISTS = tuple(LIST_LIMITS["task"].items())
 
 
 def task(raw: bytes, where: str, expected_id: str | None = None) -> Task:
@@ -1020,15 +1031,15 @@ _WRITTEN_TASK = re.compile(
     + r',\n  "title": "(?=\s*+[^\s"])' + _line_string(MAX_TITLE)[1:]  # not blank (Task.from_json)
     + r',\n  "status": "(?:' + "|".join(model.STATUSES) + ')"'
     + r',\n  "priority": "(?:' + "|".join(model.PRIORITIES) + ')"'
-    + r',\n  "depends_on": ' + _json_list(f'"{_W_ID}"', 2)
+    + r',\n  "depends_on": ' + _json_list(f'"{_W_ID}"', 2, LIST_LIMITS["task"]["depends_on"])
     + r',\n  "attempts": ' + _W_COUNT
     + r',\n  "max_attempts": ' + _whole(1, model.MAX_ATTEMPTS)
     + r',\n  "started_at_commit": ' + _null_or(rf'"{_BASE.pattern}+"')
     + r',\n  "validation": \{\n    "command": ' + _null_or(_string(TASK_COMMANDS[0][1]))
     + r',\n    "timeout_seconds": ' + _W_SECONDS + r"\n  \}"
     + r',\n  "on_failure": \{\n    "cleanup": ' + _null_or(_string(TASK_COMMANDS[1][1])) + r"\n  \}"
-    + r',\n  "error_log": ' + _json_list(_line_string(MAX_TEXT), 2)
-    + r',\n  "checkpoints": ' + _json_list(_W_CHECKPOINT, 2)
+    + r',\n  "error_log": ' + _json_list(_line_string(MAX_TEXT), 2, LIST_LIMITS["task"]["error_log"])
+    + r',\n  "checkpoints": ' + _json_list(_W_CHECKPOINT, 2, LIST_LIMITS["task"]["checkpoints"])
     + r',\n  "completed_at": ' + _W_TIME_OR_EMPTY
     + r',\n  "claimed_by": ' + _null_or(_line_string(dict(TASK_LINES)["claimed_by"]))
     + r',\n  "lease_expires_at": ' + _W_TIME_OR_EMPTY

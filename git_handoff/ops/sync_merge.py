@@ -11,8 +11,8 @@ import random
 import time
 from typing import Any, TypedDict
 
-from git_handoff import incoming, merge, notices
-from git_handoff.errors import Contention
+from git_handoff import incoming, merge, notices, records
+from git_handoff.errors import Contention, InvalidState
 from git_handoff.gitrepo import Repo
 from git_handoff.notes import NOTES_LOCK
 from git_handoff.store import (
@@ -104,11 +104,36 @@ def merge_changes(repo: Repo, base: str | None, ours: str, theirs: str
         if mine == new:
             continue
         mine_data = read(mine)
-        result = merge.merge_file(path, read(old), mine_data, read(new))
+        theirs_data = read(new)
+        result = _readable(path, merge.merge_file(path, read(old), mine_data, theirs_data), mine_data, theirs_data)
         conflicts.extend(result.conflicts)
         if result.data != mine_data:
             changes[path] = result.data
     return changes, conflicts
+
+
+def _readable(path: str, result: merge.Outcome, ours: bytes | None, theirs: bytes | None) -> merge.Outcome:
+    """`result`, whose record the edge (git_handoff.records) accepts when both sides' did:
+    the merge keeps every limit it knows of (git_handoff.merge); should a merged record
+    still break a rule of its parser that neither side broke alone, the record of one side,
+    whole (merge.pick_record: written last wins, the same on every clone). Otherwise this
+    clone would publish a state every other clone refuses, and itself fail to read it."""
+    if result.data is None or ours is None or theirs is None or result.data in (ours, theirs):
+        return result
+    kind = records.kind_of(path)
+    if kind is None:
+        return result
+    try:
+        records.check_record(path, result.data, kind)
+        return result
+    except InvalidState:
+        pass
+    try:
+        records.check_record(path, ours, kind)
+        records.check_record(path, theirs, kind)
+    except InvalidState:
+        return result  # a side the edge refuses already: nothing the merge made
+    return merge.pick_record(path, ours, theirs)
 
 
 def _short(value: Any) -> str:
