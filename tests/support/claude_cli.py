@@ -49,6 +49,10 @@ def claude_env(home: Path, stub_url: str, extra: dict[str, str] | None = None) -
         "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
         "DISABLE_AUTOUPDATER": "1",
         "NO_PROXY": "127.0.0.1,localhost",
+        # how long Claude Code waits for an MCP server to start (its default ~30 s): on 2
+        # shared cores under the suite's own load, the server's start (Python, pygit2, the
+        # SDK) once took longer, and its tools were "No such tool available"
+        "MCP_TIMEOUT": "60000",
         # the hooks run `git handoff`: this interpreter's scripts first on PATH
         "PATH": os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")]),
     })
