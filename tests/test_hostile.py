@@ -604,28 +604,24 @@ def _raw_commit(w: World, tree: str, parents: list[str], headers: str, message: 
     return str(w.attacker.repo.odb.write(pygit2.enums.ObjectType.COMMIT, raw))
 
 
+def _state_commit_with_header(w: World, header: str, message: bytes) -> dict[str, Any]:
+    a = w.attacker
+    node = a.state_node()
+    put(node, task_path("evil"), (BLOB, a.blob(jbytes(task_record("evil")))))
+    a.push(_raw_commit(w, a.raw_tree(node), [a.state()], header, message), "refs/harness/state")
+    return {"task": "evil"}
+
+
 @craft
 def craft_state_commit_unknown_encoding(w: World) -> dict[str, Any]:
     # pygit2 decodes a commit's message and names by its `encoding` header, strictly:
     # every reader of the history (status, log, trust) failed with LookupError
-    a = w.attacker
-    node = a.state_node()
-    put(node, task_path("evil"), (BLOB, a.blob(jbytes(task_record("evil")))))
-    tip = _raw_commit(w, a.raw_tree(node), [a.state()], "encoding x-bogus",
-                      b"[2026-07-01T10:00:00Z] [SESSION-0] INIT [evil] Added \xff\n")
-    a.push(tip, "refs/harness/state")
-    return {"task": "evil"}
+    return _state_commit_with_header(w, "encoding x-bogus", b"[2026-07-01T10:00:00Z] [SESSION-0] INIT [evil] Added \xff\n")
 
 
 @craft
 def craft_state_commit_not_its_encoding(w: World) -> dict[str, Any]:
-    a = w.attacker
-    node = a.state_node()
-    put(node, task_path("evil"), (BLOB, a.blob(jbytes(task_record("evil")))))
-    tip = _raw_commit(w, a.raw_tree(node), [a.state()], "encoding utf-16",
-                      b"[2026-07-01T10:00:00Z] [SESSION-0] INIT [evil] Added\n")
-    a.push(tip, "refs/harness/state")
-    return {"task": "evil"}
+    return _state_commit_with_header(w, "encoding utf-16", b"[2026-07-01T10:00:00Z] [SESSION-0] INIT [evil] Added\n")
 
 
 @craft
