@@ -78,6 +78,19 @@ LIST_LIMITS: dict[str, dict[str, int]] = {
     "relay": {"failures": MAX_RELAY_FAILURES},
 }
 _CONTROL = re.compile(r"[\x00-\x1f\x7f\u0085\u2028\u2029]")
+# a terminal's escape sequences: CSI (colors, cursor moves), OSC (titles, links), and the
+# two-character ones
+_ESCAPES = re.compile(r"\x1b(?:\[[0-?]*+[ -/]*+[@-~]|\][^\x07\x1b]*+(?:\x07|\x1b\\)?|[@-Z\\-_])")
+
+
+def printable(text: str) -> str:
+    """`text` (a command's output: a check's, a cleanup's) as one line of text the state's
+    records may hold (records.line_problem): terminal escape sequences removed (a test
+    runner's colors), runs of whitespace and line breaks one space, any other control
+    character, and a lone surrogate, shown as its escape."""
+    flat = " ".join(_ESCAPES.sub("", text).split())
+    flat = _CONTROL.sub(lambda m: ascii(m.group())[1:-1], flat)
+    return flat.encode("utf-8", "backslashreplace").decode("utf-8")
 
 # -- time -------------------------------------------------------------------------
 

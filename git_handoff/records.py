@@ -761,16 +761,16 @@ def path_text(path: str) -> str:
     return data.decode("utf-8", "backslashreplace")
 
 
+# The texts of an attempt record that are only shown (attempts, the dashboard): any text of
+# their size, shown as one printable line (model.printable); an attempt saved before its
+# reason was made printable (a check's colored output) stays readable and restorable.
+ATTEMPT_TEXTS = {"task": 4096, "category": 4096, "reason": MAX_RECORD_BYTES, "branch": PATH_MAX, "worker": 4096}
 ATTEMPT_FIELDS: dict[str, Check] = {
-    "task": text(4096),
+    **{name: opt(text(cap, one_line=False)) for name, cap in ATTEMPT_TEXTS.items()},
     "attempt": integer(1),
     "time": opt(STAMP),
-    "category": opt(LINE),
-    "reason": opt(text(MAX_RECORD_BYTES)),
     "base": opt(OID),
     "head": opt(OID),
-    "branch": opt(PATH_TEXT),
-    "worker": opt(text(4096)),
     "session": opt(integer(0)),
     "files": list_of(_attempt_file, MAX_ATTEMPT_FILES),
     "index": opt(OID),
@@ -780,9 +780,9 @@ ATTEMPT_FIELDS: dict[str, Check] = {
 
 def attempt(body: str, where: str) -> AttemptRecord:
     """The record in the body of an attempt commit's message (another clone's, when the
-    ref was fetched): every field the readers use of its type, one line of text where
-    it is printed, except the paths of `files`: any text (a file name may hold a newline,
-    or bytes that are not UTF-8: see path_text), which the readers print escaped.
+    ref was fetched): every field the readers use of its type; the texts it shows
+    (ATTEMPT_TEXTS) as printable lines, the paths of `files` as any text (a file name may
+    hold a newline, or bytes that are not UTF-8: see path_text), printed escaped.
     InvalidState naming `where` and the field otherwise."""
     try:
         raw = body.encode("utf-8")
@@ -798,6 +798,9 @@ def attempt(body: str, where: str) -> AttemptRecord:
     except InvalidState as exc:
         raise problem(where, f"field {exc.message}") from None
     record["files"] = [{"status": f["status"], "path": path_text(f["path"])} for f in files]
+    for name in ATTEMPT_TEXTS:
+        if isinstance(record.get(name), str):
+            record[name] = model.printable(record[name])
     return cast(AttemptRecord, record)
 
 

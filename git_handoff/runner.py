@@ -23,6 +23,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from git_handoff.model import printable
+
 # sink(stream, chunk): stream is "stdout" or "stderr"; called from reader threads.
 Sink = Callable[[str, bytes], None]
 _SINK: contextvars.ContextVar[Sink | None] = contextvars.ContextVar("runner_sink", default=None)
@@ -64,7 +66,9 @@ class RunResult:
             head = f"command not found (exit {self.exit_code})"
         else:
             head = f"exit {self.exit_code}"
-        last = [line.strip() for line in self.output_tail.splitlines() if line.strip()]
+        # the output is the check's own: colors and other control characters would make
+        # an error log entry every other clone's edge refuses (model.printable)
+        last = [line for line in map(printable, self.output_tail.splitlines()) if line]
         if last:
             tail = " | ".join(last[-3:])
             if len(tail) > 300:

@@ -105,3 +105,28 @@ def test_a_lone_surrogate_in_a_command_or_a_checkpoint_is_refused_on_import(repo
     assert res.rc == 2, res.err
     assert res.err.strip() == "error: tasks.json: task #1: holds text that is not valid Unicode (a lone surrogate)"
     assert state_head(repo) == before
+
+
+def test_a_check_with_colored_output_fails_into_records_every_clone_reads(repo: Path) -> None:
+    """A test runner's colors (and a tab, a bell) in a failing check's output went into
+    the error log entry and the attempt's reason as they were: every other clone's edge
+    then refused this clone's state (`error_log[0]` holds a control character), and the
+    attempt was unreadable here."""
+    import hashlib
+    import json
+    import subprocess
+
+    assert run("init").rc == 0
+    check = "printf '\\033[31mFAIL\\033[0m\\ttest_x\\a\\n'; exit 1"
+    assert run("add", "colored", "--id", "c1", "--check", check).rc == 0
+    assert run("claim", "c1").rc == 0
+    res = run("done", "c1")
+    assert res.rc == 1, res.err
+    h = hashlib.sha1(b"c1").hexdigest()
+    path = f"tasks/{h[0]}/{h[1]}/c1.json"
+    raw = subprocess.run(["git", "show", f"refs/harness/state:{path}"], cwd=repo, capture_output=True,
+                         check=True).stdout
+    records.check_record(path, raw, "task")  # what another clone's sync asks
+    assert json.loads(raw)["error_log"] == ["[TEST_FAIL] Validation failed: exit 1: FAIL test_x\\x07"]
+    [attempt] = run("attempts", "c1", "--json").json()
+    assert attempt["unreadable"] is None and attempt["reason"] == "Validation failed: exit 1: FAIL test_x\\x07"

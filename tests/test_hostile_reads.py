@@ -205,8 +205,6 @@ ATTEMPTS: dict[str, Callable[[World], Any]] = {
     "time_number": lambda w: _record(w, time=5),
     "category_list": lambda w: _record(w, category=["TASK_EXEC"]),
     "reason_object": lambda w: _record(w, reason={"a": 1}),
-    "reason_control": lambda w: _record(w, reason="ok\x1b[2J\x1b[Hcleared"),
-    "reason_newline": lambda w: _record(w, reason="x\n#2 2026-07-01 [TASK_EXEC] forged"),
     "reason_surrogate": lambda w: _record(w, reason="\ud800"),
     "refs_types": lambda w: _record(w, base=5, head=["x"], claim_snapshot={"a": 1}, index=7),
     "index_not_oid": lambda w: _record(w, index="HEAD"),
@@ -336,6 +334,27 @@ def test_an_attempt_of_files_with_odd_names_is_listed_escaped_and_restored(world
     assert all((v / name).read_text() == "odd\n" for name in odd)
 
 
+@SLOW
+def test_an_attempt_whose_reason_is_not_one_line_is_shown_as_one_and_restored(world: World) -> None:
+    """The texts an attempt record only shows (reason, category, worker, branch) are made
+    printable, not refused: an attempt saved before its reason was (a check's colored
+    output) is still listed and restored, and a fetched one forges no line."""
+    w = world
+    _attempt_commit(w, _record(w, reason="x\n#2 2026-07-01 [TASK_EXEC] forged\x1b[2J", category="TEST\x07FAIL"))
+    _sync(w)
+    seen = _day(w, "schema", [("attempts", "schema"), ("attempts", "schema", "--json")])
+    text = seen[("attempts", "schema")].out
+    assert [line.split(" ", 1)[0] for line in text.splitlines() if line.startswith("#")] == ["#1"], text
+    assert "\x1b" not in text and "\x07" not in text, repr(text)
+    [listed] = seen[("attempts", "schema", "--json")].json()
+    assert listed["unreadable"] is None
+    assert listed["reason"] == "x #2 2026-07-01 [TASK_EXEC] forged\\x1b[2J" or "forged" in listed["reason"]
+    assert "\n" not in listed["reason"] and "\x1b" not in listed["reason"] and listed["category"] == "TEST\\x07FAIL"
+    res = run("restore", "schema", "1", "--force", cwd=w.victim)
+    _check_clean(res, "restore schema 1")
+    assert res.rc == 0 and (w.victim / "attempt1.txt").read_text() == "attempt 1\n", res.err
+
+
 def test_attempt_parser() -> None:
     from git_handoff import records
     from git_handoff.errors import InvalidState
@@ -349,9 +368,13 @@ def test_attempt_parser() -> None:
     odd = records.attempt(json.dumps(dict(good, files=[{"status": "A", "path": "a\nb"},
                                                        {"status": "A", "path": "c\udcffd"}])), "ref")
     assert odd["files"] == [{"status": "A", "path": "a\nb"}, {"status": "A", "path": "c\\xffd"}]
+    with pytest.raises(InvalidState, match="^ref: holds text that is not valid Unicode"):
+        records.attempt(json.dumps(dict(good, reason="\ud800")), "ref")
+    shown = records.attempt(json.dumps(dict(good, reason="a\nb\x1b[31mc", worker="w\x07")), "ref")
+    assert shown["reason"] == "a bc" and shown["worker"] == "w\\x07"
     for bad in ({"files": ["x"]}, {"files": 5}, {"files": [{"path": "x"}]}, {"files": [{"status": "A", "path": 1}]},
-                {"reason": "a\nb"}, {"reason": 5}, {"time": "yesterday"}, {"base": "HEAD"}, {"session": "1"},
-                {"attempt": 0}, {"attempt": True}, {"index": 7}, {"worker": "\x1b[2J"}, {"reason": "\ud800"}):
+                {"reason": 5}, {"time": "yesterday"}, {"base": "HEAD"}, {"session": "1"},
+                {"attempt": 0}, {"attempt": True}, {"index": 7}, {"worker": 7}):
         with pytest.raises(InvalidState, match="^ref: field "):
             records.attempt(json.dumps(dict(good, **bad)), "ref")
     for body in ("", "\n", "[]", "5", "not json", "[" * 50_000 + "]" * 50_000, '{"reason": NaN}', "\ud800"):

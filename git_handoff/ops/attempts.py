@@ -25,7 +25,7 @@ from git_handoff.claims import (
 )
 from git_handoff.errors import Contention, GitFailure, InvalidState, UsageError
 from git_handoff.gitrepo import Repo
-from git_handoff.model import Task, check_category, check_id, now_iso
+from git_handoff.model import Task, check_category, check_id, now_iso, printable
 from git_handoff.records import FailOutcome
 from git_handoff.store import ATTEMPTS_PREFIX, StateStore, Tx
 
@@ -117,7 +117,7 @@ def fail(
     submodule with work of its own.
     """
     check_category(category)
-    text = " ".join((reason or "").split())
+    text = printable(reason or "")  # one line: a reason built from a command's output too
     if not text:
         raise UsageError("fail needs a --reason")
     repo = store.repo
