@@ -32,7 +32,7 @@ from git_handoff.fleet_lock import NO_LOCK as _NO_FLEET_LOCK
 from git_handoff.fleet_lock import FleetLock, NoLock
 from git_handoff.launcher import Agent, launch, stop_tmux_server, tmux_socket_name
 from git_handoff.local import open_session
-from git_handoff.model import now_iso
+from git_handoff.model import now_iso, printable
 from git_handoff.ops import handoff, prompt, recovery, sessions
 from git_handoff.records import RelayRecord
 from git_handoff.state_files import RELAY_PATH, read_relay
@@ -65,6 +65,10 @@ class Stopped(Negative):
 
 def _update_record(store: StateStore, changes: dict[str, Any], *, failure: str | None = None,
                    log: tuple[str, str, str | None] | None = None) -> dict[str, Any]:
+    if isinstance(changes.get("reason"), str):  # may quote the agent command, of several lines
+        changes = {**changes, "reason": printable(changes["reason"])}
+    failure = printable(failure) if failure is not None else None
+
     def apply(tx: Tx) -> dict[str, Any]:
         record: dict[str, Any] = dict(read_relay(tx) or {})
         record.update(changes)
