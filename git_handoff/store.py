@@ -531,6 +531,8 @@ class StateStore:
     def build_commit(self, tx: Tx, parents: list[str]) -> str:
         """The commit of what `tx` wrote on top of its base (objects written, no ref moved)."""
         repo = self.repo
+        if os.environ.get("HANDOFF_CHECK_WRITES") == "1":
+            _check_writes(tx.changes)
         written = [data for data in tx.changes.values() if data is not None]
         oids = iter(repo.write_blobs(written))  # many: one pack, not a loose object each
         blobs = {path: (None if data is None else next(oids)) for path, data in tx.changes.items()}
@@ -581,3 +583,18 @@ def initial_files(config_toml: str) -> dict[str, bytes]:
         CONFIG_PATH: config_toml.encode(),
         META_PATH: (json.dumps({"created": now_iso(), "session_count": 0, "last_session": None}, indent=2, sort_keys=True) + "\n").encode(),
     }
+
+
+def _check_writes(changes: Mapping[str, bytes | None]) -> None:
+    """What the test suite asks of every transaction (HANDOFF_CHECK_WRITES=1, set by
+    tests/conftest.py): each record it writes passes the parser every other clone's
+    sync puts it through (git_handoff.records). A record that does not is a bug of the
+    writer: the state would be refused by the fleet, and by this clone's own reads."""
+    for path, data in changes.items():
+        kind = records.kind_of(path) if data is not None else None
+        if kind is None or data is None:
+            continue
+        try:
+            records.check_record(path, data, kind)
+        except InvalidState as exc:
+            raise AssertionError(f"git handoff wrote a record its own edge refuses: {exc.message}") from None

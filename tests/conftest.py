@@ -57,6 +57,9 @@ def keep_bytecode_outside_the_tree(prefix: Path) -> None:
 def hermetic(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
     home = tmp_path_factory.mktemp("home")
     make_hermetic(home, monkeypatch.setenv, lambda var: monkeypatch.delenv(var, raising=False))
+    # every record a transaction writes must pass the parser other clones read it with
+    # (git_handoff.store._check_writes): the whole suite checks every writer
+    monkeypatch.setenv("HANDOFF_CHECK_WRITES", "1")
 
 
 @pytest.fixture(scope="session")
