@@ -130,6 +130,43 @@ def check_state(repo: Repo, base_tree: str | None, tree: str, ours_tree: str | N
     return parsed
 
 
+MAX_NOTE_BYTES = 1 << 20  # one note (the commits of a task's attempts, a few lines each)
+_NOTE_PART = re.compile(r"[0-9a-f]{2,64}")
+
+
+def check_notes(repo: Repo, tree: str, known: str | None, label: str) -> None:
+    """A fetched notes tree (refs/notes/harness, a clone's notes): every entry not in
+    `known` (this clone's own notes tree) is a note as git lays notes out (hex names,
+    fanned out in directories of two hex digits, 40 or 64 hex digits in all), a blob of
+    at most MAX_NOTE_BYTES. A gitlink there made the notes merge fail every sync, and
+    `done`, `checkpoint`, `rename` crash; a note of 512 MiB took 1.5 GiB to read."""
+    if tree in _CHECKED:
+        return
+    seen = {p.replace("/", ""): oid for p, (_, oid) in repo.tree_diff(None, known).items()} if known else {}
+    stack: list[tuple[str, str]] = [("", tree)]
+    count = 0
+    while stack:
+        prefix, oid = stack.pop()
+        for name, entry, mode in repo.tree_entries_raw(oid):
+            path = prefix + name
+            count += 1
+            if not _NOTE_PART.fullmatch(name) or len(path.replace("/", "")) > 64 or count > MAX_INCOMING_PATHS:
+                raise InvalidState(f"{label}'s notes: {_shown(path)} is not a note of a commit; nothing was changed")
+            if mode == TREE_MODE and len(name) == 2:
+                stack.append((path + "/", entry))
+                continue
+            if mode not in FILE_MODES or len(path.replace("/", "")) not in (40, 64):
+                raise InvalidState(f"{label}'s notes: {_shown(path)} is not a note of a commit "
+                                   f"(mode {mode:o}); nothing was changed")
+            if seen.get(path.replace("/", "")) == entry:
+                continue
+            found = repo.object_kind(entry)
+            if found is None or found[0] != "blob" or found[1] > MAX_NOTE_BYTES:
+                raise InvalidState(f"{label}'s notes: the note {_shown(path)} is not a text of at most "
+                                   f"{MAX_NOTE_BYTES} bytes; nothing was changed")
+    mark_checked(tree)
+
+
 def _shown(path: str) -> str:
     text = path.encode("utf-8", "backslashreplace").decode("ascii", "backslashreplace")
     return repr(text)[1:-1] if len(text) <= 120 else repr(text[:117])[1:-1] + "..."

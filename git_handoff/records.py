@@ -551,6 +551,9 @@ _HLC = re.compile(r"[0-9]{13}\.[0-9]{6}\.[0-9a-f]{0,16}")  # git_handoff.hlc
 # numbers distinct even when both minted the same one offline
 _RUN_ID = re.compile(r"[0-9]{3,12}-[a-z]+(?:-[a-z]+){0,2}(?:@[0-9a-f]{16})?")
 _SESSION_NAME = re.compile(r"[1-9][0-9]{0,17}(?:@[0-9a-f]{16})?\.json")
+# a handoff document is named by its session, or 0: `doc write` before any session started
+# (which wrote docs/0@<clone>.json, a name every other clone's edge refused)
+_DOC_NAME = re.compile(r"(?:0|[1-9][0-9]{0,17})(?:@[0-9a-f]{16})?\.json")
 _DECISION = obj({"what": LINE, "why": LINE, "at": opt(STAMP)})
 _BLOCKER = either(LINE, obj({"text": LINE, "at": opt(STAMP)}))
 
@@ -565,6 +568,10 @@ def counts_by_clone(value: Any, at: str) -> None:
         if not isinstance(key, str) or not _CLONE.fullmatch(key):
             raise InvalidState(f"{at} must be keyed by clone ids (16 hex digits), not {_shown(key)}")
         integer(0)(count, f"{at}.{key}")
+
+
+# the largest session number a session file's name holds (_SESSION_NAME: 18 digits)
+MAX_SESSION = 10**18 - 1
 
 
 META_FIELDS: dict[str, Check] = {
@@ -590,7 +597,7 @@ SESSION_FIELDS: dict[str, Check] = {
     "updated_at": opt(STAMP),
 }
 DOC_FIELDS: dict[str, Check] = {
-    "session": integer(1),
+    "session": integer(0, MAX_SESSION),  # 0: written before any session started
     "worker": opt(WORKER),
     "base": opt(OID),
     "head": opt(OID),
@@ -1108,7 +1115,7 @@ def kind_of(path: str) -> str | None:
         return "task" if parts[3].endswith(".json") else None
     if len(parts) == 2 and parts[0] == "sessions" and _SESSION_NAME.fullmatch(parts[1]):
         return "session"
-    if len(parts) == 2 and parts[0] == "docs" and _SESSION_NAME.fullmatch(parts[1]):
+    if len(parts) == 2 and parts[0] == "docs" and _DOC_NAME.fullmatch(parts[1]):
         return "doc"
     if len(parts) == 2 and parts[0] == "dispatch" and parts[1].endswith(".json") and _RUN_ID.fullmatch(parts[1][:-5]):
         return "dispatch"

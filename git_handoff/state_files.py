@@ -18,7 +18,7 @@ import socket
 from typing import Any, cast
 
 from git_handoff import identity, procs, records
-from git_handoff.errors import Negative
+from git_handoff.errors import InvalidState, Negative
 from git_handoff.model import now_iso
 from git_handoff.records import HandoffDoc, RelayRecord, SessionRecord
 from git_handoff.store import StateStore, Tx, active_session
@@ -56,6 +56,10 @@ def count_session_start(meta: dict[str, Any], clone: str) -> int:
         meta["sessions_legacy"] = _count(meta.get("session_count"))
         by_clone = {}
     number = sessions_started(meta) + 1
+    if number > records.MAX_SESSION:  # a state whose counters another clone set this high
+        raise InvalidState(f"cannot start session {number}: session numbers go up to {records.MAX_SESSION:,} "
+                           "(the largest a session file's name holds), and this state counts "
+                           f"{number - 1:,} started; nothing was changed")
     meta["sessions_by_clone"] = dict(sorted({**by_clone, clone: _count(by_clone.get(clone)) + 1}.items()))
     meta["session_count"] = max(number, _count(meta.get("session_count")))
     return number

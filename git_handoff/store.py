@@ -591,9 +591,11 @@ def _check_writes(changes: Mapping[str, bytes | None]) -> None:
     sync puts it through (git_handoff.records). A record that does not is a bug of the
     writer: the state would be refused by the fleet, and by this clone's own reads."""
     for path, data in changes.items():
-        kind = records.kind_of(path) if data is not None else None
-        if kind is None or data is None:
+        if data is None:
             continue
+        kind = records.kind_of(path)
+        if kind is None:
+            raise AssertionError(f"git handoff wrote {path}, a path its own edge does not know")
         try:
             records.check_record(path, data, kind)
         except InvalidState as exc:

@@ -130,3 +130,20 @@ def test_a_check_with_colored_output_fails_into_records_every_clone_reads(repo: 
     assert json.loads(raw)["error_log"] == ["[TEST_FAIL] Validation failed: exit 1: FAIL test_x\\x07"]
     [attempt] = run("attempts", "c1", "--json").json()
     assert attempt["unreadable"] is None and attempt["reason"] == "Validation failed: exit 1: FAIL test_x\\x07"
+
+
+def test_a_handoff_document_written_before_any_session_is_a_record_other_clones_read(repo: Path) -> None:
+    """`doc write` before any session started wrote docs/0@<clone>.json, a name (and a
+    session 0) the edge refused: every other clone's sync refused this clone's state."""
+    import subprocess
+
+    assert run("init").rc == 0
+    assert run("doc", "write").rc == 0
+    names = subprocess.run(["git", "ls-tree", "-r", "--name-only", "refs/harness/state"], cwd=repo,
+                           capture_output=True, text=True, check=True).stdout.split()
+    [doc] = [name for name in names if name.startswith("docs/")]
+    assert doc.startswith("docs/0@")
+    for name in names:
+        raw = subprocess.run(["git", "show", f"refs/harness/state:{name}"], cwd=repo, capture_output=True,
+                             check=True).stdout
+        records.check_record(name, raw)

@@ -504,6 +504,48 @@ def craft_notes_ref_blob(w: World) -> dict[str, Any]:
     return {"task": "schema"}
 
 
+def _notes(w: World, entries: dict[str, Any], ref: str = "refs/notes/harness") -> dict[str, Any]:
+    """A notes commit of `entries` (name -> (mode, oid)), pushed as `ref`; the victim notes
+    its own commits as it works (checkpoint, done), so the sync merges the two."""
+    a = w.attacker
+    a.push(a.commit(a.raw_tree(entries), [], "Notes added by 'git notes add'\n"), ref)
+    return {"task": "schema"}
+
+
+@craft
+def craft_notes_gitlink(w: World) -> dict[str, Any]:
+    # the notes merge inserted it as a blob (libgit2 refused: every later sync failed);
+    # at a commit the victim notes, done and checkpoint crashed reading it
+    return _notes(w, {_root_commit(w): (GITLINK, "1" * 40), "ab" * 20: (GITLINK, _root_commit(w))})
+
+
+@craft
+def craft_notes_odd_names(w: World) -> dict[str, Any]:
+    a = w.attacker
+    return _notes(w, {"..": (BLOB, a.blob("x")), "not-a-commit": (BLOB, a.blob("x"))},
+                  "refs/harness/clones/0123456789abcdef/notes")
+
+
+@craft
+def craft_notes_huge(w: World) -> dict[str, Any]:
+    # read whole by every reader of a note (512 MiB took 1.5 GiB): at most 1 MiB now
+    return _notes(w, {_root_commit(w): (BLOB, w.attacker.blob(b"\0" * (3 << 20)))})
+
+
+@craft
+def craft_session_numbers_used_up(w: World) -> dict[str, Any]:
+    # within the counters' range, but the next session's file name would not be: the
+    # victim wrote sessions/1000000000000000000@... and pushed a state every clone refused
+    a = w.attacker
+    node = a.state_node()
+    put(node, "meta.json", (BLOB, a.blob(jbytes({"created": "2026-07-01T09:00:00Z", "session_count": 10**18 - 1,
+                                                 "sessions_legacy": 10**18 - 1, "sessions_by_clone": {}}))))
+    config = a.repo[node["config.toml"][1]].data.decode()
+    put(node, "config.toml", (BLOB, a.blob(config.replace("max_sessions = 50", f"max_sessions = {2**63 - 1}"))))
+    a.push_state(node)
+    return {"task": "schema"}
+
+
 def _attempt(w: World, tree: dict[str, Any], base_tree: dict[str, Any], task: str = "schema") -> dict[str, Any]:
     a: Attacker = w.attacker
     head = _root_commit(w)

@@ -407,3 +407,50 @@ def test_trust_shows_a_fetched_command_as_it_is(world: World) -> None:
     assert not any(line.startswith("t9 ") for line in listed.splitlines()), listed
     exact = {item["id"]: item["command"] for item in _day(w, "evil", [("trust", "--json")])[("trust", "--json")].json()}
     assert exact["evil"] == hidden and exact["evil2"] == script  # the JSON keeps the text exactly
+
+
+def _victim_notes_a_commit(w: World) -> str:
+    """The victim claims, commits and checkpoints (a note on its commit), and syncs: its
+    notes ref, and so the commit's id, are on the remote. The commit."""
+    v = w.victim
+    assert run("claim", "schema", "--force", cwd=v).rc == 0
+    (v / "work.txt").write_text("w\n")
+    git("add", "work.txt", cwd=v)
+    git("commit", "-qm", "work", cwd=v)
+    assert run("checkpoint", "schema", "half", cwd=v).rc == 0
+    assert run("sync", cwd=v).rc == 0
+    return git("rev-parse", "HEAD", cwd=v)
+
+
+@SLOW
+@pytest.mark.parametrize("shape", ["gitlink on the noted commit", "gitlink elsewhere", "dot-dot name", "huge note"])
+def test_a_hostile_notes_tree_is_refused_at_the_edge(world: World, shape: str) -> None:
+    """The notes refs were checked for nothing but pointing at a commit: a gitlink in a
+    notes tree made the notes merge fail every later sync (libgit2 refused to insert it,
+    `unexpected GitError`), or, fast-forwarded to, made checkpoint and done crash after
+    their change was committed (`unexpected KeyError`); a 512 MiB note was read whole."""
+    w = world
+    a: Attacker = w.attacker
+    noted = _victim_notes_a_commit(w)
+    a.fetch()
+    victim_notes = [ref for ref in a.repo.references if ref.startswith("refs/harness/clones/") and ref.endswith("/notes")]
+    assert victim_notes
+    parent = str(a.repo.references[victim_notes[0]].target)
+    node = a.read_tree(str(a.repo[parent].tree_id))  # type: ignore[attr-defined]
+    if shape == "gitlink on the noted commit":
+        node[noted] = (GITLINK, "12" * 20)
+    elif shape == "gitlink elsewhere":
+        node["ab" * 20] = (GITLINK, "12" * 20)
+    elif shape == "dot-dot name":
+        node[".."] = (BLOB, a.blob("x\n"))
+    else:
+        node[noted] = (BLOB, a.blob(b"\0" * (3 << 20)))
+    a.push(a.commit(a.raw_tree(node), [parent], "notes\n"), "refs/notes/harness")
+    before = git("for-each-ref", cwd=w.victim)
+    res = run("sync", cwd=w.victim)
+    _check_clean(res, "sync")
+    assert res.rc == 2 and "notes" in res.err and len(res.err.strip().splitlines()) == 1, res.err
+    assert git("for-each-ref", cwd=w.victim) == before
+    seen = _day(w, "schema", [("checkpoint", "schema", "more"), ("done", "schema"), ("log", "-n", "5"),
+                              ("rename", "schema", "schema2")])
+    assert seen[("checkpoint", "schema", "more")].rc == 0
