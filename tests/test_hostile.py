@@ -746,7 +746,7 @@ WORK = [("claim", "{T}", "--json"), ("verify", "{T}"), ("done", "{T}"), ("releas
         ("claim", "--json"), ("checkpoint", "{T}", "half"), ("release", "{T}")]
 
 
-# torture by crafted input, as test_fuzz's generated input: 64 hostile remotes, each then
+# torture by crafted input, as test_fuzz's generated input: 75 hostile remotes, each then
 # a day of ~27 commands on the victim (most of a minute of CPU in all), so the slow layer;
 # test_sync keeps a hostile command and an unreadable remote state in the fast layer
 @pytest.mark.slow
