@@ -34,7 +34,7 @@ MODE_TREE = 0o040000
 # removes an empty objects/xx/ between libgit2's mkdir and its rename of a new loose
 # object, and repack deletes packs libgit2 has listed. Object writes are idempotent,
 # so such a failure is retried a few times before it is reported.
-GC_RACE_RETRIES = 5
+GC_RACE_RETRIES = 8
 
 # A ref lock older than this, found while we hold our own state lock, was left by
 # a killed process (libgit2 never retries a held .lock, so it would block forever).
@@ -227,8 +227,11 @@ class Repo:
                 text = str(exc).lower()
                 if "doesn't exist" in text and attempt < GC_RACE_RETRIES:
                     # the new commit is there, but a concurrent `git gc` swapped packs
-                    # under libgit2's object lookup: look again
-                    time.sleep(0.01 * (attempt + 1))
+                    # under libgit2's object lookup: look again, in the packs there are
+                    # now, waiting longer each time (under load the swap outlasted five
+                    # tries of 10-50 ms: CI's test_transactions_survive_gc_repacking_underneath)
+                    time.sleep(0.01 * 2**attempt)
+                    self.reopen_if_repacked()
                     continue
                 if "lock" in text or "old reference value does not match" in text or "exists" in text:
                     return False
