@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import re
 import sys
 import traceback
 from typing import TYPE_CHECKING, Any
@@ -154,6 +155,22 @@ def _note_json(_ctx: click.Context, _param: click.Parameter, value: bool) -> boo
 
 json_option = click.option("--json", "as_json", is_flag=True, callback=_note_json,
                            help="Print one JSON object on stdout.")
+
+
+# Text that came from another clone (a fetched command, a commit's author, a file name in
+# an attempt): a control character in it (an escape sequence, a carriage return) could
+# redraw what a person reads.
+_UNSEEN = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def visible(text: str, *, lines: bool = False) -> str:
+    """`text` with every control character shown as its escape; with `lines`, a text of
+    several lines (a script) keeps them, each after the first marked `    | ` so it
+    cannot pass for a line of the listing."""
+    shown = _UNSEEN.sub(lambda m: ascii(m.group())[1:-1], text)
+    if not lines:
+        return shown.replace("\n", "\\n").replace("\t", "\\t")
+    return "\n    | ".join(shown.split("\n"))
 
 
 def fail_line(message: str) -> None:

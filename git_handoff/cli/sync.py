@@ -2,31 +2,15 @@
 
 from __future__ import annotations
 
-import re
 from typing import TYPE_CHECKING
 
 import click
 
-from git_handoff.cli import emit_json, get_store, json_option
+from git_handoff.cli import emit_json, get_store, json_option, visible
 from git_handoff.cli.progress import Progress
 
 if TYPE_CHECKING:
     from git_handoff.ops.sync_merge import SyncReport
-
-
-# What `trust` lists came from another clone: a control character in it (an escape
-# sequence, a carriage return) could redraw the line being read before it is approved.
-_UNSEEN = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]")
-
-
-def _visible(text: str, *, lines: bool = False) -> str:
-    """`text` with every control character shown as its escape; with `lines`, a text of
-    several lines (a script) keeps them, each after the first marked `    | ` so it
-    cannot pass for a line of the listing."""
-    shown = _UNSEEN.sub(lambda m: ascii(m.group())[1:-1], text)
-    if not lines:
-        return shown.replace("\n", "\\n").replace("\t", "\\t")
-    return "\n    | ".join(shown.split("\n"))
 
 
 def _sync_text(r: SyncReport) -> list[str]:
@@ -108,7 +92,7 @@ def trust_cmd(ids: tuple[str, ...], approve_all: bool, list_approved: bool, as_j
             emit_json(given)
             return
         for entry in given:
-            click.echo(_visible(entry["command"], lines=True))
+            click.echo(visible(entry["command"], lines=True))
             click.echo(f"    at {', '.join(entry['places']) or '(no place: approved before places were kept)'}")
         return
     if not ids and not approve_all:
@@ -120,11 +104,11 @@ def trust_cmd(ids: tuple[str, ...], approve_all: bool, list_approved: bool, as_j
             click.echo("every command in the state is trusted on this clone")
             return
         for item in items:
-            who = _visible(item.get("introduced_by") or "?")
+            who = visible(item.get("introduced_by") or "?")
             when = item.get("introduced_at") or "?"
             uses = item["uses"]
             more = f" (and {len(uses) - 1} more use(s))" if len(uses) > 1 else ""
-            click.echo(f"{item['id']} {item['kind']}: {_visible(item['command'], lines=True)}{more}")
+            click.echo(f"{item['id']} {item['kind']}: {visible(item['command'], lines=True)}{more}")
             click.echo(f"    at {', '.join(u['place'] for u in uses[:5])}" + (", ..." if len(uses) > 5 else ""))
             if item.get("trusted_at"):
                 click.echo(f"    (this text is approved at {', '.join(item['trusted_at'][:5])}, not here)")

@@ -8,9 +8,9 @@ from typing import TYPE_CHECKING, Any, cast
 
 import click
 
-from git_handoff import records, runner
+from git_handoff import runner
 from git_handoff.claims import short
-from git_handoff.cli import emit_json, get_store, json_option, numbers
+from git_handoff.cli import emit_json, get_store, json_option, numbers, visible
 from git_handoff.cli.ids import complete_task_id
 from git_handoff.errors import Negative
 from git_handoff.model import CATEGORIES, Task, parse_duration
@@ -256,9 +256,7 @@ def attempts_cmd(task_id: str, as_json: bool) -> None:
         click.echo(f"#{a['attempt']} {a['time'] or '?'} [{a['category'] or '?'}] {a['reason'] or ''} "
                    f"({len(a['files'])} file(s), {a['ref']})")
         for f in a["files"]:  # a file name may hold a newline or a control character: escaped
-            path = f["path"]
-            shown = path if records.line_problem(path, records.PATH_MAX) is None else ascii(path)[1:-1]
-            click.echo(f"    {f['status']} {shown}")
+            click.echo(f"    {f['status']} {visible(f['path'])}")
 
 
 @click.command("restore")
