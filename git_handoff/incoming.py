@@ -134,37 +134,45 @@ MAX_NOTE_BYTES = 1 << 20  # one note (the commits of a task's attempts, a few li
 _NOTE_PART = re.compile(r"[0-9a-f]{2,64}")
 
 
-def check_notes(repo: Repo, tree: str, known: str | None, label: str) -> None:
-    """A fetched notes tree (refs/notes/harness, a clone's notes): every entry not in
+def check_notes(repo: Repo, trees: list[str], known: str | None, label: str) -> None:
+    """Fetched notes trees (refs/notes/harness, each clone's notes): every entry not in
     `known` (this clone's own notes tree) is a note as git lays notes out (hex names,
     fanned out in directories of two hex digits, 40 or 64 hex digits in all), a blob of
     at most MAX_NOTE_BYTES. A gitlink there made the notes merge fail every sync, and
     `done`, `checkpoint`, `rename` crash; a note of 512 MiB took 1.5 GiB to read."""
-    if tree in _CHECKED:
+    todo = [tree for tree in dict.fromkeys(trees) if tree not in _CHECKED]
+    if not todo:
         return
+    # this clone's notes, by note (the fan-out aside): read once for every tree fetched
     seen = {p.replace("/", ""): oid for p, (_, oid) in repo.tree_diff(None, known).items()} if known else {}
+    for tree in todo:
+        _check_notes_tree(repo, tree, seen, label)
+        mark_checked(tree)
+
+
+def _check_notes_tree(repo: Repo, tree: str, seen: dict[str, str | None], label: str) -> None:
     stack: list[tuple[str, str]] = [("", tree)]
     count = 0
     while stack:
         prefix, oid = stack.pop()
         for name, entry, mode in repo.tree_entries_raw(oid):
             path = prefix + name
+            note = path.replace("/", "")  # the object noted, whatever the fan-out
             count += 1
-            if not _NOTE_PART.fullmatch(name) or len(path.replace("/", "")) > 64 or count > MAX_INCOMING_PATHS:
+            if not _NOTE_PART.fullmatch(name) or len(note) > 64 or count > MAX_INCOMING_PATHS:
                 raise InvalidState(f"{label}'s notes: {_shown(path)} is not a note of a commit; nothing was changed")
             if mode == TREE_MODE and len(name) == 2:
                 stack.append((path + "/", entry))
                 continue
-            if mode not in FILE_MODES or len(path.replace("/", "")) not in (40, 64):
+            if mode not in FILE_MODES or len(note) not in (40, 64):
                 raise InvalidState(f"{label}'s notes: {_shown(path)} is not a note of a commit "
                                    f"(mode {mode:o}); nothing was changed")
-            if seen.get(path.replace("/", "")) == entry:
+            if seen.get(note) == entry:
                 continue
             found = repo.object_kind(entry)
             if found is None or found[0] != "blob" or found[1] > MAX_NOTE_BYTES:
                 raise InvalidState(f"{label}'s notes: the note {_shown(path)} is not a text of at most "
                                    f"{MAX_NOTE_BYTES} bytes; nothing was changed")
-    mark_checked(tree)
 
 
 def _shown(path: str) -> str:

@@ -210,14 +210,15 @@ def fetch(repo: Repo, remote: Remote) -> None:
     fetched = repo.refs_under(staging)
     try:
         incoming.check_refs(repo, fetched, staging, remote.spec)
-        ours_notes = repo.ref_target(NOTES_REF)
-        known_notes = repo.commit_tree(ours_notes) if ours_notes else None
+        notes: list[str] = []
         for name, oid in sorted(fetched.items()):
             rest = name[len(staging):]
             if rest == "harness/state" or (rest.startswith("harness/clones/") and rest.endswith("/state")):
                 incoming.check_incoming_state(repo, oid, remote.spec)
             elif rest == "notes/harness" or (rest.startswith("harness/clones/") and rest.endswith("/notes")):
-                incoming.check_notes(repo, repo.commit_tree(oid), known_notes, remote.spec)
+                notes.append(repo.commit_tree(oid))
+        ours_notes = repo.ref_target(NOTES_REF)
+        incoming.check_notes(repo, notes, repo.commit_tree(ours_notes) if ours_notes else None, remote.spec)
     finally:
         for name in fetched:
             repo.delete_ref(name)
