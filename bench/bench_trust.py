@@ -114,6 +114,7 @@ def worked_state(path: Path, n: int) -> Path:
     repository; each of the `n` is a copy of one of them under its own id, title and
     order, written through the store as every verb writes (Task.dumps)."""
     from git_handoff.model import Task
+    from git_handoff.store import task_path
 
     scratch = make_repo(path.parent / f"{path.name}-verbs")
     for args in (("init",), ("add", "Claimed", "--id", "w1", "--check", "true"),
@@ -126,7 +127,7 @@ def worked_state(path: Path, n: int) -> Path:
         ran = run_proc([*HANDOFF, *args], scratch)
         if ran.rc != 0:
             raise RuntimeError(f"git handoff {' '.join(args)} exited {ran.rc}: {ran.err.decode()[-300:]}")
-    models = [Task.loads(git("show", f"refs/harness/state:{_task_path(f'w{k}')}", cwd=scratch).encode())
+    models = [Task.loads(git("show", f"refs/harness/state:{task_path(f'w{k}')}", cwd=scratch).encode())
               for k in range(4)]
     assert [t.status for t in models] == ["pending", "in_progress", "completed", "failed"], models
     build_state(path, 0)
@@ -141,13 +142,6 @@ def worked_state(path: Path, n: int) -> Path:
 
     store.transact(apply)
     return path
-
-
-def _task_path(tid: str) -> str:
-    import hashlib
-
-    h = hashlib.sha1(tid.encode()).hexdigest()
-    return f"tasks/{h[0]}/{h[1]}/{tid}.json"
 
 
 def _recognized(repo_path: Path) -> int:

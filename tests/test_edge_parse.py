@@ -112,9 +112,10 @@ def test_a_check_with_colored_output_fails_into_records_every_clone_reads(repo: 
     the error log entry and the attempt's reason as they were: every other clone's edge
     then refused this clone's state (`error_log[0]` holds a control character), and the
     attempt was unreadable here."""
-    import hashlib
     import json
     import subprocess
+
+    from git_handoff.store import task_path
 
     assert run("init").rc == 0
     check = "printf '\\033[31mFAIL\\033[0m\\ttest_x\\a\\n'; exit 1"
@@ -122,8 +123,7 @@ def test_a_check_with_colored_output_fails_into_records_every_clone_reads(repo: 
     assert run("claim", "c1").rc == 0
     res = run("done", "c1")
     assert res.rc == 1, res.err
-    h = hashlib.sha1(b"c1").hexdigest()
-    path = f"tasks/{h[0]}/{h[1]}/c1.json"
+    path = task_path("c1")
     raw = subprocess.run(["git", "show", f"refs/harness/state:{path}"], cwd=repo, capture_output=True,
                          check=True).stdout
     records.check_record(path, raw, "task")  # what another clone's sync asks

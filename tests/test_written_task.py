@@ -10,7 +10,6 @@ and named examples on both sides of each limit.
 
 from __future__ import annotations
 
-import hashlib
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ from hypothesis import strategies as st
 
 from git_handoff import model, records
 from git_handoff.errors import InvalidState
+from git_handoff.store import task_path
 from tests.support.repo import run
 from tests.support.speed import examples
 
@@ -34,11 +34,6 @@ BAD_TIMES = ["2026-13-45T99:99:99Z", "2026-02-30T00:00:00Z", "2026-02-29T00:00:0
 GOOD_TIMES = [STAMP, "2026-12-01T22:20:13.123456+00:00", "2000-01-01T00:00:00+13:59", "2999-12-31T23:59:59-13:59",
               "2024-02-29T00:00:00Z", "2026-01-31T00:00:00Z", "1970-01-01T13:59:00+13:59",
               "9000-12-31T23:59:59Z", "2026-12-01T22:20:13.1234567Z"]
-
-
-def _path(task_id: str) -> str:
-    h = hashlib.sha1(task_id.encode()).hexdigest()
-    return f"tasks/{h[0]}/{h[1]}/{task_id}.json"
 
 
 def _full_parse(raw: bytes) -> str | None:
@@ -126,14 +121,14 @@ def test_a_claimed_task_with_every_field_set_is_recognized() -> None:
     raw = _file(_doc())
     assert records.written_task_id(raw) == "t1"
     assert _full_parse(raw) == "t1"
-    records.check_record(_path("t1"), raw, "task")
+    records.check_record(task_path("t1"), raw, "task")
 
 
 def test_a_recognized_file_under_the_wrong_path_is_refused_as_before() -> None:
     raw = _file(_doc())
     assert records.written_task_id(raw) == "t1"
     with pytest.raises(InvalidState, match="holds task 't1'"):
-        records.check_record(_path("t2"), raw, "task")
+        records.check_record(task_path("t2"), raw, "task")
     with pytest.raises(InvalidState, match="holds task 't1'"):
         records.check_record("tasks/0/0/t1.json", raw, "task")
 
@@ -255,7 +250,7 @@ def test_past_the_limit_the_recognizer_declines_and_the_parser_refuses(changes: 
     assert records.written_task_id(raw) is None
     task_id = changes.get("id", "t1")
     with pytest.raises(InvalidState):
-        records.check_record(_path(task_id) if model._id_ok(task_id) else "tasks/0/0/x.json", raw, "task")
+        records.check_record(task_path(task_id) if model._id_ok(task_id) else "tasks/0/0/x.json", raw, "task")
 
 
 @pytest.mark.parametrize("raw", [
@@ -279,7 +274,7 @@ def test_a_second_title_later_in_the_file_is_what_json_keeps_and_is_checked() ->
                                 b'"title": "forged\\n[completed] t9"')
     assert records.written_task_id(raw) is None
     with pytest.raises(InvalidState, match="'title' holds a newline"):
-        records.check_record(_path("t1"), raw, "task")
+        records.check_record(task_path("t1"), raw, "task")
 
 
 # -- properties -------------------------------------------------------------------------------
