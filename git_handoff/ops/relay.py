@@ -12,6 +12,7 @@ One relay per repository, and its record in the state: git_handoff.ops.relay_rec
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import time
@@ -20,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from git_handoff import procs, schedule
-from git_handoff.errors import Negative, UsageError
+from git_handoff.errors import Negative, Signalled, UsageError
 from git_handoff.fleet_lock import FleetLock
 from git_handoff.launcher import Agent, launch, stop_tmux_server, tmux_socket_name
 from git_handoff.local import open_session
@@ -78,8 +79,8 @@ class Relay:
                  waiting: Callable[[str | None], None] | None = None) -> None:
         self.store = store
         self.opts = opts
-        self.say = say
-        self.waiting = waiting or (lambda _text: None)  # a transient progress line; None clears it
+        self.say = _unfailing(say)  # a terminal that hung up (SIGHUP) must not stop the cleanup
+        self.waiting = _unfailing(waiting or (lambda _text: None))  # a transient progress line; None clears it
         self.agent: Agent | None = None
         self.session: int | None = None
         self.acked_at: float | None = None
@@ -328,8 +329,8 @@ class Relay:
             finally:
                 self._stop(reason)
             raise Stopped(exc.message if exc.message.startswith("relay stopped") else f"relay stopped: {exc.message}") from None
-        except BaseException:
-            self._interrupted()
+        except BaseException as exc:
+            self._interrupted(exc)
             raise
         tasks = self.store.snapshot().tasks()
         all_done = bool(tasks) and all(t.status == "completed" for t in tasks.values())
@@ -339,14 +340,19 @@ class Relay:
             raise Stopped(f"relay stopped: {reason}", payload=summary)
         return summary
 
-    def _interrupted(self) -> None:
+    def _interrupted(self, cause: BaseException) -> None:
+        """End the agent's whole tree, close its session with a document, release the relay:
+        procs.signals_as_interrupt ignores the signals that come while this runs."""
+        reason = "interrupted"
+        if isinstance(cause, Signalled) and cause.signum != signal.SIGINT:
+            reason = f"interrupted by {signal.Signals(cause.signum).name}"
         try:
             if self.agent is not None:
                 self.agent.kill()
             if self.session is not None:
                 self.finish_session()
         finally:
-            self._stop("interrupted")
+            self._stop(reason)
 
     def _stop(self, reason: str) -> None:
         if self.opts.tmux:
@@ -371,6 +377,14 @@ def run_relay(store: StateStore, opts: Options, say: Callable[[str], None],
     if opts.tmux and subprocess.run(["sh", "-c", "command -v tmux"], capture_output=True).returncode != 0:
         raise UsageError("--tmux: tmux is not installed")
     store.snapshot()  # NotInitialized before anything else
-    with relay_lock(store, opts.fleet_lock) as previous:
-        with procs.signals_as_interrupt():
-            return Relay(store, opts, say, waiting).run(previous)
+    with procs.signals_as_interrupt(), relay_lock(store, opts.fleet_lock) as previous:
+        return Relay(store, opts, say, waiting).run(previous)
+
+
+def _unfailing(show: Callable[[Any], None]) -> Callable[[Any], None]:
+    def shown(text: Any) -> None:
+        try:
+            show(text)
+        except OSError:
+            pass
+    return shown
