@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from git_handoff import procs, schedule
-from git_handoff.errors import Negative, Signalled, UsageError
+from git_handoff.errors import HandoffError, Negative, Signalled, UsageError
 from git_handoff.fleet_lock import FleetLock
 from git_handoff.launcher import Agent, launch, stop_tmux_server, tmux_socket_name
 from git_handoff.local import open_session
@@ -346,6 +346,10 @@ class Relay:
         reason = "interrupted"
         if isinstance(cause, Signalled) and cause.signum != signal.SIGINT:
             reason = f"interrupted by {signal.Signals(cause.signum).name}"
+        elif isinstance(cause, HandoffError):  # e.g. an init command fetched meanwhile and not trusted
+            reason = cause.message
+        elif not isinstance(cause, KeyboardInterrupt):
+            reason = f"unexpected {type(cause).__name__}: {cause}"
         try:
             if self.agent is not None:
                 self.agent.kill()
@@ -377,6 +381,7 @@ def run_relay(store: StateStore, opts: Options, say: Callable[[str], None],
     if opts.tmux and subprocess.run(["sh", "-c", "command -v tmux"], capture_output=True).returncode != 0:
         raise UsageError("--tmux: tmux is not installed")
     store.snapshot()  # NotInitialized before anything else
+    recovery.require_trusted_init(store)  # a refused relay writes nothing, not even its start
     with procs.signals_as_interrupt(), relay_lock(store, opts.fleet_lock) as previous:
         return Relay(store, opts, say, waiting).run(previous)
 
