@@ -73,6 +73,37 @@ def _tagged(token: str) -> set[int]:
     return found
 
 
+def _environ_has(pid: int, needle: bytes) -> bool:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as fh:
+            return needle in fh.read()
+    except OSError:
+        return False
+
+
+def launched_with(pid: int, token: str) -> bool:
+    """Whether `pid` is still the process launched with `token` in its environment (it,
+    or a child: a tmux pane's shell exports it to the agent it starts), not another that
+    got the number after a reboot, or one a copied record names. Without /proc: alive."""
+    if not alive(pid):
+        return False
+    if not os.path.isdir("/proc"):
+        return True
+    needle = token.encode()
+    return _environ_has(pid, needle) or any(_environ_has(p, needle) for p, ppid, _ in _table() if ppid == pid)
+
+
+def kill_tagged(token: str, grace: float = 3.0) -> None:
+    """End every process that carries `token` (what an agent left running once it was gone)."""
+    members = _tagged(token)
+    _signal_all(members, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while members and time.monotonic() < deadline:
+        members = {m for m in members if alive(m)}
+        time.sleep(0.05)
+    _signal_all(members | _tagged(token), signal.SIGKILL)
+
+
 def tree(pid: int, token: str | None = None) -> set[int]:
     """`pid`, its descendants, every member of the process groups they lead, and (with
     `token`) every process whose environment carries it."""

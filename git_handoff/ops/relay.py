@@ -234,17 +234,21 @@ class Relay:
         self.session = number
         self.say(f"relay: taking over session {number} from the dead relay (pid {previous.get('pid')})")
         pid = previous.get("agent_pid") if previous.get("session") == number else None
-        if isinstance(pid, int) and procs.alive(pid):
+        token = previous.get("agent_token") if previous.get("session") == number else None
+        token = token if isinstance(token, str) and token else None
+        # only the process it launched, known by its token: never one that got its number
+        if isinstance(pid, int) and token is not None and procs.launched_with(pid, token):
             tmux = None
             if previous.get("tmux_session") and previous.get("tmux_socket"):
                 tmux = (str(previous["tmux_socket"]), str(previous["tmux_session"]))
-            token = previous.get("agent_token")
             self.agent = Agent(pid=pid, status_file=self.relay_dir / f"session-{number}.status",
-                               token=token if isinstance(token, str) else None, tmux=tmux)
+                               token=token, tmux=tmux)
             self._remember_agent()
             self.say(f"relay: session {number}: its agent (pid {pid}) is still running; waiting for it")
             if self._await_ack(number, self.agent) is None:
                 self.wait_session()
+        elif token is not None:
+            procs.kill_tagged(token)  # the agent is gone: what it left running in the background goes too
         self.finish_session()
 
     def _await_ack(self, number: int, agent: Agent, label: str = "",
