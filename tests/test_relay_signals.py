@@ -195,3 +195,48 @@ def test_the_interrupted_exit_status_names_the_signal() -> None:
 
     assert [interrupt_exit_code(Signalled(s)) for s in SIGNALS] == [130, 143, 129]
     assert interrupt_exit_code(KeyboardInterrupt()) == 130
+
+
+@pytest.mark.parametrize("way", list(WAYS))
+def test_a_closed_terminal_ends_the_relay_cleanly(repo: Path, way: str) -> None:
+    """The relay on a real terminal (a pty as its controlling terminal) whose window is
+    closed: the kernel sends SIGHUP and the terminal takes no more output. The cleanup
+    must not stop at the first line it can no longer print (the exit status was 1)."""
+    import fcntl
+    import pty
+    import select
+    import termios
+
+    assert run("init").rc == 0
+    assert run("add", "Write a.txt", "--id", "a", "--check", "test -f a.txt").rc == 0
+    marker = _marker()
+    agent = _agent(repo, marker)
+    master, slave = pty.openpty()
+
+    def controlling_terminal() -> None:
+        os.setsid()
+        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+    relay = subprocess.Popen([*WAYS[way], "relay", "--agent", agent], cwd=repo, stdin=slave, stdout=slave,
+                             stderr=slave, preexec_fn=controlling_terminal)
+    os.close(slave)
+    try:
+        deadline = time.monotonic() + 60
+        while len(_processes_with(marker)) < 2:  # read what it prints meanwhile, as a terminal does
+            assert time.monotonic() < deadline, "the agent never started"
+            if select.select([master], [], [], 0.1)[0]:
+                try:
+                    os.read(master, 65536)
+                except OSError:
+                    break
+        os.close(master)  # the window closes
+        relay.wait(timeout=60)
+    finally:
+        if relay.poll() is None:
+            relay.kill()
+            relay.wait()
+    assert _expected_status(way, signal.SIGHUP, relay.returncode), relay.returncode
+    _wait_for(lambda: not _processes_with(marker), 5, "the agent's whole tree to end")
+    assert local.open_session(Repo.discover(repo)) is None
+    record = _relay_record(repo)
+    assert record["state"] == "stopped" and record["reason"] == "interrupted by SIGHUP", record
