@@ -199,7 +199,7 @@ TOOLS: dict[str, Tool] = {t.name: t for t in (
     Tool("claim", "Take the next eligible task (or `id`) for this worktree, atomically. Exit 1 when nothing is "
          "eligible, 3 on contention (`git handoff claim --json`).",
          (Arg("id", "string", "The task to claim [default: the next eligible one]."),
-          Arg("worker", "string", "Who claims [default: handoff.worker, else user@host:<worktree>]."),
+          Arg("worker", "string", "Who claims [default: $HANDOFF_WORKER, else git config handoff.worker, else user@host:<worktree>]."),
           Arg("lease", "string", "How long the claim holds unrenewed: 90s, 30m, 2h [default: 30m]."),
           Arg("remote", "string", "Make the claim hold across machines through this remote."), FORCE), _claim),
     Tool("renew", "Push the lease of a claimed task forward (`git handoff renew ID --json`).",
