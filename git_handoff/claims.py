@@ -86,9 +86,13 @@ def other_workers(task: Task) -> str | None:
     if found is None or task.claimed_by == found[1] or lease_expired(task, now_iso()):
         return None
     var, declared = found
-    return (f"it is claimed by {task.claimed_by or 'unknown'}, another worker in this worktree"
+    return (f"it is claimed by {_short_name(task.claimed_by or 'unknown')}, another worker in this worktree"
             + (f", until {task.lease_expires_at}" if task.lease_expires_at else "")
-            + f"; you are {declared} ({var})")
+            + f"; you are {_short_name(declared)} ({var})")
+
+
+def _short_name(name: str) -> str:
+    return name if len(name) <= 80 else name[:77] + "..."
 
 
 def require_branch(task: Task, repo: Repo, action: str, force: bool) -> None:

@@ -18,6 +18,7 @@ from typing import Any
 from git_handoff.errors import UsageError
 from git_handoff.fileio import atomic_write
 from git_handoff.gitrepo import Repo
+from git_handoff.records import MAX_TEXT, line_problem
 
 SESSION_FILE = "session.json"
 HOOK_STATE_FILE = "hook-state"
@@ -37,10 +38,17 @@ def worker_from_env() -> tuple[str, str] | None:
     for var in WORKER_VARS:
         value = os.environ.get(var, "").strip()
         if value:
-            if "\n" in value:
-                raise UsageError(f"{var} must be text on one line")
-            return var, value
+            return var, _checked(value, var)
     return None
+
+
+def _checked(name: str, where: str) -> str:
+    """A worker name as every clone's reader takes it in a claim (records.WORKER): one line,
+    no control character, at most MAX_TEXT characters; else UsageError naming `where`."""
+    why = line_problem(name, MAX_TEXT)
+    if why:
+        raise UsageError(f"the worker name from {where} {why}")
+    return name
 
 
 def declared_worker() -> str | None:
@@ -57,13 +65,13 @@ def worker_identity(repo: Repo, worker: str | None = None) -> str:
         worker = worker.strip()
         if not worker or "\n" in worker:
             raise UsageError("--worker must be non-empty text on one line")
-        return worker
+        return _checked(worker, "--worker")
     declared = declared_worker()
     if declared is not None:
         return declared
     configured = repo.config_get("handoff.worker")
     if configured and configured.strip():
-        return configured.strip()
+        return _checked(configured.strip(), "git config handoff.worker")
     try:
         user = getpass.getuser()
     except (KeyError, OSError):

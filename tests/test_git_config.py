@@ -345,3 +345,20 @@ def test_a_workers_session_start_leaves_another_workers_live_claim_alone(
     assert started.json()["recovery"] == []
     assert _task(planned, "t1")["status"] == "in_progress"
     assert (planned / "alice.txt").read_text() == "work in progress\n"
+
+
+@pytest.mark.parametrize("where", ["HANDOFF_WORKER", "handoff.worker", "--worker"])
+@pytest.mark.parametrize("name", ["a\x1b[31mb", "bell\x07", "x" * 2001], ids=["escape", "bell", "too-long"])
+def test_a_worker_name_other_clones_could_not_read_is_refused(planned: Path, monkeypatch: pytest.MonkeyPatch,
+                                                              where: str, name: str) -> None:
+    args = ["claim"]
+    if where == "HANDOFF_WORKER":
+        monkeypatch.setenv("HANDOFF_WORKER", name)
+    elif where == "handoff.worker":
+        monkeypatch.setenv("GIT_CONFIG_PARAMETERS", "'handoff.worker'='" + name + "'")
+    else:
+        args += ["--worker", name]
+    before = state_head(planned)
+    res = run(*args)
+    assert res.rc == 2 and res.err.startswith("error: the worker name from ") and res.err.count("\n") == 1, res
+    assert state_head(planned) == before
