@@ -111,7 +111,8 @@ class Answer:
 # -- the tools ------------------------------------------------------------------------
 
 TASK_ID = Arg("id", "string", "The task's id.", required=True)
-FORCE = Arg("force", "boolean", "Act even where the claim, branch or mode says no (as --force).")
+FORCE = Arg("force", "boolean",
+            "Act even where the claim (another worktree's or another worker's), branch or mode says no (as --force).")
 
 
 def _add(c: Call) -> Any:

@@ -362,3 +362,18 @@ def test_a_worker_name_other_clones_could_not_read_is_refused(planned: Path, mon
     res = run(*args)
     assert res.rc == 2 and res.err.startswith("error: the worker name from ") and res.err.count("\n") == 1, res
     assert state_head(planned) == before
+
+
+def test_an_agents_mcp_server_acts_as_the_worker_its_environment_names(planned: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.test_mcp import calls
+
+    monkeypatch.setenv("HANDOFF_WORKER", "agent-1")
+    assert run("claim", "t1").rc == 0
+    monkeypatch.setenv("HANDOFF_WORKER", "agent-2")  # the second agent's server, in the same work tree
+    before = state_head(planned)
+    refused, forced = calls(planned, [("release", {"id": "t1"}), ("release", {"id": "t1", "force": True})])
+    assert refused.is_error and refused.exit_code == 2
+    assert "claimed by agent-1, another worker in this worktree" in refused.error_line
+    assert not forced.is_error and forced.value["status"] == "pending"
+    assert state_head(planned) != before
