@@ -117,6 +117,7 @@ class Repo:
         # libgit2 reads none of them, and they win over every config file, as in git
         self.settings: Mapping[str, str | None] = (
             gitconfig.from_environment(os.environ) if settings is None else settings)
+        self._moved_files = _moved_config_files()
         self.git_dir = Path(raw.path).resolve()
         commondir_file = self.git_dir / "commondir"
         if commondir_file.exists():
@@ -655,10 +656,34 @@ class Repo:
         canonical = gitconfig.canonical_key(key)
         if canonical in self.settings:
             return True, self.settings[canonical]
+        if self._moved_files is not None:
+            return self._config_moved(canonical, *self._moved_files)
         try:
             value = self.raw.config[key]
         except (KeyError, pygit2.GitError):
             return False, None
+        return True, (None if value is None else str(value))
+
+    def _config_moved(self, canonical: str, global_file: str | None, system_file: str | None,
+                      no_system: bool) -> tuple[bool, str | None]:
+        """`_config` where GIT_CONFIG_GLOBAL, GIT_CONFIG_SYSTEM or GIT_CONFIG_NOSYSTEM move
+        or drop git's global and system files, which libgit2 reads from their usual places
+        whatever the environment says: the repository's own levels from libgit2, the
+        others from the files git would read. The highest level wins, then the last entry."""
+        levels = _pygit2().enums.ConfigLevel
+        allowed = {int(levels.LOCAL), int(levels.WORKTREE), int(levels.APP)}
+        if global_file is None:
+            allowed |= {int(levels.GLOBAL), int(levels.XDG)}
+        if system_file is None and not no_system:
+            allowed |= {int(levels.SYSTEM), int(levels.PROGRAMDATA)}
+        found = [(int(e.level), e.value) for e in self.raw.config if e.name == canonical and int(e.level) in allowed]
+        for path, level in ((global_file, levels.GLOBAL), (None if no_system else system_file, levels.SYSTEM)):
+            if path:
+                found += [(int(level), value) for value in _file_values(path, canonical)]
+        if not found:
+            return False, None
+        found.sort(key=lambda pair: pair[0])  # stable: the last entry of a level stays last
+        value = found[-1][1]
         return True, (None if value is None else str(value))
 
     def config_get(self, key: str) -> str | None:
@@ -775,6 +800,28 @@ def _place_work_tree(raw: Any, start: str, *, explicit: bool) -> None:
         raw.workdir = work_tree
     except (_pygit2().GitError, OSError, ValueError) as exc:
         raise NotARepository(f"cannot use {work_tree} as the work tree: {exc}") from exc
+
+
+def _moved_config_files() -> tuple[str | None, str | None, bool] | None:
+    """(GIT_CONFIG_GLOBAL, GIT_CONFIG_SYSTEM, GIT_CONFIG_NOSYSTEM) when any is set, else None
+    (the usual case: libgit2's own reading of the config files is git's)."""
+    environ = os.environ
+    if "GIT_CONFIG_GLOBAL" not in environ and "GIT_CONFIG_SYSTEM" not in environ \
+            and "GIT_CONFIG_NOSYSTEM" not in environ:
+        return None
+    no_system = environ.get("GIT_CONFIG_NOSYSTEM")
+    return (environ.get("GIT_CONFIG_GLOBAL"), environ.get("GIT_CONFIG_SYSTEM"),
+            gitconfig.parse_bool("GIT_CONFIG_NOSYSTEM", no_system) if no_system is not None else False)
+
+
+def _file_values(path: str, canonical: str) -> list[str | None]:
+    """The values of `canonical` in one config file (its includes too), in order; none when
+    the file is missing or unreadable (git reads what is there)."""
+    pygit2 = _pygit2()
+    try:
+        return [e.value for e in pygit2.Config(path) if e.name == canonical]
+    except (pygit2.GitError, OSError, ValueError):
+        return []
 
 
 def _file_config(raw: Any, key: str) -> str | None:

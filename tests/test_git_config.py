@@ -377,3 +377,49 @@ def test_an_agents_mcp_server_acts_as_the_worker_its_environment_names(planned: 
     assert "claimed by agent-1, another worker in this worktree" in refused.error_line
     assert not forced.is_error and forced.value["status"] == "pending"
     assert state_head(planned) != before
+
+
+# -- the config files git's environment moves: GIT_CONFIG_GLOBAL, _SYSTEM, _NOSYSTEM --------------
+
+FILE_CASES = [
+    {"GIT_CONFIG_GLOBAL": "moved"},
+    {"GIT_CONFIG_GLOBAL": "/dev/null"},
+    {"GIT_CONFIG_GLOBAL": "missing"},
+    {"GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_SYSTEM": "system"},
+    {"GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_SYSTEM": "system", "GIT_CONFIG_NOSYSTEM": "1"},
+    {"GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_SYSTEM": "system", "GIT_CONFIG_NOSYSTEM": "no"},
+    {"GIT_CONFIG_SYSTEM": "system"},
+    {"GIT_CONFIG_GLOBAL": "moved", "local": "1"},
+]
+
+
+@pytest.mark.parametrize("case", FILE_CASES, ids=lambda c: ",".join(f"{k}={v}" for k, v in c.items()))
+def test_moved_config_files_are_read_as_git_reads_them(repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                      case: dict[str, str]) -> None:
+    from git_handoff.gitrepo import Repo
+
+    home = Path(os.environ["HOME"])
+    with (home / ".gitconfig").open("a") as f:
+        f.write("[handoff]\n\tworker = home\n\tautoSync = true\n")
+    (tmp_path / "moved").write_text("[handoff]\n\tworker = moved\n\tautoSync = no\n")
+    (tmp_path / "system").write_text("[handoff]\n\tworker = system\n\tcommitsPerSession = 2k\n")
+    monkeypatch.delenv("GIT_CONFIG_NOSYSTEM")
+    if case.get("local"):
+        git("config", "handoff.worker", "local", cwd=repo)
+    for var, value in case.items():
+        if var.startswith("GIT_"):
+            monkeypatch.setenv(var, str(tmp_path / value) if value in ("moved", "missing", "system") else value)
+    ours = Repo.discover(repo)
+    for key in ("handoff.worker", "handoff.autoSync", "handoff.commitsPerSession"):
+        theirs = subprocess.run(["git", "config", "--get", key], cwd=repo, capture_output=True, text=True)
+        assert ours.config_get(key) == (theirs.stdout.rstrip("\n") if theirs.returncode == 0 else None), key
+
+
+def test_git_config_global_sets_the_worker_of_a_claim(planned: Path, tmp_path: Path) -> None:
+    home = Path(os.environ["HOME"])
+    with (home / ".gitconfig").open("a") as f:
+        f.write("[handoff]\n\tworker = home\n")
+    (tmp_path / "ci.gitconfig").write_text("[handoff]\n\tworker = ci-runner\n")
+    proc = _git("handoff", "claim", "--json", cwd=planned, env={"GIT_CONFIG_GLOBAL": str(tmp_path / "ci.gitconfig")})
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["claimed_by"] == "ci-runner"
