@@ -111,7 +111,8 @@ class Answer:
 # -- the tools ------------------------------------------------------------------------
 
 TASK_ID = Arg("id", "string", "The task's id.", required=True)
-FORCE = Arg("force", "boolean", "Act even where the claim, branch or mode says no (as --force).")
+FORCE = Arg("force", "boolean",
+            "Act even where the claim (another worktree's or another worker's), branch or mode says no (as --force).")
 
 
 def _add(c: Call) -> Any:
@@ -199,7 +200,7 @@ TOOLS: dict[str, Tool] = {t.name: t for t in (
     Tool("claim", "Take the next eligible task (or `id`) for this worktree, atomically. Exit 1 when nothing is "
          "eligible, 3 on contention (`git handoff claim --json`).",
          (Arg("id", "string", "The task to claim [default: the next eligible one]."),
-          Arg("worker", "string", "Who claims [default: handoff.worker, else user@host:<worktree>]."),
+          Arg("worker", "string", "Who claims [default: $HANDOFF_WORKER, else git config handoff.worker, else user@host:<worktree>]."),
           Arg("lease", "string", "How long the claim holds unrenewed: 90s, 30m, 2h [default: 30m]."),
           Arg("remote", "string", "Make the claim hold across machines through this remote."), FORCE), _claim),
     Tool("renew", "Push the lease of a claimed task forward (`git handoff renew ID --json`).",

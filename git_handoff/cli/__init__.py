@@ -180,6 +180,7 @@ def fail_line(message: str) -> None:
 def main(argv: list[str] | None = None) -> None:
     """Entry point of `git-handoff`: run the CLI and map every outcome to an exit code."""
     _json_run.update(requested=False, emitted=False)
+    _absolute_git_paths()
     try:
         _check_argv(sys.argv[1:] if argv is None else argv)
         cli.main(args=argv, prog_name="git handoff", standalone_mode=False, complete_var="_GIT_HANDOFF_COMPLETE")
@@ -215,6 +216,16 @@ def main(argv: list[str] | None = None) -> None:
         fail_line(message)
         sys.exit(EXIT_USAGE)
     sys.exit(0)
+
+
+def _absolute_git_paths() -> None:
+    """GIT_DIR and GIT_WORK_TREE as absolute paths (git passes `--git-dir=.git` on as it
+    was written): the checks, cleanups, agents and git commands a command starts run in
+    other directories, where a relative path would name another repository."""
+    for var in ("GIT_DIR", "GIT_WORK_TREE"):
+        value = os.environ.get(var)
+        if value and not os.path.isabs(value):
+            os.environ[var] = os.path.abspath(value)
 
 
 def _check_argv(args: list[str]) -> None:

@@ -41,7 +41,8 @@ def session_cmd() -> None:
 
 
 @session_cmd.command("start")
-@click.option("--worker", default=None, metavar="W", help="Who works in this session [default: handoff.worker, else user@host].")
+@click.option("--worker", default=None, metavar="W", help="Who works in this session [default: $HANDOFF_WORKER, else git config handoff.worker, else "
+              "user@host:<worktree>].")
 @json_option
 def session_start_cmd(worker: str | None, as_json: bool) -> None:
     """Open a session in this worktree (exit 1 when max_sessions is reached)."""

@@ -24,7 +24,7 @@ from git_handoff import identity, notes, runner, schedule, trust, worktree
 from git_handoff.claims import expires, lease_of
 from git_handoff.errors import HandoffError, Negative
 from git_handoff.gitrepo import Repo
-from git_handoff.local import worker_identity
+from git_handoff.local import declared_worker, worker_identity
 from git_handoff.model import Task, now_iso
 from git_handoff.ops import attempts, sessions, work
 from git_handoff.state_files import read_session
@@ -136,13 +136,16 @@ def _here(task: Task, repo: Repo) -> bool:
 
 def left_behind(tasks: dict[str, Task], repo: Repo, worker: str, mode: str) -> list[Task]:
     """In-progress tasks this clone claimed in this worktree and left behind (concurrent
-    mode: only this worker's, or those whose lease expired)."""
+    mode, or a worker named by HANDOFF_WORKER: only this worker's, or those whose lease
+    expired)."""
     stamp = now_iso()
     out = []
     for t in tasks.values():
         if t.status != "in_progress" or not _here(t, repo):
             continue
-        if mode == "concurrent" and not (t.claimed_by == worker or schedule.lease_expired(t, stamp)):
+        # a worker named by its environment leaves other workers' live claims alone, in any mode
+        if ((mode == "concurrent" or declared_worker() is not None)
+                and not (t.claimed_by == worker or schedule.lease_expired(t, stamp))):
             continue
         out.append(t)
     return out
