@@ -168,10 +168,11 @@ def test_a_fleet_through_smart_http_with_authentication(tmp_path: Path) -> None:
     with transports.smart_http(served, users) as base:
         host = base.removeprefix("http://")
         url = f"{base}/{fleet.REMOTE_NAME}"
-        # without credentials the server answers 401 and nothing is served
-        anonymous = subprocess.run(["git", "ls-remote", url], capture_output=True, text=True,
-                                   env=fleet.child_env(GIT_TERMINAL_PROMPT="0"))
-        assert anonymous.returncode != 0 and "401" in anonymous.stderr, anonymous.stderr
+        # without credentials, or with a wrong password, the server answers 401: nothing is served
+        for who, answer in (("", "could not read Username"), ("machine0:wrong@", "Authentication failed")):
+            denied = subprocess.run(["git", "ls-remote", url.replace("://", f"://{who}")], capture_output=True,
+                                    text=True, env=fleet.child_env(GIT_TERMINAL_PROMPT="0"))
+            assert denied.returncode != 0 and answer in denied.stderr, denied.stderr
 
         def config(i: int) -> list[str]:
             store = tmp_path / f"credentials-{i}"
