@@ -14,7 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from git_handoff import identity
+from git_handoff import fleet_lock, identity
+from git_handoff.errors import Contention
+from git_handoff.gitrepo import Repo
 from tests.conftest import git, run
 from tests.support.remotes import ok
 from tests.support.repo import make_repo
@@ -206,3 +208,21 @@ def test_a_bad_clone_id_setting_is_refused_and_changes_nothing(tmp_path: Path, f
         "e.g. the prefix a server rule grants this machine's key)"]
     assert git("for-each-ref", cwd=fleet_remote) == before
     assert not git("for-each-ref", "refs/harness/", cwd=b).strip()
+
+
+def test_a_relay_lock_the_server_refuses_is_a_policy_refusal_not_a_lost_race(
+        tmp_path: Path, fleet_remote: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without the right to the lock ref, taking the fleet relay lock is refused at once
+    (exit 3), naming the ref and the server's reason - not retried as a race and
+    reported as a lock that `kept changing`."""
+    a = clone_of(tmp_path, fleet_remote, "a", "aa")
+    monkeypatch.setenv("HANDOFF_PUSHER", "stranger")
+    repo = Repo.discover(a)
+    lock = fleet_lock.FleetLock(repo, "origin", identity.clone_id(repo), os.getpid(), lease_seconds=60)
+    with pytest.raises(Contention) as caught:
+        lock.acquire()
+    assert caught.value.message.startswith(f"origin refused {fleet_lock.LOCK_REF}: \"handoff-rights: DENIED "
+                                           f"{fleet_lock.LOCK_REF} for stranger: not a member of the fleet"), \
+        caught.value.message
+    assert "a rule on the server, not a race" in caught.value.message
+    assert not git("for-each-ref", "refs/harness/locks/", cwd=fleet_remote).strip()
