@@ -81,6 +81,8 @@ def work_the_fleet(clones: list[Path], bare: Path) -> None:
     ran = fleet.run_fleet(clones, deadline=time.monotonic() + 1200)
     assert all(r.finished for r in ran.reports), [r.errors for r in ran.reports]
     assert not [e for r in ran.reports for e in r.errors], [r.errors for r in ran.reports]
+    print(f"{TASKS} tasks, {len(clones)} clones: {ran.seconds:.1f} s ({TASKS / ran.seconds:.2f} tasks/s), "
+          f"CPU {ran.cpu_seconds / TASKS:.2f} s per task, exit 3: {sum((r.exit3 for r in ran.reports), Counter())}")
     result = fleet.audit(clones, ran.reports)
     claimed = Counter(tid for r in ran.reports for tid in r.claimed)
     assert not [tid for tid, n in claimed.items() if n > 1], claimed
