@@ -18,6 +18,7 @@ from git_handoff import fleet_lock, identity
 from git_handoff.errors import Contention
 from git_handoff.gitrepo import Repo
 from tests.conftest import git, run
+from tests.support import gitolite
 from tests.support.remotes import ok
 from tests.support.repo import make_repo
 
@@ -226,3 +227,51 @@ def test_a_relay_lock_the_server_refuses_is_a_policy_refusal_not_a_lost_race(
         caught.value.message
     assert "a rule on the server, not a race" in caught.value.message
     assert not git("for-each-ref", "refs/harness/locks/", cwd=fleet_remote).strip()
+
+
+# -- the gitolite rule set of docs/server-rights.md, as gitolite itself reads it ------------------
+
+
+def doc_gitolite_conf() -> str:
+    text = (ROOT / "docs" / "server-rights.md").read_text()
+    section = text[text.index("## gitolite"):]
+    return section.split("```\n", 2)[1]
+
+
+@pytest.fixture(scope="module")
+def doc_gitolite(tmp_path_factory: pytest.TempPathFactory) -> gitolite.Gitolite:
+    """gitolite (no server: `gitolite access` answers offline) with the doc's rules."""
+    why = gitolite.missing()
+    if why:
+        pytest.skip(why)
+    server = gitolite.Gitolite(tmp_path_factory.mktemp("doc-gitolite"))
+    server.setup()
+    server.configure(doc_gitolite_conf(), ["machine-a", "machine-b", "ci-runner", "stranger"])
+    return server
+
+
+@pytest.mark.parametrize(("user", "perm", "ref", "allowed"), [
+    ("machine-a", "W", "refs/harness/clones/a1f741ab0c00c539/state", True),
+    ("machine-a", "+", "refs/harness/clones/a1f741ab0c00c539/notes", True),  # its own: rewind, delete
+    ("machine-a", "W", "refs/harness/clones/b2f741ab0c00c539/state", False),
+    ("machine-b", "+", "refs/harness/clones/a1f741ab0c00c539/state", False),
+    ("machine-a", "W", "refs/harness/clones/a1f741ab0c00c53/state", False),  # 15 digits: no clone id
+    ("ci-runner", "W", "refs/harness/clones/c30000000000abcd/state", True),
+    ("machine-b", "W", "refs/harness/claims/t0001", True),
+    ("machine-b", "+", "refs/harness/claims/t0001", True),  # a takeover, a deletion
+    ("machine-a", "W", "refs/harness/attempts/t0001/1", True),
+    ("machine-a", "+", "refs/harness/attempts/t0001/1", False),
+    ("ci-runner", "+", "refs/harness/locks/relay", True),
+    ("ci-runner", "W", "refs/harness/locks/relay-other", False),
+    ("machine-a", "W", "refs/harness/state", False),
+    ("machine-a", "W", "refs/notes/harness", False),
+    ("machine-a", "R", "any", True),
+    ("stranger", "R", "any", False),
+    ("admin", "+", "refs/harness/state", True),
+])
+def test_the_documented_gitolite_rules_grant_what_the_doc_says(doc_gitolite: gitolite.Gitolite, user: str,
+                                                               perm: str, ref: str, allowed: bool) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    env["HOME"] = str(doc_gitolite.home)
+    proc = subprocess.run(["gitolite", "access", "-q", "project", user, perm, ref], env=env, capture_output=True)
+    assert (proc.returncode == 0) is allowed, proc.stdout
