@@ -119,6 +119,10 @@ class FleetLock:
                 self.held = commit
             return True
         text = (proc.stdout + proc.stderr).decode(errors="replace")
+        refusal = _refusal(text)
+        if refusal:
+            raise Contention(f"{self.remote} refused {LOCK_REF}: {refusal}: a rule on the server, not a race "
+                             "(docs/server-rights.md)")
         if "stale info" in text or "rejected" in text or "failed to update ref" in text or "fetch first" in text:
             return False
         raise Contention(f"cannot update the fleet relay lock on {self.remote}: {_last_line(proc.stderr)}")
@@ -222,6 +226,20 @@ def read_record(repo: Repo, oid: str, what: str) -> dict[str, Any]:
         raise InvalidState(f"{what}: {RECORD_NAME} is not a small file; nothing was changed")
     raw = repo.git("cat-file", "blob", blob).stdout
     return dict(records.fleet_lock(raw, f"{what}:{RECORD_NAME}"))
+
+
+_RACE_WORDS = ("stale info", "fetch first", "non-fast-forward", "already exists", "failed to update ref",
+               "cannot lock ref", "unable to lock", "failed to lock", "incorrect old value")
+
+
+def _refusal(text: str) -> str | None:
+    """What the server said when a hook or an access rule refused the lock ref (git's
+    `[remote rejected] (hook declined)`; not a lost race), quoted; None otherwise."""
+    if "[remote rejected]" not in text or any(word in text for word in _RACE_WORDS):
+        return None
+    said = [line[len("remote: "):].strip() for line in text.splitlines()
+            if line.startswith("remote: ") and LOCK_REF in line and "hook declined to update" not in line]
+    return json.dumps(said[0][:300]) if said else "[remote rejected]"
 
 
 def _last_line(stderr: bytes) -> str:

@@ -55,7 +55,14 @@ def refspec_lines(remote: str, changed: dict[str, list[str]]) -> list[str]:
 @click.argument("remote", required=False)
 @json_option
 def sync_cmd(remote: str | None, as_json: bool) -> None:
-    """Fetch, merge and push the state, attempts and notes (default: handoff.remote, else origin)."""
+    """Fetch, merge and push the state, attempts and notes (default: handoff.remote, else origin).
+
+    This clone publishes to refs/harness/clones/<id>/ on the remote. On a server with
+    per-machine rights (gitolite, or the shipped hooks-templates/server-update hook), set
+    the id's start to the prefix the server grants this machine's key before the first
+    sync: `git config handoff.cloneId a1` (docs/server-rights.md). A ref the server
+    refuses is exit 3, naming the ref and what the server said.
+    """
     from git_handoff.ops import sync as ops
 
     with Progress("sync", as_json=as_json) as progress:
