@@ -201,6 +201,9 @@ def _echo_fail(outcome: FailOutcome, streamed: bool = False) -> None:
         click.echo(f"  rolled back: git reset --hard {short(outcome['base'])} && git clean -fd")
     elif outcome.get("attempt_ref") and outcome.get("snapshot_missing"):
         click.echo("  no rollback: the claim's snapshot is missing from the repository; work tree kept as it is")
+    elif outcome.get("attempt_ref") and outcome.get("no_local_claim"):
+        click.echo("  no rollback: this worktree keeps no journal of this claim (claimed by an older git handoff, "
+                   "elsewhere, or a claim record that came back from a remote); work tree kept as it is")
     elif outcome.get("attempt_ref"):
         click.echo("  work tree kept as it is")
     else:
