@@ -231,6 +231,10 @@ def fail_cmd(task_id: str, reason: str, category: str, keep_worktree: bool, forc
     are untouched. Refused (exit 2, nothing changed) during a rebase, merge,
     cherry-pick, revert, bisect or am (--force ends it after saving the attempt),
     and when a submodule has work of its own.
+
+    The claim's moment is what this worktree journalled when it claimed (never what a
+    fetched record says); a claim it has no journal of (made by an older version, or
+    elsewhere) is failed and saved without a rollback.
     """
     store = get_store()
     outcome = attempts_ops.fail(store, task_id, reason=reason, category=category, keep_worktree=keep_worktree, force=force)
