@@ -182,6 +182,13 @@ def recover(store: StateStore, record: dict[str, Any]) -> list[dict[str, Any]]:
     worker = str(record.get("worker") or worker_identity(repo))
     actions = []
     tasks = snap.tasks()
+    for entry in claim_journal.entries(repo):
+        shown = tasks.get(entry.task)
+        if shown is None or not entry.matches(shown):
+            # the claim ended or was replaced (taken over after its lease, lost to another
+            # machine's claim): nothing left to recover here, and never again
+            worktree.drop_snapshot_ref(repo, entry.snapshot)
+            claim_journal.drop(repo, entry.task)
     for task in not_journalled(tasks, repo):
         reason = (f"this worktree keeps no journal of this claim (claimed by an older git handoff, or a claim record "
                   f"that came back from a remote): not recovered, the work tree is left as it is; finish it with "
