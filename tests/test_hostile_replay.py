@@ -251,3 +251,44 @@ def test_the_claim_journal_lives_exactly_as_long_as_the_claim_here(repo: Path) -
     (journal / "c.json").write_text(entry)
     assert run("session", "start").rc == 0
     assert sorted(p.name for p in journal.iterdir()) == []
+
+
+# -- the relay's agent, named by a relay record that came back ------------------------------------
+
+
+@pytest.mark.slow
+def test_a_relay_record_naming_another_process_is_never_adopted_or_killed(repo: Path) -> None:
+    """This clone's own sealed relay record (as a replay from its published history would
+    bring it back) names a live process as the agent of the session open here: the next
+    relay neither waits on it nor ends it; only the agent its relay recorded locally counts."""
+    import os  # noqa: PLC0415
+    import socket  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+
+    from git_handoff import identity  # noqa: PLC0415
+    from git_handoff.gitrepo import Repo  # noqa: PLC0415
+    from git_handoff.store import StateStore  # noqa: PLC0415
+
+    assert run("init").rc == 0
+    assert run("add", "A task", "--id", "a", "--check", "true").rc == 0
+    assert run("session", "start").rc == 0
+    token = "replaycanary0123"
+    canary = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"],
+                              env=dict(os.environ, CANARY_TAG=token))
+    try:
+        store = StateStore(Repo.discover(repo), session=0)
+        record = {"state": "running", "host": socket.gethostname(), "pid": 2**31 - 2, "started_at": "2026-07-01T10:00:00Z",
+                  "session": 1, "agent_pid": canary.pid, "agent_token": token, "tmux_session": None,
+                  "tmux_socket": None, "clone": identity.clone_id(store.repo)}
+        record["clone_seal"] = identity.relay_seal(store.repo, record)
+
+        def apply(tx: Any) -> None:
+            tx.put_json("relay.json", record)
+
+        store.transact(apply)
+        res = run("relay", "--agent", "true", "--max-launch-failures", "1", "--ack-timeout", "3")
+        assert "still running" not in res.out, res.out
+        assert canary.poll() is None  # alive: never signalled
+    finally:
+        canary.kill()
+        canary.wait()
