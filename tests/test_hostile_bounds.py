@@ -17,7 +17,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
+from git_handoff import hlc, records
 from tests.hostile import BLOB, World, jbytes, make_world, put, task_path, task_record
 from tests.support.repo import git, run
 from tests.support.templates import Templates
@@ -177,3 +180,17 @@ def test_a_fleet_relay_lock_until_8999_does_not_block_every_relay(world: World, 
                            "--ack-timeout", "5"], cwd=world.victim, capture_output=True, text=True, timeout=120)
     assert proc.returncode != 3 and "holds the fleet lock" not in proc.stderr, proc.stderr
     assert "relay: session" in proc.stdout + proc.stderr, (proc.stdout, proc.stderr)
+
+
+# -- the clock, as a property -----------------------------------------------------------------
+
+
+@given(ms=st.integers(0, 10**13 - 1), logical=st.integers(0, 999_999),
+       now_ms=st.integers(1_700_000_000_000, 4_000_000_000_000))
+def test_a_write_after_any_readable_stamp_is_readable_and_near_the_clock(ms: int, logical: int, now_ms: int) -> None:
+    previous = hlc.stamp(ms, logical, "f" * 16)
+    written = hlc.next_stamp(previous, now_ms, "0123456789abcdef")
+    assert records._HLC.fullmatch(written), written  # what every peer's edge reads
+    assert now_ms <= hlc.key(written)[0] <= now_ms + hlc.MAX_SKEW_MS + 1
+    if ms <= now_ms + hlc.MAX_SKEW_MS:
+        assert hlc.key(written) > hlc.key(previous)  # a credible stamp is still followed
