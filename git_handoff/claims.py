@@ -12,7 +12,7 @@ from git_handoff.errors import Contention, UsageError
 from git_handoff.gitrepo import Repo
 from git_handoff.local import here, worker_from_env, worker_identity
 from git_handoff.model import Task, check_id, iso, now, now_iso
-from git_handoff.schedule import lease_expired
+from git_handoff.schedule import lease_deadline, lease_expired
 from git_handoff.store import StateStore, Tx
 
 DEFAULT_LEASE_SECONDS = 30 * 60
@@ -52,7 +52,7 @@ def holder(task: Task) -> str:
     if where:
         text += f" in {where}"
     if task.lease_expires_at:
-        text += f" (lease until {task.lease_expires_at})"
+        text += f" (lease until {lease_deadline(task, now())})"  # as long as its record allows
     return text
 
 

@@ -227,6 +227,9 @@ def _echo_fail(outcome: FailOutcome, streamed: bool = False) -> None:
         click.echo(f"  rolled back: git reset --hard {short(outcome['base'])} && git clean -fd")
     elif outcome.get("attempt_ref") and outcome.get("snapshot_missing"):
         click.echo("  no rollback: the claim's snapshot is missing from the repository; work tree kept as it is")
+    elif outcome.get("attempt_ref") and outcome.get("no_local_claim"):
+        click.echo("  no rollback: this worktree keeps no journal of this claim (claimed by an older git handoff, "
+                   "elsewhere, or a claim record that came back from a remote); work tree kept as it is")
     elif outcome.get("attempt_ref"):
         click.echo("  work tree kept as it is")
     else:
@@ -256,6 +259,10 @@ def fail_cmd(task_id: str, reason: str, category: str, keep_worktree: bool, forc
     and when a submodule has work of its own, and for a claim of another
     worktree or of another worker (HANDOFF_WORKER) while its lease runs
     (--force acts anyway).
+
+    The claim's moment is what this worktree journalled when it claimed (never what a
+    fetched record says); a claim it has no journal of (made by an older version, or
+    elsewhere) is failed and saved without a rollback.
     """
     store = get_store()
     outcome = attempts_ops.fail(store, task_id, reason=reason, category=category, keep_worktree=keep_worktree, force=force)

@@ -244,7 +244,8 @@ def stop_reason(store: StateStore) -> str | None:
         if state_files.limit_reached(snap, number) or (per_session is not None and done >= per_session):
             handoff.write_doc(store, trigger="stop")
             return None
-    elif state_files.sessions_started(snap.meta()) >= snap.config().max_sessions:
+    elif (state_files.sessions_started(snap.meta()) >= snap.config().max_sessions
+          and state_files.sessions_started(snap.meta(), snap) >= snap.config().max_sessions):
         return None  # max_sessions reached: SessionStart told the agent to stop; so does this
     mine = _mine_in_progress(store)
     if mine:

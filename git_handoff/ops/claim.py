@@ -15,7 +15,7 @@ import secrets
 from dataclasses import dataclass
 from typing import Any
 
-from git_handoff import claim_index, identity, schedule, state_files, worktree
+from git_handoff import claim_index, claim_journal, identity, schedule, state_files, worktree
 from git_handoff.claims import (
     DEFAULT_LEASE_SECONDS,
     check_lease,
@@ -284,6 +284,7 @@ def claim(
     if task is None:
         worktree.drop_snapshot_ref(store.repo, ctx.snapshot)
         raise Negative("nothing eligible: every task is completed, in progress, or waiting on failed dependencies")
+    claim_journal.record_claim(store.repo, task)  # what this worktree's own local actions will act on
     return task
 
 

@@ -26,7 +26,7 @@ from typing import Any
 
 from filelock import FileLock, Timeout
 
-from git_handoff import identity, procs, schedule
+from git_handoff import identity, launcher, procs, schedule
 from git_handoff.errors import Contention, Negative, UsageError
 from git_handoff.fleet_lock import NO_LOCK as _NO_FLEET_LOCK
 from git_handoff.fleet_lock import FleetLock, NoLock
@@ -167,6 +167,7 @@ class Relay:
 
     def _remember_agent(self) -> None:
         agent = self.agent
+        launcher.remember(self.relay_dir, self.session, agent)
         _update_record(self.store, {
             "session": self.session,
             "agent_pid": agent.pid if agent else None,
@@ -301,14 +302,10 @@ class Relay:
         number = int(opened["session"])
         self.session = number
         self.say(f"relay: taking over session {number} from the dead relay (pid {previous.get('pid')})")
-        pid = previous.get("agent_pid") if previous.get("session") == number else None
-        if isinstance(pid, int) and procs.alive(pid):
-            tmux = None
-            if previous.get("tmux_session") and previous.get("tmux_socket"):
-                tmux = (str(previous["tmux_socket"]), str(previous["tmux_session"]))
-            token = previous.get("agent_token")
-            self.agent = Agent(pid=pid, status_file=self.relay_dir / f"session-{number}.status",
-                               token=token if isinstance(token, str) else None, tmux=tmux)
+        # the agent as this clone's relay recorded it locally, never as a (replayable) state record names it
+        found = launcher.remembered(self.relay_dir, number) if previous.get("session") == number else None
+        if found is not None and procs.alive(found.pid):
+            pid, self.agent = found.pid, found
             self._remember_agent()
             self.say(f"relay: session {number}: its agent (pid {pid}) is still running; waiting for it")
             if self._await_ack(number, self.agent) is None:
