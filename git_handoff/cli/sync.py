@@ -113,7 +113,8 @@ def trust_cmd(ids: tuple[str, ...], approve_all: bool, list_approved: bool, as_j
             if item.get("trusted_at"):
                 click.echo(f"    (this text is approved at {', '.join(item['trusted_at'][:5])}, not here)")
             click.echo(f"    introduced by {who} at {when}" + (f" ({item['commit'][:10]})" if item.get("commit") else ""))
-        click.echo("approve with `git handoff trust --all` or `git handoff trust ID...`")
+        click.echo("read each command whole before you approve it: `git handoff trust ID...` approves the ones "
+                   "listed for those tasks, `git handoff trust --all` every one listed")
         return
     approved = ops.approve(store, ids, approve_all=approve_all)
     if as_json:
@@ -122,4 +123,4 @@ def trust_cmd(ids: tuple[str, ...], approve_all: bool, list_approved: bool, as_j
     if not approved:
         click.echo("nothing to trust")
     for item in approved:
-        click.echo(f"trusted {item['id']} {item['kind']}: {item['command']}")
+        click.echo(f"trusted {item['id']} {item['kind']}: {visible(item['command'], lines=True)}")
