@@ -187,7 +187,13 @@ def doc_list_cmd(as_json: bool) -> None:
 @click.command("prompt")
 @json_option
 def prompt_cmd(as_json: bool) -> None:
-    """Print the next session's prompt (Markdown, under 10 KB)."""
+    """Print the next session's prompt (Markdown, under 10 KB).
+
+    Text that may come from other clones (titles, checks, reasons, decisions...) is
+    one line of data in it, control, escape and bidi characters shown as escapes; a
+    check this clone has not approved (`git handoff trust`) is marked NOT APPROVED,
+    and the agent is told to ask a person rather than run it.
+    """
     from git_handoff.ops import prompt
 
     store = get_store()

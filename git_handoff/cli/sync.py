@@ -78,6 +78,9 @@ def trust_cmd(ids: tuple[str, ...], approve_all: bool, list_approved: bool, as_j
     An approval covers a command's text at the places it was listed for: the validation
     or the cleanup of one task (T:validation, T:cleanup) or the init command (init). The
     same text moved by a remote into another task is listed again, for that place.
+    Each command is shown whole, its control, escape and bidi characters as escapes and
+    each further line of a script marked `    | `: read it before you approve it. An
+    agent is never told to approve a command: it is told to ask a person.
     """
     from git_handoff import trust as ops
 
