@@ -159,3 +159,20 @@ def test_fetched_text_reaches_the_dashboard_as_data(world: World) -> None:
         assert found is None, f"raw {found.group()!r} in the page"
     page = pages.task_page(store, "evil")
     assert page is not None and "\\u202egnp.exe\\u202c" in page
+
+
+def test_mcp_answers_carry_fetched_text_exactly_with_nothing_raw(world: World) -> None:
+    """An MCP tool answers the CLI's JSON: the same values, every C1 and bidi character in
+    it a JSON `\\uXXXX` escape (JSON itself escapes only C0)."""
+    from git_handoff.mcp_tools import Workspace, call
+
+    w = world
+    _hostile(w)
+    for tool, args in (("show", {"id": "evil"}), ("list", {}), ("next", {}), ("show", {"id": "evil2"})):
+        answer = call(Workspace(str(w.victim)), tool, args)
+        assert answer.exit_code == 0, (tool, answer.value)
+        text = answer.text()
+        assert RAW.search(text) is None, f"{tool}: raw {RAW.search(text)!r}"
+        assert json.loads(text) == answer.value  # the same values, exactly
+    shown = call(Workspace(str(w.victim)), "show", {"id": "evil"}).value
+    assert shown["title"] == EVIL_TITLE and shown["validation"]["command"] == EVIL_CHECK

@@ -164,7 +164,7 @@ def visible(text: str, *, lines: bool = False) -> str:
 
 
 def fail_line(message: str) -> None:
-    click.echo(f"error: {message.splitlines()[0] if message else 'failed'}", err=True)
+    click.echo(f"error: {display.line(message.splitlines()[0]) if message else 'failed'}", err=True)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -244,7 +244,7 @@ def get_store(session: int | None = None) -> StateStore:
     from git_handoff import notices
 
     for notice in notices.take(store.repo):  # e.g. a claim lost in a sync: told at the next command
-        click.echo(f"warning: {notice}", err=True)
+        click.echo(f"warning: {visible(notice)}", err=True)
     from git_handoff import worktree
 
     if worktree.has_journal(store.repo):  # a `fail` was killed half way: finish its rollback first

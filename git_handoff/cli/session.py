@@ -51,9 +51,11 @@ def session_start_cmd(worker: str | None, as_json: bool) -> None:
     if as_json:
         emit_json(record)
         return
-    click.echo(f"Session {record['session']} started (base {(record.get('base') or '-')[:7]}, worker {record['worker']})")
+    click.echo(f"Session {record['session']} started (base {(record.get('base') or '-')[:7]}, "
+               f"worker {visible(record['worker'])})")
     for action in record.get("recovery") or []:
-        click.echo(f"  RECOVERY [{action['task']}] action=\"{action['action']}\" reason=\"{action['reason']}\"")
+        click.echo(f"  RECOVERY [{action['task']}] action=\"{visible(action['action'])}\" "
+                   f"reason=\"{visible(action['reason'])}\"")
     click.echo("Next: `git handoff ack`, then `git handoff claim`.")
 
 

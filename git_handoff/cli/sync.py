@@ -28,7 +28,7 @@ def _sync_text(r: SyncReport) -> list[str]:
         where = f"{c['record']} " if c.get("record") else f"{c['path']} "
         lines.append(f"  conflict {where}{c['field']}: kept {c['kept']!r} over {c['dropped']!r}")
     for item in r["claims_lost"]:
-        lines.append(f"  claim of {item['task']} by {item['worker']} lost (now {item['now']})")
+        lines.append(f"  claim of {item['task']} by {visible(str(item['worker']))} lost (now {visible(str(item['now']))})")
     att = r["attempts"]
     if att["fetched"] or att["pushed"]:
         lines.append(f"  attempts: {len(att['fetched'])} fetched, {len(att['pushed'])} pushed")
