@@ -169,7 +169,16 @@ def _task_line(t: Task, detail: bool, blocked: set[str], approved: Approved) -> 
 
 
 def _tasks_section(remaining: list[Task], blocked: set[str], levels: dict[str, tuple[bool, int | None]],
-                   approved: Approved) -> list[str]:
+                   approved: Approved, memo: dict[tuple[str, bool], str]) -> list[str]:
+    """The remaining tasks at one level of detail; `memo` keeps each task's line between
+    the levels the ladder tries (a line depends only on the task and its detail)."""
+
+    def line(t: Task, detail: bool) -> str:
+        key = (t.id, detail)
+        if key not in memo:
+            memo[key] = _task_line(t, detail, blocked, approved)
+        return memo[key]
+
     lines = [f"## Remaining tasks ({len(remaining)}), by priority"]
     for prio in ("P0", "P1", "P2"):
         group = [t for t in remaining if t.priority == prio]
@@ -178,7 +187,7 @@ def _tasks_section(remaining: list[Task], blocked: set[str], levels: dict[str, t
         detail, limit = levels[prio]
         lines.append(f"### {prio} ({len(group)})")
         shown = group if limit is None else group[:limit]
-        lines += [_task_line(t, detail, blocked, approved) for t in shown]
+        lines += [line(t, detail) for t in shown]
         if len(shown) < len(group):
             lines.append(f"- ... and {len(group) - len(shown)} more {prio} tasks (`git handoff list`)")
     if not remaining:
@@ -260,8 +269,10 @@ def compose(tasks: dict[str, Task], doc: HandoffDoc | None, *, number: int, spec
         "",
     ]
     text = ""
+    memo: dict[tuple[str, bool], str] = {}
     for cap, levels in _LADDER:
-        text = "\n".join(head + _doc_section(doc, cap) + _tasks_section(remaining, blocked, levels, approved)) + "\n" + PROTOCOL
+        text = "\n".join(head + _doc_section(doc, cap) + _tasks_section(remaining, blocked, levels, approved, memo)) \
+            + "\n" + PROTOCOL
         if len(text.encode()) < PROMPT_LIMIT:
             return text
     encoded = text.encode()[: PROMPT_LIMIT - len(PROTOCOL.encode()) - 200].decode(errors="ignore")
