@@ -176,3 +176,36 @@ def test_mcp_answers_carry_fetched_text_exactly_with_nothing_raw(world: World) -
         assert json.loads(text) == answer.value  # the same values, exactly
     shown = call(Workspace(str(w.victim)), "show", {"id": "evil"}).value
     assert shown["title"] == EVIL_TITLE and shown["validation"]["command"] == EVIL_CHECK
+
+
+@pytest.mark.slow
+def test_the_real_gemini_cli_gets_the_hostile_prompt_as_data(world: World, tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """Through the real Gemini CLI and its hooks (only the model is a stub): the context
+    its SessionStart hook injects, and the reason its AfterAgent hook gives, reach the
+    model as one line of data per fact, the unapproved check marked as such; nothing
+    fetched runs."""
+    from tests.support.agent_clis import install_hooks, require_gemini, run_gemini
+    from tests.support.stubs.gemini import GeminiStub
+    from tests.support.stubs.loopback import say
+
+    require_gemini()
+    w = world
+    _hostile(w)
+    monkeypatch.chdir(w.victim)
+    install_hooks("gemini")
+    home = tmp_path / "gemini-home"
+    home.mkdir()
+    with GeminiStub(say("Nothing to do.")) as stub:
+        r = run_gemini(w.victim, home, stub.port, "Work on the tasks git handoff gives you.", timeout=240)
+        bodies = [req.body for req in stub.model_requests()]
+    assert r.rc == 0, r.stderr[-2000:]
+    texts = [p["text"] for body in bodies for c in body.get("contents", []) if c.get("role") == "user"
+             for p in c.get("parts", []) if isinstance(p.get("text"), str)]
+    [context] = {t for t in texts if "# git handoff: continue the work" in t}
+    _check_prompt(context[context.index("# git handoff: continue the work"):])
+    reasons = [t for t in texts if "eligible work remains" in t]
+    assert reasons, texts[-3:]
+    for reason in reasons:
+        assert RAW.search(reason) is None and "NOT APPROVED" in reason and "Its check: `" not in reason, reason
+    assert not w.pwned()
