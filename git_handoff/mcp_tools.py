@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from git_handoff import notices
+from git_handoff import display, notices
 from git_handoff.errors import EXIT_USAGE, HandoffError, Negative, UsageError
 from git_handoff.gitrepo import Repo
 from git_handoff.model import CATEGORIES, MAX_COUNT, PRIORITIES, parse_duration
@@ -105,7 +105,12 @@ class Answer:
         return self.exit_code != 0
 
     def text(self) -> str:
-        return json.dumps(self.value, ensure_ascii=False, default=str)
+        """The JSON document, every character git_handoff.display escapes (C1 controls,
+        bidi formatting, DEL, lone surrogates: the ones JSON itself lets through) written
+        as a JSON `\\uXXXX` escape: the same value, with nothing in it for the agent's
+        terminal or a person reading the transcript to act on."""
+        text = json.dumps(self.value, ensure_ascii=False, default=str)
+        return display.UNSEEN.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 # -- the tools ------------------------------------------------------------------------

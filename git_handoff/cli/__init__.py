@@ -10,14 +10,13 @@ from __future__ import annotations
 import importlib
 import json
 import os
-import re
 import sys
 import traceback
 from typing import TYPE_CHECKING, Any
 
 import click
 
-from git_handoff import __version__
+from git_handoff import __version__, display
 from git_handoff.errors import EXIT_INTERRUPTED, EXIT_USAGE, HandoffError, Negative
 
 if TYPE_CHECKING:  # the store module imports pygit2: at run time only the commands that need it load it
@@ -157,24 +156,15 @@ json_option = click.option("--json", "as_json", is_flag=True, callback=_note_jso
                            help="Print one JSON object on stdout.")
 
 
-# Text that came from another clone (a fetched command, a commit's author, a file name in
-# an attempt): a control character in it (an escape sequence, a carriage return) could
-# redraw what a person reads.
-_UNSEEN = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]")
-
-
 def visible(text: str, *, lines: bool = False) -> str:
-    """`text` with every control character shown as its escape; with `lines`, a text of
-    several lines (a script) keeps them, each after the first marked `    | ` so it
-    cannot pass for a line of the listing."""
-    shown = _UNSEEN.sub(lambda m: ascii(m.group())[1:-1], text)
-    if not lines:
-        return shown.replace("\n", "\\n").replace("\t", "\\t")
-    return "\n    | ".join(shown.split("\n"))
+    """Text that came from another clone (a fetched command, a commit's author, a file name
+    in an attempt) as the terminal shows it: display.line, or with `lines` (a script a
+    person reviews) display.lines."""
+    return display.lines(text) if lines else display.line(text)
 
 
 def fail_line(message: str) -> None:
-    click.echo(f"error: {message.splitlines()[0] if message else 'failed'}", err=True)
+    click.echo(f"error: {display.line(message.splitlines()[0]) if message else 'failed'}", err=True)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -265,7 +255,7 @@ def get_store(session: int | None = None) -> StateStore:
     from git_handoff import notices
 
     for notice in notices.take(store.repo):  # e.g. a claim lost in a sync: told at the next command
-        click.echo(f"warning: {notice}", err=True)
+        click.echo(f"warning: {visible(notice)}", err=True)
     from git_handoff import worktree
 
     if worktree.has_journal(store.repo):  # a `fail` was killed half way: finish its rollback first

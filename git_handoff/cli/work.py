@@ -93,7 +93,7 @@ def claim_cmd(task_id: str | None, worker: str | None, lease: str | None, remote
     if as_json:
         emit_json(_view(task))
     else:
-        click.echo(f"Claimed {task.id}: {task.title} (base {short(task.started_at_commit)}, "
+        click.echo(f"Claimed {task.id}: {visible(task.title)} (base {short(task.started_at_commit)}, "
                    f"lease until {task.lease_expires_at})")
 
 
@@ -286,9 +286,9 @@ def attempts_cmd(task_id: str, as_json: bool) -> None:
         click.echo(f"no saved attempts of {task_id}")
     for a in found:
         if a["unreadable"]:  # another clone's record, of the wrong types: said in one line
-            click.echo(f"#{a['attempt']} unreadable: {a['unreadable']}")
+            click.echo(f"#{a['attempt']} unreadable: {visible(a['unreadable'])}")
             continue
-        click.echo(f"#{a['attempt']} {a['time'] or '?'} [{a['category'] or '?'}] {a['reason'] or ''} "
+        click.echo(f"#{a['attempt']} {a['time'] or '?'} [{visible(a['category'] or '?')}] {visible(a['reason'] or '')} "
                    f"({len(a['files'])} file(s), {a['ref']})")
         for f in a["files"]:  # a file name may hold a newline or a control character: escaped
             click.echo(f"    {f['status']} {visible(f['path'])}")

@@ -14,7 +14,7 @@ import json
 import re
 from typing import Any
 
-from git_handoff import claim_index, claim_journal, notes, records, runner, trust, worktree
+from git_handoff import claim_index, claim_journal, local, notes, records, runner, trust, worktree
 from git_handoff.claims import (
     CLAIM_EXTRAS,
     claimed_task,
@@ -350,8 +350,11 @@ def restore(store: StateStore, task_id: str, n: int, force: bool = False) -> dic
         since = repo.commit_tree(from_commit or repo.head() or commit)
     # an attempt saved with its index has it as second parent (older attempts have one parent)
     index = repo.commit_tree(parents[1]) if len(parents) >= 2 and record.get("index") else None
+    # the names of an attempt another worker saved (another clone's, perhaps) pass the
+    # foreign name rules too (paths.path_problem); this worker's own come back as they were
+    foreign = record.get("worker") != local.worker_identity(repo)
     done_ = worktree.restore_picture(repo, source=repo.commit_tree(commit), since=since, index=index,
-                                     since_index=since_index, force=force)
+                                     since_index=since_index, force=force, foreign=foreign)
 
     def apply(tx: Tx) -> None:
         tx.log(
