@@ -15,8 +15,8 @@ own shape instead of a model turn, and the policy is not consulted.
     stub.faults.at_random(seed=7, probability=0.1, fault=Fault("server_error"))
         # once the script is used up: each request fails with that probability, seeded
 
-Steps run in the order given; ``stub.faults.served`` lists (request number, fault kind)
-of every fault answered, for assertions.
+Steps run in the order given; ``stub.faults.served`` lists (request number, fault kind,
+epoch the limit resets at) of every fault answered, for assertions.
 
 Kinds, and what each API answers (the real headers and bodies, values from the fault):
 
@@ -85,7 +85,7 @@ class Faults:
         self._random: tuple[random.Random, float, Fault] | None = None
         self._lock = threading.Lock()
         self.requests = 0
-        self.served: list[tuple[int, str]] = []
+        self.served: list[tuple[int, str, float]] = []
 
     # -- the script
     def fail(self, fault: Fault, *, times: int | None = None, for_seconds: float | None = None) -> Faults:
@@ -139,13 +139,14 @@ class Faults:
                     return None
                 assert step.resets_at is not None
                 resets_at = step.resets_at if step.for_seconds is not None else time.time() + step.fault.reset_in
-                self.served.append((self.requests, step.fault.kind))
+                self.served.append((self.requests, step.fault.kind, resets_at))
                 return step.fault, resets_at
             if self._random is not None:
                 rng, probability, fault = self._random
                 if rng.random() < probability:
-                    self.served.append((self.requests, fault.kind))
-                    return fault, time.time() + fault.reset_in
+                    resets_at = time.time() + fault.reset_in
+                    self.served.append((self.requests, fault.kind, resets_at))
+                    return fault, resets_at
             return None
 
 
