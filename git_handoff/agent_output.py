@@ -115,9 +115,10 @@ def _when_after(text: str, now: datetime.datetime) -> str | None:
 
 def _seconds_after(text: str, now: datetime.datetime) -> str | None:
     """ "Please retry in 400.0s", "Suggested retry after 75s", "try again in 1m15s"."""
-    match = _SECONDS.search(text)
-    if not match:
+    told = list(_SECONDS.finditer(text))
+    if not told:
         return None
+    match = told[-1]  # the latest told delay
     seconds = int(match[1] or 0) * 3600 + int(match[2] or 0) * 60 + float(match[3])
     return _utc(now + datetime.timedelta(seconds=math.ceil(seconds)))
 
@@ -191,18 +192,21 @@ CODEX = (
                              r"|Codex is currently experiencing high load|stream disconnected before completion")),
 )
 
-# Gemini CLI 0.61.0 (`gemini -p`: on stderr, exit 1)
+# Gemini CLI 0.61.0 (`gemini -p`: on stderr, exit 1, its error class then the API's error dumped)
 GEMINI = (
     # a per-day quota: "TerminalQuotaError: You have exhausted your daily quota on this model."
     _Rule(USAGE_LIMIT, re.compile(r"(?i)exhausted your daily quota|QUOTA_EXHAUSTED|INSUFFICIENT_G1_CREDITS")),
+    # 503 after its retries: "RetryableQuotaError: The model is overloaded. Please try again later."
+    _Rule(OUTAGE, re.compile(r"(?i)QuotaError: The model is overloaded|MODEL_CAPACITY_EXHAUSTED"
+                             r"|exhausted your capacity")),
     # a per-minute quota past its retries or longer than 300 s: "TerminalQuotaError: You exceeded your current
     # quota, ... Please retry in 400.0s." then "Suggested retry after 400s."
-    _Rule(RATE_LIMIT, re.compile(r"(?i)(?:Terminal|Retryable)QuotaError|RESOURCE_EXHAUSTED|exceeded your current quota"
-                                 r"|status 429\b|\b429 Too Many Requests"), when="seconds"),
-    # 503 "The model is overloaded. Please try again later.", 500 "An internal error has occurred."
-    _Rule(OUTAGE, re.compile(r"(?i)model is overloaded|MODEL_CAPACITY_EXHAUSTED|exhausted your capacity"
-                             r"|\b(?:status|code)\W{0,3}(?:500|502|503|504)\b|An internal error has occurred"
-                             r"|\bUNAVAILABLE\b")),
+    _Rule(RATE_LIMIT, re.compile(r"(?:Terminal|Retryable)QuotaError"), when="seconds"),
+    _Rule(RATE_LIMIT, re.compile(r"(?i)RESOURCE_EXHAUSTED|exceeded your current quota|status 429\b"
+                                 r"|\b429 Too Many Requests"), when="seconds"),
+    # 500 "An internal error has occurred.", 503 "The model is overloaded."
+    _Rule(OUTAGE, re.compile(r"(?i)model is overloaded|\b(?:status|code)\W{0,3}(?:500|502|503|504)\b"
+                             r"|An internal error has occurred|\bUNAVAILABLE\b")),
 )
 
 _RULES = {"claude": CLAUDE, "codex": CODEX, "gemini": GEMINI}
