@@ -204,7 +204,8 @@ GEMINI = (
     _Rule(RATE_LIMIT, re.compile(r"(?:Terminal|Retryable)QuotaError"), when="seconds"),
     _Rule(RATE_LIMIT, re.compile(r"(?i)RESOURCE_EXHAUSTED|exceeded your current quota|status 429\b"
                                  r"|\b429 Too Many Requests"), when="seconds"),
-    # 500 "An internal error has occurred.", 503 "The model is overloaded."
+    # 500 after its retries: "_ApiError: {"error":{"code":500,"message":"An internal error has occurred. ..."
+    _Rule(OUTAGE, re.compile(r'ApiError: \{"error":\{"code":5\d\d\b')),
     _Rule(OUTAGE, re.compile(r"(?i)model is overloaded|\b(?:status|code)\W{0,3}(?:500|502|503|504)\b"
                              r"|An internal error has occurred|\bUNAVAILABLE\b")),
 )

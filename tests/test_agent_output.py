@@ -87,6 +87,9 @@ CAPTURED = [
                f"{GEMINI_REPORT}RetryableQuotaError: The model is overloaded. Please try again later.\n  cause: {{\n"
                "    code: 503,\n    message: 'The model is overloaded. Please try again later.',\n    details: []\n"
                "  },\n  retryDelayMs: undefined,\n  status: 503\n}\n", OUTAGE, None),
+    ("gemini", f'{GEMINI_REPORT}_ApiError: {{"error":{{"code":500,"message":"An internal error has occurred. Please '
+               'retry or report in https://developers.generativeai.google/guide/troubleshooting","status":"INTERNAL"}}\n'
+               "  status: 500\n}\nAn unexpected critical error occurred:[object Object]\n", OUTAGE, None),
 ]
 
 
