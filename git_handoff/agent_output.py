@@ -233,24 +233,49 @@ def limit_in(cli: str, exit_status: int | None, output: str, now: datetime.datet
     return next((limit for limit in found if limit.resets_at), found[0] if found else None)
 
 
+_WORKSPACE = re.compile(r"Accessing workspace:\s*\n\s*(/[^\n]*)")
+_KEY_TAIL = re.compile(r"ANTHROPIC_API_KEY:\s*\S*\.\.\.(\S{1,20})")
+
+
+def _json_string(text: str) -> str:
+    return '"' + "".join(c if c.isprintable() and c not in '"\\' else "?" for c in text.strip())[:200] + '"'
+
+
+def _claude_screen(screen: str) -> str | None:
+    text = " ".join(screen.split())
+    if "Unable to connect to Anthropic services" in text or "Failed to connect to api.anthropic.com" in text:
+        return ('claude stopped on its first-run screens, which need api.anthropic.com: set "hasCompletedOnboarding": '
+                'true in ~/.claude.json (see the README\'s unattended recipe)')
+    if "Choose the text style" in text:
+        return 'claude is on its first-run theme screen: set "hasCompletedOnboarding": true in ~/.claude.json'
+    if "Accessing workspace:" in text or "Yes, I trust this folder" in text or "Do you trust the files" in text:
+        found = _WORKSPACE.search(screen)
+        folder = _json_string(found.group(1)) if found else '"<this directory>"'
+        return (f'claude is asking whether to trust this folder: set "projects": {{{folder}: '
+                '{"hasTrustDialogAccepted": true}} in ~/.claude.json')
+    if "Do you want to use this API key" in text or "Detected a custom API key" in text:
+        tail = _KEY_TAIL.search(text)
+        key = _json_string(tail.group(1)) if tail else "<the key's last 20 characters>"
+        return (f'claude is asking whether to use ANTHROPIC_API_KEY: set "customApiKeyResponses": {{"approved": '
+                f'[{key}]}} in ~/.claude.json (the key\'s last 20 characters)')
+    if "Bypass Permissions mode" in text and ("Yes, I accept" in text or "No, exit" in text):
+        return ('claude is asking to accept Bypass Permissions mode: set "bypassPermissionsModeAccepted": true in '
+                '~/.claude.json, or "skipDangerousModePermissionPrompt": true in .claude/settings.local.json '
+                '(`git handoff hooks install --agent claude --unattended` writes it)')
+    if "Select login method" in text or "Not logged in" in text and "/login" in text:
+        return ("claude is not logged in: set ANTHROPIC_API_KEY (or CLAUDE_CODE_OAUTH_TOKEN from `claude setup-token`) "
+                "in the relay's environment")
+    return None
+
+
 def person_prompt_in(cli: str, screen: str) -> str | None:
     """One line saying what to set when `screen` (a tmux pane's text) shows the CLI
-    waiting for a person on a first-run, login, trust, API-key or permission screen."""
-    if cli != "claude":
+    waiting for a person on a first-run, login, trust, API-key or permission screen;
+    None when it shows none of them. The screens are Claude Code 2.1.332's, captured on
+    a fresh HOME (docs/agent-limits.md); `cli` "other" tries every CLI's."""
+    readers = {"claude": _claude_screen}
+    if cli in readers:
+        return readers[cli](screen)
+    if cli != "other":
         return None
-    text = " ".join(screen.split())
-    if "Do you trust the files in this folder" in text or "trust this folder" in text.lower():
-        return ('claude is asking whether to trust this folder: set "hasTrustDialogAccepted": true under '
-                '"projects" -> this directory in ~/.claude.json')
-    if "Bypass Permissions mode" in text:
-        return ('claude is asking to accept Bypass Permissions mode: set "bypassPermissionsModeAccepted": true '
-                'in ~/.claude.json')
-    if "Do you want to use this API key" in text:
-        return ('claude is asking whether to use ANTHROPIC_API_KEY: add the key\'s last 20 characters to '
-                '"customApiKeyResponses": {"approved": [...]} in ~/.claude.json')
-    if "Choose the text style" in text or "Let's get started" in text:
-        return ('claude is on its first-run theme screen: set "hasCompletedOnboarding": true and "theme": "dark" '
-                'in ~/.claude.json')
-    if "Select login method" in text:
-        return "claude wants a login: set ANTHROPIC_API_KEY in the relay's environment (or run `claude` once and log in)"
-    return None
+    return next((said for read in readers.values() if (said := read(screen)) is not None), None)
