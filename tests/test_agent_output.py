@@ -151,6 +151,60 @@ def test_no_limit(cli: str, status: int, output: str) -> None:
         assert found is None
 
 
-def test_claude_bypass_screen_is_named() -> None:
-    said = person_prompt_in("claude", "WARNING: Claude Code running in Bypass Permissions mode\n❯ 1. No, exit")
-    assert said is not None and "bypassPermissionsModeAccepted" in said
+RULE = "─" * 120
+# the last screen interactive claude 2.1.332 showed in tmux (capture-pane), fresh HOME, each step answered
+SCREENS = {
+    "offline onboarding": (
+        "Welcome to Claude Code v2.1.332\n" + "." * 58 + "\n       █████████\n Unable to connect to Anthropic services\n"
+        " Failed to connect to api.anthropic.com: ENOTFOUND\n Check your internet connection and network settings.\n"
+        " Claude Code might not be available in your country. Check supported countries at\n"
+        " https://anthropic.com/supported-countries\nEXITED-1\n",
+        ['"hasCompletedOnboarding": true']),
+    "trust": (
+        f"{RULE}\n Accessing workspace:\n\n /tmp/exp/tmux-onb/work\n\n Quick safety check: Is this a project you created"
+        " or one you trust? (Like your own code, a well-known open source\n project, or work from your team). If not,"
+        " take a moment to review what's in this folder first.\n\n Claude Code'll be able to read, edit, and execute"
+        " files here.\n\n Security guide\n\n ❯ No, exit\n   Yes, I trust this folder\n\n Enter to confirm · Esc to"
+        " cancel\n",
+        ['"projects": {"/tmp/exp/tmux-onb/work": {"hasTrustDialogAccepted": true}}']),
+    "api key": (
+        f"{RULE}\n  Detected a custom API key in your environment\n\n  ANTHROPIC_API_KEY: sk-ant-...-stub-not-a-real-key"
+        "\n\n  Do you want to use this API key?\n\n    Yes\n  ❯ No (recommended)\n\n  Enter to confirm · Esc to cancel\n",
+        ['"customApiKeyResponses": {"approved": ["-stub-not-a-real-key"]}']),
+    "bypass": (
+        f"{RULE}\n  WARNING: Claude Code running in Bypass Permissions mode\n\n  In Bypass Permissions mode, Claude Code"
+        " will not ask for your approval before running potentially dangerous\n  commands.\n  This mode should only"
+        " be used in a sandboxed container/VM that has restricted internet access and can easily be\n  restored if"
+        " damaged.\n\n  By proceeding, you accept all responsibility for actions taken while running in Bypass"
+        " Permissions mode.\n\n  https://code.claude.com/docs/en/security\n\n  ❯ No, exit\n    Yes, I accept\n\n"
+        "  Enter to confirm · Esc to cancel\n",
+        ['"bypassPermissionsModeAccepted": true', '"skipDangerousModePermissionPrompt": true',
+         "hooks install --agent claude --unattended"]),
+    "not logged in": (
+        " ▐▛███▛█   Claude Code v2.1.332\n❯ Say hi.\n  ⎿  Not logged in · Please run /login\n"
+        "                     Not logged in · run /login\n" + RULE + "\n❯ Once fixed, resend your message\n",
+        ["ANTHROPIC_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN"]),
+}
+
+
+@pytest.mark.parametrize("name", list(SCREENS))
+def test_each_first_run_screen_is_named_with_the_setting(name: str) -> None:
+    screen, settings = SCREENS[name]
+    said = person_prompt_in("claude", screen)
+    assert said is not None and "\n" not in said and said.isprintable()
+    assert all(setting in said for setting in settings), said
+    assert person_prompt_in("other", screen) == said  # a wrapper script around claude
+
+
+def test_a_working_session_or_a_limit_is_no_person_prompt() -> None:
+    working = ("❯ Say hi.\n● STUB-ANSWERED\n✻ Brewed for 0s\n" + RULE + "\n❯ \n" + RULE +
+               "\n  ⏵⏵ bypass permissions on (shift+tab to cycle) · ← for agents\n")
+    assert person_prompt_in("claude", working) is None
+    assert person_prompt_in("claude", "You've hit your 5-hour limit · resets 3:03pm (Europe/Berlin)") is None
+    assert person_prompt_in("codex", SCREENS["bypass"][0]) is None
+
+
+def test_a_folder_name_from_the_screen_is_quoted_data() -> None:
+    screen = 'Accessing workspace:\n /tmp/a"b\x1b[31m\n Yes, I trust this folder\n'
+    said = person_prompt_in("claude", screen)
+    assert said is not None and said.isprintable() and '"/tmp/a?b?[31m"' in said
