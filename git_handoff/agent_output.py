@@ -248,7 +248,7 @@ def _claude_screen(screen: str) -> str | None:
                 'true in ~/.claude.json (see the README\'s unattended recipe)')
     if "Choose the text style" in text:
         return 'claude is on its first-run theme screen: set "hasCompletedOnboarding": true in ~/.claude.json'
-    if "Accessing workspace:" in text or "Yes, I trust this folder" in text or "Do you trust the files" in text:
+    if "Accessing workspace:" in text or "Yes, I trust this folder" in text:
         found = _WORKSPACE.search(screen)
         folder = _json_string(found.group(1)) if found else '"<this directory>"'
         return (f'claude is asking whether to trust this folder: set "projects": {{{folder}: '
@@ -268,12 +268,40 @@ def _claude_screen(screen: str) -> str | None:
     return None
 
 
+_CODEX_FOLDER = re.compile(r"Folder access\s*\n\s*(/[^\n]*)")
+
+
+def _codex_screen(screen: str) -> str | None:
+    text = " ".join(screen.split())
+    if "Trust this folder?" in text or "Trust and continue" in text:
+        found = _CODEX_FOLDER.search(screen)
+        folder = _json_string(found.group(1)) if found else '"<this directory>"'
+        return (f"codex is asking whether to trust this folder: add [projects.{folder}] trust_level = \"trusted\" "
+                "to $CODEX_HOME/config.toml (~/.codex/config.toml), or run `codex exec --trust` here once")
+    if "Sign in with ChatGPT" in text or "Choose how you want to use Codex" in text:
+        return ("codex wants a login: run `printenv OPENAI_API_KEY | codex login --with-api-key` once, or give it a "
+                "[model_providers.<id>] entry with env_key in $CODEX_HOME/config.toml")
+    return None
+
+
+def _gemini_screen(screen: str) -> str | None:
+    text = " ".join(screen.split())
+    if "Do you trust the files in this folder?" in text or "Trust folder (" in text:
+        return ("gemini is asking whether to trust this folder: set GEMINI_CLI_TRUST_WORKSPACE=true in the relay's "
+                'environment, or add {"<this folder>": "TRUST_FOLDER"} to ~/.gemini/trustedFolders.json')
+    if "How would you like to authenticate" in text or "Get started" in text and "Use Gemini API Key" in text:
+        return ('gemini is asking how to log in: set "security": {"auth": {"selectedType": "gemini-api-key"}} in '
+                "~/.gemini/settings.json and GEMINI_API_KEY in the relay's environment")
+    return None
+
+
 def person_prompt_in(cli: str, screen: str) -> str | None:
     """One line saying what to set when `screen` (a tmux pane's text) shows the CLI
     waiting for a person on a first-run, login, trust, API-key or permission screen;
     None when it shows none of them. The screens are Claude Code 2.1.332's, captured on
-    a fresh HOME (docs/agent-limits.md); `cli` "other" tries every CLI's."""
-    readers = {"claude": _claude_screen}
+    a fresh HOME, and Codex 0.171.0's and Gemini CLI 0.61.0's (docs/agent-limits.md);
+    `cli` "other" tries every CLI's."""
+    readers = {"claude": _claude_screen, "codex": _codex_screen, "gemini": _gemini_screen}
     if cli in readers:
         return readers[cli](screen)
     if cli != "other":

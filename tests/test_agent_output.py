@@ -208,3 +208,47 @@ def test_a_folder_name_from_the_screen_is_quoted_data() -> None:
     screen = 'Accessing workspace:\n /tmp/a"b\x1b[31m\n Yes, I trust this folder\n'
     said = person_prompt_in("claude", screen)
     assert said is not None and said.isprintable() and '"/tmp/a?b?[31m"' in said
+
+
+def _boxed(*lines: str) -> str:
+    """Gemini CLI draws its dialogs in a box."""
+    return "\n".join(f" │ {line:<114} │" for line in lines)
+
+
+OTHER_SCREENS = {
+    # interactive codex 0.171.0 in tmux, its stub provider configured, the folder not trusted
+    ("codex", "trust"): (
+        "  Folder access\n\n  /tmp/exp/t2-c1/work\n\n  Trust this folder? Codex can read, edit, and run files here, subject "
+        "to your permission settings. Folder settings\n  can run code automatically, even without a model request. "
+        "Continue only if you trust these files. Your trust\n  decision will be saved.\n\n› 1. Trust and continue\n"
+        "  2. Back to Agent Command Center\n\n  enter continue · esc back\n",
+        ['[projects."/tmp/exp/t2-c1/work"] trust_level = "trusted"', "codex exec --trust"]),
+    # no provider and no login
+    ("codex", "login"): (
+        "  Welcome to Codex, OpenAI's command-line coding agent\n\n  Choose how you want to use Codex.\n\n"
+        "> 1. Sign in with ChatGPT\n     Usage included with Plus, Pro, Business, and Enterprise plans\n"
+        "  2. Sign in with Device Code\n  3. Sign in another way\n     Use an API key or another provider\n\n"
+        "  Press enter to continue\n",
+        ["codex login --with-api-key", "env_key"]),
+    # interactive gemini 0.61.0 without GEMINI_CLI_TRUST_WORKSPACE (after answering the first prompt)
+    ("gemini", "trust"): (
+        _boxed("", "Do you trust the files in this folder?", "",
+               "Trusting a folder allows Gemini CLI to load its local configurations, including custom commands, hooks,",
+               "", "● 1. Trust folder (work)", "  2. Trust parent folder (t2-g2)", "  3. Don't trust"),
+        ["GEMINI_CLI_TRUST_WORKSPACE=true", "trustedFolders.json"]),
+    # no security.auth.selectedType in its settings
+    ("gemini", "auth"): (
+        _boxed("", "? Get started", "", "  How would you like to authenticate for this project?", "",
+               "    1. Sign in with Google", "  ● 2. Use Gemini API Key", "    3. Vertex AI", "",
+               '  Existing API key detected (GEMINI_API_KEY). Select "Gemini API Key" option to use it.'),
+        ['"selectedType": "gemini-api-key"', "GEMINI_API_KEY"]),
+}
+
+
+@pytest.mark.parametrize("key", list(OTHER_SCREENS))
+def test_codex_and_gemini_first_run_screens_are_named(key: tuple[str, str]) -> None:
+    screen, settings = OTHER_SCREENS[key]
+    said = person_prompt_in(key[0], screen)
+    assert said is not None and said.isprintable()
+    assert all(setting in said for setting in settings), said
+    assert person_prompt_in("claude", screen) is None  # each CLI's own screens
