@@ -252,3 +252,23 @@ def test_codex_and_gemini_first_run_screens_are_named(key: tuple[str, str]) -> N
     assert said is not None and said.isprintable()
     assert all(setting in said for setting in settings), said
     assert person_prompt_in("claude", screen) is None  # each CLI's own screens
+
+
+PANE_RULE = "─" * 120
+# interactive claude 2.1.332 in tmux (the README's recipe answered its first-run screens); the CLI still runs
+PANES = [
+    ("❯ Say hi.\n  ⎿  You've hit your 5-hour limit · resets 3:52pm (Europe/Berlin)\n"
+     "● Usage limit reached · set to continue automatically at 3:52pm\n" + PANE_RULE + "\n❯\n" + PANE_RULE +
+     "\n  ⚠ Usage limit reached · limit resets 3:52pm\n    Continuing automatically at 3:52pm · Esc to cancel\n"
+     "  ⏵⏵ bypass permissions on (shift+tab to cycle) · ← for agents\n", USAGE_LIMIT, "2026-12-02T14:52:00Z"),
+    ("❯ Say hi.\n● API Error: 529 Overloaded. This is a server-side issue, usually temporary — try again in a moment. "
+     "If it\n  persists, check your inference gateway (127.0.0.1:44653).\n" + PANE_RULE +
+     "\n❯ Resend your message to try again\n" + PANE_RULE + "\n  ⏵⏵ bypass permissions on (shift+tab to cycle)\n",
+     OUTAGE, None),
+]
+
+
+@pytest.mark.parametrize(("pane", "kind", "resets_at"), PANES)
+def test_a_limit_on_the_pane_of_a_running_interactive_claude(pane: str, kind: str, resets_at: str | None) -> None:
+    limit = limit_in("claude", None, pane, NOW)
+    assert limit is not None and (limit.kind, limit.resets_at) == (kind, resets_at)
