@@ -8,7 +8,8 @@ texts each CLI prints in those cases (captured from the real binaries against a 
 model stub; see docs/agent-limits.md) and says which case it is and, where the text told
 it, when the limit resets.
 
-Pure: no I/O, no printing, no clock (the caller passes `now`).
+Pure: no printing, no clock (the caller passes `now`), no I/O but the IANA zone
+database (`zoneinfo`) for a zone a CLI printed ("resets 3pm (Europe/Berlin)").
 """
 
 from __future__ import annotations
@@ -218,8 +219,9 @@ def limit_in(cli: str, exit_status: int | None, output: str, now: datetime.datet
 
     `cli` is what `cli_of` said; `exit_status` the agent's (None when it is still
     running, e.g. a screen captured from tmux); `output` what it printed (stdout and
-    stderr, or a pane's text); `now` an aware datetime in the zone the CLI prints its
-    times in (a "resets 8pm" is the next 8 pm after `now` there), normally
+    stderr, or a pane's text; only its last 64 KiB are read); `now` an aware datetime
+    in the zone the CLI prints its times in (a "resets 8pm" is the next 8 pm after `now`
+    there; a zone the CLI printed wins; a naive `now` is UTC), normally
     `datetime.datetime.now().astimezone()`.
     """
     if exit_status == 0:
