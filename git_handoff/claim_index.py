@@ -19,8 +19,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from git_handoff.fileio import atomic_write
-from git_handoff.model import Task, parse_time
-from git_handoff.schedule import PRIORITY_RANK
+from git_handoff.model import Task, now, parse_time
+from git_handoff.schedule import PRIORITY_RANK, lease_deadline
 from git_handoff.store import TASKS_DIR, StateStore, Tx
 
 INDEX_FILE = "claim-index.marshal"
@@ -40,7 +40,7 @@ def row(task: Task) -> tuple[Any, ...]:
         task.attempts,
         task.max_attempts,
         any(e.startswith("[DEPENDENCY]") for e in task.error_log),
-        task.lease_expires_at,
+        lease_deadline(task, now()) if task.lease_expires_at is not None else None,  # bounded by its record
         str(task.get("failed_at") or task.updated_at or ""),
         task.get("worktree"),
         task.claimed_by,

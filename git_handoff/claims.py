@@ -10,8 +10,9 @@ from datetime import timedelta
 from git_handoff import identity
 from git_handoff.errors import Contention, UsageError
 from git_handoff.gitrepo import Repo
-from git_handoff.local import here, worker_identity
-from git_handoff.model import Task, check_id, iso, now
+from git_handoff.local import here, worker_from_env, worker_identity
+from git_handoff.model import Task, check_id, iso, now, now_iso
+from git_handoff.schedule import lease_deadline, lease_expired
 from git_handoff.store import StateStore, Tx
 
 DEFAULT_LEASE_SECONDS = 30 * 60
@@ -51,7 +52,7 @@ def holder(task: Task) -> str:
     if where:
         text += f" in {where}"
     if task.lease_expires_at:
-        text += f" (lease until {task.lease_expires_at})"
+        text += f" (lease until {lease_deadline(task, now())})"  # as long as its record allows
     return text
 
 
@@ -65,12 +66,33 @@ def require_owner(task: Task, repo: Repo, action: str, force: bool) -> None:
         return
     if identity.claim_is_mine(repo, task) and (
             task.get("worktree") == here(repo) or task.claimed_by == worker_identity(repo)):
-        return
+        other = other_workers(task)
+        if other is None:
+            return
+        raise UsageError(f"cannot {action} task {task.id}: {other} (--force acts anyway)")
     raise UsageError(
         f"cannot {action} task {task.id}: it is claimed by {task.claimed_by or 'unknown'}"
         + (f" in {task.get('worktree')}" if task.get("worktree") else "")
         + " (--force acts anyway)"
     )
+
+
+def other_workers(task: Task) -> str | None:
+    """Why a claim held in this worktree is not this process's: a worker named by the
+    environment (HANDOFF_WORKER) acts only on its own claims while their lease runs, so
+    that several agents in one work tree keep their claims apart. None when it is ours
+    (or no worker is declared: then the worktree's claims are everybody's here)."""
+    found = worker_from_env()
+    if found is None or task.claimed_by == found[1] or lease_expired(task, now_iso()):
+        return None
+    var, declared = found
+    return (f"it is claimed by {_short_name(task.claimed_by or 'unknown')}, another worker in this worktree"
+            + (f", until {task.lease_expires_at}" if task.lease_expires_at else "")
+            + f"; you are {_short_name(declared)} ({var})")
+
+
+def _short_name(name: str) -> str:
+    return name if len(name) <= 80 else name[:77] + "..."
 
 
 def require_branch(task: Task, repo: Repo, action: str, force: bool) -> None:

@@ -24,10 +24,10 @@ from __future__ import annotations
 import json
 import socket
 import threading
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
-from git_handoff import records
+from git_handoff import hlc, records
 from git_handoff.errors import Contention, InvalidState, UsageError
 from git_handoff.gitrepo import Repo
 from git_handoff.model import iso, now, parse_time
@@ -119,6 +119,10 @@ class FleetLock:
                 self.held = commit
             return True
         text = (proc.stdout + proc.stderr).decode(errors="replace")
+        refusal = _refusal(text)
+        if refusal:
+            raise Contention(f"{self.remote} refused {LOCK_REF}: {refusal}: a rule on the server, not a race "
+                             "(docs/server-rights.md)")
         if "stale info" in text or "rejected" in text or "failed to update ref" in text or "fetch first" in text:
             return False
         raise Contention(f"cannot update the fleet relay lock on {self.remote}: {_last_line(proc.stderr)}")
@@ -147,11 +151,12 @@ class FleetLock:
         for _ in range(TRIES):
             current, record = self.read()
             if current is not None and record is not None:
-                expires = parse_time(record["expires_at"])
-                if expires > now() and record.get("clone") != self.clone:
+                moment = now()
+                expires = lock_deadline(record, moment)
+                if expires > moment and record.get("clone") != self.clone:
                     raise Contention(
                         f"a relay already holds the fleet lock on {self.remote}: clone {record.get('clone')} "
-                        f"on {record.get('host')} (pid {record.get('pid')}), lease until {record['expires_at']}; "
+                        f"on {record.get('host')} (pid {record.get('pid')}), lease until {iso(expires)}; "
                         "stop that relay, or wait for its lease to expire")
             fresh = self._fresh_record()
             if self._push(current, fresh):
@@ -207,6 +212,28 @@ class FleetLock:
             self._thread = None
 
 
+def lock_deadline(record: dict[str, Any], moment: datetime) -> datetime:
+    """When the lock's lease ends, as this clone counts it: its `expires_at`, but no later
+    than its last renewal (`renewed_at`, else `acquired_at`) plus the lease it declares
+    (`lease_seconds`, at most a day); at once when that renewal is further ahead of
+    `moment` than the clock skew allowed (hlc.MAX_SKEW_MS) or absent. A fetched lock
+    "until 8999" holds no longer than one lease from its own record."""
+    declared = parse_time(record["expires_at"])
+    written: datetime | None = None
+    for name in ("renewed_at", "acquired_at"):
+        if isinstance(record.get(name), str):
+            try:
+                written = parse_time(record[name])
+            except UsageError:
+                written = None
+            break
+    if written is None or written > moment + timedelta(milliseconds=hlc.MAX_SKEW_MS):
+        return min(declared, moment)
+    seconds = record.get("lease_seconds")
+    seconds = seconds if type(seconds) is int and 0 < seconds <= MAX_LEASE_SECONDS else DEFAULT_LEASE_SECONDS
+    return min(declared, written + timedelta(seconds=seconds))
+
+
 def read_record(repo: Repo, oid: str, what: str) -> dict[str, Any]:
     """The record of lock commit `oid` through its parser; InvalidState (exit 2) if the
     remote holds something else."""
@@ -222,6 +249,20 @@ def read_record(repo: Repo, oid: str, what: str) -> dict[str, Any]:
         raise InvalidState(f"{what}: {RECORD_NAME} is not a small file; nothing was changed")
     raw = repo.git("cat-file", "blob", blob).stdout
     return dict(records.fleet_lock(raw, f"{what}:{RECORD_NAME}"))
+
+
+_RACE_WORDS = ("stale info", "fetch first", "non-fast-forward", "already exists", "failed to update ref",
+               "cannot lock ref", "unable to lock", "failed to lock", "incorrect old value")
+
+
+def _refusal(text: str) -> str | None:
+    """What the server said when a hook or an access rule refused the lock ref (git's
+    `[remote rejected] (hook declined)`; not a lost race), quoted; None otherwise."""
+    if "[remote rejected]" not in text or any(word in text for word in _RACE_WORDS):
+        return None
+    said = [line[len("remote: "):].strip() for line in text.splitlines()
+            if line.startswith("remote: ") and LOCK_REF in line and "hook declined to update" not in line]
+    return json.dumps(said[0][:300]) if said else "[remote rejected]"
 
 
 def _last_line(stderr: bytes) -> str:

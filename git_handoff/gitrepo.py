@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from git_handoff import gitconfig
 from git_handoff.errors import GitFailure, NotARepository, UsageError
 
 if TYPE_CHECKING:
@@ -109,9 +110,14 @@ def _fast_import_path(raw: bytes) -> bytes:
 class Repo:
     """A git repository (or linked worktree) seen through pygit2 and the git CLI."""
 
-    def __init__(self, raw: pygit2.Repository) -> None:
+    def __init__(self, raw: pygit2.Repository, settings: Mapping[str, str | None] | None = None) -> None:
         # typed Any: pygit2's stubs cannot tell a Commit from a Tree behind repo[oid]
         self.raw: Any = raw
+        # the command line's settings (`git -c`, GIT_CONFIG_PARAMETERS, GIT_CONFIG_COUNT):
+        # libgit2 reads none of them, and they win over every config file, as in git
+        self.settings: Mapping[str, str | None] = (
+            gitconfig.from_environment(os.environ) if settings is None else settings)
+        self._moved_files = _moved_config_files()
         self.git_dir = Path(raw.path).resolve()
         commondir_file = self.git_dir / "commondir"
         if commondir_file.exists():
@@ -149,17 +155,37 @@ class Repo:
 
     @classmethod
     def discover(cls, start: str | os.PathLike[str] | None = None) -> Repo:
+        """The repository git would use, started in `start` (default: the current
+        directory, where `git -C` has already moved), as git finds it: GIT_DIR names the
+        git directory (no search), GIT_WORK_TREE the work tree; without GIT_DIR, the
+        search upwards stops at GIT_CEILING_DIRECTORIES and at a file system boundary
+        unless GIT_DISCOVERY_ACROSS_FILESYSTEM is true. Relative paths are taken from `start`."""
         pygit2 = _pygit2()
         start_path = os.fspath(start) if start is not None else os.getcwd()
-        found = pygit2.discover_repository(start_path)
-        if not found:
-            raise NotARepository(
-                f"not a git repository (or any parent up to /): {start_path}"
-            )
-        try:
-            return cls(pygit2.Repository(found))
-        except pygit2.GitError as exc:
-            raise NotARepository(f"cannot open git repository at {found}: {exc}") from exc
+        settings = gitconfig.from_environment(os.environ)
+        git_dir = os.environ.get("GIT_DIR")
+        if git_dir is not None:
+            flags = pygit2.enums.RepositoryOpenFlag
+            try:
+                raw = pygit2.Repository(os.path.join(start_path, git_dir), flags.NO_SEARCH | flags.NO_DOTGIT)
+            except (pygit2.GitError, OSError, ValueError) as exc:
+                raise NotARepository(f"not a git repository: '{git_dir}' (GIT_DIR, or git --git-dir)") from exc
+        else:
+            across = os.environ.get("GIT_DISCOVERY_ACROSS_FILESYSTEM")
+            ceiling = os.environ.get("GIT_CEILING_DIRECTORIES")
+            found = pygit2.discover_repository(
+                start_path, gitconfig.parse_bool("GIT_DISCOVERY_ACROSS_FILESYSTEM", across) if across else False,
+                *([ceiling] if ceiling else []))
+            if not found:
+                raise NotARepository(
+                    f"not a git repository (or any parent up to /): {start_path}"
+                )
+            try:
+                raw = pygit2.Repository(found)
+            except pygit2.GitError as exc:
+                raise NotARepository(f"cannot open git repository at {found}: {exc}") from exc
+        _place_work_tree(raw, start_path, explicit=git_dir is not None)
+        return cls(raw, settings)
 
     # -- places ------------------------------------------------------------------
 
@@ -566,13 +592,8 @@ class Repo:
         pygit2 = _pygit2()
         name = os.environ.get("GIT_AUTHOR_NAME")
         email = os.environ.get("GIT_AUTHOR_EMAIL")
-        if not name or not email:
-            try:
-                cfg = self.raw.config
-                name = name or cfg["user.name"]
-                email = email or cfg["user.email"]
-            except (KeyError, pygit2.GitError):
-                pass
+        name = name or self.config_get("user.name")
+        email = email or self.config_get("user.email")
         user = os.environ.get("USER") or "handoff"
         return pygit2.Signature(name or user, email or f"{user}@{socket.gethostname()}")
 
@@ -628,30 +649,56 @@ class Repo:
         except Exception:  # noqa: BLE001
             return None
 
-    def config_get(self, key: str) -> str | None:
+    def _config(self, key: str) -> tuple[bool, str | None]:
+        """(set?, value) of `key`: the command line's setting, else the config files'
+        (None: a key given without a value, true as a boolean)."""
         pygit2 = _pygit2()
+        canonical = gitconfig.canonical_key(key)
+        if canonical in self.settings:
+            return True, self.settings[canonical]
+        if self._moved_files is not None:
+            return self._config_moved(canonical, *self._moved_files)
         try:
-            return str(self.raw.config[key])
+            value = self.raw.config[key]
         except (KeyError, pygit2.GitError):
+            return False, None
+        return True, (None if value is None else str(value))
+
+    def _config_moved(self, canonical: str, global_file: str | None, system_file: str | None,
+                      no_system: bool) -> tuple[bool, str | None]:
+        """`_config` where GIT_CONFIG_GLOBAL, GIT_CONFIG_SYSTEM or GIT_CONFIG_NOSYSTEM move
+        or drop git's global and system files, which libgit2 reads from their usual places
+        whatever the environment says: the repository's own levels from libgit2, the
+        others from the files git would read. The highest level wins, then the last entry."""
+        levels = _pygit2().enums.ConfigLevel
+        allowed = {int(levels.LOCAL), int(levels.WORKTREE), int(levels.APP)}
+        if global_file is None:
+            allowed |= {int(levels.GLOBAL), int(levels.XDG)}
+        if system_file is None and not no_system:
+            allowed |= {int(levels.SYSTEM), int(levels.PROGRAMDATA)}
+        found = [(int(e.level), e.value) for e in self.raw.config if e.name == canonical and int(e.level) in allowed]
+        for path, level in ((global_file, levels.GLOBAL), (None if no_system else system_file, levels.SYSTEM)):
+            if path:
+                found += [(int(level), value) for value in _file_values(path, canonical)]
+        if not found:
+            return False, None
+        found.sort(key=lambda pair: pair[0])  # stable: the last entry of a level stays last
+        value = found[-1][1]
+        return True, (None if value is None else str(value))
+
+    def config_get(self, key: str) -> str | None:
+        found, value = self._config(key)
+        if not found:
             return None
+        return "" if value is None else value
 
     def config_bool(self, key: str, default: bool = False) -> bool:
-        value = self.config_get(key)
-        if value is None:
-            return default
-        return value.strip().lower() in ("true", "yes", "on", "1")
+        found, value = self._config(key)
+        return gitconfig.parse_bool(key, value) if found else default
 
     def config_int(self, key: str) -> int | None:
-        value = self.config_get(key)
-        if value is None:
-            return None
-        try:
-            number = int(value)
-        except ValueError:
-            raise UsageError(f"git config {key} must be a whole number, not {value[:40]!r}") from None
-        if not -(2**63) <= number <= 2**63 - 1:  # TOML's integer range, as every count of the state
-            raise UsageError(f"git config {key} is out of range (TOML's 64-bit integers): {number}")
-        return number
+        found, value = self._config(key)
+        return gitconfig.parse_int(key, value) if found else None
 
     # -- git CLI -----------------------------------------------------------------
 
@@ -665,6 +712,13 @@ class Repo:
     ) -> subprocess.CompletedProcess[bytes]:
         """Run the git CLI (used for push/fetch, reset/clean, gc: what libgit2 gets wrong)."""
         run_env = dict(os.environ)
+        if "GIT_DIR" in run_env or "GIT_WORK_TREE" in run_env:
+            # the repository this process opened, whatever the directory git starts in
+            # (a relative GIT_DIR would be taken from there)
+            run_env["GIT_DIR"] = str(self.git_dir)
+            run_env.pop("GIT_WORK_TREE", None)
+            if self.workdir is not None:
+                run_env["GIT_WORK_TREE"] = str(self.workdir)
         if env:
             run_env.update(env)
         where = cwd or self.workdir or self.git_dir
@@ -728,6 +782,54 @@ class Repo:
             )
         except OSError:
             marker.unlink(missing_ok=True)
+
+
+def _place_work_tree(raw: Any, start: str, *, explicit: bool) -> None:
+    """Set the work tree as git does: GIT_WORK_TREE (taken from `start`) when set; else,
+    for a git directory GIT_DIR named (`explicit`) that is not bare and has no
+    core.worktree, `start` itself. Otherwise libgit2's own answer stands (the directory
+    holding `.git`, a linked worktree's, core.worktree, or none for a bare repository)."""
+    work_tree = os.environ.get("GIT_WORK_TREE")
+    if work_tree is not None:
+        work_tree = os.path.join(start, work_tree)
+    elif explicit and not raw.is_bare and _file_config(raw, "core.worktree") is None:
+        work_tree = start
+    else:
+        return
+    try:
+        raw.workdir = work_tree
+    except (_pygit2().GitError, OSError, ValueError) as exc:
+        raise NotARepository(f"cannot use {work_tree} as the work tree: {exc}") from exc
+
+
+def _moved_config_files() -> tuple[str | None, str | None, bool] | None:
+    """(GIT_CONFIG_GLOBAL, GIT_CONFIG_SYSTEM, GIT_CONFIG_NOSYSTEM) when any is set, else None
+    (the usual case: libgit2's own reading of the config files is git's)."""
+    environ = os.environ
+    if "GIT_CONFIG_GLOBAL" not in environ and "GIT_CONFIG_SYSTEM" not in environ \
+            and "GIT_CONFIG_NOSYSTEM" not in environ:
+        return None
+    no_system = environ.get("GIT_CONFIG_NOSYSTEM")
+    return (environ.get("GIT_CONFIG_GLOBAL"), environ.get("GIT_CONFIG_SYSTEM"),
+            gitconfig.parse_bool("GIT_CONFIG_NOSYSTEM", no_system) if no_system is not None else False)
+
+
+def _file_values(path: str, canonical: str) -> list[str | None]:
+    """The values of `canonical` in one config file (its includes too), in order; none when
+    the file is missing or unreadable (git reads what is there)."""
+    pygit2 = _pygit2()
+    try:
+        return [e.value for e in pygit2.Config(path) if e.name == canonical]
+    except (pygit2.GitError, OSError, ValueError):
+        return []
+
+
+def _file_config(raw: Any, key: str) -> str | None:
+    try:
+        value = raw.config[key]
+    except (KeyError, _pygit2().GitError):
+        return None
+    return None if value is None else str(value)
 
 
 _KIND_NAMES = {1: "commit", 2: "tree", 3: "blob", 4: "tag"}

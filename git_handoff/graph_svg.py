@@ -9,12 +9,19 @@ markup is ours, so the page, its styling and its tests do not depend on which ra
 
 from __future__ import annotations
 
+import html
 import shutil
 import subprocess
 from collections.abc import Callable, Mapping
-from html import escape
 
+from git_handoff import display
 from git_handoff.model import Task
+
+
+def escape(text: str) -> str:
+    """A task's id or title (another clone's, perhaps) as SVG text: display.line, then
+    HTML-escaped."""
+    return html.escape(display.line(text))
 
 NODE_W = 190
 NODE_H = 38

@@ -57,6 +57,15 @@ _STAMP = re.compile(r"([0-9]{13})\.([0-9]{6})\.([0-9a-f]{0,16})")
 _ISO = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]{1,9})?Z")
 MAX_LOGICAL = 999_999
 PATTERN = _STAMP
+# How far ahead of this clone's clock a stamp it reads may be and still count: a stamp
+# beyond it (a clock set wrong, or crafted: 9999999999999 ms is the year 2286) is not
+# adopted, so this clone's own stamps stay near its clock and within what every peer reads.
+MAX_SKEW_MS = 24 * 3600 * 1000
+
+
+def credible(text: Any, now_ms: int) -> bool:
+    """A stamp no further ahead of `now_ms` than MAX_SKEW_MS."""
+    return is_stamp(text) and key(text)[0] <= now_ms + MAX_SKEW_MS
 
 
 def is_stamp(text: Any) -> bool:
@@ -107,8 +116,11 @@ def seen_in(record: Any) -> str | None:
 
 def next_stamp(previous: str | None, now_ms: int, node: str) -> str:
     """The stamp of a write after `previous` (None: the record is new) at wall-clock
-    `now_ms` on clone `node`: later than `previous` whatever the wall clock says."""
-    if previous is None or not is_stamp(previous):
+    `now_ms` on clone `node`: later than `previous` whatever the wall clock says, unless
+    `previous` is further ahead of the wall clock than MAX_SKEW_MS: such a stamp is not
+    adopted (following it would carry it into this clone's stamps, up to a 14-digit one
+    that every peer refuses)."""
+    if previous is None or not credible(previous, now_ms):
         return stamp(now_ms, 0, node)
     ms, logical, _, _ = key(previous)
     if now_ms > ms:
@@ -152,7 +164,7 @@ def stamp_write(old: Mapping[str, Any] | None, new: dict[str, Any], now_ms: int,
     field the write changed, so that a later merge knows when *that field* was written,
     not only when the record last changed. `fields=False` (meta.json, whose numbers are
     counters merged by maximum): the stamp only."""
-    seen = highest([seen_in(old), seen_in(new)])
+    seen = highest(t for t in (seen_in(old), seen_in(new)) if credible(t, now_ms))
     when = next_stamp(seen, now_ms, node)
     out = dict(new)
     out[FIELD] = when
@@ -160,6 +172,9 @@ def stamp_write(old: Mapping[str, Any] | None, new: dict[str, Any], now_ms: int,
         return out
     before = old or {}
     clock = dict(out.get(CLOCK) or {}) if isinstance(out.get(CLOCK), dict) else {}
+    # entries stamped beyond the skew are not carried into this clone's write
+    clock = {k: v for k, v in clock.items() if not (isinstance(v, list) and v and is_stamp(v[0])
+                                                     and not credible(v[0], now_ms))}
     names = set(out) | set(before)
     if task:
         names -= _CLAIM_SET

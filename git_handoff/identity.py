@@ -6,6 +6,9 @@ dir>/handoff/clone-secret`, mode 0600), and never leaves it: not synced, not pus
 not printed. Records carry two values derived from it:
 
 - `clone`: a public id (a hash of the secret), shown to people ("claimed by clone ab12…");
+  `git config handoff.cloneId` sets it, whole (16 hex digits) or its start (fewer: the
+  rest still comes from the secret), so that a server rule can tie the refs
+  refs/harness/clones/<id>/ to one machine's key (docs/server-rights.md);
 - `clone_seal`: an HMAC of the record's identifying fields under the secret.
 
 "Held here", "left behind here", "my relay", "my agent" require a seal this clone can
@@ -20,9 +23,11 @@ from __future__ import annotations
 import hashlib
 import hmac
 import os
+import re
 import secrets
 from typing import Any
 
+from git_handoff.errors import UsageError
 from git_handoff.gitrepo import Repo
 
 SECRET_FILE = "clone-secret"
@@ -76,6 +81,8 @@ def _write_tmp(path: Any, value: bytes, suffix: str = "new") -> Any:
 
 
 _ids: dict[str, str] = {}
+CLONE_ID_SETTING = "handoff.cloneId"
+_SET_ID = re.compile(r"[0-9a-f]{1,16}")
 
 
 def clone_id(repo: Repo) -> str:
@@ -84,8 +91,22 @@ def clone_id(repo: Repo) -> str:
     key = str(repo.common_dir)
     found = _ids.get(key)
     if found is None:
-        found = _ids[key] = hashlib.sha256(b"git-handoff clone id\0" + _secret(repo)).hexdigest()[:16]
+        derived = hashlib.sha256(b"git-handoff clone id\0" + _secret(repo)).hexdigest()[:16]
+        found = _ids[key] = configured_id(repo.config_get(CLONE_ID_SETTING), derived)
     return found
+
+
+def configured_id(setting: str | None, derived: str) -> str:
+    """The id `handoff.cloneId` makes of `derived` (the id the secret gives): 16 hex digits
+    replace it, fewer replace its start (a prefix a server rule grants one machine's key;
+    the rest stays this clone's own, so clones sharing a prefix still differ)."""
+    if setting is None:
+        return derived
+    value = setting.strip().lower()
+    if not _SET_ID.fullmatch(value):
+        raise UsageError(f"{CLONE_ID_SETTING} is {setting!r}: give 16 hex digits (this clone's id) or fewer "
+                         "(the start of it, e.g. the prefix a server rule grants this machine's key)")
+    return value + derived[len(value):]
 
 
 def seal(repo: Repo, kind: str, *fields: Any) -> str:

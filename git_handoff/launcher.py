@@ -6,6 +6,7 @@ environment, so ending the agent ends what it left behind too."""
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import secrets
@@ -193,3 +194,35 @@ def launch(store: StateStore, agent_command: str, number: int, prompt_file: Path
         child = subprocess.Popen(["/bin/sh", str(script)], cwd=root, env=env, stdin=subprocess.DEVNULL,
                                  stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     return Agent(pid=child.pid, status_file=status_file, token=token, proc=child)
+
+
+# -- the agent this clone's relay launched, as the relay itself recorded it -------------------
+
+AGENT_FILE = "agent.json"
+
+
+def remember(relay_dir: Path, session: int | None, agent: Agent | None) -> None:
+    """Record, where nothing fetched can reach (the relay's private directory), which agent
+    this clone's relay runs for which session: what a later relay may wait on or end."""
+    data = None if agent is None or session is None else {
+        "session": session, "pid": agent.pid, "token": agent.token, "tmux": list(agent.tmux) if agent.tmux else None}
+    tmp = relay_dir / f".{AGENT_FILE}.{os.getpid()}"
+    tmp.write_text(json.dumps(data) + "\n")
+    os.replace(tmp, relay_dir / AGENT_FILE)
+
+
+def remembered(relay_dir: Path, session: int) -> Agent | None:
+    """The agent this clone's relay recorded for `session` (None: none, or another session):
+    a relay record in the shared state, replayed or not, never names the process."""
+    try:
+        data = json.loads((relay_dir / AGENT_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or data.get("session") != session or type(data.get("pid")) is not int:
+        return None
+    token, tmux = data.get("token"), data.get("tmux")
+    pair = None
+    if isinstance(tmux, list) and len(tmux) == 2 and all(isinstance(t, str) for t in tmux):
+        pair = (str(tmux[0]), str(tmux[1]))
+    return Agent(pid=data["pid"], status_file=relay_dir / f"session-{session}.status",
+                 token=token if isinstance(token, str) else None, tmux=pair)

@@ -18,6 +18,7 @@ from typing import Any
 from git_handoff.errors import UsageError
 from git_handoff.fileio import atomic_write
 from git_handoff.gitrepo import Repo
+from git_handoff.records import MAX_TEXT, line_problem
 
 SESSION_FILE = "session.json"
 HOOK_STATE_FILE = "hook-state"
@@ -26,16 +27,51 @@ HOOK_STATE_FILE = "hook-state"
 # -- who and where ---------------------------------------------------------------------
 
 
+# A worker named by its environment: one of several agents working in one work tree, each
+# started with its own name (HARNESS_WORKER_ID is the harness skill's name for the same).
+WORKER_VARS = ("HANDOFF_WORKER", "HARNESS_WORKER_ID")
+
+
+def worker_from_env() -> tuple[str, str] | None:
+    """(variable, name) of the worker this process names in its environment
+    (HANDOFF_WORKER, else HARNESS_WORKER_ID), or None."""
+    for var in WORKER_VARS:
+        value = os.environ.get(var, "").strip()
+        if value:
+            return var, _checked(value, var)
+    return None
+
+
+def _checked(name: str, where: str) -> str:
+    """A worker name as every clone's reader takes it in a claim (records.WORKER): one line,
+    no control character, at most MAX_TEXT characters; else UsageError naming `where`."""
+    why = line_problem(name, MAX_TEXT)
+    if why:
+        raise UsageError(f"the worker name from {where} {why}")
+    return name
+
+
+def declared_worker() -> str | None:
+    """The worker this process names in its environment, or None. A declared worker acts
+    only on its own claims (git_handoff.claims.other_workers)."""
+    found = worker_from_env()
+    return found[1] if found else None
+
+
 def worker_identity(repo: Repo, worker: str | None = None) -> str:
-    """Who claims: `worker`, else git config handoff.worker, else user@host:<worktree>."""
+    """Who claims: `worker` (--worker), else HANDOFF_WORKER (or HARNESS_WORKER_ID) from the
+    environment, else git config handoff.worker (`git -c` included), else user@host:<worktree>."""
     if worker is not None:
         worker = worker.strip()
         if not worker or "\n" in worker:
             raise UsageError("--worker must be non-empty text on one line")
-        return worker
+        return _checked(worker, "--worker")
+    declared = declared_worker()
+    if declared is not None:
+        return declared
     configured = repo.config_get("handoff.worker")
     if configured and configured.strip():
-        return configured.strip()
+        return _checked(configured.strip(), "git config handoff.worker")
     try:
         user = getpass.getuser()
     except (KeyError, OSError):

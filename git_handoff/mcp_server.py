@@ -25,7 +25,7 @@ import mcp_types as types
 from mcp.server import Server, ServerRequestContext
 from mcp.server.stdio import stdio_server
 
-from git_handoff import __version__
+from git_handoff import __version__, display
 from git_handoff.errors import EXIT_MEANINGS
 from git_handoff.mcp_tools import TOOLS, Answer, Workspace, call
 
@@ -58,8 +58,8 @@ def to_result(answer: Answer) -> types.CallToolResult:
     content: list[types.ContentBlock] = [types.TextContent(type="text", text=answer.text())]
     if answer.is_error:
         meaning = EXIT_MEANINGS.get(answer.exit_code, "failed")
-        content.append(types.TextContent(type="text", text=f"error: {answer.error}\nexit {answer.exit_code}: {meaning}"))
-    content += [types.TextContent(type="text", text=f"warning: {w}") for w in answer.warnings]
+        content.append(types.TextContent(type="text", text=f"error: {display.line(answer.error or '')}\nexit {answer.exit_code}: {meaning}"))
+    content += [types.TextContent(type="text", text=f"warning: {display.line(w)}") for w in answer.warnings]
     return types.CallToolResult(content=content, is_error=answer.is_error, _meta={"exit_code": answer.exit_code})
 
 

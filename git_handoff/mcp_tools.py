@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from git_handoff import notices
+from git_handoff import display, notices
 from git_handoff.errors import EXIT_USAGE, HandoffError, Negative, UsageError
 from git_handoff.gitrepo import Repo
 from git_handoff.model import CATEGORIES, MAX_COUNT, PRIORITIES, parse_duration
@@ -105,13 +105,19 @@ class Answer:
         return self.exit_code != 0
 
     def text(self) -> str:
-        return json.dumps(self.value, ensure_ascii=False, default=str)
+        """The JSON document, every character git_handoff.display escapes (C1 controls,
+        bidi formatting, DEL, lone surrogates: the ones JSON itself lets through) written
+        as a JSON `\\uXXXX` escape: the same value, with nothing in it for the agent's
+        terminal or a person reading the transcript to act on."""
+        text = json.dumps(self.value, ensure_ascii=False, default=str)
+        return display.UNSEEN.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 # -- the tools ------------------------------------------------------------------------
 
 TASK_ID = Arg("id", "string", "The task's id.", required=True)
-FORCE = Arg("force", "boolean", "Act even where the claim, branch or mode says no (as --force).")
+FORCE = Arg("force", "boolean",
+            "Act even where the claim (another worktree's or another worker's), branch or mode says no (as --force).")
 
 
 def _add(c: Call) -> Any:
@@ -199,7 +205,7 @@ TOOLS: dict[str, Tool] = {t.name: t for t in (
     Tool("claim", "Take the next eligible task (or `id`) for this worktree, atomically. Exit 1 when nothing is "
          "eligible, 3 on contention (`git handoff claim --json`).",
          (Arg("id", "string", "The task to claim [default: the next eligible one]."),
-          Arg("worker", "string", "Who claims [default: handoff.worker, else user@host:<worktree>]."),
+          Arg("worker", "string", "Who claims [default: $HANDOFF_WORKER, else git config handoff.worker, else user@host:<worktree>]."),
           Arg("lease", "string", "How long the claim holds unrenewed: 90s, 30m, 2h [default: 30m]."),
           Arg("remote", "string", "Make the claim hold across machines through this remote."), FORCE), _claim),
     Tool("renew", "Push the lease of a claimed task forward (`git handoff renew ID --json`).",

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
+from git_handoff import display
 from git_handoff.errors import UsageError
 
 STATUSES = ("pending", "in_progress", "completed", "failed")
@@ -87,10 +88,9 @@ def printable(text: str) -> str:
     """`text` (a command's output: a check's, a cleanup's) as one line of text the state's
     records may hold (records.line_problem): terminal escape sequences removed (a test
     runner's colors), runs of whitespace and line breaks one space, any other control
-    character, and a lone surrogate, shown as its escape."""
-    flat = " ".join(_ESCAPES.sub("", text).split())
-    flat = _CONTROL.sub(lambda m: ascii(m.group())[1:-1], flat)
-    return flat.encode("utf-8", "backslashreplace").decode("utf-8")
+    character, bidi formatting character and lone surrogate shown as its escape
+    (display.line)."""
+    return display.line(" ".join(_ESCAPES.sub("", text).split()))
 
 # -- time -------------------------------------------------------------------------
 

@@ -45,6 +45,32 @@ def read_note(repo: Repo, commit: str) -> str | None:
     return None if found is None else found[1].decode(errors="replace")
 
 
+def fetched_notes_trees(repo: Repo) -> list[str]:
+    """The trees of every notes ref fetched from a remote (refs/remotes/<r>/notes/harness,
+    refs/remotes/<r>/harness/clones/<clone>/notes)."""
+    out = []
+    for name, oid in sorted(repo.refs_under("refs/remotes/").items()):
+        if name.endswith("/notes/harness") or (name.endswith("/notes") and "/harness/clones/" in name):
+            tree = repo.commit_tree(oid) if repo.resolve_commit(f"{oid}^{{commit}}") == oid else None
+            if tree is not None:
+                out.append(tree)
+    return out
+
+
+def read_local_note(repo: Repo, commit: str, fetched: list[str] | None = None) -> str | None:
+    """The harness note on `commit` when it is this clone's own and never travelled: None
+    when a notes ref fetched from (or pushed to) a remote holds a note on that commit.
+    What a local action decides (session recovery) must not rest on fetched text.
+    `fetched`: fetched_notes_trees(repo), when the caller asks about many commits."""
+    text = read_note(repo, commit)
+    if text is None:
+        return None
+    trees = fetched_notes_trees(repo) if fetched is None else fetched
+    if any(_existing(repo, tree, commit) is not None for tree in trees):
+        return None
+    return text
+
+
 def write_notes(repo: Repo, notes: Mapping[str, str], message: str = "Notes added by 'git handoff'") -> int:
     """Set the harness note of each commit (replacing an older one); returns how many changed."""
     if not notes:

@@ -60,23 +60,29 @@ def _table() -> list[tuple[int, int, int]]:
 def _tagged(token: str) -> set[int]:
     """Processes whose environment holds `token` (inherited by everything an agent starts,
     daemons that left the process tree included)."""
-    needle = token.encode()
+    needle = _entry(token)
     found = set()
     for name in os.listdir("/proc") if os.path.isdir("/proc") else []:
         if name.isdigit():
             try:
                 with open(f"/proc/{name}/environ", "rb") as fh:
-                    if needle in fh.read():
+                    if needle in b"\0" + fh.read() + b"\0":
                         found.add(int(name))
             except OSError:
                 continue
     return found
 
 
+def _entry(token: str) -> bytes:
+    """The whole environment entry, not any text that contains the token ("HOME=" would
+    match every process)."""
+    return f"\0{TOKEN_VAR}={token}\0".encode()
+
+
 def _environ_has(pid: int, needle: bytes) -> bool:
     try:
         with open(f"/proc/{pid}/environ", "rb") as fh:
-            return needle in fh.read()
+            return needle in b"\0" + fh.read() + b"\0"
     except OSError:
         return False
 
@@ -89,7 +95,7 @@ def launched_with(pid: int, token: str) -> bool:
         return False
     if not os.path.isdir("/proc"):
         return True
-    needle = token.encode()
+    needle = _entry(token)
     return _environ_has(pid, needle) or any(_environ_has(p, needle) for p, ppid, _ in _table() if ppid == pid)
 
 
@@ -147,6 +153,7 @@ def _signal_all(pids: set[int], sig: int) -> None:
             pass
 
 
+TOKEN_VAR = "HANDOFF_AGENT_TOKEN"  # what the launcher tags an agent (and all it starts) with
 TERMINATING = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 

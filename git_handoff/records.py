@@ -539,6 +539,7 @@ class FailOutcome(TypedDict):
     rolled_back: bool
     snapshot: str | None  # the claim's snapshot commit the rollback returned to
     snapshot_missing: bool
+    no_local_claim: bool  # no rollback: this worktree keeps no journal of the claim (claim_journal)
     operation_ended: str | None  # the rebase/merge/... `--force` ended
     cleanup: dict[str, Any] | None
     validation: dict[str, Any] | None

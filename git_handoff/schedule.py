@@ -7,8 +7,11 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable, Mapping
+from datetime import datetime, timedelta, timezone
 
-from git_handoff.model import PRIORITIES, Task, parse_time
+from git_handoff import hlc
+from git_handoff.errors import UsageError
+from git_handoff.model import PRIORITIES, Task, iso, parse_time
 
 PRIORITY_RANK = {p: n for n, p in enumerate(PRIORITIES)}
 
@@ -217,12 +220,55 @@ def would_cycle(tasks: Mapping[str, Task], task_id: str, depends_on: Iterable[st
     return cycle_through(deps, task_id)
 
 
+# A claim record that declares no lease length (lease_seconds) holds for the default one.
+UNDECLARED_LEASE_SECONDS = 30 * 60
+
+
+def _written_at(task: Task) -> datetime | None:
+    """When the record was last written, by its own stamp: its clock stamp, else (a record
+    of a version before clocks) its updated_at."""
+    stamp = task.get(hlc.FIELD)
+    if hlc.is_stamp(stamp):
+        return datetime.fromtimestamp(hlc.key(str(stamp))[0] / 1000, timezone.utc)
+    try:
+        return parse_time(task.updated_at) if task.updated_at else None
+    except (UsageError, ValueError, OverflowError):
+        return None
+
+
+def lease_deadline(task: Task, now: datetime) -> str | None:
+    """When the lease of a claim ends, as far as this clone counts it: `lease_expires_at`,
+    but never later than the record's own write time plus the lease it declares
+    (`lease_seconds`), and over at once for a record whose write time is further ahead of
+    `now` than the clock skew allowed (hlc.MAX_SKEW_MS) or that has none: a fetched
+    lease "until 8999" holds no longer than the lease its record declares."""
+    if task.lease_expires_at is None:
+        return None
+    try:
+        declared = parse_time(task.lease_expires_at)
+    except UsageError:
+        return iso(now)
+    written = _written_at(task)
+    if written is None or written > now + timedelta(milliseconds=hlc.MAX_SKEW_MS):
+        return iso(min(declared, now))
+    seconds = task.get("lease_seconds")
+    if not (type(seconds) is int and seconds > 0):
+        seconds = UNDECLARED_LEASE_SECONDS
+    try:
+        bound = written + timedelta(seconds=seconds)
+    except OverflowError:
+        bound = declared
+    if declared <= bound:
+        return task.lease_expires_at  # an honest lease: as it was written
+    return iso(bound)
+
+
 def lease_expired(task: Task, now: str) -> bool:
-    return (
-        task.status == "in_progress"
-        and task.lease_expires_at is not None
-        and parse_time(task.lease_expires_at) <= parse_time(now)
-    )
+    if task.status != "in_progress" or task.lease_expires_at is None:
+        return False
+    moment = parse_time(now)
+    deadline = lease_deadline(task, moment)
+    return deadline is not None and parse_time(deadline) <= moment
 
 
 def prepare(tasks: Mapping[str, Task], now: str) -> tuple[dict[str, Task], list[tuple[Task, str, str]]]:

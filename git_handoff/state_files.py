@@ -37,30 +37,62 @@ RELAY_PATH = "relay.json"
 # by number *and* clone, so two clones that both minted N offline keep two records.
 
 
-def sessions_started(meta: dict[str, Any]) -> int:
-    """Sessions started fleet-wide, as far as this state knows."""
+# Sessions a count may claim beyond the session records that stand behind it: the count
+# of an older layout, or one an imported plan carried over (ops.tasks). A clone's own count
+# in `sessions_by_clone` counts only as far as its records do.
+UNRECORDED_SESSIONS = 10_000
+
+
+def sessions_started(meta: dict[str, Any], source: Any = None) -> int:
+    """Sessions started fleet-wide, as far as this state knows.
+
+    With `source` (the Snapshot or Tx `meta` is from), what the limit and the next
+    session's number go by: each count only as far as records stand behind it (a clone's
+    count up to the session records of that clone; the others up to the records of no
+    listed clone plus UNRECORDED_SESSIONS), so that a count pushed from a remote (say
+    10**18 - 1 for one clone) can not use up max_sessions or the session numbers."""
     by_clone = meta.get("sessions_by_clone")
+    if source is None:
+        if not isinstance(by_clone, dict):
+            return _count(meta.get("session_count"))
+        return _count(meta.get("sessions_legacy")) + sum(_count(v) for v in by_clone.values())
+    recorded: dict[str | None, int] = {}
+    for _, _, clone in session_keys(source):
+        recorded[clone] = recorded.get(clone, 0) + 1
     if not isinstance(by_clone, dict):
-        return _count(meta.get("session_count"))
-    return _count(meta.get("sessions_legacy")) + sum(_count(v) for v in by_clone.values())
+        return min(_count(meta.get("session_count")), sum(recorded.values()) + UNRECORDED_SESSIONS)
+    total = sum(min(_count(v), recorded.get(k, 0)) for k, v in by_clone.items())
+    unlisted = sum(n for clone, n in recorded.items() if clone is None or clone not in by_clone)
+    return total + min(_count(meta.get("sessions_legacy")), unlisted + UNRECORDED_SESSIONS)
 
 
 def _count(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
-def count_session_start(meta: dict[str, Any], clone: str) -> int:
-    """Count a session start of `clone` in `meta` (changed in place); its number."""
+def count_session_start(meta: dict[str, Any], clone: str, source: Any = None) -> int:
+    """Count a session start of `clone` in `meta` (changed in place); its number.
+
+    With `source` (the Tx writing `meta`), counts go only as far as their records
+    (sessions_started), this clone's own count included, and the number is the first
+    after them that this clone has no record of yet."""
     by_clone = meta.get("sessions_by_clone")
     if not isinstance(by_clone, dict):
         meta["sessions_legacy"] = _count(meta.get("session_count"))
         by_clone = {}
-    number = sessions_started(meta) + 1
+    number = sessions_started(meta, source) + 1
+    own = _count(by_clone.get(clone))
+    if source is not None:
+        own = min(own, sum(1 for _, _, c in session_keys(source) if c == clone))
+        for _ in range(UNRECORDED_SESSIONS):
+            if number > records.MAX_SESSION or not sessions_numbered_by(source, number, clone):
+                break
+            number += 1
     if number > records.MAX_SESSION:  # a state whose counters another clone set this high
         raise InvalidState(f"cannot start session {number}: session numbers go up to {records.MAX_SESSION:,} "
                            "(the largest a session file's name holds), and this state counts "
                            f"{number - 1:,} started; nothing was changed")
-    meta["sessions_by_clone"] = dict(sorted({**by_clone, clone: _count(by_clone.get(clone)) + 1}.items()))
+    meta["sessions_by_clone"] = dict(sorted({**by_clone, clone: own + 1}.items()))
     meta["session_count"] = max(number, _count(meta.get("session_count")))
     return number
 
@@ -106,6 +138,11 @@ def session_keys(source: Any, directory: str = SESSIONS_DIR) -> list[tuple[int, 
             out.append((int(number), f"{directory}/{name}", clone or None))
     out.sort(key=lambda k: (k[0], k[2] or ""))
     return out
+
+
+def sessions_numbered_by(source: Any, number: int, clone: str, directory: str = SESSIONS_DIR) -> bool:
+    """Whether `clone` has a record of session `number` already."""
+    return source.read(f"{directory}/{number}@{clone}.json") is not None
 
 
 def sessions_numbered(source: Any, number: int, directory: str = SESSIONS_DIR) -> list[str]:
@@ -179,8 +216,10 @@ def check_claim_allowed(tx: Tx) -> None:
     that stopped the sessions stops new work too (no claim slips past it as SESSION-0)."""
     number = tx.session
     if number <= 0:
-        started = sessions_started(tx.meta())
         limit = tx.config().max_sessions
+        started = sessions_started(tx.meta())
+        if started >= limit:  # counted as far as records stand behind it (never more than the raw count)
+            started = sessions_started(tx.meta(), tx)
         if started > 0 and started >= limit:
             raise Negative(
                 f"max_sessions ({limit}) reached: {started} session(s) were started and none is open here, "

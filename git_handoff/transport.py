@@ -21,6 +21,7 @@ Fetch and push go through the git CLI (ssh config, credential helpers; DESIGN §
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import random
 import time
@@ -262,9 +263,11 @@ def classify(flag: str, summary: str) -> str:
 
 @dataclass(frozen=True)
 class Pushed:
-    """What the remote said of each ref of one push: {remote ref: (outcome, git's summary)}."""
+    """What the remote said of each ref of one push: {remote ref: (outcome, git's summary)},
+    and the lines the server printed (`remote: ...`: where a hook or an access rule says why)."""
 
     refs: dict[str, tuple[str, str]]
+    said: tuple[str, ...] = ()
 
     def outcome(self, ref: str) -> str | None:
         found = self.refs.get(ref)
@@ -274,11 +277,32 @@ class Pushed:
         return self.outcome(ref) == ACCEPTED
 
     def refused(self, among: tuple[str, ...] | None = None) -> str | None:
-        """The first policy refusal (`ref: summary`) among `among` (all when None)."""
+        """The first policy refusal (`ref: summary`, and the server's reason when it gave
+        one) among `among` (all when None)."""
         for ref, (what, summary) in sorted(self.refs.items()):
             if what == REFUSED and (among is None or ref in among or ref.startswith(among)):
-                return f"{ref}: {summary.strip()}"
+                reason = self.reason(ref)
+                return f"{ref}: {summary.strip()}" + (f", the server says {reason}" if reason else "")
         return None
+
+    def reason(self, ref: str) -> str | None:
+        """The server's own line about `ref` (gitolite's `FATAL: W <ref> ... DENIED`, a hook's
+        message), quoted with every control or non-ASCII character escaped: it is the
+        server's text, not ours. git's generic `hook declined to update <ref>` says nothing."""
+        about = [line for line in self.said if ref in line and "hook declined to update" not in line]
+        if not about:
+            return None
+        return json.dumps(about[0][:300])
+
+
+def _server_lines(stderr: bytes) -> tuple[str, ...]:
+    out = []
+    for line in stderr.decode(errors="replace").splitlines():
+        if line.startswith("remote: "):
+            text = line[len("remote: "):].strip()
+            if text:
+                out.append(text)
+    return tuple(out[:50])
 
 
 def push(repo: Repo, remote: Remote, refspecs: list[str], *, leases: dict[str, str | None] | None = None,
@@ -302,11 +326,14 @@ def push(repo: Repo, remote: Remote, refspecs: list[str], *, leases: dict[str, s
             out[ref] = (classify(parts[0], summary), summary)
     if proc.returncode != 0 and not out:
         raise git_error(proc, f"cannot push to {remote.spec}")
-    return Pushed(out)
+    return Pushed(out, _server_lines(proc.stderr) if proc.returncode != 0 else ())
 
 
 def refused_error(remote: Remote, what: str) -> Contention:
-    return Contention(f"{remote.spec} refused {what}; nothing was lost locally")
+    """A ref the server refuses by a rule (an access rule, a hook): not a race, so trying
+    again changes nothing until the rule or this clone's settings do."""
+    return Contention(f"{remote.spec} refused {what}: a rule on the server, not a race "
+                      "(docs/server-rights.md); nothing was lost locally")
 
 
 def backoff(attempt: int, contenders: int = 1) -> None:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from git_handoff.errors import UsageError
@@ -108,6 +108,12 @@ def _covers(approvals: Approvals, command: str, where: str) -> bool:
     return entry is not None and entry.get("command") == command and where in entry["places"]
 
 
+def approvals(repo: Repo) -> Callable[[str, str], bool]:
+    """`is_trusted` for many questions: the approvals read once."""
+    known = _load(repo, save=False)
+    return lambda command, where: _covers(known, command, where)
+
+
 def is_trusted(repo: Repo, command: str, where: str) -> bool:
     """Whether this clone approved `command` at `where` (see place())."""
     return _covers(_load(repo), command, where)
@@ -162,8 +168,8 @@ def require_trusted(repo: Repo, command: str, what: str, where: str) -> None:
     """Refuse (exit 2) to run a command this clone has not approved at `where`."""
     if not is_trusted(repo, command, where):
         raise UsageError(
-            f"{what} {command!r} at {where} came from another clone and is not trusted there; "
-            "review it with `git handoff trust` and approve it with `git handoff trust --all` or `git handoff trust ID`"
+            f"{what} {command!r} at {where} came from another clone and is not trusted there: "
+            "a person reviews it (`git handoff trust`) and approves it (`git handoff trust ID`)"
         )
 
 

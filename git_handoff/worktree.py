@@ -34,6 +34,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from git_handoff import paths
 from git_handoff.errors import GitFailure, UsageError
 from git_handoff.gitrepo import Repo
 
@@ -476,20 +477,6 @@ def roll_back(repo: Repo, plan: Plan) -> None:
 # -- restore --------------------------------------------------------------------------------
 
 
-def _confined(root: Path, path: str) -> Path | None:
-    """The file `path` names inside the work tree, or None when it would leave the tree,
-    enter `.git`, or pass through a symlinked directory."""
-    parts = path.split("/")
-    if not path or path.startswith("/") or any(p in ("", ".", "..") or p.lower() == ".git" for p in parts):
-        return None
-    parent = root
-    for part in parts[:-1]:
-        parent = parent / part
-        if parent.is_symlink() or not parent.is_dir():
-            return None
-    return parent / parts[-1]
-
-
 def changed_paths(repo: Repo, old: str, new: str) -> list[tuple[str, str]]:
     """(status letter, path) of files differing between two trees or commits."""
     proc = repo.git("diff-tree", "-r", "-z", "--no-renames", "--name-status", old, new)
@@ -508,7 +495,8 @@ class Restored:
 
 
 def restore_picture(
-    repo: Repo, *, source: str, since: str, index: str | None, since_index: str | None = None, force: bool
+    repo: Repo, *, source: str, since: str, index: str | None, since_index: str | None = None, force: bool,
+    foreign: bool = True,
 ) -> Restored:
     """Write the files of tree `source` that differ from tree `since`, remove those it
     dropped, and (when `index` is given) stage, for every path the attempt touched
@@ -518,6 +506,10 @@ def restore_picture(
     Refuses (nothing changed) when a file it would write or remove has uncommitted
     changes of its own here (other than what `since` holds), unless `force`. Removes only files whose content git holds (as in
     `since`, or anything with `force`) and never an ignored file.
+
+    Every path it would write, remove or stage passes the one path rule (paths.confine;
+    `foreign`: the attempt is another clone's) before anything is touched: UsageError
+    (exit 2, nothing changed) otherwise.
     """
     root = repo.root()
     head = repo.head()
@@ -537,6 +529,10 @@ def restore_picture(
         )
     written = [p for s, p in changes if s != "D"]
     dropped = [p for s, p in changes if s == "D"]
+    staged = sorted({p for _, p in changes} | {p for _, p in changed_paths(repo, since_index or since, index)}) \
+        if index is not None else []
+    targets = dict(zip(dropped, paths.confine_all(root, dropped, foreign=foreign), strict=True))
+    paths.confine_all(root, written + staged, foreign=foreign)
     # read both trees into throwaway indexes first: git refuses a tree with a bad path
     # before anything in the work tree has changed
     with TempIndex(repo) as ix:
@@ -556,13 +552,12 @@ def restore_picture(
         # exists nowhere else, --force or not)
         if here not in (repo.tree_lookup(since, path), repo.tree_lookup(head_tree, path)):
             continue
-        target = _confined(root, path)
-        if target is not None and (target.is_file() or target.is_symlink()):
+        target = targets[path]
+        if target.is_file() or target.is_symlink():
             target.unlink()
             deleted.append(path)
     if index is not None:
-        staged = {p for _, p in changes} | {p for _, p in changed_paths(repo, since_index or since, index)}
-        _stage_from(repo, index, sorted(staged))
+        _stage_from(repo, index, staged)
     return Restored(written=written, deleted=deleted, index=index is not None)
 
 

@@ -15,10 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from git_handoff import local, procs
+from git_handoff import launcher, local, procs
 from git_handoff.gitrepo import Repo
 from git_handoff.ops import handoff
-from git_handoff.ops.relay_record import update_record
 from git_handoff.store import StateStore
 from tests.support.remotes import clones, ok, remote_url  # noqa: F401
 from tests.support.repo import git, run, state_head
@@ -175,12 +174,15 @@ def test_a_restarted_relay_never_waits_on_or_signals_a_process_that_only_has_its
     marker = f"{6000 + os.getpid() % 1000}.{time.monotonic_ns() % 10**9}"
     agent = _agent_for_a_restart(repo, marker, works_on=True)
     _relay_killed_while_session_1_works(repo, agent, marker)
-    record = json.loads(git("show", "refs/harness/state:relay.json", cwd=repo))
-    procs.kill_tree(record["agent_pid"], record["agent_token"])  # the machine went down...
+    relay_dir = repo / ".git" / "handoff" / "relay"
+    launched = launcher.remembered(relay_dir, 1)
+    assert launched is not None and launched.token
+    procs.kill_tree(launched.pid, launched.token)  # the machine went down...
     bystander = subprocess.Popen(["sleep", "300"], start_new_session=True)  # ...and this got the number
     try:
-        store = StateStore(Repo.discover(repo), session=0)
-        update_record(store, {"agent_pid": bystander.pid})  # (what a pid reused after a reboot looks like)
+        # (what the relay's own record of its agent looks like once the pid was reused)
+        launcher.remember(relay_dir, 1, launcher.Agent(pid=bystander.pid, status_file=launched.status_file,
+                                                       token=launched.token))
         res = run("relay", "--agent", agent, "--session-timeout", "30")
         assert res.rc == 0, res.out + res.err
         assert "taking over session 1" in res.out and "still running" not in res.out
@@ -188,4 +190,5 @@ def test_a_restarted_relay_never_waits_on_or_signals_a_process_that_only_has_its
     finally:
         bystander.kill()
         bystander.wait()
+    store = StateStore(Repo.discover(repo), session=0)
     assert store.snapshot().task("a").status == "completed"

@@ -10,14 +10,13 @@ from __future__ import annotations
 import importlib
 import json
 import os
-import re
 import sys
 import traceback
 from typing import TYPE_CHECKING, Any
 
 import click
 
-from git_handoff import __version__
+from git_handoff import __version__, display
 from git_handoff.errors import (
     EXIT_INTERRUPTED,
     EXIT_USAGE,
@@ -170,29 +169,21 @@ json_option = click.option("--json", "as_json", is_flag=True, callback=_note_jso
                            help="Print one JSON object on stdout.")
 
 
-# Text that came from another clone (a fetched command, a commit's author, a file name in
-# an attempt): a control character in it (an escape sequence, a carriage return) could
-# redraw what a person reads.
-_UNSEEN = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]")
-
-
 def visible(text: str, *, lines: bool = False) -> str:
-    """`text` with every control character shown as its escape; with `lines`, a text of
-    several lines (a script) keeps them, each after the first marked `    | ` so it
-    cannot pass for a line of the listing."""
-    shown = _UNSEEN.sub(lambda m: ascii(m.group())[1:-1], text)
-    if not lines:
-        return shown.replace("\n", "\\n").replace("\t", "\\t")
-    return "\n    | ".join(shown.split("\n"))
+    """Text that came from another clone (a fetched command, a commit's author, a file name
+    in an attempt) as the terminal shows it: display.line, or with `lines` (a script a
+    person reviews) display.lines."""
+    return display.lines(text) if lines else display.line(text)
 
 
 def fail_line(message: str) -> None:
-    click.echo(f"error: {message.splitlines()[0] if message else 'failed'}", err=True)
+    click.echo(f"error: {display.line(message.splitlines()[0]) if message else 'failed'}", err=True)
 
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point of `git-handoff`: run the CLI and map every outcome to an exit code."""
     _json_run.update(requested=False, emitted=False)
+    _absolute_git_paths()
     try:
         _check_argv(sys.argv[1:] if argv is None else argv)
         cli.main(args=argv, prog_name="git handoff", standalone_mode=False, complete_var="_GIT_HANDOFF_COMPLETE")
@@ -242,6 +233,16 @@ def _interrupted(signum: int | None, code: int) -> None:
     sys.exit(code)
 
 
+def _absolute_git_paths() -> None:
+    """GIT_DIR and GIT_WORK_TREE as absolute paths (git passes `--git-dir=.git` on as it
+    was written): the checks, cleanups, agents and git commands a command starts run in
+    other directories, where a relative path would name another repository."""
+    for var in ("GIT_DIR", "GIT_WORK_TREE"):
+        value = os.environ.get(var)
+        if value and not os.path.isabs(value):
+            os.environ[var] = os.path.abspath(value)
+
+
 def _check_argv(args: list[str]) -> None:
     """Every argument is text: bytes that are not UTF-8 (Python keeps them as lone
     surrogates) are refused before any command runs, whatever the command."""
@@ -279,7 +280,7 @@ def get_store(session: int | None = None) -> StateStore:
     from git_handoff import notices
 
     for notice in notices.take(store.repo):  # e.g. a claim lost in a sync: told at the next command
-        click.echo(f"warning: {notice}", err=True)
+        click.echo(f"warning: {visible(notice)}", err=True)
     from git_handoff import worktree
 
     if worktree.has_journal(store.repo):  # a `fail` was killed half way: finish its rollback first

@@ -7,31 +7,31 @@ from typing import Any
 
 import click
 
-from git_handoff.cli import emit_json, get_store, json_option, numbers
+from git_handoff.cli import emit_json, get_store, json_option, numbers, visible
 
 
 def _session_text(record: dict[str, Any]) -> str:
     lines = [
         f"session {record.get('session')}" + (" (open in this worktree)" if record.get("open_here") else ""),
-        f"  worker:     {record.get('worker') or '-'}",
-        f"  clone:      {record.get('clone') or '-'}",
-        f"  base:       {record.get('base') or '-'}",
-        f"  started:    {record.get('started_at')}",
-        f"  ended:      {record.get('ended_at') or '-'}",
-        f"  completed:  {', '.join(record.get('completed') or []) or '-'}",
+        f"  worker:     {visible(str(record.get('worker') or '-'))}",
+        f"  clone:      {visible(str(record.get('clone') or '-'))}",
+        f"  base:       {visible(str(record.get('base') or '-'))}",
+        f"  started:    {visible(str(record.get('started_at')))}",
+        f"  ended:      {visible(str(record.get('ended_at') or '-'))}",
+        f"  completed:  {visible(', '.join(record.get('completed') or []) or '-')}",
     ]
     ack = record.get("ack")
     if ack:
-        lines.append(f"  ack:        {ack.get('status')} at {ack.get('at')}" + (f" ({ack['reason']})" if ack.get("reason") else ""))
+        lines.append(f"  ack:        {ack.get('status')} at {ack.get('at')}" + (f" ({visible(str(ack['reason']))})" if ack.get("reason") else ""))
     if record.get("also"):
         lines.append(f"  also {record.get('session')}: clone(s) {', '.join(str(c)[:8] for c in record['also'])} "
                      "numbered a session alike offline (`git handoff session list`)")
     if record.get("handoff"):
         lines.append(f"  handoff:    written {record['handoff'].get('written_at')} ({record['handoff'].get('trigger')})")
     for d in record.get("decisions") or []:
-        lines.append(f"  decision:   {d.get('what')} (why: {d.get('why')})")
+        lines.append(f"  decision:   {visible(str(d.get('what')))} (why: {visible(str(d.get('why')))})")
     for b in record.get("blockers") or []:
-        lines.append(f"  blocker:    {b.get('text') if isinstance(b, dict) else b}")
+        lines.append(f"  blocker:    {visible(str(b.get('text') if isinstance(b, dict) else b))}")
     return "\n".join(lines)
 
 
@@ -41,7 +41,8 @@ def session_cmd() -> None:
 
 
 @session_cmd.command("start")
-@click.option("--worker", default=None, metavar="W", help="Who works in this session [default: handoff.worker, else user@host].")
+@click.option("--worker", default=None, metavar="W", help="Who works in this session [default: $HANDOFF_WORKER, else git config handoff.worker, else "
+              "user@host:<worktree>].")
 @json_option
 def session_start_cmd(worker: str | None, as_json: bool) -> None:
     """Open a session in this worktree (exit 1 when max_sessions is reached)."""
@@ -51,9 +52,11 @@ def session_start_cmd(worker: str | None, as_json: bool) -> None:
     if as_json:
         emit_json(record)
         return
-    click.echo(f"Session {record['session']} started (base {(record.get('base') or '-')[:7]}, worker {record['worker']})")
+    click.echo(f"Session {record['session']} started (base {(record.get('base') or '-')[:7]}, "
+               f"worker {visible(record['worker'])})")
     for action in record.get("recovery") or []:
-        click.echo(f"  RECOVERY [{action['task']}] action=\"{action['action']}\" reason=\"{action['reason']}\"")
+        click.echo(f"  RECOVERY [{action['task']}] action=\"{visible(action['action'])}\" "
+                   f"reason=\"{visible(action['reason'])}\"")
     click.echo("Next: `git handoff ack`, then `git handoff claim`.")
 
 
@@ -88,7 +91,7 @@ def session_list_cmd(as_json: bool) -> None:
     for row in rows:
         clone = (row.get("clone") or "-")[:8]
         here = " (this clone)" if row.get("here") else ""
-        click.echo(f"session {row['session']}  clone {clone}{here}  worker {row.get('worker') or '-'}  "
+        click.echo(f"session {row['session']}  clone {visible(clone)}{here}  worker {visible(row.get('worker') or '-')}  "
                    f"started {row.get('started_at') or '-'}  ended {row.get('ended_at') or '-'}  "
                    f"completed {row['completed']}")
 
@@ -180,14 +183,20 @@ def doc_list_cmd(as_json: bool) -> None:
         return
     for d in docs:
         state = f"accepted by session {d['accepted_by']}" if d["accepted_by"] else ("archived" if d["archived"] else "pending")
-        click.echo(f"session {d['session']}: {d['written_at']} ({d['trigger']}) {state}; "
+        click.echo(f"session {d['session']}: {visible(str(d['written_at']))} ({visible(str(d['trigger']))}) {state}; "
                    f"completed={d['completed']} files_changed={d['files_changed']}")
 
 
 @click.command("prompt")
 @json_option
 def prompt_cmd(as_json: bool) -> None:
-    """Print the next session's prompt (Markdown, under 10 KB)."""
+    """Print the next session's prompt (Markdown, under 10 KB).
+
+    Text that may come from other clones (titles, checks, reasons, decisions...) is
+    one line of data in it, control, escape and bidi characters shown as escapes; a
+    check this clone has not approved (`git handoff trust`) is marked NOT APPROVED,
+    and the agent is told to ask a person rather than run it.
+    """
     from git_handoff.ops import prompt
 
     store = get_store()
@@ -209,4 +218,4 @@ def ack_cmd(failed: str | None, as_json: bool) -> None:
         emit_json(entry)
         return
     what = f"the handoff of session {entry['handoff']}" if entry.get("handoff") else "the prompt"
-    click.echo(f"Session {entry['session']} {entry['status']} {what}" + (f": {entry['reason']}" if entry.get("reason") else ""))
+    click.echo(f"Session {entry['session']} {entry['status']} {what}" + (f": {visible(entry['reason'])}" if entry.get("reason") else ""))

@@ -28,7 +28,7 @@ def _sync_text(r: SyncReport) -> list[str]:
         where = f"{c['record']} " if c.get("record") else f"{c['path']} "
         lines.append(f"  conflict {where}{c['field']}: kept {c['kept']!r} over {c['dropped']!r}")
     for item in r["claims_lost"]:
-        lines.append(f"  claim of {item['task']} by {item['worker']} lost (now {item['now']})")
+        lines.append(f"  claim of {item['task']} by {visible(str(item['worker']))} lost (now {visible(str(item['now']))})")
     att = r["attempts"]
     if att["fetched"] or att["pushed"]:
         lines.append(f"  attempts: {len(att['fetched'])} fetched, {len(att['pushed'])} pushed")
@@ -55,7 +55,14 @@ def refspec_lines(remote: str, changed: dict[str, list[str]]) -> list[str]:
 @click.argument("remote", required=False)
 @json_option
 def sync_cmd(remote: str | None, as_json: bool) -> None:
-    """Fetch, merge and push the state, attempts and notes (default: handoff.remote, else origin)."""
+    """Fetch, merge and push the state, attempts and notes (default: handoff.remote, else origin).
+
+    This clone publishes to refs/harness/clones/<id>/ on the remote. On a server with
+    per-machine rights (gitolite, or the shipped hooks-templates/server-update hook), set
+    the id's start to the prefix the server grants this machine's key before the first
+    sync: `git config handoff.cloneId a1` (docs/server-rights.md). A ref the server
+    refuses is exit 3, naming the ref and what the server said.
+    """
     from git_handoff.ops import sync as ops
 
     with Progress("sync", as_json=as_json) as progress:
@@ -78,6 +85,9 @@ def trust_cmd(ids: tuple[str, ...], approve_all: bool, list_approved: bool, as_j
     An approval covers a command's text at the places it was listed for: the validation
     or the cleanup of one task (T:validation, T:cleanup) or the init command (init). The
     same text moved by a remote into another task is listed again, for that place.
+    Each command is shown whole, its control, escape and bidi characters as escapes and
+    each further line of a script marked `    | `: read it before you approve it. An
+    agent is never told to approve a command: it is told to ask a person.
     """
     from git_handoff import trust as ops
 
@@ -113,7 +123,8 @@ def trust_cmd(ids: tuple[str, ...], approve_all: bool, list_approved: bool, as_j
             if item.get("trusted_at"):
                 click.echo(f"    (this text is approved at {', '.join(item['trusted_at'][:5])}, not here)")
             click.echo(f"    introduced by {who} at {when}" + (f" ({item['commit'][:10]})" if item.get("commit") else ""))
-        click.echo("approve with `git handoff trust --all` or `git handoff trust ID...`")
+        click.echo("read each command whole before you approve it: `git handoff trust ID...` approves the ones "
+                   "listed for those tasks, `git handoff trust --all` every one listed")
         return
     approved = ops.approve(store, ids, approve_all=approve_all)
     if as_json:
@@ -122,4 +133,4 @@ def trust_cmd(ids: tuple[str, ...], approve_all: bool, list_approved: bool, as_j
     if not approved:
         click.echo("nothing to trust")
     for item in approved:
-        click.echo(f"trusted {item['id']} {item['kind']}: {item['command']}")
+        click.echo(f"trusted {item['id']} {item['kind']}: {visible(item['command'], lines=True)}")

@@ -7,7 +7,7 @@ from typing import Any, TypeVar
 
 import click
 
-from git_handoff.cli import emit_json, get_store, json_option, numbers
+from git_handoff.cli import emit_json, get_store, json_option, numbers, visible
 from git_handoff.cli.ids import complete_task_id
 from git_handoff.cli.progress import Progress
 from git_handoff.model import Task
@@ -19,35 +19,36 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 def task_line(task: Task, blocked: set[str] | None = None) -> str:
     state = "blocked" if blocked and task.id in blocked else task.status
-    return f"[{state}] {task.id}: {task.title} ({task.attempts}/{task.max_attempts})"
+    return f"[{state}] {task.id}: {visible(task.title)} ({task.attempts}/{task.max_attempts})"
 
 
 def describe(task: Task) -> str:
     lines = [
-        f"{task.id}: {task.title}",
+        f"{task.id}: {visible(task.title)}",
         f"  status:        {task.status}",
         f"  priority:      {task.priority}",
         f"  depends on:    {', '.join(task.depends_on) or '-'}",
         f"  attempts:      {task.attempts}/{task.max_attempts}",
-        f"  check:         {task.check or '- (none: `done` will refuse)'}",
+        f"  check:         {visible(task.check) if task.check else '- (none: `done` will refuse)'}",
         f"  timeout:       {task.timeout_seconds}s",
-        f"  cleanup:       {task.cleanup or '-'}",
-        f"  spec:          {task.spec_ref or '-'}",
+        f"  cleanup:       {visible(task.cleanup or '-')}",
+        f"  spec:          {visible(task.spec_ref or '-')}",
         f"  created:       {task.created_at}",
     ]
     if task.started_at_commit:
         lines.append(f"  started at:    {task.started_at_commit}")
     if task.status == "in_progress" and task.claimed_by:
         lease = f" (lease until {task.lease_expires_at})" if task.lease_expires_at else ""
-        lines.append(f"  claimed by:    {task.claimed_by}{lease}")
+        lines.append(f"  claimed by:    {visible(task.claimed_by)}{lease}")
     elif task.claimed_by:
-        lines.append(f"  last claimed:  {task.claimed_by}")
+        lines.append(f"  last claimed:  {visible(task.claimed_by)}")
     if task.completed_at:
         lines.append(f"  completed:     {task.completed_at}")
     for cp in task.checkpoints:
-        lines.append(f"  checkpoint:    step={cp.get('step')}/{cp.get('total')} {cp.get('description')!r} at {cp.get('timestamp')}")
+        said = visible(str(cp.get("description")))
+        lines.append(f"  checkpoint:    step={cp.get('step')}/{cp.get('total')} \"{said}\" at {cp.get('timestamp')}")
     for err in task.error_log:
-        lines.append(f"  error:         {err}")
+        lines.append(f"  error:         {visible(err)}")
     return "\n".join(lines)
 
 
@@ -152,7 +153,7 @@ def import_cmd(file: str, as_json: bool) -> None:
     else:
         click.echo(f"Imported {len(tasks)} task(s)")
         for t in tasks:
-            click.echo(f"  {t.id}: {t.title}")
+            click.echo(f"  {t.id}: {visible(t.title)}")
 
 
 @click.command("list")
@@ -213,14 +214,14 @@ def status_cmd(as_json: bool) -> None:
         f"pending={c['pending']} failed={c['failed']} blocked={c['blocked']}"
     )
     for t in result["tasks"]:
-        click.echo(f"[{t['status']}] {t['id']}: {t['title']} ({t['attempts']}/{t['max_attempts']})")
+        click.echo(f"[{t['status']}] {t['id']}: {visible(t['title'])} ({t['attempts']}/{t['max_attempts']})")
     if result["log"]:
         click.echo("\nlast log lines:")
         for line in result["log"]:
-            click.echo(f"  {line}")
+            click.echo(f"  {visible(line)}")
     click.echo(f"\nsessions: {result['session_count']}  last session: {result['last_session'] or '-'}")
     for note in result.get("notes", []):
-        click.echo(note)
+        click.echo(visible(note))
 
 
 @click.command("next")
@@ -248,7 +249,7 @@ def log_cmd(limit: int | None, task: str | None, session: int | None, kind: str 
         emit_json([views.log_view(e) for e in entries])
         return
     for e in entries:
-        click.echo(e.line)
+        click.echo(visible(e.line))
 
 
 @click.command("graph")

@@ -22,7 +22,9 @@ from git_handoff.records import FailOutcome
 if TYPE_CHECKING:
     from git_handoff.store import StateStore
 
-force_option = click.option("--force", is_flag=True, help="Act even where the claim, branch or mode says no.")
+force_option = click.option("--force", is_flag=True,
+                            help="Act even where the claim (another worktree's, or another worker's), branch or "
+                                 "mode says no.")
 
 
 def auto_sync(store: StateStore) -> None:
@@ -63,7 +65,8 @@ def _view(task: Task) -> dict[str, Any]:
 @click.command("claim")
 @click.argument("task_id", metavar="[ID]", required=False, shell_complete=complete_task_id)
 @click.option("--worker", default=None, metavar="W",
-              help="Who claims [default: git config handoff.worker, else user@host:<worktree>].")
+              help="Who claims [default: $HANDOFF_WORKER, else git config handoff.worker (`git -c "
+                   "handoff.worker=W handoff claim` too), else user@host:<worktree>].")
 @click.option("--lease", default=None, metavar="DURATION", help="How long the claim holds unrenewed (90s, 30m, 2h) [default: 30m].")
 @click.option("--remote", default=None, metavar="REMOTE",
               help="Make the claim hold across machines: fetch, merge, claim, push to REMOTE "
@@ -77,13 +80,20 @@ def claim_cmd(task_id: str | None, worker: str | None, lease: str | None, remote
     Exit 1 when nothing is eligible; 3 when another worktree holds the claim in
     exclusive mode, or the state kept changing. --force lets a worktree that
     already holds a task claim another, and overrides exclusive mode.
+
+    \b
+    Several agents in one work tree: start each with its own name,
+      HANDOFF_WORKER=agent-1 claude ...     HANDOFF_WORKER=agent-2 codex ...
+    A worker so named acts only on its own claims: renew, release, checkpoint,
+    done and fail refuse another worker's live claim (exit 2; --force acts
+    anyway), and claim says when another worker here holds one (exit 3).
     """
     store = get_store()
     task = claim_ops.claim(store, task_id, worker=worker, lease=_lease(lease), force=force, remote=remote)
     if as_json:
         emit_json(_view(task))
     else:
-        click.echo(f"Claimed {task.id}: {task.title} (base {short(task.started_at_commit)}, "
+        click.echo(f"Claimed {task.id}: {visible(task.title)} (base {short(task.started_at_commit)}, "
                    f"lease until {task.lease_expires_at})")
 
 
@@ -93,7 +103,11 @@ def claim_cmd(task_id: str | None, worker: str | None, lease: str | None, remote
 @force_option
 @json_option
 def renew_cmd(task_id: str, lease: str | None, force: bool, as_json: bool) -> None:
-    """Push the lease of a claimed task forward."""
+    """Push the lease of a claimed task forward.
+
+    Refused (exit 2) for a claim of another worktree, or of another worker
+    (HANDOFF_WORKER) while its lease runs; --force acts anyway.
+    """
     store = get_store()
     task = ops.renew(store, task_id, lease=_lease(lease), force=force)
     auto_sync(store)
@@ -108,7 +122,11 @@ def renew_cmd(task_id: str, lease: str | None, force: bool, as_json: bool) -> No
 @force_option
 @json_option
 def release_cmd(task_id: str, force: bool, as_json: bool) -> None:
-    """Give a claimed task back: pending again, no attempt counted, work tree untouched."""
+    """Give a claimed task back: pending again, no attempt counted, work tree untouched.
+
+    Refused (exit 2) for a claim of another worktree, or of another worker
+    (HANDOFF_WORKER) while its lease runs; --force acts anyway.
+    """
     store = get_store()
     task = ops.release(store, task_id, force=force)
     auto_sync(store)
@@ -126,7 +144,11 @@ def release_cmd(task_id: str, force: bool, as_json: bool) -> None:
 @force_option
 @json_option
 def checkpoint_cmd(task_id: str, message: str, step: int | None, total: int | None, force: bool, as_json: bool) -> None:
-    """Record progress on a claimed task (also renews its lease)."""
+    """Record progress on a claimed task (also renews its lease).
+
+    Refused (exit 2) for a claim of another worktree, or of another worker
+    (HANDOFF_WORKER) while its lease runs; --force acts anyway.
+    """
     store = get_store()
     task = ops.checkpoint(store, task_id, message, step, total, force=force)
     auto_sync(store)
@@ -163,7 +185,11 @@ def verify_cmd(task_id: str, as_json: bool) -> None:
 @json_option
 def done_cmd(task_id: str, force: bool, as_json: bool) -> None:
     """Complete a claimed task: its check must pass. A failing check fails the task
-    exactly as `fail` does (attempt saved, work tree rolled back) and exits 1."""
+    exactly as `fail` does (attempt saved, work tree rolled back) and exits 1.
+
+    Refused (exit 2) for a claim of another worktree, or of another worker
+    (HANDOFF_WORKER) while its lease runs; --force acts anyway.
+    """
     store = get_store()
     sink = live_output(as_json)
     try:
@@ -201,6 +227,9 @@ def _echo_fail(outcome: FailOutcome, streamed: bool = False) -> None:
         click.echo(f"  rolled back: git reset --hard {short(outcome['base'])} && git clean -fd")
     elif outcome.get("attempt_ref") and outcome.get("snapshot_missing"):
         click.echo("  no rollback: the claim's snapshot is missing from the repository; work tree kept as it is")
+    elif outcome.get("attempt_ref") and outcome.get("no_local_claim"):
+        click.echo("  no rollback: this worktree keeps no journal of this claim (claimed by an older git handoff, "
+                   "elsewhere, or a claim record that came back from a remote); work tree kept as it is")
     elif outcome.get("attempt_ref"):
         click.echo("  work tree kept as it is")
     else:
@@ -227,7 +256,13 @@ def fail_cmd(task_id: str, reason: str, category: str, keep_worktree: bool, forc
     files the attempt created are removed (they are in the attempt); ignored files
     are untouched. Refused (exit 2, nothing changed) during a rebase, merge,
     cherry-pick, revert, bisect or am (--force ends it after saving the attempt),
-    and when a submodule has work of its own.
+    and when a submodule has work of its own, and for a claim of another
+    worktree or of another worker (HANDOFF_WORKER) while its lease runs
+    (--force acts anyway).
+
+    The claim's moment is what this worktree journalled when it claimed (never what a
+    fetched record says); a claim it has no journal of (made by an older version, or
+    elsewhere) is failed and saved without a rollback.
     """
     store = get_store()
     outcome = attempts_ops.fail(store, task_id, reason=reason, category=category, keep_worktree=keep_worktree, force=force)
@@ -251,9 +286,9 @@ def attempts_cmd(task_id: str, as_json: bool) -> None:
         click.echo(f"no saved attempts of {task_id}")
     for a in found:
         if a["unreadable"]:  # another clone's record, of the wrong types: said in one line
-            click.echo(f"#{a['attempt']} unreadable: {a['unreadable']}")
+            click.echo(f"#{a['attempt']} unreadable: {visible(a['unreadable'])}")
             continue
-        click.echo(f"#{a['attempt']} {a['time'] or '?'} [{a['category'] or '?'}] {a['reason'] or ''} "
+        click.echo(f"#{a['attempt']} {a['time'] or '?'} [{visible(a['category'] or '?')}] {visible(a['reason'] or '')} "
                    f"({len(a['files'])} file(s), {a['ref']})")
         for f in a["files"]:  # a file name may hold a newline or a control character: escaped
             click.echo(f"    {f['status']} {visible(f['path'])}")

@@ -8,14 +8,14 @@ log lines may come from a remote.
 
 from __future__ import annotations
 
+import html
 import json
 import re
-from html import escape
 from typing import Any
 from urllib.parse import quote
 
+from git_handoff import display, schedule, state_files
 from git_handoff import graph_svg as svg
-from git_handoff import schedule, state_files
 from git_handoff.errors import UsageError
 from git_handoff.model import Task, check_id
 from git_handoff.ops import attempts as attempt_ops
@@ -27,6 +27,19 @@ PRIORITIES = ("P0", "P1", "P2")
 LOG_TAIL = 20
 INLINE_GRAPH_MAX = 300
 GROUP_SHOWN = 200  # tasks of one status listed on the overview; the rest on /tasks/<status>
+
+
+def escape(text: str) -> str:
+    """Text of the state (another clone's, perhaps) as HTML: one line of data with its
+    control and bidi characters shown as escapes (git_handoff.display), then HTML-escaped."""
+    return html.escape(display.line(text))
+
+
+def escape_block(text: str) -> str:
+    """`escape` for each line of a text of several lines (a <pre>: a record, a document)."""
+    return "\n".join(escape(line) for line in text.split("\n"))
+
+
 _URL_SAFE = re.compile(r"[A-Za-z0-9._-]+")  # above this the overview links to /graph instead of drawing it
 SESSIONS_SHOWN = 50
 
@@ -329,7 +342,7 @@ def task_page(store: StateStore, task_id: str) -> str | None:
         f'<section><h2>Attempts</h2><table id="attempts">{attempt_rows or "<tr><td class=muted>none saved</td></tr>"}</table></section>'
         f'<section><h2>Checkpoints</h2><table id="checkpoints">{checkpoints or "<tr><td class=muted>none</td></tr>"}</table></section>'
         f'<section><h2>Error log</h2><ul id="errors">{errors or "<li class=muted>empty</li>"}</ul></section>'
-        f"<section><h2>Record</h2><pre>{escape(record)}</pre></section>"
+        f"<section><h2>Record</h2><pre>{escape_block(record)}</pre></section>"
     )
     return page(task.id, body)
 
@@ -354,7 +367,7 @@ def session_page(store: StateStore, number: int) -> str | None:
     done = " ".join(f'<a href="{task_url(str(t))}">{escape(str(t))}</a>' for t in rec.get("completed") or []) or "-"
     facts = "".join(f"<li>{escape(str(d.get('what')))} — {escape(str(d.get('why')))}</li>"
                     for d in rec.get("decisions") or [] if isinstance(d, dict))
-    doc_html = (f'<pre id="handoff-doc">{escape(prompt.render_markdown(doc))}</pre>' if isinstance(doc, dict)
+    doc_html = (f'<pre id="handoff-doc">{escape_block(prompt.render_markdown(doc))}</pre>' if isinstance(doc, dict)
                 else '<p class="muted">No handoff document for this session.</p>')
     body = (
         f"<section><h2>Session {number}</h2>{_kv(rows)}<p>completed: {done}</p>"

@@ -26,7 +26,7 @@ import os
 import time
 from pathlib import Path
 
-from git_handoff import local, schedule, state_files
+from git_handoff import display, local, schedule, state_files
 from git_handoff.errors import HandoffError, Negative
 from git_handoff.gitrepo import Repo
 from git_handoff.hook_events import Event, Outcome
@@ -95,7 +95,7 @@ def _dispatch(store: StateStore, event: Event) -> Outcome:
 def damaged(store: StateStore, event: Event, problem: str) -> Outcome:
     """A state the hooks cannot work with: the agent is told (blocked once at a stop), not
     left guessing from a silent hook."""
-    what = (f"git handoff: {problem}. Do not claim or complete tasks until it is repaired: "
+    what = (f"git handoff: {display.line(problem)}. Do not claim or complete tasks until it is repaired: "
             "run `git handoff status` to see the problem.")
     if event.kind == "session_start":
         return Outcome(context=what, warning=what)
@@ -159,7 +159,7 @@ def session_start(store: StateStore, event: Event) -> Outcome:
         try:
             recovery.start(store)
         except Negative as exc:
-            note = f"git handoff: {exc.message}. Do not start new work: stop here.\n\n"
+            note = f"git handoff: {display.line(exc.message)}. Do not start new work: stop here.\n\n"
             warning = note.strip()
     if event.source == "compact":
         compacted(store)
@@ -167,7 +167,7 @@ def session_start(store: StateStore, event: Event) -> Outcome:
         try:
             handoff.ack(store)
         except HandoffError as exc:
-            note = f"git handoff: ack failed: {exc.message}\n\n"
+            note = f"git handoff: ack failed: {display.line(exc.message)}\n\n"
             warning = note.strip()
     return Outcome(context=note + prompt.render_prompt(store), warning=warning)
 
@@ -242,7 +242,7 @@ def _mine_in_progress(store: StateStore) -> list[Task]:
 
 
 def _finish_line(t: Task) -> str:
-    return (f"git handoff: task [{t.id}] {t.title} is in progress. Finish it: make its check pass and run "
+    return (f"git handoff: task [{t.id}] {display.line(t.title)} is in progress. Finish it: make its check pass and run "
             f"`git handoff done {t.id}`, or give up with `git handoff fail {t.id} --reason \"...\"`.")
 
 
@@ -260,7 +260,8 @@ def stop_reason(store: StateStore) -> str | None:
         if state_files.limit_reached(snap, number) or (per_session is not None and done >= per_session):
             handoff.write_doc(store, trigger="stop")
             return None
-    elif state_files.sessions_started(snap.meta()) >= snap.config().max_sessions:
+    elif (state_files.sessions_started(snap.meta()) >= snap.config().max_sessions
+          and state_files.sessions_started(snap.meta(), snap) >= snap.config().max_sessions):
         return None  # max_sessions reached: SessionStart told the agent to stop; so does this
     mine = _mine_in_progress(store)
     if mine:
@@ -270,7 +271,7 @@ def stop_reason(store: StateStore) -> str | None:
         unowned = [t for t in tasks if t.status == "in_progress" and not t.claimed_by]
         if unowned:
             t = unowned[0]
-            return (f"git handoff: task [{t.id}] {t.title} is in progress with no owner. Take it over with "
+            return (f"git handoff: task [{t.id}] {display.line(t.title)} is in progress with no owner. Take it over with "
                     f"`git handoff session start` (recovery decides), or finish it and run "
                     f"`git handoff done {t.id}`.")
         if any(t.status == "in_progress" for t in tasks):
@@ -278,10 +279,12 @@ def stop_reason(store: StateStore) -> str | None:
     task = _next_task(store)
     if task is None:
         return None
-    retry = (f" (retry: attempt {task.attempts + 1}/{task.max_attempts}; last error: {task.error_log[-1]})"
-             if task.status == "failed" and task.error_log else "")
-    check = f" Its check: `{task.check}`." if task.check else ""
-    return (f"git handoff: eligible work remains. Next task: [{task.id}] {task.title}{retry}.{check} "
+    retry = (f" (retry: attempt {task.attempts + 1}/{task.max_attempts}; last error: "
+             f"{display.line(task.error_log[-1])})" if task.status == "failed" and task.error_log else "")
+    check = f" Its {prompt.check_text(task, prompt.approval(store))}." if task.check else ""
+    if check and prompt.UNAPPROVED in check:
+        check += f" {prompt.UNAPPROVED_NOTE}"
+    return (f"git handoff: eligible work remains. Next task: [{task.id}] {display.line(task.title)}{retry}.{check} "
             f"Run `git handoff claim {task.id}`, checkpoint as you go, then `git handoff done {task.id}`.")
 
 

@@ -14,10 +14,9 @@ import json
 import re
 from typing import Any
 
-from git_handoff import claim_index, notes, records, runner, trust, worktree
+from git_handoff import claim_index, claim_journal, local, notes, records, runner, trust, worktree
 from git_handoff.claims import (
     CLAIM_EXTRAS,
-    CLAIM_SNAPSHOT,
     claimed_task,
     current,
     require_branch,
@@ -30,6 +29,10 @@ from git_handoff.records import FailOutcome
 from git_handoff.store import ATTEMPTS_PREFIX, StateStore, Tx
 
 # -- fail ------------------------------------------------------------------------------
+
+NO_LOCAL_CLAIM = ("no rollback: this worktree keeps no journal of this claim (claimed by an older git handoff, "
+                  "in another worktree, or a claim record that came back from a remote); the attempt is saved and "
+                  "the work tree is as the attempt left it (reset it by hand if you want the claim's moment back)")
 
 
 def attempt_ref(task_id: str, n: int) -> str:
@@ -46,15 +49,15 @@ def _attempt_numbers(repo: Repo, task_id: str) -> dict[int, str]:
     return out
 
 
-def _claim_snapshot(repo: Repo, task: Task) -> tuple[worktree.Snapshot | None, bool]:
-    """(the claim's snapshot, whether the record names one at all)."""
-    recorded = task.get(CLAIM_SNAPSHOT)
+def _claim_snapshot(repo: Repo, recorded: str | None) -> tuple[worktree.Snapshot | None, bool]:
+    """(the claim's snapshot, whether the claim names one at all)."""
     if not recorded:
         return None, False
-    return worktree.read_snapshot(repo, str(recorded)), True
+    return worktree.read_snapshot(repo, recorded), True
 
 
-def save_attempt(store: StateStore, task: Task, *, reason: str, category: str) -> dict[str, Any]:
+def save_attempt(store: StateStore, task: Task, *, reason: str, category: str,
+                 local: claim_journal.Entry | None = None) -> dict[str, Any]:
     """Save the whole work of the current attempt as a commit under refs/harness/attempts/.
 
     The commit's tree is the work tree (untracked non-ignored files included); its
@@ -66,8 +69,10 @@ def save_attempt(store: StateStore, task: Task, *, reason: str, category: str) -
     head = repo.head()
     if head is None:
         raise UsageError("this worktree has no commit: nothing to save")
-    base = task.started_at_commit or head
-    snap, _ = _claim_snapshot(repo, task)
+    # the claim's moment as this worktree journalled it; without an entry, the state's
+    # base only names what the attempt's file list is compared with (nothing is reset)
+    base = (local.base if local else task.started_at_commit) or head
+    snap, _ = _claim_snapshot(repo, local.snapshot if local else None)
     pic = worktree.picture(repo, head)
     files = [{"status": s, "path": p} for s, p in worktree.changed(repo, snap.worktree if snap else base, pic.worktree)]
     existing = _attempt_numbers(repo, task.id)
@@ -122,11 +127,15 @@ def fail(
         raise UsageError("fail needs a --reason")
     repo = store.repo
     seen = _seen or claimed_task(store, task_id, "fail", force)
-    base = seen.started_at_commit
+    # What the rollback returns to comes from this worktree's own journal of the claim,
+    # never from the shared record (a fetched snapshot or base would choose the files).
+    local = claim_journal.of_claim(repo, seen)
+    base = local.base if local else seen.started_at_commit
     base_ok = bool(base) and repo.resolve_commit(f"{base}^{{commit}}") is not None
-    snap, recorded = _claim_snapshot(repo, seen)
+    snap, recorded = _claim_snapshot(repo, local.snapshot if local else None)
     snapshot_lost = base_ok and recorded and snap is None
-    rollback = base_ok and not keep_worktree and not snapshot_lost
+    unjournalled = base_ok and local is None and not keep_worktree
+    rollback = base_ok and not keep_worktree and not snapshot_lost and not unjournalled
     operation = None
     if rollback:
         ends = force if end_operation is None else end_operation
@@ -141,13 +150,15 @@ def fail(
     saved: dict[str, Any] | None = None
     if base_ok:
         store.best_effort("notes", lambda: notes.note_task_commits(store, seen, outcome=f"failed [{category}]"))
-        saved = save_attempt(store, seen, reason=text, category=category)
+        saved = save_attempt(store, seen, reason=text, category=category, local=local)
     plan = None
     if rollback:
         assert base is not None
         plan = worktree.Plan(task=seen.id, base=base, snapshot=snap.commit if snap else None,
                              attempt_ref=saved["ref"] if saved else None, operation=operation)
         worktree.write_journal(repo, plan)
+
+    snap_name = local.snapshot if local else None
 
     def apply(tx: Tx) -> Task:
         task = current(tx, seen, "failed")
@@ -174,8 +185,10 @@ def fail(
                 category=category,
             )
         elif snapshot_lost:
-            tx.log("ERROR", f"the claim's snapshot {short(str(seen.get(CLAIM_SNAPSHOT)))} is missing: no rollback "
+            tx.log("ERROR", f"the claim's snapshot {short(snap_name)} is missing: no rollback "
                    "(the work tree is as the attempt left it)", task=task.id, category=category)
+        elif unjournalled:
+            tx.log("WARN", NO_LOCAL_CLAIM, task=task.id)
         elif rollback:
             if operation:
                 tx.log("ROLLBACK", f"git {operation} ended (--force)", task=task.id)
@@ -201,6 +214,7 @@ def fail(
         "rolled_back": rollback,
         "snapshot": snap.commit if snap else None,
         "snapshot_missing": snapshot_lost,
+        "no_local_claim": unjournalled,
         "operation_ended": operation,
         "cleanup": None,
         "validation": _run.to_json() if _run is not None else None,
@@ -216,6 +230,8 @@ def fail(
         worktree.clear_journal(repo)
     else:
         worktree.drop_snapshot_ref(repo, snap.commit if snap else None)
+    if local is not None:
+        claim_journal.drop(repo, seen.id)
     if task.cleanup:
         result = runner.run_command(task.cleanup, repo.root(), task.timeout_seconds, env={"HANDOFF_TASK": task.id})
         outcome["cleanup"] = result.to_json()
@@ -334,8 +350,11 @@ def restore(store: StateStore, task_id: str, n: int, force: bool = False) -> dic
         since = repo.commit_tree(from_commit or repo.head() or commit)
     # an attempt saved with its index has it as second parent (older attempts have one parent)
     index = repo.commit_tree(parents[1]) if len(parents) >= 2 and record.get("index") else None
+    # the names of an attempt another worker saved (another clone's, perhaps) pass the
+    # foreign name rules too (paths.path_problem); this worker's own come back as they were
+    foreign = record.get("worker") != local.worker_identity(repo)
     done_ = worktree.restore_picture(repo, source=repo.commit_tree(commit), since=since, index=index,
-                                     since_index=since_index, force=force)
+                                     since_index=since_index, force=force, foreign=foreign)
 
     def apply(tx: Tx) -> None:
         tx.log(

@@ -15,7 +15,7 @@ import secrets
 from dataclasses import dataclass
 from typing import Any
 
-from git_handoff import claim_index, identity, schedule, state_files, worktree
+from git_handoff import claim_index, claim_journal, identity, schedule, state_files, worktree
 from git_handoff.claims import (
     DEFAULT_LEASE_SECONDS,
     check_lease,
@@ -23,6 +23,7 @@ from git_handoff.claims import (
     held_by,
     held_here,
     holder,
+    other_workers,
     short,
 )
 from git_handoff.errors import Contention, Negative, UsageError
@@ -110,6 +111,11 @@ def claim_in_tx(
     mine = [t for t in holders if held_here(t, ctx.worktree, ctx.worker, tx.store.repo)]
     if mine and not force:
         held = mine[0]
+        other = other_workers(held)
+        if other is not None:
+            raise Contention(f"this worktree already holds task {held.id}: {other}. One claim per worktree (a "
+                             "rollback would undo the other's work): wait for it, or claim from a worktree of your "
+                             "own (`git worktree add`)")
         if task_id == held.id:
             raise UsageError(f"task {held.id} is already claimed by this worktree (use `git handoff renew {held.id}`)")
         raise UsageError(
@@ -278,6 +284,7 @@ def claim(
     if task is None:
         worktree.drop_snapshot_ref(store.repo, ctx.snapshot)
         raise Negative("nothing eligible: every task is completed, in progress, or waiting on failed dependencies")
+    claim_journal.record_claim(store.repo, task)  # what this worktree's own local actions will act on
     return task
 
 

@@ -75,7 +75,8 @@ def _prepare_root(keep: str | None) -> Path:
 def _environment(root: Path) -> dict[str, str]:
     """The demo's environment: `git handoff` (for the hook too) runs this very code."""
     env = {k: v for k, v in os.environ.items()
-           if not k.startswith("HANDOFF_") and k not in ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE")}
+           if not k.startswith("HANDOFF_")
+           and k not in ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "HARNESS_WORKER_ID")}
     for key, value in (("GIT_AUTHOR_NAME", "Demo"), ("GIT_AUTHOR_EMAIL", "demo@example.com"),
                        ("GIT_COMMITTER_NAME", "Demo"), ("GIT_COMMITTER_EMAIL", "demo@example.com")):
         env.setdefault(key, value)

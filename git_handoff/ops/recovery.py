@@ -20,11 +20,11 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from git_handoff import identity, notes, runner, schedule, trust, worktree
+from git_handoff import claim_journal, identity, notes, runner, schedule, trust, worktree
 from git_handoff.claims import expires, lease_of
 from git_handoff.errors import HandoffError, Negative
 from git_handoff.gitrepo import Repo
-from git_handoff.local import worker_identity
+from git_handoff.local import declared_worker, worker_identity
 from git_handoff.model import Task, now_iso
 from git_handoff.ops import attempts, sessions, work
 from git_handoff.state_files import read_session
@@ -103,17 +103,20 @@ def _log(store: StateStore, kind: str, text: str, task: str | None = None, categ
 # -- facts from git ------------------------------------------------------------------------
 
 
-def task_commits(repo: Repo, task: Task) -> list[str]:
-    """Commits since the task's started_at_commit not noted as another task's work."""
-    base = task.started_at_commit
+def task_commits(repo: Repo, task: Task, base: str | None = None) -> list[str]:
+    """Commits since the claim's base (`base`, else the task's started_at_commit) not
+    noted as another task's work by a note of this clone's own: a note that came from a
+    remote (or went to one) does not take a commit away from the claim it was made under."""
+    base = base or task.started_at_commit
     head = repo.head()
     if not base or not head or base == head or not repo.has_object(base):
         return []
     proc = repo.git("rev-list", f"{base}..{head}", check=False)
     commits = proc.stdout.decode().split() if proc.returncode == 0 else []
     out = []
+    fetched = notes.fetched_notes_trees(repo) if commits else []
     for commit in commits:
-        text = notes.read_note(repo, commit) or ""
+        text = notes.read_local_note(repo, commit, fetched) or ""
         owner = next((line[6:].strip() for line in text.splitlines() if line.startswith("task: ")), None)
         if owner is None or owner == task.id:
             out.append(commit)
@@ -141,15 +144,31 @@ def _here(task: Task, repo: Repo) -> bool:
 
 def left_behind(tasks: dict[str, Task], repo: Repo, worker: str, mode: str) -> list[Task]:
     """In-progress tasks this clone claimed in this worktree and left behind (concurrent
-    mode: only this worker's, or those whose lease expired)."""
+    mode, or a worker named by HANDOFF_WORKER: only this worker's, or those whose lease
+    expired): the claims this worktree's journal holds (git_handoff.claim_journal) that
+    the state still shows as they were."""
     stamp = now_iso()
     out = []
-    for t in tasks.values():
-        if t.status != "in_progress" or not _here(t, repo):
+    for entry in claim_journal.entries(repo):
+        t = tasks.get(entry.task)
+        if t is None or not entry.matches(t) or not _here(t, repo):
             continue
-        if mode == "concurrent" and not (t.claimed_by == worker or schedule.lease_expired(t, stamp)):
+        # a worker named by its environment leaves other workers' live claims alone, in any mode
+        if ((mode == "concurrent" or declared_worker() is not None)
+                and not (t.claimed_by == worker or schedule.lease_expired(t, stamp))):
             continue
         out.append(t)
+    return out
+
+
+def not_journalled(tasks: dict[str, Task], repo: Repo) -> list[Task]:
+    """In-progress claims sealed by this clone for this worktree that its journal does not
+    hold: made by an older version, or a claim this clone published and ended that came
+    back from a remote. Nothing local proves either is current: they are never recovered."""
+    out = []
+    for t in tasks.values():
+        if t.status == "in_progress" and _here(t, repo) and claim_journal.of_claim(repo, t) is None:
+            out.append(t)
     return out
 
 
@@ -170,7 +189,22 @@ def recover(store: StateStore, record: dict[str, Any]) -> list[dict[str, Any]]:
     snap = store.snapshot()
     worker = str(record.get("worker") or worker_identity(repo))
     actions = []
-    for task in left_behind(snap.tasks(), repo, worker, snap.config().mode):
+    tasks = snap.tasks()
+    for entry in claim_journal.entries(repo):
+        shown = tasks.get(entry.task)
+        if shown is None or not entry.matches(shown):
+            # the claim ended or was replaced (taken over after its lease, lost to another
+            # machine's claim): nothing left to recover here, and never again
+            worktree.drop_snapshot_ref(repo, entry.snapshot)
+            claim_journal.drop(repo, entry.task)
+    for task in not_journalled(tasks, repo):
+        reason = (f"this worktree keeps no journal of this claim (claimed by an older git handoff, or a claim record "
+                  f"that came back from a remote): not recovered, the work tree is left as it is; finish it with "
+                  f"`git handoff done {task.id}` or `git handoff fail {task.id} --reason TEXT`, or "
+                  f"`git handoff release {task.id}`")
+        _log(store, "RECOVERY", f'action="skip" reason="{reason}"', task=task.id)
+        actions.append({"task": task.id, "action": "skip", "reason": reason})
+    for task in left_behind(tasks, repo, worker, snap.config().mode):
         try:
             actions.append(recover_task(store, task, worker))
         except HandoffError as exc:
@@ -182,8 +216,11 @@ def recover(store: StateStore, record: dict[str, Any]) -> list[dict[str, Any]]:
 
 def recover_task(store: StateStore, task: Task, worker: str) -> dict[str, Any]:
     repo = store.repo
-    dirty = worktree.uncommitted_since_claim(repo, task.get("claim_snapshot"))
-    commits = task_commits(repo, task)
+    local = claim_journal.of_claim(repo, task)
+    if local is None:
+        raise Negative(f"task {task.id}: this worktree keeps no journal of this claim")
+    dirty = worktree.uncommitted_since_claim(repo, local.snapshot)
+    commits = task_commits(repo, task, local.base)
     row = decide(dirty, bool(commits), bool(task.checkpoints))
     facts = (f"uncommitted={'yes' if dirty else 'no'} task_commits={len(commits)} "
              f"checkpoints={len(task.checkpoints)}")
@@ -191,7 +228,7 @@ def recover_task(store: StateStore, task: Task, worker: str) -> dict[str, Any]:
         attempts.fail(store, task.id, reason="No progress detected", category="SESSION_TIMEOUT", force=True)
         return _done(store, task, "fail", f"No progress detected ({facts})")
     if row == "check-checkpoints":
-        recorded = task.get(CHECKPOINT_TREE)
+        recorded = local.checkpoint_tree  # what this worktree saw at its last checkpoint, not a fetched tree
         current = worktree.current_tree(repo)
         if recorded and recorded == current:
             _resume(store, task, worker)
@@ -221,8 +258,8 @@ def _resume(store: StateStore, task: Task, worker: str) -> None:
 
     def apply(tx: Tx) -> None:
         current = tx.require_task(task.id)
-        if current.status != "in_progress":
-            raise Negative(f"task {task.id} is no longer in progress")
+        if current.status != "in_progress" or claim_journal.of_claim(repo, current) is None:
+            raise Negative(f"task {task.id} is no longer in progress (or no longer this worktree's claim)")
         worktree = str(repo.workdir) if repo.workdir else None
         new = dataclasses.replace(
             current, claimed_by=worker, lease_expires_at=expires(seconds)

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from git_handoff import procs, schedule
+from git_handoff import launcher, procs, schedule
 from git_handoff.errors import HandoffError, Negative, Signalled, UsageError
 from git_handoff.fleet_lock import FleetLock
 from git_handoff.launcher import Agent, launch, stop_tmux_server, tmux_socket_name
@@ -99,6 +99,7 @@ class Relay:
 
     def _remember_agent(self) -> None:
         agent = self.agent
+        launcher.remember(self.relay_dir, self.session, agent)
         update_record(self.store, {
             "session": self.session,
             "agent_pid": agent.pid if agent else None,
@@ -233,16 +234,13 @@ class Relay:
         number = int(opened["session"])
         self.session = number
         self.say(f"relay: taking over session {number} from the dead relay (pid {previous.get('pid')})")
-        pid = previous.get("agent_pid") if previous.get("session") == number else None
-        token = previous.get("agent_token") if previous.get("session") == number else None
-        token = token if isinstance(token, str) and token else None
-        # only the process it launched, known by its token: never one that got its number
-        if isinstance(pid, int) and token is not None and procs.launched_with(pid, token):
-            tmux = None
-            if previous.get("tmux_session") and previous.get("tmux_socket"):
-                tmux = (str(previous["tmux_socket"]), str(previous["tmux_session"]))
-            self.agent = Agent(pid=pid, status_file=self.relay_dir / f"session-{number}.status",
-                               token=token, tmux=tmux)
+        # the agent as this clone's relay recorded it locally, never as a (replayable) state
+        # record names it; and only while that pid still carries its launch token, never a
+        # process that got the number after a reboot
+        found = launcher.remembered(self.relay_dir, number) if previous.get("session") == number else None
+        token = found.token if found is not None else None
+        if found is not None and token is not None and procs.launched_with(found.pid, token):
+            pid, self.agent = found.pid, found
             self._remember_agent()
             self.say(f"relay: session {number}: its agent (pid {pid}) is still running; waiting for it")
             if self._await_ack(number, self.agent) is None:

@@ -57,7 +57,7 @@ def begin(store: StateStore, worker: str | None = None) -> dict[str, Any]:
 
     def apply(tx: Tx) -> dict[str, Any]:
         meta = tx.meta()
-        count = sessions_started(meta)
+        count = sessions_started(meta, tx)  # fetched counts only as far as their records go
         cfg = tx.config()
         if stale is not None:
             old = read_session(tx, stale["session"])
@@ -74,7 +74,7 @@ def begin(store: StateStore, worker: str | None = None) -> dict[str, Any]:
             if not (last and last.get("ended_at") and last.get("stats") == stats):
                 tx.log("STATS", stats, session=count)
             return {"refused": True, "session_count": count, "max_sessions": cfg.max_sessions}
-        number = count_session_start(meta, clone)
+        number = count_session_start(meta, clone, tx)
         record = {
             "session": number,
             "worker": who,

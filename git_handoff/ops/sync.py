@@ -37,7 +37,7 @@ from git_handoff.ops.sync_merge import (
     merge_notes,
 )
 from git_handoff.ops.sync_merge import merged_report as _merged
-from git_handoff.schedule import lease_expired
+from git_handoff.schedule import lease_deadline, lease_expired
 from git_handoff.store import (
     ATTEMPTS_PREFIX,
     NOTES_REF,
@@ -160,7 +160,9 @@ def _long_expired(task: Task, stamp: str) -> bool:
     if not task.lease_expires_at:
         return True
     try:
-        return parse_time(stamp) - parse_time(task.lease_expires_at) > timedelta(seconds=DEAD_CLAIM_SECONDS)
+        moment = parse_time(stamp)
+        deadline = lease_deadline(task, moment) or task.lease_expires_at  # bounded by its own record
+        return moment - parse_time(deadline) > timedelta(seconds=DEAD_CLAIM_SECONDS)
     except UsageError:
         return True
 

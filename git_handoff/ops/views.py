@@ -7,7 +7,7 @@ import dataclasses
 from collections.abc import Iterable
 from typing import Any
 
-from git_handoff import identity, local, schedule, state_files
+from git_handoff import display, identity, local, schedule, state_files
 from git_handoff.errors import Negative, UsageError
 from git_handoff.model import LOG_TYPES, Task, check_id, now_iso
 from git_handoff.store import Entry, Snapshot, StateStore
@@ -159,7 +159,7 @@ def graph(snap: Snapshot, fmt: str = "text") -> str:
     if fmt == "dot":
         lines = ["digraph handoff {", "  rankdir=LR;", "  node [shape=box];"]
         for t in tasks.values():
-            label = f"{t.id}\\n{t.title}\\n[{state(t)}]".replace('"', '\\"')
+            label = f"{t.id}\\n{display.line(t.title)}\\n[{state(t)}]".replace('"', '\\"')
             lines.append(f'  "{t.id}" [label="{label}"];')
         for t in tasks.values():
             for dep in t.depends_on:
@@ -176,7 +176,7 @@ def graph(snap: Snapshot, fmt: str = "text") -> str:
         names = {tid: f"n{n}" for n, tid in enumerate(tasks)}
         lines = ["graph TD"]
         for t in tasks.values():
-            label = f"{t.id}: {t.title} [{state(t)}]".replace('"', "'")
+            label = f"{t.id}: {display.line(t.title)} [{state(t)}]".replace('"', "'")
             lines.append(f'  {names[t.id]}["{label}"]')
         for t in tasks.values():
             for dep in t.depends_on:
@@ -199,7 +199,7 @@ def graph(snap: Snapshot, fmt: str = "text") -> str:
         branch = "" if top else ("└── " if last else "├── ")
         seen = tid in printed
         suffix = " (see above)" if seen else ""
-        out.append(f"{prefix}{branch}[{state(t)}] {tid}: {t.title}{suffix}")
+        out.append(f"{prefix}{branch}[{state(t)}] {tid}: {display.line(t.title)}{suffix}")
         if seen:
             return
         printed.add(tid)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from git_handoff import claim_index, notes, runner, state_files, trust, worktree
+from git_handoff import claim_index, claim_journal, notes, runner, state_files, trust, worktree
 from git_handoff.claims import (
     CLAIM_EXTRAS,
     CLAIM_SNAPSHOT,
@@ -63,8 +63,17 @@ def release(store: StateStore, task_id: str, *, force: bool = False) -> Task:
         return new
 
     task = store.transact(apply)
-    worktree.drop_snapshot_ref(store.repo, seen.get(CLAIM_SNAPSHOT))
+    _forget_claim(store, seen)
     return task
+
+
+def _forget_claim(store: StateStore, seen: Task) -> None:
+    """The claim `seen` ended here: its journal entry and its snapshot's keep-alive ref go
+    (the snapshot named by this worktree's own entry, never one a fetched record names)."""
+    entry = claim_journal.of_claim(store.repo, seen)
+    if entry is not None:
+        worktree.drop_snapshot_ref(store.repo, entry.snapshot)
+        claim_journal.drop(store.repo, seen.id)
 
 
 def checkpoint(
@@ -111,7 +120,10 @@ def checkpoint(
         tx.after_commit("notes", lambda: notes.note_task_commits(store, new))
         return new
 
-    return store.transact(apply)
+    new = store.transact(apply)
+    if claim_journal.of_claim(store.repo, seen) is not None:
+        claim_journal.update(store.repo, task_id, checkpoint_tree=tree)  # what recovery compares the files to
+    return new
 
 
 def _missing_check(task: Task) -> UsageError:
@@ -222,7 +234,7 @@ def done(store: StateStore, task_id: str, *, force: bool = False) -> Task:
         from git_handoff.ops import sync  # noqa: PLC0415  (import cost, as above)
 
         task = sync.transact_remote(store, lambda tx, _fleet: apply(tx), lambda t: t.id, through)
-    worktree.drop_snapshot_ref(store.repo, seen.get(CLAIM_SNAPSHOT))
+    _forget_claim(store, seen)
     return task
 
 

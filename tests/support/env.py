@@ -28,8 +28,10 @@ def hermetic_env(home: Path) -> dict[str, str]:
 
 
 def leaked_vars(environ: dict[str, str] | None = None) -> list[str]:
-    """Variables of the calling environment that would leak in (GIT_*, HANDOFF_*)."""
-    return [v for v in (os.environ if environ is None else environ) if v.startswith(("GIT_", "HANDOFF_"))]
+    """Variables of the calling environment that would leak in (GIT_*, HANDOFF_*, the harness
+    skill's worker name)."""
+    return [v for v in (os.environ if environ is None else environ)
+            if v.startswith(("GIT_", "HANDOFF_")) or v == "HARNESS_WORKER_ID"]
 
 
 def make_hermetic(home: Path, setenv: Callable[[str, str], None], delenv: Callable[[str], None]) -> None:

@@ -108,13 +108,17 @@ def task_id(n: int) -> str:
     return f"t{n:04d}"
 
 
-def make_clones(work: Path, url: str, k: int, *, parallel: int = 4) -> list[Path]:
+def make_clones(work: Path, url: str, k: int, *, parallel: int = 4,
+                config: Callable[[int], list[str]] | None = None) -> list[Path]:
     """K clones of `url` (each `git clone`, its own worktree), each with the state
-    fetched and the fetched checks trusted, as a user sets a machine up."""
+    fetched and the fetched checks trusted, as a user sets a machine up. `config(i)`:
+    `key=value` settings of clone i, in place before its first fetch (`git clone -c`:
+    a machine's key, credentials, handoff.cloneId)."""
     paths = [work / f"clone{i:02d}" for i in range(k)]
 
     def one(path: Path) -> Path:
-        sh("git", "clone", "-q", url, str(path), cwd=work)
+        settings = config(paths.index(path)) if config else []
+        sh("git", "clone", "-q", *(a for kv in settings for a in ("-c", kv)), url, str(path), cwd=work)
         sh(*handoff_argv("sync", "origin"), cwd=path)
         sh(*handoff_argv("trust", "--all"), cwd=path)
         return path

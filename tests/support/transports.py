@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import contextlib
+import hmac
 import os
 import signal
 import socket
@@ -78,12 +80,15 @@ def git_daemon(base: Path) -> Iterator[str]:
 
 
 @contextlib.contextmanager
-def smart_http(base: Path) -> Iterator[str]:
+def smart_http(base: Path, users: Path | None = None) -> Iterator[str]:
     """Smart HTTP: `git http-backend` (CGI) behind a threaded web server; yields
-    `http://127.0.0.1:PORT`. Pushing needs `http.receivepack true` in the bare repo."""
+    `http://127.0.0.1:PORT`. Pushing needs `http.receivepack true` in the bare repo.
+    With `users` (a file of `name:password` lines), every request needs HTTP basic
+    authentication as one of them (401 otherwise), and git http-backend and the
+    repository's hooks see the name as REMOTE_USER, as behind any web server."""
     port = _free_port()
     argv = [sys.executable, "-m", "tests.support.transports", "http", "--root", str(base), "--port", str(port),
-            "--lifetime", str(LIFETIME)]
+            "--lifetime", str(LIFETIME)] + (["--users", str(users)] if users else [])
     with _serving(argv, port, "smart HTTP server"):
         yield f"http://127.0.0.1:{port}"
 
@@ -131,6 +136,7 @@ class _CgiHandler(BaseHTTPRequestHandler):
 
     protocol_version = "HTTP/1.1"
     root = ""
+    users: dict[str, str] = {}  # name -> password; empty: no authentication
 
     def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - quiet
         pass
@@ -151,7 +157,16 @@ class _CgiHandler(BaseHTTPRequestHandler):
     def _cgi(self) -> None:
         path, _, query = self.path.partition("?")
         body = self._body()
+        user = self._user()
+        if self.users and user is None:
+            self.send_response(401)
+            self.send_header("WWW-Authenticate", 'Basic realm="git handoff test"')
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
         env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+        if user is not None:
+            env.update(REMOTE_USER=user, AUTH_TYPE="Basic")
         env.update(GIT_PROJECT_ROOT=self.root, GIT_HTTP_EXPORT_ALL="1", REQUEST_METHOD=self.command,
                    PATH_INFO=path, QUERY_STRING=query, CONTENT_TYPE=self.headers.get("Content-Type", ""),
                    CONTENT_LENGTH=str(len(body)), REMOTE_ADDR=self.client_address[0],
@@ -184,12 +199,27 @@ class _CgiHandler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(payload)
 
+    def _user(self) -> str | None:
+        """The name of a valid basic authentication, else None."""
+        scheme, _, value = self.headers.get("Authorization", "").partition(" ")
+        if scheme.lower() != "basic":
+            return None
+        try:
+            name, _, password = base64.b64decode(value.strip(), validate=True).decode().partition(":")
+        except (ValueError, UnicodeDecodeError):
+            return None
+        expected = self.users.get(name)
+        return name if expected is not None and hmac.compare_digest(expected, password) else None
+
     do_GET = _cgi
     do_POST = _cgi
 
 
-def _serve_http(root: str, port: int) -> None:
+def _serve_http(root: str, port: int, users: str | None = None) -> None:
     _CgiHandler.root = root
+    if users:
+        lines = Path(users).read_text().splitlines()
+        _CgiHandler.users = dict(line.split(":", 1) for line in lines if ":" in line)
     server = ThreadingHTTPServer(("127.0.0.1", port), _CgiHandler)
     server.daemon_threads = True
     server.serve_forever()
@@ -272,6 +302,7 @@ def main(argv: list[str] | None = None) -> int:
     http.add_argument("--root", required=True)
     http.add_argument("--port", type=int, required=True)
     http.add_argument("--lifetime", type=float, default=LIFETIME)
+    http.add_argument("--users")
     proxy = sub.add_parser("proxy")
     proxy.add_argument("--port", type=int, required=True)
     proxy.add_argument("--upstream", type=int, required=True)
@@ -284,7 +315,7 @@ def main(argv: list[str] | None = None) -> int:
     threading.Timer(args.lifetime, lambda: os._exit(0)).start()
     signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
     if args.what == "http":
-        _serve_http(args.root, args.port)
+        _serve_http(args.root, args.port, args.users)
     else:
         asyncio.run(_proxy(args.port, args.upstream, args.delay_ms / 1000.0, args.stats))
     return 0
