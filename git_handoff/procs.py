@@ -11,6 +11,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from git_handoff.errors import Signalled
+
 
 def alive(pid: int) -> bool:
     """True while `pid` runs (a zombie counts as gone)."""
@@ -58,17 +60,54 @@ def _table() -> list[tuple[int, int, int]]:
 def _tagged(token: str) -> set[int]:
     """Processes whose environment holds `token` (inherited by everything an agent starts,
     daemons that left the process tree included)."""
-    needle = token.encode()
+    needle = _entry(token)
     found = set()
     for name in os.listdir("/proc") if os.path.isdir("/proc") else []:
         if name.isdigit():
             try:
                 with open(f"/proc/{name}/environ", "rb") as fh:
-                    if needle in fh.read():
+                    if needle in b"\0" + fh.read() + b"\0":
                         found.add(int(name))
             except OSError:
                 continue
     return found
+
+
+def _entry(token: str) -> bytes:
+    """The whole environment entry, not any text that contains the token ("HOME=" would
+    match every process)."""
+    return f"\0{TOKEN_VAR}={token}\0".encode()
+
+
+def _environ_has(pid: int, needle: bytes) -> bool:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as fh:
+            return needle in b"\0" + fh.read() + b"\0"
+    except OSError:
+        return False
+
+
+def launched_with(pid: int, token: str) -> bool:
+    """Whether `pid` is still the process launched with `token` in its environment (it,
+    or a child: a tmux pane's shell exports it to the agent it starts), not another that
+    got the number after a reboot, or one a copied record names. Without /proc: alive."""
+    if not alive(pid):
+        return False
+    if not os.path.isdir("/proc"):
+        return True
+    needle = _entry(token)
+    return _environ_has(pid, needle) or any(_environ_has(p, needle) for p, ppid, _ in _table() if ppid == pid)
+
+
+def kill_tagged(token: str, grace: float = 3.0) -> None:
+    """End every process that carries `token` (what an agent left running once it was gone)."""
+    members = _tagged(token)
+    _signal_all(members, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while members and time.monotonic() < deadline:
+        members = {m for m in members if alive(m)}
+        time.sleep(0.05)
+    _signal_all(members | _tagged(token), signal.SIGKILL)
 
 
 def tree(pid: int, token: str | None = None) -> set[int]:
@@ -114,15 +153,29 @@ def _signal_all(pids: set[int], sig: int) -> None:
             pass
 
 
+TOKEN_VAR = "HANDOFF_AGENT_TOKEN"  # what the launcher tags an agent (and all it starts) with
+TERMINATING = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
 @contextmanager
 def signals_as_interrupt() -> Iterator[None]:
-    """SIGTERM and SIGHUP raise KeyboardInterrupt, as Ctrl-C does (the relay then ends its
-    agent and closes its session)."""
+    """Ctrl-C, SIGTERM and SIGHUP raise errors.Signalled (a KeyboardInterrupt naming the
+    signal) the first time; every later one is ignored, so that the cleanup the first one
+    started (ending an agent, closing its session, releasing a lock) runs to its end.
+    Through `git`, one Ctrl-C arrives twice: from the terminal, and again from git, which
+    forwards it to its child and waits for it. Once a signal came, the signals stay
+    ignored, and blocked, after the block: the process is on its way out, and Python's
+    own shutdown gives a signal it handled back its default action, which a late copy of
+    the signal would then take (death by the signal instead of the exit status)."""
+    received: list[int] = []
+
     def handler(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt
+        received.append(signum)
+        if len(received) == 1:
+            raise Signalled(signum)
 
     saved = {}
-    for sig in (signal.SIGTERM, signal.SIGHUP):
+    for sig in TERMINATING:
         try:
             saved[sig] = signal.signal(sig, handler)
         except ValueError:  # not the main thread
@@ -131,4 +184,6 @@ def signals_as_interrupt() -> Iterator[None]:
         yield
     finally:
         for sig, old in saved.items():
-            signal.signal(sig, old)
+            signal.signal(sig, int(signal.SIG_IGN) if received else old)
+        if received:
+            signal.pthread_sigmask(signal.SIG_BLOCK, TERMINATING)

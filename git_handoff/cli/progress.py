@@ -32,8 +32,11 @@ class Progress:
 
     def clear(self) -> None:
         if self.shown:
-            click.echo("\r\x1b[K", err=True, nl=False)
             self.shown = False
+            try:
+                click.echo("\r\x1b[K", err=True, nl=False)
+            except OSError:  # a terminal that hung up: what was being done matters more
+                pass
 
     def __enter__(self) -> Progress:
         return self
