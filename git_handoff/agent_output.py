@@ -14,13 +14,16 @@ Pure: no I/O, no printing, no clock (the caller passes `now`).
 from __future__ import annotations
 
 import datetime
+import math
 import re
+import zoneinfo
 from dataclasses import dataclass
 
 USAGE_LIMIT = "usage_limit"
 RATE_LIMIT = "rate_limit"
 OUTAGE = "outage"
 MAX_LINE = 300  # characters of the recognized line kept in a Limit
+MAX_OUTPUT = 64 * 1024  # only the output's tail is read: the CLI's last words
 
 
 @dataclass(frozen=True)
@@ -51,54 +54,72 @@ def cli_of(agent_command: str) -> str:
 
 # -- times printed by the CLIs -------------------------------------------------------------------
 
+_MONTHS = {m: i for i, m in enumerate(("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct",
+                                         "nov", "dec"), start=1)}
+# "8pm", "3:03pm", "11:01 PM", "20:00"; optionally after "Dec 5, " or "Dec 5th, 2026 "; then "(Europe/Berlin)"
+_WHEN = re.compile(
+    r"(?i)(?:(?P<mon>jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?\s+(?P<day>\d{1,2})(?:st|nd|rd|th)?"
+    r",?(?:\s+(?P<year>\d{4}))?,?\s+(?:at\s+)?)?"
+    r"(?P<hour>\d{1,2})(?::(?P<minute>\d{2}))?\s*(?P<half>am|pm)?\b"
+    r"(?:\s*\((?P<zone>[A-Za-z_]+(?:/[A-Za-z0-9_+-]+)*)\))?"
+)
+_SECONDS = re.compile(r"(?i)(?:retry|try again|retry after)\s+(?:in\s+|after\s+)?(?:(\d+)h)?(?:(\d+)m(?!s))?([\d.]+)s\b")
+
 
 def _utc(moment: datetime.datetime) -> str:
     return moment.astimezone(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-_CLOCK = re.compile(r"(?i)\b(\d{1,2})(?::(\d{2}))?\s*(am|pm)?\b")
+def _zone(name: str | None, now: datetime.datetime) -> datetime.tzinfo:
+    """The named IANA zone the CLI printed, else now's own zone."""
+    if name:
+        if name.upper() == "UTC":
+            return datetime.timezone.utc
+        try:
+            return zoneinfo.ZoneInfo(name)
+        except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+            pass
+    return now.tzinfo if now.tzinfo is not None else datetime.timezone.utc
 
 
-def _clock_after(text: str, now: datetime.datetime) -> str | None:
-    """ "8pm", "8:30 pm", "20:00": the first such moment after `now`, in now's zone."""
-    match = _CLOCK.search(text)
+def _when_after(text: str, now: datetime.datetime) -> str | None:
+    """A printed reset time ("8pm", "3:03pm (Europe/Berlin)", "Dec 5, 5:53pm",
+    "Dec 5th, 2026 11:01 PM") as the first such moment after `now`, in UTC."""
+    for match in _WHEN.finditer(text):
+        hour, minute, half = int(match["hour"]), int(match["minute"] or 0), (match["half"] or "").lower()
+        if not half and match["minute"] is None:
+            continue  # a bare number is not a time
+        if half:
+            if not 1 <= hour <= 12:
+                continue
+            hour = hour % 12 + (12 if half == "pm" else 0)
+        if hour > 23 or minute > 59:
+            continue
+        local_now = now.astimezone(_zone(match["zone"], now))
+        try:
+            if match["mon"]:
+                year = int(match["year"]) if match["year"] else local_now.year
+                moment = local_now.replace(year=year, month=_MONTHS[match["mon"][:3].lower()], day=int(match["day"]),
+                                           hour=hour, minute=minute, second=0, microsecond=0)
+                if moment < local_now - datetime.timedelta(days=1) and not match["year"]:
+                    moment = moment.replace(year=year + 1)  # "Jan 2" printed on Dec 30
+            else:
+                moment = local_now.replace(hour=hour, minute=minute, second=0, microsecond=0)
+                if moment <= local_now:
+                    moment += datetime.timedelta(days=1)
+        except ValueError:
+            continue  # Feb 30
+        return _utc(moment)
+    return None
+
+
+def _seconds_after(text: str, now: datetime.datetime) -> str | None:
+    """ "Please retry in 400.0s", "Suggested retry after 75s", "try again in 1m15s"."""
+    match = _SECONDS.search(text)
     if not match:
         return None
-    hour, minute = int(match.group(1)), int(match.group(2) or 0)
-    half = (match.group(3) or "").lower()
-    if not half and match.group(2) is None:
-        return None  # a bare number is not a time
-    if half:
-        if not 1 <= hour <= 12:
-            return None
-        hour = hour % 12 + (12 if half == "pm" else 0)
-    if hour > 23 or minute > 59:
-        return None
-    local = now if now.tzinfo is not None else now.astimezone()
-    moment = local.replace(hour=hour, minute=minute, second=0, microsecond=0)
-    if moment <= local:
-        moment += datetime.timedelta(days=1)
-    return _utc(moment)
-
-
-def _in_seconds(seconds: float, now: datetime.datetime) -> str:
-    local = now if now.tzinfo is not None else now.astimezone()
-    return _utc(local + datetime.timedelta(seconds=seconds))
-
-
-# -- Claude Code ----------------------------------------------------------------------------------
-
-_CLAUDE_USAGE = re.compile(
-    r"(?i)(hit your (session|weekly|opus|usage) limit|usage limit reached|\b\d+-hour limit reached|"
-    r"limit will reset at|out of extra usage)"
-)
-_CLAUDE_RESETS = re.compile(r"(?i)\bresets?(?:\s+at)?\s+(.+)$")
-_CLAUDE_EPOCH = re.compile(r"(?i)usage limit reached\|(\d{9,11})")
-_CLAUDE_RATE = re.compile(r"(?i)(API Error: Request rejected \(429\)|API Error: 429\b|rate_limit_error)")
-_CLAUDE_OUTAGE = re.compile(
-    r"(?i)(API Error: (529|500|502|503|504)\b|overloaded_error|api_error|"
-    r"API Error: Request rejected \((500|502|503|504|529)\)|Overloaded)"
-)
+    seconds = int(match[1] or 0) * 3600 + int(match[2] or 0) * 60 + float(match[3])
+    return _utc(now + datetime.timedelta(seconds=math.ceil(seconds)))
 
 
 def _printable(line: str) -> str:
@@ -107,24 +128,84 @@ def _printable(line: str) -> str:
 
 
 def _lines(output: str) -> list[str]:
-    return [_printable(raw) for raw in output.splitlines() if raw.strip()]
+    """The output's non-blank lines, last first (the latest message wins), printable."""
+    return [_printable(raw) for raw in reversed(output[-MAX_OUTPUT:].splitlines()) if raw.strip()]
 
 
-def _claude(output: str, now: datetime.datetime) -> Limit | None:
-    for line in _lines(output):
-        epoch = _CLAUDE_EPOCH.search(line)
-        if epoch:
-            moment = datetime.datetime.fromtimestamp(int(epoch.group(1)), datetime.timezone.utc)
-            return Limit(USAGE_LIMIT, _utc(moment), line)
-        if _CLAUDE_USAGE.search(line):
-            resets = _CLAUDE_RESETS.search(line)
-            return Limit(USAGE_LIMIT, _clock_after(resets.group(1), now) if resets else None, line)
-    for line in _lines(output):
-        if _CLAUDE_RATE.search(line):
-            return Limit(RATE_LIMIT, None, line)
-        if _CLAUDE_OUTAGE.search(line):
-            return Limit(OUTAGE, None, line)
+@dataclass(frozen=True)
+class _Rule:
+    kind: str
+    pattern: re.Pattern[str]
+    when: str | None = None  # "clock": a printed reset time; "seconds": a printed delay
+    epoch: bool = False  # group 1 is a Unix time
+
+
+def _first(rules: tuple[_Rule, ...], output: str, now: datetime.datetime) -> Limit | None:
+    lines = _lines(output)
+    for rule in rules:  # by rule first: a plan limit beats the 429 line around it
+        for line in lines:
+            match = rule.pattern.search(line)
+            if match is None:
+                continue
+            resets_at = None
+            if rule.epoch:
+                resets_at = _utc(datetime.datetime.fromtimestamp(int(match[1]), datetime.timezone.utc))
+            elif rule.when == "clock":
+                resets_at = _when_after(line[match.end():], now)
+            elif rule.when == "seconds":
+                resets_at = _seconds_after(line, now) or _seconds_after(output[-MAX_OUTPUT:], now)
+            return Limit(rule.kind, resets_at, line)
     return None
+
+
+# -- per CLI: what the real binaries print (docs/agent-limits.md has the table) --------------------
+
+# Claude Code 2.1.332 (`claude -p`: on stdout, exit 1)
+CLAUDE = (
+    # subscription plan limits: "You've hit your 5-hour limit · resets 3:03pm (Europe/Berlin)",
+    # "You've hit your weekly limit · resets Dec 5, 5:53pm (America/New_York)", "... session limit · resets 8pm"
+    _Rule(USAGE_LIMIT, re.compile(r"(?i)\bhit your (?:[\w-]+ )*limit\b.*?\bresets?\b"), when="clock"),
+    _Rule(USAGE_LIMIT, re.compile(r"(?i)usage limit reached\|(\d{9,11})"), epoch=True),  # older CLIs
+    _Rule(USAGE_LIMIT, re.compile(r"(?i)(?:\bhit your (?:[\w-]+ )*limit\b|usage limit reached|out of (?:extra )?usage"
+                                  r"|usage credits)")),
+    # "API Error: Request rejected (429) · This request would exceed the rate limit ..."
+    _Rule(RATE_LIMIT, re.compile(r"(?i)API Error: (?:Request rejected \(429\)|429\b)|rate_limit_error")),
+    # "API Error: 529 Overloaded. This is a server-side issue ...", "API Error: 500 Internal server error. ...",
+    # "API Error: 503 Service unavailable. ..."
+    _Rule(OUTAGE, re.compile(r"(?i)API Error: (?:Request rejected \()?(?:5\d\d)\b|overloaded_error"
+                             r"|API Error: (?:Connection error|Request timed out)")),
+)
+
+# Codex 0.171.0 (`codex exec`: on stderr as "ERROR: ...", exit 1)
+CODEX = (
+    # ChatGPT plans: "You've hit your usage limit. Upgrade to Pro (...) or try again at 12:40 PM."
+    # (or "... at Dec 5th, 2026 11:01 PM."); the apostrophe is U+2019
+    _Rule(USAGE_LIMIT, re.compile(r"(?i)hit your usage limit\b.*?\btry again at\b"), when="clock"),
+    _Rule(USAGE_LIMIT, re.compile(r"(?i)hit your usage limit|usage limit reached|Quota exceeded\. Check your plan"
+                                  r"|out of credits|workspace credit limit")),
+    # "exceeded retry limit, last status: 429 Too Many Requests, request id: ..."
+    _Rule(RATE_LIMIT, re.compile(r"(?i)last status: 429\b|unexpected status 429\b|rate limit reached"), when="seconds"),
+    # 500: "We're currently experiencing high demand, which may cause temporary errors."
+    # 503: "unexpected status 503 Service Unavailable: The server is overloaded or not ready yet., url: ..."
+    _Rule(OUTAGE, re.compile(r"(?i)experiencing high demand|(?:last|unexpected) status 5\d\d\b"
+                             r"|Codex is currently experiencing high load|stream disconnected before completion")),
+)
+
+# Gemini CLI 0.61.0 (`gemini -p`: on stderr, exit 1)
+GEMINI = (
+    # a per-day quota: "TerminalQuotaError: You have exhausted your daily quota on this model."
+    _Rule(USAGE_LIMIT, re.compile(r"(?i)exhausted your daily quota|QUOTA_EXHAUSTED|INSUFFICIENT_G1_CREDITS")),
+    # a per-minute quota past its retries or longer than 300 s: "TerminalQuotaError: You exceeded your current
+    # quota, ... Please retry in 400.0s." then "Suggested retry after 400s."
+    _Rule(RATE_LIMIT, re.compile(r"(?i)(?:Terminal|Retryable)QuotaError|RESOURCE_EXHAUSTED|exceeded your current quota"
+                                 r"|status 429\b|\b429 Too Many Requests"), when="seconds"),
+    # 503 "The model is overloaded. Please try again later.", 500 "An internal error has occurred."
+    _Rule(OUTAGE, re.compile(r"(?i)model is overloaded|MODEL_CAPACITY_EXHAUSTED|exhausted your capacity"
+                             r"|\b(?:status|code)\W{0,3}(?:500|502|503|504)\b|An internal error has occurred"
+                             r"|\bUNAVAILABLE\b")),
+)
+
+_RULES = {"claude": CLAUDE, "codex": CODEX, "gemini": GEMINI}
 
 
 def limit_in(cli: str, exit_status: int | None, output: str, now: datetime.datetime) -> Limit | None:
@@ -138,9 +219,13 @@ def limit_in(cli: str, exit_status: int | None, output: str, now: datetime.datet
     """
     if exit_status == 0:
         return None
-    if cli == "claude":
-        return _claude(output, now)
-    return None
+    if now.tzinfo is None:
+        now = now.replace(tzinfo=datetime.timezone.utc)
+    if cli in _RULES:
+        return _first(_RULES[cli], output, now)
+    # a wrapper script around one of them: whichever CLI's texts are there, a told reset first
+    found = [limit for rules in _RULES.values() if (limit := _first(rules, output, now)) is not None]
+    return next((limit for limit in found if limit.resets_at), found[0] if found else None)
 
 
 def person_prompt_in(cli: str, screen: str) -> str | None:

@@ -31,6 +31,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from tests.support.stubs import faults as faults_mod
+
 MODEL = "claude-stub-1"
 NEXT_TASK = re.compile(r"Next task: \[([A-Za-z0-9._-]+)\]")
 _ids = itertools.count(1)
@@ -239,13 +241,15 @@ def _whole(reply: Reply) -> bytes:
 
 
 class StubServer:
-    """`with StubServer(policy) as stub:` ... `stub.url`, `stub.requests`, `stub.policy = ...`."""
+    """`with StubServer(policy) as stub:` ... `stub.url`, `stub.requests`, `stub.policy = ...`,
+    `stub.faults.fail(Fault("rate_limit", reset_in=75), times=3)` (tests/support/stubs/faults.py)."""
 
     def __init__(self, policy: Policy, *, lifetime: float = 300.0) -> None:
         self.policy = policy
         self.lifetime = lifetime
         self.requests: list[Request] = []
         self.errors: list[str] = []
+        self.faults = faults_mod.Faults()  # scripted 429/529/5xx answers: see faults.py
         self._lock = threading.Lock()
         stub = self
 
@@ -255,9 +259,11 @@ class StubServer:
             def log_message(self, format: str, *args: Any) -> None:
                 pass
 
-            def _send(self, code: int, body: bytes, kind: str) -> None:
+            def _send(self, code: int, body: bytes, kind: str, headers: dict[str, str] | None = None) -> None:
                 self.send_response(code)
                 self.send_header("Content-Type", kind)
+                for name, value in (headers or {}).items():
+                    self.send_header(name, value)
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
                 self.wfile.write(body)
@@ -284,6 +290,11 @@ class StubServer:
                 req = Request(self.path, body if isinstance(body, dict) else {})
                 with stub._lock:
                     stub.requests.append(req)
+                taken = stub.faults.take()
+                if taken is not None:
+                    answer = faults_mod.anthropic(*taken)
+                    self._send(answer.status, answer.body, "application/json", answer.headers)
+                    return
                 try:
                     reply = stub.policy(req)
                 except Exception as exc:  # noqa: BLE001 - a policy bug must show in the test, not hang the CLI

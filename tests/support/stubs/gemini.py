@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from tests.support.stubs import faults
 from tests.support.stubs.loopback import (
     Call,
     Exchange,
@@ -108,6 +109,11 @@ class GeminiStub(StubBase):
         super().__init__(policy, lifetime)
         self.prompt_tokens = prompt_tokens
         self.compressions = 0
+
+    fault_wire = staticmethod(faults.google)
+
+    def is_model_request(self, request: Recorded) -> bool:
+        return request.method == "POST" and "GenerateContent" in request.path
 
     def model_requests(self) -> list[Recorded]:
         return [r for r in self.requests if r.method == "POST" and "GenerateContent" in r.path

@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from tests.support.stubs import faults as faults_mod
+
 LIFETIME = 300.0  # seconds; a stub nobody stopped shuts itself down after this
 
 
@@ -158,6 +160,18 @@ class _Handler(BaseHTTPRequestHandler):
         record = Recorded(method, self.path, {k.lower(): v for k, v in self.headers.items()}, body)
         with self.server.lock:
             self.server.requests.append(record)
+        fault = self.server.stub.fault_answer(record)
+        if fault is not None:
+            self.send_response(fault.status)
+            self.send_header("Content-Type", "application/json")
+            for name, value in fault.headers.items():
+                self.send_header(name, value)
+            self.send_header("Content-Length", str(len(fault.body)))
+            self.send_header("Connection", "close")
+            self.end_headers()
+            self.wfile.write(fault.body)
+            self.close_connection = True
+            return
         status, content_type, chunks = self.server.stub.respond(record)
         self.send_response(status)
         self.send_header("Content-Type", content_type)
@@ -187,7 +201,13 @@ class LoopbackServer(ThreadingHTTPServer):
 
 
 class StubBase:
-    """Subclasses implement ``respond``; use as a context manager (or start/stop)."""
+    """Subclasses implement ``respond``; use as a context manager (or start/stop).
+
+    ``faults`` (a ``faults.Faults`` script) turns the model requests it picks into the
+    API's error answers; subclasses say which requests are model requests
+    (``is_model_request``) and how their API answers a fault (``fault_wire``)."""
+
+    fault_wire: Callable[[faults_mod.Fault, float], faults_mod.Answer] | None = None
 
     def __init__(self, policy: Policy, lifetime: float = LIFETIME) -> None:
         self.policy = policy
@@ -195,6 +215,7 @@ class StubBase:
         self._server: LoopbackServer | None = None
         self._timer: threading.Timer | None = None
         self.model_turns = 0
+        self.faults = faults_mod.Faults()
 
     # -- lifecycle
     def start(self) -> StubBase:
@@ -234,6 +255,18 @@ class StubBase:
 
     def respond(self, request: Recorded) -> tuple[int, str, Iterable[bytes]]:
         raise NotImplementedError
+
+    def is_model_request(self, request: Recorded) -> bool:
+        return False
+
+    def fault_answer(self, request: Recorded) -> faults_mod.Answer | None:
+        """The scripted fault's answer to this request, when it is a model request and
+        the script has one for it."""
+        wire = type(self).fault_wire
+        if wire is None or not self.is_model_request(request):
+            return None
+        taken = self.faults.take()
+        return None if taken is None else wire(*taken)
 
     def next_turn(self, exchange: Exchange) -> Turn:
         exchange.index = self.model_turns

@@ -16,6 +16,7 @@ import json
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from tests.support.stubs import faults
 from tests.support.stubs.loopback import (
     Call,
     Exchange,
@@ -117,8 +118,13 @@ class ResponsesStub(StubBase):
         self._ids = itertools.count(1)
         self.compactions = 0
 
+    fault_wire = staticmethod(faults.openai)
+
     def model_requests(self) -> list[Recorded]:
         return [r for r in self.requests if r.method == "POST" and r.path.endswith("/responses")]
+
+    def is_model_request(self, request: Recorded) -> bool:
+        return request.method == "POST" and request.path.endswith("/responses")
 
     def respond(self, request: Recorded) -> tuple[int, str, Iterable[bytes]]:
         if request.method == "GET" and request.path.rstrip("/").endswith("/models"):
