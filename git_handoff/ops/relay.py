@@ -160,7 +160,7 @@ class Relay:
         self.relay_dir.mkdir(exist_ok=True)
         self.watch = relay_watch.Watch(store, self.relay_dir, opts.agent, opts.hang_timeout, opts.limit_backoff,
                                        opts.limit_backoff_max, opts.poll, say, self.waiting, self._failure,
-                                       lambda changes, log: _update_record(store, changes, log=log))
+                                       lambda changes, log: _update_record(self._session_store(), changes, log=log))
 
     # -- helpers --
 

@@ -41,6 +41,7 @@ OUTPUT_READ = 64 << 10  # the tail of a launch's output that is read for a limit
 RESET_MARGIN = 5.0  # seconds after a printed reset time before the next launch
 SCREEN_EVERY = 1.0  # seconds between two reads of a tmux pane
 ACTIVITY_EVERY = 1.0  # seconds between two looks at the agent's progress
+JUST_PAST = 180.0  # seconds a reset time may lie in the past and still be this one's
 MAX_WAIT = 8 * 24 * 3600.0  # a reset time further away than this is not believed: backoff instead
 KIND_WORDS = {agent_output.USAGE_LIMIT: "the usage limit", agent_output.RATE_LIMIT: "the rate limit",
               agent_output.OUTAGE: "the API outage"}
@@ -75,8 +76,8 @@ def wait_seconds(limit: Limit, streak: int, backoff: float, backoff_max: float,
             left = (parse_time(limit.resets_at) - now).total_seconds()
         except HandoffError:
             left = 0.0
-        if 0 < left <= MAX_WAIT:
-            return left + RESET_MARGIN, True
+        if -JUST_PAST < left <= MAX_WAIT:  # a reset printed to the minute may be just past: now
+            return max(left, 0.0) + RESET_MARGIN, True
     return float(min(backoff_max, backoff * 2 ** min(max(streak - 1, 0), 30))), False
 
 
