@@ -120,9 +120,10 @@ def _when_after(text: str, now: datetime.datetime) -> str | None:
 
 def _seconds_after(text: str, now: datetime.datetime) -> str | None:
     """ "Please retry in 400.0s", "Suggested retry after 75s", "try again in 1m15s"."""
-    match = _SECONDS.search(text)
-    if not match:
+    told = list(_SECONDS.finditer(text))
+    if not told:
         return None
+    match = told[-1]  # the latest told delay
     seconds = int(match[1] or 0) * 3600 + int(match[2] or 0) * 60 + float(match[3])
     return _utc(now + datetime.timedelta(seconds=math.ceil(seconds)))
 
@@ -196,18 +197,22 @@ CODEX = (
                              r"|Codex is currently experiencing high load|stream disconnected before completion")),
 )
 
-# Gemini CLI 0.61.0 (`gemini -p`: on stderr, exit 1)
+# Gemini CLI 0.61.0 (`gemini -p`: on stderr, exit 1, its error class then the API's error dumped)
 GEMINI = (
     # a per-day quota: "TerminalQuotaError: You have exhausted your daily quota on this model."
     _Rule(USAGE_LIMIT, re.compile(r"(?i)exhausted your daily quota|QUOTA_EXHAUSTED|INSUFFICIENT_G1_CREDITS")),
+    # 503 after its retries: "RetryableQuotaError: The model is overloaded. Please try again later."
+    _Rule(OUTAGE, re.compile(r"(?i)QuotaError: The model is overloaded|MODEL_CAPACITY_EXHAUSTED"
+                             r"|exhausted your capacity")),
     # a per-minute quota past its retries or longer than 300 s: "TerminalQuotaError: You exceeded your current
     # quota, ... Please retry in 400.0s." then "Suggested retry after 400s."
-    _Rule(RATE_LIMIT, re.compile(r"(?i)(?:Terminal|Retryable)QuotaError|RESOURCE_EXHAUSTED|exceeded your current quota"
-                                 r"|status 429\b|\b429 Too Many Requests"), when="seconds"),
-    # 503 "The model is overloaded. Please try again later.", 500 "An internal error has occurred."
-    _Rule(OUTAGE, re.compile(r"(?i)model is overloaded|MODEL_CAPACITY_EXHAUSTED|exhausted your capacity"
-                             r"|\b(?:status|code)\W{0,3}(?:500|502|503|504)\b|An internal error has occurred"
-                             r"|\bUNAVAILABLE\b")),
+    _Rule(RATE_LIMIT, re.compile(r"(?:Terminal|Retryable)QuotaError"), when="seconds"),
+    _Rule(RATE_LIMIT, re.compile(r"(?i)RESOURCE_EXHAUSTED|exceeded your current quota|status 429\b"
+                                 r"|\b429 Too Many Requests"), when="seconds"),
+    # 500 after its retries: "_ApiError: {"error":{"code":500,"message":"An internal error has occurred. ..."
+    _Rule(OUTAGE, re.compile(r'ApiError: \{"error":\{"code":5\d\d\b')),
+    _Rule(OUTAGE, re.compile(r"(?i)model is overloaded|\b(?:status|code)\W{0,3}(?:500|502|503|504)\b"
+                             r"|An internal error has occurred|\bUNAVAILABLE\b")),
 )
 
 _RULES = {"claude": CLAUDE, "codex": CODEX, "gemini": GEMINI}
@@ -233,24 +238,77 @@ def limit_in(cli: str, exit_status: int | None, output: str, now: datetime.datet
     return next((limit for limit in found if limit.resets_at), found[0] if found else None)
 
 
+_WORKSPACE = re.compile(r"Accessing workspace:\s*\n\s*(/[^\n]*)")
+_KEY_TAIL = re.compile(r"ANTHROPIC_API_KEY:\s*\S*\.\.\.(\S{1,20})")
+
+
+def _json_string(text: str) -> str:
+    return '"' + "".join(c if c.isprintable() and c not in '"\\' else "?" for c in text.strip())[:200] + '"'
+
+
+def _claude_screen(screen: str) -> str | None:
+    text = " ".join(screen.split())
+    if "Unable to connect to Anthropic services" in text or "Failed to connect to api.anthropic.com" in text:
+        return ('claude stopped on its first-run screens, which need api.anthropic.com: set "hasCompletedOnboarding": '
+                'true in ~/.claude.json (see the README\'s unattended recipe)')
+    if "Choose the text style" in text:
+        return 'claude is on its first-run theme screen: set "hasCompletedOnboarding": true in ~/.claude.json'
+    if "Accessing workspace:" in text or "Yes, I trust this folder" in text:
+        found = _WORKSPACE.search(screen)
+        folder = _json_string(found.group(1)) if found else '"<this directory>"'
+        return (f'claude is asking whether to trust this folder: set "projects": {{{folder}: '
+                '{"hasTrustDialogAccepted": true}} in ~/.claude.json')
+    if "Do you want to use this API key" in text or "Detected a custom API key" in text:
+        tail = _KEY_TAIL.search(text)
+        key = _json_string(tail.group(1)) if tail else "<the key's last 20 characters>"
+        return (f'claude is asking whether to use ANTHROPIC_API_KEY: set "customApiKeyResponses": {{"approved": '
+                f'[{key}]}} in ~/.claude.json (the key\'s last 20 characters)')
+    if "Bypass Permissions mode" in text and ("Yes, I accept" in text or "No, exit" in text):
+        return ('claude is asking to accept Bypass Permissions mode: set "bypassPermissionsModeAccepted": true in '
+                '~/.claude.json, or "skipDangerousModePermissionPrompt": true in .claude/settings.local.json '
+                '(`git handoff hooks install --agent claude --unattended` writes it)')
+    if "Select login method" in text or "Not logged in" in text and "/login" in text:
+        return ("claude is not logged in: set ANTHROPIC_API_KEY (or CLAUDE_CODE_OAUTH_TOKEN from `claude setup-token`) "
+                "in the relay's environment")
+    return None
+
+
+_CODEX_FOLDER = re.compile(r"Folder access\s*\n\s*(/[^\n]*)")
+
+
+def _codex_screen(screen: str) -> str | None:
+    text = " ".join(screen.split())
+    if "Trust this folder?" in text or "Trust and continue" in text:
+        found = _CODEX_FOLDER.search(screen)
+        folder = _json_string(found.group(1)) if found else '"<this directory>"'
+        return (f"codex is asking whether to trust this folder: add [projects.{folder}] trust_level = \"trusted\" "
+                "to $CODEX_HOME/config.toml (~/.codex/config.toml), or run `codex exec --trust` here once")
+    if "Sign in with ChatGPT" in text or "Choose how you want to use Codex" in text:
+        return ("codex wants a login: run `printenv OPENAI_API_KEY | codex login --with-api-key` once, or give it a "
+                "[model_providers.<id>] entry with env_key in $CODEX_HOME/config.toml")
+    return None
+
+
+def _gemini_screen(screen: str) -> str | None:
+    text = " ".join(screen.split())
+    if "Do you trust the files in this folder?" in text or "Trust folder (" in text:
+        return ("gemini is asking whether to trust this folder: set GEMINI_CLI_TRUST_WORKSPACE=true in the relay's "
+                'environment, or add {"<this folder>": "TRUST_FOLDER"} to ~/.gemini/trustedFolders.json')
+    if "How would you like to authenticate" in text or "Get started" in text and "Use Gemini API Key" in text:
+        return ('gemini is asking how to log in: set "security": {"auth": {"selectedType": "gemini-api-key"}} in '
+                "~/.gemini/settings.json and GEMINI_API_KEY in the relay's environment")
+    return None
+
+
 def person_prompt_in(cli: str, screen: str) -> str | None:
     """One line saying what to set when `screen` (a tmux pane's text) shows the CLI
-    waiting for a person on a first-run, login, trust, API-key or permission screen."""
-    if cli != "claude":
+    waiting for a person on a first-run, login, trust, API-key or permission screen;
+    None when it shows none of them. The screens are Claude Code 2.1.332's, captured on
+    a fresh HOME, and Codex 0.171.0's and Gemini CLI 0.61.0's (docs/agent-limits.md);
+    `cli` "other" tries every CLI's."""
+    readers = {"claude": _claude_screen, "codex": _codex_screen, "gemini": _gemini_screen}
+    if cli in readers:
+        return readers[cli](screen)
+    if cli != "other":
         return None
-    text = " ".join(screen.split())
-    if "Do you trust the files in this folder" in text or "trust this folder" in text.lower():
-        return ('claude is asking whether to trust this folder: set "hasTrustDialogAccepted": true under '
-                '"projects" -> this directory in ~/.claude.json')
-    if "Bypass Permissions mode" in text:
-        return ('claude is asking to accept Bypass Permissions mode: set "bypassPermissionsModeAccepted": true '
-                'in ~/.claude.json')
-    if "Do you want to use this API key" in text:
-        return ('claude is asking whether to use ANTHROPIC_API_KEY: add the key\'s last 20 characters to '
-                '"customApiKeyResponses": {"approved": [...]} in ~/.claude.json')
-    if "Choose the text style" in text or "Let's get started" in text:
-        return ('claude is on its first-run theme screen: set "hasCompletedOnboarding": true and "theme": "dark" '
-                'in ~/.claude.json')
-    if "Select login method" in text:
-        return "claude wants a login: set ANTHROPIC_API_KEY in the relay's environment (or run `claude` once and log in)"
-    return None
+    return next((said for read in readers.values() if (said := read(screen)) is not None), None)

@@ -100,11 +100,38 @@ def installed_with() -> list[str]:
     return []
 
 
+UNATTENDED_OPTION = click.option(
+    "--unattended", is_flag=True,
+    help="With --agent claude: also record what an unattended interactive run (relay --tmux) needs where the "
+         "project may say it: \"skipDangerousModePermissionPrompt\": true in .claude/settings.local.json (this "
+         "clone only, kept out of git by .git/info/exclude; Claude Code ignores it in the shared "
+         ".claude/settings.json), so --dangerously-skip-permissions does not stop on its warning. It cannot set "
+         "what Claude Code reads only from ~/.claude.json: hasCompletedOnboarding, "
+         "projects[\"<repo>\"].hasTrustDialogAccepted, customApiKeyResponses.approved (the key's last 20 "
+         "characters) - see the README's recipe. With uninstall: remove that setting.")
+
+
+def _echo_unattended(result: dict[str, object]) -> None:
+    done = result.get("unattended")
+    if not isinstance(done, dict):
+        return
+    if "removed" in done:
+        click.echo(f"Unattended setting {'removed from' if done['removed'] else 'was not in'} "
+                   f"{done['local_settings']}")
+        return
+    click.echo(f"Unattended: skipDangerousModePermissionPrompt in {done['local_settings']} "
+               f"({'set' if done['set'] else 'already set'}; this clone only)")
+    click.echo("  still needed in ~/.claude.json (Claude Code reads them nowhere else): "
+               "hasCompletedOnboarding, projects[\"<repo>\"].hasTrustDialogAccepted, "
+               "customApiKeyResponses.approved - see the README's recipe")
+
+
 @hooks_cmd.command("install")
 @AGENT_OPTION
 @NO_MCP_OPTION
+@UNATTENDED_OPTION
 @json_option
-def hooks_install_cmd(agent: str | None, no_mcp: bool, as_json: bool) -> None:
+def hooks_install_cmd(agent: str | None, no_mcp: bool, unattended: bool, as_json: bool) -> None:
     """Install the post-commit hook (chained beside an existing one), or with --agent
     merge that agent's hooks into its own config, keeping every entry of yours:
     claude -> .claude/settings.json, codex -> .codex/hooks.json (and their trust in
@@ -115,7 +142,8 @@ def hooks_install_cmd(agent: str | None, no_mcp: bool, as_json: bool) -> None:
     mcpServers.handoff in .gemini/settings.json)."""
     from git_handoff.ops import hooks
 
-    result = hooks.install(_repo(), agent=agent, command=installed_with(), mcp=not no_mcp)
+    result = hooks.install(_repo(), agent=agent, command=installed_with(), mcp=not no_mcp,
+                           unattended_run=unattended)
     if as_json:
         emit_json(result)
     elif agent == "claude":
@@ -124,6 +152,7 @@ def hooks_install_cmd(agent: str | None, no_mcp: bool, as_json: bool) -> None:
         click.echo("Commit .claude/settings.json (git add .claude/settings.json; git commit) so every clone "
                    "and every later session gets these hooks.")
         _echo_mcp(result)
+        _echo_unattended(result)
     elif agent in LABELS:
         added = ", ".join(result["added"]) or "none (already installed)"
         click.echo(f"{LABELS[agent]} hooks in {result['settings']}: added {added}")
@@ -141,18 +170,20 @@ def hooks_install_cmd(agent: str | None, no_mcp: bool, as_json: bool) -> None:
 @hooks_cmd.command("uninstall")
 @AGENT_OPTION
 @NO_MCP_OPTION
+@UNATTENDED_OPTION
 @json_option
-def hooks_uninstall_cmd(agent: str | None, no_mcp: bool, as_json: bool) -> None:
+def hooks_uninstall_cmd(agent: str | None, no_mcp: bool, unattended: bool, as_json: bool) -> None:
     """Remove what `hooks install` added (a chained hook is put back as it was; of
     the agent's MCP configuration only our `handoff` server goes)."""
     from git_handoff.ops import hooks
 
-    result = hooks.uninstall(_repo(), agent=agent, mcp=not no_mcp)
+    result = hooks.uninstall(_repo(), agent=agent, mcp=not no_mcp, unattended_run=unattended)
     if as_json:
         emit_json(result)
     elif agent in ("claude", *LABELS):
         click.echo(f"Removed git handoff hooks from {result['settings']}: {', '.join(result['removed']) or 'none found'}")
         _echo_mcp(result)
+        _echo_unattended(result)
     else:
         click.echo(f"Removed {result['post_commit']}" if result["removed"] else "No git handoff hook was installed")
 
@@ -187,7 +218,7 @@ def hooks_status_cmd(agent: str | None, as_json: bool) -> None:
     result = hooks.status(_repo())
     if agent == "claude":
         claude = {"agent": "claude", "settings": result["claude_settings"], "installed": result["claude"],
-                  "mcp": result["claude_mcp"]}
+                  "mcp": result["claude_mcp"], "unattended": result["claude_unattended"]}
         if as_json:
             emit_json(claude)
         else:
@@ -196,6 +227,8 @@ def hooks_status_cmd(agent: str | None, as_json: bool) -> None:
             mcp = result["claude_mcp"]
             click.echo(f"mcp server 'handoff': {'registered' if mcp['registered'] else 'not registered'} "
                        f"({mcp['mcp_json']})" + (f"; {mcp['problem']}" if mcp.get("problem") else ""))
+            click.echo(f"unattended (skipDangerousModePermissionPrompt in .claude/settings.local.json): "
+                       f"{'yes' if claude['unattended'] else 'no'}")
         return
     if as_json:
         emit_json(result)

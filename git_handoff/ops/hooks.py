@@ -17,7 +17,7 @@ from git_handoff import agent_config, local, mcp_config
 from git_handoff.errors import UsageError
 from git_handoff.fileio import atomic_write
 from git_handoff.gitrepo import Repo
-from git_handoff.ops import claude, codex, gemini
+from git_handoff.ops import claude, codex, gemini, unattended
 from git_handoff.templates import template_text
 
 MARKER = "git-handoff post-commit hook"
@@ -109,15 +109,29 @@ def _check_agent(agent: str | None) -> None:
         raise UsageError(f"unknown agent {agent!r}: use {', '.join(AGENTS)}")
 
 
+def _check_unattended(agent: str | None, wanted: bool) -> None:
+    if wanted and agent != "claude":
+        raise UsageError("--unattended is for --agent claude: Codex and Gemini CLI keep their folder trust in the "
+                         "user's config only (codex: trust the project once, `codex exec --trust`; gemini: "
+                         "GEMINI_CLI_TRUST_WORKSPACE=true)")
+
+
 def install(repo: Repo, agent: str | None = None, command: Sequence[str] = (), *,
-            mcp: bool = True) -> dict[str, Any]:
+            mcp: bool = True, unattended_run: bool = False) -> dict[str, Any]:
     """Install the post-commit hook (or an agent's hooks). `command`: how the hook starts
-    git handoff (absolute; see `template`); empty: through `git handoff` on PATH."""
+    git handoff (absolute; see `template`); empty: through `git handoff` on PATH.
+    `unattended_run` (claude only): also what an unattended interactive run needs
+    that the project may set (ops/unattended.py)."""
     _check_agent(agent)
+    _check_unattended(agent, unattended_run)
     if agent == "claude":
         if mcp:
             mcp_config.check(repo)  # an unreadable .mcp.json refuses before anything changes
+        if unattended_run:
+            unattended.check(repo)  # checked before the hooks' settings are written
         result = install_claude(repo)
+        if unattended_run:
+            result["unattended"] = unattended.install(repo)
         return {**result, "mcp": mcp_config.install(repo)} if mcp else result
     if agent in AGENT_SPECS:
         spec = AGENT_SPECS[agent]
@@ -150,12 +164,18 @@ def install(repo: Repo, agent: str | None = None, command: Sequence[str] = (), *
     return {**status(repo), "chained_now": chained}
 
 
-def uninstall(repo: Repo, agent: str | None = None, *, mcp: bool = True) -> dict[str, Any]:
+def uninstall(repo: Repo, agent: str | None = None, *, mcp: bool = True,
+              unattended_run: bool = False) -> dict[str, Any]:
     _check_agent(agent)
+    _check_unattended(agent, unattended_run)
     if agent == "claude":
         if mcp:
             mcp_config.check(repo)
+        if unattended_run:
+            unattended.check(repo)
         result = uninstall_claude(repo)
+        if unattended_run:
+            result["unattended"] = unattended.uninstall(repo)
         return {**result, "mcp": mcp_config.uninstall(repo)} if mcp else result
     if agent in AGENT_SPECS:
         spec = AGENT_SPECS[agent]
@@ -200,6 +220,7 @@ def status(repo: Repo) -> dict[str, Any]:
         "session": opened.get("session") if opened else None,
         "claude": claude_installed(repo),
         "claude_settings": str(settings) if settings else None,
+        "claude_unattended": unattended.installed(repo),
         **{name: agent_status(repo, spec)["installed"] for name, spec in AGENT_SPECS.items()},
         "claude_mcp": mcp_config.status(repo),
         **{f"{name}_mcp": mcp_config.status(repo, name) for name in AGENT_SPECS},
