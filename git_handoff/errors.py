@@ -12,6 +12,21 @@ EXIT_CONTENTION = 3
 EXIT_INTERRUPTED = 130
 
 
+class Signalled(KeyboardInterrupt):
+    """A terminating signal arrived (Ctrl-C's SIGINT, SIGTERM, SIGHUP): a KeyboardInterrupt
+    that says which, so that the exit status can too (128 + the signal's number: 130,
+    143, 129), as a shell reports a process the signal ended."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def interrupt_exit_code(exc: BaseException | None) -> int:
+    """The exit status of an interrupted command: 128 + the signal's number (Ctrl-C: 130)."""
+    return 128 + exc.signum if isinstance(exc, Signalled) else EXIT_INTERRUPTED
+
+
 class HandoffError(Exception):
     """Base class: bad input or usage; nothing was changed (exit 2)."""
 

@@ -115,6 +115,30 @@ def stop_tmux_server(socket_name: str) -> None:
     remove_socket(socket_name, path)
 
 
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# set by tmux for the pane itself, not taken from the relay
+_PANE_OWN = ("TERM", "TMUX", "TMUX_PANE", "COLUMNS", "LINES")
+
+
+def _write_env_file(path: Path, env: dict[str, str]) -> None:
+    """A shell file that gives a tmux pane exactly `env`: a tmux server already running on
+    the socket (one left behind, or --tmux-socket) starts new sessions with its own
+    environment, not the relay's (ANTHROPIC_BASE_URL, API keys, PATH). Readable by this
+    user only, and removed by the session's script once read: it holds the API keys.
+    Variables the server has and the relay has not are unset first."""
+    keep = sorted(name for name in env if _NAME.fullmatch(name) and name not in _PANE_OWN)
+    lines = [
+        "for _v in $(env | sed -n 's/^\\([A-Za-z_][A-Za-z0-9_]*\\)=.*/\\1/p'); do",
+        f"  case ' {' '.join(keep + list(_PANE_OWN))} ' in *\" $_v \"*) ;; *) unset \"$_v\" ;; esac",
+        "done; unset _v",
+    ]
+    lines += [f"{name}={shlex.quote(env[name])}; export {name}" for name in keep]
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        os.fchmod(fd, 0o600)
+        fh.write("\n".join(lines) + "\n")
+
+
 def launch(store: StateStore, agent_command: str, number: int, prompt_file: Path, relay_dir: Path, *,
            tmux_socket: str | None = None) -> Agent:
     """Start the agent for session `number`: a child in its own process group, or (with
@@ -129,8 +153,14 @@ def launch(store: StateStore, agent_command: str, number: int, prompt_file: Path
         status_file.unlink()
     except FileNotFoundError:
         pass
+    env_file = relay_dir / f"session-{number}.env"
+    env_line = ""
+    if tmux_socket is not None:
+        _write_env_file(env_file, dict(os.environ))
+        env_line = f". {shlex.quote(str(env_file))}; rm -f {shlex.quote(str(env_file))}\n"
     script.write_text(
         "#!/bin/sh\n"
+        + env_line +
         f"cd {shlex.quote(str(root))} || exit 127\n"
         f"HANDOFF_PROMPT_FILE={shlex.quote(str(prompt_file))}; export HANDOFF_PROMPT_FILE\n"
         f"HANDOFF_SESSION={number}; export HANDOFF_SESSION\n"

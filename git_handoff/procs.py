@@ -11,6 +11,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from git_handoff.errors import Signalled
+
 
 def alive(pid: int) -> bool:
     """True while `pid` runs (a zombie counts as gone)."""
@@ -114,15 +116,28 @@ def _signal_all(pids: set[int], sig: int) -> None:
             pass
 
 
+TERMINATING = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
 @contextmanager
 def signals_as_interrupt() -> Iterator[None]:
-    """SIGTERM and SIGHUP raise KeyboardInterrupt, as Ctrl-C does (the relay then ends its
-    agent and closes its session)."""
+    """Ctrl-C, SIGTERM and SIGHUP raise errors.Signalled (a KeyboardInterrupt naming the
+    signal) the first time; every later one is ignored, so that the cleanup the first one
+    started (ending an agent, closing its session, releasing a lock) runs to its end.
+    Through `git`, one Ctrl-C arrives twice: from the terminal, and again from git, which
+    forwards it to its child and waits for it. Once a signal came, the signals stay
+    ignored, and blocked, after the block: the process is on its way out, and Python's
+    own shutdown gives a signal it handled back its default action, which a late copy of
+    the signal would then take (death by the signal instead of the exit status)."""
+    received: list[int] = []
+
     def handler(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt
+        received.append(signum)
+        if len(received) == 1:
+            raise Signalled(signum)
 
     saved = {}
-    for sig in (signal.SIGTERM, signal.SIGHUP):
+    for sig in TERMINATING:
         try:
             saved[sig] = signal.signal(sig, handler)
         except ValueError:  # not the main thread
@@ -131,4 +146,6 @@ def signals_as_interrupt() -> Iterator[None]:
         yield
     finally:
         for sig, old in saved.items():
-            signal.signal(sig, old)
+            signal.signal(sig, int(signal.SIG_IGN) if received else old)
+        if received:
+            signal.pthread_sigmask(signal.SIG_BLOCK, TERMINATING)

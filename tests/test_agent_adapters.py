@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.repo import run, run_exe
+from tests.support.repo import run, run_exe, state_head
 
 SESSION = "01a2311b-6bde-7e51-911c-a02f362276fb"
 
@@ -205,9 +205,20 @@ def test_gemini_manual_compress_writes_the_document(repo: Path) -> None:
     assert len(run("doc", "list", "--json").json()) == 1
 
 
-def test_unknown_hook_event_is_a_usage_error(repo: Path) -> None:
+def test_unknown_hook_event_is_a_warning_and_exit_0(repo: Path) -> None:
+    """To Claude Code a hook's exit 2 means "block": an event from a newer version's
+    settings, or a typo, must not turn every Stop into a block (issue 23; this was exit 2)."""
+    _plan("a")
+    before = state_head(repo)
     r = run("hook", "codex-nonsense", stdin="{}")
-    assert r.rc == 2 and "unknown hook event" in r.err and "gemini-after-agent" in r.err
+    assert r.rc == 0 and r.out == ""
+    assert len(r.err.splitlines()) == 1
+    assert "unknown hook event 'codex-nonsense'" in r.err and "gemini-after-agent" in r.err
+    assert state_head(repo) == before
+    r = run("hook", "claude-nonsense", "--json", stdin="{}")
+    assert r.rc == 0 and r.json() == {"event": "claude-nonsense", "output": None,
+                                      "problem": r.json()["problem"]}
+    assert "unknown hook event" in r.json()["problem"]
 
 
 # -- install / uninstall / status -------------------------------------------------------------

@@ -323,3 +323,35 @@ def test_the_python_running_the_tests_runs_the_hooks() -> None:
     first = env["PATH"].split(os.pathsep)[0]
     assert first == os.path.dirname(sys.executable)
     assert Path(first, "git-handoff").exists()
+
+
+def test_the_compaction_summarizer_is_never_held_while_a_task_is_claimed(repo: Path, stub: StubServer) -> None:
+    """The agent claims a task and its answer reports a context nearly full: the CLI
+    auto-compacts with the task in progress. Its summarizer ends with a SubagentStop,
+    which used to get `decision: block` ("task … is in progress. Finish it")."""
+    _plan(repo, 1)
+    steps: list[str] = []
+
+    def policy(req: Request) -> Reply:
+        if req.is_summary():
+            steps.append("summary")
+            return Lazy()(req)  # the scripted summary
+        if "claim" not in steps:
+            steps.append("claim")
+            reply = bash("git handoff claim t01")
+            reply.input_tokens = 990_000  # the CLI compacts before its next turn
+            return reply
+        if "work" not in steps:
+            steps.append("work")
+            return bash("echo done > t01.txt && git handoff done t01")
+        return say("Finished.")
+
+    stub.policy = policy
+    result = _claude(repo, stub, timeout=180)
+    assert result.rc == 0, result.stderr
+    assert result.ran("PreCompact") == ["PreCompact:auto"], result.hooks_run()
+    assert "SessionStart:compact" in result.ran("SessionStart")
+    assert steps.index("claim") < steps.index("summary") < steps.index("work"), steps
+    assert result.ran("SubagentStop"), result.hooks_run()  # the summarizer's
+    assert not result.blocks("SubagentStop")
+    assert _statuses(repo) == {"t01": "completed"}

@@ -18,7 +18,14 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from git_handoff import __version__
-from git_handoff.errors import EXIT_INTERRUPTED, EXIT_USAGE, HandoffError, Negative
+from git_handoff.errors import (
+    EXIT_INTERRUPTED,
+    EXIT_USAGE,
+    HandoffError,
+    Negative,
+    Signalled,
+    interrupt_exit_code,
+)
 
 if TYPE_CHECKING:  # the store module imports pygit2: at run time only the commands that need it load it
     from git_handoff.store import StateStore
@@ -70,15 +77,21 @@ ALIASES: dict[str, str] = {"ls": "list", "ready": "next"}
 
 
 class Interrupted(Exception):
-    """Ctrl-C inside a command, passed around click (which would print a blank line first)."""
+    """Ctrl-C (or SIGTERM, SIGHUP) inside a command, passed around click (which would print
+    a blank line first); `exit_code` is 128 + the signal's number."""
+
+    def __init__(self, cause: BaseException | None = None) -> None:
+        super().__init__()
+        self.exit_code = interrupt_exit_code(cause)
+        self.signum = cause.signum if isinstance(cause, Signalled) else None
 
 
 class LazyGroup(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
-        except KeyboardInterrupt:
-            raise Interrupted() from None
+        except KeyboardInterrupt as exc:
+            raise Interrupted(exc) from None
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return [name for name in COMMANDS if self.get_command(ctx, name) is not None]
@@ -123,7 +136,7 @@ def cli(ctx: click.Context, debug: bool) -> None:
 
     Exit codes: 0 done, 1 a normal negative answer (nothing eligible, check
     failed, limit reached), 2 bad input / not initialized (nothing changed),
-    3 contention (nothing changed; retry), 130 interrupted.
+    3 contention (nothing changed; retry), 130 interrupted (143 SIGTERM, 129 SIGHUP).
     """
     if debug:
         os.environ["GIT_HANDOFF_DEBUG"] = "1"
@@ -191,9 +204,11 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(exc.exit_code)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
-    except (click.exceptions.Abort, Interrupted):
+    except click.exceptions.Abort:
         fail_line("interrupted")
         sys.exit(EXIT_INTERRUPTED)
+    except Interrupted as exc:
+        _interrupted(exc.signum, exc.exit_code)
     except click.ClickException as exc:
         hint = ""
         if isinstance(exc, click.UsageError) and exc.ctx is not None:
@@ -201,9 +216,8 @@ def main(argv: list[str] | None = None) -> None:
         _json_error(argv, exc.format_message() + hint, EXIT_USAGE)
         fail_line(exc.format_message() + hint)
         sys.exit(EXIT_USAGE)
-    except KeyboardInterrupt:
-        fail_line("interrupted")
-        sys.exit(EXIT_INTERRUPTED)
+    except KeyboardInterrupt as exc:
+        _interrupted(exc.signum if isinstance(exc, Signalled) else None, interrupt_exit_code(exc))
     except BrokenPipeError:
         sys.stderr.close()
         sys.exit(0)
@@ -215,6 +229,17 @@ def main(argv: list[str] | None = None) -> None:
         fail_line(message)
         sys.exit(EXIT_USAGE)
     sys.exit(0)
+
+
+def _interrupted(signum: int | None, code: int) -> None:
+    import signal
+
+    named = signum not in (None, signal.SIGINT)
+    try:  # a terminal that hung up (SIGHUP) takes no more output
+        fail_line(f"interrupted by {signal.Signals(signum).name}" if named and signum is not None else "interrupted")
+    except OSError:
+        pass
+    sys.exit(code)
 
 
 def _check_argv(args: list[str]) -> None:

@@ -258,16 +258,21 @@ def hook_cmd(event: str, as_json: bool) -> None:
     claude-session-end; for Codex CLI codex-session-start, codex-stop,
     codex-subagent-stop, codex-pre-compact, codex-session-end; for Gemini CLI
     gemini-session-start, gemini-after-agent, gemini-pre-compress, gemini-session-end
-    (JSON payload on stdin). Never fails the caller: exit 0."""
+    (JSON payload on stdin). Never fails the caller: exit 0, also for an event it does
+    not know (a warning on stderr; to Claude Code, exit 2 would mean "block")."""
     if event in DETACHED and not os.environ.get(DETACHED_ENV) and not as_json:
         _detach(event)
         return
     from git_handoff.ops import hook_entry
 
     if event not in hook_entry.EVENTS:
-        from git_handoff.errors import UsageError
-
-        raise UsageError(f"unknown hook event {event!r}: use one of {', '.join(hook_entry.EVENTS)}")
+        # a warning, not exit 2: to Claude Code a hook's exit 2 means "block", so a typo or
+        # a settings file from a newer version would turn every Stop into a block
+        problem = f"unknown hook event {event!r} (ignored): git handoff knows {', '.join(hook_entry.EVENTS)}"
+        click.echo(f"git handoff hook: {problem}", err=True)
+        if as_json:
+            emit_json({"event": event, "output": None, "problem": problem})
+        return
     text = ""
     try:
         if event != "post-commit" and not sys.stdin.isatty():

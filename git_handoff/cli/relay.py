@@ -72,7 +72,10 @@ def relay_cmd(agent: str, tmux: bool, tmux_socket: str | None, ack_timeout: floa
     Exit 0 when every task is completed; 1 when the relay stops with work left (limits,
     launch failures), saying why; 3 when another relay runs for this repository (or,
     with --fleet-lock, anywhere on the remote: the holder and its lease expiry are
-    named); 130 on Ctrl-C (the agent is ended and its session closed).
+    named); 130 on Ctrl-C, 143 on SIGTERM, 129 on SIGHUP: the agent's whole process
+    tree is ended, its session closed with a document and the lock released, and the
+    signals that come meanwhile (git passes a Ctrl-C on a second time) are ignored
+    until that is done.
     """
     from git_handoff.fleet_lock import FleetLock
     from git_handoff.fleet_lock import wanted as fleet_lock_wanted

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 
 from git_handoff import local, schedule, state_files
@@ -36,6 +37,7 @@ from git_handoff.store import StateStore
 SAFETY_VALVE = 8  # consecutive blocks without a completed task, then the stop is allowed
 VALVE_FILE = "stop-hook.json"
 COMPACT_FILE = "pre-compact.json"  # a compaction announced by PreCompact, confirmed by SessionStart
+COMPACTION_SECONDS = 900  # how long a summarizer may take: meanwhile no subagent is held
 
 KINDS = ("session_start", "stop", "subagent_stop", "pre_compact", "compacting", "session_end")
 
@@ -178,6 +180,20 @@ def compacted(store: StateStore) -> None:
         handoff.write_doc(store, trigger="pre-compact")
 
 
+def _compacting(store: StateStore) -> bool:
+    """Between PreCompact and SessionStart(source=compact) of this session: a compaction is
+    under way (an announcement older than COMPACTION_SECONDS is one that never happened,
+    a `/compact` with nothing to compact)."""
+    announced = _read_private(store, COMPACT_FILE)
+    if not announced or announced.get("session") != state_files.current_number(store):
+        return False
+    try:
+        age = time.time() - _private(store, COMPACT_FILE).stat().st_mtime
+    except OSError:
+        return False
+    return age < COMPACTION_SECONDS
+
+
 def pre_compact(store: StateStore, event: Event) -> Outcome:
     """Announce the compaction; its document is written when the agent comes back from it
     (SessionStart source=compact), so a `/compact` that had nothing to compact writes none."""
@@ -298,8 +314,10 @@ def stop(store: StateStore, event: Event) -> Outcome:
 
 def subagent_stop(store: StateStore, event: Event) -> Outcome:
     """A subagent is held only on in-progress work its worker owns, and never when it is
-    already continuing from such a block."""
-    if event.stop_hook_active:
+    already continuing from such a block, nor while a compaction is under way (Claude
+    Code's summarizer ends with a SubagentStop: held, it would answer the block instead
+    of summarizing)."""
+    if event.stop_hook_active or _compacting(store):
         return Outcome()
     mine = _mine_in_progress(store)
     return Outcome(block=_finish_line(mine[0])) if mine else Outcome()

@@ -24,7 +24,9 @@ from __future__ import annotations
 
 import os
 import re
+import secrets
 import shlex
+import signal
 import socket
 import subprocess
 import sys
@@ -33,7 +35,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from git_handoff import identity, procs, records
-from git_handoff.errors import Negative, UsageError
+from git_handoff.errors import Negative, Signalled, UsageError, interrupt_exit_code
 from git_handoff.model import now_iso
 from git_handoff.records import DispatchRun
 from git_handoff.store import StateStore, Tx
@@ -365,17 +367,23 @@ def execute(store: StateStore, run_id: str, *, detached_child: bool = False) -> 
     out_dir = run_dir(store, run_id)
     prompt_file = out_dir / "prompt.md"
     prompt_file.write_text(record["prompt"])
-    env = dict(os.environ, HANDOFF_PROMPT_FILE=str(prompt_file), HANDOFF_RUN_ID=record["run_id"])
-    with open(out_dir / "out.txt", "wb") as out, open(out_dir / "err.txt", "wb") as err, \
-            open(prompt_file, "rb") as stdin:
+    token = f"dispatch-{os.getpid()}-{secrets.token_hex(6)}"  # tags whatever the backend leaves running
+    env = dict(os.environ, HANDOFF_PROMPT_FILE=str(prompt_file), HANDOFF_RUN_ID=record["run_id"],
+               HANDOFF_AGENT_TOKEN=token)
+    # Its own session: a terminal's Ctrl-C reaches this process only, which ends the
+    # backend's whole tree and records the run; later signals wait for that to finish.
+    with procs.signals_as_interrupt(), open(out_dir / "out.txt", "wb") as out, \
+            open(out_dir / "err.txt", "wb") as err, open(prompt_file, "rb") as stdin:
         proc = subprocess.Popen(["/bin/sh", "-c", command], cwd=store.repo.root(), stdin=stdin, stdout=out,
-                                stderr=err, env=env)
+                                stderr=err, env=env, start_new_session=True)
         try:
             code = proc.wait()
-        except KeyboardInterrupt:
-            _stop(proc)
-            _update(store, run_id, {"status": "failed", "finished_at": now_iso(), "error": "interrupted",
-                                    "exit_status": 130})
+        except KeyboardInterrupt as exc:
+            procs.kill_tree(proc.pid, token)
+            proc.wait()
+            _update(store, run_id, {"status": "failed", "finished_at": now_iso(), "exit_status": interrupt_exit_code(exc),
+                                    "error": "interrupted" + (f" by {signal.Signals(exc.signum).name}"
+                                                              if isinstance(exc, Signalled) else "")})
             raise
     stdout = (out_dir / "out.txt").read_bytes()
     stderr = (out_dir / "err.txt").read_bytes()
@@ -393,15 +401,6 @@ def execute(store: StateStore, run_id: str, *, detached_child: bool = False) -> 
         "output": _tail(stdout + stderr),  # both streams, stdout first (each in full in out.txt, err.txt)
         "command": command,
     })
-
-
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    proc.terminate()
-    try:
-        proc.wait(timeout=3)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
 
 
 def wait(store: StateStore, run_ids: list[str], *, timeout: float | None = None) -> list[DispatchRun]:

@@ -42,10 +42,7 @@ def start(store: StateStore, worker: str | None = None) -> dict[str, Any]:
 
     Returns the session record plus `recovery` (one entry per recovered task) and `health`.
     """
-    command = store.snapshot().config().init_command
-    if command:
-        # before the session is opened: a refusal (exit 2) must leave the state as it was
-        trust.require_trusted(store.repo, command, "init command", trust.INIT_PLACE)
+    require_trusted_init(store)  # before the session is opened: a refusal (exit 2) leaves the state as it was
     record = sessions.begin(store, worker=worker)
     health = health_check(store, record)
     actions = recover(store, record)
@@ -53,6 +50,14 @@ def start(store: StateStore, worker: str | None = None) -> dict[str, Any]:
     out["health"] = health
     out["recovery"] = actions
     return out
+
+
+def require_trusted_init(store: StateStore) -> None:
+    """UsageError (exit 2) when the state's init command is one this clone has not trusted
+    (fetched from a remote and not approved with `git handoff trust`)."""
+    command = store.snapshot().config().init_command
+    if command:
+        trust.require_trusted(store.repo, command, "init command", trust.INIT_PLACE)
 
 
 # -- health check ------------------------------------------------------------------------

@@ -6,39 +6,30 @@ tmux session on the relay's own tmux socket) -> its ACK awaited -> the session r
 until it hands off or the agent exits -> a handoff document written from git facts
 when the agent left none -> `session end` -> the next session.
 
-One relay per repository: a filelock in the clone's private directory (and, when asked,
-one relay per remote: git_handoff.fleet_lock, a leased ref on the remote), plus a record
-in the state (`relay.json`: host, pid, start time, the current session and agent) so
-that `status` can show it and a restarted relay can take over a dead one's session
-instead of starting a duplicate.
+One relay per repository, and its record in the state: git_handoff.ops.relay_record.
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from filelock import FileLock, Timeout
-
-from git_handoff import identity, procs, schedule
-from git_handoff.errors import Contention, Negative, UsageError
-from git_handoff.fleet_lock import NO_LOCK as _NO_FLEET_LOCK
-from git_handoff.fleet_lock import FleetLock, NoLock
+from git_handoff import procs, schedule
+from git_handoff.errors import HandoffError, Negative, Signalled, UsageError
+from git_handoff.fleet_lock import FleetLock
 from git_handoff.launcher import Agent, launch, stop_tmux_server, tmux_socket_name
 from git_handoff.local import open_session
-from git_handoff.model import now_iso, printable
+from git_handoff.model import now_iso
 from git_handoff.ops import handoff, prompt, recovery, relay_watch, sessions
+from git_handoff.ops.relay_record import relay_lock, update_record
 from git_handoff.records import RelayRecord
-from git_handoff.state_files import RELAY_PATH, read_relay
-from git_handoff.store import StateStore, Tx
-
-FAILURES_KEPT = 20
+from git_handoff.store import StateStore
 
 
 @dataclass
@@ -61,65 +52,6 @@ class Options:
 
 class Stopped(Negative):
     """The relay stopped with work left (exit 1)."""
-
-
-# -- the record in the state ------------------------------------------------------------
-
-
-def _update_record(store: StateStore, changes: dict[str, Any], *, failure: str | None = None,
-                   log: tuple[str, str, str | None] | None = None) -> dict[str, Any]:
-    if isinstance(changes.get("reason"), str):  # may quote the agent command, of several lines
-        changes = {**changes, "reason": printable(changes["reason"])}
-    failure = printable(failure) if failure is not None else None
-
-    def apply(tx: Tx) -> dict[str, Any]:
-        record: dict[str, Any] = dict(read_relay(tx) or {})
-        record.update(changes)
-        record["updated_at"] = now_iso()
-        # only this clone's relay writes the record: sealed, so that no copy of it in a
-        # remote makes another clone adopt (and signal) the processes it names
-        record["clone"] = identity.clone_id(store.repo)
-        record["clone_seal"] = identity.relay_seal(store.repo, record)
-        if failure is not None:
-            failures = list(record.get("failures") or [])
-            failures.append({"at": now_iso(), "what": failure})
-            record["failures"] = failures[-FAILURES_KEPT:]
-        tx.put_json(RELAY_PATH, record)
-        if log is not None:
-            kind, text, category = log
-            tx.log(kind, text, category=category)
-        return record
-
-    return store.transact(apply)
-
-
-# -- one relay per repository -------------------------------------------------------------
-
-
-@contextmanager
-def relay_lock(store: StateStore, fleet_lock: FleetLock | None = None) -> Iterator[RelayRecord | None]:
-    """Hold the relay lock; yields the previous (dead) relay's record, if any. Contention
-    (exit 3) naming the running relay when another one holds it."""
-    lock = FileLock(str(store.repo.handoff_dir / "relay.lock"), timeout=0)
-    try:
-        lock.acquire()
-    except Timeout:
-        record = read_relay(store.snapshot()) if store.is_initialized() else None
-        if record:
-            who = f"pid {record.get('pid')} on {record.get('host')}, started {record.get('started_at')}"
-        else:
-            who = "another process"
-        raise Contention(f"a relay is already running for this repository ({who}); stop it first") from None
-    fleet: FleetLock | NoLock = fleet_lock or _NO_FLEET_LOCK
-    try:
-        fleet.acquire()  # after the clone's own lock: a lock this clone left behind is taken over
-        fleet.start_renewing()
-        previous = read_relay(store.snapshot())
-        mine = previous is not None and identity.relay_is_mine(store.repo, previous)
-        yield previous if previous and mine and previous.get("state") == "running" else None
-    finally:
-        fleet.release()
-        lock.release()
 
 
 # -- the loop ------------------------------------------------------------------------
@@ -150,8 +82,8 @@ class Relay:
                  waiting: Callable[[str | None], None] | None = None) -> None:
         self.store = store
         self.opts = opts
-        self.say = say
-        self.waiting = waiting or (lambda _text: None)  # a transient progress line; None clears it
+        self.say = _unfailing(say)  # a terminal that hung up (SIGHUP) must not stop the cleanup
+        self.waiting = _unfailing(waiting or (lambda _text: None))  # a transient progress line; None clears it
         self.agent: Agent | None = None
         self.session: int | None = None
         self.acked_at: float | None = None
@@ -160,7 +92,7 @@ class Relay:
         self.relay_dir.mkdir(exist_ok=True)
         self.watch = relay_watch.Watch(store, self.relay_dir, opts.agent, opts.hang_timeout, opts.limit_backoff,
                                        opts.limit_backoff_max, opts.poll, say, self.waiting, self._failure,
-                                       lambda changes, log: _update_record(self._session_store(), changes, log=log))
+                                       lambda changes, log: update_record(self._session_store(), changes, log=log))
 
     # -- helpers --
 
@@ -169,11 +101,11 @@ class Relay:
 
     def _failure(self, what: str, category: str) -> None:
         self.say(f"relay: {what}")
-        _update_record(self._session_store(), {}, failure=what, log=("ERROR", f"relay: {what}", category))
+        update_record(self._session_store(), {}, failure=what, log=("ERROR", f"relay: {what}", category))
 
     def _remember_agent(self) -> None:
         agent = self.agent
-        _update_record(self.store, {
+        update_record(self.store, {
             "session": self.session,
             "agent_pid": agent.pid if agent else None,
             "agent_token": agent.token if agent else None,
@@ -345,7 +277,7 @@ class Relay:
 
     def run(self, previous: RelayRecord | None) -> dict[str, Any]:
         started_at = now_iso()
-        _update_record(self.store, {
+        update_record(self.store, {
             "state": "running", "host": socket.gethostname(), "pid": os.getpid(), "started_at": started_at,
             "agent": self.opts.agent, "tmux": self.opts.tmux, "stopped_at": None, "reason": None,
             **({} if previous else {"session": None, "agent_pid": None}),
@@ -393,8 +325,8 @@ class Relay:
             finally:
                 self._stop(reason)
             raise Stopped(exc.message if exc.message.startswith("relay stopped") else f"relay stopped: {exc.message}") from None
-        except BaseException:
-            self._interrupted()
+        except BaseException as exc:
+            self._interrupted(exc)
             raise
         tasks = self.store.snapshot().tasks()
         all_done = bool(tasks) and all(t.status == "completed" for t in tasks.values())
@@ -404,19 +336,28 @@ class Relay:
             raise Stopped(f"relay stopped: {reason}", payload=summary)
         return summary
 
-    def _interrupted(self) -> None:
+    def _interrupted(self, cause: BaseException) -> None:
+        """End the agent's whole tree, close its session with a document, release the relay:
+        procs.signals_as_interrupt ignores the signals that come while this runs."""
+        reason = "interrupted"
+        if isinstance(cause, Signalled) and cause.signum != signal.SIGINT:
+            reason = f"interrupted by {signal.Signals(cause.signum).name}"
+        elif isinstance(cause, HandoffError):  # e.g. an init command fetched meanwhile and not trusted
+            reason = cause.message
+        elif not isinstance(cause, KeyboardInterrupt):
+            reason = f"unexpected {type(cause).__name__}: {cause}"
         try:
             if self.agent is not None:
                 self.agent.kill()
             if self.session is not None:
                 self.finish_session()
         finally:
-            self._stop("interrupted")
+            self._stop(reason)
 
     def _stop(self, reason: str) -> None:
         if self.opts.tmux:
             stop_tmux_server(tmux_socket_name(self.store, self.opts.tmux_socket))
-        _update_record(self.store, {"state": "stopped", "stopped_at": now_iso(), "reason": reason,
+        update_record(self.store, {"state": "stopped", "stopped_at": now_iso(), "reason": reason,
                                     "session": None, "agent_pid": None, "waiting": None},
                        log=("LOCK", f"relay stopped: {reason}", None))
 
@@ -436,6 +377,15 @@ def run_relay(store: StateStore, opts: Options, say: Callable[[str], None],
     if opts.tmux and subprocess.run(["sh", "-c", "command -v tmux"], capture_output=True).returncode != 0:
         raise UsageError("--tmux: tmux is not installed")
     store.snapshot()  # NotInitialized before anything else
-    with relay_lock(store, opts.fleet_lock) as previous:
-        with procs.signals_as_interrupt():
-            return Relay(store, opts, say, waiting).run(previous)
+    recovery.require_trusted_init(store)  # a refused relay writes nothing, not even its start
+    with procs.signals_as_interrupt(), relay_lock(store, opts.fleet_lock) as previous:
+        return Relay(store, opts, say, waiting).run(previous)
+
+
+def _unfailing(show: Callable[[Any], None]) -> Callable[[Any], None]:
+    def shown(text: Any) -> None:
+        try:
+            show(text)
+        except OSError:
+            pass
+    return shown
