@@ -67,11 +67,33 @@ def relay_env(repo: Path, stub: StubServer, *, oauth: bool = False, **extra: str
     return env
 
 
+def start_relay(repo: Path, env: dict[str, str], *args: str) -> subprocess.Popen[str]:
+    """`git handoff relay ARGS` through git, as users run it, in exactly `env`, in a
+    process group of its own (see `end_relay`)."""
+    return subprocess.Popen(["git", "handoff", "relay", *args], cwd=repo, env=env, text=True, start_new_session=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+
+
+def end_relay(proc: subprocess.Popen[str]) -> None:
+    """A relay still running when the test gives up gets SIGTERM (it ends its agent and
+    closes its session), then SIGKILL: nothing outlives the test."""
+    if proc.poll() is None:
+        for sig, wait in ((signal.SIGTERM, 30), (signal.SIGKILL, 10)):
+            try:
+                os.killpg(proc.pid, sig)
+                proc.communicate(timeout=wait)
+                break
+            except (ProcessLookupError, subprocess.TimeoutExpired):
+                continue
+
+
 def relay(repo: Path, env: dict[str, str], *args: str, timeout: float = 600) -> Result:
-    """`git handoff relay ARGS` through git, as users run it, in exactly `env`."""
-    proc = subprocess.run(["git", "handoff", "relay", *args], cwd=repo, env=env, capture_output=True, text=True,
-                          timeout=timeout, stdin=subprocess.DEVNULL)
-    return Result(proc.returncode, proc.stdout, proc.stderr)
+    proc = start_relay(repo, env, *args)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    finally:
+        end_relay(proc)
+    return Result(proc.returncode, out, err)
 
 
 def statuses(repo: Path) -> dict[str, str]:
@@ -236,12 +258,12 @@ def test_a_limit_mid_task_is_waited_out_in_the_same_session_with_the_claim_kept(
     agent = Scripted(stub, {"t02": (fault, 2)})
     stub.policy = agent
     env = relay_env(repo, stub, oauth=kind == "usage_limit")
-    proc = subprocess.Popen(["git", "handoff", "relay", "--agent", CLAUDE, "--limit-backoff", "2",
-                             "--limit-backoff-max", "4", "--ack-timeout", "90"], cwd=repo, env=env, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+    proc = start_relay(repo, env, "--agent", CLAUDE, "--limit-backoff", "2", "--limit-backoff-max", "4",
+                       "--ack-timeout", "90")
     shown: dict[str, str] = {}
+    deadline = time.monotonic() + 600
     try:
-        while proc.poll() is None:  # while it waits, `status` and the dashboard say so
+        while proc.poll() is None and time.monotonic() < deadline:  # while it waits, status and dashboard say so
             if "status" not in shown:
                 line = [x for x in run("status", cwd=repo).out.splitlines() if x.startswith("relay: waiting for")]
                 if line:
@@ -250,9 +272,7 @@ def test_a_limit_mid_task_is_waited_out_in_the_same_session_with_the_claim_kept(
             time.sleep(0.1)
         out, err = proc.communicate(timeout=30)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
+        end_relay(proc)
     r = Result(proc.returncode, out, err)
     assert r.rc == 0, r.out + r.err
     words = "the usage limit" if kind == "usage_limit" else "the rate limit"
