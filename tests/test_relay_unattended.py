@@ -10,8 +10,10 @@ git), the real `claude` under it.
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import threading
@@ -340,3 +342,30 @@ def test_soak_twenty_tasks_through_the_faults_of_a_night(repo: Path, stub: StubS
     assert not agents_left(repo)
     fsck = subprocess.run(["git", "fsck", "--no-dangling"], cwd=repo, capture_output=True, text=True)
     assert fsck.returncode == 0 and not fsck.stdout.strip(), fsck.stdout + fsck.stderr
+
+
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed (.ci/run installs it)")
+@pytest.mark.parametrize(("config", "setting"), [
+    ({"hasCompletedOnboarding": True}, "hasTrustDialogAccepted"),  # the trust screen: waits for a person
+    ({}, "hasCompletedOnboarding"),  # a fresh HOME: the onboarding needs api.anthropic.com, claude exits 1
+])
+def test_interactive_claude_on_a_first_run_screen_stops_the_relay_naming_the_setting(
+        repo: Path, stub: StubServer, config: dict[str, object], setting: str) -> None:
+    plan(repo, 1, per_session=10)
+    env = relay_env(repo, stub)
+    (Path(env["HOME"]) / ".claude.json").write_text(json.dumps(config))
+    socket_name = f"handoff-first-run-{os.getpid()}-{len(config)}"
+    started = time.monotonic()
+    try:
+        r = relay(repo, env, "--tmux", "--tmux-socket", socket_name, "--agent",
+                  'claude --dangerously-skip-permissions "$(cat {prompt_file})"', "--ack-timeout", "120",
+                  "--max-launch-failures", "1", timeout=400)
+    finally:
+        subprocess.run(["tmux", "-L", socket_name, "kill-server"], capture_output=True)
+    took = time.monotonic() - started
+    assert r.rc == 1, r.out + r.err
+    (said,) = [line for line in r.err.splitlines() if line.startswith("error:")]
+    assert "for a person" in said and setting in said and "~/.claude.json" in said, said
+    assert took < 100 and "did not acknowledge" not in r.out + r.err  # not the ACK timeout's 120 s
+    assert any("[ENV_SETUP]" in line and setting in line for line in log_lines(repo, "ERROR"))
+    assert not agents_left(repo)

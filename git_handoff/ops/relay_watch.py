@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import datetime
 import os
+import re
 import subprocess
 import time
 from collections.abc import Callable
@@ -46,6 +47,7 @@ MAX_WAIT = 8 * 24 * 3600.0  # a reset time further away than this is not believe
 KIND_WORDS = {agent_output.USAGE_LIMIT: "the usage limit", agent_output.RATE_LIMIT: "the rate limit",
               agent_output.OUTAGE: "the API outage"}
 
+_ESCAPE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
 Record = Callable[[dict[str, Any], tuple[str, str, str | None] | None], object]
 
 
@@ -184,6 +186,10 @@ class Watch:
             status = agent.exit_status()
             if status is not None and self.limited(agent, number, status):
                 return RELAUNCH
+            if status is not None and (asked := self._asked_on_the_way_out(number)) is not None:
+                self.failure(f"session {number}: {label}the agent stopped on a screen for a person: {asked}",
+                             "ENV_SETUP")
+                raise WaitsForPerson(f"the agent stopped on a screen for a person: {asked}")
             if status is not None:
                 what = f"agent exited with status {status} before acknowledging"
                 said = self.last_line(number)
@@ -257,6 +263,11 @@ class Watch:
         proc = subprocess.run(["tmux", "-L", socket_name, "capture-pane", "-p", "-t", f"={name}:"],
                               capture_output=True, text=True, errors="replace")
         return proc.stdout if proc.returncode == 0 else ""
+
+    def _asked_on_the_way_out(self, number: int) -> str | None:
+        """A first-run screen in what an agent that exited before its ACK printed (a
+        terminal's log: its escape sequences read as spaces)."""
+        return agent_output.person_prompt_in(self.cli, _ESCAPE.sub(" ", self.output(number)))
 
     def person_prompt(self, agent: Agent) -> str | None:
         """What to set, when the agent's pane shows it waiting for a person (tmux only;
