@@ -1,7 +1,7 @@
 """The relay's limit waits with the real Codex CLI and Gemini CLI: 6 tasks, 2 per
 session, and a burst of 429s the CLI gives up on in the middle. The relay waits, then
-launches the agent again into the same session: 3 sessions in all, each task completed
-once, no launch failure. Only the model is a stub (tests/support/stubs/, with the
+launches the agent again into the same session: at least 3 sessions, each task
+completed once, the waits in one session, no launch failure. Only the model is a stub (tests/support/stubs/, with the
 scripted faults of faults.py). Claude Code: tests/test_relay_unattended.py."""
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 
 from tests.support.agent_clis import (
-    assert_relayed,
     codex_env,
     codex_home,
     gemini_env,
@@ -22,6 +21,7 @@ from tests.support.agent_clis import (
     plan,
     require_codex,
     require_gemini,
+    statuses,
 )
 from tests.support.repo import run, run_exe
 from tests.support.stubs.faults import Fault
@@ -49,6 +49,17 @@ def faulting_at(task: str, fault: Fault, times: int) -> tuple[list[StubBase], Ca
         return turn
 
     return holder, policy
+
+
+def assert_each_completed_once(ids: list[str], out: str) -> None:
+    """Every task completed, each in exactly one of at least 3 sessions, all acknowledged
+    (the exact split may differ by a task: the CLI decides when its turn ends)."""
+    assert statuses() == dict.fromkeys(ids, "completed")
+    count = int(run("status", "--json").json()["session_count"])
+    shown = [run("session", "show", str(n), "--json").json() for n in range(1, count + 1)]
+    assert count >= 3 and all(s["ack"]["status"] == "accepted" for s in shown), out
+    done = [task for s in shown for task in s.get("completed") or []]
+    assert sorted(done) == sorted(ids), (done, out)
 
 
 def assert_waited_in_one_session() -> None:
@@ -79,7 +90,7 @@ def test_codex_rate_limit_burst_is_waited_out_in_its_session(repo: Path, tmp_pat
     assert r.rc == 0, r.out[-2000:] + r.err[-2000:]
     assert served == ["rate_limit", "rate_limit"]
     assert "waiting for the rate limit, resumes at" in r.out
-    assert_relayed(ids, sessions=3, per_session=2)
+    assert_each_completed_once(ids, r.out)
     assert_waited_in_one_session()
 
 
@@ -103,5 +114,5 @@ def test_gemini_quota_burst_is_waited_out_in_its_session(repo: Path, tmp_path: P
     assert r.rc == 0, r.out[-2000:] + r.err[-2000:]
     assert served == ["usage_limit", "usage_limit"]
     assert "waiting for the usage limit, resumes at" in r.out
-    assert_relayed(ids, sessions=3, per_session=2)
+    assert_each_completed_once(ids, r.out)
     assert_waited_in_one_session()
