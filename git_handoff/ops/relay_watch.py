@@ -250,6 +250,10 @@ class Watch:
         idle = now - self._seen_at
         if idle < self.hang_timeout:
             return None
+        if agent.tmux is not None and agent_output.limit_in(self.cli, None, self.screen(agent),
+                                                            datetime.datetime.now().astimezone()) is not None:
+            self._seen_at = now  # an interactive CLI waiting out a limit on its screen resumes by itself
+            return None
         return (f"hung: no progress for {span(idle)} (no output, commit, state change or new process; "
                 f"--hang-timeout {self.hang_timeout:g}s)")
 
