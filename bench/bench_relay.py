@@ -2,7 +2,15 @@
 tasks per session, the built-in scripted agent; wall time per run (and per task), as a
 child process and in tmux. Also the cost of a dispatch round trip.
 
-    python bench/bench_relay.py [--tasks 100] [--per-session 10] [--no-tmux]
+And the relay's own overhead between sessions (issue 23): one task per session, 10
+sessions; per session boundary, from the moment one agent exits to the moment the next
+one's ACK is in the state, split into the relay's part (agent exit -> next agent
+process started: session end, document, session start, prompt, launch) and the agent's
+own start-up (its process start -> its ACK). Median over the boundaries, for the
+scripted agent and, when installed, the real `claude -p` against the loopback model
+stub. Target: relay's part <= 2 s.
+
+    python bench/bench_relay.py [--tasks 100] [--per-session 10] [--no-tmux] [--overhead-only]
 
 Runs the code of this checkout against throwaway repositories.
 """
@@ -13,9 +21,11 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -93,15 +103,102 @@ def dispatch_round_trip(base: Path, env: dict[str, str], runs: int) -> float:
     return time.monotonic() - started
 
 
+def _ack_watcher(repo: Path, acks: dict[int, float], stop: threading.Event) -> None:
+    """Record when each session's ACK reaches the state (polled every 10 ms)."""
+    sys.path.insert(0, str(ROOT))
+    from git_handoff.gitrepo import Repo
+    from git_handoff.state_files import read_session
+    from git_handoff.store import StateStore
+
+    store = StateStore(Repo.discover(repo), session=0)
+    seen = None
+    while not stop.is_set():
+        head = store.head()
+        if head != seen and head is not None:
+            seen = head
+            snap = store.snapshot(head)
+            count = int(snap.meta().get("session_count") or 0)
+            for n in range(max(1, count - 1), count + 1):
+                record = read_session(snap, n)
+                if n not in acks and record and isinstance(record.get("ack"), dict):
+                    acks[n] = time.time()
+        time.sleep(0.01)
+
+
+def overhead(base: Path, env: dict[str, str], sessions: int, agent: str, extra_env: dict[str, str] | None = None,
+             hooks: str | None = None) -> dict[str, float]:
+    """Medians over the session boundaries of one relay run, one task per session."""
+    repo = project(base, env, sessions, 1)
+    env = dict(env, **(extra_env or {}))
+    if hooks:
+        sh([*HANDOFF, "hooks", "install", "--agent", hooks], repo, env)
+    times = base / f"times-{time.monotonic_ns()}"
+    wrapped = (f"echo \"start $HANDOFF_SESSION $(date +%s.%N)\" >> {times}; {agent}; "
+               f"echo \"exit $HANDOFF_SESSION $(date +%s.%N)\" >> {times}")
+    acks: dict[int, float] = {}
+    stop = threading.Event()
+    watcher = threading.Thread(target=_ack_watcher, args=(repo, acks, stop), daemon=True)
+    watcher.start()
+    try:
+        sh([*HANDOFF, "relay", "--agent", wrapped, "-q", "--ack-timeout", "120"], repo, env)
+    finally:
+        stop.set()
+        watcher.join()
+    starts: dict[int, float] = {}
+    exits: dict[int, float] = {}
+    for line in times.read_text().splitlines():
+        kind, number, stamp = line.split()
+        (starts if kind == "start" else exits)[int(number)] = float(stamp)
+    total, own, startup = [], [], []
+    for n in range(1, sessions):
+        if n in exits and n + 1 in starts and n + 1 in acks:
+            total.append(acks[n + 1] - exits[n])
+            own.append(starts[n + 1] - exits[n])
+            startup.append(acks[n + 1] - starts[n + 1])
+    return {"boundaries": len(total), "exit_to_ack": statistics.median(total),
+            "relay": statistics.median(own), "agent_startup": statistics.median(startup),
+            "relay_max": max(own)}
+
+
+def print_overhead(name: str, row: dict[str, float]) -> None:
+    print(f"relay overhead, {name}: median over {row['boundaries']:.0f} session boundaries: agent exit -> next ACK "
+          f"{row['exit_to_ack']:.2f}s = relay {row['relay']:.2f}s (max {row['relay_max']:.2f}s) + agent start-up "
+          f"{row['agent_startup']:.2f}s (target: relay <= 2 s)")
+
+
+def claude_overhead(base: Path, env: dict[str, str], sessions: int) -> dict[str, float] | None:
+    if shutil.which("claude") is None:
+        return None
+    sys.path.insert(0, str(ROOT))
+    from tests.support.claude_cli import claude_env
+    from tests.support.stubs.anthropic import Lazy, StubServer
+
+    home = base / "claude-home"
+    home.mkdir(exist_ok=True)
+    with StubServer(Lazy("echo done-{id} > {id}.txt"), lifetime=900) as stub:
+        cenv = claude_env(home, stub.url)
+        extra = {k: v for k, v in cenv.items() if os.environ.get(k) != v}  # what claude_env sets
+        agent = 'claude -p --dangerously-skip-permissions "$(cat {prompt_file})"'
+        return overhead(base, env, sessions, agent, extra, hooks="claude")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tasks", type=int, default=100)
     parser.add_argument("--per-session", type=int, default=10)
     parser.add_argument("--no-tmux", action="store_true")
+    parser.add_argument("--overhead-only", action="store_true", help="only the overhead between sessions")
+    parser.add_argument("--sessions", type=int, default=10, help="sessions of the overhead runs")
     args = parser.parse_args()
     base = Path(tempfile.mkdtemp(prefix="handoff-bench-relay-"))
     try:
         env = hermetic(base / "home")
+        print_overhead("scripted agent", overhead(base, env, args.sessions, f"{PY} -m git_handoff.agents.scripted"))
+        claude = claude_overhead(base, env, args.sessions)
+        if claude is not None:
+            print_overhead("claude -p (loopback model stub)", claude)
+        if args.overhead_only:
+            return
         modes = [False] + ([] if args.no_tmux or shutil.which("tmux") is None else [True])
         for tmux in modes:
             elapsed, sessions = relay(base, env, args.tasks, args.per_session, tmux)

@@ -67,6 +67,11 @@ _WHEN = re.compile(
 _SECONDS = re.compile(r"(?i)(?:retry|try again|retry after)\s+(?:in\s+|after\s+)?(?:(\d+)h)?(?:(\d+)m(?!s))?([\d.]+)s\b")
 
 
+# A reset printed to the minute ("resets 12:01pm") when it falls within that very minute
+# reads as a moment just past: it is now, not the same time tomorrow (a 24-hour wait).
+_JUST_NOW = datetime.timedelta(minutes=2)
+
+
 def _utc(moment: datetime.datetime) -> str:
     return moment.astimezone(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -106,7 +111,7 @@ def _when_after(text: str, now: datetime.datetime) -> str | None:
                     moment = moment.replace(year=year + 1)  # "Jan 2" printed on Dec 30
             else:
                 moment = local_now.replace(hour=hour, minute=minute, second=0, microsecond=0)
-                if moment <= local_now:
+                if moment <= local_now - _JUST_NOW:  # a clock time of the last minutes: the reset is now
                     moment += datetime.timedelta(days=1)
         except ValueError:
             continue  # Feb 30

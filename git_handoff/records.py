@@ -492,6 +492,7 @@ class RelayRecord(TypedDict, total=False):
     tmux_socket: str | None
     failures: list[dict[str, Any]]
     updated_at: str
+    waiting: dict[str, Any] | None
 
 
 class DispatchRun(TypedDict, total=False):
@@ -633,6 +634,9 @@ RELAY_FIELDS: dict[str, Check] = {
     "tmux_socket": opt(pattern(re.compile(r"[A-Za-z0-9._-]{1,200}"), "a tmux socket name")),
     "failures": capped("relay", "failures", obj({"at": opt(STAMP), "what": LINE})),
     "updated_at": opt(STAMP),
+    # a limit or outage the relay waits out (ops/relay_watch.py); None when it waits for none
+    "waiting": opt(obj({"kind": one_of("usage_limit", "rate_limit", "outage"), "since": opt(STAMP),
+                        "until": opt(STAMP), "line": opt(LINE)})),
 }
 DISPATCH_FIELDS: dict[str, Check] = {
     "run_id": pattern(_RUN_ID, "a run id (NNN-slug)"),

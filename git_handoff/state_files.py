@@ -19,7 +19,7 @@ from typing import Any, cast
 
 from git_handoff import identity, procs, records
 from git_handoff.errors import InvalidState, Negative
-from git_handoff.model import now_iso
+from git_handoff.model import now, now_iso, parse_time
 from git_handoff.records import HandoffDoc, RelayRecord, SessionRecord
 from git_handoff.store import StateStore, Tx, active_session
 
@@ -307,6 +307,7 @@ def relay_status_lines(snapshot: Any) -> list[str]:
         alive = record.get("host") != socket.gethostname() or procs.alive(int(record.get("pid") or 0))
         if alive:
             out.append(f"relay: running ({where} since {record.get('started_at')}, session {record.get('session') or '-'})")
+            out += waiting_lines(record)
         else:
             out.append(f"relay: died ({where}, started {record.get('started_at')}); "
                        "a new `git handoff relay` takes over")
@@ -315,3 +316,21 @@ def relay_status_lines(snapshot: Any) -> list[str]:
     for failure in (record.get("failures") or [])[-5:]:
         out.append(f"relay failure: [{failure.get('at')}] {failure.get('what')}")
     return out
+
+
+_WAITED = {"usage_limit": "the usage limit", "rate_limit": "the rate limit", "outage": "the API outage"}
+
+
+def waiting_lines(record: RelayRecord) -> list[str]:
+    """`relay: waiting for the usage limit, resumes at 2026-07-01T20:00:00Z (in 3 h 12 min): <what
+    the agent printed>` while the relay waits a limit out (ops/relay_watch.py), else none."""
+    waiting = record.get("waiting")
+    if not isinstance(waiting, dict) or waiting.get("kind") not in _WAITED:
+        return []
+    text = f"relay: waiting for {_WAITED[str(waiting['kind'])]}"
+    until = waiting.get("until")
+    if isinstance(until, str):
+        left = int((parse_time(until) - now()).total_seconds())
+        text += f", resumes at {until}" + (f" (in {left // 3600} h {left % 3600 // 60} min)" if left >= 3600 else
+                                         f" (in {max(left, 0) // 60} min {max(left, 0) % 60} s)")
+    return [text + (f": {waiting['line']}" if waiting.get("line") else "")]

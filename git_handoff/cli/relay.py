@@ -22,6 +22,14 @@ from git_handoff.cli import emit_json, get_store, json_option, numbers
               help="Seconds an agent may keep running after its session handed off.")
 @click.option("--max-idle-sessions", type=numbers.RELAY_COUNT, default=3, show_default=True, metavar="N",
               help="Stop after N sessions in a row that completed or attempted nothing.")
+@click.option("--hang-timeout", type=numbers.GRACE, default=1800.0, show_default=True, metavar="S",
+              help="End a session whose agent makes no progress for S seconds (no output, commit, state change "
+                   "or new process), like a crash; 0: never.")
+@click.option("--limit-backoff", type=numbers.SECONDS, default=60.0, show_default=True, metavar="S",
+              help="On a usage or rate limit or an API outage that printed no reset time, wait S seconds, "
+                   "doubled for each limit in a row, before launching the agent again.")
+@click.option("--limit-backoff-max", type=numbers.SECONDS, default=1800.0, show_default=True, metavar="S",
+              help="The longest of those waits.")
 @click.option("--fleet-lock", is_flag=True,
               help="One relay per remote, not only per clone: hold a leased lock ref "
                    "(refs/harness/locks/relay) on the remote [default: handoff.relayLock=fleet].")
@@ -32,7 +40,8 @@ from git_handoff.cli import emit_json, get_store, json_option, numbers
 @click.option("--quiet", "-q", is_flag=True, help="Print only the final line.")
 @json_option
 def relay_cmd(agent: str, tmux: bool, tmux_socket: str | None, ack_timeout: float, session_timeout: float | None,
-              max_launch_failures: int, handoff_grace: float, max_idle_sessions: int, fleet_lock: bool,
+              max_launch_failures: int, handoff_grace: float, max_idle_sessions: int, hang_timeout: float,
+              limit_backoff: float, limit_backoff_max: float, fleet_lock: bool,
               lock_remote: str | None, lock_lease: int, quiet: bool, as_json: bool) -> None:
     """Run agent sessions one after another until every task is completed.
 
@@ -40,6 +49,15 @@ def relay_cmd(agent: str, tmux: bool, tmux_socket: str | None, ack_timeout: floa
     file, the agent launched, its ACK awaited (`git handoff ack`), then the session runs
     until it hands off or the agent exits; a handoff document is written from git facts
     when the agent left none; `session end`; the next session.
+
+    An agent that stops on a usage limit, a rate limit or an API outage (read from
+    what it printed: docs/agent-limits.md) is not a failure: the relay says what it
+    waits for and until when (`status` and the dashboard show it too), keeps the
+    session open and its claims renewed, and launches the agent again into the same
+    session when the limit resets (else after --limit-backoff). An agent that makes
+    no progress for --hang-timeout is ended like a crash; with --tmux, an agent
+    whose screen waits for a person (first-run, trust, API-key or permission
+    screens) stops the relay with the setting that answers it.
 
     \b
     Examples:
@@ -74,7 +92,9 @@ def relay_cmd(agent: str, tmux: bool, tmux_socket: str | None, ack_timeout: floa
         lock = FleetLock(store.repo, remote, clone_id(store.repo), os.getpid(), lease_seconds=lock_lease)
     opts = ops.Options(agent=agent, tmux=tmux, tmux_socket=tmux_socket, ack_timeout=ack_timeout,
                        session_timeout=session_timeout, max_launch_failures=max_launch_failures,
-                       handoff_grace=handoff_grace, max_idle_sessions=max_idle_sessions, fleet_lock=lock)
+                       handoff_grace=handoff_grace, max_idle_sessions=max_idle_sessions, fleet_lock=lock,
+                       hang_timeout=hang_timeout or None, limit_backoff=limit_backoff,
+                       limit_backoff_max=max(limit_backoff, limit_backoff_max))
     from git_handoff.cli.progress import Progress
 
     with Progress("relay", as_json=as_json or quiet) as progress:

@@ -158,6 +158,9 @@ def relay_html(snap: Snapshot) -> str:
         ("ACK", (ack.get("status") if isinstance(ack, dict) else None) or "waiting" if session else "-"),
         ("started", str(record.get("started_at") or "-")),
     ]
+    waiting = state_files.waiting_lines(record) if state == "running" else []
+    if waiting:  # a limit or outage the relay waits out
+        rows.append(("waiting", waiting[0].removeprefix("relay: waiting for ")))
     if record.get("stopped_at"):
         rows.append(("stopped", f"{record.get('stopped_at')} ({record.get('reason') or '-'})"))
     table = "".join(f"<tr><th>{escape(k)}</th><td data-relay-field=\"{escape(k)}\">{escape(v)}</td></tr>" for k, v in rows)

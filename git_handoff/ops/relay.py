@@ -26,7 +26,7 @@ from git_handoff.fleet_lock import FleetLock
 from git_handoff.launcher import Agent, launch, stop_tmux_server, tmux_socket_name
 from git_handoff.local import open_session
 from git_handoff.model import now_iso
-from git_handoff.ops import handoff, prompt, recovery, sessions
+from git_handoff.ops import handoff, prompt, recovery, relay_watch, sessions
 from git_handoff.ops.relay_record import relay_lock, update_record
 from git_handoff.records import RelayRecord
 from git_handoff.store import StateStore
@@ -45,6 +45,9 @@ class Options:
     poll: float = 0.05
     launch_grace: float = 15.0  # an agent exiting non-zero this soon after its ACK, having done nothing, failed to start
     fleet_lock: FleetLock | None = None  # one relay per remote, not only per clone (git_handoff.fleet_lock)
+    hang_timeout: float | None = 1800.0  # no progress this long: a hang (ops/relay_watch.py), None: never
+    limit_backoff: float = 60.0  # the first wait on a limit that printed no reset time; doubled per limit in a row
+    limit_backoff_max: float = 1800.0
 
 
 class Stopped(Negative):
@@ -87,6 +90,9 @@ class Relay:
         self.progress_at_ack: tuple[int, int] | None = None
         self.relay_dir = store.repo.handoff_dir / "relay"
         self.relay_dir.mkdir(exist_ok=True)
+        self.watch = relay_watch.Watch(store, self.relay_dir, opts.agent, opts.hang_timeout, opts.limit_backoff,
+                                       opts.limit_backoff_max, opts.poll, say, self.waiting, self._failure,
+                                       lambda changes, log: update_record(self._session_store(), changes, log=log))
 
     # -- helpers --
 
@@ -130,11 +136,13 @@ class Relay:
     def launch_and_ack(self) -> None:
         assert self.session is not None
         number = self.session
-        what = ""
-        for attempt in range(1, self.opts.max_launch_failures + 1):
+        what, attempt = "", 0
+        while attempt < self.opts.max_launch_failures:
+            attempt += 1
             prompt_file = self.relay_dir / f"prompt-{number}.md"
             prompt_file.write_text(prompt.render_prompt(self._session_store()))
             earlier = self._ack_status(number)  # a rejection by the previous launch is not this one's
+            self.watch.launched(number)
             self.agent = launch(self.store, self.opts.agent, number, prompt_file, self.relay_dir,
                                 tmux_socket=tmux_socket_name(self.store, self.opts.tmux_socket) if self.opts.tmux else None)
             self._remember_agent()
@@ -150,7 +158,10 @@ class Relay:
                 self.say(f"relay: session {number}: acknowledged")
                 self.acked_at = time.monotonic()
                 self.progress_at_ack = _progress(self.store)
+                self.watch.acknowledged()
                 return
+            if failure == relay_watch.RELAUNCH:
+                attempt -= 1  # a limit waited out: no launch spent
             what = failure
         self.agent = None
         self._remember_agent()
@@ -162,8 +173,8 @@ class Relay:
     def _failed_start(self, number: int, status: int) -> str | None:
         """An agent that exits non-zero within launch_grace of its ACK with nothing done did
         not really start (a bad flag, a prompt its CLI never got): what to report, else None."""
-        if status == 0 or self.acked_at is None:
-            return None
+        if status == 0 or self.acked_at is None or status > 128 or status < 0 or self.watch.worked():
+            return None  # killed by a signal, or it did something: it started
         after = time.monotonic() - self.acked_at
         if after > self.opts.launch_grace or _progress(self.store) != self.progress_at_ack:
             return None
@@ -176,14 +187,17 @@ class Relay:
         started = time.monotonic()
         while True:
             status = agent.exit_status()
+            if status is not None and self.watch.limited(agent, number, status):
+                return relay_watch.RELAUNCH
             if status is not None:
                 failed = self._failed_start(number, status)
                 if failed:
                     self._failure(f"session {number}: launch failure: {failed}", "ENV_SETUP")
                     return failed
                 if status != 0 and not self._handed_off(number):
-                    self._failure(f"session {number}: agent exited with status {status} without a handoff",
-                                  "TASK_EXEC")
+                    said = self.watch.last_line(number)
+                    self._failure(f"session {number}: agent exited with status {status} without a handoff"
+                                  + (f" (its last output: {said})" if said else ""), "TASK_EXEC")
                 else:
                     self.say(f"relay: session {number}: agent exited (status {status})")
                 break
@@ -196,6 +210,8 @@ class Relay:
                     self.say(f"relay: session {number}: agent still running after the handoff: ending it")
                     agent.kill()
                     break
+                if self.watch.limited(agent, number, agent.exit_status()):
+                    return relay_watch.RELAUNCH
                 failed = self._failed_start(number, agent.exit_status() or 0)
                 if failed:  # its SessionEnd hook wrote the document on the way out
                     self._failure(f"session {number}: launch failure: {failed}", "ENV_SETUP")
@@ -206,6 +222,10 @@ class Relay:
                 agent.kill()
                 self._failure(f"session {number}: ran longer than --session-timeout {timeout:g}s; agent killed",
                               "SESSION_TIMEOUT")
+                break
+            if (hung := self.watch.hung(agent)) is not None:
+                agent.kill()
+                self._failure(f"session {number}: {hung}; agent killed", relay_watch.HANG_CATEGORY)
                 break
             time.sleep(self.opts.poll)
         return None
@@ -251,36 +271,9 @@ class Relay:
 
     def _await_ack(self, number: int, agent: Agent, label: str = "",
                    earlier: dict[str, Any] | None = None) -> str | None:
-        """None once session `number` acknowledged; else what went wrong (the agent is then killed)."""
-        started = time.monotonic()
-        deadline, shown = started + self.opts.ack_timeout, -1
-        while True:
-            if (elapsed := int(time.monotonic() - started)) != shown:
-                shown = elapsed
-                self.waiting(f"session {number}: waiting for ACK ({elapsed} s of {self.opts.ack_timeout:g} s)")
-            ack = self._ack_status(number)
-            if ack == earlier:
-                ack = None
-            if ack and ack.get("status") == "accepted":
-                self.waiting(None)
-                return None
-            if ack and ack.get("status") == "failed":
-                what = f"agent rejected its prompt: {ack.get('reason')}"
-                break
-            status = agent.exit_status()
-            if status is not None:
-                what = f"agent exited with status {status} before acknowledging"
-                break
-            if time.monotonic() >= deadline:
-                what = f"agent did not acknowledge within {self.opts.ack_timeout:g}s; its processes were killed"
-                break
-            time.sleep(self.opts.poll)
-        self.waiting(None)
-        if self._acknowledged(number):  # acknowledged just as it exited
-            return None
-        agent.kill()
-        self._failure(f"session {number}: {label}{what}", "ENV_SETUP")
-        return what
+        """None once session `number` acknowledged; else what went wrong (the agent is then
+        killed), or relay_watch.RELAUNCH after a limit it stopped on was waited out."""
+        return self.watch.await_ack(number, agent, self.opts.ack_timeout, label, earlier)
 
     # -- main --
 
@@ -312,6 +305,9 @@ class Relay:
                 sessions_run += 1
                 self.launch_and_ack()
                 failed = self.wait_session()
+                while failed == relay_watch.RELAUNCH:  # a limit waited out: the same session goes on
+                    self.launch_and_ack()
+                    failed = self.wait_session()
                 self.finish_session()
                 failed_starts = failed_starts + 1 if failed else 0
                 if failed_starts >= self.opts.max_launch_failures:
@@ -364,7 +360,7 @@ class Relay:
         if self.opts.tmux:
             stop_tmux_server(tmux_socket_name(self.store, self.opts.tmux_socket))
         update_record(self.store, {"state": "stopped", "stopped_at": now_iso(), "reason": reason,
-                                    "session": None, "agent_pid": None},
+                                    "session": None, "agent_pid": None, "waiting": None},
                        log=("LOCK", f"relay stopped: {reason}", None))
 
 

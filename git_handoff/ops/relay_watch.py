@@ -1,0 +1,375 @@
+"""What the relay watches while its agent runs, and the waits that follow.
+
+- Why an agent stopped: the output of this launch (the session log the launcher fills:
+  the child's stdout and stderr, or the tmux pane through `pipe-pane`) read by
+  git_handoff.agent_output: a usage limit, a rate limit or an API outage is a *wait*
+  (until the reset time the CLI printed, else a capped exponential backoff), never a
+  failed launch and never a new session: the session stays open, its claims are renewed
+  for the wait, and the agent is launched again into it.
+- Whether it still makes progress: the state ref, HEAD, the session log, the hooks'
+  private files and the agent's process tree (a tool run is a new process). Nothing of
+  these moving for `hang_timeout` seconds is a hang, ended like a crash.
+- Whether it waits for a person: with --tmux, the pane of an agent that has done
+  nothing yet, read by agent_output.person_prompt_in (first-run, trust, API-key and
+  permission screens), which names the setting that answers it.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import re
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from git_handoff import agent_output, identity, procs
+from git_handoff.agent_output import Limit
+from git_handoff.errors import HandoffError, Negative
+from git_handoff.launcher import Agent
+from git_handoff.model import now_iso, parse_time, printable
+from git_handoff.ops import handoff, work
+from git_handoff.state_files import doc_path, put_record, read_session, session_path
+from git_handoff.store import StateStore, Tx
+
+LIMIT_CATEGORY = "LIMIT"  # the log category of a limit or outage waited out
+HANG_CATEGORY = "SESSION_TIMEOUT"  # a hang is a session that stopped making progress
+RELAUNCH = "relaunch after a limit"  # what a phase returns when the agent is to be launched again
+OUTPUT_READ = 64 << 10  # the tail of a launch's output that is read for a limit
+RESET_MARGIN = 5.0  # seconds after a printed reset time before the next launch
+SCREEN_EVERY = 1.0  # seconds between two reads of a tmux pane
+ACTIVITY_EVERY = 1.0  # seconds between two looks at the agent's progress
+JUST_PAST = 180.0  # seconds a reset time may lie in the past and still be this one's
+MAX_WAIT = 8 * 24 * 3600.0  # a reset time further away than this is not believed: backoff instead
+KIND_WORDS = {agent_output.USAGE_LIMIT: "the usage limit", agent_output.RATE_LIMIT: "the rate limit",
+              agent_output.OUTAGE: "the API outage"}
+
+_ESCAPE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
+Record = Callable[[dict[str, Any], tuple[str, str, str | None] | None], object]
+
+
+def span(seconds: float) -> str:
+    """ "45 s", "12 min", "3 h 12 min"."""
+    whole = max(0, int(round(seconds)))
+    if whole < 60:
+        return f"{whole} s"
+    minutes = (whole + 30) // 60 if whole < 3600 else whole // 60
+    if minutes < 60:
+        return f"{minutes} min"
+    return f"{minutes // 60} h {minutes % 60} min" if minutes % 60 else f"{minutes // 60} h"
+
+
+def clock(moment: datetime.datetime, now: datetime.datetime) -> str:
+    """A moment as the relay's local time of day, with its date when not today."""
+    local = moment.astimezone()
+    return local.strftime("%H:%M") if local.date() == now.astimezone().date() else local.strftime("%Y-%m-%d %H:%M")
+
+
+def wait_seconds(limit: Limit, streak: int, backoff: float, backoff_max: float,
+                 now: datetime.datetime) -> tuple[float, bool]:
+    """How long to wait out `limit`, the `streak`-th in a row, and whether the CLI's reset
+    time said so: until that time (and a margin), else `backoff` doubled per limit in a
+    row, at most `backoff_max`."""
+    if limit.resets_at:
+        try:
+            left = (parse_time(limit.resets_at) - now).total_seconds()
+        except HandoffError:
+            left = 0.0
+        if -JUST_PAST < left <= MAX_WAIT:  # a reset printed to the minute may be just past: now
+            return max(left, 0.0) + RESET_MARGIN, True
+    return float(min(backoff_max, backoff * 2 ** min(max(streak - 1, 0), 30))), False
+
+
+def progress(store: StateStore) -> tuple[int, int, int, int, str | None]:
+    """What a working agent changes: completed tasks, attempts, checkpoints, claims, HEAD."""
+    tasks = store.snapshot().tasks().values()
+    return (sum(1 for t in tasks if t.status == "completed"), sum(t.attempts for t in tasks),
+            sum(len(t.checkpoints) for t in tasks), sum(1 for t in tasks if t.status == "in_progress"),
+            store.repo.head())
+
+
+class WaitsForPerson(Negative):
+    """The agent's screen waits for a person: the relay stops, saying what to set."""
+
+
+Say = Callable[[str], None]
+Waiting = Callable[[str | None], None]
+Failure = Callable[[str, str], None]  # (what, category): said, logged, kept in the relay record
+
+
+@dataclass
+class Watch:
+    """The relay's eyes on one agent at a time (`launched` starts each launch)."""
+
+    store: StateStore
+    relay_dir: Path
+    agent_command: str
+    hang_timeout: float | None
+    backoff: float
+    backoff_max: float
+    poll: float
+    say: Say
+    waiting: Waiting
+    failure: Failure
+    record: Record
+    cli: str = ""
+    streak: int = 0  # limits in a row without a launch that worked in between
+    log_offset: int = 0
+    launched_at: str = ""
+    _seen: tuple[Any, ...] = ()
+    _seen_at: float = 0.0
+    _looked_at: float = 0.0
+    _screen_at: float = 0.0
+    _baseline: tuple[Any, ...] = field(default_factory=tuple)
+
+    def __post_init__(self) -> None:
+        self.cli = agent_output.cli_of(self.agent_command)
+
+    def _log(self, number: int) -> Path:
+        return self.relay_dir / f"session-{number}.log"
+
+    # -- a launch ------------------------------------------------------------------------
+
+    def launched(self, number: int) -> None:
+        """Before each launch: what the log holds already is an earlier launch's."""
+        try:
+            self.log_offset = self._log(number).stat().st_size
+        except OSError:
+            self.log_offset = 0
+        self.launched_at = now_iso()
+        self._seen, self._seen_at, self._looked_at, self._screen_at = (), time.monotonic(), 0.0, 0.0
+        self._baseline = ()
+
+    def output(self, number: int) -> str:
+        """What this launch printed (its last OUTPUT_READ bytes)."""
+        try:
+            with open(self._log(number), "rb") as fh:
+                size = fh.seek(0, os.SEEK_END)
+                fh.seek(max(self.log_offset, size - OUTPUT_READ))
+                return fh.read().decode("utf-8", "replace")
+        except OSError:
+            return ""
+
+    def last_line(self, number: int) -> str | None:
+        """The last line this launch printed, as one printable line (for a failure's text)."""
+        return _last_line(self.output(number))
+
+    def limit(self, number: int, status: int | None) -> Limit | None:
+        """The limit or outage this launch stopped on, read from its output."""
+        return agent_output.limit_in(self.cli, status, self.output(number), datetime.datetime.now().astimezone())
+
+    # -- the ACK -------------------------------------------------------------------------
+
+    def await_ack(self, number: int, agent: Agent, timeout: float, label: str = "",
+                  earlier: dict[str, Any] | None = None) -> str | None:
+        """None once session `number` acknowledged; else what went wrong (the agent is then
+        killed), or RELAUNCH once a limit it stopped on was waited out. WaitsForPerson when
+        its tmux pane shows a screen only a person answers."""
+        started = time.monotonic()
+        deadline, shown = started + timeout, -1
+        while True:
+            if (elapsed := int(time.monotonic() - started)) != shown:
+                shown = elapsed
+                self.waiting(f"session {number}: waiting for ACK ({elapsed} s of {timeout:g} s)")
+            ack = handoff.ack_status(self.store, number)
+            if ack == earlier:
+                ack = None  # the previous launch's
+            if ack and ack.get("status") == "accepted":
+                self.waiting(None)
+                return None
+            if ack and ack.get("status") == "failed":
+                what = f"agent rejected its prompt: {ack.get('reason')}"
+                break
+            status = agent.exit_status()
+            if status is not None and self.limited(agent, number, status):
+                return RELAUNCH
+            if status is not None and (asked := self._asked_on_the_way_out(number)) is not None:
+                self.failure(f"session {number}: {label}the agent stopped on a screen for a person: {asked}",
+                             "ENV_SETUP")
+                raise WaitsForPerson(f"the agent stopped on a screen for a person: {asked}")
+            if status is not None:
+                what = f"agent exited with status {status} before acknowledging"
+                said = self.last_line(number)
+                what += f" (its last output: {said})" if said else ""
+                break
+            if (asked := self.person_prompt(agent)) is not None:
+                self.waiting(None)
+                agent.kill()
+                self.failure(f"session {number}: {label}the agent waits for a person: {asked}", "ENV_SETUP")
+                raise WaitsForPerson(f"the agent waits for a person: {asked}")
+            if time.monotonic() >= deadline:
+                screen = _last_line(self.screen(agent))
+                what = (f"agent did not acknowledge within {timeout:g}s; its processes were killed"
+                        + (f" (its screen showed: {screen})" if screen else ""))
+                break
+            time.sleep(self.poll)
+        self.waiting(None)
+        if handoff.acknowledged(self.store, number) and handoff.ack_status(self.store, number) != earlier:
+            return None  # acknowledged just as it exited
+        agent.kill()
+        self.failure(f"session {number}: {label}{what}", "ENV_SETUP")
+        return what
+
+    def acknowledged(self) -> None:
+        """At the ACK: the baseline a failed start is judged against."""
+        self._baseline = progress(self.store)
+
+    def worked(self) -> bool:
+        """Did the agent change anything since its ACK (a claim, a checkpoint, a commit...)?"""
+        return bool(self._baseline) and progress(self.store) != self._baseline
+
+    # -- progress ------------------------------------------------------------------------
+
+    def _activity(self, agent: Agent) -> tuple[Any, ...]:
+        repo = self.store.repo
+        sizes = []
+        for path in (agent.status_file.with_suffix(".log"), repo.git_dir / "handoff"):
+            try:
+                info = path.stat()
+                sizes.append((info.st_size, info.st_mtime_ns))
+            except OSError:
+                sizes.append((0, 0))
+        return (self.store.head(), repo.head(), *sizes, frozenset(procs.tree(agent.pid)))
+
+    def hung(self, agent: Agent) -> str | None:
+        """What to report once the agent made no progress for hang_timeout seconds, else
+        None (looked at once per ACTIVITY_EVERY)."""
+        if self.hang_timeout is None:
+            return None
+        now = time.monotonic()
+        if now - self._looked_at < ACTIVITY_EVERY:
+            return None
+        self._looked_at = now
+        seen = self._activity(agent)
+        if seen != self._seen:
+            self._seen, self._seen_at = seen, now
+            return None
+        idle = now - self._seen_at
+        if idle < self.hang_timeout:
+            return None
+        if agent.tmux is not None and agent_output.limit_in(self.cli, None, self.screen(agent),
+                                                            datetime.datetime.now().astimezone()) is not None:
+            self._seen_at = now  # an interactive CLI waiting out a limit on its screen resumes by itself
+            return None
+        return (f"hung: no progress for {span(idle)} (no output, commit, state change or new process; "
+                f"--hang-timeout {self.hang_timeout:g}s)")
+
+    # -- a person's screen (tmux) ----------------------------------------------------------
+
+    def screen(self, agent: Agent) -> str:
+        """The text on the agent's tmux pane ("" without tmux)."""
+        if agent.tmux is None:
+            return ""
+        socket_name, name = agent.tmux
+        proc = subprocess.run(["tmux", "-L", socket_name, "capture-pane", "-p", "-t", f"={name}:"],
+                              capture_output=True, text=True, errors="replace")
+        return proc.stdout if proc.returncode == 0 else ""
+
+    def _asked_on_the_way_out(self, number: int) -> str | None:
+        """A first-run screen in what an agent that exited before its ACK printed (a
+        terminal's log: its escape sequences read as spaces)."""
+        return agent_output.person_prompt_in(self.cli, _ESCAPE.sub(" ", self.output(number)))
+
+    def person_prompt(self, agent: Agent) -> str | None:
+        """What to set, when the agent's pane shows it waiting for a person (tmux only;
+        the pane read once per SCREEN_EVERY)."""
+        now = time.monotonic()
+        if agent.tmux is None or now - self._screen_at < SCREEN_EVERY:
+            return None
+        self._screen_at = now
+        return agent_output.person_prompt_in(self.cli, self.screen(agent))
+
+    # -- waiting a limit out ---------------------------------------------------------------
+
+    def limited(self, agent: Agent, number: int, status: int | None) -> bool:
+        """The agent exited on a usage or rate limit or an API outage: wait it out, then True
+        (launch it again into the same session) unless the session had handed off."""
+        limit = self.limit(number, status) if status else None
+        if limit is None:
+            return False
+        self.waiting(None)
+        agent.kill()  # whatever it left behind
+        self.wait_out(limit, number)
+        return not handoff.handed_off(self.store, number)
+
+    def wait_out(self, limit: Limit, number: int) -> None:
+        """Wait `limit` out: the relay record says so (status, dashboard), the log has it
+        under LIMIT, the session's claims are renewed to outlast the wait, and a document
+        the agent's exit wrote is withdrawn (the session goes on afterwards)."""
+        self.streak = 1 if self.worked() else self.streak + 1  # a launch that worked starts the backoff over
+        now = datetime.datetime.now(datetime.timezone.utc)
+        seconds, at_reset = wait_seconds(limit, self.streak, self.backoff, self.backoff_max, now)
+        until = now + datetime.timedelta(seconds=seconds)
+        stamp = until.strftime("%Y-%m-%dT%H:%M:%SZ")
+        words = KIND_WORDS.get(limit.kind, "the limit")
+        line = printable(limit.line)[:300]
+        how = "the reset time it printed" if at_reset else f"backoff, limit {self.streak} in a row"
+        withdrawn = withdraw_exit_doc(self.store, number, self.launched_at)
+        self.say(f"relay: session {number}: the agent stopped on {words}: {line}")
+        self.say(f"relay: waiting for {words}, resumes at {clock(until, now)} (in {span(seconds)})")
+        self.record({"waiting": {"kind": limit.kind, "since": now_iso(), "until": stamp, "line": line}},
+                    ("WARN", f"relay: session {number}: {limit.kind.replace('_', ' ')}: {line}; waiting until "
+                             f"{stamp} ({how}); no session or launch counted"
+                     + ("; the document its exit wrote withdrawn" if withdrawn else ""), LIMIT_CATEGORY))
+        renew_claims(self.store, number, int(seconds) + 60)
+        deadline = time.monotonic() + seconds
+        try:
+            while (left := deadline - time.monotonic()) > 0:
+                self.waiting(f"session {number}: waiting for {words}: {span(left)} left")
+                time.sleep(min(left, 1.0))
+        finally:
+            self.waiting(None)
+        renew_claims(self.store, number, None)
+        self.record({"waiting": None}, ("WARN", f"relay: session {number}: {words} waited out; "
+                                                 "launching the agent again", LIMIT_CATEGORY))
+        self.say(f"relay: session {number}: {words} waited out; launching the agent again")
+
+
+def _last_line(text: str) -> str | None:
+    for line in reversed(text.splitlines()):
+        shown = printable(line).strip()
+        if shown:
+            return shown[:200]
+    return None
+
+
+def renew_claims(store: StateStore, number: int, lease: int | None) -> None:
+    """Renew this clone's claims made in session `number`: by `lease` seconds more than
+    their own lease (a wait), or (None) back to their own lease."""
+    for task in store.snapshot().tasks().values():
+        if task.status != "in_progress" or task.get("claim_session") != number:
+            continue
+        if not identity.claim_is_mine(store.repo, task):
+            continue
+        own = task.get("lease_seconds") if isinstance(task.get("lease_seconds"), int) else None
+        base = own if own and own > 0 else None
+        try:
+            if lease is None:
+                work.renew(store, task.id, lease=base)
+            else:
+                work.renew(store, task.id, lease=(base or 30 * 60) + lease)
+        except HandoffError:
+            continue  # gone or taken meanwhile: recovery's business, not the wait's
+
+
+def withdraw_exit_doc(store: StateStore, number: int, since: str) -> bool:
+    """Remove the document the agent's exit hook (SessionEnd) wrote for session `number`
+    at or after `since`: the session is not over, it waits. True when one was removed."""
+    def apply(tx: Tx) -> bool:
+        path = doc_path(tx, number)
+        doc = tx.read_json(path)
+        if not isinstance(doc, dict) or doc.get("trigger") != "session-end":
+            return False
+        if str(doc.get("written_at") or "") < since:
+            return False
+        tx.put(path, None)
+        record = read_session(tx, number)
+        if record is not None and record.get("handoff"):
+            record.pop("handoff", None)
+            put_record(tx, session_path(tx, number), record)
+        return True
+
+    return bool(store.transact(apply))
