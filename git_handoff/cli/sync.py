@@ -36,6 +36,13 @@ def _sync_text(r: SyncReport) -> list[str]:
         lines.append(f"  attempt {ref} differs on the remote; both kept (the remote's under refs/remotes/)")
     if r["notes"] not in ("none", "up-to-date"):
         lines.append(f"  notes: {r['notes']}")
+    held = r.get("quarantined") or []
+    if held:
+        lines.append(f"  quarantined {len(held)} ref(s) of {r['remote']} that this version can not read safely "
+                     "(skipped; everything else was used):")
+        lines += [f"    {visible(item['why'])}" for item in held[:20]]
+        if len(held) > 20:
+            lines.append(f"    ... and {len(held) - 20} more (`git handoff sync --json` lists them)")
     lines += refspec_lines(r["remote"], r.get("refspecs") or {})
     return lines
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, TypeVar
 
-from git_handoff import records, transport
+from git_handoff import quarantine, records, transport
 from git_handoff.errors import Contention, HandoffError, NotInitialized, UsageError
 from git_handoff.gitrepo import Repo
 from git_handoff.model import Task, now_iso, parse_time
@@ -127,25 +127,40 @@ def fleet_view(repo: Repo, remote: Remote, head: str) -> Fleet:
         if repo.is_ancestor(oid, head):
             continue  # merged already: the state decides
         task = claim_record(repo, oid, task_id)
-        if task is None or (task.status == "in_progress" and task.get("clone") != remote.clone
-                            and not lease_expired(task, stamp)):
+        # a claim ref that records no claim (unreadable, the task absent or not in
+        # progress there) holds nothing: ignored (and pruned by the next sync)
+        if task is not None and task.status == "in_progress" and task.get("clone") != remote.clone \
+                and not lease_expired(task, stamp):
             taken.add(task_id)
+    # a claim ref that failed the edge (at a blob...) is no claim either; a claim pushes
+    # over it by compare-and-swap against what it points at
+    claims = {**_quarantined_claims(repo, remote), **claims}
     others = [clone for clone in remote.publishing_clones(repo) if clone != remote.clone]
     rank = sum(1 for clone in others if clone < remote.clone)
     return Fleet(frozenset(taken), claims, len(others), rank)
 
 
+def _quarantined_claims(repo: Repo, remote: Remote) -> dict[str, str]:
+    """{task id: object} of the remote's claim refs that failed the edge (as fetched)."""
+    held = quarantine.read(repo, remote.track)
+    return {ref[len(transport.CLAIMS):]: item["oid"] for ref, item in held.items() if ref.startswith(transport.CLAIMS)}
+
+
 def _claims_to_prune(repo: Repo, remote: Remote, head: str, snap: Snapshot) -> dict[str, str]:
-    """{claim ref: its commit} for the claims that are over: merged here, and the task is
-    no longer in progress under that claim. Only this clone's own, or another's whose
-    lease ended more than DEAD_CLAIM_SECONDS ago (so that clones do not race to delete)."""
-    out = {}
+    """{claim ref: what it points at} for the claims that are over: merged here, and the
+    task is no longer in progress under that claim. Only this clone's own, or another's
+    whose lease ended more than DEAD_CLAIM_SECONDS ago (so that clones do not race to
+    delete). And, whoever made them, the claim refs that record no claim at all (failed
+    the edge, or a commit where the task is absent or not in progress): junk, which would
+    otherwise stay on the remote for good."""
+    out = {transport.CLAIMS + task_id: oid for task_id, oid in _quarantined_claims(repo, remote).items()}
     stamp = now_iso()
     for task_id, oid in sorted(remote.claim_refs(repo).items()):
-        if not repo.is_ancestor(oid, head):
-            continue
         claimed = claim_record(repo, oid, task_id)
-        if claimed is None:
+        if claimed is None or claimed.status != "in_progress":
+            out[Remote.claim_ref(task_id)] = oid
+            continue
+        if not repo.is_ancestor(oid, head):
             continue
         now = snap.task(task_id)
         if now is not None and now.status == "in_progress" and now.get("claimed_at") == claimed.get("claimed_at"):
@@ -191,7 +206,7 @@ def _round(store: StateStore, remote: Remote, report: SyncReport,
     """One fetch-merge-push round; True when everything reached the remote."""
     repo = store.repo
     say(f"fetching from {remote.spec}")
-    fetch(repo, remote)
+    report["quarantined"] = fetch(repo, remote)
     say("merging the remote's state")
     _merge_remote(store, remote, report)
     fetched, clashing = _take_attempts(repo, remote)
@@ -238,11 +253,24 @@ def _round(store: StateStore, remote: Remote, report: SyncReport,
     accepted = sorted(ref for ref, (what, _) in pushed.refs.items() if what == ACCEPTED)
     report["pushed"].extend(ref for ref in accepted if ref not in prune)
     report["claims_pruned"].extend(ref[len(transport.CLAIMS):] for ref in accepted if ref in prune)
+    _forget(repo, remote, [ref for ref in accepted if ref in prune])
     report["attempts"]["pushed"].extend(ref for ref in accepted if ref.startswith(ATTEMPTS_PREFIX))
     stuck = [ref for ref in pushed.refs if ref.startswith(ATTEMPTS_PREFIX) and not pushed.ok(ref)]
     if stuck:
         report["attempts"]["conflicting"] = sorted(set(report["attempts"]["conflicting"]) | set(stuck))
     return all(pushed.outcome(ref) in (None, ACCEPTED) for ref in (remote.my_state, remote.my_notes))
+
+
+def _forget(repo: Repo, remote: Remote, deleted: list[str]) -> None:
+    """The remote no longer has the refs `deleted` (this push deleted them): neither
+    their tracking refs, nor their quarantine."""
+    if not deleted:
+        return
+    for ref in deleted:
+        repo.delete_ref(remote.tracking(ref))
+    held = quarantine.read(repo, remote.track)
+    if any(ref in held for ref in deleted):
+        quarantine.write(repo, remote.track, {ref: item for ref, item in held.items() if ref not in deleted})
 
 
 def _track(repo: Repo, remote: Remote, remote_ref: str, oid: str) -> None:
@@ -261,7 +289,7 @@ def sync(store: StateStore, remote: str | None = None, *, tries: int = PUSH_TRIE
     report: SyncReport = {
         "remote": remote_obj.spec, "action": "", "incoming": 0, "outgoing": 0, "conflicts": [],
         "claims_lost": [], "pushed": [], "attempts": {"fetched": [], "pushed": [], "conflicting": []},
-        "notes": "none", "retries": 0, "states": 0, "claims_pruned": [],
+        "notes": "none", "retries": 0, "states": 0, "claims_pruned": [], "quarantined": [],
     }
     for attempt in range(tries):
         if _round(store, remote_obj, report, say):
@@ -405,9 +433,7 @@ def publish(store: StateStore, remote: str | None = None, *, tries: int = 5) -> 
             raise transport.refused_error(remote_obj, refused)
         if pushed.ok(remote_obj.my_state):
             _track(repo, remote_obj, remote_obj.my_state, local)
-            for ref in prune:
-                if pushed.ok(ref):
-                    repo.delete_ref(remote_obj.tracking(ref))
+            _forget(repo, remote_obj, [ref for ref in prune if pushed.ok(ref)])
             stats("publish", retries=attempt)
             return {"remote": remote_obj.spec, "pushed": [remote_obj.my_state], "retries": attempt}
         if pushed.outcome(remote_obj.my_state) == MOVED:

@@ -11,7 +11,7 @@ import random
 import time
 from typing import Any, TypedDict
 
-from git_handoff import incoming, merge, notices, records
+from git_handoff import incoming, merge, notices, quarantine, records
 from git_handoff.errors import Contention, InvalidState
 from git_handoff.gitrepo import Repo
 from git_handoff.notes import NOTES_LOCK
@@ -196,6 +196,7 @@ class SyncReport(MergedReport, total=False):
     attempts: AttemptsReport
     retries: int
     claims_pruned: list[str]  # tasks whose finished claim refs this push deleted
+    quarantined: list[quarantine.Held]  # the remote's refs that failed the edge: not used
     refspecs: dict[str, list[str]]  # what was added to / removed from remote.<name>.fetch
     state_commit: str | None
 

@@ -7,7 +7,7 @@ import dataclasses
 from collections.abc import Iterable
 from typing import Any
 
-from git_handoff import identity, local, schedule, state_files
+from git_handoff import identity, local, quarantine, schedule, state_files
 from git_handoff.errors import Negative, UsageError
 from git_handoff.model import LOG_TYPES, Task, check_id, now_iso
 from git_handoff.store import Entry, Snapshot, StateStore
@@ -103,7 +103,8 @@ def status(store: StateStore) -> dict[str, Any]:
 
 def _notes(store: StateStore, snap: Snapshot) -> list[str]:
     """Extra lines for `status` from other areas: what waits to be pushed, the relay."""
-    return local.unpushed_lines(store.repo, store.head(), identity.clone_id(store.repo)) + state_files.relay_status_lines(snap)
+    return (local.unpushed_lines(store.repo, store.head(), identity.clone_id(store.repo))
+            + state_files.relay_status_lines(snap) + quarantine.status_lines(store.repo))
 
 
 def log(
