@@ -202,6 +202,18 @@ class Repo:
                     out[name] = target
         return out
 
+    def refs_in(self, prefix: str) -> dict[str, str]:
+        """`refs_under` for a namespace that may hold thousands of refs (a fleet's clone
+        refs): git for-each-ref reads only that namespace, where libgit2's iterator reads
+        every ref of the repository at each call (0.1 s a call with 2,000 loose refs)."""
+        proc = self.git("for-each-ref", "--format=%(objectname) %(refname)", prefix, check=False)
+        out: dict[str, str] = {}
+        for line in proc.stdout.decode("utf-8", "surrogateescape").splitlines():
+            oid, _, name = line.partition(" ")
+            if name.startswith(prefix):
+                out[name] = oid
+        return out
+
     def cas_ref(self, name: str, new: str, expected: str | None, message: str) -> bool:
         """Compare-and-swap `name` from `expected` (None: must not exist) to `new`.
 
@@ -280,7 +292,7 @@ class Repo:
             pid = int(match.group(1))
             return pid != os.getpid() and not _alive(pid)
 
-        swept = [name for name in self.refs_under(prefix) if stale(name)]
+        swept = [name for name in self.refs_in(prefix) if stale(name)]
         for name in swept:
             self.delete_ref(name)
         root = self.common_dir / prefix
@@ -580,6 +592,20 @@ class Repo:
 
     def is_ancestor(self, ancestor: str, descendant: str) -> bool:
         return ancestor == descendant or bool(self.raw.descendant_of(descendant, ancestor))
+
+    def commits_not_in(self, include: str, exclude: str | None) -> list[str]:
+        """The commits `include` has that `exclude` has not (any order)."""
+        pygit2 = _pygit2()
+        walker = self.raw.walk(include, pygit2.enums.SortMode.NONE)
+        if exclude is not None and self.has_object(exclude):
+            walker.hide(exclude)
+        return [str(commit.id) for commit in walker]
+
+    def merge_base_many(self, commits: list[str]) -> str | None:
+        """The best common ancestor of commits[0] and a merge of all the others (as
+        `git merge-base A B C...`)."""
+        found = self.raw.merge_base_many(commits)
+        return str(found) if found is not None else None
 
     def count_commits(self, include: str, exclude: str | None = None) -> int:
         """How many commits `include` has that `exclude` has not."""

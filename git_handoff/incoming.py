@@ -227,6 +227,8 @@ def state_problem(repo: Repo, theirs: str, label: str) -> str | None:
 
 def check_incoming_state(repo: Repo, theirs: str, label: str) -> None:
     """The remote's state commit `theirs`: InvalidState (exit 2) if it cannot be used."""
+    if theirs in _CHECKED:
+        return
     try:
         Snapshot(repo, theirs)
     except InvalidState as exc:

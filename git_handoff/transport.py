@@ -113,7 +113,7 @@ class Remote:
         legacy = repo.ref_target(self.state)
         if legacy is not None:
             out.append((self.spec, legacy))
-        for name, oid in sorted(repo.refs_under(self.clones).items()):
+        for name, oid in sorted(repo.refs_in(self.clones).items()):
             if name.endswith("/state"):
                 who = name[len(self.clones):-len("/state")]
                 out.append((self.spec if who == self.clone else f"{self.spec} (clone {who[:8]})", oid))
@@ -121,17 +121,17 @@ class Remote:
 
     def publishing_clones(self, repo: Repo) -> list[str]:
         """The ids of the clones with a state ref on the remote (as fetched), sorted."""
-        return sorted(name[len(self.clones):-len("/state")] for name in repo.refs_under(self.clones)
+        return sorted(name[len(self.clones):-len("/state")] for name in repo.refs_in(self.clones)
                       if name.endswith("/state"))
 
     def notes_heads(self, repo: Repo) -> list[str]:
         out = [oid for oid in [repo.ref_target(self.notes)] if oid is not None]
-        out += [oid for name, oid in sorted(repo.refs_under(self.clones).items()) if name.endswith("/notes")]
+        out += [oid for name, oid in sorted(repo.refs_in(self.clones).items()) if name.endswith("/notes")]
         return out
 
     def claim_refs(self, repo: Repo) -> dict[str, str]:
         """{task id: the claim commit} as fetched."""
-        return {name[len(self.claims):]: oid for name, oid in repo.refs_under(self.claims).items()}
+        return {name[len(self.claims):]: oid for name, oid in repo.refs_in(self.claims).items()}
 
     @property
     def staging(self) -> str:
@@ -251,10 +251,10 @@ def _fetch_locked(repo: Repo, remote: Remote) -> list[quarantine.Held]:
                     *fetch_specs(staging), check=False, env={"GIT_TERMINAL_PROMPT": "0"})
     if proc.returncode != 0:
         raise git_error(proc, f"cannot fetch from {remote.spec}")
-    fetched = {_remote_rest(name[len(staging):]): oid for name, oid in repo.refs_under(staging).items()}
+    fetched = {_remote_rest(name[len(staging):]): oid for name, oid in repo.refs_in(staging).items()}
     fetched = {rest: oid for rest, oid in fetched.items() if is_read(rest)}
     tracking = f"refs/remotes/{remote.track}/"
-    current = {name[len(tracking):]: oid for name, oid in repo.refs_under(tracking).items()}
+    current = {name[len(tracking):]: oid for name, oid in repo.refs_in(tracking).items()}
     current = {rest: oid for rest, oid in current.items() if is_read(rest)}
     held_before = quarantine.read(repo, remote.track)
     held: dict[str, quarantine.Held] = {}

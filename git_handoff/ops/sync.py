@@ -66,7 +66,7 @@ PUSH_TRIES = 8
 def _take_attempts(repo: Repo, remote: Remote) -> tuple[list[str], list[str]]:
     """Create local attempt refs for the remote's attempts we lack; report clashes."""
     fetched, clashing = [], []
-    for name, oid in sorted(repo.refs_under(remote.attempts).items()):
+    for name, oid in sorted(repo.refs_in(remote.attempts).items()):
         local = ATTEMPTS_PREFIX + name[len(remote.attempts):]
         mine = repo.ref_target(local)
         if mine is None:
@@ -230,8 +230,8 @@ def _round(store: StateStore, remote: Remote, report: SyncReport,
         specs.append(f"{STATE_REF}:{STATE_REF}")
     if legacy and notes is not None and notes != repo.ref_target(remote.notes):
         specs.append(f"{NOTES_REF}:{NOTES_REF}")
-    remote_attempts = repo.refs_under(remote.attempts)
-    for name, _oid in sorted(repo.refs_under(ATTEMPTS_PREFIX).items()):
+    remote_attempts = repo.refs_in(remote.attempts)
+    for name, _oid in sorted(repo.refs_in(ATTEMPTS_PREFIX).items()):
         if remote_attempts.get(remote.attempts + name[len(ATTEMPTS_PREFIX):]) is None:
             specs.append(f"{name}:{name}")
     prune = _claims_to_prune(repo, remote, local, Snapshot(repo, local))
