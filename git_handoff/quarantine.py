@@ -75,5 +75,5 @@ def status_lines(repo: Repo) -> list[str]:
 
 def shown(text: str) -> str:
     """`text` (it names what a remote sent) on one line, its control, escape and bidi
-    characters escaped (repr escapes every character Python does not count printable)."""
-    return repr(text)[1:-1]
+    characters escaped (every character Python does not count printable)."""
+    return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text)
