@@ -132,3 +132,22 @@ def test_graph_draws_a_fetched_chain_5000_deep(clones: Callable[[str], Path]) ->
     assert len(lines) == 5001  # t1 and the chain
     assert "c4999: link 4999" in lines[-1] and "(4999 deep)" in lines[-1]
     assert max(len(line) for line in lines) < 300
+
+
+def test_the_notes_of_many_clones_merge_into_commits_of_bounded_fan_in(clones: Callable[[str], Path]) -> None:
+    """20 clones' notes refs, each noting the same commit: one notes merge had 21 parents."""
+    a, b = pair(clones)
+    noted = git("rev-parse", "HEAD", cwd=a)
+    for i in range(20):
+        blob = git("hash-object", "-w", "--stdin", cwd=a, input_text=f"note of clone {i}\n")
+        tree = git("mktree", cwd=a, input_text=f"100644 blob {blob}\t{noted}\n")
+        commit = git("commit-tree", tree, "-m", f"notes {i}", cwd=a)
+        git("push", "-q", "origin", f"{commit}:refs/harness/clones/{0xE000000000000000 + i:016x}/notes", cwd=a)
+    res = run("sync", "--json", cwd=b)
+    assert res.rc == 0 and json.loads(res.out).get("quarantined", []) == [], res.out + res.err
+    notes = git("rev-parse", "refs/notes/harness", cwd=b)
+    merges = git("rev-list", "--parents", "--merges", notes, cwd=b).splitlines()
+    assert merges and max(len(line.split()) - 1 for line in merges) <= 16
+    text = git("notes", "--ref=harness", "show", noted, cwd=b)
+    assert all(f"note of clone {i}" in text for i in range(20)), text
+    assert json.loads(run("sync", "--json", cwd=b).out)["notes"] == "up-to-date"

@@ -14,7 +14,7 @@ from git_handoff import incoming, merge, notices, quarantine
 from git_handoff.errors import Contention
 from git_handoff.gitrepo import Repo
 from git_handoff.notes import NOTES_LOCK
-from git_handoff.ops.sync_fold import HeadsCache, fold
+from git_handoff.ops.sync_fold import MAX_PARENTS, HeadsCache, fold
 from git_handoff.ops.sync_fold import readable as _readable
 from git_handoff.ops.sync_fold import task_record as _task_record
 from git_handoff.store import (
@@ -272,13 +272,15 @@ def merge_notes(repo: Repo, store: StateStore, heads: list[str]) -> str:
     fast-forward or merged."""
     if not heads:
         return "none"
+    cache = HeadsCache(repo, "notes")
     with StateLock(repo.handoff_dir / NOTES_LOCK, 30):
         for attempt in range(CAS_TRIES):
             if attempt:
                 _pause(attempt - 1)
             ours = repo.ref_target(NOTES_REF)
-            new = _new_heads(repo, ours, heads, _near(repo, ours))
+            new = _new_heads(repo, ours, heads, _near(repo, ours) | cache.known(ours))
             if not new:
+                cache.remember(ours, heads)
                 return "up-to-date"
             first, todo = _start(repo, ours, new)
             action = "adopted" if ours is None else "fast-forward" if first != ours else "merged"
@@ -286,10 +288,14 @@ def merge_notes(repo: Repo, store: StateStore, heads: list[str]) -> str:
             if todo:
                 action = "merged"
                 tree = repo.commit_tree(first)
-                for theirs in todo:
-                    tree = _notes_union(repo, tree, repo.commit_tree(theirs))
-                commit = repo.create_commit(tree, [first, *todo], "Notes merged by git handoff sync\n")
+                # a chain of merges of at most MAX_PARENTS parents each, as for the state
+                for at in range(0, len(todo), MAX_PARENTS - 1):
+                    chunk = todo[at:at + MAX_PARENTS - 1]
+                    for theirs in chunk:
+                        tree = _notes_union(repo, tree, repo.commit_tree(theirs))
+                    commit = repo.create_commit(tree, [commit, *chunk], "Notes merged by git handoff sync\n")
             if repo.cas_ref(NOTES_REF, commit, ours, f"handoff: notes {action} by sync"):
+                cache.remember(commit, heads)
                 return action
     raise Contention(f"{NOTES_REF} kept changing while merging; retry")
 
