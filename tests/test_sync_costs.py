@@ -151,3 +151,32 @@ def test_the_notes_of_many_clones_merge_into_commits_of_bounded_fan_in(clones: C
     text = git("notes", "--ref=harness", "show", noted, cwd=b)
     assert all(f"note of clone {i}" in text for i in range(20)), text
     assert json.loads(run("sync", "--json", cwd=b).out)["notes"] == "up-to-date"
+
+
+def test_a_clone_whose_state_others_hold_retires_and_can_come_back(clones: Callable[[str], Path]) -> None:
+    """Issue 27: clone refs only accumulated. A clone idle past handoff.retireAfter whose
+    state a's published state contains loses its refs on the remote (a's push deletes
+    them, by compare-and-swap); nothing is lost, and when it comes back it publishes and
+    merges as before."""
+    a, b = pair(clones)
+    c = clones("c")
+    ok("sync", cwd=c)
+    ok("add", "from c", "--id", "c1", cwd=c)
+    ok("sync", cwd=c)
+    c_ref = next(line.split()[1] for line in git("ls-remote", "origin", "refs/harness/clones/*/state", cwd=c)
+                 .splitlines() if line.split()[0] == state_head(c))
+    git("config", "handoff.retireAfter", "0", cwd=a)
+    ok("sync", cwd=a)  # merges c's state and publishes it in a's own ref
+    got = ok("sync", "--json", cwd=a)  # a's published state holds c's: c retires
+    assert c_ref[len("refs/harness/clones/"):].split("/")[0] in got["retired"], got
+    on_remote = git("ls-remote", "origin", "refs/harness/clones/*", cwd=a)
+    assert c_ref not in on_remote and len(on_remote.splitlines()) == 1  # a's only: b's state is in a's too
+    ok("sync", cwd=b)
+    assert task(b, "c1")["title"] == "from c"  # nothing lost
+    ok("add", "c again", "--id", "c2", cwd=c)  # c comes back
+    ok("sync", cwd=c)
+    assert c_ref in git("ls-remote", "origin", "refs/harness/clones/*", cwd=c)
+    ok("sync", cwd=b)
+    assert task(b, "c2")["title"] == "c again" and task(b, "c1")["title"] == "from c"
+    # a clone younger than retireAfter (the default, 7 days) is never retired
+    assert ok("sync", "--json", cwd=b)["retired"] == []

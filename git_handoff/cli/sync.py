@@ -36,6 +36,9 @@ def _sync_text(r: SyncReport) -> list[str]:
         lines.append(f"  attempt {ref} differs on the remote; both kept (the remote's under refs/remotes/)")
     if r["notes"] not in ("none", "up-to-date"):
         lines.append(f"  notes: {r['notes']}")
+    if r.get("retired"):
+        lines.append(f"  retired {len(r['retired'])} clone(s) whose state ours holds (their refs deleted from "
+                     f"{r['remote']}; one that comes back publishes again)")
     held = r.get("quarantined") or []
     if held:
         lines.append(f"  quarantined {len(held)} ref(s) of {r['remote']} that this version can not read safely "

@@ -29,6 +29,7 @@ from git_handoff.model import Task, now_iso
 from git_handoff.ops.fleet_claims import Fleet as Fleet  # callers (ops/claim.py) know it from here
 from git_handoff.ops.fleet_claims import claims_to_prune as _claims_to_prune
 from git_handoff.ops.fleet_claims import fleet_view
+from git_handoff.ops.retire import retirable
 from git_handoff.ops.sync_merge import (
     MergedReport,
     PublishReport,
@@ -132,7 +133,8 @@ def _round(store: StateStore, remote: Remote, report: SyncReport,
         if remote_attempts.get(remote.attempts + name[len(ATTEMPTS_PREFIX):]) is None:
             specs.append(f"{name}:{name}")
     prune = _claims_to_prune(repo, remote, local, Snapshot(repo, local))
-    for ref, oid in prune.items():
+    retired = retirable(repo, remote, local, mine)
+    for ref, oid in {**prune, **retired}.items():
         specs.append(f":{ref}")
         leases[ref] = oid
     if specs:
@@ -148,9 +150,10 @@ def _round(store: StateStore, remote: Remote, report: SyncReport,
             if value is not None:
                 _track(repo, remote, ref, value)
     accepted = sorted(ref for ref, (what, _) in pushed.refs.items() if what == ACCEPTED)
-    report["pushed"].extend(ref for ref in accepted if ref not in prune)
+    report["pushed"].extend(ref for ref in accepted if ref not in prune and ref not in retired)
     report["claims_pruned"].extend(ref[len(transport.CLAIMS):] for ref in accepted if ref in prune)
-    _forget(repo, remote, [ref for ref in accepted if ref in prune])
+    report["retired"] = sorted({ref[len(transport.CLONES):].partition("/")[0] for ref in accepted if ref in retired})
+    _forget(repo, remote, [ref for ref in accepted if ref in prune or ref in retired])
     report["attempts"]["pushed"].extend(ref for ref in accepted if ref.startswith(ATTEMPTS_PREFIX))
     stuck = [ref for ref in pushed.refs if ref.startswith(ATTEMPTS_PREFIX) and not pushed.ok(ref)]
     if stuck:
@@ -186,7 +189,7 @@ def sync(store: StateStore, remote: str | None = None, *, tries: int = PUSH_TRIE
     report: SyncReport = {
         "remote": remote_obj.spec, "action": "", "incoming": 0, "outgoing": 0, "conflicts": [],
         "claims_lost": [], "pushed": [], "attempts": {"fetched": [], "pushed": [], "conflicting": []},
-        "notes": "none", "retries": 0, "states": 0, "claims_pruned": [], "quarantined": [],
+        "notes": "none", "retries": 0, "states": 0, "claims_pruned": [], "quarantined": [], "retired": [],
     }
     for attempt in range(tries):
         if _round(store, remote_obj, report, say):

@@ -143,6 +143,7 @@ class SyncReport(MergedReport, total=False):
     retries: int
     claims_pruned: list[str]  # tasks whose finished claim refs this push deleted
     quarantined: list[quarantine.Held]  # the remote's refs that failed the edge: not used
+    retired: list[str]  # clones whose refs this push deleted (ops/retire.py)
     refspecs: dict[str, list[str]]  # what was added to / removed from remote.<name>.fetch
     state_commit: str | None
 
