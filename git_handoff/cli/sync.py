@@ -65,7 +65,13 @@ def refspec_lines(remote: str, changed: dict[str, list[str]]) -> list[str]:
 @click.argument("remote", required=False)
 @json_option
 def sync_cmd(remote: str | None, as_json: bool) -> None:
-    """Fetch, merge and push the state, attempts and notes (default: handoff.remote, else origin)."""
+    """Fetch, merge and push the state, attempts and notes (default: handoff.remote, else origin).
+
+    Only the refs git handoff reads are fetched, and each one that changed is checked: a
+    ref this version can not read safely is quarantined (named here, listed by `status`,
+    not used) and everything else from the remote is still merged. Refs of clones idle
+    past handoff.retireAfter whose state yours already published are deleted (retired).
+    """
     from git_handoff.ops import sync as ops
 
     with Progress("sync", as_json=as_json) as progress:
