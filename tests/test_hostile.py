@@ -721,9 +721,17 @@ def _invariants(w: World, before: Any, outside: dict[str, str], what: str, *, fi
 
 
 def _sync(w: World) -> int:
+    """0: the remote's state was taken; 2: refused. A sync that quarantined the crafted
+    ref (issue 24: per ref, the rest of the remote still used) is a refusal of it: the
+    local and tracking refs are as they were, as for an exit 2 of the whole sync."""
     refs = w.refs()
     res = run("sync", cwd=w.victim)
     _check_clean(res, "sync")
+    if res.rc == 0 and "quarantined" in res.out:
+        assert res.err == "", res.err
+        assert w.refs() == refs, "sync quarantined a ref but changed local or tracking refs"
+        assert "quarantined" in run("status", cwd=w.victim).out
+        return 2
     if res.rc != 0:
         assert res.rc == 2, res.err
         assert w.refs() == refs, "sync refused but changed local or tracking refs"
