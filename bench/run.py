@@ -48,6 +48,10 @@ SCENARIOS: list[tuple[str, str, str, list[tuple[str, str]]]] = [
       ("sync adopting 10,000 worked tasks through the parsers", "<= 1.2x")]),
     ("next / claim on a dependency cycle", "bench_trust", "cycle_costs",
      [("next on a 50,000-task cycle", "< 60 s, < 1 GiB"), ("claim on a 50,000-task cycle", "< 60 s, < 1 GiB")]),
+    ("sync against a fleet's pile of refs", "bench_sync_fleet", "fleet_sync",
+     [("sync adopting one task from each of 1,000 clone heads", "<= 5 s"),
+      ("sync adopting one task from each of 10,000 clone heads", "<= 5 s"),
+      ("sync with 60,000 refs in an unknown namespace on the remote", "<= 1.2x")]),
     ("fleet", "bench_fleet", "fleet_scenario",
      [("fleet: K clones of one remote (daemon, smart HTTP, 100 ms delay)", "0 double, 0 lost; K=16 >= K=1")]),
 ]

@@ -85,7 +85,8 @@ class FleetLock:
     # -- the remote's lock --------------------------------------------------------------
 
     def read(self) -> tuple[str | None, dict[str, Any] | None]:
-        """(lock commit, its record) on the remote, or (None, None) when nobody holds it."""
+        """(lock commit, its record) on the remote, or (None, None) when nobody holds it;
+        (lock commit, None) when the ref there records no lock."""
         proc = self.repo.git("ls-remote", self.remote, LOCK_REF, check=False)
         if proc.returncode != 0:
             raise Contention(f"cannot read the fleet relay lock on {self.remote}: {_last_line(proc.stderr)}")
@@ -102,7 +103,13 @@ class FleetLock:
             raise Contention(f"cannot fetch the fleet relay lock from {self.remote}: {_last_line(fetch.stderr)}")
         fetched = self.repo.git("rev-parse", "--verify", "--quiet", staging_ref(self.remote), check=False)
         oid = fetched.stdout.decode().strip() or oid
-        return oid, read_record(self.repo, oid, f"{self.remote}'s {LOCK_REF}")
+        try:
+            return oid, read_record(self.repo, oid, f"{self.remote}'s {LOCK_REF}")
+        except InvalidState:
+            # a lock ref that records no lock (a blob, another tree, a record that does
+            # not parse) holds nothing: taken over by compare-and-swap against it, not a
+            # relay stopped for good (issue 24)
+            return oid, None
 
     def _push(self, expected: str | None, record: dict[str, Any] | None) -> bool:
         """Compare-and-swap the remote lock from `expected` (None: absent) to a commit of

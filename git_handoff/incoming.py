@@ -32,42 +32,60 @@ MAX_INCOMING_PATHS = 2_000_000
 
 
 def check_refs(repo: Repo, refs: dict[str, str], prefix: str, label: str) -> None:
-    """`refs` ({name: oid}, names under `prefix`) as fetched from `label`."""
+    """`refs` ({name: oid}, names under `prefix`) as fetched from `label`: InvalidState
+    at the first that fails (`ref_problem`)."""
     for name, oid in sorted(refs.items()):
-        rest = name[len(prefix):]
-        what = f"{label}'s {rest}"
-        if rest == "harness/state" or rest == "notes/harness":
-            _require(repo, oid, "commit", what)
-        elif rest.startswith(CLONES):
-            clone, _, kind = rest[len(CLONES):].partition("/")
-            if not CLONE_ID.fullmatch(clone) or kind not in ("state", "notes"):
-                raise InvalidState(f"{what}: not a clone's state or notes (refs/harness/clones/<16 hex>/state|notes)")
-            _require(repo, oid, "commit", what)
-        elif rest.startswith(CLAIMS):
-            try:
-                check_id(rest[len(CLAIMS):])
-            except Exception:  # noqa: BLE001 - any refusal of the id is the same answer
-                raise InvalidState(f"{what}: not a claim of a valid task id") from None
-            _require(repo, oid, "commit", what)
-        elif rest.startswith(ATTEMPTS):
-            task_id, _, number = rest[len(ATTEMPTS):].rpartition("/")
-            try:
-                check_id(task_id)
-            except Exception:  # noqa: BLE001 - any refusal of the id is the same answer
-                raise InvalidState(f"{what}: not an attempt of a valid task id") from None
-            if not records.is_number_name(number) or int(number) > 1_000_000:
-                raise InvalidState(f"{what}: attempts are numbered 1, 2, ... (not {number[:20]!r})")
-            _require(repo, oid, "commit", what)
-            found = repo.object_kind(oid)
-            if found is not None and found[1] > MAX_ATTEMPT_MESSAGE:
-                raise InvalidState(f"{what}: the attempt commit is larger than {MAX_ATTEMPT_MESSAGE} bytes")
-        elif rest == RELAY_LOCK:
-            _require(repo, oid, "commit", what)
-            found = repo.object_kind(oid)
-            if found is not None and found[1] > MAX_LOCK_COMMIT:
-                raise InvalidState(f"{what}: the lock commit is larger than {MAX_LOCK_COMMIT} bytes")
-            _check_lock_record(repo, oid, what)
-        # anything else under refs/harness or refs/notes is not read by this version
+        why = ref_problem(repo, name[len(prefix):], oid, label)
+        if why:
+            raise InvalidState(why)
+
+
+def ref_problem(repo: Repo, rest: str, oid: str, label: str) -> str | None:
+    """Why the ref `refs/<rest>` fetched from `label` at `oid` can not be used (a line
+    naming it, its name escaped), or None: it points at the kind of object it must (the
+    states, the notes, each claim and each attempt at a commit) under a name this
+    version reads. A name this version does not read is no problem here: it is skipped."""
+    what = f"{label}'s refs/{_shown(rest)}"
+    try:
+        _ref_checks(repo, rest, oid, what)
+    except InvalidState as exc:
+        return exc.message.removesuffix("; nothing was changed")
+    return None
+
+
+def _ref_checks(repo: Repo, rest: str, oid: str, what: str) -> None:
+    if rest == "harness/state" or rest == "notes/harness":
+        _require(repo, oid, "commit", what)
+    elif rest.startswith(CLONES):
+        clone, _, kind = rest[len(CLONES):].partition("/")
+        if not CLONE_ID.fullmatch(clone) or kind not in ("state", "notes"):
+            raise InvalidState(f"{what}: not a clone's state or notes (refs/harness/clones/<16 hex>/state|notes)")
+        _require(repo, oid, "commit", what)
+    elif rest.startswith(CLAIMS):
+        try:
+            check_id(rest[len(CLAIMS):])
+        except Exception:  # noqa: BLE001 - any refusal of the id is the same answer
+            raise InvalidState(f"{what}: not a claim of a valid task id") from None
+        _require(repo, oid, "commit", what)
+    elif rest.startswith(ATTEMPTS):
+        task_id, _, number = rest[len(ATTEMPTS):].rpartition("/")
+        try:
+            check_id(task_id)
+        except Exception:  # noqa: BLE001 - any refusal of the id is the same answer
+            raise InvalidState(f"{what}: not an attempt of a valid task id") from None
+        if not records.is_number_name(number) or int(number) > 1_000_000:
+            raise InvalidState(f"{what}: attempts are numbered 1, 2, ... (not {_shown(number[:20])!r})")
+        _require(repo, oid, "commit", what)
+        found = repo.object_kind(oid)
+        if found is not None and found[1] > MAX_ATTEMPT_MESSAGE:
+            raise InvalidState(f"{what}: the attempt commit is larger than {MAX_ATTEMPT_MESSAGE} bytes")
+    elif rest == RELAY_LOCK:
+        _require(repo, oid, "commit", what)
+        found = repo.object_kind(oid)
+        if found is not None and found[1] > MAX_LOCK_COMMIT:
+            raise InvalidState(f"{what}: the lock commit is larger than {MAX_LOCK_COMMIT} bytes")
+        _check_lock_record(repo, oid, what)
+    # anything else under refs/harness or refs/notes is not read by this version
 
 
 def _check_lock_record(repo: Repo, oid: str, what: str) -> None:
@@ -134,6 +152,24 @@ MAX_NOTE_BYTES = 1 << 20  # one note (the commits of a task's attempts, a few li
 _NOTE_PART = re.compile(r"[0-9a-f]{2,64}")
 
 
+def notes_problems(repo: Repo, trees: dict[str, str], known: str | None, label: str) -> dict[str, str]:
+    """`check_notes` of each fetched notes tree ({ref: tree}): {ref: why} for those that
+    fail (this clone's own notes read once for all)."""
+    out: dict[str, str] = {}
+    todo = {ref: tree for ref, tree in trees.items() if tree not in _CHECKED}
+    if not todo:
+        return out
+    seen = {p.replace("/", ""): oid for p, (_, oid) in repo.tree_diff(None, known).items()} if known else {}
+    for ref, tree in sorted(todo.items()):
+        try:
+            _check_notes_tree(repo, tree, seen, f"{label}'s refs/{_shown(ref)}")
+        except InvalidState as exc:
+            out[ref] = exc.message.removesuffix("; nothing was changed")
+            continue
+        mark_checked(tree)
+    return out
+
+
 def check_notes(repo: Repo, trees: list[str], known: str | None, label: str) -> None:
     """Fetched notes trees (refs/notes/harness, each clone's notes): every entry not in
     `known` (this clone's own notes tree) is a note as git lays notes out (hex names,
@@ -180,8 +216,19 @@ def _shown(path: str) -> str:
     return repr(text)[1:-1] if len(text) <= 120 else repr(text[:117])[1:-1] + "..."
 
 
+def state_problem(repo: Repo, theirs: str, label: str) -> str | None:
+    """Why the fetched state commit `theirs` (from `label`) can not be used, or None."""
+    try:
+        check_incoming_state(repo, theirs, label)
+    except InvalidState as exc:
+        return exc.message.removesuffix("; nothing was changed")
+    return None
+
+
 def check_incoming_state(repo: Repo, theirs: str, label: str) -> None:
     """The remote's state commit `theirs`: InvalidState (exit 2) if it cannot be used."""
+    if theirs in _CHECKED:
+        return
     try:
         Snapshot(repo, theirs)
     except InvalidState as exc:
@@ -200,10 +247,14 @@ def check_incoming_state(repo: Repo, theirs: str, label: str) -> None:
     mark_checked(theirs)
 
 
+# Commits and notes trees this process checked already (a sync checks each at fetch and
+# again before merging it): big enough for every head of a big fleet, or that second
+# look cost a sync of 10,000 clone heads as much again.
 _CHECKED: set[str] = set()
+MAX_CHECKED = 1 << 17
 
 
 def mark_checked(commit: str) -> None:
-    if len(_CHECKED) > 64:
+    if len(_CHECKED) > MAX_CHECKED:
         _CHECKED.clear()
     _CHECKED.add(commit)

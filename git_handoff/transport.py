@@ -28,14 +28,16 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from git_handoff import identity, incoming
+from git_handoff import identity, incoming, quarantine
 from git_handoff.errors import Contention, GitFailure, UsageError
 from git_handoff.gitrepo import Repo
-from git_handoff.store import NOTES_REF
+from git_handoff.store import NOTES_REF, StateLock
 
 CLONES = "refs/harness/clones/"
 CLAIMS = "refs/harness/claims/"
 INCOMING = "refs/handoff-incoming/"
+UNCHECKED = "refs/handoff-fetched/"  # where a plain `git fetch` puts the state: read by nothing
+FETCH_LOCK_SECONDS = 120
 
 
 class Remote:
@@ -112,7 +114,7 @@ class Remote:
         legacy = repo.ref_target(self.state)
         if legacy is not None:
             out.append((self.spec, legacy))
-        for name, oid in sorted(repo.refs_under(self.clones).items()):
+        for name, oid in sorted(repo.refs_in(self.clones).items()):
             if name.endswith("/state"):
                 who = name[len(self.clones):-len("/state")]
                 out.append((self.spec if who == self.clone else f"{self.spec} (clone {who[:8]})", oid))
@@ -120,28 +122,63 @@ class Remote:
 
     def publishing_clones(self, repo: Repo) -> list[str]:
         """The ids of the clones with a state ref on the remote (as fetched), sorted."""
-        return sorted(name[len(self.clones):-len("/state")] for name in repo.refs_under(self.clones)
+        return sorted(name[len(self.clones):-len("/state")] for name in repo.refs_in(self.clones)
                       if name.endswith("/state"))
 
     def notes_heads(self, repo: Repo) -> list[str]:
         out = [oid for oid in [repo.ref_target(self.notes)] if oid is not None]
-        out += [oid for name, oid in sorted(repo.refs_under(self.clones).items()) if name.endswith("/notes")]
+        out += [oid for name, oid in sorted(repo.refs_in(self.clones).items()) if name.endswith("/notes")]
         return out
 
     def claim_refs(self, repo: Repo) -> dict[str, str]:
         """{task id: the claim commit} as fetched."""
-        return {name[len(self.claims):]: oid for name, oid in repo.refs_under(self.claims).items()}
+        return {name[len(self.claims):]: oid for name, oid in repo.refs_in(self.claims).items()}
+
+    @property
+    def staging(self) -> str:
+        """Where sync's fetch puts what the remote holds, before the checks: a namespace of
+        this remote's own that only the edge reads (kept between fetches, so that a fetch
+        writes only the refs that changed)."""
+        return f"{INCOMING}{self.track}/"
 
     def refspecs(self) -> list[str]:
-        """What sync fetches: the state and attempts, and our notes only (not every
-        notes namespace the remote holds). The notes refspec is a pattern so that a remote
-        without notes yet is no error (an exact refspec fails when the ref is missing)."""
-        return [f"+refs/harness/*:refs/remotes/{self.track}/harness/*",
-                f"+{NOTES_REF}*:{self.notes}*"]
+        """What a plain `git fetch` of this remote brings of the state (remote.<name>.fetch):
+        the namespaces this version reads, into a namespace nothing reads (refs/handoff-
+        fetched/), so that what it brings unchecked is never where a command looks; the
+        next sync then finds the objects here and checks them."""
+        return fetch_specs(f"{UNCHECKED}{self.track}/")
 
     def legacy_refspecs(self) -> list[str]:
-        """What earlier versions added to remote.<name>.fetch and this one replaces."""
-        return [f"+refs/notes/*:refs/remotes/{self.track}/notes/*"]
+        """What earlier versions added to remote.<name>.fetch and this one replaces: they
+        brought everything under refs/harness/ unchecked into the remote-tracking refs."""
+        return [f"+refs/notes/*:refs/remotes/{self.track}/notes/*",
+                f"+refs/harness/*:refs/remotes/{self.track}/harness/*",
+                f"+{NOTES_REF}*:{self.notes}*"]
+
+
+# The names under refs/ this version reads from a remote, and no others: a remote's
+# other refs (any number, anywhere under refs/harness/) are neither fetched nor tracked.
+# The one-ref state and the notes are patterns so that a remote without them is no
+# error (an exact refspec fails when the ref is missing).
+READ_NAMESPACES = ("harness/clones/", "harness/claims/", "harness/attempts/")
+
+
+def fetch_specs(dst: str) -> list[str]:
+    """Refspecs that bring the namespaces this version reads to `dst`<the ref minus refs/>
+    (the notes as `dst`harness/notes/harness, under one directory)."""
+    return [*(f"+refs/{ns}*:{dst}{ns}*" for ns in READ_NAMESPACES),
+            f"+refs/harness/state*:{dst}harness/state*",
+            f"+{NOTES_REF}*:{dst}harness/notes/harness*"]
+
+
+def _remote_rest(staged_rest: str) -> str:
+    """The ref on the remote (minus refs/) of a ref staged as `staged_rest`."""
+    return staged_rest[len("harness/"):] if staged_rest.startswith("harness/notes/") else staged_rest
+
+
+def is_read(rest: str) -> bool:
+    """Whether this version reads the remote's ref `refs/<rest>`."""
+    return rest in ("harness/state", "notes/harness") or rest.startswith(READ_NAMESPACES)
 
 
 def git_error(proc: Any, what: str) -> GitFailure:
@@ -189,49 +226,75 @@ def use_remote(repo: Repo, remote: Remote) -> dict[str, list[str]]:
 # -- fetch --------------------------------------------------------------------------------
 
 
-def fetch(repo: Repo, remote: Remote) -> None:
-    """Fetch the remote's states, claims, attempts and notes into remote-tracking refs.
+def fetch(repo: Repo, remote: Remote) -> list[quarantine.Held]:
+    """Fetch the remote's states, claims, attempts and notes into remote-tracking refs,
+    through the checks of git_handoff.incoming, ref by ref; the refs that fail them (the
+    quarantined ones, also written down for `status`) are returned.
 
-    They land in a private namespace first and reach the tracking refs only once every
-    ref points at the kind of object it must and every state parses (git_handoff.incoming):
-    a remote holding something this version cannot read safely is refused (exit 2) with
-    the tracking refs and the local state as they were."""
-    # a namespace of this fetch's own: a fetch killed midway (its ref locks still on disk)
-    # cannot block the next one, which sweeps what it left (Repo.sweep_incoming)
-    repo.sweep_incoming(INCOMING)
-    staging = f"{INCOMING}{remote.track}/{os.getpid()}-{os.urandom(4).hex()}/"
-    # our notes only, as Remote.refspecs says: never another notes namespace
-    specs = [f"+refs/harness/*:{staging}harness/*", f"+{NOTES_REF}*:{staging}notes/harness*"]
-    # --refmap= : a remote's configured refspecs (add_refspecs) must not also move the
-    # tracking refs behind the checks' back
+    git fetches into the remote's staging namespace (Remote.staging), which keeps what
+    the remote held at the last fetch: git writes only the refs that changed, and only
+    those are checked (or a quarantined ref that moved again). A ref that passes reaches
+    its tracking ref; one that fails stays out of them (its tracking ref keeps the last
+    value that passed), and everything else from the remote is still used: one bad ref
+    never cuts this clone off the rest of the fleet."""
+    with StateLock(repo.handoff_dir / f"fetch-{remote.track}.lock", FETCH_LOCK_SECONDS):
+        return _fetch_locked(repo, remote)
+
+
+def _fetch_locked(repo: Repo, remote: Remote) -> list[quarantine.Held]:
+    staging = remote.staging
+    # what a fetch killed midway left: its ref locks here (this clone's fetches of this
+    # remote hold the lock above, so none is live), and the per-fetch namespaces of
+    # earlier versions
+    repo.sweep_incoming(INCOMING, fixed=staging)
+    # --refmap= : a remote's configured refspecs (add_refspecs) must not move refs too
     proc = repo.git("fetch", "--quiet", "--no-tags", "--prune", "--no-write-fetch-head", "--refmap=", remote.spec,
-                    *specs, check=False, env={"GIT_TERMINAL_PROMPT": "0"})
+                    *fetch_specs(staging), check=False, env={"GIT_TERMINAL_PROMPT": "0"})
     if proc.returncode != 0:
         raise git_error(proc, f"cannot fetch from {remote.spec}")
-    fetched = repo.refs_under(staging)
-    try:
-        incoming.check_refs(repo, fetched, staging, remote.spec)
-        notes: list[str] = []
-        for name, oid in sorted(fetched.items()):
-            rest = name[len(staging):]
-            if rest == "harness/state" or (rest.startswith("harness/clones/") and rest.endswith("/state")):
-                incoming.check_incoming_state(repo, oid, remote.spec)
-            elif rest == "notes/harness" or (rest.startswith("harness/clones/") and rest.endswith("/notes")):
-                notes.append(repo.commit_tree(oid))
-        ours_notes = repo.ref_target(NOTES_REF)
-        incoming.check_notes(repo, notes, repo.commit_tree(ours_notes) if ours_notes else None, remote.spec)
-    finally:
-        for name in fetched:
-            repo.delete_ref(name)
+    fetched = {_remote_rest(name[len(staging):]): oid for name, oid in repo.refs_in(staging).items()}
+    fetched = {rest: oid for rest, oid in fetched.items() if is_read(rest)}
     tracking = f"refs/remotes/{remote.track}/"
-    ours = (f"{tracking}harness/", remote.notes)
-    current = {name: oid for name, oid in repo.refs_under(tracking).items() if name.startswith(ours)}
-    wanted = {tracking + name[len(staging):]: oid for name, oid in fetched.items()}
-    for name, oid in wanted.items():
-        if current.get(name) != oid:
-            repo.cas_ref(name, oid, current.get(name), f"handoff: fetched from {remote.spec}")
-    for name in current.keys() - wanted.keys():
-        repo.delete_ref(name)
+    current = {name[len(tracking):]: oid for name, oid in repo.refs_in(tracking).items()}
+    current = {rest: oid for rest, oid in current.items() if is_read(rest)}
+    held_before = quarantine.read(repo, remote.track)
+    held: dict[str, quarantine.Held] = {}
+    good: dict[str, str] = {}
+    notes: dict[str, str] = {}
+    for rest, oid in sorted(fetched.items()):
+        if current.get(rest) == oid:
+            continue  # checked when it came
+        ref = "refs/" + rest
+        before = held_before.get(ref)
+        if before is not None and before["oid"] == oid:
+            held[ref] = before  # refused already, unchanged: no second look
+            continue
+        why = incoming.ref_problem(repo, rest, oid, remote.spec)
+        if why is None and (rest == "harness/state" or (rest.startswith("harness/clones/") and rest.endswith("/state"))):
+            why = incoming.state_problem(repo, oid, f"{remote.spec}'s refs/{rest}")
+        if why is None and (rest == "notes/harness" or (rest.startswith("harness/clones/") and rest.endswith("/notes"))):
+            notes[rest] = oid
+            continue
+        if why is None:
+            good[rest] = oid
+        else:
+            held[ref] = {"ref": ref, "oid": oid, "why": why}
+    if notes:
+        ours_notes = repo.ref_target(NOTES_REF)
+        bad = incoming.notes_problems(repo, {rest: repo.commit_tree(oid) for rest, oid in notes.items()},
+                                      repo.commit_tree(ours_notes) if ours_notes else None, remote.spec)
+        for rest, oid in notes.items():
+            if rest in bad:
+                held["refs/" + rest] = {"ref": "refs/" + rest, "oid": oid, "why": bad[rest]}
+            else:
+                good[rest] = oid
+    updates: list[tuple[str, str | None, str | None]] = [
+        (tracking + rest, oid, current.get(rest)) for rest, oid in sorted(good.items())]
+    updates += [(tracking + rest, None, oid) for rest, oid in sorted(current.items()) if rest not in fetched]
+    repo.update_refs(updates, f"handoff: fetched from {remote.spec}")
+    if held != held_before:
+        quarantine.write(repo, remote.track, held)
+    return [held[ref] for ref in sorted(held)]
 
 
 # -- push ---------------------------------------------------------------------------------

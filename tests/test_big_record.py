@@ -19,7 +19,7 @@ TITLE_BYTES = 200 * 1024 * 1024
 
 
 @pytest.mark.slow
-def test_a_200_mb_title_from_a_remote_is_refused_by_sync(clones: Callable[[str], Path]) -> None:
+def test_a_200_mb_title_from_a_remote_is_quarantined_by_sync(clones: Callable[[str], Path]) -> None:
     a, b = shared_pair(clones, ("add", "small", "--id", "t1", "--check", "true"))
     path = git("ls-tree", "-r", "--name-only", "refs/harness/state", "tasks", cwd=a).splitlines()[0]
     record = json.loads(git("show", f"refs/harness/state:{path}", cwd=a))
@@ -46,9 +46,11 @@ def test_a_200_mb_title_from_a_remote_is_refused_by_sync(clones: Callable[[str],
     before = state_head(b)
     tracking = git("for-each-ref", "refs/remotes", cwd=b)
     res = run("sync", "--json", cwd=b)
-    assert res.rc == 2, res
-    assert json.loads(res.out)["exit_code"] == 2
-    assert len(res.err.splitlines()) == 1 and path in res.err and "bytes, more than the 1048576" in res.err
+    # quarantined (issue 24): that ref kept out, named with the path; nothing of it used
+    assert res.rc == 0 and res.err == "", res
+    held = json.loads(res.out)["quarantined"]
+    assert [item["ref"] for item in held] == ["refs/harness/state"]
+    assert path in held[0]["why"] and "bytes, more than the 1048576" in held[0]["why"]
     assert state_head(b) == before and git("for-each-ref", "refs/remotes", cwd=b) == tracking
     status = run("status", cwd=b)
     assert status.rc == 0 and "[pending] t1: small (0/3)" in status.out and len(status.out) < 10_000

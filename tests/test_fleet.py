@@ -227,27 +227,49 @@ def test_a_killed_commands_scratch_refs_are_swept(clones: Callable[[str], Path])
     ("refs/harness/clones/NOTHEX/state", "commit", "not a clone's state"),
     ("refs/harness/clones/0123456789abcdef/other", "commit", "not a clone's state"),
 ])
-def test_malformed_fleet_refs_are_refused(clones: Callable[[str], Path], ref: str, target: str, why: str) -> None:
+def test_malformed_fleet_refs_are_quarantined(clones: Callable[[str], Path], ref: str, target: str, why: str) -> None:
+    """One malformed ref is kept out (named by sync, shown by status), and the rest of the
+    remote is still used; a junk claim ref is pruned (issue 24: it made every sync exit 2)."""
     a, b = concurrent_pair(clones, "t1")
     oid = git("hash-object", "-w", "--stdin", cwd=a, input_text="junk") if target == "blob" else state_head(a)
     git("push", "-q", "origin", f"{oid}:{ref}", cwd=a)
-    before = (state_head(b), git("for-each-ref", "refs/remotes/", cwd=b))
-    r = run("sync", cwd=b)
-    assert r.rc == 2 and why in r.err and len(r.err.splitlines()) == 1, r.err
-    assert (state_head(b), git("for-each-ref", "refs/remotes/", cwd=b)) == before
+    ok("add", "more work", "--id", "t2", cwd=a)
+    for where in (a, b):
+        r = run("sync", cwd=where)
+        assert r.rc == 0 and r.err == "", r.err
+        assert why in r.out and ref in r.out, r.out
+        assert ref[len("refs/"):] not in git("for-each-ref", "refs/remotes/", cwd=where)
+        if "/claims/" in ref:
+            assert ref not in remote_refs(b)  # pruned by a's sync: junk would stay there for good
+            break
+        status = run("status", cwd=where)
+        assert status.rc == 0 and why in status.out
+    assert task(b if "/claims/" not in ref else a, "t2")["title"] == "more work"
+    if "/claims/" in ref:
+        ok("sync", cwd=b)
+        assert "quarantined" not in run("status", cwd=a).out + run("status", cwd=b).out
+        assert task(b, "t2")["title"] == "more work"
+        if ref.endswith("/t1"):
+            assert ok("claim", "t1", "--remote", "origin", "--json", cwd=b)["id"] == "t1"
+    else:
+        assert ref in remote_refs(b, "refs/")  # not ours to delete
 
 
-def test_an_unreadable_claim_commit_is_never_taken_over(clones: Callable[[str], Path]) -> None:
-    """A claim ref at a commit whose task record is garbage: the task is left alone (no
-    error, no takeover); every other task stays claimable."""
+def test_a_claim_ref_recording_no_claim_is_ignored_and_pruned(clones: Callable[[str], Path]) -> None:
+    """A claim ref at a commit whose task record is garbage, or that holds no such task:
+    no claim. It blocked `claim --remote` of that task for good and was never pruned."""
     a, b = concurrent_pair(clones, "t1", "t2")
     blob = git("hash-object", "-w", "--stdin", cwd=a, input_text="{not json")
     tree = git("mktree", cwd=a, input_text=f"100644 blob {blob}\tjunk\n")
     commit = git("commit-tree", tree, "-m", "x", cwd=a)
     git("push", "-q", "origin", f"{commit}:refs/harness/claims/t1", cwd=a)
-    assert ok("claim", "--remote", "origin", "--json", cwd=b)["id"] == "t2"
+    git("push", "-q", "origin", f"{state_head(a)}~1:refs/harness/claims/t2", cwd=a)  # before t2 was added
+    got = {ok("claim", "--remote", "origin", "--force", "--json", cwd=b)["id"] for _ in range(2)}
+    assert got == {"t1", "t2"}
+    ok("done", "t1", cwd=b)
     ok("done", "t2", cwd=b)
-    assert run("claim", "--remote", "origin", cwd=b).rc == 1
+    ok("sync", cwd=b)
+    assert not [r for r in remote_refs(b) if r.startswith("refs/harness/claims/")]
     assert run("status", cwd=b).rc == 0
 
 

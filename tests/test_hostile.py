@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import getpass
 import json
+import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -721,9 +722,25 @@ def _invariants(w: World, before: Any, outside: dict[str, str], what: str, *, fi
 
 
 def _sync(w: World) -> int:
+    """0: the remote's state was taken; 2: refused. A sync that quarantined the crafted
+    ref (issue 24: per ref, the rest of the remote still used) is a refusal of it: the
+    local and tracking refs are as they were, as for an exit 2 of the whole sync."""
     refs = w.refs()
-    res = run("sync", cwd=w.victim)
+    res = run("sync", "--json", cwd=w.victim)
     _check_clean(res, "sync")
+    held = json.loads(res.out).get("quarantined", []) if res.rc == 0 else []
+    if held:
+        assert res.err == "", res.err
+        now = w.refs()
+        for item in held:  # what failed the edge is nowhere a command reads
+            tracking = "refs/remotes/origin/" + item["ref"][len("refs/"):]
+            assert now.get(tracking) == refs.get(tracking) != item["oid"], f"{item}: tracked"
+            if item["ref"].endswith("/state") and now.get("refs/harness/state"):
+                contained = subprocess.run(["git", "merge-base", "--is-ancestor", item["oid"], "refs/harness/state"],
+                                           cwd=w.victim, capture_output=True)
+                assert contained.returncode != 0, f"{item}: a quarantined state was merged"
+        assert "quarantined" in run("status", cwd=w.victim).out
+        return 2
     if res.rc != 0:
         assert res.rc == 2, res.err
         assert w.refs() == refs, "sync refused but changed local or tracking refs"

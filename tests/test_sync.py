@@ -39,8 +39,11 @@ def test_fresh_clone_adopts_state_and_first_push(clones: Callable[[str], Path]) 
     assert got["action"] == "adopted" and got["incoming"] >= 4
     assert state_head(b) == state_head(a)
     assert [t["id"] for t in json.loads(run("list", "--json", cwd=b).out)] == ["t0", "t1", "t2"]
-    # a plain `git fetch` now brings the state too, into remote-tracking refs only
-    assert "+refs/harness/*:refs/remotes/origin/harness/*" in git("config", "--get-all", "remote.origin.fetch", cwd=b)
+    # a plain `git fetch` now brings the state too, into a namespace nothing reads
+    # unchecked (the next sync checks it): never into the remote-tracking refs
+    configured = git("config", "--get-all", "remote.origin.fetch", cwd=b)
+    assert "+refs/harness/clones/*:refs/handoff-fetched/origin/harness/clones/*" in configured
+    assert "refs/remotes/origin/harness" not in configured
     again = ok("sync", "--json", cwd=b)
     assert again["action"] == "up-to-date" and again["pushed"] == []
     assert ok("sync", cwd=b) == "sync origin: up to date; 0 commit(s) in, 0 out\n"
@@ -267,7 +270,8 @@ def test_init_remote_adds_refspecs(clones: Callable[[str], Path]) -> None:
     git("remote", "rename", "origin", "shared", cwd=a)
     ok("init", "--remote", "shared", cwd=a)
     assert git("config", "handoff.remote", cwd=a) == "shared"
-    assert "+refs/harness/*:refs/remotes/shared/harness/*" in git("config", "--get-all", "remote.shared.fetch", cwd=a)
+    assert "+refs/harness/clones/*:refs/handoff-fetched/shared/harness/clones/*" in git(
+        "config", "--get-all", "remote.shared.fetch", cwd=a)
     ok("sync", cwd=a)  # handoff.remote is the default
     git("fetch", "-q", "shared", cwd=a)
     assert git("rev-parse", "refs/remotes/shared/" + published(a)[len("refs/"):], cwd=a) == state_head(a)
@@ -289,8 +293,9 @@ def test_remote_refusing_is_contention(tmp_path: Path) -> None:
     assert git("ls-remote", str(remote), cwd=a) == ""
 
 
-def test_unreadable_remote_state_is_refused(clones: Callable[[str], Path]) -> None:
-    """A remote whose state holds a broken task file: sync refuses it, nothing changes."""
+def test_unreadable_remote_state_is_quarantined(clones: Callable[[str], Path]) -> None:
+    """A remote whose state ref holds a broken task file: sync keeps that ref out (named,
+    and shown by status), nothing of it is used, every other ref still is (issue 24)."""
     import os
     import subprocess
 
@@ -308,9 +313,17 @@ def test_unreadable_remote_state_is_refused(clones: Callable[[str], Path]) -> No
     git("push", "-q", "origin", f"{commit}:refs/harness/state", cwd=a)
     before = state_head(b)
     r = run("sync", cwd=b)
-    assert r.rc == 2 and "unreadable" in r.err and r.err.count("\n") == 1
+    assert r.rc == 0 and r.err == "", r.err
+    assert "quarantined 1 ref(s)" in r.out and "refs/harness/state" in r.out and "unreadable" in r.out
     assert state_head(b) == before
+    assert git("for-each-ref", "refs/remotes/origin/harness/state", cwd=b) == ""
     assert task(b, "t")["title"] == "x"
+    shown = run("status", cwd=b)
+    assert shown.rc == 0 and "quarantined" in shown.out and "unreadable" in shown.out
+    ok("add", "y", "--id", "u", cwd=a)  # a's own ref still comes in
+    ok("sync", cwd=a)
+    assert "quarantined 1 ref(s)" in ok("sync", cwd=b)
+    assert task(b, "u")["title"] == "y"
 
 
 def test_trust_lists_a_fetched_init_command(clones: Callable[[str], Path]) -> None:

@@ -36,6 +36,16 @@ def _sync_text(r: SyncReport) -> list[str]:
         lines.append(f"  attempt {ref} differs on the remote; both kept (the remote's under refs/remotes/)")
     if r["notes"] not in ("none", "up-to-date"):
         lines.append(f"  notes: {r['notes']}")
+    if r.get("retired"):
+        lines.append(f"  retired {len(r['retired'])} clone(s) whose state ours holds (their refs deleted from "
+                     f"{r['remote']}; one that comes back publishes again)")
+    held = r.get("quarantined") or []
+    if held:
+        lines.append(f"  quarantined {len(held)} ref(s) of {r['remote']} that this version can not read safely "
+                     "(skipped; everything else was used):")
+        lines += [f"    {visible(item['why'])}" for item in held[:20]]
+        if len(held) > 20:
+            lines.append(f"    ... and {len(held) - 20} more (`git handoff sync --json` lists them)")
     lines += refspec_lines(r["remote"], r.get("refspecs") or {})
     return lines
 
@@ -62,6 +72,11 @@ def sync_cmd(remote: str | None, as_json: bool) -> None:
     the id's start to the prefix the server grants this machine's key before the first
     sync: `git config handoff.cloneId a1` (docs/server-rights.md). A ref the server
     refuses is exit 3, naming the ref and what the server said.
+
+    Only the refs git handoff reads are fetched, and each one that changed is checked: a
+    ref this version can not read safely is quarantined (named here, listed by `status`,
+    not used) and everything else from the remote is still merged. Refs of clones idle
+    past handoff.retireAfter whose state yours already published are deleted (retired).
     """
     from git_handoff.ops import sync as ops
 

@@ -20,14 +20,16 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
-from datetime import timedelta
 from typing import Any, TypeVar
 
-from git_handoff import records, transport
-from git_handoff.errors import Contention, HandoffError, NotInitialized, UsageError
+from git_handoff import quarantine, transport
+from git_handoff.errors import Contention, HandoffError, NotInitialized
 from git_handoff.gitrepo import Repo
-from git_handoff.model import Task, now_iso, parse_time
+from git_handoff.model import Task, now_iso
+from git_handoff.ops.fleet_claims import Fleet as Fleet  # callers (ops/claim.py) know it from here
+from git_handoff.ops.fleet_claims import claims_to_prune as _claims_to_prune
+from git_handoff.ops.fleet_claims import fleet_view
+from git_handoff.ops.retire import retirable
 from git_handoff.ops.sync_merge import (
     MergedReport,
     PublishReport,
@@ -37,7 +39,7 @@ from git_handoff.ops.sync_merge import (
     merge_notes,
 )
 from git_handoff.ops.sync_merge import merged_report as _merged
-from git_handoff.schedule import lease_deadline, lease_expired
+from git_handoff.schedule import lease_expired
 from git_handoff.store import (
     ATTEMPTS_PREFIX,
     NOTES_REF,
@@ -45,7 +47,6 @@ from git_handoff.store import (
     Snapshot,
     StateStore,
     Tx,
-    task_path,
 )
 from git_handoff.transport import ACCEPTED, ATOMIC, LOCKED, MOVED, Remote
 
@@ -66,7 +67,7 @@ PUSH_TRIES = 8
 def _take_attempts(repo: Repo, remote: Remote) -> tuple[list[str], list[str]]:
     """Create local attempt refs for the remote's attempts we lack; report clashes."""
     fetched, clashing = [], []
-    for name, oid in sorted(repo.refs_under(remote.attempts).items()):
+    for name, oid in sorted(repo.refs_in(remote.attempts).items()):
         local = ATTEMPTS_PREFIX + name[len(remote.attempts):]
         mine = repo.ref_target(local)
         if mine is None:
@@ -75,96 +76,6 @@ def _take_attempts(repo: Repo, remote: Remote) -> tuple[list[str], list[str]]:
         elif mine != oid:
             clashing.append(local)
     return fetched, clashing
-
-
-# -- claims seen on the remote ---------------------------------------------------------------
-
-# A claim ref of another clone whose lease ran out this long ago (a machine gone for
-# good) is deleted by whichever clone syncs; a clone deletes its own at once.
-DEAD_CLAIM_SECONDS = 24 * 3600
-
-
-def claim_record(repo: Repo, commit: str, task_id: str) -> Task | None:
-    """The task as the claim commit `commit` records it, parsed like any fetched record;
-    None when it is absent or unreadable (such a claim is never taken over)."""
-    try:
-        found = repo.tree_lookup(repo.commit_tree(commit), task_path(task_id))
-        if found is None or found[1]:
-            return None
-        kind = repo.object_kind(found[0])
-        if kind is None or kind[0] != "blob" or kind[1] > records.MAX_STATE_BLOB_BYTES:
-            return None
-        raw = repo.read_blob(found[0])
-        records.check_record(task_path(task_id), raw)
-        return Snapshot(repo, commit).task(task_id)
-    except (HandoffError, ValueError, KeyError):
-        return None
-
-
-@dataclass(frozen=True)
-class Fleet:
-    """What the remote says of the other machines, for a claim: the tasks a live claim
-    ref of another clone holds that the merged state does not show yet, the claim refs
-    ({task id: commit}), how many other clones publish a state there, and this clone's
-    rank among all of them (by clone id, this one included)."""
-
-    taken: frozenset[str]
-    claims: dict[str, str]
-    others: int
-    rank: int = 0
-
-    @property
-    def slot(self) -> tuple[int, int]:
-        """(rank, clones) for the claim's pick (ops.claim._slot_pick)."""
-        return self.rank, self.others + 1
-
-
-def fleet_view(repo: Repo, remote: Remote, head: str) -> Fleet:
-    claims = remote.claim_refs(repo)
-    stamp = now_iso()
-    taken = set()
-    for task_id, oid in claims.items():
-        if repo.is_ancestor(oid, head):
-            continue  # merged already: the state decides
-        task = claim_record(repo, oid, task_id)
-        if task is None or (task.status == "in_progress" and task.get("clone") != remote.clone
-                            and not lease_expired(task, stamp)):
-            taken.add(task_id)
-    others = [clone for clone in remote.publishing_clones(repo) if clone != remote.clone]
-    rank = sum(1 for clone in others if clone < remote.clone)
-    return Fleet(frozenset(taken), claims, len(others), rank)
-
-
-def _claims_to_prune(repo: Repo, remote: Remote, head: str, snap: Snapshot) -> dict[str, str]:
-    """{claim ref: its commit} for the claims that are over: merged here, and the task is
-    no longer in progress under that claim. Only this clone's own, or another's whose
-    lease ended more than DEAD_CLAIM_SECONDS ago (so that clones do not race to delete)."""
-    out = {}
-    stamp = now_iso()
-    for task_id, oid in sorted(remote.claim_refs(repo).items()):
-        if not repo.is_ancestor(oid, head):
-            continue
-        claimed = claim_record(repo, oid, task_id)
-        if claimed is None:
-            continue
-        now = snap.task(task_id)
-        if now is not None and now.status == "in_progress" and now.get("claimed_at") == claimed.get("claimed_at"):
-            continue  # still that claim
-        if claimed.get("clone") != remote.clone and not _long_expired(claimed, stamp):
-            continue
-        out[Remote.claim_ref(task_id)] = oid
-    return out
-
-
-def _long_expired(task: Task, stamp: str) -> bool:
-    if not task.lease_expires_at:
-        return True
-    try:
-        moment = parse_time(stamp)
-        deadline = lease_deadline(task, moment) or task.lease_expires_at  # bounded by its own record
-        return moment - parse_time(deadline) > timedelta(seconds=DEAD_CLAIM_SECONDS)
-    except UsageError:
-        return True
 
 
 # -- sync -------------------------------------------------------------------------------
@@ -193,7 +104,7 @@ def _round(store: StateStore, remote: Remote, report: SyncReport,
     """One fetch-merge-push round; True when everything reached the remote."""
     repo = store.repo
     say(f"fetching from {remote.spec}")
-    fetch(repo, remote)
+    report["quarantined"] = fetch(repo, remote)
     say("merging the remote's state")
     _merge_remote(store, remote, report)
     fetched, clashing = _take_attempts(repo, remote)
@@ -217,12 +128,13 @@ def _round(store: StateStore, remote: Remote, report: SyncReport,
         specs.append(f"{STATE_REF}:{STATE_REF}")
     if legacy and notes is not None and notes != repo.ref_target(remote.notes):
         specs.append(f"{NOTES_REF}:{NOTES_REF}")
-    remote_attempts = repo.refs_under(remote.attempts)
-    for name, _oid in sorted(repo.refs_under(ATTEMPTS_PREFIX).items()):
+    remote_attempts = repo.refs_in(remote.attempts)
+    for name, _oid in sorted(repo.refs_in(ATTEMPTS_PREFIX).items()):
         if remote_attempts.get(remote.attempts + name[len(ATTEMPTS_PREFIX):]) is None:
             specs.append(f"{name}:{name}")
     prune = _claims_to_prune(repo, remote, local, Snapshot(repo, local))
-    for ref, oid in prune.items():
+    retired = retirable(repo, remote, local, mine)
+    for ref, oid in {**prune, **retired}.items():
         specs.append(f":{ref}")
         leases[ref] = oid
     if specs:
@@ -238,13 +150,27 @@ def _round(store: StateStore, remote: Remote, report: SyncReport,
             if value is not None:
                 _track(repo, remote, ref, value)
     accepted = sorted(ref for ref, (what, _) in pushed.refs.items() if what == ACCEPTED)
-    report["pushed"].extend(ref for ref in accepted if ref not in prune)
+    report["pushed"].extend(ref for ref in accepted if ref not in prune and ref not in retired)
     report["claims_pruned"].extend(ref[len(transport.CLAIMS):] for ref in accepted if ref in prune)
+    report["retired"] = sorted({ref[len(transport.CLONES):].partition("/")[0] for ref in accepted if ref in retired})
+    _forget(repo, remote, [ref for ref in accepted if ref in prune or ref in retired])
     report["attempts"]["pushed"].extend(ref for ref in accepted if ref.startswith(ATTEMPTS_PREFIX))
     stuck = [ref for ref in pushed.refs if ref.startswith(ATTEMPTS_PREFIX) and not pushed.ok(ref)]
     if stuck:
         report["attempts"]["conflicting"] = sorted(set(report["attempts"]["conflicting"]) | set(stuck))
     return all(pushed.outcome(ref) in (None, ACCEPTED) for ref in (remote.my_state, remote.my_notes))
+
+
+def _forget(repo: Repo, remote: Remote, deleted: list[str]) -> None:
+    """The remote no longer has the refs `deleted` (this push deleted them): neither
+    their tracking refs, nor their quarantine."""
+    if not deleted:
+        return
+    for ref in deleted:
+        repo.delete_ref(remote.tracking(ref))
+    held = quarantine.read(repo, remote.track)
+    if any(ref in held for ref in deleted):
+        quarantine.write(repo, remote.track, {ref: item for ref, item in held.items() if ref not in deleted})
 
 
 def _track(repo: Repo, remote: Remote, remote_ref: str, oid: str) -> None:
@@ -263,7 +189,7 @@ def sync(store: StateStore, remote: str | None = None, *, tries: int = PUSH_TRIE
     report: SyncReport = {
         "remote": remote_obj.spec, "action": "", "incoming": 0, "outgoing": 0, "conflicts": [],
         "claims_lost": [], "pushed": [], "attempts": {"fetched": [], "pushed": [], "conflicting": []},
-        "notes": "none", "retries": 0, "states": 0, "claims_pruned": [],
+        "notes": "none", "retries": 0, "states": 0, "claims_pruned": [], "quarantined": [], "retired": [],
     }
     for attempt in range(tries):
         if _round(store, remote_obj, report, say):
@@ -407,9 +333,7 @@ def publish(store: StateStore, remote: str | None = None, *, tries: int = 5) -> 
             raise transport.refused_error(remote_obj, refused)
         if pushed.ok(remote_obj.my_state):
             _track(repo, remote_obj, remote_obj.my_state, local)
-            for ref in prune:
-                if pushed.ok(ref):
-                    repo.delete_ref(remote_obj.tracking(ref))
+            _forget(repo, remote_obj, [ref for ref in prune if pushed.ok(ref)])
             stats("publish", retries=attempt)
             return {"remote": remote_obj.spec, "pushed": [remote_obj.my_state], "retries": attempt}
         if pushed.outcome(remote_obj.my_state) == MOVED:

@@ -6,24 +6,24 @@ Part of `git handoff sync` (ops/sync.py holds the fetch/push side).
 
 from __future__ import annotations
 
-import json
 import random
 import time
 from typing import Any, TypedDict
 
-from git_handoff import incoming, merge, notices, records
-from git_handoff.errors import Contention, InvalidState
+from git_handoff import incoming, merge, notices, quarantine
+from git_handoff.errors import Contention
 from git_handoff.gitrepo import Repo
 from git_handoff.notes import NOTES_LOCK
+from git_handoff.ops.sync_fold import MAX_PARENTS, HeadsCache, fold
+from git_handoff.ops.sync_fold import readable as _readable
+from git_handoff.ops.sync_fold import task_record as _task_record
 from git_handoff.store import (
     NOTES_REF,
     STATE_REF,
     StateLock,
     StateStore,
-    format_log_line,
 )
 
-MAX_CONFLICT_LINES = 200  # SYNC lines per merge commit; the --json summary lists every one
 CAS_TRIES = 20
 
 
@@ -33,17 +33,6 @@ def _pause(attempt: int) -> None:
     stale (and is removed by cas_ref) only after STALE_REF_LOCK_SECONDS, so the tries
     must span more than that (~5 s in all), not use themselves up in milliseconds."""
     time.sleep(min(0.3, 0.01 * 2 ** attempt) * (0.5 + random.random()))
-
-
-def _task_record(raw: bytes | None) -> dict[str, Any] | None:
-    """A task blob as a JSON object with an id, or None (absent or unreadable)."""
-    if raw is None:
-        return None
-    try:
-        data = json.loads(raw)
-    except ValueError:
-        return None
-    return data if isinstance(data, dict) and "id" in data else None
 
 
 def _tasks_at(repo: Repo, tree: str | None, paths: list[str], claimed_only: bool = False) -> dict[str, Any]:
@@ -67,20 +56,6 @@ def _lost_claims(repo: Repo, before: str, after: str) -> list[merge.LostClaim]:
     paths = [p for p in repo.tree_diff(before, after) if p.startswith(merge.TASK_PREFIX)]
     held = _tasks_at(repo, before, paths, claimed_only=True)
     return merge.lost_claims(held, _tasks_at(repo, after, list(held and paths)))
-
-
-def _lost_claims_changes(repo: Repo, before: str, changes: dict[str, str | bytes | None]) -> list[merge.LostClaim]:
-    paths = [p for p in changes if p.startswith(merge.TASK_PREFIX)]
-    held = _tasks_at(repo, before, paths, claimed_only=True)
-    if not held:
-        return []
-    after: dict[str, Any] = {}
-    for path in paths:
-        value = changes[path]
-        data = _task_record(repo.read_blob(value) if isinstance(value, str) else value)
-        if data is not None:
-            after[str(data["id"])] = data
-    return merge.lost_claims(held, after)
 
 
 def merge_changes(repo: Repo, base: str | None, ours: str, theirs: str
@@ -110,35 +85,6 @@ def merge_changes(repo: Repo, base: str | None, ours: str, theirs: str
         if result.data != mine_data:
             changes[path] = result.data
     return changes, conflicts
-
-
-def _readable(path: str, result: merge.Outcome, ours: bytes | None, theirs: bytes | None) -> merge.Outcome:
-    """`result`, whose record the edge (git_handoff.records) accepts when both sides' did:
-    the merge keeps every limit it knows of (git_handoff.merge); should a merged record
-    still break a rule of its parser that neither side broke alone, the record of one side,
-    whole (merge.pick_record: written last wins, the same on every clone). Otherwise this
-    clone would publish a state every other clone refuses, and itself fail to read it."""
-    if result.data is None or ours is None or theirs is None or result.data in (ours, theirs):
-        return result
-    kind = records.kind_of(path)
-    if kind is None:
-        return result
-    try:
-        records.check_record(path, result.data, kind)
-        return result
-    except InvalidState:
-        pass
-    try:
-        records.check_record(path, ours, kind)
-        records.check_record(path, theirs, kind)
-    except InvalidState:
-        return result  # a side the edge refuses already: nothing the merge made
-    return merge.pick_record(path, ours, theirs)
-
-
-def _short(value: Any) -> str:
-    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
-    return text if len(text) <= 60 else text[:57] + "..."
 
 
 _DIFFS: dict[tuple[int, str | None, str], dict[str, tuple[str | None, str | None]]] = {}
@@ -196,6 +142,8 @@ class SyncReport(MergedReport, total=False):
     attempts: AttemptsReport
     retries: int
     claims_pruned: list[str]  # tasks whose finished claim refs this push deleted
+    quarantined: list[quarantine.Held]  # the remote's refs that failed the edge: not used
+    retired: list[str]  # clones whose refs this push deleted (ops/retire.py)
     refspecs: dict[str, list[str]]  # what was added to / removed from remote.<name>.fetch
     state_commit: str | None
 
@@ -248,8 +196,11 @@ def integrate_all(store: StateStore, heads: list[tuple[str, str]]) -> MergeStep:
     keeps only the last. Each head's records pass the edge check first."""
     repo = store.repo
     report: MergeStep = {"action": "up-to-date", "incoming": 0, "conflicts": [], "claims_lost": []}
-    near = _near(repo, store.head())
+    cache = HeadsCache(repo, "state")
+    near = _near(repo, store.head()) | cache.known(store.head())
     fresh = [(label, theirs) for label, theirs in heads if theirs not in near]
+    if not fresh:
+        return report
     label_of: dict[str, str] = {}  # each head once, in order, with its first label
     for label, theirs in fresh:
         label_of.setdefault(theirs, label)
@@ -262,11 +213,13 @@ def integrate_all(store: StateStore, heads: list[tuple[str, str]]) -> MergeStep:
             ours = store.head()
             todo = [(label_of[h], h) for h in _new_heads(repo, ours, list(label_of))]
             if not todo:
+                cache.remember(ours, [h for _, h in heads])
                 return report
             step = _fold(store, ours, todo)
             if step is None:
                 continue
             _remember_notices(repo, step["claims_lost"])
+            cache.remember(store.head(), [h for _, h in heads])
             return step
     raise Contention(f"{STATE_REF} kept changing while merging {heads[0][0]}; nothing was lost, retry")
 
@@ -306,40 +259,11 @@ def _fold(store: StateStore, ours: str | None, todo: list[tuple[str, str]]) -> M
         todo = [(label, h) for label, h in todo if h in rest]
     if not todo:
         return step if store.publish(first, ours, reason) else None
-    acc, parents = first, [first]
-    lines: list[str] = []
-    for label, theirs in todo:
-        base = repo.merge_base(acc, theirs)
-        acc_tree = repo.commit_tree(acc)
-        changes, conflicts = merge_changes(repo, repo.commit_tree(base) if base else None,
-                                           acc_tree, repo.commit_tree(theirs))
-        incoming = repo.count_commits(theirs, acc)
-        said = [format_log_line(store.session, "SYNC", f"merged {label}: in={incoming} "
-                                f"out={repo.count_commits(acc, theirs)} conflicts={len(conflicts)}")]
-        for c in conflicts[:MAX_CONFLICT_LINES]:
-            said.append(format_log_line(store.session, "SYNC",
-                                        f"conflict {c.field}: kept {_short(c.kept)} over {_short(c.dropped)}",
-                                        task=c.record))
-        if len(conflicts) > MAX_CONFLICT_LINES:
-            said.append(format_log_line(store.session, "SYNC",
-                                        f"... and {len(conflicts) - MAX_CONFLICT_LINES} more conflict(s)"))
-        lost = _lost_claims_changes(repo, acc_tree, changes)
-        for item in lost:
-            said.append(format_log_line(store.session, "SYNC",
-                                        f"claim of {item['worker']} lost (now {item['now']}"
-                                        + (f" by {item['claimed_by']})" if item.get("claimed_by") else ")"),
-                                        task=item["task"]))
-        lines += said
-        parents.append(theirs)
-        # one merge: this is the commit; of several, the last one's tree is written again
-        # below as the one commit of all
-        acc = store.commit_merge([acc, theirs], changes, said)
-        step["action"] = "merged"
-        step["incoming"] += incoming
-        step["conflicts"].extend(c.to_json() for c in conflicts)
-        step["claims_lost"].extend(lost)
-    commit = acc if len(parents) == 2 else repo.create_commit(repo.commit_tree(acc), parents,
-                                                              "\n".join(lines) + "\n")
+    commit, got = fold(store, first, todo, lambda a, b: _diff(repo, a, b))
+    step["action"] = "merged"
+    step["incoming"] += got["incoming"]
+    step["conflicts"] = got["conflicts"]
+    step["claims_lost"] = got["claims_lost"]
     return step if store.publish(commit, ours, "handoff: merge") else None
 
 
@@ -349,13 +273,15 @@ def merge_notes(repo: Repo, store: StateStore, heads: list[str]) -> str:
     fast-forward or merged."""
     if not heads:
         return "none"
+    cache = HeadsCache(repo, "notes")
     with StateLock(repo.handoff_dir / NOTES_LOCK, 30):
         for attempt in range(CAS_TRIES):
             if attempt:
                 _pause(attempt - 1)
             ours = repo.ref_target(NOTES_REF)
-            new = _new_heads(repo, ours, heads, _near(repo, ours))
+            new = _new_heads(repo, ours, heads, _near(repo, ours) | cache.known(ours))
             if not new:
+                cache.remember(ours, heads)
                 return "up-to-date"
             first, todo = _start(repo, ours, new)
             action = "adopted" if ours is None else "fast-forward" if first != ours else "merged"
@@ -363,10 +289,14 @@ def merge_notes(repo: Repo, store: StateStore, heads: list[str]) -> str:
             if todo:
                 action = "merged"
                 tree = repo.commit_tree(first)
-                for theirs in todo:
-                    tree = _notes_union(repo, tree, repo.commit_tree(theirs))
-                commit = repo.create_commit(tree, [first, *todo], "Notes merged by git handoff sync\n")
+                # a chain of merges of at most MAX_PARENTS parents each, as for the state
+                for at in range(0, len(todo), MAX_PARENTS - 1):
+                    chunk = todo[at:at + MAX_PARENTS - 1]
+                    for theirs in chunk:
+                        tree = _notes_union(repo, tree, repo.commit_tree(theirs))
+                    commit = repo.create_commit(tree, [commit, *chunk], "Notes merged by git handoff sync\n")
             if repo.cas_ref(NOTES_REF, commit, ours, f"handoff: notes {action} by sync"):
+                cache.remember(commit, heads)
                 return action
     raise Contention(f"{NOTES_REF} kept changing while merging; retry")
 

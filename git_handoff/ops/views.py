@@ -7,7 +7,7 @@ import dataclasses
 from collections.abc import Iterable
 from typing import Any
 
-from git_handoff import display, identity, local, schedule, state_files
+from git_handoff import display, identity, local, quarantine, schedule, state_files
 from git_handoff.errors import Negative, UsageError
 from git_handoff.model import LOG_TYPES, Task, check_id, now_iso
 from git_handoff.store import Entry, Snapshot, StateStore
@@ -103,7 +103,8 @@ def status(store: StateStore) -> dict[str, Any]:
 
 def _notes(store: StateStore, snap: Snapshot) -> list[str]:
     """Extra lines for `status` from other areas: what waits to be pushed, the relay."""
-    return local.unpushed_lines(store.repo, store.head(), identity.clone_id(store.repo)) + state_files.relay_status_lines(snap)
+    return (local.unpushed_lines(store.repo, store.head(), identity.clone_id(store.repo))
+            + state_files.relay_status_lines(snap) + quarantine.status_lines(store.repo))
 
 
 def log(
@@ -147,6 +148,9 @@ def log_view(entry: Entry) -> dict[str, Any]:
 
 
 # -- graph --------------------------------------------------------------------------
+
+
+GRAPH_DEPTH = 32  # levels of indentation `graph` draws; deeper lines say their depth
 
 
 def graph(snap: Snapshot, fmt: str = "text") -> str:
@@ -194,24 +198,33 @@ def graph(snap: Snapshot, fmt: str = "text") -> str:
     out: list[str] = []
     printed: set[str] = set()
 
-    def walk(tid: str, prefix: str, last: bool, top: bool) -> None:
-        t = tasks[tid]
-        branch = "" if top else ("└── " if last else "├── ")
-        seen = tid in printed
-        suffix = " (see above)" if seen else ""
-        out.append(f"{prefix}{branch}[{state(t)}] {tid}: {display.line(t.title)}{suffix}")
-        if seen:
-            return
-        printed.add(tid)
-        kids = dependents.get(tid, [])
-        child_prefix = prefix + ("" if top else ("    " if last else "│   "))
-        for n, kid in enumerate(kids):
-            walk(kid, child_prefix, n == len(kids) - 1, False)
+    def walk(start: str) -> None:
+        # iterative, depth first (a fetched chain 5,000 deep overflowed the recursion);
+        # the indentation stops growing at GRAPH_DEPTH levels (the depth is written
+        # instead), or a deep chain printed a prefix of its whole depth on every line
+        stack: list[tuple[str, str, bool, int]] = [(start, "", True, 0)]
+        while stack:
+            tid, prefix, last, depth = stack.pop()
+            t = tasks[tid]
+            branch = "" if depth == 0 else ("└── " if last else "├── ")
+            deep = f"({depth} deep) " if depth > GRAPH_DEPTH else ""
+            seen = tid in printed
+            suffix = " (see above)" if seen else ""
+            out.append(f"{prefix}{branch}{deep}[{state(t)}] {tid}: {display.line(t.title)}{suffix}")
+            if seen:
+                continue
+            printed.add(tid)
+            kids = dependents.get(tid, [])
+            child_prefix = prefix
+            if 0 < depth <= GRAPH_DEPTH:
+                child_prefix = prefix + ("    " if last else "│   ")
+            for n in range(len(kids) - 1, -1, -1):
+                stack.append((kids[n], child_prefix, n == len(kids) - 1, depth + 1))
 
     for root in roots:
-        walk(root, "", True, True)
+        walk(root)
     # tasks only reachable through a cycle have no root
     for tid in tasks:
         if tid not in printed:
-            walk(tid, "", True, True)
+            walk(tid)
     return "\n".join(out) + ("\n" if out else "")

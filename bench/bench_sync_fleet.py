@@ -1,0 +1,107 @@
+"""What a sync costs against a remote a fleet piled up (issue 24 item 5).
+
+    PYTHONPATH=$PWD python bench/bench_sync_fleet.py [--quick]
+
+- One new task from each of N clone heads (refs/harness/clones/<id>/state, each one
+  `add` on the same state): the whole `git handoff sync` of a clone that holds that state,
+  for N = 1,000 and 10,000 (quick: 100 and 1,000). Target: <= 5 s, and growing linearly
+  (the time per head at the larger N at most 1.5x the time per head at the smaller).
+- A remote holding 60,000 refs in a namespace this version does not read
+  (refs/harness/junk/*): a sync bringing one new task, against the same sync without
+  them. Target: <= 1.2x.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.common import HANDOFF, Row, fresh_dir, git, make_repo, median, ms, run_proc, workdir
+from tests.support.fleet_heads import publish_heads, publish_unknown_refs
+
+
+def _world(base: Path) -> tuple[Path, Path, Path]:
+    """A bare remote, clone `a` (its first publisher) and clone `c` that synced once."""
+    base.mkdir(parents=True)
+    remote = base / "remote.git"
+    git("init", "-q", "--bare", str(remote), cwd=base)
+    a = make_repo(base / "a")
+    git("remote", "add", "origin", str(remote), cwd=a)
+    git("push", "-q", "origin", "main", cwd=a)
+    _ok(["init", "--mode", "concurrent"], a)
+    _ok(["add", "seed", "--id", "seed"], a)
+    _ok(["sync"], a)
+    c = base / "c"
+    git("clone", "-q", str(remote), str(c), cwd=base)
+    _ok(["sync"], c)
+    return remote, a, c
+
+
+def _ok(args: list[str], cwd: Path) -> float:
+    run = run_proc([*HANDOFF, *args], cwd)
+    if run.rc != 0:
+        raise RuntimeError(f"git handoff {' '.join(args)}: exit {run.rc}: {run.err.decode(errors='replace')[-300:]}")
+    return run.seconds
+
+
+def _timed_sync(remote: Path, c: Path, name: str) -> float:
+    """Sync a copy of clone `c` against a copy of `remote` (so every run starts alike)."""
+    base = c.parent / name
+    shutil.copytree(remote, base / "remote.git", symlinks=True)
+    shutil.copytree(c, base / "c", symlinks=True)
+    git("remote", "set-url", "origin", str(base / "remote.git"), cwd=base / "c")
+    took = _ok(["sync"], base / "c")
+    shutil.rmtree(base, ignore_errors=True)
+    return took
+
+
+def heads_rows(counts: tuple[int, int], repeats: int) -> list[Row]:
+    rows: list[Row] = []
+    per_head: list[float] = []
+    for n in counts:
+        remote, a, c = _world(fresh_dir(f"fleet-heads-{n}"))
+        publish_heads(a, n)
+        times = [_timed_sync(remote, c, f"run{i}") for i in range(repeats)]
+        t = median(times)
+        per_head.append(t / n)
+        rows.append(Row(f"sync adopting one task from each of {n:,} clone heads", ms(t),
+                        f"runs: {', '.join(ms(x) for x in times)}", None, "<= 5 s", t <= 5))
+        shutil.rmtree(remote.parent, ignore_errors=True)
+    growth = per_head[1] / per_head[0]
+    rows.append(Row(f"  time per head, {counts[1]:,} vs {counts[0]:,} heads",
+                    f"{per_head[1] * 1000:.2f} ms", f"{per_head[0] * 1000:.2f} ms", growth,
+                    "<= 1.5x (linear)", growth <= 1.5))
+    return rows
+
+
+def unknown_refs_rows(n_refs: int, repeats: int) -> list[Row]:
+    remote, a, c = _world(fresh_dir("fleet-unknown"))
+    _ok(["add", "one more", "--id", "more"], a)
+    _ok(["sync"], a)
+    piled = remote.parent / "piled.git"
+    shutil.copytree(remote, piled, symlinks=True)
+    publish_unknown_refs(piled, n_refs, git("rev-parse", "HEAD", cwd=a))
+    plain, junk = [], []
+    for i in range(repeats):
+        plain.append(_timed_sync(remote, c, f"plain{i}"))
+        junk.append(_timed_sync(piled, c, f"junk{i}"))
+    p, j = median(plain), median(junk)
+    ratio = j / p
+    return [Row(f"sync with {n_refs:,} refs in an unknown namespace on the remote", ms(j), ms(p), ratio,
+                "<= 1.2x", ratio <= 1.2)]
+
+
+def fleet_sync(quick: bool) -> list[Row]:
+    workdir()
+    counts = (100, 1_000) if quick else (1_000, 10_000)
+    return heads_rows(counts, 1 if quick else 2) + unknown_refs_rows(60_000, 3 if quick else 5)
+
+
+if __name__ == "__main__":
+    from bench.run import print_table
+
+    print_table(fleet_sync("--quick" in sys.argv))

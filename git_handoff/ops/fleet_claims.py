@@ -1,0 +1,121 @@
+"""The claim refs a remote holds (refs/harness/claims/<task>), as `sync` and `claim
+--remote` see them: which tasks another clone's live claim holds, and which claim refs
+are over or junk and are deleted by the next push (part of ops/sync.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+
+from git_handoff import quarantine, records, transport
+from git_handoff.errors import HandoffError, UsageError
+from git_handoff.gitrepo import Repo
+from git_handoff.model import Task, now_iso, parse_time
+from git_handoff.schedule import lease_deadline, lease_expired
+from git_handoff.store import Snapshot, task_path
+from git_handoff.transport import Remote
+
+# -- claims seen on the remote ---------------------------------------------------------------
+
+# A claim ref of another clone whose lease ran out this long ago (a machine gone for
+# good) is deleted by whichever clone syncs; a clone deletes its own at once.
+DEAD_CLAIM_SECONDS = 24 * 3600
+
+
+def claim_record(repo: Repo, commit: str, task_id: str) -> Task | None:
+    """The task as the claim commit `commit` records it, parsed like any fetched record;
+    None when it is absent or unreadable (such a claim is never taken over)."""
+    try:
+        found = repo.tree_lookup(repo.commit_tree(commit), task_path(task_id))
+        if found is None or found[1]:
+            return None
+        kind = repo.object_kind(found[0])
+        if kind is None or kind[0] != "blob" or kind[1] > records.MAX_STATE_BLOB_BYTES:
+            return None
+        raw = repo.read_blob(found[0])
+        records.check_record(task_path(task_id), raw)
+        return Snapshot(repo, commit).task(task_id)
+    except (HandoffError, ValueError, KeyError):
+        return None
+
+
+@dataclass(frozen=True)
+class Fleet:
+    """What the remote says of the other machines, for a claim: the tasks a live claim
+    ref of another clone holds that the merged state does not show yet, the claim refs
+    ({task id: commit}), how many other clones publish a state there, and this clone's
+    rank among all of them (by clone id, this one included)."""
+
+    taken: frozenset[str]
+    claims: dict[str, str]
+    others: int
+    rank: int = 0
+
+    @property
+    def slot(self) -> tuple[int, int]:
+        """(rank, clones) for the claim's pick (ops.claim._slot_pick)."""
+        return self.rank, self.others + 1
+
+
+def fleet_view(repo: Repo, remote: Remote, head: str) -> Fleet:
+    claims = remote.claim_refs(repo)
+    stamp = now_iso()
+    taken = set()
+    for task_id, oid in claims.items():
+        if repo.is_ancestor(oid, head):
+            continue  # merged already: the state decides
+        task = claim_record(repo, oid, task_id)
+        # a claim ref that records no claim (unreadable, the task absent or not in
+        # progress there) holds nothing: ignored (and pruned by the next sync)
+        if task is not None and task.status == "in_progress" and task.get("clone") != remote.clone \
+                and not lease_expired(task, stamp):
+            taken.add(task_id)
+    # a claim ref that failed the edge (at a blob...) is no claim either; a claim pushes
+    # over it by compare-and-swap against what it points at
+    claims = {**_quarantined_claims(repo, remote), **claims}
+    others = [clone for clone in remote.publishing_clones(repo) if clone != remote.clone]
+    rank = sum(1 for clone in others if clone < remote.clone)
+    return Fleet(frozenset(taken), claims, len(others), rank)
+
+
+def _quarantined_claims(repo: Repo, remote: Remote) -> dict[str, str]:
+    """{task id: object} of the remote's claim refs that failed the edge (as fetched)."""
+    held = quarantine.read(repo, remote.track)
+    return {ref[len(transport.CLAIMS):]: item["oid"] for ref, item in held.items() if ref.startswith(transport.CLAIMS)}
+
+
+def claims_to_prune(repo: Repo, remote: Remote, head: str, snap: Snapshot) -> dict[str, str]:
+    """{claim ref: what it points at} for the claims that are over: merged here, and the
+    task is no longer in progress under that claim. Only this clone's own, or another's
+    whose lease ended more than DEAD_CLAIM_SECONDS ago (so that clones do not race to
+    delete). And, whoever made them, the claim refs that record no claim at all (failed
+    the edge, or a commit where the task is absent or not in progress): junk, which would
+    otherwise stay on the remote for good."""
+    out = {transport.CLAIMS + task_id: oid for task_id, oid in _quarantined_claims(repo, remote).items()}
+    stamp = now_iso()
+    for task_id, oid in sorted(remote.claim_refs(repo).items()):
+        claimed = claim_record(repo, oid, task_id)
+        if claimed is None or claimed.status != "in_progress":
+            out[Remote.claim_ref(task_id)] = oid
+            continue
+        if not repo.is_ancestor(oid, head):
+            continue
+        now = snap.task(task_id)
+        if now is not None and now.status == "in_progress" and now.get("claimed_at") == claimed.get("claimed_at"):
+            continue  # still that claim
+        if claimed.get("clone") != remote.clone and not _long_expired(claimed, stamp):
+            continue
+        out[Remote.claim_ref(task_id)] = oid
+    return out
+
+
+def _long_expired(task: Task, stamp: str) -> bool:
+    if not task.lease_expires_at:
+        return True
+    try:
+        moment = parse_time(stamp)
+        deadline = lease_deadline(task, moment) or task.lease_expires_at  # bounded by its own record
+        return moment - parse_time(deadline) > timedelta(seconds=DEAD_CLAIM_SECONDS)
+    except UsageError:
+        return True

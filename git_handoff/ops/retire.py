@@ -1,0 +1,51 @@
+"""Clones retire (issue 27 item 1): the state and notes refs of a clone that has not
+published for a while, and whose published state this clone's own published state
+already contains, are deleted from the remote by this clone's next push. The rule is
+one every clone can check on the remote itself: the retired head is an ancestor of the
+deleting clone's refs/harness/clones/<id>/state, and its commit is older than
+handoff.retireAfter seconds (default 7 days). Nothing is lost (the work is in that
+state), each delete is a compare-and-swap against the head that was checked (a clone
+that pushed meanwhile keeps its ref), and a clone that comes back simply publishes its
+ref again at its next sync, which merges as any other.
+"""
+
+from __future__ import annotations
+
+import time
+
+from git_handoff.gitrepo import Repo
+from git_handoff.ops.sync_fold import HeadsCache
+from git_handoff.store import NOTES_REF
+from git_handoff.transport import CLONES, Remote
+
+RETIRE_AFTER_SECONDS = 7 * 24 * 3600
+
+
+def retirable(repo: Repo, remote: Remote, local: str, published: str | None) -> dict[str, str]:
+    """{remote ref: the oid it must still have} of the clone refs to delete with this
+    push: only when the remote already has our state as it is here (`published` ==
+    `local`), so what the deleted refs held is on the remote in our ref; the heads our
+    state contains are those the merge remembered (HeadsCache), so this asks no
+    ancestry walk per clone."""
+    if published is None or published != local:
+        return {}
+    after = repo.config_int("handoff.retireAfter")
+    after = RETIRE_AFTER_SECONDS if after is None or after < 0 else after
+    contained = HeadsCache(repo, "state").known(local)
+    notes = repo.ref_target(NOTES_REF)
+    notes_published = notes is not None and notes == repo.ref_target(remote.tracking(remote.my_notes))
+    notes_contained = HeadsCache(repo, "notes").known(notes) if notes_published else set()
+    now = time.time()
+    out: dict[str, str] = {}
+    tracked = repo.refs_in(remote.clones)
+    for name, oid in sorted(tracked.items()):
+        clone, _, kind = name[len(remote.clones):].partition("/")
+        if kind != "state" or clone == remote.clone or oid not in contained:
+            continue
+        if now - repo.commit_info(oid)[2] < after:
+            continue
+        out[f"{CLONES}{clone}/state"] = oid
+        their_notes = tracked.get(f"{remote.clones}{clone}/notes")
+        if their_notes is not None and their_notes in notes_contained:
+            out[f"{CLONES}{clone}/notes"] = their_notes
+    return out
