@@ -42,8 +42,9 @@ def handler_name(command: str) -> str:
     return "git-handoff-" + command.rsplit(" ", 1)[-1].split("-", 1)[-1]
 
 
-def load(path: Path, spec: Spec) -> dict[str, Any]:
-    """The file's JSON object ({} when absent); anything unusable is refused unchanged."""
+def load_object(path: Path) -> dict[str, Any]:
+    """An agent CLI's JSON settings file as its object ({} when absent); anything else is
+    refused with the file left as it is."""
     if not path.exists():
         return {}
     try:
@@ -52,6 +53,12 @@ def load(path: Path, spec: Spec) -> dict[str, Any]:
         raise UsageError(f"{path} is not valid JSON ({exc}); fix it first, nothing was changed") from None
     if not isinstance(data, dict):
         raise UsageError(f"{path} must hold a JSON object; nothing was changed")
+    return data
+
+
+def load(path: Path, spec: Spec) -> dict[str, Any]:
+    """The file's JSON object ({} when absent); anything unusable is refused unchanged."""
+    data = load_object(path)
     hooks = data.get("hooks")
     if hooks is not None and not isinstance(hooks, dict):
         raise UsageError(f"{path}: \"hooks\" must be an object; nothing was changed")

@@ -13,11 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from git_handoff import local, procs
+from git_handoff import local
 from git_handoff.gitrepo import Repo
 from git_handoff.ops import handoff
 from git_handoff.store import StateStore
 from tests.conftest import git, run, run_exe, state_head, state_record
+from tests.support.processes import processes_with
 
 pytestmark = pytest.mark.slow  # whole relays of real agent processes: the slow layer
 
@@ -96,18 +97,6 @@ def wait_for(predicate, timeout: float = 60.0, what: str = "condition") -> None:
             raise AssertionError(f"timed out waiting for {what}")
         time.sleep(0.05)
 
-
-def processes_with(marker: str) -> list[int]:
-    found = []
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            try:
-                cmdline = Path(f"/proc/{name}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-            except OSError:
-                continue
-            if marker in cmdline and procs.alive(int(name)):
-                found.append(int(name))
-    return found
 
 
 # -- end to end -----------------------------------------------------------------------

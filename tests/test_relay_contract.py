@@ -19,6 +19,7 @@ from git_handoff import launcher, local, procs
 from git_handoff.gitrepo import Repo
 from git_handoff.ops import handoff
 from git_handoff.store import StateStore
+from tests.support.processes import processes_with
 from tests.support.remotes import clones, ok, remote_url  # noqa: F401
 from tests.support.repo import git, run, state_head
 
@@ -79,18 +80,6 @@ def test_relay_tmux_gives_the_agent_its_own_environment_on_a_server_already_runn
     assert not list((repo / ".git" / "handoff" / "relay").glob("*.env"))  # the keys are not left on disk
 
 
-def _processes_with(marker: str) -> list[int]:
-    found = []
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            try:
-                cmdline = Path(f"/proc/{name}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-            except OSError:
-                continue
-            if marker in cmdline and procs.alive(int(name)):
-                found.append(int(name))
-    return found
-
 
 def _wait_for(predicate: Callable[[], bool], timeout: float, what: str) -> None:
     deadline = time.monotonic() + timeout
@@ -125,7 +114,7 @@ def _relay_killed_while_session_1_works(repo: Path, agent: str, marker: str) -> 
     first = subprocess.Popen([sys.executable, "-m", "git_handoff", "relay", "--agent", agent], cwd=repo,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
-        _wait_for(lambda: bool(_processes_with(marker)), 60, "the agent's background child")
+        _wait_for(lambda: bool(processes_with(marker)), 60, "the agent's background child")
         first.send_signal(signal.SIGKILL)
         first.wait(timeout=10)
     finally:
@@ -150,11 +139,11 @@ def test_a_relay_killed_with_sigkill_and_started_again_adopts_what_it_left(repo:
     status_file = repo / ".git" / "handoff" / "relay" / "session-1.status"
     if not works_on:
         _wait_for(status_file.exists, 30, "the agent to exit")
-    assert len(_processes_with(marker)) == (2 if works_on else 1)  # orphaned, still running
+    assert len(processes_with(marker)) == (2 if works_on else 1)  # orphaned, still running
     res = run("relay", "--agent", agent, "--session-timeout", "8")
     assert res.rc == 0, res.out + res.err
     assert "taking over session 1" in res.out
-    _wait_for(lambda: not _processes_with(marker), 5, "the agent's whole tree to end")
+    _wait_for(lambda: not processes_with(marker), 5, "the agent's whole tree to end")
     store = StateStore(Repo.discover(repo), session=0)
     assert local.open_session(store.repo) is None
     assert handoff.handed_off(store, 1) and handoff.handed_off(store, 2)

@@ -20,10 +20,11 @@ from pathlib import Path
 import pytest
 from filelock import FileLock
 
-from git_handoff import local, procs
+from git_handoff import local
 from git_handoff.gitrepo import Repo
 from git_handoff.ops import handoff
 from git_handoff.store import StateStore
+from tests.support.processes import processes_with
 from tests.support.repo import dispatch_record, git, run
 
 pytestmark = pytest.mark.slow  # real relays, real agents, real signals
@@ -36,18 +37,6 @@ def _marker() -> str:
     """A number `sleep` accepts that names this test's processes in the process table."""
     return f"{5000 + os.getpid() % 1000}.{time.monotonic_ns() % 10**9}"
 
-
-def _processes_with(marker: str) -> list[int]:
-    found = []
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            try:
-                cmdline = Path(f"/proc/{name}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-            except OSError:
-                continue
-            if marker in cmdline and procs.alive(int(name)):
-                found.append(int(name))
-    return found
 
 
 def _wait_for(predicate, timeout: float, what: str) -> None:  # type: ignore[no-untyped-def]
@@ -115,7 +104,7 @@ def test_signals_to_the_relays_process_group_end_the_agent_and_close_the_session
     marker = _marker()
     relay = _start(way, repo, "relay", "--agent", _agent(repo, marker))
     try:
-        _wait_for(lambda: len(_processes_with(marker)) == 2, 60, "the agent and its background child")
+        _wait_for(lambda: len(processes_with(marker)) == 2, 60, "the agent and its background child")
         _barrage(relay.pid, sig)
         out, err = relay.communicate(timeout=60)
     finally:
@@ -125,7 +114,7 @@ def test_signals_to_the_relays_process_group_end_the_agent_and_close_the_session
     assert _expected_status(way, sig, relay.returncode), (relay.returncode, err)
     assert err.strip().splitlines()[-1].startswith("error: interrupted"), err
     assert "Traceback" not in err
-    _wait_for(lambda: not _processes_with(marker), 5, "the agent's whole tree to end")
+    _wait_for(lambda: not processes_with(marker), 5, "the agent's whole tree to end")
     git_repo = Repo.discover(repo)
     assert local.open_session(git_repo) is None  # closed
     assert handoff.handed_off(StateStore(git_repo, session=0), 1)  # with its document
@@ -146,7 +135,7 @@ def test_a_signal_to_the_relay_alone_through_git_is_its_exit_status(repo: Path, 
     marker = _marker()
     relay = _start("through-git", repo, "relay", "--agent", _agent(repo, marker))
     try:
-        _wait_for(lambda: len(_processes_with(marker)) == 2, 60, "the agent and its background child")
+        _wait_for(lambda: len(processes_with(marker)) == 2, 60, "the agent and its background child")
         children = subprocess.run(["pgrep", "-P", str(relay.pid)], capture_output=True, text=True).stdout.split()
         assert len(children) == 1, children
         os.kill(int(children[0]), sig)
@@ -157,7 +146,7 @@ def test_a_signal_to_the_relay_alone_through_git_is_its_exit_status(repo: Path, 
             relay.communicate()
     assert relay.returncode == 128 + sig, err
     assert err.strip() == f"error: interrupted by {signal.Signals(sig).name}"
-    _wait_for(lambda: not _processes_with(marker), 5, "the agent's whole tree to end")
+    _wait_for(lambda: not processes_with(marker), 5, "the agent's whole tree to end")
     assert local.open_session(Repo.discover(repo)) is None
 
 
@@ -174,7 +163,7 @@ def test_signals_to_a_foreground_dispatch_run_end_its_backend_tree_and_record_it
     run_id = run("dispatch", "new", "--backend", "slow", "--slug", "slow-errand", stdin="do it\n").out.strip()
     proc = _start(way, repo, "dispatch", "run", run_id)
     try:
-        _wait_for(lambda: len(_processes_with(marker)) == 2, 60, "the backend and its background child")
+        _wait_for(lambda: len(processes_with(marker)) == 2, 60, "the backend and its background child")
         _barrage(proc.pid, sig)
         out, err = proc.communicate(timeout=60)
     finally:
@@ -183,7 +172,7 @@ def test_signals_to_a_foreground_dispatch_run_end_its_backend_tree_and_record_it
             proc.communicate()
     assert _expected_status(way, sig, proc.returncode), (proc.returncode, err)
     assert "Traceback" not in err
-    _wait_for(lambda: not _processes_with(marker), 5, "the backend's whole tree to end")
+    _wait_for(lambda: not processes_with(marker), 5, "the backend's whole tree to end")
     record = json.loads(dispatch_record(run_id, cwd=repo))
     assert record["status"] == "failed" and record["error"].startswith("interrupted"), record
     assert record["exit_status"] == 128 + sig
@@ -222,7 +211,7 @@ def test_a_closed_terminal_ends_the_relay_cleanly(repo: Path, way: str) -> None:
     os.close(slave)
     try:
         deadline = time.monotonic() + 60
-        while len(_processes_with(marker)) < 2:  # read what it prints meanwhile, as a terminal does
+        while len(processes_with(marker)) < 2:  # read what it prints meanwhile, as a terminal does
             assert time.monotonic() < deadline, "the agent never started"
             if select.select([master], [], [], 0.1)[0]:
                 try:
@@ -236,7 +225,7 @@ def test_a_closed_terminal_ends_the_relay_cleanly(repo: Path, way: str) -> None:
             relay.kill()
             relay.wait()
     assert _expected_status(way, signal.SIGHUP, relay.returncode), relay.returncode
-    _wait_for(lambda: not _processes_with(marker), 5, "the agent's whole tree to end")
+    _wait_for(lambda: not processes_with(marker), 5, "the agent's whole tree to end")
     assert local.open_session(Repo.discover(repo)) is None
     record = _relay_record(repo)
     assert record["state"] == "stopped" and record["reason"] == "interrupted by SIGHUP", record

@@ -16,6 +16,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from git_handoff.agent_config import load_object
 from git_handoff.errors import UsageError
 from git_handoff.fileio import atomic_write
 from git_handoff.gitrepo import Repo
@@ -33,21 +34,10 @@ def local_settings_path(repo: Repo) -> Path:
     return repo.workdir / LOCAL_SETTINGS
 
 
-def _load(path: Path) -> dict[str, Any]:
-    if not path.exists():
-        return {}
-    try:
-        data = json.loads(path.read_text() or "{}")
-    except (ValueError, UnicodeDecodeError, OSError) as exc:
-        raise UsageError(f"{path} is not valid JSON ({exc}); fix it first, nothing was changed") from None
-    if not isinstance(data, dict):
-        raise UsageError(f"{path} must hold a JSON object; nothing was changed")
-    return data
-
 
 def check(repo: Repo) -> None:
     """Refuse (UsageError, nothing changed) when the local settings cannot be merged into."""
-    _load(local_settings_path(repo))
+    load_object(local_settings_path(repo))
 
 
 def _exclude(repo: Repo) -> bool:
@@ -64,7 +54,7 @@ def _exclude(repo: Repo) -> bool:
 
 def install(repo: Repo) -> dict[str, Any]:
     path = local_settings_path(repo)
-    data = _load(path)
+    data = load_object(path)
     added = data.get(SKIP_BYPASS_PROMPT) is not True
     if added:
         data[SKIP_BYPASS_PROMPT] = True
@@ -77,7 +67,7 @@ def install(repo: Repo) -> dict[str, Any]:
 
 def uninstall(repo: Repo) -> dict[str, Any]:
     path = local_settings_path(repo)
-    data = _load(path)
+    data = load_object(path)
     removed = data.pop(SKIP_BYPASS_PROMPT, None) is not None
     if removed and data:
         atomic_write(path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
@@ -88,6 +78,6 @@ def uninstall(repo: Repo) -> dict[str, Any]:
 
 def installed(repo: Repo) -> bool:
     try:
-        return _load(local_settings_path(repo)).get(SKIP_BYPASS_PROMPT) is True
+        return load_object(local_settings_path(repo)).get(SKIP_BYPASS_PROMPT) is True
     except UsageError:
         return False
