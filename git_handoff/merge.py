@@ -420,7 +420,25 @@ def merge_objects(path: str, base: dict[str, Any] | None, ours: dict[str, Any], 
         legacy = out.get("sessions_legacy")
         legacy = legacy if isinstance(legacy, int) and not isinstance(legacy, bool) else 0
         out["sessions_legacy"] = min(model.MAX_COUNT, legacy + m.dropped)
+    if path == META_PATH and numbers_max:
+        # per-key maxima can still sum to less than one side (a clone counted in one side's
+        # sessions_by_clone and, dropped at its cap, in the other's sessions_legacy): the
+        # difference goes to sessions_legacy, so the sum never goes down, in either order
+        floor = max(_sessions_counted(ours), _sessions_counted(theirs))
+        short = floor - _sessions_counted(out)
+        if short > 0:
+            out["sessions_legacy"] = min(model.MAX_COUNT, _count(out.get("sessions_legacy")) + short)
     return m.finish(out), m.conflicts
+
+
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+def _sessions_counted(meta: dict[str, Any]) -> int:
+    by_clone = meta.get("sessions_by_clone")
+    clones = sum(_count(v) for v in by_clone.values()) if isinstance(by_clone, dict) else 0
+    return _count(meta.get("sessions_legacy")) + clones
 
 
 def merge_task(path: str, base: dict[str, Any] | None, ours: dict[str, Any], theirs: dict[str, Any]

@@ -114,11 +114,19 @@ def test_sync_adds_only_the_refspecs_it_needs_and_says_so_once(repo: Path, tmp_p
     assert run("init").rc == 0
     first = run("sync")
     assert first.rc == 0, first.err
-    assert "added to remote.origin.fetch" in first.out and "+refs/notes/harness*:refs/remotes/origin/notes/harness*" in first.out
+    # what a plain `git fetch` brings of the state goes where nothing reads it unchecked
+    # (refs/handoff-fetched/, issue 24: the next sync checks it)
+    fetched = "refs/handoff-fetched/origin/harness"
+    assert "added to remote.origin.fetch" in first.out
+    assert f"+refs/notes/harness*:{fetched}/notes/harness*" in first.out
     assert "removed from remote.origin.fetch (broader than needed): +refs/notes/*:refs/remotes/origin/notes/*" in first.out
     specs = git("config", "--get-all", "remote.origin.fetch", cwd=repo).splitlines()
-    assert specs == ["+refs/heads/*:refs/remotes/origin/*", "+refs/harness/*:refs/remotes/origin/harness/*",
-                     "+refs/notes/harness*:refs/remotes/origin/notes/harness*"]
+    assert specs == ["+refs/heads/*:refs/remotes/origin/*",
+                     f"+refs/harness/clones/*:{fetched}/clones/*",
+                     f"+refs/harness/claims/*:{fetched}/claims/*",
+                     f"+refs/harness/attempts/*:{fetched}/attempts/*",
+                     f"+refs/harness/state*:{fetched}/state*",
+                     f"+refs/notes/harness*:{fetched}/notes/harness*"]
     second = run("sync")
     assert second.rc == 0 and "remote.origin.fetch" not in second.out
     assert run("sync", "--json").json()["refspecs"] == {"added": [], "removed": []}

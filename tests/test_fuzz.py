@@ -157,10 +157,13 @@ def test_hook_payloads_never_break_the_agent(inited: Path, event: str, payload: 
         json.loads(r.out)
 
 
-def test_unknown_hook_event_is_exit_2(inited: Path) -> None:
+def test_unknown_hook_event_is_a_warning_and_exit_0(inited: Path) -> None:
+    """A hook never fails its caller (to Claude Code exit 2 means "block", issue 23): an
+    unknown event is one warning line on stderr, exit 0, nothing changed."""
     before = state_head(inited)
     r = run("hook", "claude-unknown", stdin="{}")
-    assert r.rc == 2 and r.err.startswith("error: ") and len(r.err.splitlines()) == 1
+    assert r.rc == 0 and r.out == "" and len(r.err.splitlines()) == 1
+    assert "unknown hook event 'claude-unknown'" in r.err
     assert state_head(inited) == before
 
 

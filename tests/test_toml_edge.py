@@ -10,6 +10,7 @@ comments. The crafted inputs below are the ones that took that long before.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -109,19 +110,22 @@ def world(tmp_path: Path, templates: Templates) -> Iterator[World]:
     yield from make_world(tmp_path, templates)
 
 
-def test_sync_refuses_a_fetched_config_with_a_deep_dotted_key(world: World) -> None:
-    """The remote's config.toml holds a 20,000-part key: sync exits 2 at once with one
-    line naming the file, and the local state and tracking refs stay as they were."""
+def test_sync_quarantines_a_fetched_config_with_a_deep_dotted_key(world: World) -> None:
+    """The remote's config.toml holds a 20,000-part key: sync keeps that ref out (per-ref
+    quarantine, issue 24) and names it with the file and the rule, in one entry; the
+    local state and tracking refs stay as they were, and status names the quarantine."""
     w = world
     node = w.attacker.state_node()
     put(node, "config.toml", (BLOB, w.attacker.blob(SLOW_KEY)))
     w.attacker.push_state(node)
     refs = w.refs()
-    res = run("sync", cwd=w.victim)
-    assert res.rc == 2, res.err
-    lines = res.err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), res.err
-    assert "config.toml" in lines[0] and f"nested deeper than {DEEP} levels" in lines[0], lines[0]
-    assert "unexpected" not in res.err and "Traceback" not in res.err
+    res = run("sync", "--json", cwd=w.victim)
+    assert res.rc == 0 and res.err == "", res
+    held = json.loads(res.out)["quarantined"]
+    assert len(held) == 1, held
+    why = held[0]["why"]
+    assert "\n" not in why and "config.toml" in why and f"nested deeper than {DEEP} levels" in why, why
+    assert "unexpected" not in res.out and "Traceback" not in res.out
     assert w.refs() == refs
-    assert run("status", cwd=w.victim).rc == 0
+    status = run("status", cwd=w.victim)
+    assert status.rc == 0 and held[0]["ref"] in status.out, status.out

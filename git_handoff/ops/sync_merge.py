@@ -234,8 +234,14 @@ def _new_heads(repo: Repo, ours: str | None, heads: list[str], near: frozenset[s
 def _start(repo: Repo, ours: str | None, new: list[str]) -> tuple[str, list[str]]:
     """Where a merge of the `new` heads (none of them in `ours`) starts, and what remains to
     merge onto it: ours, unless a head holds it (or there is no ours), which is then a
-    fast-forward; the heads that start holds already drop out."""
-    first = new[0] if ours is None else next((h for h in new if repo.is_ancestor(ours, h)), ours)
+    fast-forward, to the head furthest along (a head that holds another head that holds
+    ours: three clones in turn, the last one holds everything); the heads that start
+    holds already drop out."""
+    first = ours
+    for h in new:  # the furthest head along one line of history from ours (one walk per head)
+        if first is None or repo.is_ancestor(first, h):
+            first = h
+    assert first is not None  # `new` is never empty
     if first == ours:
         return first, new
     return first, [h for h in new if h != first and not repo.is_ancestor(h, first)]
