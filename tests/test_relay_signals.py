@@ -10,6 +10,7 @@ document, the relay lock is released, and the exit status is 128 + the signal's 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -109,8 +110,9 @@ def test_signals_to_the_relays_process_group_end_the_agent_and_close_the_session
         out, err = relay.communicate(timeout=60)
     finally:
         if relay.poll() is None:
-            relay.kill()
-            relay.communicate()
+            with contextlib.suppress(ProcessLookupError):  # the group: through git, git-handoff too
+                os.killpg(relay.pid, signal.SIGKILL)
+            relay.communicate(timeout=30)
     assert _expected_status(way, sig, relay.returncode), (relay.returncode, err)
     assert err.strip().splitlines()[-1].startswith("error: interrupted"), err
     assert "Traceback" not in err
@@ -142,8 +144,9 @@ def test_a_signal_to_the_relay_alone_through_git_is_its_exit_status(repo: Path, 
         out, err = relay.communicate(timeout=60)
     finally:
         if relay.poll() is None:
-            relay.kill()
-            relay.communicate()
+            with contextlib.suppress(ProcessLookupError):  # the group: through git, git-handoff too
+                os.killpg(relay.pid, signal.SIGKILL)
+            relay.communicate(timeout=30)
     assert relay.returncode == 128 + sig, err
     assert err.strip() == f"error: interrupted by {signal.Signals(sig).name}"
     _wait_for(lambda: not processes_with(marker), 5, "the agent's whole tree to end")
@@ -167,9 +170,15 @@ def test_signals_to_a_foreground_dispatch_run_end_its_backend_tree_and_record_it
         _barrage(proc.pid, sig)
         out, err = proc.communicate(timeout=60)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
+        if proc.poll() is None or processes_with(marker):
+            # the whole group (through git, git-handoff too: it holds the pipes, and a
+            # communicate() would wait for it for ever), so that a failure fails, not hangs
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate(timeout=30)
+        for pid in processes_with(marker):  # what the backend left, in its own session
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
     assert _expected_status(way, sig, proc.returncode), (proc.returncode, err)
     assert "Traceback" not in err
     _wait_for(lambda: not processes_with(marker), 5, "the backend's whole tree to end")
