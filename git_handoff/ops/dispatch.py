@@ -377,7 +377,7 @@ def execute(store: StateStore, run_id: str, *, detached_child: bool = False) -> 
         proc = subprocess.Popen(["/bin/sh", "-c", command], cwd=store.repo.root(), stdin=stdin, stdout=out,
                                 stderr=err, env=env, start_new_session=True)
         try:
-            code = proc.wait()
+            code = _wait(proc)
         except KeyboardInterrupt as exc:
             procs.kill_tree(proc.pid, token)
             proc.wait()
@@ -432,3 +432,13 @@ def result(store: StateStore, run_id: str) -> DispatchRun:
     if record.get("status") not in FINISHED:
         raise Negative(f"run {run_id} has not finished (status {record.get('status')})", payload=record)
     return record
+
+
+def _wait(proc: subprocess.Popen[bytes]) -> int:
+    """proc.wait(), in short waits: a signal the kernel gives another thread of this process
+    wakes no blocking wait of the main thread, whose handler (the interrupt) then never runs."""
+    while True:
+        try:
+            return proc.wait(timeout=0.2)
+        except subprocess.TimeoutExpired:
+            continue
