@@ -4,7 +4,7 @@
 
 Each row: the figure, its baseline measured in the same run, the ratio, the
 target and pass/FAIL. `--quick` (under 2 minutes) shrinks repeats and counts;
-the full run (under 20 minutes on 2 cores) is what the README's table shows.
+the full run (under 20 minutes on 2 cores) is what docs/performance.md's table shows.
 A scenario whose feature has not landed prints "n/a (not built)".
 Exit status: 0 when every target is met, 1 otherwise.
 """

@@ -252,7 +252,7 @@ def _claude_screen(screen: str) -> str | None:
     text = " ".join(screen.split())
     if "Unable to connect to Anthropic services" in text or "Failed to connect to api.anthropic.com" in text:
         return ('claude stopped on its first-run screens, which need api.anthropic.com: set "hasCompletedOnboarding": '
-                'true in ~/.claude.json (see the README\'s unattended recipe)')
+                'true in ~/.claude.json (see docs/agent-clis.md)')
     if "Choose the text style" in text:
         return 'claude is on its first-run theme screen: set "hasCompletedOnboarding": true in ~/.claude.json'
     if "Accessing workspace:" in text or "Yes, I trust this folder" in text:

@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import re
 import sys
-import tomllib
 from pathlib import Path
+
+import tomllib
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCE = ROOT / "docs" / "git-handoff.md"

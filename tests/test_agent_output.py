@@ -255,7 +255,7 @@ def test_codex_and_gemini_first_run_screens_are_named(key: tuple[str, str]) -> N
 
 
 PANE_RULE = "─" * 120
-# interactive claude 2.1.332 in tmux (the README's recipe answered its first-run screens); the CLI still runs
+# interactive claude 2.1.332 in tmux (docs/agent-clis.md's recipe answered its first-run screens); the CLI still runs
 PANES = [
     ("❯ Say hi.\n  ⎿  You've hit your 5-hour limit · resets 3:52pm (Europe/Berlin)\n"
      "● Usage limit reached · set to continue automatically at 3:52pm\n" + PANE_RULE + "\n❯\n" + PANE_RULE +

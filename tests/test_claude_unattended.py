@@ -1,5 +1,5 @@
 """Interactive Claude Code in tmux with no person: its first-run screens named by
-`person_prompt_in`, the README's `~/.claude.json` recipe followed as written, and
+`person_prompt_in`, the `~/.claude.json` recipe of docs/agent-clis.md followed as written, and
 `hooks install --agent claude --unattended`.
 
 The real `claude` (2.1.332) runs interactively in a tmux pane on a fresh HOME against
@@ -30,7 +30,7 @@ from tests.support.stubs.anthropic import Lazy, StubServer, say
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed (.ci/run installs it)")]
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+GUIDE = Path(__file__).resolve().parent.parent / "docs" / "agent-clis.md"
 ANSWER = "STUB-ANSWERED-THE-PROMPT"
 SETTING = re.compile(r"set (.+?) in ~/\.claude\.json")
 
@@ -119,10 +119,10 @@ def test_first_run_screens_are_passed_by_doing_what_person_prompt_in_says(repo: 
 
 
 def _readme_recipe() -> str:
-    text = README.read_text()
+    text = GUIDE.read_text()
     anchor = text.index("for an unattended interactive run")
     block = re.compile(r"```json\n(.*?)```", re.S).search(text, anchor)
-    assert block is not None, "the README's ~/.claude.json recipe is gone"
+    assert block is not None, "docs/agent-clis.md's ~/.claude.json recipe is gone"
     return "\n".join(line[2:] if line.startswith("  ") else line for line in block.group(1).splitlines())
 
 

@@ -104,8 +104,8 @@ README_CODEX = 'codex exec --trust -s danger-full-access "Work on the tasks git 
 def test_relay_of_six_tasks_in_three_codex_sessions(repo: Path, home: Path) -> None:
     ids = plan(6, "--max-tasks-per-session", "2")
     assert install_hooks("codex")["trusted"]
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    assert f"git handoff relay --agent '{README_CODEX}'" in readme  # the README's example, verbatim
+    guide = (Path(__file__).resolve().parents[1] / "docs" / "agent-clis.md").read_text()
+    assert f"git handoff relay --agent '{README_CODEX}'" in guide  # the guide's example, verbatim
     with ResponsesStub(lazy_agent()) as stub:
         codex_home(home, stub.port)
         r = run_exe("relay", "--agent", README_CODEX, "--ack-timeout", "60", cwd=repo, env=codex_env(home),

@@ -100,7 +100,7 @@ def test_no_document_from_the_compression_checks_that_do_not_compress(repo: Path
 
 
 def test_skip_trust_comes_too_late_for_the_projects_hooks(repo: Path, home: Path) -> None:
-    """Evidence for the README's advice: with 0.61.0's --skip-trust (and no
+    """Evidence for the advice in docs/agent-clis.md: with 0.61.0's --skip-trust (and no
     GEMINI_CLI_TRUST_WORKSPACE) the project's .gemini/settings.json hooks do not run."""
     import subprocess
 
@@ -120,8 +120,8 @@ def test_skip_trust_comes_too_late_for_the_projects_hooks(repo: Path, home: Path
 def test_relay_of_six_tasks_in_three_gemini_sessions(repo: Path, home: Path) -> None:
     ids = plan(6, "--max-tasks-per-session", "2")
     install_hooks("gemini")
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    assert f"git handoff relay --agent '{README_GEMINI}'" in readme  # the README's example, verbatim
+    guide = (Path(__file__).resolve().parents[1] / "docs" / "agent-clis.md").read_text()
+    assert f"git handoff relay --agent '{README_GEMINI}'" in guide  # the guide's example, verbatim
     with GeminiStub(lazy_agent()) as stub:
         env = gemini_env(home, stub.port)
         env.pop("GEMINI_CLI_TRUST_WORKSPACE")  # the example itself must trust the workspace

@@ -108,7 +108,7 @@ UNATTENDED_OPTION = click.option(
          ".claude/settings.json), so --dangerously-skip-permissions does not stop on its warning. It cannot set "
          "what Claude Code reads only from ~/.claude.json: hasCompletedOnboarding, "
          "projects[\"<repo>\"].hasTrustDialogAccepted, customApiKeyResponses.approved (the key's last 20 "
-         "characters) - see the README's recipe. With uninstall: remove that setting.")
+         "characters) - see docs/agent-clis.md. With uninstall: remove that setting.")
 
 
 def _echo_unattended(result: dict[str, object]) -> None:
@@ -123,7 +123,7 @@ def _echo_unattended(result: dict[str, object]) -> None:
                f"({'set' if done['set'] else 'already set'}; this clone only)")
     click.echo("  still needed in ~/.claude.json (Claude Code reads them nowhere else): "
                "hasCompletedOnboarding, projects[\"<repo>\"].hasTrustDialogAccepted, "
-               "customApiKeyResponses.approved - see the README's recipe")
+               "customApiKeyResponses.approved - see docs/agent-clis.md")
 
 
 @hooks_cmd.command("install")

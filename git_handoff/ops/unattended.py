@@ -6,7 +6,7 @@ first-run onboarding, the folder's trust, the approval of ANTHROPIC_API_KEY and,
 a project answer only the last one, and only in its *local* settings
 (`.claude/settings.local.json`, never committed: the CLI ignores the key in the shared
 `.claude/settings.json`, so a cloned repository cannot switch the warning off for you).
-The others live in the user's `~/.claude.json` (the README's recipe); `person_prompt_in`
+The others live in the user's `~/.claude.json` (docs/agent-clis.md); `person_prompt_in`
 names each when the relay sees the screen.
 """
 

@@ -1,4 +1,4 @@
-"""The two test speeds (README, "Development"): a run whose `-m` expression leaves out
+"""The two test speeds (CONTRIBUTING.md): a run whose `-m` expression leaves out
 the `slow` tests (`pytest -m "not slow"`) is the fast layer; any other run is the full
 suite.
 
