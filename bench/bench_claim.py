@@ -9,7 +9,7 @@ timed claims the task is released (untimed) so every claim sees the same state.
 "no index" is the same claim with the per-clone claim index removed first (as after
 a command outside the work cycle changed the state): the full selection runs.
 "import/base" is the floor any pygit2-based command starts from.
-Targets (issue 3): at 10,000 tasks ours <= 0.6x the baseline and <= 3x import pygit2;
+Targets: at 10,000 tasks ours <= 0.6x the baseline and <= 3x import pygit2;
 at 100 tasks ours <= 1.2x the baseline.
 """
 

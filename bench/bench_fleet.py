@@ -1,4 +1,4 @@
-"""A fleet on one remote (issue 15): K clones of one bare remote, each looping
+"""A fleet on one remote (docs/fleet.md): K clones of one bare remote, each looping
 `claim --remote origin` -> write a file -> `git commit` -> `done` -> `sync` as
 separate processes until `claim` exits 1 (nothing eligible).
 
@@ -23,7 +23,7 @@ completed at the end); and whether every clone shows the same state (`list --jso
 and the state tree) after every clone synced twice. The load average is printed at
 the start and end of every run: the 2-core machine is shared, so read ratios.
 
-Targets (issue 15): 0 double claims, 0 lost, same state everywhere; retries per
+Targets: 0 double claims, 0 lost, same state everywhere; retries per
 claim <= 0.1 at K = 16; tasks/s at K = 16 >= K = 1 (daemon); with the delay,
 tasks/s at K = 16 >= 8x K = 1.
 

@@ -2,7 +2,7 @@
 tasks per session, the built-in scripted agent; wall time per run (and per task), as a
 child process and in tmux. Also the cost of a dispatch round trip.
 
-And the relay's own overhead between sessions (issue 23): one task per session, 10
+And the relay's own overhead between sessions: one task per session, 10
 sessions; per session boundary, from the moment one agent exits to the moment the next
 one's ACK is in the state, split into the relay's part (agent exit -> next agent
 process started: session end, document, session start, prompt, launch) and the agent's

@@ -1,5 +1,5 @@
 """Claim and fail on a big work tree: this checkout against the code before the
-claim-time snapshot (issue 12), both measured in the same run.
+claim-time snapshot, both measured in the same run.
 
     python bench/bench_rollback.py [--quick]
 

@@ -1,4 +1,4 @@
-"""What a sync costs against a remote a fleet piled up (issue 24 item 5).
+"""What a sync costs against a remote a fleet piled up (docs/threat-model.md).
 
     PYTHONPATH=$PWD python bench/bench_sync_fleet.py [--quick]
 

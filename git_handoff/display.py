@@ -1,4 +1,4 @@
-"""The one way text that came from another clone is shown (SPEC §8): in the agent's
+"""The one way text that came from another clone is shown (docs/threat-model.md): in the agent's
 prompt (the CLI, every agent's SessionStart hook, the MCP `prompt` tool), in a terminal
 (`status`, `log`, `show`, `list`, `trust`, `attempts`) and on the dashboard.
 

@@ -1,4 +1,4 @@
-"""The few errors git handoff raises, each carrying its exit code (SPEC §4).
+"""The few errors git handoff raises, each carrying its exit code (EXIT STATUS in docs/git-handoff.md).
 
 Exit codes are decided here and nowhere else; the CLI only reads `.exit_code`.
 """

@@ -108,7 +108,7 @@ class FleetLock:
         except InvalidState:
             # a lock ref that records no lock (a blob, another tree, a record that does
             # not parse) holds nothing: taken over by compare-and-swap against it, not a
-            # relay stopped for good (issue 24)
+            # relay stopped for good
             return oid, None
 
     def _push(self, expected: str | None, record: dict[str, Any] | None) -> bool:

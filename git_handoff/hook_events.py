@@ -35,7 +35,7 @@ class Outcome:
     warning: str | None = None
 
 
-# Lines are lines on hook payloads too (issue 11 item 5): a text field is one line of at
+# Lines are lines on hook payloads too: a text field is one line of at
 # most this many characters (paths: records.PATH_MAX). A field that breaks the rule is
 # *sanitized* (handled as absent, and the hook warns on stderr) rather than refused: a
 # hook never fails its caller, and refusing would stop the agent over a field the

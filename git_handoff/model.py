@@ -181,12 +181,12 @@ _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")  # the whole string: fullma
 
 
 def _id_ok(text: str) -> bool:
-    """The id rule of SPEC §1 (check_id words the refusal; the quick parse asks it too)."""
+    """The task id rule (check_id words the refusal; the quick parse asks it too)."""
     return _ID.fullmatch(text) is not None and ".." not in text and not text.endswith(".lock")
 
 
 def check_id(task_id: str) -> str:
-    """Refuse ids outside SPEC §1: `[A-Za-z0-9][A-Za-z0-9._-]{0,63}`, no `..`, no `.lock` end."""
+    """Refuse ids outside the id rule (docs/git-handoff.md, `add`): `[A-Za-z0-9][A-Za-z0-9._-]{0,63}`, no `..`, no `.lock` end."""
     if not isinstance(task_id, str) or not _id_ok(task_id):
         shown = task_id if isinstance(task_id, str) else repr(task_id)
         raise UsageError(
@@ -270,7 +270,7 @@ class Task:
     lease_expires_at: str | None = None
     created_at: str = ""
     spec_ref: str | None = None
-    # Bookkeeping beyond SPEC §2 (serialized after the SPEC fields).
+    # Bookkeeping beyond the harness task fields (serialized after them).
     order: int = 0  # creation order; ties between machines broken by id
     updated_at: str = ""
     extra: dict[str, Any] = field(default_factory=dict)  # fields this version does not know
@@ -312,7 +312,7 @@ class Task:
     # -- (de)serialization --------------------------------------------------------
 
     def to_json(self) -> dict[str, Any]:
-        """The task as SPEC §2 names it (plus bookkeeping and unknown fields after)."""
+        """The task as the harness tasks.json names its fields (plus bookkeeping and unknown fields after)."""
         out: dict[str, Any] = {
             "id": self.id,
             "title": self.title,

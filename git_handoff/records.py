@@ -30,7 +30,7 @@ TaskId = NewType("TaskId", str)
 Oid = NewType("Oid", str)  # a commit or blob object id, 40 hex digits
 TreeOid = NewType("TreeOid", str)
 
-# -- limits (documented in the README's "Threat model") -------------------------------------
+# -- limits (documented in docs/threat-model.md) -------------------------------------------
 
 MAX_RECORD_BYTES = model.MAX_RECORD_BYTES  # one record blob in the state
 MAX_STATE_BLOB_BYTES = 1 << 20  # any blob of a fetched state tree
@@ -446,7 +446,7 @@ class SessionRecord(TypedDict, total=False):
 
 
 class HandoffDoc(TypedDict, total=False):
-    """`docs/<n>.json`: the handoff document (facts only, SPEC §6)."""
+    """`docs/<n>.json`: the handoff document (facts only: no next steps)."""
 
     session: int
     worker: str | None
@@ -817,7 +817,7 @@ def attempt(body: str, where: str) -> AttemptRecord:
 
 @dataclass(frozen=True)
 class Claim:
-    """What a claim records beyond SPEC §2 (kept in the task's JSON next to its fields)."""
+    """What a claim records beyond the harness task fields (kept in the task's JSON next to its fields)."""
 
     worktree: str | None = None
     branch: str | None = None

@@ -1,7 +1,7 @@
 """Run a task's validation or cleanup command: `sh -c` at the worktree root, in its
 own process group, under a timeout that kills the whole group (no orphans).
 
-Outcome categories (SPEC §5): exit 0 passes; exit 127 (command not found) is
+Outcome categories (the error categories of `fail`): exit 0 passes; exit 127 (command not found) is
 ENV_SETUP; any other non-zero exit is TEST_FAIL; running out of time is TIMEOUT.
 
 Inside `streaming(sink)` (the CLI's choice, at a terminal), the command's stdout and

@@ -1,4 +1,4 @@
-"""Pure selection logic (SPEC §3): dependency validation, blocked propagation, order.
+"""Pure selection logic (what `claim` takes, docs/git-handoff.md): dependency validation, blocked propagation, order.
 
 Every function takes tasks in creation order (a dict id -> Task) and returns plain data.
 """
@@ -185,7 +185,7 @@ def _failure_time(task: Task) -> str:
 
 
 def eligible(tasks: Mapping[str, Task], skip: Iterable[str] = ()) -> list[Task]:
-    """Tasks `claim` may take, best first (SPEC §3 step 2). Call after dependency validation."""
+    """Tasks `claim` may take, best first. Call after dependency validation."""
     skipped = set(skip)
     fresh = [
         t for t in tasks.values()
@@ -272,7 +272,7 @@ def lease_expired(task: Task, now: str) -> bool:
 
 
 def prepare(tasks: Mapping[str, Task], now: str) -> tuple[dict[str, Task], list[tuple[Task, str, str]]]:
-    """What a mutating selection records before it picks (SPEC §3 step 1).
+    """What a mutating selection records before it picks (expired leases, failed dependencies).
 
     An expired lease counts as a failed attempt (`[SESSION_TIMEOUT] Lease expired`);
     then dependency validation fails cycles and the tasks they block. Returns the
@@ -333,7 +333,7 @@ def next_eligible(tasks: Mapping[str, Task], now: str) -> Task | None:
 
 
 def stats_line_fields(tasks: dict[str, Task]) -> dict[str, int]:
-    """The fields of a STATS log line (SPEC §5)."""
+    """The fields of a STATS log line."""
     c = counts(tasks)
     return {
         "tasks_total": len(tasks),

@@ -1,7 +1,7 @@
 """A remote as git handoff lays it out, and the two ways to talk to it: fetch (through the
 checks of git_handoff.incoming) and push (compare-and-swap, with git's answer classified).
 
-The layout has no ref that every machine must move (DESIGN §5: pushes to one ref from
+The layout has no ref that every machine must move (docs/fleet.md: pushes to one ref from
 many machines fail on the server's ref lock):
 
 - refs/harness/clones/<clone-id>/state   one clone's state: only that clone moves it, always
@@ -15,7 +15,7 @@ many machines fail on the server's ref lock):
 - refs/harness/state, refs/notes/harness the one-ref layout of earlier versions: still
   fetched and merged; pushed (when it fast-forwards) only with `handoff.legacyState`.
 
-Fetch and push go through the git CLI (ssh config, credential helpers; DESIGN §2).
+Fetch and push go through the git CLI (ssh config, credential helpers, as git itself would use them).
 """
 
 from __future__ import annotations

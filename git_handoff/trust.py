@@ -4,7 +4,7 @@ A command that arrived by fetch is not run until this clone trusts it; commands
 created here are trusted at birth. The store is a file in this clone's git dir and
 never syncs: trust is a decision of whoever runs the commands.
 
-An approval is bound to a *place* as well as to the text (issue 11 item 4): the
+An approval is bound to a *place* as well as to the text (docs/threat-model.md): the
 validation of task T (`T:validation`), its cleanup (`T:cleanup`), or the state's init
 command (`init`). A remote that moves a trusted text into another task's validation
 has made a new use of it, which is not run until approved there.

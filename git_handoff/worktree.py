@@ -1,4 +1,4 @@
-"""The work tree at one moment, and going back to it exactly (SPEC §9).
+"""The work tree at one moment, and going back to it exactly (`fail` in docs/git-handoff.md).
 
 A *picture* of a worktree is what `git stash create --include-untracked` would
 keep, as two trees: the index, and the work tree (tracked files as they are on

@@ -207,7 +207,7 @@ def test_gemini_manual_compress_writes_the_document(repo: Path) -> None:
 
 def test_unknown_hook_event_is_a_warning_and_exit_0(repo: Path) -> None:
     """To Claude Code a hook's exit 2 means "block": an event from a newer version's
-    settings, or a typo, must not turn every Stop into a block (issue 23; this was exit 2)."""
+    settings, or a typo, must not turn every Stop into a block."""
     _plan("a")
     before = state_head(repo)
     r = run("hook", "codex-nonsense", stdin="{}")

@@ -1,5 +1,5 @@
 # ruff: noqa: F811  (pytest fixtures imported from tests.support.remotes)
-"""A 200 MB title pushed by another clone (issue 11: costs are linear in the input):
+"""A 200 MB title pushed by another clone (costs are linear in the input):
 `sync` refuses it by the object's size, without reading it, and nothing changes."""
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ def test_a_200_mb_title_from_a_remote_is_quarantined_by_sync(clones: Callable[[s
     before = state_head(b)
     tracking = git("for-each-ref", "refs/remotes", cwd=b)
     res = run("sync", "--json", cwd=b)
-    # quarantined (issue 24): that ref kept out, named with the path; nothing of it used
+    # quarantined: that ref kept out, named with the path; nothing of it used
     assert res.rc == 0 and res.err == "", res
     held = json.loads(res.out)["quarantined"]
     assert [item["ref"] for item in held] == ["refs/harness/state"]

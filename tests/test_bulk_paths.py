@@ -230,7 +230,7 @@ records_ = st.dictionaries(
 )
 
 
-# The reference is the code before fetched stamps were bounded (issue 24): the two agree
+# The reference is the code before fetched stamps were bounded: the two agree
 # wherever every stamp is credible, i.e. no further ahead of `now` than hlc.MAX_SKEW_MS (the
 # records' stamps are of 1764590354123 ms at the latest). A stamp beyond the skew is the
 # new rule's business: test_hostile_bounds.py and its property test.

@@ -1,4 +1,4 @@
-"""Small contract fixes of issue 14: show's lease line, edit's help, log -n 0, dispatch
+"""Small contract fixes: show's lease line, edit's help, log -n 0, dispatch
 run's exit status."""
 
 from __future__ import annotations
@@ -115,7 +115,7 @@ def test_sync_adds_only_the_refspecs_it_needs_and_says_so_once(repo: Path, tmp_p
     first = run("sync")
     assert first.rc == 0, first.err
     # what a plain `git fetch` brings of the state goes where nothing reads it unchecked
-    # (refs/handoff-fetched/, issue 24: the next sync checks it)
+    # (refs/handoff-fetched/: the next sync checks it)
     fetched = "refs/handoff-fetched/origin/harness"
     assert "added to remote.origin.fetch" in first.out
     assert f"+refs/notes/harness*:{fetched}/notes/harness*" in first.out

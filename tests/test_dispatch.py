@@ -135,7 +135,7 @@ def test_four_runs_in_parallel_in_the_background(repo: Path, backend: Path) -> N
 def test_failing_backend_exit_status_and_output_are_kept(repo: Path, backend: Path) -> None:
     fg = new("fail-fast", "fail now")
     res = run_exe("dispatch", "run", fg, cwd=repo)
-    assert res.rc == 1  # a failed backend is a negative answer (SPEC §4); its own status 3 is in the message
+    assert res.rc == 1  # a failed backend is a negative answer (exit 1); its own status 3 is in the message
     assert res.err.startswith("error: ") and "backend exit status 3" in res.err and len(res.err.splitlines()) == 1
     bg = new("fail-later", "fail later")
     assert run_exe("dispatch", "run", bg, "--background", cwd=repo).rc == 0

@@ -1,5 +1,5 @@
 """The one renderer of text that came from other clones (git_handoff.display), and the
-prompt built with it (issue 24 item 4): whatever a fetched string holds — line breaks,
+prompt built with it (docs/threat-model.md): whatever a fetched string holds — line breaks,
 `## Protocol`, `git handoff: ...`, escape sequences, C1 controls, bidi overrides,
 backticks, lone surrogates — the prompt has exactly the sections and git-handoff lines
 it would have without it, one line per fact, and no character that could redraw a

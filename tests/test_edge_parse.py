@@ -1,4 +1,4 @@
-"""The cheaper edge check of a fetched state asks what it asked before (issue 11).
+"""The cheaper edge check of a fetched state asks what it asked before.
 
 The line fields of a task are checked in one pass (records.lines_problem), a tree entry
 name of plain characters by one match, and a blob's header and data come from one call

@@ -229,7 +229,7 @@ def test_a_killed_commands_scratch_refs_are_swept(clones: Callable[[str], Path])
 ])
 def test_malformed_fleet_refs_are_quarantined(clones: Callable[[str], Path], ref: str, target: str, why: str) -> None:
     """One malformed ref is kept out (named by sync, shown by status), and the rest of the
-    remote is still used; a junk claim ref is pruned (issue 24: it made every sync exit 2)."""
+    remote is still used; a junk claim ref is pruned (else it would block its task for good)."""
     a, b = concurrent_pair(clones, "t1")
     oid = git("hash-object", "-w", "--stdin", cwd=a, input_text="junk") if target == "blob" else state_head(a)
     git("push", "-q", "origin", f"{oid}:{ref}", cwd=a)

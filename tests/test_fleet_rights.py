@@ -1,4 +1,4 @@
-"""A fleet on a real git server with per-machine rights (issue 27, item 3).
+"""A fleet on a real git server with per-machine rights (docs/server-rights.md).
 
 - gitolite (Debian's gitolite3) over its own sshd on 127.0.0.1, with the rule set of
   docs/server-rights.md: each machine's key writes only the clone refs under the prefix

@@ -1,4 +1,4 @@
-"""A fleet under SIGKILL (issue 15): four clones of one remote served by `git daemon`
+"""A fleet under SIGKILL (docs/fleet.md): four clones of one remote served by `git daemon`
 on 127.0.0.1 loop claim --remote -> commit -> done -> sync while their `claim` and
 `sync` processes (and the gits they started) are SIGKILLed at random moments.
 

@@ -158,7 +158,7 @@ def test_hook_payloads_never_break_the_agent(inited: Path, event: str, payload: 
 
 
 def test_unknown_hook_event_is_a_warning_and_exit_0(inited: Path) -> None:
-    """A hook never fails its caller (to Claude Code exit 2 means "block", issue 23): an
+    """A hook never fails its caller (to Claude Code exit 2 means "block"): an
     unknown event is one warning line on stderr, exit 0, nothing changed."""
     before = state_head(inited)
     r = run("hook", "claude-unknown", stdin="{}")

@@ -1,5 +1,5 @@
 """The harness skill's semantics for the agent hooks, one test per behaviour, fed the
-payloads Claude Code sends (issue 16, items 4-7 and 10), through `git handoff hook`."""
+payloads Claude Code sends, through `git handoff hook`."""
 
 from __future__ import annotations
 

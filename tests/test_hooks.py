@@ -97,7 +97,7 @@ def test_rewrite_ref_keeps_notes_through_amend(repo: Path) -> None:
 
 def test_bad_agent_and_bad_event(repo: Path) -> None:
     assert run("hooks", "install", "--agent", "nope").rc == 2
-    r = run("hook", "nope")  # never fails its caller: an unknown event is a warning (issue 23)
+    r = run("hook", "nope")  # never fails its caller: an unknown event is a warning
     assert r.rc == 0 and "unknown hook event 'nope'" in r.err
 
 

@@ -1,4 +1,4 @@
-"""A shared remote is untrusted input (SPEC §8, issue 11).
+"""A shared remote is untrusted input (docs/threat-model.md).
 
 An attacker's clone crafts state commits, attempt refs, notes and refs by hand and
 pushes them to the shared bare remote; the victim then runs the commands of a normal
@@ -723,7 +723,7 @@ def _invariants(w: World, before: Any, outside: dict[str, str], what: str, *, fi
 
 def _sync(w: World) -> int:
     """0: the remote's state was taken; 2: refused. A sync that quarantined the crafted
-    ref (issue 24: per ref, the rest of the remote still used) is a refusal of it: the
+    ref (per ref, the rest of the remote still used) is a refusal of it: the
     local and tracking refs are as they were, as for an exit 2 of the whole sync."""
     refs = w.refs()
     res = run("sync", "--json", cwd=w.victim)

@@ -1,5 +1,5 @@
 """Every fetched value counts only within bounds set by now and by its own record
-(issue 24, item 2; SPEC §8): a far-future clock stamp is not adopted, a session count
+(docs/threat-model.md, bounded values): a far-future clock stamp is not adopted, a session count
 no records stand behind does not use up the sessions, a lease or a relay lock "until
 8999" holds no longer than the lease its own record declares. Each case is pushed to
 the shared remote by an attacker's clone; the victim keeps working and writes nothing

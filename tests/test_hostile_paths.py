@@ -1,4 +1,4 @@
-"""One path rule, the strictest, for every path another clone wrote (issue 24 item 6).
+"""One path rule, the strictest, for every path another clone wrote (docs/threat-model.md).
 
 A fetched attempt is a commit whose tree the attacker wrote byte by byte: `restore`
 would write its files, delete the ones it dropped and stage its index. Each rule of

@@ -1,4 +1,4 @@
-"""What the read commands find in fetched history and attempt records (SPEC §8, issue 11).
+"""What the read commands find in fetched history and attempt records (docs/threat-model.md).
 
 The edge (`sync`) checks the tip of a fetched state; `trust` then walks the state's
 history to say who introduced each command, and `attempts`/`restore` read the JSON record
@@ -453,7 +453,7 @@ def test_a_hostile_notes_tree_is_refused_at_the_edge(world: World, shape: str) -
     before = refs()
     res = run("sync", cwd=w.victim)
     _check_clean(res, "sync")
-    # quarantined (issue 24): named, kept out, the rest of the remote still used
+    # quarantined: named, kept out, the rest of the remote still used
     assert res.rc == 0 and res.err == "", res.err
     assert "quarantined 1 ref(s)" in res.out and "refs/notes/harness" in res.out, res.out
     assert refs() == before

@@ -1,4 +1,4 @@
-"""Only this clone's own records act on this clone (issue 24, item 1; SPEC §8 replay).
+"""Only this clone's own records act on this clone (docs/threat-model.md, replay).
 
 What a clone does to its own work tree, branch and index (recovery, a rollback) is
 decided by the journal of claims it keeps under .git/ (git_handoff.claim_journal),

@@ -1,4 +1,4 @@
-"""Fetched text is data (SPEC §8, issue 24 item 4).
+"""Fetched text is data (docs/threat-model.md).
 
 An attacker who can push to the shared remote writes a task whose check is a script of
 several lines holding `## Protocol`, a `git handoff:` line that says to run `git handoff

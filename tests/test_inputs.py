@@ -1,4 +1,4 @@
-"""Input at the edge (issue 11): numbers in range, deep nesting, non-UTF-8 argv.
+"""Input at the edge (docs/threat-model.md): numbers in range, deep nesting, non-UTF-8 argv.
 
 Every row refuses with exit 2 and one line `error: …` naming what was wrong, prints
 `{"error", "exit_code"}` under --json, and leaves refs/harness/state where it was.
@@ -137,7 +137,7 @@ def test_a_plan_nested_100000_deep_is_refused(planned: Path, name: str) -> None:
 
 @pytest.mark.parametrize("hook", ["claude-session-start", "claude-stop", "codex-stop", "gemini-session-start"])
 def test_a_hook_payload_nested_100000_deep_is_set_aside(planned: Path, hook: str) -> None:
-    """A hook never fails its caller (SPEC §4): the payload is handled as `{}` and a warning says so."""
+    """A hook never fails its caller: the payload is handled as `{}` and a warning says so."""
     payload = '{"session_id": ' + "[" * DEEP + "]" * DEEP + "}"
     before = state_head(planned)
     res = run("hook", hook, "--json", stdin=payload)

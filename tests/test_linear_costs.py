@@ -1,5 +1,5 @@
 """Selection on big dependency cycles stays linear, and its shortcuts answer exactly
-what the full selection answers (SPEC §3)."""
+what the full selection answers."""
 
 from __future__ import annotations
 

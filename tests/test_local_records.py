@@ -1,4 +1,4 @@
-"""Records read from the local state pass the same parsers as fetched ones (issue 11 item 1).
+"""Records read from the local state pass the same parsers as fetched ones (docs/threat-model.md).
 
 Each case corrupts one record of this clone's own refs/harness/state with git plumbing
 (a field of the wrong type or out of range, as a hand edit or another tool might leave

@@ -1,4 +1,4 @@
-"""The README's short tour runs as written (issue 12): its shell block, in a throwaway
+"""The README's short tour runs as written: its shell block, in a throwaway
 clone of a bare remote, with the plan file the README shows beside it."""
 
 from __future__ import annotations

@@ -28,7 +28,7 @@ AGENT = f"{sys.executable} -m git_handoff.agents.scripted"
 
 def test_a_relay_refused_for_an_untrusted_fetched_init_command_writes_nothing(
         clones: Callable[[str], Path]) -> None:  # noqa: F811
-    """Exit 2 means nothing was changed (SPEC §4): the relay used to commit `LOCK relay
+    """Exit 2 means nothing was changed: the relay used to commit `LOCK relay
     started` and `LOCK relay stopped: interrupted` to the state before refusing."""
     a = clones("a")
     ok("init", "--init-command", "echo ready", cwd=a)
@@ -130,7 +130,7 @@ def test_a_relay_killed_with_sigkill_and_started_again_adopts_what_it_left(repo:
     started again takes the session over: it ends the agent's whole tree (an agent still
     working once its session is over, here at --session-timeout; one already gone at
     once: the child it left, which used to keep running), closes the session with its
-    document, and the next session recovers the claim (SPEC) and completes the task."""
+    document, and the next session recovers the claim and completes the task."""
     assert run("init").rc == 0
     assert run("add", "Write a.txt", "--id", "a", "--check", "test -f a.txt").rc == 0
     marker = f"{6000 + os.getpid() % 1000}.{time.monotonic_ns() % 10**9}"

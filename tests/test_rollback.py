@@ -1,5 +1,5 @@
 """Rollback returns exactly to the moment of the claim and saves everything else
-(SPEC §9, issue 12): byte-for-byte, on real repositories."""
+(`fail` in docs/git-handoff.md): byte-for-byte, on real repositories."""
 
 from __future__ import annotations
 

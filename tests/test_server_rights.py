@@ -1,4 +1,4 @@
-"""Per-machine rights on a shared remote (issue 27, item 3), without a server: the
+"""Per-machine rights on a shared remote (docs/server-rights.md), without a server: the
 `update` hook shipped in hooks-templates/server-update installed in a plain bare
 repository (a local push runs it with the pusher's environment, so HANDOFF_PUSHER
 names the machine), and `handoff.cloneId`, which ties a clone's refs to the prefix a

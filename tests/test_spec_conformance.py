@@ -1,4 +1,4 @@
-"""SPEC §4 conformance: every verb's spelling, exit codes and the --json / error-line contract."""
+"""The command contract (docs/git-handoff.md, EXIT STATUS): every verb's spelling, exit codes and the --json / error-line contract."""
 
 from __future__ import annotations
 
@@ -173,6 +173,6 @@ def test_a_task_blob_that_is_not_utf8_is_invalid_state_in_plain_words(repo: Path
     git("update-ref", "refs/harness/state", commit, cwd=repo)
     r = run("list", "--json")
     assert r.rc == 2
-    assert json.loads(r.out) == {"error": r.err[len("error: "):].strip(), "exit_code": 2}  # SPEC §4
+    assert json.loads(r.out) == {"error": r.err[len("error: "):].strip(), "exit_code": 2}  # the --json error contract
     assert r.err.startswith("error: ") and len(r.err.splitlines()) == 1
     assert "not UTF-8" in r.err and "codec" not in r.err and "unexpected" not in r.err

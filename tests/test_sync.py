@@ -295,7 +295,7 @@ def test_remote_refusing_is_contention(tmp_path: Path) -> None:
 
 def test_unreadable_remote_state_is_quarantined(clones: Callable[[str], Path]) -> None:
     """A remote whose state ref holds a broken task file: sync keeps that ref out (named,
-    and shown by status), nothing of it is used, every other ref still is (issue 24)."""
+    and shown by status), nothing of it is used, every other ref still is."""
     import os
     import subprocess
 

@@ -1,5 +1,5 @@
 # ruff: noqa: F811  (pytest fixtures imported from tests.support.remotes)
-"""What a remote piles up costs this clone only what it reads (issue 24, items 3 and 5):
+"""What a remote piles up costs this clone only what it reads (docs/threat-model.md):
 junk refs are quarantined one by one, refs outside the namespaces this version reads are
 never fetched, a plain `git fetch` brings nothing where commands look, a fleet of 1,000
 clone heads merges in linear work into commits of bounded fan-in, and a fetched chain

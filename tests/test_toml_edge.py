@@ -1,4 +1,4 @@
-"""TOML from a remote or a person, before tomllib sees it (issue 11: linear costs).
+"""TOML from a remote or a person, before tomllib sees it (linear costs).
 
 tomllib spends time quadratic in the parts of one dotted key: on this machine (load ~7)
 `a.a.a… = 1` took 0.7 s at 5,000 parts, 11 s at 20,000, and one of 100,000 parts (200 KB,
@@ -112,7 +112,7 @@ def world(tmp_path: Path, templates: Templates) -> Iterator[World]:
 
 def test_sync_quarantines_a_fetched_config_with_a_deep_dotted_key(world: World) -> None:
     """The remote's config.toml holds a 20,000-part key: sync keeps that ref out (per-ref
-    quarantine, issue 24) and names it with the file and the rule, in one entry; the
+    quarantine) and names it with the file and the rule, in one entry; the
     local state and tracking refs stay as they were, and status names the quarantine."""
     w = world
     node = w.attacker.state_node()

@@ -1,5 +1,5 @@
 # ruff: noqa: F811  (pytest fixtures imported from tests.support.remotes)
-"""Trust is bound to where a command is used (issue 11 item 4): the validation or the
+"""Trust is bound to where a command is used (docs/threat-model.md): the validation or the
 cleanup of one task, or the init command, as well as the text."""
 
 from __future__ import annotations

@@ -151,7 +151,7 @@ def test_done_without_check_is_a_config_error_and_changes_nothing(ready: Path) -
     before = state_head(ready)
     result = handoff("done", "nc", rc=2)
     assert "[CONFIG] Missing validation.command" in result.err
-    # issue 16 (harness semantics): the refusal is logged, so `log --type ERROR` finds it; that
+    # as the harness skill does: the refusal is logged, so `log --type ERROR` finds it; that
     # log line is the only change: one commit on top, the same tree
     after = state_head(ready)
     assert git("rev-parse", f"{after}^", cwd=ready) == before

@@ -1,4 +1,4 @@
-"""The edge's one-pass recognizer of task files as git handoff writes them (issue 11).
+"""The edge's one-pass recognizer of task files as git handoff writes them (docs/performance.md, the bulk paths).
 
 `records.written_task_id` accepts a task file only when `records.task` (the full parser)
 accepts it too, with the same id; everything else goes to the full parser, which words

@@ -260,7 +260,7 @@ def _check_argv(args: list[str]) -> None:
 
 
 def _json_error(argv: list[str] | None, message: str, code: int) -> None:
-    """`--json` on exit 2 or 3 still prints `{"error", "exit_code"}` (SPEC §4), also when
+    """`--json` on exit 2 or 3 still prints `{"error", "exit_code"}` (EXIT STATUS in docs/git-handoff.md), also when
     click refused the command line before the option was seen."""
     args = sys.argv[1:] if argv is None else argv
     if _json_run["emitted"] or not (_json_run["requested"] or "--json" in args):

@@ -72,7 +72,7 @@ def _run(run_id: str, background: bool, as_json: bool, detached_child: bool = Fa
         if text:
             click.echo(text.rstrip("\n"))
     if record.get("status") != "succeeded":
-        # A failed backend is a negative answer (exit 1, SPEC §4): its own status 2, 3 or
+        # A failed backend is a negative answer (exit 1): its own status 2, 3 or
         # 130 would read as bad input, contention or an interrupt. The status is in this
         # line and in the record (--json: `exit_status`).
         raise Negative(f"run {run_id} failed (backend exit status {record.get('exit_status')}); "

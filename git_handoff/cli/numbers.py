@@ -1,7 +1,7 @@
 """The numbers a command line gives: one click type for counts, one for seconds.
 
 Every numeric option and argument of every command uses these, so the rule is one
-rule (issue 11 item 7): finite, positive where it must be, inside TOML's integer
+rule: finite, positive where it must be, inside TOML's integer
 range, durations at most ten years. A number outside its range is refused while the
 command line is parsed, before anything is read or written: exit 2, one line, and
 `{"error", "exit_code"}` under `--json`.

@@ -3,7 +3,7 @@
 A failed attempt is saved first, whole, as a commit under refs/harness/attempts/<id>/<n>
 (the work tree's tree, untracked non-ignored files included; parents HEAD and a
 commit of the index), then counted in the state, then the worktree returned
-exactly to the claim's moment (worktree.py; SPEC §9). `restore` brings an
+exactly to the claim's moment (worktree.py). `restore` brings an
 attempt's files and staged entries back without moving HEAD.
 """
 
@@ -115,7 +115,7 @@ def fail(
     _run: runner.RunResult | None = None,
 ) -> FailOutcome:
     """Fail a claimed attempt: save it whole, count it, return the worktree exactly to the
-    claim's moment (SPEC §9), clean up.
+    claim's moment, clean up.
 
     Refused before anything changes: a rebase/merge/... in progress (unless
     `end_operation`, default `force`: it is ended after the attempt is saved), a

@@ -1,5 +1,5 @@
 """`claim`: take the next eligible task (or a named one) for this worktree in one
-compare-and-swap; with a remote, in one push the remote accepted (SPEC §3).
+compare-and-swap; with a remote, in one push the remote accepted.
 
 The fast path reads the per-clone claim index instead of every task; anything the
 index cannot decide takes the full selection (schedule.prepare + eligible), which

@@ -15,7 +15,7 @@ from git_handoff.records import HandoffDoc
 from git_handoff.state_files import current_number, doc_numbers, pending_doc, read_doc
 from git_handoff.store import StateStore
 
-PROMPT_LIMIT = 10_000  # bytes; SPEC §6 says under 10 KB
+PROMPT_LIMIT = 10_000  # bytes: the prompt stays under 10 KB
 
 
 # -- rendering -------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Clones retire (issue 27 item 1): the state and notes refs of a clone that has not
+"""Clones retire (docs/fleet.md): the state and notes refs of a clone that has not
 published for a while, and whose published state this clone's own published state
 already contains, are deleted from the remote by this clone's next push. The rule is
 one every clone can check on the remote itself: the retired head is an ancestor of the

@@ -1,6 +1,6 @@
 """Revising the plan after the fact: rm, rename, reopen.
 
-Each is one state transaction with an `INIT` log line (a plan change, SPEC §5), so it
+Each is one state transaction with an `INIT` log line (a plan change), so it
 is in `git handoff log` and travels with `sync` like any other change: the merge takes
 a change made on one side only (a deletion included), so a removal, a rename (one
 record deleted, one added) or a reopening reaches every clone.

@@ -1,4 +1,4 @@
-"""Share the state through any git remote: fetch, merge, push (DESIGN §3), laid out so
+"""Share the state through any git remote: fetch, merge, push (docs/fleet.md), laid out so
 that no ref is moved by every machine (git_handoff.transport has the layout).
 
 - Fetch with the git CLI into remote-tracking refs (refs/remotes/<remote>/harness/*),

@@ -1,5 +1,5 @@
 """Merging many remote state heads into ours at a cost that grows with what they
-changed, not with how many there are (issue 24 item 5; part of `git handoff sync`).
+changed, not with how many there are (part of `git handoff sync`).
 
 A fleet's remote holds one state head per clone. Merging them one after another into an
 accumulated commit made every step cost more than the last: the merge base of the

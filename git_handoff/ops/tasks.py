@@ -221,7 +221,7 @@ PLAN_KEYS = {"id", "title", "priority", "depends_on", "check", "timeout", "max_a
 
 
 def _read_import(path: Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """Task objects (SPEC §2 names) and top-level extras of a TOML plan or a tasks.json v2."""
+    """Task objects (the harness field names) and top-level extras of a TOML plan or a tasks.json v2."""
     try:
         raw = path.read_bytes()
     except FileNotFoundError:

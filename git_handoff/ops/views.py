@@ -16,7 +16,7 @@ from git_handoff.store import Entry, Snapshot, StateStore
 
 
 def view(task: Task, blocked: set[str] | None = None) -> dict[str, Any]:
-    """A task for --json output: SPEC §2 fields, plus the computed `blocked`."""
+    """A task for --json output: the harness task fields, plus the computed `blocked`."""
     out = task.to_json()
     out["blocked"] = bool(blocked and task.id in blocked)
     return out

@@ -1,4 +1,4 @@
-"""The work cycle on a claimed task (SPEC §3-§5): renew, release, checkpoint, verify,
+"""The work cycle on a claimed task: renew, release, checkpoint, verify,
 done. (`claim` is ops/claim.py; `fail`, attempts and restore are ops/attempts.py.)
 
 State changes are single transactions on refs/harness/state. Anything touching
