@@ -328,7 +328,7 @@ def test_the_python_running_the_tests_runs_the_hooks() -> None:
 def test_the_compaction_summarizer_is_never_held_while_a_task_is_claimed(repo: Path, stub: StubServer) -> None:
     """The agent claims a task and its answer reports a context nearly full: the CLI
     auto-compacts with the task in progress. Its summarizer ends with a SubagentStop,
-    which used to get `decision: block` ("task … is in progress. Finish it")."""
+    which must not get `decision: block` ("task … is in progress. Finish it")."""
     _plan(repo, 1)
     steps: list[str] = []
 

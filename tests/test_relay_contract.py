@@ -28,8 +28,8 @@ AGENT = f"{sys.executable} -m git_handoff.agents.scripted"
 
 def test_a_relay_refused_for_an_untrusted_fetched_init_command_writes_nothing(
         clones: Callable[[str], Path]) -> None:  # noqa: F811
-    """Exit 2 means nothing was changed: the relay used to commit `LOCK relay
-    started` and `LOCK relay stopped: interrupted` to the state before refusing."""
+    """Exit 2 means nothing was changed: a refused relay commits no `LOCK relay
+    started` nor `LOCK relay stopped: interrupted` to the state."""
     a = clones("a")
     ok("init", "--init-command", "echo ready", cwd=a)
     ok("add", "x", "--id", "t", "--check", "true", cwd=a)
@@ -129,7 +129,7 @@ def test_a_relay_killed_with_sigkill_and_started_again_adopts_what_it_left(repo:
     """SIGKILL the relay while its agent works with a child in the background. The relay
     started again takes the session over: it ends the agent's whole tree (an agent still
     working once its session is over, here at --session-timeout; one already gone at
-    once: the child it left, which used to keep running), closes the session with its
+    once: the child it left too), closes the session with its
     document, and the next session recovers the claim and completes the task."""
     assert run("init").rc == 0
     assert run("add", "Write a.txt", "--id", "a", "--check", "test -f a.txt").rc == 0
@@ -157,7 +157,7 @@ def test_a_relay_killed_with_sigkill_and_started_again_adopts_what_it_left(repo:
 def test_a_restarted_relay_never_waits_on_or_signals_a_process_that_only_has_its_agents_number(
         repo: Path) -> None:
     """After a reboot the dead relay's record names a pid that another process now has: the
-    relay started again must not wait for it, nor end it (it used to do both)."""
+    relay started again must not wait for it, nor end it."""
     assert run("init").rc == 0
     assert run("add", "Write a.txt", "--id", "a", "--check", "test -f a.txt").rc == 0
     marker = f"{6000 + os.getpid() % 1000}.{time.monotonic_ns() % 10**9}"
