@@ -106,9 +106,9 @@ def dispatch_round_trip(base: Path, env: dict[str, str], runs: int) -> float:
 def _ack_watcher(repo: Path, acks: dict[int, float], stop: threading.Event) -> None:
     """Record when each session's ACK reaches the state (polled every 10 ms)."""
     sys.path.insert(0, str(ROOT))
-    from git_handoff.gitrepo import Repo
-    from git_handoff.state_files import read_session
-    from git_handoff.store import StateStore
+    from git_handoff.infra.gitrepo import Repo
+    from git_handoff.state.session_records import read_session
+    from git_handoff.state.store import StateStore
 
     store = StateStore(Repo.discover(repo), session=0)
     seen = None

@@ -37,7 +37,7 @@ FIRST_PAGE = "serve: first page, 10,000 tasks"
 GRAPH_PAGE = "serve: graph page (SVG), 10,000 tasks"
 IMPORTS = "status: import time with the dashboard"
 # What `git handoff status` imports before it reads anything.
-STATUS_IMPORTS = "import git_handoff.cli, git_handoff.cli.tasks, git_handoff.ops.tasks, git_handoff.store"
+STATUS_IMPORTS = "import git_handoff.cli, git_handoff.cli.tasks, git_handoff.ops.tasks, git_handoff.state.store"
 
 
 def _first_request(repo: Path, path: str) -> tuple[float, bytes]:

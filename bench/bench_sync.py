@@ -48,16 +48,16 @@ def hermetic(home: Path) -> None:
 def published_ref(path: Path) -> str:
     """Where the clone at `path` publishes its state on the remote: its own ref
     (refs/harness/clones/<clone id>/state), not refs/harness/state, since fleet ids."""
-    from git_handoff.gitrepo import Repo
-    from git_handoff.identity import clone_id
-    from git_handoff.transport import CLONES
+    from git_handoff.infra.gitrepo import Repo
+    from git_handoff.remote.transport import CLONES
+    from git_handoff.state.identity import clone_id
 
     return f"{CLONES}{clone_id(Repo.discover(path))}/state"
 
 
 def edit_many(path: Path, ids: list[str], field: str) -> None:
-    from git_handoff.gitrepo import Repo
-    from git_handoff.store import StateStore
+    from git_handoff.infra.gitrepo import Repo
+    from git_handoff.state.store import StateStore
 
     store = StateStore(Repo.discover(path))
     for n, tid in enumerate(ids):

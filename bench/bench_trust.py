@@ -46,7 +46,7 @@ from bench.common import (
 def _old_check(repo: Any, base_tree: str | None, tree: str, ours_tree: str | None = None) -> int:
     """The pre-edge check: each changed task file through Task.loads (it knew nothing of
     `ours_tree`, which the edge check skips entries of; a clone adopting has none)."""
-    from git_handoff.model import Task
+    from git_handoff.core.model import Task
 
     n = 0
     for path, (_, new) in repo.tree_diff(base_tree, tree).items():
@@ -57,8 +57,8 @@ def _old_check(repo: Any, base_tree: str | None, tree: str, ours_tree: str | Non
 
 
 def _sync_once(remote: Path, tmp: Path, name: str, edge: bool) -> float:
-    from git_handoff import incoming
     from git_handoff.ops import sync as sync_ops
+    from git_handoff.remote import incoming
 
     clone = tmp / name
     if clone.exists():
@@ -113,8 +113,8 @@ def worked_state(path: Path, n: int) -> Path:
     real `claim`, `checkpoint`, `done` and `fail` worked four tasks in a scratch
     repository; each of the `n` is a copy of one of them under its own id, title and
     order, written through the store as every verb writes (Task.dumps)."""
-    from git_handoff.model import Task
-    from git_handoff.store import task_path
+    from git_handoff.core.model import Task
+    from git_handoff.state.store import task_path
 
     scratch = make_repo(path.parent / f"{path.name}-verbs")
     for args in (("init",), ("add", "Claimed", "--id", "w1", "--check", "true"),
@@ -147,8 +147,8 @@ def worked_state(path: Path, n: int) -> Path:
 def _recognized(repo_path: Path) -> int:
     """How many task files of the state at `repo_path` records.written_task_id takes (the
     one-pass recognizer of the layout git handoff writes); the others go to records.task."""
-    from git_handoff import records
-    from git_handoff.gitrepo import Repo
+    from git_handoff.core import records
+    from git_handoff.infra.gitrepo import Repo
 
     repo = Repo.discover(repo_path)
     tree = repo.commit_tree(repo.ref_target("refs/harness/state"))
@@ -158,7 +158,7 @@ def _recognized(repo_path: Path) -> int:
 
 
 def cycle_state(path: Path, n: int) -> Path:
-    from git_handoff.model import Task, now_iso
+    from git_handoff.core.model import Task, now_iso
     from git_handoff.ops import tasks as ops
 
     build_state(path, 0)

@@ -118,8 +118,8 @@ _TEMPLATES: dict[tuple[int, bool, str], Path] = {}
 
 
 def store_for(path: Path, session: int = 0) -> Any:
-    from git_handoff.gitrepo import Repo
-    from git_handoff.store import StateStore
+    from git_handoff.infra.gitrepo import Repo
+    from git_handoff.state.store import StateStore
 
     return StateStore(Repo.discover(path), session=session)
 
@@ -131,7 +131,7 @@ def task_id(n: int) -> str:
 def build_state(path: Path, n_tasks: int, *, check: str = "true", mode: str = "concurrent") -> Path:
     """A repository at `path` whose state holds `n_tasks` pending tasks (ids t00000…),
     written in one transaction through the store API (seconds, not minutes)."""
-    from git_handoff.model import Task, now_iso
+    from git_handoff.core.model import Task, now_iso
     from git_handoff.ops import tasks as ops
 
     make_repo(path)
@@ -145,7 +145,7 @@ def build_state(path: Path, n_tasks: int, *, check: str = "true", mode: str = "c
         tx.log("INIT", f"Imported {n_tasks} task(s) from bench")
 
     store.transact(apply)
-    from git_handoff import trust
+    from git_handoff.state import trust
 
     trust.remember(store.repo, [(trust.place(task_id(n), "validation"), check) for n in range(n_tasks)])
     return path

@@ -58,7 +58,7 @@ def hermetic(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.Monke
     home = tmp_path_factory.mktemp("home")
     make_hermetic(home, monkeypatch.setenv, lambda var: monkeypatch.delenv(var, raising=False))
     # every record a transaction writes must pass the parser other clones read it with
-    # (git_handoff.store._check_writes): the whole suite checks every writer
+    # (git_handoff.state.store._check_writes): the whole suite checks every writer
     monkeypatch.setenv("HANDOFF_CHECK_WRITES", "1")
 
 

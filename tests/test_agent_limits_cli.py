@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from git_handoff.agent_output import OUTAGE, RATE_LIMIT, USAGE_LIMIT, Limit, limit_in
+from git_handoff.agent_cli.agent_output import OUTAGE, RATE_LIMIT, USAGE_LIMIT, Limit, limit_in
 from tests.support import agent_clis
 from tests.support.claude_cli import claude_env, require_claude
 from tests.support.stubs import anthropic, gemini, loopback, openai_responses

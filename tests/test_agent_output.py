@@ -9,7 +9,7 @@ import datetime
 
 import pytest
 
-from git_handoff.agent_output import (
+from git_handoff.agent_cli.agent_output import (
     OUTAGE,
     RATE_LIMIT,
     USAGE_LIMIT,

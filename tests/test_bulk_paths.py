@@ -17,13 +17,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from git_handoff import gitrepo, hlc, identity, model, store
-from git_handoff.errors import UsageError
-from git_handoff.gitrepo import Repo
-from git_handoff.model import Task
+from git_handoff.core import hlc, model
+from git_handoff.core.errors import UsageError
+from git_handoff.core.model import Task
+from git_handoff.infra import gitrepo
+from git_handoff.infra.gitrepo import Repo
 from git_handoff.ops import claim as claim_ops
 from git_handoff.ops import tasks as task_ops
-from git_handoff.store import StateStore
+from git_handoff.state import identity, store
+from git_handoff.state.store import StateStore
 from tests.support.speed import examples
 
 # -- the oracles: the code as it was before the bulk-path work ---------------------------------
@@ -241,7 +243,7 @@ CREDIBLE_FROM = 1764590354123 - hlc.MAX_SKEW_MS
 @given(st.none() | records_, records_, st.integers(CREDIBLE_FROM, 2_000_000_000_000), st.booleans(), st.booleans())
 def test_stamp_write_is_the_code_it_replaced(old: dict[str, Any] | None, new: dict[str, Any], now: int,
                                              task: bool, fields: bool) -> None:
-    from git_handoff import merge
+    from git_handoff.core import merge
 
     expected = reference_stamp_write(old, new, now, "ab12", task=task, fields=fields)
     got = hlc.stamp_write(old, new, now, "ab12", task=task, fields=fields)
@@ -406,8 +408,8 @@ def test_a_big_claim_writes_the_state_the_old_code_wrote(tmp_path: Path, monkeyp
 
 
 def test_commands_that_do_not_merge_do_not_import_merge(repo: Path) -> None:
-    code = ("import sys; import git_handoff.store, git_handoff.ops.claim, git_handoff.ops.work, "
-            "git_handoff.ops.views, git_handoff.ops.tasks; print('git_handoff.merge' in sys.modules)")
+    code = ("import sys; import git_handoff.state.store, git_handoff.ops.claim, git_handoff.ops.work, "
+            "git_handoff.ops.views, git_handoff.ops.tasks; print('git_handoff.core.merge' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)})
     assert out.stdout.strip() == "False"

@@ -9,11 +9,12 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from git_handoff import claim_index, schedule
-from git_handoff.gitrepo import Repo
-from git_handoff.model import Task
+from git_handoff.core import selection
+from git_handoff.core.model import Task
+from git_handoff.infra.gitrepo import Repo
 from git_handoff.ops import claim
-from git_handoff.store import StateStore
+from git_handoff.state import claim_index
+from git_handoff.state.store import StateStore
 from tests.conftest import run
 from tests.support.speed import examples
 
@@ -56,9 +57,9 @@ def task_sets(draw: st.DrawFn) -> dict[str, Task]:
 @settings(max_examples=examples(300), deadline=None)
 @given(task_sets())
 def test_first_eligible_agrees_with_schedule(tasks: dict[str, Task]) -> None:
-    if schedule.dependency_failures(tasks):
+    if selection.dependency_failures(tasks):
         return
-    full = schedule.eligible(tasks)
+    full = selection.eligible(tasks)
     assert claim_index.first_eligible(claim_index.rows_of(tasks.values())) == (full[0].id if full else None)
 
 

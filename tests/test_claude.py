@@ -395,8 +395,9 @@ def test_two_agent_sessions_through_the_real_hooks(repo: Path) -> None:
 
 
 def test_the_installed_hook_table_matches_the_claude_adapter() -> None:
-    # ops/hooks.py sits below ops/claude.py in the layers, so it spells the table out.
-    from git_handoff.ops import claude, hooks
+    # ops/hook_install.py sits below agent_cli/claude.py in the layers, so it spells the table out.
+    from git_handoff.agent_cli import claude
+    from git_handoff.ops import hook_install
 
-    assert hooks.CLAUDE_HOOKS == claude.settings_entries()
-    assert hooks.CLAUDE_COMMAND_PREFIX == claude.COMMAND_PREFIX
+    assert hook_install.CLAUDE_HOOKS == claude.settings_entries()
+    assert hook_install.CLAUDE_COMMAND_PREFIX == claude.COMMAND_PREFIX

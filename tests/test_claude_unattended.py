@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from git_handoff.agent_output import person_prompt_in
+from git_handoff.agent_cli.agent_output import person_prompt_in
 from tests.support.claude_cli import claude_env, require_claude
 from tests.support.repo import run, run_exe
 from tests.support.stubs.anthropic import Lazy, StubServer, say

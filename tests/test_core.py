@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from git_handoff import errors
-from git_handoff.gitrepo import Repo
-from git_handoff.model import Task, check_id, new_id
-from git_handoff.store import STATE_REF, StateStore, task_path
+from git_handoff.core import errors
+from git_handoff.core.model import Task, check_id, new_id
+from git_handoff.infra.gitrepo import Repo
+from git_handoff.state.store import STATE_REF, StateStore, task_path
 from tests.conftest import git, make_repo, run, run_exe, state_head
 
 
@@ -226,8 +226,8 @@ def test_import_harness_tasks_json_keeps_every_field(inited: Path) -> None:
 
 
 def test_import_with_cycle_is_accepted_and_selection_fails_it(inited: Path) -> None:
-    from git_handoff import schedule
-    from git_handoff.model import now_iso
+    from git_handoff.core import selection
+    from git_handoff.core.model import now_iso
 
     (inited / "plan.toml").write_text(
         '[[task]]\nid="a"\ntitle="A"\ndepends_on=["b"]\n'
@@ -237,13 +237,13 @@ def test_import_with_cycle_is_accepted_and_selection_fails_it(inited: Path) -> N
     )
     assert run("import", "plan.toml").rc == 0
     tasks = StateStore(Repo.discover(inited)).snapshot().tasks()
-    updated, changes = schedule.prepare(tasks, now_iso())
+    updated, changes = selection.prepare(tasks, now_iso())
     messages = {t.id: (cat, msg) for t, cat, msg in changes}
     assert messages["a"] == ("DEPENDENCY", "Circular dependency detected: a -> b -> a")
     assert messages["b"] == ("DEPENDENCY", "Circular dependency detected: b -> a -> b")
     assert messages["c"] == ("DEPENDENCY", "Blocked by failed a")
     assert updated["c"].error_log[-1] == "[DEPENDENCY] Blocked by failed a"
-    assert [t.id for t in schedule.eligible(updated)] == ["d"]
+    assert [t.id for t in selection.eligible(updated)] == ["d"]
     status = run("status", "--json").json()
     assert status["counts"]["blocked"] == 3 and status["counts"]["pending"] == 1
 
@@ -412,7 +412,7 @@ def test_one_task_change_rewrites_few_objects(inited: Path) -> None:
 
 
 def test_fresh_ref_lock_means_contention(inited: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import git_handoff.store as store_mod
+    import git_handoff.state.store as store_mod
 
     monkeypatch.setattr(store_mod, "CAS_RETRIES", 3)
     lock = inited / ".git" / "refs" / "harness" / "state.lock"

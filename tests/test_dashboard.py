@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from git_handoff import graph_svg as svg
+from git_handoff.core.model import Task
 from git_handoff.dashboard import server as dash_server
-from git_handoff.gitrepo import Repo
-from git_handoff.model import Task
-from git_handoff.store import StateStore, Tx
+from git_handoff.infra import graph_svg as svg
+from git_handoff.infra.gitrepo import Repo
+from git_handoff.state.store import StateStore, Tx
 from tests.conftest import git, run, run_exe
 from tests.support.browser import Browser, chromium
 

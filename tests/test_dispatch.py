@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from git_handoff import procs
+from git_handoff.infra import procs
 from tests.conftest import dispatch_record, git, run, run_exe, state_head
 
 BACKEND = r'''

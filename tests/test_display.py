@@ -1,4 +1,4 @@
-"""The one renderer of text that came from other clones (git_handoff.display), and the
+"""The one renderer of text that came from other clones (git_handoff.core.display), and the
 prompt built with it (docs/threat-model.md): whatever a fetched string holds — line breaks,
 `## Protocol`, `git handoff: ...`, escape sequences, C1 controls, bidi overrides,
 backticks, lone surrogates — the prompt has exactly the sections and git-handoff lines
@@ -13,10 +13,10 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from git_handoff import display
-from git_handoff.model import Task
+from git_handoff.core import display
+from git_handoff.core.model import Task
+from git_handoff.core.records import HandoffDoc
 from git_handoff.ops import prompt
-from git_handoff.records import HandoffDoc
 from tests.support.speed import examples
 
 # what no rendered text may hold (a prompt keeps its own line breaks, nothing else)

@@ -13,10 +13,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from git_handoff import records
-from git_handoff.errors import InvalidState
-from git_handoff.gitrepo import Repo
-from git_handoff.model import Task
+from git_handoff.core import records
+from git_handoff.core.errors import InvalidState
+from git_handoff.core.model import Task
+from git_handoff.infra.gitrepo import Repo
 from tests.support.repo import make_repo, run, state_head
 from tests.support.speed import examples
 
@@ -115,7 +115,7 @@ def test_a_check_with_colored_output_fails_into_records_every_clone_reads(repo: 
     import json
     import subprocess
 
-    from git_handoff.store import task_path
+    from git_handoff.state.store import task_path
 
     assert run("init").rc == 0
     check = "printf '\\033[31mFAIL\\033[0m\\ttest_x\\a\\n'; exit 1"

@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from git_handoff import fleet_lock, identity
-from git_handoff.gitrepo import Repo
+from git_handoff.infra.gitrepo import Repo
+from git_handoff.remote import fleet_lock
+from git_handoff.state import identity
 from tests.conftest import git, run
 from tests.support.remotes import clones, ok, remote_url, shared_pair, task  # noqa: F401
 

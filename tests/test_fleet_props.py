@@ -8,7 +8,7 @@ against the best common ancestor of a commit graph, or a fast-forward).
 - two replicas never mint the same session or the same run; the sessions started
   fleet-wide are all kept and counted (max_sessions);
 - a write made after seeing another one of the same field wins, however the writers'
-  clocks are skewed (the hybrid logical clock, git_handoff.hlc).
+  clocks are skewed (the hybrid logical clock, git_handoff.core.hlc).
 
 Pure functions only (merge, hlc, the session and run numbering), so it is fast.
 """
@@ -25,9 +25,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from git_handoff.merge import merge_states, stamp_write
+from git_handoff.core.merge import merge_states, stamp_write
 from git_handoff.ops.dispatch import next_seq, run_key
-from git_handoff.state_files import count_session_start, sessions_started
+from git_handoff.state.session_records import count_session_start, sessions_started
 from tests.support.speed import examples
 
 T0_MS = 1_782_900_000_000  # 2026-07-01
@@ -308,7 +308,7 @@ def test_criss_cross_an_edit_after_seeing_the_other_wins_with_a_clock_an_hour_be
 
 
 def _eligible(n_p0: int, n_p1: int) -> list[Any]:
-    from git_handoff.model import Task
+    from git_handoff.core.model import Task
 
     tasks = [Task(id=f"a{i}", title="t", priority="P0", order=i) for i in range(n_p0)]
     tasks += [Task(id=f"b{i}", title="t", priority="P1", order=n_p0 + i) for i in range(n_p1)]

@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from git_handoff import errors
+from git_handoff.core import errors
 from tests.conftest import git, make_repo, run, state_head
 
 pytestmark = pytest.mark.slow  # torture by generated input: the slow layer
@@ -177,7 +177,7 @@ blobs = st.one_of(st.none(), st.binary(max_size=60), values.map(lambda v: json.d
 @given(path=st.sampled_from(["tasks/a/b/t1.json", "meta.json", "config.toml", "format", "sessions/1.json", "other"]),
        base=blobs, ours=blobs, theirs=blobs)
 def test_merge_file_any_bytes(path: str, base: bytes | None, ours: bytes | None, theirs: bytes | None) -> None:
-    from git_handoff import merge
+    from git_handoff.core import merge
 
     try:
         one = merge.merge_file(path, base, ours, theirs)
@@ -209,8 +209,8 @@ def test_sync_of_a_hostile_remote_state(pair: tuple[Path, Path], blob: bytes, wh
     """The remote's state is rewritten with a damaged record (by hand, as a stranger could):
     the local clone's sync merges it or refuses it cleanly, never half-applies it."""
     a, b = pair
-    from git_handoff.gitrepo import Repo
-    from git_handoff.store import StateStore, task_path
+    from git_handoff.infra.gitrepo import Repo
+    from git_handoff.state.store import StateStore, task_path
 
     store = StateStore(Repo.discover(a), session=0)
     path = task_path("t1") if where == "tasks" else where

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from git_handoff import gitconfig
-from git_handoff.errors import UsageError
+from git_handoff.core.errors import UsageError
+from git_handoff.infra import gitconfig
 from tests.conftest import git, run, state_head
 
 # -- the quoting, against the real git ------------------------------------------------------------
@@ -396,7 +396,7 @@ FILE_CASES = [
 @pytest.mark.parametrize("case", FILE_CASES, ids=lambda c: ",".join(f"{k}={v}" for k, v in c.items()))
 def test_moved_config_files_are_read_as_git_reads_them(repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                       case: dict[str, str]) -> None:
-    from git_handoff.gitrepo import Repo
+    from git_handoff.infra.gitrepo import Repo
 
     home = Path(os.environ["HOME"])
     with (home / ".gitconfig").open("a") as f:

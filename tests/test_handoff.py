@@ -115,13 +115,13 @@ def test_ack_without_pending_handoff_and_outside_session(repo: Path) -> None:
 
 
 def test_relay_queries(repo: Path) -> None:
-    from git_handoff.gitrepo import Repo
-    from git_handoff.ops import handoff, prompt, recovery, sessions
-    from git_handoff.store import StateStore
+    from git_handoff.infra.gitrepo import Repo
+    from git_handoff.ops import handoff, prompt, session_start, sessions
+    from git_handoff.state.store import StateStore
 
     run("init")
     store = StateStore(Repo.discover())
-    rec = recovery.start(store, worker="relay")
+    rec = session_start.start(store, worker="relay")
     n = rec["session"]
     assert not handoff.handed_off(store, n) and not handoff.acknowledged(store, n)
     handoff.ack(StateStore(Repo.discover()))
@@ -134,9 +134,9 @@ def test_relay_queries(repo: Path) -> None:
 
 
 def test_automatic_triggers_write_once_per_session(repo: Path) -> None:
-    from git_handoff.gitrepo import Repo
+    from git_handoff.infra.gitrepo import Repo
     from git_handoff.ops import handoff
-    from git_handoff.store import StateStore
+    from git_handoff.state.store import StateStore
 
     _setup(repo)
     first = handoff.write_doc(StateStore(Repo.discover()), trigger="commits")

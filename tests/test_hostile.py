@@ -123,8 +123,8 @@ def craft_forged_claim_here(w: World) -> dict[str, Any]:
 @craft
 def craft_forged_claim_copied_clone_id(w: World) -> dict[str, Any]:
     # the victim's public clone id is in every claim it ever pushed; its secret is not
-    from git_handoff import identity
-    from git_handoff.gitrepo import Repo
+    from git_handoff.infra.gitrepo import Repo
+    from git_handoff.state import identity
 
     seen = identity.clone_id(Repo.discover(w.victim))
     return _with_task(w, task_record(

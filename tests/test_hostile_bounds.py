@@ -20,7 +20,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from git_handoff import hlc, records
+from git_handoff.core import hlc, records
 from tests.hostile import BLOB, World, jbytes, make_world, put, task_path, task_record
 from tests.support.repo import git, run
 from tests.support.templates import Templates

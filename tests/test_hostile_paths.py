@@ -2,7 +2,7 @@
 
 A fetched attempt is a commit whose tree the attacker wrote byte by byte: `restore`
 would write its files, delete the ones it dropped and stage its index. Each rule of
-git_handoff.paths gets an attempt that breaks only it; `restore` refuses it whole (exit
+git_handoff.infra.paths gets an attempt that breaks only it; `restore` refuses it whole (exit
 2, `error: refusing path ...`) before touching anything: the victim's files, index,
 HEAD, hooks and the files outside its tree stay as they were. The names git itself
 refuses on Linux (core.protectNTFS) are refused by the rule before git is asked; the
@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from git_handoff import paths
-from git_handoff.errors import UsageError
+from git_handoff.core.errors import UsageError
+from git_handoff.infra import paths
 from tests.hostile import BLOB, LINK, World, make_world
 from tests.support.repo import git, run
 from tests.support.templates import Templates

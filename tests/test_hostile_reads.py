@@ -272,9 +272,9 @@ def _typed(a: dict[str, Any]) -> None:
 
 def _consumers(w: World) -> None:
     from git_handoff.dashboard import pages
-    from git_handoff.gitrepo import Repo
-    from git_handoff.mcp_tools import Workspace, call
-    from git_handoff.store import StateStore
+    from git_handoff.infra.gitrepo import Repo
+    from git_handoff.mcp.tools import Workspace, call
+    from git_handoff.state.store import StateStore
 
     answer = call(Workspace(str(w.victim)), "attempts", {"id": "schema"})
     assert answer.exit_code == 0, answer.value
@@ -356,8 +356,8 @@ def test_an_attempt_whose_reason_is_not_one_line_is_shown_as_one_and_restored(wo
 
 
 def test_attempt_parser() -> None:
-    from git_handoff import records
-    from git_handoff.errors import InvalidState
+    from git_handoff.core import records
+    from git_handoff.core.errors import InvalidState
 
     oid = "a" * 40
     good = {"task": "t", "attempt": 2, "time": "2026-07-01T10:00:00Z", "category": "TASK_EXEC", "reason": "r",

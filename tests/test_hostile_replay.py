@@ -1,7 +1,7 @@
 """Only this clone's own records act on this clone (docs/threat-model.md, replay).
 
 What a clone does to its own work tree, branch and index (recovery, a rollback) is
-decided by the journal of claims it keeps under .git/ (git_handoff.claim_journal),
+decided by the journal of claims it keeps under .git/ (git_handoff.state.claim_journal),
 never by the shared state. An attacker who can push to the shared remote replays the
 victim's own sealed claim record, points a claim's snapshot at a commit of its own,
 or notes the victim's pushed work commit as another task's: the victim's files, HEAD,
@@ -265,9 +265,9 @@ def test_a_relay_record_naming_another_process_is_never_adopted_or_killed(repo: 
     import socket  # noqa: PLC0415
     import sys  # noqa: PLC0415
 
-    from git_handoff import identity  # noqa: PLC0415
-    from git_handoff.gitrepo import Repo  # noqa: PLC0415
-    from git_handoff.store import StateStore  # noqa: PLC0415
+    from git_handoff.infra.gitrepo import Repo  # noqa: PLC0415
+    from git_handoff.state import identity  # noqa: PLC0415
+    from git_handoff.state.store import StateStore  # noqa: PLC0415
 
     assert run("init").rc == 0
     assert run("add", "A task", "--id", "a", "--check", "true").rc == 0

@@ -96,7 +96,7 @@ SURFACES: dict[str, Any] = {
 
 
 def _mcp_prompt(w: World) -> str:
-    from git_handoff.mcp_tools import Workspace, call
+    from git_handoff.mcp.tools import Workspace, call
 
     answer = call(Workspace(str(w.victim)), "prompt", {})
     assert answer.exit_code == 0, answer.value
@@ -147,8 +147,8 @@ def test_fetched_text_reaches_the_terminal_as_data(world: World) -> None:
 
 def test_fetched_text_reaches_the_dashboard_as_data(world: World) -> None:
     from git_handoff.dashboard import pages
-    from git_handoff.gitrepo import Repo
-    from git_handoff.store import StateStore
+    from git_handoff.infra.gitrepo import Repo
+    from git_handoff.state.store import StateStore
 
     w = world
     _hostile(w)
@@ -164,7 +164,7 @@ def test_fetched_text_reaches_the_dashboard_as_data(world: World) -> None:
 def test_mcp_answers_carry_fetched_text_exactly_with_nothing_raw(world: World) -> None:
     """An MCP tool answers the CLI's JSON: the same values, every C1 and bidi character in
     it a JSON `\\uXXXX` escape (JSON itself escapes only C0)."""
-    from git_handoff.mcp_tools import Workspace, call
+    from git_handoff.mcp.tools import Workspace, call
 
     w = world
     _hostile(w)

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from git_handoff import schedule
-from git_handoff.model import Task
+from git_handoff.core import selection
+from git_handoff.core.model import Task
 from tests.support.speed import examples
 
 NOW = "2026-07-01T12:00:00Z"
@@ -47,9 +47,9 @@ def graphs(draw: st.DrawFn) -> dict[str, Task]:
 @settings(max_examples=examples(400), deadline=None)
 @given(graphs())
 def test_next_eligible_is_the_full_selection(tasks: dict[str, Task]) -> None:
-    prepared, _ = schedule.prepare(tasks, NOW)
-    full = schedule.eligible(prepared)
-    found = schedule.next_eligible(tasks, NOW)
+    prepared, _ = selection.prepare(tasks, NOW)
+    full = selection.eligible(prepared)
+    found = selection.next_eligible(tasks, NOW)
     assert (found.id if found else None) == (full[0].id if full else None)
     if found is not None:
         assert found == prepared[found.id]
@@ -58,9 +58,9 @@ def test_next_eligible_is_the_full_selection(tasks: dict[str, Task]) -> None:
 @settings(max_examples=examples(200), deadline=None)
 @given(graphs())
 def test_prepare_fails_what_dependency_validation_names(tasks: dict[str, Task]) -> None:
-    prepared, changes = schedule.prepare(tasks, NOW)
+    prepared, changes = selection.prepare(tasks, NOW)
     expired = {t.id for t, category, _ in changes if category == "SESSION_TIMEOUT"}
-    for tid, message in schedule.dependency_failures({**tasks, **{t.id: t for t, c, _ in changes
+    for tid, message in selection.dependency_failures({**tasks, **{t.id: t for t, c, _ in changes
                                                                   if c == "SESSION_TIMEOUT"}}):
         task = prepared[tid]
         assert task.status == "failed" and task.error_log[-1] == message and task.failed_for_good
@@ -98,8 +98,8 @@ def test_a_50000_task_cycle_is_selected_in_linear_work() -> None:
     tasks = {f"c{i}": Task(id=f"c{i}", title="t", depends_on=(f"c{(i + 1) % n}",), order=i) for i in range(n)}
     tasks["free"] = Task(id="free", title="t", order=n)
     tasks["after"] = Task(id="after", title="t", depends_on=("c7",), order=n + 1)
-    assert schedule.next_eligible(tasks, NOW) == tasks["free"]
-    prepared, changes = schedule.prepare(tasks, NOW)
+    assert selection.next_eligible(tasks, NOW) == tasks["free"]
+    prepared, changes = selection.prepare(tasks, NOW)
     assert len(changes) == n + 1
     assert prepared["after"].error_log == ("[DEPENDENCY] Blocked by failed c7",)
     assert max(len(m) for _, _, m in changes) < 300
@@ -118,7 +118,7 @@ json_values = st.recursive(
 def test_task_files_are_laid_out_exactly_as_json_dumps_does(value: object) -> None:
     import json
 
-    from git_handoff.model import json_indented
+    from git_handoff.core.model import json_indented
 
     assert json_indented(value) == json.dumps(value, indent=2, ensure_ascii=False)
     task = Task(id="a1", title="one", extra={"x": value, "y": [value, {"z": value}]})

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from git_handoff import mcp_config
+from git_handoff.agent_cli import mcp_config
 from tests.conftest import run
 
 

@@ -1,4 +1,4 @@
-"""Property tests of the pure state merge (git_handoff.merge)."""
+"""Property tests of the pure state merge (git_handoff.core.merge)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from git_handoff.merge import merge_file, merge_states, union_in_time_order
+from git_handoff.core.merge import merge_file, merge_states, union_in_time_order
 from tests.support.speed import examples
 
 TASK_IDS = ["a", "b", "c"]

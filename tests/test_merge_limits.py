@@ -1,6 +1,6 @@
 """The merge never makes a record this version's own parsers refuse.
 
-Two records the edge accepts (each within every limit of git_handoff.records) merge into
+Two records the edge accepts (each within every limit of git_handoff.core.records) merge into
 a record the edge accepts: a union of two capped lists keeps the newest `limit` entries,
 a record that would still break a rule (its size) is decided whole, written last wins.
 End to end (two divergent hostile heads on a bare remote, as a security review found
@@ -18,11 +18,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from git_handoff import records
-from git_handoff.errors import InvalidState
-from git_handoff.merge import merge_file, union_in_time_order
-from git_handoff.model import LIST_LIMITS, MAX_RECORD_BYTES
-from git_handoff.state_files import sessions_started
+from git_handoff.core import records
+from git_handoff.core.errors import InvalidState
+from git_handoff.core.merge import merge_file, union_in_time_order
+from git_handoff.core.model import LIST_LIMITS, MAX_RECORD_BYTES
+from git_handoff.state.session_records import sessions_started
 from tests.hostile import BLOB, Attacker, World, jbytes, make_world, put, task_path
 from tests.support.repo import git, run
 from tests.support.speed import examples

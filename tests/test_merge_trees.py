@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from git_handoff.gitrepo import Repo
-from git_handoff.merge import merge_states
+from git_handoff.core.merge import merge_states
+from git_handoff.infra.gitrepo import Repo
 from git_handoff.ops.sync_merge import merge_changes
 from tests.conftest import make_repo
 from tests.support.speed import examples

@@ -52,7 +52,7 @@ def test_every_readme_command_has_help() -> None:
 
 
 def test_hook_templates_are_found() -> None:
-    from git_handoff.templates import template_text
+    from git_handoff.agent_cli.templates import template_text
 
     assert "hooks install" in template_text("README")
 

@@ -1,5 +1,5 @@
-"""The edge parsers (git_handoff.records), path confinement (git_handoff.paths) and
-the clone identity (git_handoff.identity), called directly."""
+"""The edge parsers (git_handoff.core.records), path confinement (git_handoff.infra.paths) and
+the clone identity (git_handoff.state.identity), called directly."""
 
 from __future__ import annotations
 
@@ -11,10 +11,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from git_handoff import identity, paths, records, schedule
-from git_handoff.errors import InvalidState, UsageError
-from git_handoff.gitrepo import Repo
-from git_handoff.model import check_id, check_title, parse_duration
+from git_handoff.core import records, selection
+from git_handoff.core.errors import InvalidState, UsageError
+from git_handoff.core.model import check_id, check_title, parse_duration
+from git_handoff.infra import paths
+from git_handoff.infra.gitrepo import Repo
+from git_handoff.state import identity
 from tests.support.repo import make_repo
 from tests.support.speed import examples
 
@@ -123,17 +125,17 @@ def test_seals_are_per_clone_and_bound_to_their_fields(tmp_path: Path) -> None:
 
 
 def test_a_long_cycle_is_reported_once_per_task_in_bounded_text() -> None:
-    from git_handoff.model import Task
+    from git_handoff.core.model import Task
 
     n = 20_000
     tasks = {f"c{i}": Task(id=f"c{i}", title="t", depends_on=(f"c{(i + 1) % n}",), order=i) for i in range(n)}
-    failures = dict(schedule.dependency_failures(tasks))
+    failures = dict(selection.dependency_failures(tasks))
     assert len(failures) == n
     assert max(len(m) for m in failures.values()) < 300
     assert failures["c5"].startswith("[DEPENDENCY] Circular dependency detected: c5 -> c6 -> ")
     assert failures["c5"].endswith("more) -> c5")
     short = {k: Task(id=k, title="t", depends_on=(d,)) for k, d in (("a", "b"), ("b", "a"))}
-    assert dict(schedule.dependency_failures(short))["a"] == "[DEPENDENCY] Circular dependency detected: a -> b -> a"
+    assert dict(selection.dependency_failures(short))["a"] == "[DEPENDENCY] Circular dependency detected: a -> b -> a"
 
 
 @pytest.mark.parametrize("args", [("--ack-timeout", "nan"), ("--ack-timeout", "inf"), ("--session-timeout", "nan"),

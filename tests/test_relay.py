@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from git_handoff import local
-from git_handoff.gitrepo import Repo
+from git_handoff.infra.gitrepo import Repo
 from git_handoff.ops import handoff
-from git_handoff.store import StateStore
+from git_handoff.state import this_clone
+from git_handoff.state.store import StateStore
 from tests.conftest import git, run, run_exe, state_head, state_record
 from tests.support.processes import processes_with
 
@@ -153,7 +153,7 @@ def test_agent_that_never_acknowledges_is_killed_recorded_retried_then_stopped(r
     wait_for(lambda: not processes_with(marker), timeout=10, what="the agent's processes to go")
     status = run("status")
     assert "relay failure:" in status.out and "did not acknowledge" in status.out
-    assert local.open_session(Repo.discover(repo)) is None  # the session was closed
+    assert this_clone.open_session(Repo.discover(repo)) is None  # the session was closed
     assert session_count(repo) == 1  # retries stay in the session they were for
 
 
@@ -161,7 +161,7 @@ def test_an_agent_command_of_several_lines_stops_the_relay_into_a_record_it_read
     """The stop reason quotes the agent command: one of several lines made a relay.json
     whose `reason` held a newline, which this clone's own parser (and every other
     clone's sync) refused: status and relay exited 2 from then on."""
-    from git_handoff import records
+    from git_handoff.core import records
 
     setup_tasks(repo, 1, per_session=1)
     res = run("relay", "--agent", "echo hi\nexit 3", "--ack-timeout", "1", "--max-launch-failures", "1")
@@ -237,7 +237,7 @@ def test_second_relay_is_refused_and_ctrl_c_ends_agent_and_relay(repo: Path, tmp
             first.communicate()
     assert first.returncode == 130, err
     assert not processes_with(str(marker))
-    assert local.open_session(Repo.discover(repo)) is None
+    assert this_clone.open_session(Repo.discover(repo)) is None
     assert handoff.handed_off(store_of(repo), 1)
     record = json.loads(git("show", "refs/harness/state:relay.json", cwd=repo))
     assert record["state"] == "stopped" and record["reason"] == "interrupted"
@@ -375,7 +375,7 @@ def test_relay_killed_before_the_ack_adopts_the_agent_instead_of_launching_anoth
 
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed (.ci/run installs it)")
 def test_relay_tmux_gives_the_agent_a_terminal_logs_it_and_removes_its_socket(repo: Path) -> None:
-    from git_handoff.launcher import default_socket_path
+    from git_handoff.agent_cli.launcher import default_socket_path
 
     setup_tasks(repo, 2, per_session=10)
     socket_name = f"handoff-tty-{os.getpid()}"

@@ -15,10 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from git_handoff import launcher, local, procs
-from git_handoff.gitrepo import Repo
+from git_handoff.agent_cli import launcher
+from git_handoff.infra import procs
+from git_handoff.infra.gitrepo import Repo
 from git_handoff.ops import handoff
-from git_handoff.store import StateStore
+from git_handoff.state import this_clone
+from git_handoff.state.store import StateStore
 from tests.support.processes import processes_with
 from tests.support.remotes import clones, ok, remote_url  # noqa: F401
 from tests.support.repo import git, run, state_head
@@ -145,7 +147,7 @@ def test_a_relay_killed_with_sigkill_and_started_again_adopts_what_it_left(repo:
     assert "taking over session 1" in res.out
     _wait_for(lambda: not processes_with(marker), 5, "the agent's whole tree to end")
     store = StateStore(Repo.discover(repo), session=0)
-    assert local.open_session(store.repo) is None
+    assert this_clone.open_session(store.repo) is None
     assert handoff.handed_off(store, 1) and handoff.handed_off(store, 2)
     recovered = [line for line in run("log", "--type", "RECOVERY").out.splitlines() if "[a]" in line]
     assert recovered and all("[SESSION-2]" in line for line in recovered), run("log").out

@@ -6,7 +6,7 @@ import os
 import subprocess
 import time
 
-from git_handoff import procs
+from git_handoff.infra import procs
 
 
 def _wait_until(predicate, timeout: float = 10.0) -> bool:  # type: ignore[no-untyped-def]

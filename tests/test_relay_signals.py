@@ -21,10 +21,10 @@ from pathlib import Path
 import pytest
 from filelock import FileLock
 
-from git_handoff import local
-from git_handoff.gitrepo import Repo
+from git_handoff.infra.gitrepo import Repo
 from git_handoff.ops import handoff
-from git_handoff.store import StateStore
+from git_handoff.state import this_clone
+from git_handoff.state.store import StateStore
 from tests.support.processes import processes_with
 from tests.support.repo import dispatch_record, git, run
 
@@ -118,7 +118,7 @@ def test_signals_to_the_relays_process_group_end_the_agent_and_close_the_session
     assert "Traceback" not in err
     _wait_for(lambda: not processes_with(marker), 5, "the agent's whole tree to end")
     git_repo = Repo.discover(repo)
-    assert local.open_session(git_repo) is None  # closed
+    assert this_clone.open_session(git_repo) is None  # closed
     assert handoff.handed_off(StateStore(git_repo, session=0), 1)  # with its document
     record = _relay_record(repo)
     assert record["state"] == "stopped" and str(record["reason"]).startswith("interrupted"), record
@@ -150,7 +150,7 @@ def test_a_signal_to_the_relay_alone_through_git_is_its_exit_status(repo: Path, 
     assert relay.returncode == 128 + sig, err
     assert err.strip() == f"error: interrupted by {signal.Signals(sig).name}"
     _wait_for(lambda: not processes_with(marker), 5, "the agent's whole tree to end")
-    assert local.open_session(Repo.discover(repo)) is None
+    assert this_clone.open_session(Repo.discover(repo)) is None
 
 
 @pytest.mark.parametrize("way", list(WAYS))
@@ -189,7 +189,7 @@ def test_signals_to_a_foreground_dispatch_run_end_its_backend_tree_and_record_it
 
 def test_the_interrupted_exit_status_names_the_signal() -> None:
     """The mapping in one place: Ctrl-C 130, SIGTERM 143, SIGHUP 129, a bare KeyboardInterrupt 130."""
-    from git_handoff.errors import Signalled, interrupt_exit_code
+    from git_handoff.core.errors import Signalled, interrupt_exit_code
 
     assert [interrupt_exit_code(Signalled(s)) for s in SIGNALS] == [130, 143, 129]
     assert interrupt_exit_code(KeyboardInterrupt()) == 130
@@ -235,6 +235,6 @@ def test_a_closed_terminal_ends_the_relay_cleanly(repo: Path, way: str) -> None:
             relay.wait()
     assert _expected_status(way, signal.SIGHUP, relay.returncode), relay.returncode
     _wait_for(lambda: not processes_with(marker), 5, "the agent's whole tree to end")
-    assert local.open_session(Repo.discover(repo)) is None
+    assert this_clone.open_session(Repo.discover(repo)) is None
     record = _relay_record(repo)
     assert record["state"] == "stopped" and record["reason"] == "interrupted by SIGHUP", record

@@ -23,10 +23,10 @@ from pathlib import Path
 
 import pytest
 
-from git_handoff import procs
 from git_handoff.dashboard import pages
-from git_handoff.gitrepo import Repo
-from git_handoff.store import StateStore
+from git_handoff.infra import procs
+from git_handoff.infra.gitrepo import Repo
+from git_handoff.state.store import StateStore
 from tests.support.claude_cli import claude_env, require_claude
 from tests.support.repo import Result, git, run
 from tests.support.stubs.anthropic import Lazy, Reply, Request, StubServer, bash, say, summary

@@ -7,13 +7,13 @@ from __future__ import annotations
 import datetime
 from pathlib import Path
 
-from git_handoff import local
-from git_handoff.agent_output import OUTAGE, RATE_LIMIT, USAGE_LIMIT, Limit, limit_in
-from git_handoff.gitrepo import Repo
+from git_handoff.agent_cli.agent_output import OUTAGE, RATE_LIMIT, USAGE_LIMIT, Limit, limit_in
+from git_handoff.core.records import RelayRecord
+from git_handoff.infra.gitrepo import Repo
 from git_handoff.ops import handoff, relay_watch
-from git_handoff.records import RelayRecord
-from git_handoff.state_files import waiting_lines
-from git_handoff.store import StateStore
+from git_handoff.state import this_clone
+from git_handoff.state.session_records import waiting_lines
+from git_handoff.state.store import StateStore
 from tests.support.repo import run
 
 NOW = datetime.datetime(2026, 7, 1, 10, 0, 0, tzinfo=datetime.timezone.utc)
@@ -61,7 +61,7 @@ def test_the_document_an_exit_wrote_is_withdrawn_and_no_other(repo: Path) -> Non
     assert "handoff" not in (run("session", "show", "1", "--json").json() or {})
     handoff.write_doc(store, trigger="tasks")  # a real handoff stays
     assert relay_watch.withdraw_exit_doc(store, 1, since) is False and handoff.handed_off(store, 1)
-    assert local.open_session(store.repo) is not None  # the session itself is untouched
+    assert this_clone.open_session(store.repo) is not None  # the session itself is untouched
 
 
 def test_a_reset_printed_to_the_minute_within_that_minute_is_now_not_tomorrow() -> None:

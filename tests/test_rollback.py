@@ -311,8 +311,8 @@ def test_a_clean_claim_records_no_snapshot_and_old_records_roll_back_as_before(r
 
 
 def test_a_killed_rollback_is_finished_by_the_next_command(ready: Path) -> None:
-    from git_handoff import worktree
-    from git_handoff.gitrepo import Repo
+    from git_handoff.infra import worktree
+    from git_handoff.infra.gitrepo import Repo
 
     (ready / "plan.toml").write_text("mine\n")
     before = picture(ready)
@@ -361,8 +361,8 @@ def test_restore_never_deletes_an_ignored_file_or_one_git_does_not_hold(ready: P
 
 
 def test_the_packed_picture_is_the_tree_git_add_would_build(ready: Path) -> None:
-    from git_handoff import worktree
-    from git_handoff.gitrepo import Repo
+    from git_handoff.infra import worktree
+    from git_handoff.infra.gitrepo import Repo
 
     _odd_files(ready, b"before")
     git("add", "tool.sh", "with space.txt", cwd=ready)

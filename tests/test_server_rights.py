@@ -14,9 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from git_handoff import fleet_lock, identity
-from git_handoff.errors import Contention
-from git_handoff.gitrepo import Repo
+from git_handoff.core.errors import Contention
+from git_handoff.infra.gitrepo import Repo
+from git_handoff.remote import fleet_lock
+from git_handoff.state import identity
 from tests.conftest import git, run
 from tests.support import gitolite
 from tests.support.remotes import ok

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from git_handoff.ops.recovery import decide
+from git_handoff.ops.session_start import decide
 from tests.conftest import git, run
 
 

@@ -171,8 +171,8 @@ def test_hostile_remote_command_needs_trust(clones: Callable[[str], Path]) -> No
     ok("edit", "t", "--check", f"touch {marker}", cwd=a)
     ok("sync", cwd=a)
     ok("sync", cwd=b)
-    from git_handoff import trust
-    from git_handoff.gitrepo import Repo
+    from git_handoff.infra.gitrepo import Repo
+    from git_handoff.state import trust
 
     with pytest.raises(Exception, match="git handoff trust"):
         trust.require_trusted(Repo.discover(b), f"touch {marker}", "validation command", "t:validation")
@@ -238,10 +238,10 @@ def test_two_independent_inits_merge(clones: Callable[[str], Path]) -> None:
 
 def test_transaction_during_sync_is_kept(clones: Callable[[str], Path]) -> None:
     """A local transaction landing right after the fetch, before the merge, is kept."""
-    from git_handoff.gitrepo import Repo
+    from git_handoff.infra.gitrepo import Repo
     from git_handoff.ops import sync as sync_ops
     from git_handoff.ops import tasks as task_ops
-    from git_handoff.store import StateStore
+    from git_handoff.state.store import StateStore
 
     a, b = shared_pair(clones)
     ok("add", "remote side", "--id", "r1", cwd=a)
@@ -347,9 +347,9 @@ def test_trust_lists_a_fetched_init_command(clones: Callable[[str], Path]) -> No
 def test_someone_pushing_meanwhile_rejects_nothing(clones: Callable[[str], Path]) -> None:
     """Someone pushes between our fetch and our push: each clone publishes to its own ref,
     so nothing is rejected; the next sync brings their change, and the clones converge."""
-    from git_handoff.gitrepo import Repo
+    from git_handoff.infra.gitrepo import Repo
     from git_handoff.ops import sync as sync_ops
-    from git_handoff.store import StateStore
+    from git_handoff.state.store import StateStore
 
     a, b = shared_pair(clones)
     ok("add", "mine, local only", "--id", "mine", cwd=a)

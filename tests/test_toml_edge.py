@@ -19,8 +19,8 @@ import tomllib
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from git_handoff import records
-from git_handoff.errors import InvalidState, UsageError
+from git_handoff.core import records
+from git_handoff.core.errors import InvalidState, UsageError
 from tests.hostile import BLOB, World, make_world, put
 from tests.support.repo import run
 from tests.support.speed import examples

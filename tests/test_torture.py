@@ -232,8 +232,8 @@ def test_state_filelock_of_killed_holder_is_recovered(state: Path) -> None:
     holder = subprocess.Popen(
         [sys.executable, "-c",
          "import sys, time\n"
-         "from git_handoff.gitrepo import Repo\n"
-         "from git_handoff.store import StateStore\n"
+         "from git_handoff.infra.gitrepo import Repo\n"
+         "from git_handoff.state.store import StateStore\n"
          "lock = StateStore(Repo.discover('.'), session=0).lock()\n"
          "lock.__enter__()\n"
          "print('held', flush=True)\n"
@@ -280,9 +280,9 @@ def test_transactions_survive_gc_repacking_underneath(state: Path) -> None:
     removes empty objects/xx/ dirs between libgit2's mkdir and rename. No transaction may fail."""
     import threading
 
-    from git_handoff.gitrepo import Repo
+    from git_handoff.infra.gitrepo import Repo
     from git_handoff.ops import tasks as ops
-    from git_handoff.store import StateStore
+    from git_handoff.state.store import StateStore
 
     store = StateStore(Repo.discover(state), session=0)
     for n in range(20):
@@ -514,9 +514,9 @@ def test_sigkill_sync(tmp_path: Path) -> None:
 
 def test_background_packing_keeps_loose_objects_bounded(state: Path) -> None:
     """libgit2 never packs: the store's own background repack must (a short long haul)."""
-    from git_handoff.gitrepo import Repo
+    from git_handoff.infra.gitrepo import Repo
     from git_handoff.ops import tasks as ops
-    from git_handoff.store import GC_LOOSE_OBJECTS, StateStore
+    from git_handoff.state.store import GC_LOOSE_OBJECTS, StateStore
 
     store = StateStore(Repo.discover(state), session=0)
     for n in range(10):

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from git_handoff.errors import GitFailure, UsageError
-from git_handoff.gitrepo import Repo
+from git_handoff.core.errors import GitFailure, UsageError
+from git_handoff.infra.gitrepo import Repo
 from git_handoff.ops import tasks, work
 from git_handoff.ops.claim import claim
-from git_handoff.store import STATE_REF, StateStore, Tx
+from git_handoff.state.store import STATE_REF, StateStore, Tx
 from tests.support.repo import git
 
 

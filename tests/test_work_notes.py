@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from git_handoff import notes
-from git_handoff.gitrepo import Repo
+from git_handoff.infra.gitrepo import Repo
+from git_handoff.state import notes
 from tests.conftest import git, run, run_exe
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -69,8 +69,8 @@ def test_notes_keep_an_existing_fanned_out_note_in_place(repo: Path) -> None:
 WRITER = textwrap.dedent(
     """
     import sys
-    from git_handoff.gitrepo import Repo
-    from git_handoff import notes
+    from git_handoff.infra.gitrepo import Repo
+    from git_handoff.state import notes
     repo = Repo.discover(sys.argv[1])
     for oid in sys.argv[2:]:
         notes.write_notes(repo, {oid: "by " + sys.argv[2][:7] + "\\n"})

@@ -6,7 +6,7 @@ import os
 import time
 from pathlib import Path
 
-from git_handoff.runner import TAIL_BYTES, run_command
+from git_handoff.infra.task_commands import TAIL_BYTES, run_command
 from tests.conftest import run
 
 

@@ -123,10 +123,10 @@ def test_expired_lease_can_still_be_renewed_by_its_holder(two: tuple[Path, Path]
 WORKER = textwrap.dedent(
     """
     import sys
-    from git_handoff.errors import Contention, Negative
-    from git_handoff.gitrepo import Repo
+    from git_handoff.core.errors import Contention, Negative
+    from git_handoff.infra.gitrepo import Repo
     from git_handoff.ops import claim, work
-    from git_handoff.store import StateStore
+    from git_handoff.state.store import StateStore
 
     store = StateStore(Repo.discover(sys.argv[1]))
     done = []

@@ -18,9 +18,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from git_handoff import model, records
-from git_handoff.errors import InvalidState
-from git_handoff.store import task_path
+from git_handoff.core import model, records
+from git_handoff.core.errors import InvalidState
+from git_handoff.state.store import task_path
 from tests.support.repo import run
 from tests.support.speed import examples
 

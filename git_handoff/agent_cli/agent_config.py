@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from git_handoff.errors import UsageError
-from git_handoff.fileio import atomic_write
+from git_handoff.core.errors import UsageError
+from git_handoff.infra.fileio import atomic_write
 
 CODEX_HOOK_TIMEOUT = 600  # seconds: Codex's default, part of the trusted identity
 

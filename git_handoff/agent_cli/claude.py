@@ -1,4 +1,4 @@
-"""The Claude Code adapter of the agent-hook event core (`ops/agent_events.py`).
+"""The Claude Code adapter of the agent-hook event core (`ops/hook_decisions.py`).
 
 Claude Code runs `git handoff hook claude-<event>` with a JSON payload on stdin and reads
 the hook's stdout as JSON (checked against its schema: the CLI's `--debug-file` logs
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from git_handoff.hook_events import Event, Outcome, claude_shaped_output, payload_event
+from git_handoff.agent_cli.hook_data import Event, Outcome, claude_shaped_output, payload_event
 
 NAME = "claude"
 SETTINGS = ".claude/settings.json"

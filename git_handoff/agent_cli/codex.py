@@ -1,4 +1,4 @@
-"""The Codex CLI adapter of the agent-hook event core (`ops/agent_events.py`).
+"""The Codex CLI adapter of the agent-hook event core (`ops/hook_decisions.py`).
 
 Codex (checked against codex-cli 0.171.0) runs the command hooks of
 `.codex/hooks.json` (the same event -> matcher groups -> handlers shape as Claude
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from git_handoff.hook_events import Event, Outcome, claude_shaped_output, payload_event
+from git_handoff.agent_cli.hook_data import Event, Outcome, claude_shaped_output, payload_event
 
 NAME = "codex"
 CONFIG = ".codex/hooks.json"

@@ -1,4 +1,4 @@
-"""The Gemini CLI adapter of the agent-hook event core (`ops/agent_events.py`).
+"""The Gemini CLI adapter of the agent-hook event core (`ops/hook_decisions.py`).
 
 Gemini CLI (checked against @google/gemini-cli 0.61.0) runs the command hooks of
 `.gemini/settings.json` (`hooks`: event -> groups -> handlers, like Claude Code) with
@@ -28,7 +28,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from git_handoff.hook_events import Event, Outcome, payload_event, payload_text
+from git_handoff.agent_cli.hook_data import Event, Outcome, payload_event, payload_text
 
 NAME = "gemini"
 CONFIG = ".gemini/settings.json"

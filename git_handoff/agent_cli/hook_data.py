@@ -1,6 +1,6 @@
 """The agent-neutral terms of a hook call: what happened (`Event`) and what the agent is
-told (`Outcome`). Plain data, shared by the event core (ops/agent_events.py) and every
-agent CLI's adapter (ops/claude.py, ops/codex.py, ops/gemini.py), with the two
+told (`Outcome`). Plain data, shared by the event core (ops/hook_decisions.py) and every
+agent CLI's adapter (agent_cli/claude.py, agent_cli/codex.py, agent_cli/gemini.py), with the two
 payload and output shapes the adapters have in common."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from git_handoff import records
+from git_handoff.core import records
 
 
 @dataclass(frozen=True)

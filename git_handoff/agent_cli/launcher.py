@@ -14,9 +14,9 @@ import shlex
 import subprocess
 from pathlib import Path
 
-from git_handoff import procs
-from git_handoff.errors import UsageError
-from git_handoff.store import StateStore
+from git_handoff.core.errors import UsageError
+from git_handoff.infra import procs
+from git_handoff.state.store import StateStore
 
 
 def _slug(text: str) -> str:

@@ -24,9 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from git_handoff.errors import UsageError
-from git_handoff.fileio import atomic_write
-from git_handoff.gitrepo import Repo
+from git_handoff.core.errors import UsageError
+from git_handoff.infra.fileio import atomic_write
+from git_handoff.infra.gitrepo import Repo
 
 SERVER_NAME = "handoff"
 MCP_JSON = ".mcp.json"

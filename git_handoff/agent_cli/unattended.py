@@ -16,10 +16,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from git_handoff.agent_config import load_object
-from git_handoff.errors import UsageError
-from git_handoff.fileio import atomic_write
-from git_handoff.gitrepo import Repo
+from git_handoff.agent_cli.agent_config import load_object
+from git_handoff.core.errors import UsageError
+from git_handoff.infra.fileio import atomic_write
+from git_handoff.infra.gitrepo import Repo
 
 LOCAL_SETTINGS = ".claude/settings.local.json"
 SKIP_BYPASS_PROMPT = "skipDangerousModePermissionPrompt"

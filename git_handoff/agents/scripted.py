@@ -57,9 +57,9 @@ def git(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 def handed_off(session: int) -> bool:
     try:
-        from git_handoff.gitrepo import Repo
+        from git_handoff.infra.gitrepo import Repo
         from git_handoff.ops import handoff
-        from git_handoff.store import StateStore
+        from git_handoff.state.store import StateStore
 
         return bool(handoff.handed_off(StateStore(Repo.discover()), session))
     except Exception:  # noqa: BLE001 - the agent keeps going on what claim says

@@ -16,8 +16,9 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from git_handoff import __version__, display
-from git_handoff.errors import (
+from git_handoff import __version__
+from git_handoff.core import display
+from git_handoff.core.errors import (
     EXIT_INTERRUPTED,
     EXIT_USAGE,
     HandoffError,
@@ -27,7 +28,7 @@ from git_handoff.errors import (
 )
 
 if TYPE_CHECKING:  # the store module imports pygit2: at run time only the commands that need it load it
-    from git_handoff.store import StateStore
+    from git_handoff.state.store import StateStore
 
 # name -> module under git_handoff.cli that defines a click command of that name
 COMMANDS: dict[str, str] = {
@@ -251,7 +252,7 @@ def _check_argv(args: list[str]) -> None:
             arg.encode("utf-8")
         except UnicodeEncodeError:
             shown = arg.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
-            from git_handoff.errors import UsageError
+            from git_handoff.core.errors import UsageError
 
             if "--json" in args:
                 _json_run["requested"] = True
@@ -273,15 +274,15 @@ def _json_error(argv: list[str] | None, message: str, code: int) -> None:
 
 def get_store(session: int | None = None) -> StateStore:
     """The StateStore of the repository around the current directory."""
-    from git_handoff.gitrepo import Repo
-    from git_handoff.store import StateStore
+    from git_handoff.infra.gitrepo import Repo
+    from git_handoff.state.store import StateStore
 
     store = StateStore(Repo.discover(), session=session)
-    from git_handoff import notices
+    from git_handoff.state import notices
 
     for notice in notices.take(store.repo):  # e.g. a claim lost in a sync: told at the next command
         click.echo(f"warning: {visible(notice)}", err=True)
-    from git_handoff import worktree
+    from git_handoff.infra import worktree
 
     if worktree.has_journal(store.repo):  # a `fail` was killed half way: finish its rollback first
         from git_handoff.ops import attempts

@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from git_handoff.cli import emit_json, json_option
-from git_handoff.errors import UsageError
+from git_handoff.core.errors import UsageError
 
 SCRIPTS = {"bash": "git-handoff.bash", "zsh": "_git-handoff"}
 

@@ -7,9 +7,9 @@ import sys
 import click
 
 from git_handoff.cli import emit_json, get_store, json_option, numbers
-from git_handoff.errors import Negative
+from git_handoff.core.errors import Negative
+from git_handoff.core.records import DispatchRun
 from git_handoff.ops import dispatch as ops
-from git_handoff.records import DispatchRun
 
 
 def _read_prompt() -> str:

@@ -11,7 +11,7 @@ import click
 from git_handoff.cli import emit_json, json_option
 
 if TYPE_CHECKING:
-    from git_handoff.gitrepo import Repo
+    from git_handoff.infra.gitrepo import Repo
 
 AGENT_OPTION = click.option("--agent", type=click.Choice(["claude", "codex", "gemini"]), default=None,
                             help="Instead of the git hook: the agent's own hooks (Claude Code: .claude/settings.json; "
@@ -38,7 +38,7 @@ def _agent_notes(result: dict[str, object]) -> list[str]:
 
 
 def _repo() -> Repo:
-    from git_handoff.gitrepo import Repo
+    from git_handoff.infra.gitrepo import Repo
 
     return Repo.discover()
 
@@ -140,9 +140,9 @@ def hooks_install_cmd(agent: str | None, no_mcp: bool, unattended: bool, as_json
     MCP server `handoff` (claude: .mcp.json; codex: [mcp_servers.handoff] in the
     project's .codex/config.toml, read in a trusted project; gemini:
     mcpServers.handoff in .gemini/settings.json)."""
-    from git_handoff.ops import hooks
+    from git_handoff.ops import hook_install
 
-    result = hooks.install(_repo(), agent=agent, command=installed_with(), mcp=not no_mcp,
+    result = hook_install.install(_repo(), agent=agent, command=installed_with(), mcp=not no_mcp,
                            unattended_run=unattended)
     if as_json:
         emit_json(result)
@@ -175,9 +175,9 @@ def hooks_install_cmd(agent: str | None, no_mcp: bool, unattended: bool, as_json
 def hooks_uninstall_cmd(agent: str | None, no_mcp: bool, unattended: bool, as_json: bool) -> None:
     """Remove what `hooks install` added (a chained hook is put back as it was; of
     the agent's MCP configuration only our `handoff` server goes)."""
-    from git_handoff.ops import hooks
+    from git_handoff.ops import hook_install
 
-    result = hooks.uninstall(_repo(), agent=agent, mcp=not no_mcp, unattended_run=unattended)
+    result = hook_install.uninstall(_repo(), agent=agent, mcp=not no_mcp, unattended_run=unattended)
     if as_json:
         emit_json(result)
     elif agent in ("claude", *LABELS):
@@ -194,10 +194,10 @@ def hooks_uninstall_cmd(agent: str | None, no_mcp: bool, unattended: bool, as_js
 def hooks_status_cmd(agent: str | None, as_json: bool) -> None:
     """Which hooks are installed, and the thresholds that trigger a handoff
     (with --agent NAME: only that agent's hooks)."""
-    from git_handoff.ops import hooks
+    from git_handoff.ops import hook_install
 
     if agent in LABELS:
-        one = hooks.agent_status(_repo(), hooks.AGENT_SPECS[agent], with_mcp=True)
+        one = hook_install.agent_status(_repo(), hook_install.AGENT_SPECS[agent], with_mcp=True)
         if as_json:
             emit_json(one)
             return
@@ -215,7 +215,7 @@ def hooks_status_cmd(agent: str | None, as_json: bool) -> None:
         for note in _agent_notes(one):
             click.echo(f"  note: {note}")
         return
-    result = hooks.status(_repo())
+    result = hook_install.status(_repo())
     if agent == "claude":
         claude = {"agent": "claude", "settings": result["claude_settings"], "installed": result["claude"],
                   "mcp": result["claude_mcp"], "unattended": result["claude_unattended"]}

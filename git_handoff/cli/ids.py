@@ -12,9 +12,9 @@ def complete_task_id(_ctx: click.Context, _param: click.Parameter, incomplete: s
     # imported only when a shell asks: every command's module imports this one
     from click.shell_completion import CompletionItem
 
-    from git_handoff.errors import HandoffError
-    from git_handoff.gitrepo import Repo
-    from git_handoff.store import StateStore
+    from git_handoff.core.errors import HandoffError
+    from git_handoff.infra.gitrepo import Repo
+    from git_handoff.state.store import StateStore
 
     try:
         store = StateStore(Repo.discover())

@@ -26,9 +26,9 @@ def mcp_cmd(as_json: bool) -> None:
     is printed as {"error", "exit_code"}; stdout is otherwise the MCP stream.
     """
     try:
-        from git_handoff import mcp_server
+        from git_handoff.mcp import server
     except ModuleNotFoundError as exc:
-        from git_handoff.errors import UsageError
+        from git_handoff.core.errors import UsageError
 
         raise UsageError(f"the MCP SDK is not installed ({exc.name}): pip install 'mcp>=2.3'") from None
-    mcp_server.serve()
+    server.serve()

@@ -15,7 +15,7 @@ from typing import Any
 
 import click
 
-from git_handoff.model import MAX_ATTEMPTS, MAX_COUNT, MAX_SECONDS
+from git_handoff.core.model import MAX_ATTEMPTS, MAX_COUNT, MAX_SECONDS
 
 _WHOLE = re.compile(r"[+-]?[0-9]{1,30}")
 

@@ -19,11 +19,11 @@ SECTIONS: list[tuple[str, tuple[str, ...]]] = [
 
 def summary_line() -> str:
     """`state: …` for an initialized repository, a hint otherwise; never fails."""
-    from git_handoff import schedule
-    from git_handoff.errors import HandoffError
-    from git_handoff.gitrepo import Repo
-    from git_handoff.state_files import sessions_started
-    from git_handoff.store import StateStore
+    from git_handoff.core import selection
+    from git_handoff.core.errors import HandoffError
+    from git_handoff.infra.gitrepo import Repo
+    from git_handoff.state.session_records import sessions_started
+    from git_handoff.state.store import StateStore
 
     try:
         store = StateStore(Repo.discover())
@@ -31,7 +31,7 @@ def summary_line() -> str:
             return "Not initialized here: `git handoff init` starts a plan in this repository."
         snap = store.snapshot()
         tasks = snap.tasks()
-        c = schedule.counts(tasks)
+        c = selection.counts(tasks)
         sessions = sessions_started(snap.meta())
     except HandoffError as exc:
         return f"({exc.message.splitlines()[0]})"

@@ -77,16 +77,16 @@ def relay_cmd(agent: str, tmux: bool, tmux_socket: str | None, ack_timeout: floa
     signals that come meanwhile (git passes a Ctrl-C on a second time) are ignored
     until that is done.
     """
-    from git_handoff.fleet_lock import FleetLock
-    from git_handoff.fleet_lock import wanted as fleet_lock_wanted
     from git_handoff.ops import relay as ops
+    from git_handoff.remote.fleet_lock import FleetLock
+    from git_handoff.remote.fleet_lock import wanted as fleet_lock_wanted
 
     store = get_store(session=0)
     lock = None
     if fleet_lock_wanted(store.repo, fleet_lock):
         import os
 
-        from git_handoff.identity import clone_id
+        from git_handoff.state.identity import clone_id
 
         remote = lock_remote or store.repo.config_get("handoff.remote") or "origin"
         lock = FleetLock(store.repo, remote, clone_id(store.repo), os.getpid(), lease_seconds=lock_lease)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import click
 
 from git_handoff.cli import emit_json, json_option
-from git_handoff.errors import UsageError
-from git_handoff.model import parse_duration
+from git_handoff.core.errors import UsageError
+from git_handoff.core.model import parse_duration
 
 
 @click.command("serve")
@@ -29,7 +29,7 @@ def serve_cmd(port: int, host: str, open_browser: bool, stop_after: str | None, 
     listens); Ctrl-C stops it.
     """
     from git_handoff.dashboard import server
-    from git_handoff.gitrepo import Repo
+    from git_handoff.infra.gitrepo import Repo
 
     seconds = parse_duration(stop_after) if stop_after is not None else None
     repo = Repo.discover()

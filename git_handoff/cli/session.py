@@ -46,9 +46,9 @@ def session_cmd() -> None:
 @json_option
 def session_start_cmd(worker: str | None, as_json: bool) -> None:
     """Open a session in this worktree (exit 1 when max_sessions is reached)."""
-    from git_handoff.ops import recovery
+    from git_handoff.ops import session_start
 
-    record = recovery.start(get_store(), worker=worker)
+    record = session_start.start(get_store(), worker=worker)
     if as_json:
         emit_json(record)
         return

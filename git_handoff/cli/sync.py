@@ -104,12 +104,12 @@ def trust_cmd(ids: tuple[str, ...], approve_all: bool, list_approved: bool, as_j
     each further line of a script marked `    | `: read it before you approve it. An
     agent is never told to approve a command: it is told to ask a person.
     """
-    from git_handoff import trust as ops
+    from git_handoff.state import trust as ops
 
     store = get_store()
     if list_approved:
         if ids or approve_all:
-            from git_handoff.errors import UsageError
+            from git_handoff.core.errors import UsageError
 
             raise UsageError("--approved lists; it takes no task IDs and no --all")
         given = ops.approved(store.repo)

@@ -10,7 +10,7 @@ import click
 from git_handoff.cli import emit_json, get_store, json_option, numbers, visible
 from git_handoff.cli.ids import complete_task_id
 from git_handoff.cli.progress import Progress
-from git_handoff.model import Task
+from git_handoff.core.model import Task
 from git_handoff.ops import tasks as ops
 from git_handoff.ops import views
 

@@ -8,19 +8,19 @@ from typing import TYPE_CHECKING, Any, cast
 
 import click
 
-from git_handoff import runner
-from git_handoff.claims import short
 from git_handoff.cli import emit_json, get_store, json_option, numbers, visible
 from git_handoff.cli.ids import complete_task_id
-from git_handoff.errors import Negative
-from git_handoff.model import CATEGORIES, Task, parse_duration
+from git_handoff.core.errors import Negative
+from git_handoff.core.model import CATEGORIES, Task, parse_duration
+from git_handoff.core.records import FailOutcome
+from git_handoff.infra import task_commands
 from git_handoff.ops import attempts as attempts_ops
 from git_handoff.ops import claim as claim_ops
 from git_handoff.ops import work as ops
-from git_handoff.records import FailOutcome
+from git_handoff.state.claim_checks import short
 
 if TYPE_CHECKING:
-    from git_handoff.store import StateStore
+    from git_handoff.state.store import StateStore
 
 force_option = click.option("--force", is_flag=True,
                             help="Act even where the claim (another worktree's, or another worker's), branch or "
@@ -40,7 +40,7 @@ def auto_sync(store: StateStore) -> None:
         click.echo(f"warning: {problem}", err=True)
 
 
-def live_output(as_json: bool) -> runner.Sink | None:
+def live_output(as_json: bool) -> task_commands.Sink | None:
     """At a terminal (and not --json), a check's output as it comes: its stdout to our
     stdout, its stderr to our stderr. Elsewhere None: output is shown once it ends."""
     if as_json or not sys.stdout.isatty():
@@ -167,7 +167,7 @@ def verify_cmd(task_id: str, as_json: bool) -> None:
     """Run the task's validation command under its timeout (exit 0 pass, 1 fail); changes nothing."""
     store = get_store()
     sink = live_output(as_json)
-    with runner.streaming(sink):
+    with task_commands.streaming(sink):
         result = ops.verify(store, task_id)
     if as_json:
         emit_json(ops.verify_view(task_id, result))
@@ -193,7 +193,7 @@ def done_cmd(task_id: str, force: bool, as_json: bool) -> None:
     store = get_store()
     sink = live_output(as_json)
     try:
-        with runner.streaming(sink):
+        with task_commands.streaming(sink):
             task = ops.done(store, task_id, force=force)
     except Negative as exc:
         auto_sync(store)

@@ -12,7 +12,7 @@ writes that did not see each other.
 
 `stamp_write` stamps a record being written (its `hlc` and `field_clock`): every state
 write needs it and most commands never merge, so it lives here rather than in
-git_handoff.merge (whose import every command would otherwise pay).
+git_handoff.core.merge (whose import every command would otherwise pay).
 
 Pure: plain data in and out, so the rules are property-tested with the merge.
 """

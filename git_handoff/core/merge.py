@@ -22,7 +22,7 @@ Per path (one blob per record):
     time order, other values: written last wins.
   - anything else: the larger blob (a stable rule), reported.
 
-Limits: the merge never makes a record the edge (git_handoff.records) refuses when both
+Limits: the merge never makes a record the edge (git_handoff.core.records) refuses when both
 sides pass it. A union of a capped list (model.LIST_LIMITS: relay failures, a task's
 error_log and checkpoints, a session's decisions, ...) keeps the newest `limit` entries,
 a set merge (depends_on) the first `limit`, meta.json's counters by clone the `limit`
@@ -31,7 +31,7 @@ that would still be larger than a record may be (MAX_RECORD_BYTES: each side's f
 kept, but together too big) is decided whole, written last wins (pick_record). Each
 bound depends only on the merged values, so the merge stays symmetric.
 
-"Written last" uses the record's hybrid logical clock stamp `hlc` (git_handoff.hlc:
+"Written last" uses the record's hybrid logical clock stamp `hlc` (git_handoff.core.hlc:
 a write stamps later than everything the record carried, so a change made after
 seeing another clone's change wins whatever the wall clocks say); records from
 before HLCs fall back to `updated_at` (or another timestamp they carry), ordered
@@ -49,13 +49,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypedDict
 
-from git_handoff import hlc, model
+from git_handoff.core import hlc, model
 
 TASK_PREFIX = "tasks/"
 META_PATH = "meta.json"
 CONFIG_PATH = "config.toml"
 FORMAT_PATH = "format"
-# The record-write stamp and the field names it treats apart live in git_handoff.hlc (a
+# The record-write stamp and the field names it treats apart live in git_handoff.core.hlc (a
 # command that writes records but never merges does not import this module).
 CLOCK = hlc.CLOCK
 CLAIM_UNIT = hlc.CLAIM_UNIT
@@ -351,7 +351,7 @@ class _RecordMerge:
         clock.update(self.clock)
         # fields not decided by time (unions, maxima) need no entry; a record stamped by
         # a hybrid clock keeps every entry (each local write adds one per field it changed,
-        # git_handoff.merge.stamp_write), so a field's time stays exact when the record's
+        # git_handoff.core.merge.stamp_write), so a field's time stays exact when the record's
         # time moves on; a record from before HLCs leaves out what its own time says
         top = record_time(out)
         top_key = hlc.key(top)

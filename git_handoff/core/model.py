@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from git_handoff import display
-from git_handoff.errors import UsageError
+from git_handoff.core import display
+from git_handoff.core.errors import UsageError
 
 STATUSES = ("pending", "in_progress", "completed", "failed")
 PRIORITIES = ("P0", "P1", "P2")
@@ -62,8 +62,8 @@ MAX_RELAY_FAILURES = 100  # relay.json's `failures`
 # The most entries each capped list of a record may hold, by record kind (records.kind_of)
 # and field; a dotted name is a list inside an object field (a handoff document's
 # `status.pending`), and meta.json's `sessions_by_clone` is an object of counters capped
-# the same way. One table for both sides of the rule: the parsers (git_handoff.records)
-# refuse a record holding more, and the merge (git_handoff.merge) bounds a union of two
+# the same way. One table for both sides of the rule: the parsers (git_handoff.core.records)
+# refuse a record holding more, and the merge (git_handoff.core.merge) bounds a union of two
 # sides to it, so that any two records the edge accepts merge into one it accepts. A list
 # no entry names is a field a newer writer added: no parser counts it, the record's size
 # (MAX_RECORD_BYTES) bounds it.

@@ -22,9 +22,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, NewType, TypedDict, cast
 
-from git_handoff import model
-from git_handoff.errors import InvalidState, UsageError
-from git_handoff.model import Config, Task, parse_time
+from git_handoff.core import model
+from git_handoff.core.errors import InvalidState, UsageError
+from git_handoff.core.model import Config, Task, parse_time
 
 TaskId = NewType("TaskId", str)
 Oid = NewType("Oid", str)  # a commit or blob object id, 40 hex digits
@@ -320,7 +320,7 @@ def list_of(check: Check, limit: int = MAX_LIST) -> Check:
 
 def capped(kind: str, name: str, check: Check) -> Check:
     """A list of `check`s holding at most LIST_LIMITS[kind][name] entries: the cap the merge
-    (git_handoff.merge) keeps a union of two sides to."""
+    (git_handoff.core.merge) keeps a union of two sides to."""
     return list_of(check, LIST_LIMITS[kind][name])
 
 
@@ -547,7 +547,7 @@ class FailOutcome(TypedDict):
 
 
 _CLONE = re.compile(r"[0-9a-f]{16}")
-_HLC = re.compile(r"[0-9]{13}\.[0-9]{6}\.[0-9a-f]{0,16}")  # git_handoff.hlc
+_HLC = re.compile(r"[0-9]{13}\.[0-9]{6}\.[0-9a-f]{0,16}")  # git_handoff.core.hlc
 # a run id: NNN-slug (before fleet ids) or NNN-slug@<clone>; a session or document file:
 # <n>.json (before fleet ids) or <n>@<clone>.json -- the clone part makes two clones'
 # numbers distinct even when both minted the same one offline
@@ -1030,7 +1030,7 @@ _W_EXTRA_VALUES = {
 }
 _W_RULED_KEYS = sorted(model.TASK_READ_KEYS | TASK_EXTRA_FIELDS.keys(), key=len, reverse=True)
 # A key no rule reads (completed_commit, field_clock, ...): a plain value, or the
-# {field: [stamp, digest]} table of git_handoff.hlc; anything else goes to the full parse.
+# {field: [stamp, digest]} table of git_handoff.core.hlc; anything else goes to the full parse.
 _W_PLAIN = r"(?:null|true|false|-?(?:0|[1-9][0-9]{0,18}+)|" + _string() + ")"
 _W_TABLE_ENTRY = _string() + ": " + _json_list(_string(), 4)
 _W_TABLE = r"(?:\{\}|\{\n    " + _W_TABLE_ENTRY + r"(?:,\n    " + _W_TABLE_ENTRY + r")*+\n  \})"

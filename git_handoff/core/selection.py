@@ -9,9 +9,9 @@ import dataclasses
 from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta, timezone
 
-from git_handoff import hlc
-from git_handoff.errors import UsageError
-from git_handoff.model import PRIORITIES, Task, iso, parse_time
+from git_handoff.core import hlc
+from git_handoff.core.errors import UsageError
+from git_handoff.core.model import PRIORITIES, Task, iso, parse_time
 
 PRIORITY_RANK = {p: n for n, p in enumerate(PRIORITIES)}
 

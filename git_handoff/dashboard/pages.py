@@ -14,13 +14,14 @@ import re
 from typing import Any
 from urllib.parse import quote
 
-from git_handoff import display, schedule, state_files
-from git_handoff import graph_svg as svg
-from git_handoff.errors import UsageError
-from git_handoff.model import Task, check_id
+from git_handoff.core import display, selection
+from git_handoff.core.errors import UsageError
+from git_handoff.core.model import Task, check_id
+from git_handoff.infra import graph_svg as svg
 from git_handoff.ops import attempts as attempt_ops
 from git_handoff.ops import prompt
-from git_handoff.store import Snapshot, StateStore
+from git_handoff.state import session_records
+from git_handoff.state.store import Snapshot, StateStore
 
 STATUSES = ("pending", "in_progress", "completed", "failed", "blocked")
 PRIORITIES = ("P0", "P1", "P2")
@@ -31,7 +32,7 @@ GROUP_SHOWN = 200  # tasks of one status listed on the overview; the rest on /ta
 
 def escape(text: str) -> str:
     """Text of the state (another clone's, perhaps) as HTML: one line of data with its
-    control and bidi characters shown as escapes (git_handoff.display), then HTML-escaped."""
+    control and bidi characters shown as escapes (git_handoff.core.display), then HTML-escaped."""
     return html.escape(display.line(text))
 
 
@@ -115,7 +116,7 @@ def not_initialized_page(message: str) -> str:
 
 
 def counts_html(tasks: dict[str, Task], blocked: set[str]) -> str:
-    counts = schedule.counts(tasks, blocked)
+    counts = selection.counts(tasks, blocked)
     total = len(tasks)
     done = counts.get("completed", 0)
     bar = "".join(
@@ -141,15 +142,15 @@ def counts_html(tasks: dict[str, Task], blocked: set[str]) -> str:
 
 
 def relay_html(snap: Snapshot) -> str:
-    record = state_files.read_relay(snap)
+    record = session_records.read_relay(snap)
     if not record:
         return '<p class="muted" data-relay="none">No relay has run in this repository.</p>'
-    notes = state_files.relay_status_lines(snap)
+    notes = session_records.relay_status_lines(snap)
     state = str(record.get("state") or "-")
     session = record.get("session")
     ack = None
     if isinstance(session, int):
-        srec = state_files.read_session(snap, session)
+        srec = session_records.read_session(snap, session)
         ack = srec.get("ack") if srec else None
     rows = [
         ("state", state),
@@ -158,7 +159,7 @@ def relay_html(snap: Snapshot) -> str:
         ("ACK", (ack.get("status") if isinstance(ack, dict) else None) or "waiting" if session else "-"),
         ("started", str(record.get("started_at") or "-")),
     ]
-    waiting = state_files.waiting_lines(record) if state == "running" else []
+    waiting = session_records.waiting_lines(record) if state == "running" else []
     if waiting:  # a limit or outage the relay waits out
         rows.append(("waiting", waiting[0].removeprefix("relay: waiting for ")))
     if record.get("stopped_at"):
@@ -193,8 +194,8 @@ def sessions_html(snap: Snapshot) -> str:
         return '<p class="muted">No session yet.</p>'
     cards = []
     for n in numbers:
-        rec = state_files.read_session(snap, n) or {}
-        doc = state_files.read_doc(snap, n)
+        rec = session_records.read_session(snap, n) or {}
+        doc = session_records.read_doc(snap, n)
         ack = rec.get("ack")
         ack_text = ack.get("status") if isinstance(ack, dict) else "-"
         done = len(rec.get("completed") or [])
@@ -217,7 +218,7 @@ def inline_graph_html(tasks: dict[str, Task], blocked: set[str]) -> str:
 def live_fragments(store: StateStore) -> dict[str, Any]:
     snap = store.snapshot()
     tasks = snap.tasks()
-    return _live(store, snap, tasks, schedule.blocked_ids(tasks))
+    return _live(store, snap, tasks, selection.blocked_ids(tasks))
 
 
 def _live(store: StateStore, snap: Snapshot, tasks: dict[str, Task], blocked: set[str]) -> dict[str, Any]:
@@ -254,7 +255,7 @@ def _task_items(chosen: list[Task]) -> str:
 def overview(store: StateStore) -> str:
     snap = store.snapshot()
     tasks = snap.tasks()
-    blocked = schedule.blocked_ids(tasks)
+    blocked = selection.blocked_ids(tasks)
     live = _live(store, snap, tasks, blocked)
     groups = []
     for s, chosen in _by_status(tasks, blocked).items():
@@ -282,20 +283,20 @@ def tasks_page(store: StateStore, status: str) -> str | None:
     if status not in STATUSES:
         return None
     tasks = store.snapshot().tasks()
-    chosen = _by_status(tasks, schedule.blocked_ids(tasks))[status]
+    chosen = _by_status(tasks, selection.blocked_ids(tasks))[status]
     return page(f"{status} tasks", f'<section><h2 class="s-{status}">{status} ({len(chosen)})</h2>'
                                    f'<ul class="tasks" data-group="{status}">{_task_items(chosen)}</ul></section>')
 
 
 def graph_svg(store: StateStore) -> str:
     tasks = store.snapshot().tasks()
-    return svg.render(tasks, schedule.blocked_ids(tasks), link=task_url)
+    return svg.render(tasks, selection.blocked_ids(tasks), link=task_url)
 
 
 def graph_page(store: StateStore) -> str:
     tasks = store.snapshot().tasks()
     edges = sum(1 for t in tasks.values() for d in t.depends_on if d in tasks)
-    drawing = svg.render(tasks, schedule.blocked_ids(tasks), link=task_url)
+    drawing = svg.render(tasks, selection.blocked_ids(tasks), link=task_url)
     body = (f"<section><h2>Dependency graph</h2><p>{len(tasks)} task(s), {edges} dependenc"
             f"{'y' if edges == 1 else 'ies'} · <a href=\"/graph.svg\">SVG</a></p>"
             f'<div class="graph-wrap">{drawing}</div></section>')
@@ -313,7 +314,7 @@ def task_page(store: StateStore, task_id: str) -> str | None:
     if task is None:
         return None
     tasks = snap.tasks()
-    blocked = schedule.blocked_ids(tasks)
+    blocked = selection.blocked_ids(tasks)
     state = _status_of(task, blocked)
     deps = " ".join(f'<a href="{task_url(d)}">{escape(d)}</a>' for d in task.depends_on) or "-"
     dependents = [t.id for t in tasks.values() if task.id in t.depends_on]
@@ -357,10 +358,10 @@ def sessions_page(store: StateStore) -> str:
 
 def session_page(store: StateStore, number: int) -> str | None:
     snap = store.snapshot()
-    rec = state_files.read_session(snap, number)
+    rec = session_records.read_session(snap, number)
     if rec is None:
         return None
-    doc = state_files.read_doc(snap, number)
+    doc = session_records.read_doc(snap, number)
     ack = rec.get("ack")
     rows = [
         ("worker", str(rec.get("worker") or "-")), ("started", str(rec.get("started_at") or "-")),

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from git_handoff.errors import UsageError
+from git_handoff.core.errors import UsageError
 
 # A key given without `=` (`git -c handoff.autoSync`): git's "no value", true as a boolean.
 NO_VALUE = None

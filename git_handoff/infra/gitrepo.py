@@ -19,8 +19,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from git_handoff import gitconfig
-from git_handoff.errors import GitFailure, NotARepository, UsageError
+from git_handoff.core.errors import GitFailure, NotARepository, UsageError
+from git_handoff.infra import gitconfig
 
 if TYPE_CHECKING:
     import pygit2

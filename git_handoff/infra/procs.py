@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from git_handoff.errors import Signalled
+from git_handoff.core.errors import Signalled
 
 
 def alive(pid: int) -> bool:

@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from git_handoff.model import printable
+from git_handoff.core.model import printable
 
 # sink(stream, chunk): stream is "stdout" or "stderr"; called from reader threads.
 Sink = Callable[[str, bytes], None]

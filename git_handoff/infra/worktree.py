@@ -34,9 +34,9 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from git_handoff import paths
-from git_handoff.errors import GitFailure, UsageError
-from git_handoff.gitrepo import Repo
+from git_handoff.core.errors import GitFailure, UsageError
+from git_handoff.infra import paths
+from git_handoff.infra.gitrepo import Repo
 
 CLAIMS_PREFIX = "refs/handoff/claims/"
 JOURNAL = "rollback.json"

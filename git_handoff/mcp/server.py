@@ -1,4 +1,4 @@
-"""`git handoff mcp`: the tools of mcp_tools.py served over stdio with the MCP SDK.
+"""`git handoff mcp`: the tools of mcp/tools.py served over stdio with the MCP SDK.
 
 A tool's result carries what the CLI would print and exit with:
 - content[0]: the JSON document `--json` prints (for an error, its payload or
@@ -25,9 +25,10 @@ import mcp_types as types
 from mcp.server import Server, ServerRequestContext
 from mcp.server.stdio import stdio_server
 
-from git_handoff import __version__, display
-from git_handoff.errors import EXIT_MEANINGS
-from git_handoff.mcp_tools import TOOLS, Answer, Workspace, call
+from git_handoff import __version__
+from git_handoff.core import display
+from git_handoff.core.errors import EXIT_MEANINGS
+from git_handoff.mcp.tools import TOOLS, Answer, Workspace, call
 
 STOP_GRACE_SECONDS = 0.5  # after a signal, time for the last answer to be written out
 

@@ -4,7 +4,7 @@ checks, and `call()`, which runs one tool and answers exactly what the CLI's
 
 An adapter like the CLI: it parses the arguments, calls the same core functions
 the CLI calls, and maps errors to exit codes through errors.py. It does not
-import the MCP SDK (mcp_server.py does), so it is cheap to test and to measure.
+import the MCP SDK (mcp/server.py does), so it is cheap to test and to measure.
 
 Every call opens a fresh StateStore: the session is read again, the state ref is
 read again, the lock is taken for each transaction, exactly as one CLI command.
@@ -20,12 +20,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from git_handoff import display, notices
-from git_handoff.errors import EXIT_USAGE, HandoffError, Negative, UsageError
-from git_handoff.gitrepo import Repo
-from git_handoff.model import CATEGORIES, MAX_COUNT, PRIORITIES, parse_duration
+from git_handoff.core import display
+from git_handoff.core.errors import EXIT_USAGE, HandoffError, Negative, UsageError
+from git_handoff.core.model import CATEGORIES, MAX_COUNT, PRIORITIES, parse_duration
+from git_handoff.infra.gitrepo import Repo
 from git_handoff.ops import attempts, claim, handoff, prompt, sessions, sync, tasks, views, work
-from git_handoff.store import StateStore
+from git_handoff.state import notices
+from git_handoff.state.store import StateStore
 
 STATUSES = ("pending", "in_progress", "completed", "failed", "blocked")
 JSON_TYPES: dict[str, type] = {"string": str, "integer": int, "boolean": bool, "array": list}
@@ -105,7 +106,7 @@ class Answer:
         return self.exit_code != 0
 
     def text(self) -> str:
-        """The JSON document, every character git_handoff.display escapes (C1 controls,
+        """The JSON document, every character git_handoff.core.display escapes (C1 controls,
         bidi formatting, DEL, lone surrogates: the ones JSON itself lets through) written
         as a JSON `\\uXXXX` escape: the same value, with nothing in it for the agent's
         terminal or a person reading the transcript to act on."""

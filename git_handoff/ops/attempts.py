@@ -14,19 +14,21 @@ import json
 import re
 from typing import Any
 
-from git_handoff import claim_index, claim_journal, local, notes, records, runner, trust, worktree
-from git_handoff.claims import (
+from git_handoff.core import records
+from git_handoff.core.errors import Contention, GitFailure, InvalidState, UsageError
+from git_handoff.core.model import Task, check_category, check_id, now_iso, printable
+from git_handoff.core.records import FailOutcome
+from git_handoff.infra import task_commands, worktree
+from git_handoff.infra.gitrepo import Repo
+from git_handoff.state import claim_index, claim_journal, notes, this_clone, trust
+from git_handoff.state.claim_checks import (
     CLAIM_EXTRAS,
     claimed_task,
     current,
     require_branch,
     short,
 )
-from git_handoff.errors import Contention, GitFailure, InvalidState, UsageError
-from git_handoff.gitrepo import Repo
-from git_handoff.model import Task, check_category, check_id, now_iso, printable
-from git_handoff.records import FailOutcome
-from git_handoff.store import ATTEMPTS_PREFIX, StateStore, Tx
+from git_handoff.state.store import ATTEMPTS_PREFIX, StateStore, Tx
 
 # -- fail ------------------------------------------------------------------------------
 
@@ -112,7 +114,7 @@ def fail(
     force: bool = False,
     end_operation: bool | None = None,
     _seen: Task | None = None,
-    _run: runner.RunResult | None = None,
+    _run: task_commands.RunResult | None = None,
 ) -> FailOutcome:
     """Fail a claimed attempt: save it whole, count it, return the worktree exactly to the
     claim's moment, clean up.
@@ -233,7 +235,7 @@ def fail(
     if local is not None:
         claim_journal.drop(repo, seen.id)
     if task.cleanup:
-        result = runner.run_command(task.cleanup, repo.root(), task.timeout_seconds, env={"HANDOFF_TASK": task.id})
+        result = task_commands.run_command(task.cleanup, repo.root(), task.timeout_seconds, env={"HANDOFF_TASK": task.id})
         outcome["cleanup"] = result.to_json()
         if not result.ok:
             _log_warning(store, task.id, f"on_failure.cleanup failed ({result.category}): {result.summary()}")
@@ -352,7 +354,7 @@ def restore(store: StateStore, task_id: str, n: int, force: bool = False) -> dic
     index = repo.commit_tree(parents[1]) if len(parents) >= 2 and record.get("index") else None
     # the names of an attempt another worker saved (another clone's, perhaps) pass the
     # foreign name rules too (paths.path_problem); this worker's own come back as they were
-    foreign = record.get("worker") != local.worker_identity(repo)
+    foreign = record.get("worker") != this_clone.worker_identity(repo)
     done_ = worktree.restore_picture(repo, source=repo.commit_tree(commit), since=since, index=index,
                                      since_index=since_index, force=force, foreign=foreign)
 

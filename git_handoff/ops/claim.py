@@ -2,7 +2,7 @@
 compare-and-swap; with a remote, in one push the remote accepted.
 
 The fast path reads the per-clone claim index instead of every task; anything the
-index cannot decide takes the full selection (schedule.prepare + eligible), which
+index cannot decide takes the full selection (selection.prepare + eligible), which
 rebuilds the index. Expired leases and dependency failures found on the way are
 recorded in the same transaction.
 """
@@ -15,8 +15,13 @@ import secrets
 from dataclasses import dataclass
 from typing import Any
 
-from git_handoff import claim_index, claim_journal, identity, schedule, state_files, worktree
-from git_handoff.claims import (
+from git_handoff.core import selection
+from git_handoff.core.errors import Contention, Negative, UsageError
+from git_handoff.core.model import Task, check_id, now_iso
+from git_handoff.infra import worktree
+from git_handoff.infra.gitrepo import Repo
+from git_handoff.state import claim_index, claim_journal, identity, session_records
+from git_handoff.state.claim_checks import (
     DEFAULT_LEASE_SECONDS,
     check_lease,
     expires,
@@ -26,11 +31,8 @@ from git_handoff.claims import (
     other_workers,
     short,
 )
-from git_handoff.errors import Contention, Negative, UsageError
-from git_handoff.gitrepo import Repo
-from git_handoff.local import worker_identity
-from git_handoff.model import Task, check_id, now_iso
-from git_handoff.store import StateStore, Tx
+from git_handoff.state.store import StateStore, Tx
+from git_handoff.state.this_clone import worker_identity
 
 
 @dataclass(frozen=True)
@@ -43,7 +45,7 @@ class ClaimContext:
     branch: str | None
     lease_seconds: int
     snapshot: str | None = None  # the work tree at the claim, when not clean
-    clone: str = ""  # this clone's public identity (git_handoff.identity)
+    clone: str = ""  # this clone's public identity (git_handoff.state.identity)
 
 
 def claim_context(repo: Repo, *, worker: str | None = None, lease: int | None = None) -> ClaimContext:
@@ -97,7 +99,7 @@ def claim_in_tx(
     once want different tasks (a P1 is still never taken while a P0 is free).
     Expired leases and dependency failures found on the way are recorded either way.
     """
-    state_files.check_claim_allowed(tx)
+    session_records.check_claim_allowed(tx)
     stamp = now_iso()
     if task_id is None and not taken and slot[1] <= 1:
         quick = _quick_pick(tx, ctx, force, stamp)
@@ -106,7 +108,7 @@ def claim_in_tx(
             claimed = _take(tx, task, ctx, stamp)
             claim_index.carry(tx, [claimed], rows=rows)
             return claimed
-    prepared, changes = schedule.prepare(tx.tasks(), stamp)
+    prepared, changes = selection.prepare(tx.tasks(), stamp)
     holders = [t for t in prepared.values() if t.status == "in_progress"]
     mine = [t for t in holders if held_here(t, ctx.worktree, ctx.worker, tx.store.repo)]
     if mine and not force:
@@ -152,7 +154,7 @@ def claim_in_tx(
             record_prepare(tx, changes)
             raise Negative(f"task {task_id} is not ready: it waits on {', '.join(waiting)}")
     else:
-        found = schedule.eligible(prepared, skip=taken)
+        found = selection.eligible(prepared, skip=taken)
         if not found:
             record_prepare(tx, changes)
             claim_index.rebuild(tx, prepared)

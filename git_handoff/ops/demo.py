@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import git_handoff
-from git_handoff.errors import HandoffError, UsageError
+from git_handoff.core.errors import HandoffError, UsageError
 
 PLAN = """\
 # The demo's plan: each task writes <id>.txt holding done-<id>; its check proves it.

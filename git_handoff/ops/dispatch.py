@@ -34,11 +34,13 @@ import time
 from pathlib import Path
 from typing import Any, cast
 
-from git_handoff import identity, procs, records
-from git_handoff.errors import Negative, Signalled, UsageError, interrupt_exit_code
-from git_handoff.model import now_iso
-from git_handoff.records import DispatchRun
-from git_handoff.store import StateStore, Tx
+from git_handoff.core import records
+from git_handoff.core.errors import Negative, Signalled, UsageError, interrupt_exit_code
+from git_handoff.core.model import now_iso
+from git_handoff.core.records import DispatchRun
+from git_handoff.infra import procs
+from git_handoff.state import identity
+from git_handoff.state.store import StateStore, Tx
 
 DISPATCH_DIR = "dispatch"
 SLUG = re.compile(r"^[a-z]+(?:-[a-z]+){0,2}$")

@@ -8,13 +8,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import timedelta
 
-from git_handoff import quarantine, records, transport
-from git_handoff.errors import HandoffError, UsageError
-from git_handoff.gitrepo import Repo
-from git_handoff.model import Task, now_iso, parse_time
-from git_handoff.schedule import lease_deadline, lease_expired
-from git_handoff.store import Snapshot, task_path
-from git_handoff.transport import Remote
+from git_handoff.core import records
+from git_handoff.core.errors import HandoffError, UsageError
+from git_handoff.core.model import Task, now_iso, parse_time
+from git_handoff.core.selection import lease_deadline, lease_expired
+from git_handoff.infra.gitrepo import Repo
+from git_handoff.remote import transport
+from git_handoff.remote.transport import Remote
+from git_handoff.state import quarantine
+from git_handoff.state.store import Snapshot, task_path
 
 # -- claims seen on the remote ---------------------------------------------------------------
 

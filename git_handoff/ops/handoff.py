@@ -11,13 +11,13 @@ from __future__ import annotations
 
 from typing import Any, cast
 
-from git_handoff import schedule, worktree
-from git_handoff.errors import Negative, UsageError
-from git_handoff.gitrepo import Repo
-from git_handoff.local import tasks_per_session
-from git_handoff.model import Task, now_iso
-from git_handoff.records import HandoffDoc, WrittenDoc
-from git_handoff.state_files import (
+from git_handoff.core import selection
+from git_handoff.core.errors import Negative, UsageError
+from git_handoff.core.model import Task, now_iso
+from git_handoff.core.records import HandoffDoc, WrittenDoc
+from git_handoff.infra import worktree
+from git_handoff.infra.gitrepo import Repo
+from git_handoff.state.session_records import (
     completed_ids,
     current_number,
     doc_numbers,
@@ -29,7 +29,8 @@ from git_handoff.state_files import (
     read_session,
     session_path,
 )
-from git_handoff.store import StateStore, Tx, format_log_line
+from git_handoff.state.store import StateStore, Tx, format_log_line
+from git_handoff.state.this_clone import tasks_per_session
 
 TRIGGERS = ("manual", "commits", "tasks", "pre-compact", "stop", "relay", "session-end")
 
@@ -59,7 +60,7 @@ def build(source: Any, repo: Repo, number: int, trigger: str) -> HandoffDoc:
     tasks = source.tasks()
     record = read_session(source, number) if number > 0 else None
     done_here = set(completed_ids(source, number))
-    blocked = schedule.blocked_ids(tasks)
+    blocked = selection.blocked_ids(tasks)
     completed, in_progress, pending, failed = [], [], [], []
     for t in tasks.values():
         if t.status == "completed":

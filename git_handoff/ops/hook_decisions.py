@@ -1,6 +1,6 @@
 """The agent-hook event core, shared by every agent CLI.
 
-An agent's adapter (Claude Code: `ops/claude.py`) turns the CLI's hook payload into an
+An agent's adapter (Claude Code: `agent_cli/claude.py`) turns the CLI's hook payload into an
 `Event` and renders the `Outcome` back in the CLI's own format; everything the hooks
 decide is decided here, once:
 
@@ -26,13 +26,15 @@ import os
 import time
 from pathlib import Path
 
-from git_handoff import display, local, schedule, state_files
-from git_handoff.errors import HandoffError, Negative
-from git_handoff.gitrepo import Repo
-from git_handoff.hook_events import Event, Outcome
-from git_handoff.model import Task, now_iso
-from git_handoff.ops import handoff, prompt, recovery, sessions
-from git_handoff.store import StateStore
+from git_handoff.agent_cli.hook_data import Event, Outcome
+from git_handoff.core import display, selection
+from git_handoff.core.errors import HandoffError, Negative
+from git_handoff.core.model import Task, now_iso
+from git_handoff.infra.gitrepo import Repo
+from git_handoff.ops import handoff, prompt, sessions
+from git_handoff.ops import session_start as session_start_op
+from git_handoff.state import session_records, this_clone
+from git_handoff.state.store import StateStore
 
 SAFETY_VALVE = 8  # consecutive blocks without a completed task, then the stop is allowed
 VALVE_FILE = "stop-hook.json"
@@ -145,8 +147,8 @@ def relay_session() -> int | None:
 def session_start(store: StateStore, event: Event) -> Outcome:
     note = ""
     warning = None
-    opened = local.open_session(store.repo)
-    record = state_files.read_session(store.snapshot(), int(opened["session"])) if opened else None
+    opened = this_clone.open_session(store.repo)
+    record = session_records.read_session(store.snapshot(), int(opened["session"])) if opened else None
     pinned = relay_session()
     # resume and compact continue the open session. An open session nobody acknowledged
     # yet was started for this agent (by `session start` or the relay): adopt it.
@@ -157,7 +159,7 @@ def session_start(store: StateStore, event: Event) -> Outcome:
         store.session = int(opened["session"])
     else:
         try:
-            recovery.start(store)
+            session_start_op.start(store)
         except Negative as exc:
             note = f"git handoff: {display.line(exc.message)}. Do not start new work: stop here.\n\n"
             warning = note.strip()
@@ -176,7 +178,7 @@ def compacted(store: StateStore) -> None:
     """The compaction PreCompact announced happened: write the session's document."""
     announced = _read_private(store, COMPACT_FILE)
     _write_private(store, COMPACT_FILE, None)
-    if announced and announced.get("session") == state_files.current_number(store) and store.session > 0:
+    if announced and announced.get("session") == session_records.current_number(store) and store.session > 0:
         handoff.write_doc(store, trigger="pre-compact")
 
 
@@ -185,7 +187,7 @@ def _compacting(store: StateStore) -> bool:
     under way (an announcement older than COMPACTION_SECONDS is one that never happened,
     a `/compact` with nothing to compact)."""
     announced = _read_private(store, COMPACT_FILE)
-    if not announced or announced.get("session") != state_files.current_number(store):
+    if not announced or announced.get("session") != session_records.current_number(store):
         return False
     try:
         age = time.time() - _private(store, COMPACT_FILE).stat().st_mtime
@@ -197,7 +199,7 @@ def _compacting(store: StateStore) -> bool:
 def pre_compact(store: StateStore, event: Event) -> Outcome:
     """Announce the compaction; its document is written when the agent comes back from it
     (SessionStart source=compact), so a `/compact` that had nothing to compact writes none."""
-    number = state_files.current_number(store)
+    number = session_records.current_number(store)
     if number > 0:
         _write_private(store, COMPACT_FILE, {"session": number, "trigger": event.trigger, "at": now_iso()})
     return Outcome()
@@ -206,7 +208,7 @@ def pre_compact(store: StateStore, event: Event) -> Outcome:
 def compacting(store: StateStore, event: Event) -> Outcome:
     """An agent that is about to compact and will not say when it did (Gemini CLI has no
     event after a compression): the document is written now, while the context is whole."""
-    number = state_files.current_number(store)
+    number = session_records.current_number(store)
     if number > 0:
         store.session = number
         handoff.write_doc(store, trigger="pre-compact")
@@ -216,13 +218,13 @@ def compacting(store: StateStore, event: Event) -> Outcome:
 def session_end(store: StateStore, event: Event) -> Outcome:
     """The agent's session ends: its document (from git facts when it wrote none), then the
     session closes. Under a relay only the document: the relay closes the session itself."""
-    number = state_files.current_number(store)
+    number = session_records.current_number(store)
     if number <= 0:
         return Outcome()
     store.session = number
     if not handoff.handed_off(store, number):
         handoff.write_doc(store, trigger="session-end")
-    if relay_session() is None and local.open_session(store.repo) is not None:
+    if relay_session() is None and this_clone.open_session(store.repo) is not None:
         sessions.end(store)
     _write_private(store, VALVE_FILE, None)
     return Outcome()
@@ -232,11 +234,11 @@ def session_end(store: StateStore, event: Event) -> Outcome:
 
 
 def _next_task(store: StateStore) -> Task | None:
-    return schedule.next_eligible(store.snapshot().tasks(), now_iso())
+    return selection.next_eligible(store.snapshot().tasks(), now_iso())
 
 
 def _mine_in_progress(store: StateStore) -> list[Task]:
-    worker = local.worker_identity(store.repo)
+    worker = this_clone.worker_identity(store.repo)
     tasks = store.snapshot().tasks().values()
     return [t for t in tasks if t.status == "in_progress" and t.claimed_by == worker]
 
@@ -250,18 +252,18 @@ def stop_reason(store: StateStore) -> str | None:
     """Why this agent must go on (the next task), or None when it may stop."""
     repo = store.repo
     snap = store.snapshot()
-    number = state_files.current_number(store)
+    number = session_records.current_number(store)
     if number > 0:
         store.session = number
         if relay_session() == number and handoff.handed_off(store, number):
             return None  # the relay is waiting to start the next session
-        done = len(state_files.completed_ids(snap, number))
-        per_session = local.tasks_per_session(repo)
-        if state_files.limit_reached(snap, number) or (per_session is not None and done >= per_session):
+        done = len(session_records.completed_ids(snap, number))
+        per_session = this_clone.tasks_per_session(repo)
+        if session_records.limit_reached(snap, number) or (per_session is not None and done >= per_session):
             handoff.write_doc(store, trigger="stop")
             return None
-    elif (state_files.sessions_started(snap.meta()) >= snap.config().max_sessions
-          and state_files.sessions_started(snap.meta(), snap) >= snap.config().max_sessions):
+    elif (session_records.sessions_started(snap.meta()) >= snap.config().max_sessions
+          and session_records.sessions_started(snap.meta(), snap) >= snap.config().max_sessions):
         return None  # max_sessions reached: SessionStart told the agent to stop; so does this
     mine = _mine_in_progress(store)
     if mine:
@@ -332,17 +334,17 @@ def subagent_stop(store: StateStore, event: Event) -> Outcome:
 def post_commit(store: StateStore) -> None:
     """The post-commit hook's slow side, run once the session's commit threshold is reached."""
     repo = store.repo
-    opened = local.open_session(repo)
-    local.clear_hook_state(repo)
+    opened = this_clone.open_session(repo)
+    this_clone.clear_hook_state(repo)
     if opened is None:
         return
-    threshold = local.commits_per_session(repo)
+    threshold = this_clone.commits_per_session(repo)
     base = opened.get("base")
     if threshold is None or not base:
         return
     proc = repo.git("rev-list", "--count", f"{base}..HEAD", check=False)
     count = int(proc.stdout.decode().strip() or 0) if proc.returncode == 0 else 0
     if count < threshold:
-        local.write_hook_state(repo, base, count)
+        this_clone.write_hook_state(repo, base, count)
         return
     handoff.write_doc(store, trigger="commits")

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from git_handoff import records
-from git_handoff.errors import UsageError
-from git_handoff.hook_events import Event
-from git_handoff.ops import agent_events, claude, codex, gemini
+from git_handoff.agent_cli import claude, codex, gemini
+from git_handoff.agent_cli.hook_data import Event
+from git_handoff.core import records
+from git_handoff.core.errors import UsageError
+from git_handoff.ops import hook_decisions
 
 ADAPTERS = (claude, codex, gemini)
 EVENTS: tuple[str, ...] = ("post-commit", *(hook for adapter in ADAPTERS for hook in adapter.HOOKS))
@@ -37,9 +38,9 @@ def parse_payload(text: str | None) -> tuple[dict[str, Any], str]:
 def run(hook: str, stdin_text: str | None) -> tuple[str, str]:
     """Handle one hook call; (what to print on stdout, a warning for stderr)."""
     if hook == "post-commit":
-        store = agent_events.find_store(Event(kind="post-commit"))
+        store = hook_decisions.find_store(Event(kind="post-commit"))
         if store is not None:
-            agent_events.post_commit(store)
+            hook_decisions.post_commit(store)
         return "", ""
     for adapter in ADAPTERS:
         if hook in adapter.HOOKS:
@@ -48,7 +49,7 @@ def run(hook: str, stdin_text: str | None) -> tuple[str, str]:
             if event.set_aside:
                 ignored = (f"git handoff hook: payload field(s) {', '.join(event.set_aside)} ignored: not one line "
                            "of text within its length cap")
-            outcome = agent_events.handle(event)
+            outcome = hook_decisions.handle(event)
             # one line on stderr, whatever was set aside and whatever the core warns of
             warned = "; ".join(" ".join(w.split()) for w in (ignored, outcome.warning or "") if w)
             return adapter.render(hook, outcome), warned

@@ -13,12 +13,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from git_handoff import agent_config, local, mcp_config
-from git_handoff.errors import UsageError
-from git_handoff.fileio import atomic_write
-from git_handoff.gitrepo import Repo
-from git_handoff.ops import claude, codex, gemini, unattended
-from git_handoff.templates import template_text
+from git_handoff.agent_cli import agent_config, claude, codex, gemini, mcp_config, unattended
+from git_handoff.agent_cli.templates import template_text
+from git_handoff.core.errors import UsageError
+from git_handoff.infra.fileio import atomic_write
+from git_handoff.infra.gitrepo import Repo
+from git_handoff.state import this_clone
 
 MARKER = "git-handoff post-commit hook"
 USER_SUFFIX = ".handoff-user"
@@ -121,7 +121,7 @@ def install(repo: Repo, agent: str | None = None, command: Sequence[str] = (), *
     """Install the post-commit hook (or an agent's hooks). `command`: how the hook starts
     git handoff (absolute; see `template`); empty: through `git handoff` on PATH.
     `unattended_run` (claude only): also what an unattended interactive run needs
-    that the project may set (ops/unattended.py)."""
+    that the project may set (agent_cli/unattended.py)."""
     _check_agent(agent)
     _check_unattended(agent, unattended_run)
     if agent == "claude":
@@ -158,9 +158,9 @@ def install(repo: Repo, agent: str | None = None, command: Sequence[str] = (), *
         repo.git("config", "--add", "notes.rewriteRef", NOTES_REF)
         record["added_rewrite_ref"] = True
     _save_record(repo, record)
-    opened = local.open_session(repo)
+    opened = this_clone.open_session(repo)
     if opened is not None:
-        local.write_hook_state(repo, opened.get("base"))
+        this_clone.write_hook_state(repo, opened.get("base"))
     return {**status(repo), "chained_now": chained}
 
 
@@ -206,7 +206,7 @@ def status(repo: Repo) -> dict[str, Any]:
     target = directory / "post-commit"
     installed = _ours(target)
     settings = claude_settings_path(repo)
-    opened = local.open_session(repo)
+    opened = this_clone.open_session(repo)
     return {
         "hooks_dir": str(directory),
         "post_commit": str(target),
@@ -215,8 +215,8 @@ def status(repo: Repo) -> dict[str, Any]:
         "starts": recorded_command(target) if installed else [],
         "chained_user_hook": installed and (directory / ("post-commit" + USER_SUFFIX)).exists(),
         "notes_rewrite_ref": NOTES_REF in _rewrite_refs(repo),
-        "commits_per_session": local.commits_per_session(repo),
-        "tasks_per_session": local.tasks_per_session(repo),
+        "commits_per_session": this_clone.commits_per_session(repo),
+        "tasks_per_session": this_clone.tasks_per_session(repo),
         "session": opened.get("session") if opened else None,
         "claude": claude_installed(repo),
         "claude_settings": str(settings) if settings else None,

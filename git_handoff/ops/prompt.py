@@ -7,13 +7,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from git_handoff import display, schedule, trust
-from git_handoff.model import Task, now_iso
+from git_handoff.core import display, selection
+from git_handoff.core.model import Task, now_iso
+from git_handoff.core.records import HandoffDoc
 from git_handoff.ops import handoff
 from git_handoff.ops.handoff import last_error
-from git_handoff.records import HandoffDoc
-from git_handoff.state_files import current_number, doc_numbers, pending_doc, read_doc
-from git_handoff.store import StateStore
+from git_handoff.state import trust
+from git_handoff.state.session_records import current_number, doc_numbers, pending_doc, read_doc
+from git_handoff.state.store import StateStore
 
 PROMPT_LIMIT = 10_000  # bytes: the prompt stays under 10 KB
 
@@ -210,7 +211,7 @@ _LADDER: list[tuple[int, dict[str, tuple[bool, int | None]]]] = [
 
 
 def _next_line(tasks: dict[str, Task], approved: Approved) -> str:
-    t = schedule.next_eligible(tasks, now_iso())
+    t = selection.next_eligible(tasks, now_iso())
     if t is None:
         return "Next eligible task: none (every task is completed, in progress, or waits on failed dependencies)"
     check = f" ({check_text(t, approved)})" if t.check else ""
@@ -218,7 +219,7 @@ def _next_line(tasks: dict[str, Task], approved: Approved) -> str:
 
 
 def approval(store: StateStore) -> Approved:
-    """Whether this clone approved a task's check where the task uses it (git_handoff.trust)."""
+    """Whether this clone approved a task's check where the task uses it (git_handoff.state.trust)."""
     covers = trust.approvals(store.repo)
     return lambda t: t.check is None or covers(t.check, trust.place(t.id, "validation"))
 
@@ -245,13 +246,13 @@ def compose(tasks: dict[str, Task], doc: HandoffDoc | None, *, number: int, spec
             approved: Approved) -> str:
     """The prompt from its facts (pure: what render_prompt read). Every text of the state
     in it (another clone's, perhaps) is one line of data after a prefix of this text's own
-    (git_handoff.display): it opens no line, section or instruction of its own."""
-    blocked = schedule.blocked_ids(tasks)
+    (git_handoff.core.display): it opens no line, section or instruction of its own."""
+    blocked = selection.blocked_ids(tasks)
     remaining = [t for t in tasks.values()
                  if t.status in ("pending", "in_progress") or (t.status == "failed" and not t.failed_for_good)]
     rank = {"in_progress": 0, "pending": 1, "failed": 2}
     remaining.sort(key=lambda t: (rank[t.status], t.id in blocked))
-    counts = schedule.counts(tasks)
+    counts = selection.counts(tasks)
     unapproved = any(t.check and not approved(t) for t in remaining)
     head = [
         "# git handoff: continue the work",

@@ -20,16 +20,18 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from git_handoff import launcher, procs, schedule
-from git_handoff.errors import HandoffError, Negative, Signalled, UsageError
-from git_handoff.fleet_lock import FleetLock
-from git_handoff.launcher import Agent, launch, stop_tmux_server, tmux_socket_name
-from git_handoff.local import open_session
-from git_handoff.model import now_iso
-from git_handoff.ops import handoff, prompt, recovery, relay_watch, sessions
+from git_handoff.agent_cli import launcher
+from git_handoff.agent_cli.launcher import Agent, launch, stop_tmux_server, tmux_socket_name
+from git_handoff.core import selection
+from git_handoff.core.errors import HandoffError, Negative, Signalled, UsageError
+from git_handoff.core.model import now_iso
+from git_handoff.core.records import RelayRecord
+from git_handoff.infra import procs
+from git_handoff.ops import handoff, prompt, relay_watch, session_start, sessions
 from git_handoff.ops.relay_record import relay_lock, update_record
-from git_handoff.records import RelayRecord
-from git_handoff.store import StateStore
+from git_handoff.remote.fleet_lock import FleetLock
+from git_handoff.state.store import StateStore
+from git_handoff.state.this_clone import open_session
 
 
 @dataclass
@@ -44,7 +46,7 @@ class Options:
     tmux_socket: str | None = None
     poll: float = 0.05
     launch_grace: float = 15.0  # an agent exiting non-zero this soon after its ACK, having done nothing, failed to start
-    fleet_lock: FleetLock | None = None  # one relay per remote, not only per clone (git_handoff.fleet_lock)
+    fleet_lock: FleetLock | None = None  # one relay per remote, not only per clone (git_handoff.remote.fleet_lock)
     hang_timeout: float | None = 1800.0  # no progress this long: a hang (ops/relay_watch.py), None: never
     limit_backoff: float = 60.0  # the first wait on a limit that printed no reset time; doubled per limit in a row
     limit_backoff_max: float = 1800.0
@@ -69,10 +71,10 @@ def work_left(store: StateStore) -> tuple[bool, str]:
         return False, "there are no tasks (add some with `git handoff add` or `git handoff import`)"
     if all(t.status == "completed" for t in tasks.values()):
         return False, f"all {len(tasks)} task(s) completed"
-    prepared, _ = schedule.prepare(tasks, now_iso())
-    if schedule.eligible(prepared) or any(t.status == "in_progress" for t in prepared.values()):
+    prepared, _ = selection.prepare(tasks, now_iso())
+    if selection.eligible(prepared) or any(t.status == "in_progress" for t in prepared.values()):
         return True, ""
-    counts = schedule.counts(prepared)
+    counts = selection.counts(prepared)
     return False, (f"no eligible task left: {counts['failed']} failed, {counts['blocked']} blocked, "
                    f"{counts['completed']} completed")
 
@@ -127,7 +129,7 @@ class Relay:
 
     def start_session(self) -> int:
         store = StateStore(self.store.repo, session=0)
-        record = recovery.start(store)
+        record = session_start.start(store)
         self.session = int(record["session"])
         recovered = record.get("recovery") or []
         self.say(f"relay: session {self.session} started" + (f" ({len(recovered)} task(s) recovered)" if recovered else ""))
@@ -379,7 +381,7 @@ def run_relay(store: StateStore, opts: Options, say: Callable[[str], None],
     if opts.tmux and subprocess.run(["sh", "-c", "command -v tmux"], capture_output=True).returncode != 0:
         raise UsageError("--tmux: tmux is not installed")
     store.snapshot()  # NotInitialized before anything else
-    recovery.require_trusted_init(store)  # a refused relay writes nothing, not even its start
+    session_start.require_trusted_init(store)  # a refused relay writes nothing, not even its start
     with procs.signals_as_interrupt(), relay_lock(store, opts.fleet_lock) as previous:
         return Relay(store, opts, say, waiting).run(previous)
 

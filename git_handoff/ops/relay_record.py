@@ -1,7 +1,7 @@
 """The relay's record in the state (`relay.json`) and its lock: one relay per repository.
 
 The lock is a filelock in the clone's private directory (and, when asked, one relay per
-remote: git_handoff.fleet_lock, a leased ref on the remote). The record says which relay
+remote: git_handoff.remote.fleet_lock, a leased ref on the remote). The record says which relay
 runs where (host, pid, start time, the current session and agent) so that `status` can
 show it and a restarted relay can take over a dead one's session.
 """
@@ -14,14 +14,14 @@ from typing import Any
 
 from filelock import FileLock, Timeout
 
-from git_handoff import identity
-from git_handoff.errors import Contention
-from git_handoff.fleet_lock import NO_LOCK as _NO_FLEET_LOCK
-from git_handoff.fleet_lock import FleetLock, NoLock
-from git_handoff.model import now_iso, printable
-from git_handoff.records import RelayRecord
-from git_handoff.state_files import RELAY_PATH, read_relay
-from git_handoff.store import StateStore, Tx
+from git_handoff.core.errors import Contention
+from git_handoff.core.model import now_iso, printable
+from git_handoff.core.records import RelayRecord
+from git_handoff.remote.fleet_lock import NO_LOCK as _NO_FLEET_LOCK
+from git_handoff.remote.fleet_lock import FleetLock, NoLock
+from git_handoff.state import identity
+from git_handoff.state.session_records import RELAY_PATH, read_relay
+from git_handoff.state.store import StateStore, Tx
 
 FAILURES_KEPT = 20
 

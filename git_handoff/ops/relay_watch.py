@@ -2,7 +2,7 @@
 
 - Why an agent stopped: the output of this launch (the session log the launcher fills:
   the child's stdout and stderr, or the tmux pane through `pipe-pane`) read by
-  git_handoff.agent_output: a usage limit, a rate limit or an API outage is a *wait*
+  git_handoff.agent_cli.agent_output: a usage limit, a rate limit or an API outage is a *wait*
   (until the reset time the CLI printed, else a capped exponential backoff), never a
   failed launch and never a new session: the session stays open, its claims are renewed
   for the wait, and the agent is launched again into it.
@@ -26,14 +26,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from git_handoff import agent_output, identity, procs
-from git_handoff.agent_output import Limit
-from git_handoff.errors import HandoffError, Negative
-from git_handoff.launcher import Agent
-from git_handoff.model import now_iso, parse_time, printable
+from git_handoff.agent_cli import agent_output
+from git_handoff.agent_cli.agent_output import Limit
+from git_handoff.agent_cli.launcher import Agent
+from git_handoff.core.errors import HandoffError, Negative
+from git_handoff.core.model import now_iso, parse_time, printable
+from git_handoff.infra import procs
 from git_handoff.ops import handoff, work
-from git_handoff.state_files import doc_path, put_record, read_session, session_path
-from git_handoff.store import StateStore, Tx
+from git_handoff.state import identity
+from git_handoff.state.session_records import doc_path, put_record, read_session, session_path
+from git_handoff.state.store import StateStore, Tx
 
 LIMIT_CATEGORY = "LIMIT"  # the log category of a limit or outage waited out
 HANG_CATEGORY = "SESSION_TIMEOUT"  # a hang is a session that stopped making progress

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import time
 
-from git_handoff.gitrepo import Repo
+from git_handoff.infra.gitrepo import Repo
 from git_handoff.ops.sync_fold import HeadsCache
-from git_handoff.store import NOTES_REF
-from git_handoff.transport import CLONES, Remote
+from git_handoff.remote.transport import CLONES, Remote
+from git_handoff.state.store import NOTES_REF
 
 RETIRE_AFTER_SECONDS = 7 * 24 * 3600
 

@@ -15,12 +15,12 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from git_handoff import notes as work_notes
-from git_handoff import trust
-from git_handoff.errors import UsageError
-from git_handoff.gitrepo import Repo
-from git_handoff.model import Task, check_id, now_iso
-from git_handoff.store import ATTEMPTS_PREFIX, NOTES_REF, StateStore, Tx, task_path
+from git_handoff.core.errors import UsageError
+from git_handoff.core.model import Task, check_id, now_iso
+from git_handoff.infra.gitrepo import Repo
+from git_handoff.state import notes as work_notes
+from git_handoff.state import trust
+from git_handoff.state.store import ATTEMPTS_PREFIX, NOTES_REF, StateStore, Tx, task_path
 
 REOPENABLE = ("completed", "failed")
 # The claim and completion fields a reopened task sheds (it is pending, unclaimed again).

@@ -20,15 +20,17 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from git_handoff import claim_journal, identity, notes, runner, schedule, trust, worktree
-from git_handoff.claims import expires, lease_of
-from git_handoff.errors import HandoffError, Negative
-from git_handoff.gitrepo import Repo
-from git_handoff.local import declared_worker, worker_identity
-from git_handoff.model import Task, now_iso
+from git_handoff.core import selection
+from git_handoff.core.errors import HandoffError, Negative
+from git_handoff.core.model import Task, now_iso
+from git_handoff.infra import task_commands, worktree
+from git_handoff.infra.gitrepo import Repo
 from git_handoff.ops import attempts, sessions, work
-from git_handoff.state_files import read_session
-from git_handoff.store import StateStore, Tx
+from git_handoff.state import claim_journal, identity, notes, trust
+from git_handoff.state.claim_checks import expires, lease_of
+from git_handoff.state.session_records import read_session
+from git_handoff.state.store import StateStore, Tx
+from git_handoff.state.this_clone import declared_worker, worker_identity
 
 HEALTH_TIMEOUT = 300
 CHECKPOINT_TREE = "checkpoint_tree"  # task extra: the work tree's tree at the last checkpoint
@@ -74,7 +76,7 @@ def health_check(store: StateStore, record: dict[str, Any]) -> dict[str, Any] | 
     trust.require_trusted(repo, command, "init command", trust.INIT_PLACE)
     result = None
     for attempt in (1, 2):
-        result = runner.run_command(command, repo.root(), HEALTH_TIMEOUT)
+        result = task_commands.run_command(command, repo.root(), HEALTH_TIMEOUT)
         if result.ok:
             _log(store, "INIT", f"Environment health check: PASS ({'retry' if attempt == 2 else 'first try'})")
             return {"ok": True, "attempts": attempt}
@@ -127,7 +129,7 @@ def task_commits(repo: Repo, task: Task, base: str | None = None) -> list[str]:
 
 
 def _here(task: Task, repo: Repo) -> bool:
-    """Claimed by this clone (its seal verifies: git_handoff.identity) in this very
+    """Claimed by this clone (its seal verifies: git_handoff.state.identity) in this very
     worktree. A path that does not exist here, a worker name or a worktree path copied
     into a fetched record is no evidence: recovery commits, resets and cleans, so it acts
     only on this clone's own claims. Claims made elsewhere are the lease's business."""
@@ -145,7 +147,7 @@ def _here(task: Task, repo: Repo) -> bool:
 def left_behind(tasks: dict[str, Task], repo: Repo, worker: str, mode: str) -> list[Task]:
     """In-progress tasks this clone claimed in this worktree and left behind (concurrent
     mode, or a worker named by HANDOFF_WORKER: only this worker's, or those whose lease
-    expired): the claims this worktree's journal holds (git_handoff.claim_journal) that
+    expired): the claims this worktree's journal holds (git_handoff.state.claim_journal) that
     the state still shows as they were."""
     stamp = now_iso()
     out = []
@@ -155,7 +157,7 @@ def left_behind(tasks: dict[str, Task], repo: Repo, worker: str, mode: str) -> l
             continue
         # a worker named by its environment leaves other workers' live claims alone, in any mode
         if ((mode == "concurrent" or declared_worker() is not None)
-                and not (t.claimed_by == worker or schedule.lease_expired(t, stamp))):
+                and not (t.claimed_by == worker or selection.lease_expired(t, stamp))):
             continue
         out.append(t)
     return out

@@ -1,7 +1,7 @@
 """Sessions: numbering, the per-worktree open session, and the facts a session records
 for its handoff document (decisions, blockers). `session start` with its health check
-and recovery is ops/recovery.py; the session records and their in-transaction rules
-are git_handoff/state_files.py; this worktree's files are git_handoff/local.py.
+and recovery is ops/session_start.py; the session records and their in-transaction rules
+are git_handoff/state/session_records.py; this worktree's files are git_handoff/state/this_clone.py.
 """
 
 from __future__ import annotations
@@ -10,19 +10,12 @@ import json
 from functools import partial
 from typing import Any, Literal, cast
 
-from git_handoff import identity, notes, schedule
-from git_handoff.errors import Negative, UsageError
-from git_handoff.local import (
-    SESSION_FILE,
-    clear_hook_state,
-    open_session,
-    worker_identity,
-    write_hook_state,
-    write_private,
-)
-from git_handoff.model import now_iso
-from git_handoff.records import Decision, SessionRecord
-from git_handoff.state_files import (
+from git_handoff.core import selection
+from git_handoff.core.errors import Negative, UsageError
+from git_handoff.core.model import now_iso
+from git_handoff.core.records import Decision, SessionRecord
+from git_handoff.state import identity, notes
+from git_handoff.state.session_records import (
     completed_ids,
     count_session_start,
     current_number,
@@ -33,13 +26,21 @@ from git_handoff.state_files import (
     sessions_numbered,
     sessions_started,
 )
-from git_handoff.store import META_PATH, StateStore, Tx
+from git_handoff.state.store import META_PATH, StateStore, Tx
+from git_handoff.state.this_clone import (
+    SESSION_FILE,
+    clear_hook_state,
+    open_session,
+    worker_identity,
+    write_hook_state,
+    write_private,
+)
 
 # -- start / end ---------------------------------------------------------------------
 
 
 def _stats(tx: Tx) -> str:
-    return schedule.stats_text(tx.tasks())
+    return selection.stats_text(tx.tasks())
 
 
 def begin(store: StateStore, worker: str | None = None) -> dict[str, Any]:

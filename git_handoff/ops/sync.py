@@ -1,12 +1,12 @@
 """Share the state through any git remote: fetch, merge, push (docs/fleet.md), laid out so
-that no ref is moved by every machine (git_handoff.transport has the layout).
+that no ref is moved by every machine (git_handoff.remote.transport has the layout).
 
 - Fetch with the git CLI into remote-tracking refs (refs/remotes/<remote>/harness/*),
-  checked first (git_handoff.incoming) — never onto local refs, which only move by
+  checked first (git_handoff.remote.incoming) — never onto local refs, which only move by
   compare-and-swap after a merge.
 - Merge every state the remote holds (each clone's, and the one-ref state of earlier
   versions) into the local one: fast-forward when one side contains the other, else a
-  3-way merge (git_handoff.merge) written as a merge commit with both parents.
+  3-way merge (git_handoff.core.merge) written as a merge commit with both parents.
 - Push this clone's state to its own ref on the remote (only this clone moves it, so it
   always fast-forwards), its notes beside it, new attempts, and delete the claim refs
   this clone's finished claims left. A ref the server could not lock is retried.
@@ -22,10 +22,10 @@ import os
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from git_handoff import quarantine, transport
-from git_handoff.errors import Contention, HandoffError, NotInitialized
-from git_handoff.gitrepo import Repo
-from git_handoff.model import Task, now_iso
+from git_handoff.core.errors import Contention, HandoffError, NotInitialized
+from git_handoff.core.model import Task, now_iso
+from git_handoff.core.selection import lease_expired
+from git_handoff.infra.gitrepo import Repo
 from git_handoff.ops.fleet_claims import Fleet as Fleet  # callers (ops/claim.py) know it from here
 from git_handoff.ops.fleet_claims import claims_to_prune as _claims_to_prune
 from git_handoff.ops.fleet_claims import fleet_view
@@ -39,8 +39,10 @@ from git_handoff.ops.sync_merge import (
     merge_notes,
 )
 from git_handoff.ops.sync_merge import merged_report as _merged
-from git_handoff.schedule import lease_expired
-from git_handoff.store import (
+from git_handoff.remote import transport
+from git_handoff.remote.transport import ACCEPTED, ATOMIC, LOCKED, MOVED, Remote
+from git_handoff.state import quarantine
+from git_handoff.state.store import (
     ATTEMPTS_PREFIX,
     NOTES_REF,
     STATE_REF,
@@ -48,7 +50,6 @@ from git_handoff.store import (
     StateStore,
     Tx,
 )
-from git_handoff.transport import ACCEPTED, ATOMIC, LOCKED, MOVED, Remote
 
 # The names callers (cli, tests) know from this module.
 fetch = transport.fetch

@@ -27,11 +27,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from git_handoff import merge, records
-from git_handoff.errors import InvalidState
-from git_handoff.fileio import atomic_write
-from git_handoff.gitrepo import Repo
-from git_handoff.store import StateStore, format_log_line
+from git_handoff.core import merge, records
+from git_handoff.core.errors import InvalidState
+from git_handoff.infra.fileio import atomic_write
+from git_handoff.infra.gitrepo import Repo
+from git_handoff.state.store import StateStore, format_log_line
 
 MAX_PARENTS = 16
 MAX_CONFLICT_LINES = 200  # SYNC lines per head merged; the --json summary lists every one
@@ -49,8 +49,8 @@ def task_record(raw: bytes | None) -> dict[str, Any] | None:
 
 
 def readable(path: str, result: merge.Outcome, ours: bytes | None, theirs: bytes | None) -> merge.Outcome:
-    """`result`, whose record the edge (git_handoff.records) accepts when both sides' did:
-    the merge keeps every limit it knows of (git_handoff.merge); should a merged record
+    """`result`, whose record the edge (git_handoff.core.records) accepts when both sides' did:
+    the merge keeps every limit it knows of (git_handoff.core.merge); should a merged record
     still break a rule of its parser that neither side broke alone, the record of one side,
     whole (merge.pick_record: written last wins, the same on every clone). Otherwise this
     clone would publish a state every other clone refuses, and itself fail to read it."""

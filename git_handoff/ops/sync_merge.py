@@ -10,14 +10,16 @@ import random
 import time
 from typing import Any, TypedDict
 
-from git_handoff import incoming, merge, notices, quarantine
-from git_handoff.errors import Contention
-from git_handoff.gitrepo import Repo
-from git_handoff.notes import NOTES_LOCK
+from git_handoff.core import merge
+from git_handoff.core.errors import Contention
+from git_handoff.infra.gitrepo import Repo
 from git_handoff.ops.sync_fold import MAX_PARENTS, HeadsCache, fold
 from git_handoff.ops.sync_fold import readable as _readable
 from git_handoff.ops.sync_fold import task_record as _task_record
-from git_handoff.store import (
+from git_handoff.remote import incoming
+from git_handoff.state import notices, quarantine
+from git_handoff.state.notes import NOTES_LOCK
+from git_handoff.state.store import (
     NOTES_REF,
     STATE_REF,
     StateLock,

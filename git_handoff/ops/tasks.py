@@ -9,9 +9,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from git_handoff import identity, records, schedule, trust
-from git_handoff.errors import InvalidState, UsageError
-from git_handoff.model import (
+from git_handoff.core import records, selection
+from git_handoff.core.errors import InvalidState, UsageError
+from git_handoff.core.model import (
     MODES,
     Config,
     Task,
@@ -24,8 +24,9 @@ from git_handoff.model import (
     now_iso,
     order_key_now,
 )
-from git_handoff.state_files import carry_session_count
-from git_handoff.store import CONFIG_PATH, META_PATH, StateStore, Tx, initial_files
+from git_handoff.state import identity, trust
+from git_handoff.state.session_records import carry_session_count
+from git_handoff.state.store import CONFIG_PATH, META_PATH, StateStore, Tx, initial_files
 
 # -- init ---------------------------------------------------------------------------
 
@@ -100,7 +101,7 @@ def _check_deps(tasks: dict[str, Task], task_id: str, deps: Sequence[str]) -> No
         check_id(dep)
         if dep not in tasks and dep != task_id:
             raise UsageError(f"unknown dependency {dep!r} (see `git handoff list`)")
-    cycle = schedule.would_cycle(tasks, task_id, deps)
+    cycle = selection.would_cycle(tasks, task_id, deps)
     if cycle is not None:
         raise UsageError("dependency cycle: " + " -> ".join(cycle))
 

@@ -7,10 +7,11 @@ import dataclasses
 from collections.abc import Iterable
 from typing import Any
 
-from git_handoff import display, identity, local, quarantine, schedule, state_files
-from git_handoff.errors import Negative, UsageError
-from git_handoff.model import LOG_TYPES, Task, check_id, now_iso
-from git_handoff.store import Entry, Snapshot, StateStore
+from git_handoff.core import display, selection
+from git_handoff.core.errors import Negative, UsageError
+from git_handoff.core.model import LOG_TYPES, Task, check_id, now_iso
+from git_handoff.state import identity, quarantine, session_records, this_clone
+from git_handoff.state.store import Entry, Snapshot, StateStore
 
 # -- views --------------------------------------------------------------------------
 
@@ -24,13 +25,13 @@ def view(task: Task, blocked: set[str] | None = None) -> dict[str, Any]:
 
 def list_tasks(snap: Snapshot, *, status: str | None = None, ready: bool = False) -> tuple[list[Task], set[str]]:
     tasks = snap.tasks()
-    blocked = schedule.blocked_ids(tasks)
+    blocked = selection.blocked_ids(tasks)
     if status is not None and status not in ("pending", "in_progress", "completed", "failed", "blocked"):
         raise UsageError(f"invalid status {status!r}: use pending, in_progress, completed, failed or blocked")
     chosen: Iterable[Task]
     if ready:
-        prepared, _ = schedule.prepare(tasks, now_iso())
-        chosen = schedule.eligible(prepared)
+        prepared, _ = selection.prepare(tasks, now_iso())
+        chosen = selection.eligible(prepared)
     else:
         chosen = tasks.values()
     if status == "blocked":
@@ -60,12 +61,12 @@ def list_view(snap: Snapshot, *, status: str | None = None, ready: bool = False)
 def show_view(snap: Snapshot, task_id: str) -> dict[str, Any]:
     """`show --json`: the task, with `blocked` computed for a pending one."""
     task = show(snap, task_id)
-    return view(task, schedule.blocked_ids(snap.tasks()) if task.status == "pending" else None)
+    return view(task, selection.blocked_ids(snap.tasks()) if task.status == "pending" else None)
 
 
 def next_task(snap: Snapshot) -> Task:
     """The task `claim` would take; Negative (exit 1) when none."""
-    found = schedule.next_eligible(snap.tasks(), now_iso())
+    found = selection.next_eligible(snap.tasks(), now_iso())
     if found is None:
         raise Negative("nothing eligible: every task is completed, in progress, or waiting on failed dependencies")
     return found
@@ -74,12 +75,12 @@ def next_task(snap: Snapshot) -> Task:
 def status(store: StateStore) -> dict[str, Any]:
     snap = store.snapshot()
     tasks = snap.tasks()
-    blocked = schedule.blocked_ids(tasks)
+    blocked = selection.blocked_ids(tasks)
     meta = snap.meta()
     last_lines = [e.line for e in store.entries(limit=5)]
     last_lines.reverse()
     return {
-        "counts": schedule.counts(tasks, blocked),
+        "counts": selection.counts(tasks, blocked),
         "tasks": [
             {
                 "id": t.id,
@@ -93,7 +94,7 @@ def status(store: StateStore) -> dict[str, Any]:
             for t in tasks.values()
         ],
         "log": last_lines,
-        "session_count": state_files.sessions_started(meta),
+        "session_count": session_records.sessions_started(meta),
         "last_session": meta.get("last_session"),
         "config": dataclasses.asdict(snap.config()),
         "state_commit": snap.commit,
@@ -103,8 +104,8 @@ def status(store: StateStore) -> dict[str, Any]:
 
 def _notes(store: StateStore, snap: Snapshot) -> list[str]:
     """Extra lines for `status` from other areas: what waits to be pushed, the relay."""
-    return (local.unpushed_lines(store.repo, store.head(), identity.clone_id(store.repo))
-            + state_files.relay_status_lines(snap) + quarantine.status_lines(store.repo))
+    return (this_clone.unpushed_lines(store.repo, store.head(), identity.clone_id(store.repo))
+            + session_records.relay_status_lines(snap) + quarantine.status_lines(store.repo))
 
 
 def log(
@@ -155,7 +156,7 @@ GRAPH_DEPTH = 32  # levels of indentation `graph` draws; deeper lines say their 
 
 def graph(snap: Snapshot, fmt: str = "text") -> str:
     tasks = snap.tasks()
-    blocked = schedule.blocked_ids(tasks)
+    blocked = selection.blocked_ids(tasks)
 
     def state(t: Task) -> str:
         return "blocked" if t.id in blocked else t.status
@@ -173,7 +174,7 @@ def graph(snap: Snapshot, fmt: str = "text") -> str:
     if fmt == "svg":
         # imported here, not at the top: it (with html, shutil, subprocess) would cost
         # every `status` and `list` ~10-25 ms for a format they never print
-        from git_handoff import graph_svg  # noqa: PLC0415 - import cost, see above
+        from git_handoff.infra import graph_svg  # noqa: PLC0415 - import cost, see above
 
         return graph_svg.render(tasks, blocked)
     if fmt == "mermaid":

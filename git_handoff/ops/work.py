@@ -13,8 +13,13 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from git_handoff import claim_index, claim_journal, notes, runner, state_files, trust, worktree
-from git_handoff.claims import (
+from git_handoff.core.errors import Negative, UsageError
+from git_handoff.core.model import Task, check_id, now_iso
+from git_handoff.core.selection import lease_expired
+from git_handoff.infra import task_commands, worktree
+from git_handoff.ops import attempts, handoff
+from git_handoff.state import claim_index, claim_journal, notes, session_records, trust
+from git_handoff.state.claim_checks import (
     CLAIM_EXTRAS,
     CLAIM_SNAPSHOT,
     claimed_task,
@@ -24,11 +29,7 @@ from git_handoff.claims import (
     require_branch,
     short,
 )
-from git_handoff.errors import Negative, UsageError
-from git_handoff.model import Task, check_id, now_iso
-from git_handoff.ops import attempts, handoff
-from git_handoff.schedule import lease_expired
-from git_handoff.store import StateStore, Tx
+from git_handoff.state.store import StateStore, Tx
 
 # -- acting on a claimed task --------------------------------------------------------------
 
@@ -141,16 +142,16 @@ def _log_missing_check(store: StateStore, task: Task) -> None:
     store.transact(apply)
 
 
-def _run_check(store: StateStore, task: Task) -> runner.RunResult:
+def _run_check(store: StateStore, task: Task) -> task_commands.RunResult:
     if not task.check:
         raise _missing_check(task)
     repo = store.repo
     trust.require_trusted(repo, task.check, "validation command", trust.place(task.id, "validation"))
     env = {"HANDOFF_TASK": task.id}
-    return runner.run_command(task.check, repo.root(), task.timeout_seconds, env=env)
+    return task_commands.run_command(task.check, repo.root(), task.timeout_seconds, env=env)
 
 
-def verify(store: StateStore, task_id: str) -> runner.RunResult:
+def verify(store: StateStore, task_id: str) -> task_commands.RunResult:
     """Run the task's validation command under its timeout; changes nothing."""
     check_id(task_id)
     task = store.snapshot().task(task_id)
@@ -159,12 +160,12 @@ def verify(store: StateStore, task_id: str) -> runner.RunResult:
     return _run_check(store, task)
 
 
-def verify_view(task_id: str, result: runner.RunResult) -> dict[str, Any]:
+def verify_view(task_id: str, result: task_commands.RunResult) -> dict[str, Any]:
     """`verify --json`."""
     return {"task": task_id, **result.to_json()}
 
 
-def verify_failure(task_id: str, result: runner.RunResult) -> Negative:
+def verify_failure(task_id: str, result: task_commands.RunResult) -> Negative:
     """The exit-1 answer of a failing check, carrying `verify --json`'s object."""
     return Negative(f"[{result.category}] validation of {task_id} failed: {result.summary()}",
                     payload=verify_view(task_id, result))
@@ -216,7 +217,7 @@ def done(store: StateStore, task_id: str, *, force: bool = False) -> Task:
         )
         new = tx.put_task(new)
         claim_index.carry(tx, [new])
-        state_files.record_completion(tx, task.id)
+        session_records.record_completion(tx, task.id)
         if uncommitted:
             tx.log("WARN", f"completed with {len(uncommitted)} uncommitted file(s), not in commit {short(head)}: "
                    + ", ".join(uncommitted[:5]), task=task.id)

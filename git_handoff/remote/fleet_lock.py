@@ -27,10 +27,10 @@ import threading
 from datetime import datetime, timedelta
 from typing import Any
 
-from git_handoff import hlc, records
-from git_handoff.errors import Contention, InvalidState, UsageError
-from git_handoff.gitrepo import Repo
-from git_handoff.model import iso, now, parse_time
+from git_handoff.core import hlc, records
+from git_handoff.core.errors import Contention, InvalidState, UsageError
+from git_handoff.core.model import iso, now, parse_time
+from git_handoff.infra.gitrepo import Repo
 
 LOCK_REF = "refs/harness/locks/relay"
 RECORD_NAME = "lock.json"

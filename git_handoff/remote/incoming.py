@@ -4,7 +4,7 @@
   notes, each claim and each attempt at a commit) under a name this version reads.
 - `check_state`: every entry of a fetched state tree that differs from what this clone
   already has is a plain name, a blob or a tree where one belongs, within the size
-  limits, and parses as the record its path holds (git_handoff.records).
+  limits, and parses as the record its path holds (git_handoff.core.records).
 
 Both raise InvalidState (exit 2) naming the ref or the path and the field; nothing is
 changed before they pass.
@@ -14,18 +14,18 @@ from __future__ import annotations
 
 import re
 
-from git_handoff import records
-from git_handoff.errors import InvalidState
-from git_handoff.gitrepo import Repo
-from git_handoff.model import check_id
-from git_handoff.records import FILE_MODES, TREE_MODE
-from git_handoff.store import STATE_REF, Snapshot
+from git_handoff.core import records
+from git_handoff.core.errors import InvalidState
+from git_handoff.core.model import check_id
+from git_handoff.core.records import FILE_MODES, TREE_MODE
+from git_handoff.infra.gitrepo import Repo
+from git_handoff.state.store import STATE_REF, Snapshot
 
 ATTEMPTS = "harness/attempts/"
 CLONES = "harness/clones/"
 CLAIMS = "harness/claims/"
 CLONE_ID = re.compile(r"[0-9a-f]{16}")
-RELAY_LOCK = "harness/locks/relay"  # the fleet relay lock (git_handoff.fleet_lock)
+RELAY_LOCK = "harness/locks/relay"  # the fleet relay lock (git_handoff.remote.fleet_lock)
 MAX_LOCK_COMMIT = 4096
 MAX_ATTEMPT_MESSAGE = 1 << 20
 MAX_INCOMING_PATHS = 2_000_000

@@ -1,5 +1,5 @@
 """A remote as git handoff lays it out, and the two ways to talk to it: fetch (through the
-checks of git_handoff.incoming) and push (compare-and-swap, with git's answer classified).
+checks of git_handoff.remote.incoming) and push (compare-and-swap, with git's answer classified).
 
 The layout has no ref that every machine must move (docs/fleet.md: pushes to one ref from
 many machines fail on the server's ref lock):
@@ -28,10 +28,11 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from git_handoff import identity, incoming, quarantine
-from git_handoff.errors import Contention, GitFailure, UsageError
-from git_handoff.gitrepo import Repo
-from git_handoff.store import NOTES_REF, StateLock
+from git_handoff.core.errors import Contention, GitFailure, UsageError
+from git_handoff.infra.gitrepo import Repo
+from git_handoff.remote import incoming
+from git_handoff.state import identity, quarantine
+from git_handoff.state.store import NOTES_REF, StateLock
 
 CLONES = "refs/harness/clones/"
 CLAIMS = "refs/harness/claims/"
@@ -228,7 +229,7 @@ def use_remote(repo: Repo, remote: Remote) -> dict[str, list[str]]:
 
 def fetch(repo: Repo, remote: Remote) -> list[quarantine.Held]:
     """Fetch the remote's states, claims, attempts and notes into remote-tracking refs,
-    through the checks of git_handoff.incoming, ref by ref; the refs that fail them (the
+    through the checks of git_handoff.remote.incoming, ref by ref; the refs that fail them (the
     quarantined ones, also written down for `status`) are returned.
 
     git fetches into the remote's staging namespace (Remote.staging), which keeps what

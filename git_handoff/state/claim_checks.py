@@ -7,13 +7,13 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from git_handoff import identity
-from git_handoff.errors import Contention, UsageError
-from git_handoff.gitrepo import Repo
-from git_handoff.local import here, worker_from_env, worker_identity
-from git_handoff.model import Task, check_id, iso, now, now_iso
-from git_handoff.schedule import lease_deadline, lease_expired
-from git_handoff.store import StateStore, Tx
+from git_handoff.core.errors import Contention, UsageError
+from git_handoff.core.model import Task, check_id, iso, now, now_iso
+from git_handoff.core.selection import lease_deadline, lease_expired
+from git_handoff.infra.gitrepo import Repo
+from git_handoff.state import identity
+from git_handoff.state.store import StateStore, Tx
+from git_handoff.state.this_clone import here, worker_from_env, worker_identity
 
 DEFAULT_LEASE_SECONDS = 30 * 60
 # Bookkeeping fields kept in Task.extra while a task is claimed.
@@ -40,7 +40,7 @@ def held_by(worktree: str | None, claimed_by: str | None, ctx_worktree: str, wor
 
 
 def held_here(task: Task, ctx_worktree: str, worker: str, repo: Repo) -> bool:
-    """This worktree's own claim: sealed by this clone (git_handoff.identity; a path or a
+    """This worktree's own claim: sealed by this clone (git_handoff.state.identity; a path or a
     name in a fetched record proves nothing), and held here by `held_by`."""
     return identity.claim_is_mine(repo, task) and held_by(task.get("worktree"), task.claimed_by,
                                                           ctx_worktree, worker)

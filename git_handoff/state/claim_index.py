@@ -4,7 +4,7 @@ For one tasks tree (keyed by its oid, so it is never stale, only absent) the ind
 holds one small row per task: the fields selection looks at. A claim whose state
 matches the index, has no expired lease and no pending dependency failure picks
 from the rows and reads only the chosen task's blob; anything else takes the full
-path (schedule.prepare + eligible over every task), which rebuilds the index.
+path (selection.prepare + eligible over every task), which rebuilds the index.
 
 The work-cycle transactions (claim, renew, checkpoint, release, done, fail) carry
 the index forward to the tree they commit, so a worker's claim -> done -> claim
@@ -18,10 +18,10 @@ import marshal
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from git_handoff.fileio import atomic_write
-from git_handoff.model import Task, now, parse_time
-from git_handoff.schedule import PRIORITY_RANK, lease_deadline
-from git_handoff.store import TASKS_DIR, StateStore, Tx
+from git_handoff.core.model import Task, now, parse_time
+from git_handoff.core.selection import PRIORITY_RANK, lease_deadline
+from git_handoff.infra.fileio import atomic_write
+from git_handoff.state.store import TASKS_DIR, StateStore, Tx
 
 INDEX_FILE = "claim-index.marshal"
 VERSION = 1
@@ -115,7 +115,7 @@ def _ready(r: tuple[Any, ...], rows: Mapping[str, tuple[Any, ...]]) -> bool:
 
 
 def first_eligible(rows: Mapping[str, tuple[Any, ...]]) -> str | None:
-    """What schedule.eligible(...)[0] is, for a state with no dependency failure to record."""
+    """What selection.eligible(...)[0] is, for a state with no dependency failure to record."""
     best: tuple[Any, ...] | None = None
     best_id = None
     for tid, r in rows.items():

@@ -1,7 +1,7 @@
 """This worktree's own journal of the claims it holds: the one authority for what a
 rollback, a recovery or a resume does to this work tree, its branch and its index.
 
-The shared state says which claims exist; a seal (git_handoff.identity) proves that
+The shared state says which claims exist; a seal (git_handoff.state.identity) proves that
 this clone once wrote a claim, not that it still holds it: a claim this clone
 published, completed, and then received back from a remote as current would look
 sealed and live. So every claim this worktree takes is also written here, in a file
@@ -24,9 +24,9 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from git_handoff.errors import UsageError
-from git_handoff.gitrepo import Repo
-from git_handoff.model import Task, check_id
+from git_handoff.core.errors import UsageError
+from git_handoff.core.model import Task, check_id
+from git_handoff.infra.gitrepo import Repo
 
 DIRECTORY = "claims"
 

@@ -27,8 +27,8 @@ import re
 import secrets
 from typing import Any
 
-from git_handoff.errors import UsageError
-from git_handoff.gitrepo import Repo
+from git_handoff.core.errors import UsageError
+from git_handoff.infra.gitrepo import Repo
 
 SECRET_FILE = "clone-secret"
 _cache: dict[str, bytes] = {}

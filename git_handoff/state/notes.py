@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from git_handoff.errors import Contention
-from git_handoff.gitrepo import Repo
-from git_handoff.model import Task
-from git_handoff.store import NOTES_REF, StateLock, StateStore
+from git_handoff.core.errors import Contention
+from git_handoff.core.model import Task
+from git_handoff.infra.gitrepo import Repo
+from git_handoff.state.store import NOTES_REF, StateLock, StateStore
 
 NOTES_LOCK = "notes.lock"
 CAS_RETRIES = 20

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import json
 
-from git_handoff.fileio import atomic_write
-from git_handoff.gitrepo import Repo
+from git_handoff.infra.fileio import atomic_write
+from git_handoff.infra.gitrepo import Repo
 
 NOTICES_FILE = "notices.json"
 

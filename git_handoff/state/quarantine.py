@@ -1,4 +1,4 @@
-"""The refs a remote sent that failed the edge (git_handoff.incoming), per remote: kept
+"""The refs a remote sent that failed the edge (git_handoff.remote.incoming), per remote: kept
 out of the remote-tracking refs, named by `sync`, shown by `status`, and remembered with
 the object each pointed at so that the same bad ref is not checked again at every sync
 (only a ref that changed costs a check). A private file of this clone, never synced.
@@ -9,8 +9,8 @@ from __future__ import annotations
 import json
 from typing import TypedDict
 
-from git_handoff.fileio import atomic_write
-from git_handoff.gitrepo import Repo
+from git_handoff.infra.fileio import atomic_write
+from git_handoff.infra.gitrepo import Repo
 
 DIR = "quarantine"
 SHOWN = 5  # lines `status` shows; the rest is counted

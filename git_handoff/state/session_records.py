@@ -17,11 +17,13 @@ from __future__ import annotations
 import socket
 from typing import Any, cast
 
-from git_handoff import identity, procs, records
-from git_handoff.errors import InvalidState, Negative
-from git_handoff.model import now, now_iso, parse_time
-from git_handoff.records import HandoffDoc, RelayRecord, SessionRecord
-from git_handoff.store import StateStore, Tx, active_session
+from git_handoff.core import records
+from git_handoff.core.errors import InvalidState, Negative
+from git_handoff.core.model import now, now_iso, parse_time
+from git_handoff.core.records import HandoffDoc, RelayRecord, SessionRecord
+from git_handoff.infra import procs
+from git_handoff.state import identity
+from git_handoff.state.store import StateStore, Tx, active_session
 
 SESSIONS_DIR = "sessions"
 DOCS_DIR = "docs"
@@ -289,7 +291,7 @@ def pending_doc_at(source: Any, before: int | None = None) -> tuple[str, Handoff
 
 
 def read_relay(source: Any) -> RelayRecord | None:
-    """relay.json through its parser (git_handoff.records): InvalidState if unreadable."""
+    """relay.json through its parser (git_handoff.core.records): InvalidState if unreadable."""
     raw = source.read(RELAY_PATH)
     if raw is None:
         return None

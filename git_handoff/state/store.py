@@ -27,12 +27,19 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from git_handoff import hlc, identity, records
-from git_handoff.errors import Contention, HandoffError, InvalidState, NotInitialized, UsageError
-from git_handoff.fileio import atomic_write
-from git_handoff.gitrepo import Repo
-from git_handoff.local import open_session
-from git_handoff.model import Config, Task, now_iso, now_ms, task_file
+from git_handoff.core import hlc, records
+from git_handoff.core.errors import (
+    Contention,
+    HandoffError,
+    InvalidState,
+    NotInitialized,
+    UsageError,
+)
+from git_handoff.core.model import Config, Task, now_iso, now_ms, task_file
+from git_handoff.infra.fileio import atomic_write
+from git_handoff.infra.gitrepo import Repo
+from git_handoff.state import identity
+from git_handoff.state.this_clone import open_session
 
 STATE_REF = "refs/harness/state"
 ATTEMPTS_PREFIX = "refs/harness/attempts/"
@@ -82,7 +89,7 @@ def active_session(repo: Repo) -> int:
     return int(opened["session"]) if opened else 0
 
 
-# The record kinds read through read_json, each by its parser (git_handoff.records): a
+# The record kinds read through read_json, each by its parser (git_handoff.core.records): a
 # hand-corrupted local record is an InvalidState naming the path and the field, as a
 # fetched one is, never an internal error further on.
 _PARSERS: dict[str | None, Callable[[bytes, str], Any]] = {
@@ -588,7 +595,7 @@ def initial_files(config_toml: str) -> dict[str, bytes]:
 def _check_writes(changes: Mapping[str, bytes | None]) -> None:
     """What the test suite asks of every transaction (HANDOFF_CHECK_WRITES=1, set by
     tests/conftest.py): each record it writes passes the parser every other clone's
-    sync puts it through (git_handoff.records). A record that does not is a bug of the
+    sync puts it through (git_handoff.core.records). A record that does not is a bug of the
     writer: the state would be refused by the fleet, and by this clone's own reads."""
     for path, data in changes.items():
         if data is None:

@@ -15,10 +15,10 @@ import os
 import socket
 from typing import Any
 
-from git_handoff.errors import UsageError
-from git_handoff.fileio import atomic_write
-from git_handoff.gitrepo import Repo
-from git_handoff.records import MAX_TEXT, line_problem
+from git_handoff.core.errors import UsageError
+from git_handoff.core.records import MAX_TEXT, line_problem
+from git_handoff.infra.fileio import atomic_write
+from git_handoff.infra.gitrepo import Repo
 
 SESSION_FILE = "session.json"
 HOOK_STATE_FILE = "hook-state"
@@ -53,7 +53,7 @@ def _checked(name: str, where: str) -> str:
 
 def declared_worker() -> str | None:
     """The worker this process names in its environment, or None. A declared worker acts
-    only on its own claims (git_handoff.claims.other_workers)."""
+    only on its own claims (git_handoff.state.claim_checks.other_workers)."""
     found = worker_from_env()
     return found[1] if found else None
 

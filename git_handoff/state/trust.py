@@ -23,10 +23,10 @@ import json
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from git_handoff.errors import UsageError
-from git_handoff.fileio import atomic_write
-from git_handoff.gitrepo import Repo
-from git_handoff.model import now_iso
+from git_handoff.core.errors import UsageError
+from git_handoff.core.model import now_iso
+from git_handoff.infra.fileio import atomic_write
+from git_handoff.infra.gitrepo import Repo
 
 TRUST_FILE = "trusted.json"
 VERSION = 2
@@ -80,8 +80,8 @@ def _load(repo: Repo, *, save: bool = True) -> Approvals:
 
 def _migrate(repo: Repo, legacy: dict[str, dict[str, Any]]) -> Approvals:
     """Text-only approvals bound to the places this clone's own state uses each text at."""
-    from git_handoff.errors import HandoffError
-    from git_handoff.store import STATE_REF, Snapshot
+    from git_handoff.core.errors import HandoffError
+    from git_handoff.state.store import STATE_REF, Snapshot
 
     out: Approvals = {key: {"command": entry["command"], "places": {}} for key, entry in legacy.items()}
     head = repo.ref_target(STATE_REF)
@@ -195,8 +195,8 @@ def _commands(snap: Any) -> list[tuple[str, str, str]]:
 def _task_command(raw: bytes, where: str, kind: str) -> str | None:
     """The validation (or cleanup) command of a task file from the state's history, None
     when the file is no JSON object holding one as text."""
-    from git_handoff import records
-    from git_handoff.errors import InvalidState
+    from git_handoff.core import records
+    from git_handoff.core.errors import InvalidState
 
     try:
         data = records.load_json(raw, where)
@@ -211,9 +211,9 @@ def _introduced(store: Any, item_id: str, kind: str, command: str) -> dict[str, 
     """Who wrote this command into the state, and when: from the state head, follow a
     parent that still holds the command; the commit none of whose parents holds it
     introduced it (through a sync merge, the other side's commit, not the merge)."""
-    from git_handoff import records
-    from git_handoff.model import epoch_iso
-    from git_handoff.store import CONFIG_PATH, task_path
+    from git_handoff.core import records
+    from git_handoff.core.model import epoch_iso
+    from git_handoff.state.store import CONFIG_PATH, task_path
 
     repo = store.repo
     path = CONFIG_PATH if item_id == "config" else task_path(item_id)

@@ -8,9 +8,9 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from git_handoff.gitrepo import Repo
-from git_handoff.model import Task, now_iso, order_key_now
-from git_handoff.store import StateStore, Tx
+from git_handoff.core.model import Task, now_iso, order_key_now
+from git_handoff.infra.gitrepo import Repo
+from git_handoff.state.store import StateStore, Tx
 
 
 def publish_heads(clone: Path, n: int, *, prefix: str = "c", push: bool = True) -> list[str]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from git_handoff import procs
+from git_handoff.infra import procs
 
 
 def processes_with(marker: str) -> list[int]:

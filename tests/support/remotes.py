@@ -187,8 +187,8 @@ def _copied_pair(clones: Clones, bare: Path, commands: tuple[tuple[str, ...], ..
 def published(path: Path) -> str:
     """The ref on the remote where the clone at `path` publishes its state (each clone
     its own: refs/harness/clones/<clone id>/state)."""
-    from git_handoff.gitrepo import Repo
-    from git_handoff.identity import clone_id
+    from git_handoff.infra.gitrepo import Repo
+    from git_handoff.state.identity import clone_id
 
     return f"refs/harness/clones/{clone_id(Repo.discover(path))}/state"
 

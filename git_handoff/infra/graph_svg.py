@@ -14,8 +14,8 @@ import shutil
 import subprocess
 from collections.abc import Callable, Mapping
 
-from git_handoff import display
-from git_handoff.model import Task
+from git_handoff.core import display
+from git_handoff.core.model import Task
 
 
 def escape(text: str) -> str:

@@ -32,8 +32,8 @@ import stat
 from collections.abc import Iterable
 from pathlib import Path
 
-from git_handoff.display import line
-from git_handoff.errors import UsageError
+from git_handoff.core.display import line
+from git_handoff.core.errors import UsageError
 
 # what HFS+ ignores when it compares names (git's utf8.c next_hfs_char)
 _HFS_IGNORED = re.compile("[\u200c-\u200f\u202a-\u202e\u206a-\u206f\ufeff]")
