@@ -108,10 +108,6 @@ def config_path(repo: Repo, agent: str = "claude") -> Path:
     return repo.workdir / _location(agent).relpath
 
 
-def mcp_json_path(repo: Repo) -> Path:
-    return config_path(repo, "claude")
-
-
 def _load(path: Path, where: Location) -> Any:
     """The file's document ({} / an empty TOML document when absent); refused unchanged
     (UsageError) when it cannot be merged into."""

@@ -56,7 +56,6 @@ MISSING = object()  # a field a record does not have
 _STAMP = re.compile(r"([0-9]{13})\.([0-9]{6})\.([0-9a-f]{0,16})")
 _ISO = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]{1,9})?Z")
 MAX_LOGICAL = 999_999
-PATTERN = _STAMP
 # How far ahead of this clone's clock a stamp it reads may be and still count: a stamp
 # beyond it (a clock set wrong, or crafted: 9999999999999 ms is the year 2286) is not
 # adopted, so this clone's own stamps stay near its clock and within what every peer reads.

@@ -19,7 +19,6 @@ import hashlib
 import json
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any, NewType, TypedDict, cast
 
 from git_handoff.core import model
@@ -72,18 +71,6 @@ def line_problem(value: str, limit: int) -> str | None:
     except UnicodeEncodeError:
         return "is not valid Unicode text (a lone surrogate)"
     return None
-
-
-def check_line(value: Any, what: str, limit: int = MAX_TEXT, *, empty: bool = True) -> str:
-    """One line of text from a user or a command line: UsageError (exit 2) otherwise."""
-    if not isinstance(value, str):
-        raise UsageError(f"{what} must be text")
-    if not empty and not value.strip():
-        raise UsageError(f"{what} must not be empty")
-    why = line_problem(value, limit)
-    if why:
-        raise UsageError(f"{what} {why}")
-    return value
 
 
 # -- JSON -----------------------------------------------------------------------------------------
@@ -813,23 +800,6 @@ def attempt(body: str, where: str) -> AttemptRecord:
 
 
 # -- tasks: the claim bookkeeping ------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Claim:
-    """What a claim records beyond the harness task fields (kept in the task's JSON next to its fields)."""
-
-    worktree: str | None = None
-    branch: str | None = None
-    claimed_at: str | None = None
-    lease_seconds: int | None = None
-    claim_session: int | None = None
-    clone: str | None = None  # the claiming clone's public identity
-    clone_seal: str | None = None  # proof, only that clone can make, that it made this claim
-
-    @classmethod
-    def of(cls, extra: Mapping[str, Any]) -> Claim:
-        return cls(**{k: extra.get(k) for k in CLAIM_FIELDS})
 
 
 CLAIM_FIELDS = ("worktree", "branch", "claimed_at", "lease_seconds", "claim_session", "clone", "clone_seal")

@@ -247,12 +247,6 @@ def files_changed(repo: Repo, base: str | None) -> list[str]:
     return sorted(paths)
 
 
-def is_clean(repo: Repo) -> bool:
-    """Nothing staged, modified or untracked (ignored files do not count)."""
-    proc = repo.git("status", "--porcelain", "-z", "--untracked-files=normal", cwd=repo.root())
-    return not proc.stdout
-
-
 def commit_picture(repo: Repo, pic: Picture, message: str, *, extra_parents: Iterable[str] = ()) -> str:
     """A commit of the work tree whose parents are HEAD and a commit of the index."""
     parents = [pic.head]
