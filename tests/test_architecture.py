@@ -2,13 +2,15 @@
 
 The layers themselves are the import-linter contracts in pyproject.toml (run by
 `lint-imports` in the README test command); these tests pin what the contracts do
-not say: no cycle anywhere in the package, function-level imports included, and
-that the contracts really refuse a back-edge.
+not say: no cycle anywhere in the package, function-level imports included, that
+the contracts really refuse a back-edge, and that docs/architecture.md draws the
+packages the contract names, in its order, with the modules they hold.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -16,6 +18,7 @@ from pathlib import Path
 
 import grimp
 import pytest
+import tomllib
 
 ROOT = Path(__file__).resolve().parent.parent
 OPS_MAX_LINES = 450
@@ -71,8 +74,8 @@ def test_no_import_cycle_in_the_package() -> None:
 
 def test_cycle_finder_finds_a_cycle() -> None:
     graph = grimp.build_graph("git_handoff")
-    graph.add_import(importer="git_handoff.store", imported="git_handoff.ops.work")
-    assert any("git_handoff.store" in c and "git_handoff.ops.work" in c for c in _cycles(graph))
+    graph.add_import(importer="git_handoff.state.store", imported="git_handoff.ops.work")
+    assert any("git_handoff.state.store" in c and "git_handoff.ops.work" in c for c in _cycles(graph))
 
 
 def test_ops_modules_stay_small() -> None:
@@ -83,8 +86,10 @@ def test_ops_modules_stay_small() -> None:
 @pytest.mark.parametrize(
     ("importer", "imported", "contract"),
     [
-        ("git_handoff/store.py", "git_handoff.ops.tasks", "layers: adapters"),
-        ("git_handoff/ops/sessions.py", "git_handoff.ops.recovery", "use cases:"),
+        ("git_handoff/state/store.py", "git_handoff.ops.tasks", "layers: adapters"),
+        ("git_handoff/ops/sessions.py", "git_handoff.ops.session_start", "use cases:"),
+        ("git_handoff/core/model.py", "subprocess", "pure core:"),
+        ("git_handoff/state/this_clone.py", "git_handoff.state.store", "state inside:"),
     ],
 )
 def test_contracts_refuse_a_back_edge(tmp_path: Path, importer: str, imported: str, contract: str) -> None:
@@ -103,3 +108,46 @@ def test_contracts_refuse_a_back_edge(tmp_path: Path, importer: str, imported: s
     assert proc.returncode != 0, proc.stdout
     assert contract in proc.stdout and "BROKEN" in proc.stdout, proc.stdout
     assert imported in proc.stdout
+
+
+def _contract_layers() -> list[set[str]]:
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
+    top = next(c for c in config["contracts"] if c["name"].startswith("layers: adapters"))
+    return [{p.strip().removeprefix("git_handoff.") for p in layer.split("|")} for layer in top["layers"]]
+
+
+def _map_layers(doc: str) -> list[set[str]]:
+    block = doc.split("## The map", 1)[1].split("```", 2)[1]
+    return [set(found) for line in block.splitlines() if (found := re.findall(r"([a-z_]+)/", line))]
+
+
+def _doc_modules(doc: str) -> dict[str, set[str]]:
+    sections = re.split(r"^### ([a-z_]+)/$", doc, flags=re.M)[1:]
+    return {name: set(re.findall(r"`([a-z_]+)\.py`", body)) for name, body in zip(sections[::2], sections[1::2], strict=True)}
+
+
+def test_architecture_map_matches_the_contract() -> None:
+    """docs/architecture.md's map has the contract's packages, layer by layer, in its order."""
+    layers = _contract_layers()
+    assert len(layers) >= 8 and {"core", "ops", "cli"} <= set().union(*layers)
+    assert _map_layers((ROOT / "docs" / "architecture.md").read_text()) == layers
+
+
+def test_architecture_map_check_sees_a_difference() -> None:
+    doc = (ROOT / "docs" / "architecture.md").read_text()
+    assert _map_layers(doc.replace("remote/ | agent_cli/", "agent_cli/")) != _contract_layers()
+    swapped = doc.replace("state/   ", "@@").replace("infra/   ", "state/   ").replace("@@", "infra/   ")
+    assert _map_layers(swapped) != _contract_layers()
+
+
+def test_architecture_names_every_module() -> None:
+    """Every package of the contract has a section, and the section names exactly its modules."""
+    named = _doc_modules((ROOT / "docs" / "architecture.md").read_text())
+    packages = set().union(*_contract_layers())
+    code = {d.name for d in (ROOT / "git_handoff").iterdir() if any(f.stem != "__init__" for f in d.glob("*.py"))}
+    assert code == packages
+    assert set(named) == packages
+    for package in packages:
+        files = {p.stem for p in (ROOT / "git_handoff" / package).glob("*.py")}
+        assert named[package] - {"__init__"} <= files, package
+        assert files - {"__init__"} <= named[package], package
