@@ -16,7 +16,7 @@ def template_text(name: str) -> str:
             return resource.read_text()
     except ModuleNotFoundError:
         pass
-    source = Path(__file__).resolve().parent.parent / "hooks-templates" / name
+    source = Path(__file__).resolve().parents[2] / "hooks-templates" / name
     try:
         return source.read_text()
     except FileNotFoundError:
