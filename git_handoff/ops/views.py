@@ -11,6 +11,7 @@ from git_handoff import display, identity, local, quarantine, schedule, state_fi
 from git_handoff.errors import Negative, UsageError
 from git_handoff.model import LOG_TYPES, Task, check_id, now_iso
 from git_handoff.store import Entry, Snapshot, StateStore
+from git_handoff.ops.history import ensure_history
 
 # -- views --------------------------------------------------------------------------
 
@@ -126,6 +127,7 @@ def log(
         check_id(task)
     if kind is not None and kind.lower() not in {t.lower() for t in LOG_TYPES}:
         raise UsageError(f"unknown log type {kind!r}: use one of {', '.join(LOG_TYPES)}")
+    ensure_history(store)  # a clone that joined one commit deep fetches what lies below
     out: list[Entry] = []
     for entry in store.entries():
         if task is not None and entry.task != task:
