@@ -10,8 +10,8 @@ from typing import Any
 from git_handoff import display, identity, local, quarantine, schedule, state_files
 from git_handoff.errors import Negative, UsageError
 from git_handoff.model import LOG_TYPES, Task, check_id, now_iso
-from git_handoff.store import Entry, Snapshot, StateStore
 from git_handoff.ops.history import ensure_history
+from git_handoff.store import Entry, Snapshot, StateStore
 
 # -- views --------------------------------------------------------------------------
 
