@@ -121,6 +121,9 @@ def trust_cmd(ids: tuple[str, ...], approve_all: bool, list_approved: bool, as_j
             click.echo(f"    at {', '.join(entry['places']) or '(no place: approved before places were kept)'}")
         return
     if not ids and not approve_all:
+        from git_handoff.ops.history import ensure_history
+
+        ensure_history(store)  # where each command came from may lie below a shallow join's cut
         items = ops.untrusted(store)
         if as_json:
             emit_json(items)

@@ -151,6 +151,24 @@ class Repo:
             self.raw = _pygit2().Repository(str(self.git_dir))
             self._pack_stamp = stamp
 
+    def shallow_stamp(self) -> tuple[int, int] | None:
+        """When and how <git dir>/shallow (a shallow clone's cut) was last written, None
+        without one: libgit2 reads it once per open repository."""
+        try:
+            found = os.stat(self.common_dir / "shallow")
+        except OSError:
+            return None
+        return found.st_mtime_ns, found.st_size
+
+    def reopen(self) -> None:
+        """Open the repository afresh, after a fetch that moved the shallow cut: an open
+        repository keeps the cut it read (a commit at the old cut shows no parents, one
+        above a new cut points at parents that are not here)."""
+        self.raw = _pygit2().Repository(str(self.git_dir))
+        self._pack_stamp = self._pack_dir_stamp()
+        self._odb = None
+        self._odb_of = None
+
     # -- opening -----------------------------------------------------------------
 
     @classmethod

@@ -19,6 +19,10 @@ from git_handoff.remote.transport import CLONES, Remote
 from git_handoff.state.store import NOTES_REF
 
 RETIRE_AFTER_SECONDS = 7 * 24 * 3600
+# Clones retired by one push at most: git matches each ref of a push against every
+# --force-with-lease given (quadratic), so 10,000 retirements in one push took minutes;
+# a fleet's backlog of idle clones goes in slices of this size, one per sync.
+MAX_RETIRED_PER_PUSH = 500
 
 
 def retirable(repo: Repo, remote: Remote, local: str, published: str | None) -> dict[str, str]:
@@ -44,6 +48,8 @@ def retirable(repo: Repo, remote: Remote, local: str, published: str | None) -> 
             continue
         if now - repo.commit_info(oid)[2] < after:
             continue
+        if len(out) >= 2 * MAX_RETIRED_PER_PUSH:
+            break
         out[f"{CLONES}{clone}/state"] = oid
         their_notes = tracked.get(f"{remote.clones}{clone}/notes")
         if their_notes is not None and their_notes in notes_contained:

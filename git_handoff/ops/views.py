@@ -10,6 +10,7 @@ from typing import Any
 from git_handoff.core import display, selection
 from git_handoff.core.errors import Negative, UsageError
 from git_handoff.core.model import LOG_TYPES, Task, check_id, now_iso
+from git_handoff.ops.history import ensure_history
 from git_handoff.state import identity, quarantine, session_records, this_clone
 from git_handoff.state.store import Entry, Snapshot, StateStore
 
@@ -127,6 +128,7 @@ def log(
         check_id(task)
     if kind is not None and kind.lower() not in {t.lower() for t in LOG_TYPES}:
         raise UsageError(f"unknown log type {kind!r}: use one of {', '.join(LOG_TYPES)}")
+    ensure_history(store)  # a clone that joined one commit deep fetches what lies below
     out: list[Entry] = []
     for entry in store.entries():
         if task is not None and entry.task != task:

@@ -30,9 +30,9 @@ from typing import Any
 
 from git_handoff.core.errors import Contention, GitFailure, UsageError
 from git_handoff.infra.gitrepo import Repo
-from git_handoff.remote import incoming
+from git_handoff.remote import incoming, shallow
 from git_handoff.state import identity, quarantine
-from git_handoff.state.store import NOTES_REF, StateLock
+from git_handoff.state.store import NOTES_REF, STATE_REF, StateLock
 
 CLONES = "refs/harness/clones/"
 CLAIMS = "refs/harness/claims/"
@@ -172,6 +172,38 @@ def fetch_specs(dst: str) -> list[str]:
             f"+{NOTES_REF}*:{dst}harness/notes/harness*"]
 
 
+def state_specs(dst: str) -> list[str]:
+    """`fetch_specs` without the attempts: what a shallow join fetches one commit deep."""
+    return [spec for spec in fetch_specs(dst) if "harness/attempts/" not in spec]
+
+
+def _git_fetch(repo: Repo, remote: Remote, options: list[str], specs: list[str], *, prune: bool = True) -> None:
+    cut = repo.shallow_stamp()
+    # --refmap= : a remote's configured refspecs (add_refspecs) must not move refs too
+    proc = repo.git("fetch", "--quiet", "--no-tags", *(["--prune"] if prune else []), "--no-write-fetch-head",
+                    "--refmap=", *options, remote.spec, *specs, check=False, env={"GIT_TERMINAL_PROMPT": "0"})
+    if proc.returncode != 0:
+        raise git_error(proc, f"cannot fetch from {remote.spec}")
+    if repo.shallow_stamp() != cut:
+        repo.reopen()
+
+
+def fetch_history(repo: Repo, remote: Remote) -> None:
+    """The whole history of the remote's states, claims and notes, for a clone that joined
+    one commit deep (git_handoff.remote.shallow): what `log` and `trust` read below the cut.
+    The refs land in the staging namespace only (the next sync checks what moved)."""
+    with StateLock(repo.handoff_dir / f"fetch-{remote.track}.lock", FETCH_LOCK_SECONDS):
+        _git_fetch(repo, remote, ["--unshallow"], state_specs(remote.staging), prune=False)
+
+
+def _staged_heads(repo: Repo, staging: str) -> list[str]:
+    """The state commits staged from the remote, and ours: the heads a sync merges."""
+    heads = [oid for name, oid in sorted(repo.refs_in(staging).items())
+             if name.endswith("/state") and (found := repo.object_kind(oid)) is not None and found[0] == "commit"]
+    ours = repo.ref_target(STATE_REF)
+    return heads + ([ours] if ours else [])
+
+
 def _remote_rest(staged_rest: str) -> str:
     """The ref on the remote (minus refs/) of a ref staged as `staged_rest`."""
     return staged_rest[len("harness/"):] if staged_rest.startswith("harness/notes/") else staged_rest
@@ -248,11 +280,14 @@ def _fetch_locked(repo: Repo, remote: Remote) -> list[quarantine.Held]:
     # remote hold the lock above, so none is live), and the per-fetch namespaces of
     # earlier versions
     repo.sweep_incoming(INCOMING, fixed=staging)
-    # --refmap= : a remote's configured refspecs (add_refspecs) must not move refs too
-    proc = repo.git("fetch", "--quiet", "--no-tags", "--prune", "--no-write-fetch-head", "--refmap=", remote.spec,
-                    *fetch_specs(staging), check=False, env={"GIT_TERMINAL_PROMPT": "0"})
-    if proc.returncode != 0:
-        raise git_error(proc, f"cannot fetch from {remote.spec}")
+    if shallow.wants_shallow_join(repo, repo.ref_target(STATE_REF) is not None):
+        # the states, claims and notes one commit deep; the attempts (commits of the
+        # project's own history) whole, by the fetch below
+        _git_fetch(repo, remote, ["--depth=1"], state_specs(staging))
+    _git_fetch(repo, remote, [], fetch_specs(staging))
+    if shallow.cut(repo):
+        shallow.settle(repo, lambda: _staged_heads(repo, staging),
+                       lambda options: _git_fetch(repo, remote, options, state_specs(staging), prune=False))
     fetched = {_remote_rest(name[len(staging):]): oid for name, oid in repo.refs_in(staging).items()}
     fetched = {rest: oid for rest, oid in fetched.items() if is_read(rest)}
     tracking = f"refs/remotes/{remote.track}/"

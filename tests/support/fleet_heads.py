@@ -13,10 +13,13 @@ from git_handoff.infra.gitrepo import Repo
 from git_handoff.state.store import StateStore, Tx
 
 
-def publish_heads(clone: Path, n: int, *, prefix: str = "c", push: bool = True) -> list[str]:
+def publish_heads(clone: Path, n: int, *, prefix: str = "c", push: bool = True, first: int = 0) -> list[str]:
     """Write `n` clone heads on top of `clone`'s state (each with one new task
     `<prefix><i>`) as refs/harness/clones/<16 hex>/state here, and push them to origin in
-    one push when `push`. Returns the task ids."""
+    one push when `push`. The clone ids are numbered from `first`: another batch of
+    machines, pushed alone (each batch is kept here under refs/fleet-heads/<first>/,
+    so that a later batch does not push an earlier one's refs again, which a sync may
+    have retired meanwhile). Returns the task ids."""
     repo = Repo.discover(clone)
     store = StateStore(repo)
     base = store.head()
@@ -24,18 +27,19 @@ def publish_heads(clone: Path, n: int, *, prefix: str = "c", push: bool = True) 
     stamp = now_iso()
     ids = []
     lines = []
+    batch = "refs/harness/clones/" if first == 0 else f"refs/fleet-heads/{first}/"
     for i in range(n):
         tid = f"{prefix}{i}"
         tx = Tx(store, store.snapshot(base))
         tx.put_task(Task(id=tid, title=f"task of clone {i}", created_at=stamp, order=order_key_now()))
         tx.log("INIT", "Added", task=tid)
         commit = store.build_commit(tx, [base])
-        clone_id = f"{0xF000000000000000 + i:016x}"
-        lines.append(f"create refs/harness/clones/{clone_id}/state {commit}\n")
+        clone_id = f"{0xF000000000000000 + first + i:016x}"
+        lines.append(f"create {batch}{clone_id}/state {commit}\n")
         ids.append(tid)
     subprocess.run(["git", "update-ref", "--stdin"], cwd=clone, input="".join(lines), text=True, check=True)
     if push:
-        subprocess.run(["git", "push", "-q", "origin", "refs/harness/clones/*:refs/harness/clones/*"],
+        subprocess.run(["git", "push", "-q", "origin", f"{batch}*:refs/harness/clones/*"],
                        cwd=clone, check=True, capture_output=True)
     return ids
 
