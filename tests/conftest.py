@@ -1,7 +1,8 @@
 """Hermetic test setup (tests/support/env.py) for every test, and the `repo` fixture.
 
-The helpers live in the shared testing package tests/support/ (tests and bench both
-use it); they are re-exported here for the tests that import them from conftest.
+This one conftest, at the top of tests/, reaches every test in every folder below it.
+Helpers are not imported from here: they live in the shared testing package
+tests/support/ (tests and bench both use it), imported as `from tests.support.… import`.
 """
 
 from __future__ import annotations
@@ -13,20 +14,9 @@ from pathlib import Path
 import pytest
 
 from tests.support import speed
-from tests.support.env import FIXED_DATE, make_hermetic
-from tests.support.repo import (
-    Result,
-    dispatch_record,
-    git,
-    make_repo,
-    run,
-    run_exe,
-    state_head,
-    state_record,
-)
+from tests.support.env import make_hermetic
+from tests.support.repo import make_repo
 from tests.support.templates import Templates
-
-__all__ = ["FIXED_DATE", "Result", "git", "make_repo", "run", "run_exe", "state_head", "state_record", "dispatch_record"]
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -543,7 +543,7 @@ def _well_formed(cls: type[Task], data: Any) -> Task | None:
     then the full parse runs, and it alone words the error. Parsing 50,000 tasks (the
     first command after a sync) spends most of its time in the checks, and here they
     are one pass without building a message per field. Accepts nothing the full parse
-    refuses, and builds the same task (tests/test_linear_costs.py checks both)."""
+    refuses, and builds the same task (tests/core/test_selection.py checks both)."""
     if type(data) is not dict:
         return None
     get = data.get

@@ -1,0 +1,65 @@
+"""The newcomer's path: the README's two commands, the manual, the entry points."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def readme_commands() -> list[str]:
+    text = (ROOT / "README.md").read_text()
+    section = text.split("## Two commands", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"```sh\n(.+?)\n```", section)
+
+
+def test_readme_has_the_two_commands() -> None:
+    demo, tests = readme_commands()
+    assert "pip install ." in demo and "git handoff demo" in demo
+    assert "[test]" in tests and "pytest" in tests
+
+
+def test_ci_runs_exactly_the_readme_test_command() -> None:
+    _, tests = readme_commands()
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert tests in ci.splitlines()
+
+
+def test_manual_is_installed_with_the_package() -> None:
+    pyproject = (ROOT / "pyproject.toml").read_text()
+    assert '"share/man/man1" = ["man/git-handoff.1"]' in pyproject
+    page = (ROOT / "man" / "git-handoff.1").read_text()
+    assert page.startswith(".TH GIT-HANDOFF 1")
+    installed = Path(sys.prefix) / "share" / "man" / "man1" / "git-handoff.1"
+    if installed.exists():  # present after a non-editable `pip install .`
+        assert installed.read_text() == page
+
+
+def test_module_entry_point() -> None:
+    proc = subprocess.run([sys.executable, "-m", "git_handoff", "--help"], capture_output=True, text=True)
+    assert proc.returncode == 0 and "Usage:" in proc.stdout
+
+
+def test_every_readme_command_has_help() -> None:
+    from git_handoff.cli import COMMANDS
+
+    text = (ROOT / "README.md").read_text()
+    for name in COMMANDS:
+        assert f"`{name}" in text or f"{name}|" in text or f"|{name}" in text, name
+
+
+def test_hook_templates_are_found() -> None:
+    from git_handoff.agent_cli.templates import template_text
+
+    assert "hooks install" in template_text("README")
+
+
+def test_ci_installs_the_claude_code_version_the_tests_pin() -> None:
+    from tests.support.claude_cli import PINNED_VERSION
+
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert f"CLAUDE_CODE_VERSION={PINNED_VERSION}\n" in ci
+    assert '"@anthropic-ai/claude-code@$CLAUDE_CODE_VERSION"' in ci

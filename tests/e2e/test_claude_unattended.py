@@ -1,0 +1,154 @@
+"""Interactive Claude Code in tmux with no person: its first-run screens named by
+`person_prompt_in`, the `~/.claude.json` recipe of docs/agent-clis.md followed as written, and
+`hooks install --agent claude --unattended`.
+
+The real `claude` (2.1.332) runs interactively in a tmux pane on a fresh HOME against
+the loopback model stub; the pane's text is what `tmux capture-pane` shows, as the
+relay sees it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from git_handoff.agent_cli.agent_output import person_prompt_in
+from tests.support.claude_cli import claude_env, require_claude
+from tests.support.repo import run, run_exe
+from tests.support.stubs.anthropic import Lazy, StubServer, say
+
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed (.ci/run installs it)")]
+
+GUIDE = Path(__file__).resolve().parents[2] / "docs" / "agent-clis.md"
+ANSWER = "STUB-ANSWERED-THE-PROMPT"
+SETTING = re.compile(r"set (.+?) in ~/\.claude\.json")
+
+
+@pytest.fixture
+def stub() -> Iterator[StubServer]:
+    require_claude()
+    with StubServer(lambda r: say(ANSWER), lifetime=280) as server:
+        yield server
+
+
+def _merge(into: dict[str, Any], extra: dict[str, Any]) -> None:
+    for key, value in extra.items():
+        if isinstance(value, dict) and isinstance(into.get(key), dict):
+            _merge(into[key], value)
+        else:
+            into[key] = value
+
+
+def _screen_of_interactive_claude(repo: Path, env: dict[str, str], socket_name: str,
+                                  timeout: float = 45) -> str:
+    """Start `claude --dangerously-skip-permissions PROMPT` in a tmux pane; return the
+    pane once it waits for a person, shows the model's answer, or the CLI exited."""
+    exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
+    command = (f"cd {shlex.quote(str(repo))} && env -i {exports} claude --dangerously-skip-permissions "
+               f"'Say hi.'; echo CLAUDE-EXITED-$?; sleep 60")
+    subprocess.run(["tmux", "-L", socket_name, "new-session", "-d", "-x", "140", "-y", "45", "-s", "first-run",
+                    command], check=True)
+    screen = ""
+    try:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            time.sleep(1)
+            screen = subprocess.run(["tmux", "-L", socket_name, "capture-pane", "-p", "-t", "first-run"],
+                                    capture_output=True, text=True).stdout
+            if ANSWER in screen or "CLAUDE-EXITED-" in screen or person_prompt_in("claude", screen):
+                time.sleep(1)  # let the screen settle
+                return subprocess.run(["tmux", "-L", socket_name, "capture-pane", "-p", "-t", "first-run"],
+                                      capture_output=True, text=True).stdout
+        return screen
+    finally:
+        subprocess.run(["tmux", "-L", socket_name, "kill-server"], capture_output=True)
+
+
+@pytest.mark.parametrize("bypass", ["user", "project"])
+def test_first_run_screens_are_passed_by_doing_what_person_prompt_in_says(repo: Path, stub: StubServer,
+                                                                           bypass: str) -> None:
+    """From a fresh HOME, each screen claude stops on is named; doing exactly what the
+    line says (its JSON merged into ~/.claude.json, or for the bypass warning in
+    "project" mode `hooks install --agent claude --unattended`) reaches the next, until
+    the model answers."""
+    assert run("init").rc == 0
+    home = repo.parent / "fresh-home"
+    home.mkdir()
+    env = claude_env(home, stub.url)
+    config: dict[str, Any] = {}
+    named: list[str] = []
+    for attempt in range(6):
+        screen = _screen_of_interactive_claude(repo, env, f"handoff-first-run-{os.getpid()}-{bypass}-{attempt}")
+        if ANSWER in screen:
+            break
+        said = person_prompt_in("claude", screen)
+        assert said is not None, f"claude waits on a screen nobody named:\n{screen}"
+        named.append(said)
+        if bypass == "project" and "skipDangerousModePermissionPrompt" in said:
+            assert run("hooks", "install", "--agent", "claude", "--unattended", "--no-mcp").rc == 0
+            continue
+        found = SETTING.search(said)
+        assert found, said
+        _merge(config, json.loads("{" + found.group(1) + "}"))
+        (home / ".claude.json").write_text(json.dumps(config))
+    else:
+        pytest.fail(f"claude never answered; named: {named}")
+    keys = ["hasCompletedOnboarding", "hasTrustDialogAccepted", "customApiKeyResponses",
+            "bypassPermissionsModeAccepted"]
+    assert len(named) == len(keys) and all(key in said for key, said in zip(keys, named, strict=True)), named
+    assert f'"{repo}"' in named[1] or f'"{repo.resolve()}"' in named[1]  # the folder to trust, named
+    assert env["ANTHROPIC_API_KEY"][-20:] in named[2]  # the key's tail, named
+    if bypass == "project":
+        assert "bypassPermissionsModeAccepted" not in config
+        assert json.loads((repo / ".claude" / "settings.local.json").read_text()) == \
+            {"skipDangerousModePermissionPrompt": True}
+        assert run_exe("status", cwd=repo).rc == 0
+        assert ".claude/settings.local.json" not in subprocess.run(
+            ["git", "status", "--porcelain"], cwd=repo, capture_output=True, text=True).stdout
+
+
+def _readme_recipe() -> str:
+    text = GUIDE.read_text()
+    anchor = text.index("for an unattended interactive run")
+    block = re.compile(r"```json\n(.*?)```", re.S).search(text, anchor)
+    assert block is not None, "docs/agent-clis.md's ~/.claude.json recipe is gone"
+    return "\n".join(line[2:] if line.startswith("  ") else line for line in block.group(1).splitlines())
+
+
+def test_the_readme_recipe_as_written_lets_the_relay_run_interactive_claude_with_no_person(
+        repo: Path, stub: StubServer) -> None:
+    assert run("init", "--max-tasks-per-session", "2").rc == 0
+    for task_id in ("r1", "r2"):
+        assert run("add", f"Write {task_id}", "--id", task_id, "--check", f"test -f {task_id}.txt").rc == 0
+    assert run("hooks", "install", "--agent", "claude").rc == 0
+    stub.policy = Lazy("touch {id}.txt")
+    home = repo.parent / "recipe-home"
+    home.mkdir()
+    env = claude_env(home, stub.url)
+    recipe = _readme_recipe()
+    recipe = recipe.replace("<last 20 characters of ANTHROPIC_API_KEY>", env["ANTHROPIC_API_KEY"][-20:])
+    recipe = recipe.replace("/path/to/your/repo", str(repo))
+    (home / ".claude.json").write_text(recipe)
+    assert json.loads(recipe)["bypassPermissionsModeAccepted"] is True
+    socket_name = f"handoff-recipe-{os.getpid()}"
+    agent = 'claude --dangerously-skip-permissions "$(cat {prompt_file})"'
+    try:
+        r = run_exe("relay", "--tmux", "--tmux-socket", socket_name, "--agent", agent, "--ack-timeout", "60",
+                    "--handoff-grace", "3", cwd=repo, env={**env, "HANDOFF_RELAY_TEST": "1"}, timeout=240)
+    finally:
+        subprocess.run(["tmux", "-L", socket_name, "kill-server"], capture_output=True)
+    assert r.rc == 0, r.out + r.err
+    shown = run("session", "show", "1", "--json").json()
+    assert shown["ack"]["status"] == "accepted"
+    assert {t["id"]: t["status"] for t in run("list", "--json").json()} == {"r1": "completed", "r2": "completed"}

@@ -1,0 +1,118 @@
+"""The relay's limit waits with the real Codex CLI and Gemini CLI: 6 tasks, 2 per
+session, and a burst of 429s the CLI gives up on in the middle. The relay waits, then
+launches the agent again into the same session: at least 3 sessions, each task
+completed once, the waits in one session, no launch failure. Only the model is a stub (tests/support/stubs/, with the
+scripted faults of faults.py). Claude Code: tests/e2e/test_relay_unattended.py."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.support.agent_clis import (
+    codex_env,
+    codex_home,
+    gemini_env,
+    install_hooks,
+    plan,
+    require_codex,
+    require_gemini,
+    statuses,
+)
+from tests.support.repo import run, run_exe
+from tests.support.stubs.faults import Fault
+from tests.support.stubs.gemini import GeminiStub
+from tests.support.stubs.loopback import Exchange, StubBase, Turn, lazy_agent
+from tests.support.stubs.openai_responses import ResponsesStub
+
+pytestmark = pytest.mark.slow
+
+CODEX = 'codex exec --trust -s danger-full-access "Work on the tasks git handoff gives you."'
+GEMINI = 'GEMINI_CLI_TRUST_WORKSPACE=true gemini --yolo -p "Work on the tasks git handoff gives you."'
+
+
+def faulting_at(task: str, fault: Fault, times: int) -> tuple[list[StubBase], Callable[[Exchange], Turn]]:
+    """The lazy agent; once a turn is about task `task`, the stub answers the next
+    `times` model requests with `fault` (the CLI is mid-task: the claim is in)."""
+    lazy = lazy_agent()
+    holder: list[StubBase] = []
+
+    def policy(ex: Exchange) -> Turn:
+        turn = lazy(ex)
+        command = getattr(turn, "command", "")
+        if f"claim {task} " in command and not holder[0].faults.served:
+            holder[0].faults.fail(fault, times=times)
+        return turn
+
+    return holder, policy
+
+
+def assert_each_completed_once(ids: list[str], out: str) -> None:
+    """Every task completed, each in exactly one of at least 3 sessions, all acknowledged
+    (the exact split may differ by a task: the CLI decides when its turn ends)."""
+    assert statuses() == dict.fromkeys(ids, "completed")
+    count = int(run("status", "--json").json()["session_count"])
+    shown = [run("session", "show", str(n), "--json").json() for n in range(1, count + 1)]
+    assert count >= 3 and all(s["ack"]["status"] == "accepted" for s in shown), out
+    done = [task for s in shown for task in s.get("completed") or []]
+    assert sorted(done) == sorted(ids), (done, out)
+
+
+def assert_waited_in_one_session() -> None:
+    waits = [line for line in run("log", "--type", "WARN").out.splitlines()
+             if "[LIMIT]" in line and "waiting until" in line]
+    assert len(waits) >= 1, waits
+    sessions = {re.search(r"\[SESSION-(\d+)\]", line).group(1) for line in waits}  # type: ignore[union-attr]
+    assert len(sessions) == 1, waits
+    assert not [line for line in run("log", "--type", "ERROR").out.splitlines() if "launch" in line]
+
+
+def test_codex_rate_limit_burst_is_waited_out_in_its_session(repo: Path, tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    require_codex()
+    ids = plan(6, "--max-tasks-per-session", "2")
+    home = tmp_path / "codex-home"
+    home.mkdir()
+    monkeypatch.setenv("CODEX_HOME", str(home))
+    assert install_hooks("codex")["trusted"]
+    env = codex_env(home)
+    holder, policy = faulting_at("t3", Fault("rate_limit", reset_in=3), times=2)
+    with ResponsesStub(policy) as stub:
+        holder.append(stub)
+        codex_home(home, stub.port)
+        r = run_exe("relay", "--agent", CODEX, "--ack-timeout", "60", "--limit-backoff", "2",
+                    "--limit-backoff-max", "4", cwd=repo, env=env, timeout=500)
+        served = [kind for _, kind, *_ in stub.faults.served]
+    assert r.rc == 0, r.out[-2000:] + r.err[-2000:]
+    assert served == ["rate_limit", "rate_limit"]
+    assert "waiting for the rate limit, resumes at" in r.out
+    assert_each_completed_once(ids, r.out)
+    assert_waited_in_one_session()
+
+
+def test_gemini_quota_burst_is_waited_out_in_its_session(repo: Path, tmp_path: Path) -> None:
+    require_gemini()
+    ids = plan(6, "--max-tasks-per-session", "2")
+    install_hooks("gemini")
+    home = tmp_path / "gemini-home"
+    holder, policy = faulting_at("t3", Fault("usage_limit"), times=2)  # a 429 of the daily quota: terminal
+    with GeminiStub(policy) as stub:
+        holder.append(stub)
+        env = gemini_env(home, stub.port)
+        env.pop("GEMINI_CLI_TRUST_WORKSPACE")
+        settings_file = home / ".gemini" / "settings.json"
+        settings = json.loads(settings_file.read_text())
+        settings["general"]["maxAttempts"] = 2
+        settings_file.write_text(json.dumps(settings))
+        r = run_exe("relay", "--agent", GEMINI, "--ack-timeout", "60", "--limit-backoff", "2",
+                    "--limit-backoff-max", "4", cwd=repo, env=env, timeout=500)
+        served = [kind for _, kind, *_ in stub.faults.served]
+    assert r.rc == 0, r.out[-2000:] + r.err[-2000:]
+    assert served == ["usage_limit", "usage_limit"]
+    assert "waiting for the usage limit, resumes at" in r.out
+    assert_each_completed_once(ids, r.out)
+    assert_waited_in_one_session()

@@ -1,0 +1,205 @@
+"""The harness skill's semantics for the agent hooks, one test per behaviour, fed the
+payloads Claude Code sends, through `git handoff hook`."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.ops.test_tasks import harness_tasks_json
+from tests.support.repo import git, make_repo, run
+
+STOP = json.dumps({"session_id": "s1", "hook_event_name": "Stop", "stop_hook_active": False})
+STOP_ACTIVE = json.dumps({"session_id": "s1", "hook_event_name": "Stop", "stop_hook_active": True})
+START = json.dumps({"session_id": "s1", "hook_event_name": "SessionStart", "source": "startup"})
+
+
+def _hook(event: str, payload: str, cwd: Path | None = None) -> tuple[dict | None, str]:
+    r = run("hook", event, stdin=payload, cwd=cwd)
+    assert r.rc == 0, r.err
+    return (json.loads(r.out) if r.out.strip() else None), r.err
+
+
+def _plan(*ids: str, check: str | None = "true") -> None:
+    assert run("init").rc == 0
+    for task_id in ids:
+        args = ["add", f"Title of {task_id}", "--id", task_id] + (["--check", check] if check else [])
+        assert run(*args).rc == 0
+
+
+# -- 4. max_sessions reached: one instruction, not two -------------------------------------
+
+
+def test_at_max_sessions_session_start_says_stop_and_stop_does_not_block(repo: Path) -> None:
+    _plan("a")
+    run("init", "--max-sessions", "1")
+    run("session", "start")
+    run("ack")
+    run("session", "end")
+    out, _ = _hook("claude-session-start", START)
+    assert out is not None
+    assert "max_sessions (1) reached" in out["hookSpecificOutput"]["additionalContext"]
+    assert "stop here" in out["hookSpecificOutput"]["additionalContext"]
+    assert _hook("claude-stop", STOP)[0] is None  # not "Next task ... claim"
+    # ... and the claim the agent might still try is refused too, changing nothing
+    head = git("rev-parse", "refs/harness/state", cwd=repo)
+    claimed = run("claim", "--json")
+    assert claimed.rc == 1 and "max_sessions (1) reached" in claimed.err
+    assert claimed.json()["exit_code"] == 1
+    assert git("rev-parse", "refs/harness/state", cwd=repo) == head
+    assert run("show", "a", "--json").json()["status"] == "pending"
+    run("init", "--max-sessions", "2")  # raising the limit lets work go on
+    assert run("claim").rc == 0
+
+
+def test_claims_outside_sessions_are_unaffected_while_no_session_was_started(repo: Path) -> None:
+    _plan("a")
+    run("init", "--max-sessions", "1")
+    assert run("claim").rc == 0  # no session ever started: max_sessions has not been reached
+
+
+# -- 6. a damaged state is told to the agent -------------------------------------------------
+
+
+def _damage(repo: Path, name: str) -> None:
+    """Commit onto refs/harness/state a tree whose record `name` is not valid JSON."""
+    env = {**os.environ, "GIT_INDEX_FILE": str(repo / ".git" / "damage-index")}
+    listing = git("ls-tree", "-r", "--name-only", "refs/harness/state", cwd=repo).splitlines()
+    path = next(p for p in listing if p.rsplit("/", 1)[-1] == name)
+    blob = subprocess.run(["git", "hash-object", "-w", "--stdin"], cwd=repo, input="{not json",
+                          capture_output=True, text=True, check=True).stdout.strip()
+    subprocess.run(["git", "read-tree", "refs/harness/state"], cwd=repo, env=env, check=True)
+    subprocess.run(["git", "update-index", "--cacheinfo", f"100644,{blob},{path}"], cwd=repo, env=env, check=True)
+    tree = subprocess.run(["git", "write-tree"], cwd=repo, env=env, check=True, capture_output=True,
+                          text=True).stdout.strip()
+    commit = git("commit-tree", tree, "-p", "refs/harness/state", "-m", "damaged", cwd=repo)
+    git("update-ref", "refs/harness/state", commit, cwd=repo)
+
+
+@pytest.mark.parametrize("name", ["meta.json", "a.json"])
+def test_a_damaged_state_blocks_once_and_is_injected_as_context(repo: Path, name: str) -> None:
+    _plan("a")
+    _damage(repo, name)
+    assert run("status").rc == 2  # the state really is unreadable
+    out, err = _hook("claude-session-start", START)
+    assert out is not None and "the state cannot be read" in out["hookSpecificOutput"]["additionalContext"]
+    blocked, _ = _hook("claude-stop", STOP)
+    assert blocked is not None and blocked["decision"] == "block" and "cannot be read" in blocked["reason"]
+    released, err = _hook("claude-stop", STOP_ACTIVE)  # once: then the agent may stop
+    assert released is not None and "decision" not in released and "cannot be read" in err
+
+
+# -- 7. the payload's cwd, then CLAUDE_PROJECT_DIR ----------------------------------------------
+
+
+def test_the_payload_cwd_finds_the_repository(repo: Path, tmp_path: Path) -> None:
+    _plan("a")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    payload = json.dumps({"session_id": "s1", "stop_hook_active": False, "cwd": str(repo)})
+    out, _ = _hook("claude-stop", payload, cwd=elsewhere)
+    assert out is not None and "[a]" in out["reason"]
+    assert _hook("claude-stop", STOP, cwd=elsewhere)[0] is None  # no cwd: where it runs, nothing
+
+
+def test_claude_project_dir_when_the_payload_has_no_cwd(repo: Path, tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    _plan("a")
+    elsewhere = make_repo(tmp_path / "other")  # an uninitialized repository
+    monkeypatch.setenv("CLAUDE_PROJECT_DIR", str(repo))
+    out, _ = _hook("claude-stop", STOP, cwd=elsewhere)
+    assert out is not None and "[a]" in out["reason"]
+
+
+# -- 10. migration from the harness skill -----------------------------------------------------
+
+
+def test_tasks_json_without_version_is_read_as_version_2(repo: Path) -> None:
+    assert run("init").rc == 0
+    data = harness_tasks_json()
+    del data["version"]
+    (repo / "tasks.json").write_text(json.dumps(data))
+    r = run("import", "tasks.json")
+    assert r.rc == 0, r.err
+    assert {t["id"] for t in run("list", "--json").json()} == {"task-001", "task-002", "task-003"}
+    (repo / "v3.json").write_text(json.dumps({**data, "version": 3}))
+    assert run("import", "v3.json").rc == 2  # a version that is there and not 2 is still refused
+
+
+def test_session_count_carries_over_so_max_sessions_keeps_counting(repo: Path) -> None:
+    assert run("init").rc == 0
+    data = harness_tasks_json()
+    data["session_config"]["max_sessions"] = 2
+    (repo / "tasks.json").write_text(json.dumps(data))
+    assert run("import", "tasks.json").rc == 0
+    assert run("session", "start", "--json").json()["session"] == 2
+    run("session", "end")
+    assert run("session", "start").rc == 1  # 2 of 2 sessions: the harness's one counted
+
+
+def test_done_without_a_validation_command_logs_the_config_error(repo: Path) -> None:
+    _plan("a", check=None)
+    assert run("claim", "a").rc == 0
+    r = run("done", "a")
+    assert r.rc == 2 and "[CONFIG] Missing validation.command" in r.err
+    errors = run("log", "--type", "ERROR").out
+    assert "ERROR [a] [CONFIG] Missing validation.command" in errors
+    assert run("show", "a", "--json").json()["status"] == "in_progress"
+
+
+def test_exclusive_mode_unowned_in_progress_keeps_the_agent_working_and_is_recovered(repo: Path) -> None:
+    assert run("init", "--mode", "exclusive").rc == 0
+    data = harness_tasks_json()
+    data["session_config"]["concurrency_mode"] = "exclusive"
+    data["tasks"][2]["status"] = "in_progress"  # task-003, as the harness left it: no claimed_by
+    data["tasks"][2]["started_at_commit"] = git("rev-parse", "HEAD", cwd=repo)
+    (repo / "tasks.json").write_text(json.dumps(data))
+    assert run("import", "tasks.json").rc == 0
+    out, _ = _hook("claude-stop", STOP)
+    assert out is not None and out["decision"] == "block" and "[task-003]" in out["reason"]
+    started = run("session", "start", "--json").json()
+    assert [a["task"] for a in started["recovery"]] == ["task-003"]
+
+
+# -- 1. after a compaction the agent is still kept working ----------------------------------
+
+
+def test_after_a_compaction_stop_still_blocks_with_work_left(repo: Path) -> None:
+    _plan("a", "b")
+    _hook("claude-session-start", START)
+    _hook("claude-pre-compact", json.dumps({"session_id": "s1", "trigger": "auto"}))
+    _hook("claude-session-start", json.dumps({"session_id": "s1", "source": "compact"}))
+    assert run("doc", "show", "--json").json()["trigger"] == "pre-compact"
+    out, _ = _hook("claude-stop", STOP)
+    assert out is not None and out["decision"] == "block" and "[a]" in out["reason"]
+
+
+# -- 8. SessionEnd closes the session with its document ---------------------------------------
+
+
+def test_session_end_writes_the_document_and_closes_the_session(repo: Path) -> None:
+    _plan("a")
+    _hook("claude-session-start", START)
+    assert _hook("claude-session-end", json.dumps({"session_id": "s1", "reason": "prompt_input_exit"}))[0] is None
+    doc = run("doc", "show", "1", "--json").json()
+    assert doc["trigger"] == "session-end"
+    assert run("session", "show", "1", "--json").json()["ended_at"]
+    out, _ = _hook("claude-session-start", START)  # the next plain run: a new session taking the document
+    assert out is not None and run("session", "show", "--json").json()["session"] == 2
+    assert run("doc", "list", "--json").json()[0]["accepted_by"] == 2
+
+
+def test_session_end_under_a_relay_leaves_the_ending_to_the_relay(repo: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    _plan("a")
+    run("session", "start")
+    monkeypatch.setenv("HANDOFF_SESSION", "1")
+    _hook("claude-session-start", START)
+    _hook("claude-session-end", json.dumps({"session_id": "s1", "reason": "other"}))
+    assert run("doc", "show", "1", "--json").json()["trigger"] == "session-end"
+    assert not run("session", "show", "1", "--json").json()["ended_at"]
+    assert run("session", "end").rc == 0  # what the relay then does

@@ -1,0 +1,149 @@
+"""The claim index picks exactly what the full selection picks, and is only ever a shortcut."""
+
+from __future__ import annotations
+
+import marshal
+import random
+from pathlib import Path
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from git_handoff.core import selection
+from git_handoff.core.model import Task
+from git_handoff.infra.gitrepo import Repo
+from git_handoff.ops import claim
+from git_handoff.state import claim_index
+from git_handoff.state.store import StateStore
+from tests.support.repo import run
+from tests.support.speed import examples
+
+
+@st.composite
+def task_sets(draw: st.DrawFn) -> dict[str, Task]:
+    n = draw(st.integers(min_value=0, max_value=12))
+    tasks: dict[str, Task] = {}
+    ids = [f"t{i}" for i in range(n)]
+    for i, tid in enumerate(ids):
+        status = draw(st.sampled_from(["pending", "pending", "completed", "failed", "in_progress"]))
+        deps = tuple(draw(st.lists(st.sampled_from(ids[:i]), max_size=3, unique=True))) if i else ()
+        max_attempts = draw(st.integers(1, 3))
+        attempts = draw(st.integers(0, max_attempts)) if status == "failed" else 0
+        error_log: tuple[str, ...] = ()
+        if status == "failed":
+            error_log = ("[DEPENDENCY] Blocked by failed x",) if draw(st.booleans()) else ("[TEST_FAIL] no",)
+        extra = {}
+        if status == "failed":
+            extra["failed_at"] = f"2026-07-01T10:0{draw(st.integers(0, 9))}:00Z"
+        if status == "in_progress":
+            extra["worktree"] = draw(st.sampled_from(["/a", "/b"]))
+        tasks[tid] = Task(
+            id=tid,
+            title=tid,
+            status=status,
+            priority=draw(st.sampled_from(["P0", "P1", "P2"])),
+            depends_on=deps,
+            attempts=attempts,
+            max_attempts=max_attempts,
+            error_log=error_log,
+            lease_expires_at="2099-01-01T00:00:00Z" if status == "in_progress" else None,
+            created_at="2026-07-01T10:00:00Z",
+            order=draw(st.integers(0, 3)) * 1000 + i,
+            extra=extra,
+        )
+    return dict(sorted(tasks.items(), key=lambda kv: (kv[1].order, kv[1].created_at, kv[0])))
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(task_sets())
+def test_first_eligible_agrees_with_schedule(tasks: dict[str, Task]) -> None:
+    if selection.dependency_failures(tasks):
+        return
+    full = selection.eligible(tasks)
+    assert claim_index.first_eligible(claim_index.rows_of(tasks.values())) == (full[0].id if full else None)
+
+
+def _index_tree(repo: Path) -> str | None:
+    try:
+        data = marshal.loads((repo / ".git" / "handoff" / claim_index.INDEX_FILE).read_bytes())
+    except OSError:
+        return None
+    return data["tree"]
+
+
+def _state_tasks_tree(repo: Path) -> str | None:
+    store = StateStore(Repo.discover(repo))
+    return claim_index.tasks_tree(store, store.snapshot().tree)
+
+
+def test_claims_follow_the_full_selection_through_a_random_run(repo: Path, monkeypatch) -> None:
+    assert run("init").rc == 0
+    rng = random.Random(7)
+    for i in range(24):
+        deps = [f"r{j}" for j in rng.sample(range(i), min(i, rng.randint(0, 2)))] if i else []
+        args = ["add", f"Random {i}", "--id", f"r{i}", "--priority",
+                rng.choice(["P0", "P1", "P2"]), "--check", "test -f pass", "--max-attempts", "2"]
+        for d in deps:
+            args += ["--after", d]
+        assert run(*args).rc == 0, args
+    used = []
+    real_pick = claim._quick_pick
+
+    def spy(*a, **k):
+        found = real_pick(*a, **k)
+        used.append(found is not None)
+        return found
+
+    monkeypatch.setattr(claim, "_quick_pick", spy)
+    steps = 0
+    while True:
+        expected = run("next", "--json")
+        claimed = run("claim", "--json")
+        if expected.rc == 1:
+            assert claimed.rc == 1
+            break
+        assert claimed.rc == 0, claimed.err
+        tid = claimed.json()["id"]
+        assert tid == expected.json()["id"]
+        action = rng.choice(["done", "done", "fail", "release"])
+        if action == "done":
+            (repo / "pass").write_text("")
+            assert run("done", tid).rc == 0
+            (repo / "pass").unlink()
+        elif action == "fail":
+            assert run("done", tid).rc == 1
+        else:
+            assert run("release", tid).rc == 0
+        steps += 1
+        assert _index_tree(repo) == _state_tasks_tree(repo)
+    assert steps > 20
+    assert sum(used) > steps // 2  # the index decided most claims
+
+
+def test_a_stale_index_is_not_used(repo: Path) -> None:
+    assert run("init").rc == 0
+    for i in range(3):
+        assert run("add", f"T{i}", "--id", f"t{i}", "--check", "true").rc == 0
+    assert run("claim").rc == 0 and run("release", "t0").rc == 0
+    assert _index_tree(repo) == _state_tasks_tree(repo)
+    assert run("add", "Urgent", "--id", "urgent", "--priority", "P0", "--check", "true").rc == 0
+    assert _index_tree(repo) != _state_tasks_tree(repo)
+    assert run("claim", "--json").json()["id"] == "urgent"
+
+
+def test_a_wrong_or_damaged_index_falls_back_to_the_full_selection(repo: Path) -> None:
+    assert run("init").rc == 0
+    for i in range(3):
+        assert run("add", f"T{i}", "--id", f"t{i}", "--check", "true").rc == 0
+    assert run("claim").rc == 0 and run("release", "t0").rc == 0
+    path = repo / ".git" / "handoff" / claim_index.INDEX_FILE
+    data = marshal.loads(path.read_bytes())
+    # the index claims t2 is the P0 task: the row check against t2's blob catches the lie
+    row = list(data["rows"]["t2"])
+    row[claim_index.RANK] = 0
+    data["rows"]["t2"] = tuple(row)
+    path.write_bytes(marshal.dumps(data))
+    assert run("claim", "--json").json()["id"] == "t0"
+    assert run("release", "t0").rc == 0
+    path.write_bytes(b"not marshal")
+    assert run("claim", "--json").json()["id"] == "t0"
