@@ -19,15 +19,11 @@ import hashlib
 import json
 import re
 from collections.abc import Callable, Mapping
-from typing import Any, NewType, TypedDict, cast
+from typing import Any, TypedDict, cast
 
 from git_handoff.core import model
 from git_handoff.core.errors import InvalidState, UsageError
 from git_handoff.core.model import Config, Task, parse_time
-
-TaskId = NewType("TaskId", str)
-Oid = NewType("Oid", str)  # a commit or blob object id, 40 hex digits
-TreeOid = NewType("TreeOid", str)
 
 # -- limits (documented in docs/threat-model.md) -------------------------------------------
 
