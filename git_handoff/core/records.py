@@ -463,6 +463,8 @@ class RelayRecord(TypedDict, total=False):
     state: str
     host: str
     pid: int | None
+    agent: str  # the agent command the relay launches
+    tmux: bool
     clone: str | None
     clone_seal: str | None
     started_at: str
@@ -509,6 +511,13 @@ class DispatchRun(TypedDict, total=False):
     lost: bool  # in a view only: its runner died on this host before recording a result
 
 
+class FileChange(TypedDict):
+    """A file an attempt changed: git's status letter and the path."""
+
+    status: str
+    path: str
+
+
 class FailOutcome(TypedDict):
     """What `fail` (and a failing `done`) reports."""
 
@@ -518,7 +527,7 @@ class FailOutcome(TypedDict):
     attempt: int | None
     attempt_ref: str | None
     attempt_commit: str | None
-    files: list[dict[str, str]]
+    files: list[FileChange]
     base: str | None
     rolled_back: bool
     snapshot: str | None  # the claim's snapshot commit the rollback returned to

@@ -39,8 +39,9 @@ from git_handoff.core.errors import Negative, Signalled, UsageError, interrupt_e
 from git_handoff.core.model import now_iso
 from git_handoff.core.records import DispatchRun
 from git_handoff.infra import procs
+from git_handoff.infra.gitrepo import Repo
 from git_handoff.state import identity
-from git_handoff.state.store import StateStore, Tx
+from git_handoff.state.store import StateReader, StateStore, Tx
 
 DISPATCH_DIR = "dispatch"
 SLUG = re.compile(r"^[a-z]+(?:-[a-z]+){0,2}$")
@@ -70,7 +71,7 @@ def record_path(run_id: str) -> str:
     return f"{DISPATCH_DIR}/{run_id}.json"
 
 
-def resolve(source: Any, repo: Any, run_id: str) -> str:
+def resolve(source: StateReader, repo: Repo, run_id: str) -> str:
     """The key of the run `run_id` names in `source` (a Snapshot or Tx): the exact key,
     else this clone's run of that id, else the only one; UsageError when none or several."""
     check_run_id(run_id)

@@ -24,6 +24,7 @@ from git_handoff.core.model import (
     now_iso,
     order_key_now,
 )
+from git_handoff.ops.payloads import InitResult, config_view
 from git_handoff.state import identity, trust
 from git_handoff.state.session_records import carry_session_count
 from git_handoff.state.store import CONFIG_PATH, META_PATH, StateStore, Tx, initial_files
@@ -44,7 +45,7 @@ def init(
     max_sessions: int | None = None,
     spec: str | None = None,
     init_command: str | None = None,
-) -> dict[str, Any]:
+) -> InitResult:
     """Create the state, or apply the given settings to an existing one (idempotent)."""
     import tomlkit  # noqa: PLC0415 - import cost: tomlkit takes ~30 ms; only init and import write TOML
 
@@ -61,7 +62,7 @@ def init(
         "init_command": init_command,
     }
 
-    def apply(tx: Tx) -> dict[str, Any]:
+    def apply(tx: Tx) -> InitResult:
         created = tx.base is None
         if created:
             doc = tomlkit.parse(CONFIG_HEADER)
@@ -86,7 +87,7 @@ def init(
             tx.put(CONFIG_PATH, tomlkit.dumps(doc).encode())
             tx.log("INIT", "config " + " ".join(changed))
         cfg = tx.config()
-        return {"created": created, "changed": changed, "config": dataclasses.asdict(cfg)}
+        return {"created": created, "changed": changed, "config": config_view(cfg)}
 
     result = store.transact(apply, allow_uninitialized=True)
     trust.remember(store.repo, [(trust.INIT_PLACE, init_command)])
