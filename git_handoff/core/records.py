@@ -426,6 +426,8 @@ class SessionRecord(TypedDict, total=False):
     handoff: Any
     stats: str
     updated_at: str
+    hlc: str  # the clock stamp of its last write (git_handoff.core.hlc)
+    field_clock: dict[str, list[str]]  # {field: [stamp, digest of the value]}
 
 
 class HandoffDoc(TypedDict, total=False):
@@ -449,6 +451,8 @@ class HandoffDoc(TypedDict, total=False):
     accepted_at: str | None
     rejections: list[dict[str, Any]]
     updated_at: str
+    hlc: str
+    field_clock: dict[str, list[str]]
 
 
 class WrittenDoc(HandoffDoc, total=False):

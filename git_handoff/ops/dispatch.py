@@ -31,6 +31,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, cast
 
@@ -92,12 +93,12 @@ def resolve(source: StateReader, repo: Repo, run_id: str) -> str:
     raise UsageError(f"no dispatch run {run_id!r} (see `git handoff dispatch list`)")
 
 
-def key_of(record: DispatchRun | dict[str, Any]) -> str:
+def key_of(record: DispatchRun | Mapping[str, object]) -> str:
     """The key a run record is stored under (its run id, for records from before fleet ids)."""
     return str(record.get("key") or record["run_id"])
 
 
-def conversation_of(record: DispatchRun | dict[str, Any]) -> str:
+def conversation_of(record: DispatchRun | Mapping[str, object]) -> str:
     """The key of the run that started `record`'s conversation."""
     return str(record.get("conversation_key") or record.get("conversation") or key_of(record))
 

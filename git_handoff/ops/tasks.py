@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from git_handoff.core import records, selection
 from git_handoff.core.errors import InvalidState, UsageError
@@ -165,7 +165,7 @@ def add(
 _EDITABLE = ("title", "priority", "after", "check", "timeout", "max_attempts", "cleanup", "spec")
 
 
-def edit(store: StateStore, task_id: str, **changes: Any) -> Task:
+def edit(store: StateStore, task_id: str, **changes: object) -> Task:
     """Change the given fields of a task (None: leave as it is)."""
     check_id(task_id)
     changes = {k: v for k, v in changes.items() if v is not None}
@@ -187,7 +187,7 @@ def edit(store: StateStore, task_id: str, **changes: Any) -> Task:
         task = tx.require_task(task_id)
         fields: dict[str, Any] = {}
         if "after" in changes:
-            deps = tuple(dict.fromkeys(changes["after"]))
+            deps = tuple(dict.fromkeys(cast("Iterable[str]", changes["after"])))  # ids, checked just below
             _check_deps(tx.tasks(), task_id, deps)
             fields["depends_on"] = deps
         mapping = {
@@ -214,8 +214,9 @@ def edit(store: StateStore, task_id: str, **changes: Any) -> Task:
         return new
 
     task = store.transact(apply)
-    trust.remember(store.repo, [(trust.place(task.id, "validation"), changes.get("check")),
-                                (trust.place(task.id, "cleanup"), changes.get("cleanup"))])
+    # the command texts as given (checked above as the task's check and cleanup)
+    trust.remember(store.repo, [(trust.place(task.id, "validation"), cast("str | None", changes.get("check"))),
+                                (trust.place(task.id, "cleanup"), cast("str | None", changes.get("cleanup")))])
     return task
 
 

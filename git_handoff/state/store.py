@@ -293,7 +293,7 @@ class Tx:
 
     def config(self) -> Config:
         if CONFIG_PATH in self.changes:
-            return Snapshot.config(self)  # type: ignore[arg-type]
+            return Snapshot.config(self)  # type: ignore[arg-type]  # Snapshot's parser over this Tx's read()
         return self.base.config() if self.base else Config()
 
     def meta(self) -> dict[str, Any]:
