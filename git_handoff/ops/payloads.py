@@ -1,6 +1,6 @@
 """What the use cases answer: the objects every adapter prints with `--json` (the CLI)
 or returns (the MCP tools). These shapes are the JSON contract of the commands:
-tests/test_payloads.py runs each command with `--json` on a real repository and checks
+tests/ops/test_payloads.py runs each command with `--json` on a real repository and checks
 its output against the type named here (keys, required and optional, value types).
 
 Records that are stored as they are shown (a session, a handoff document, a dispatch run,

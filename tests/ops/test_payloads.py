@@ -18,7 +18,7 @@ from git_handoff.core import records
 from git_handoff.ops import payloads
 from tests.support.repo import make_repo, run
 
-PACKAGE = Path(__file__).resolve().parent.parent / "git_handoff"
+PACKAGE = Path(__file__).resolve().parents[2] / "git_handoff"
 
 
 # -- no Any in the use cases' signatures -----------------------------------------------------
