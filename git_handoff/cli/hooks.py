@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -142,8 +142,9 @@ def hooks_install_cmd(agent: str | None, no_mcp: bool, unattended: bool, as_json
     mcpServers.handoff in .gemini/settings.json)."""
     from git_handoff.ops import hook_install
 
-    result = hook_install.install(_repo(), agent=agent, command=installed_with(), mcp=not no_mcp,
-                           unattended_run=unattended)
+    # the text below reads the answer of whichever hooks were installed: a plain mapping
+    result: dict[str, Any] = dict(hook_install.install(_repo(), agent=agent, command=installed_with(), mcp=not no_mcp,
+                           unattended_run=unattended))
     if as_json:
         emit_json(result)
     elif agent == "claude":
@@ -177,7 +178,7 @@ def hooks_uninstall_cmd(agent: str | None, no_mcp: bool, unattended: bool, as_js
     the agent's MCP configuration only our `handoff` server goes)."""
     from git_handoff.ops import hook_install
 
-    result = hook_install.uninstall(_repo(), agent=agent, mcp=not no_mcp, unattended_run=unattended)
+    result: dict[str, Any] = dict(hook_install.uninstall(_repo(), agent=agent, mcp=not no_mcp, unattended_run=unattended))
     if as_json:
         emit_json(result)
     elif agent in ("claude", *LABELS):
@@ -197,7 +198,7 @@ def hooks_status_cmd(agent: str | None, as_json: bool) -> None:
     from git_handoff.ops import hook_install
 
     if agent in LABELS:
-        one = hook_install.agent_status(_repo(), hook_install.AGENT_SPECS[agent], with_mcp=True)
+        one: dict[str, Any] = dict(hook_install.agent_status(_repo(), hook_install.AGENT_SPECS[agent], with_mcp=True))
         if as_json:
             emit_json(one)
             return
@@ -215,7 +216,7 @@ def hooks_status_cmd(agent: str | None, as_json: bool) -> None:
         for note in _agent_notes(one):
             click.echo(f"  note: {note}")
         return
-    result = hook_install.status(_repo())
+    result: dict[str, Any] = dict(hook_install.status(_repo()))
     if agent == "claude":
         claude = {"agent": "claude", "settings": result["claude_settings"], "installed": result["claude"],
                   "mcp": result["claude_mcp"], "unattended": result["claude_unattended"]}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import click
@@ -11,7 +12,7 @@ from git_handoff.cli.ids import complete_task_id
 from git_handoff.ops import revise as ops
 
 
-def _answer(result: dict[str, Any], as_json: bool, headline: str, *details: Any) -> None:
+def _answer(result: Mapping[str, object], as_json: bool, headline: str, *details: Any) -> None:
     """The use case's result as JSON, or a headline and the details that apply (falsy
     ones are left out), indented under it."""
     if as_json:

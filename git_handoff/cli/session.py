@@ -3,6 +3,7 @@ doc write|show|list, prompt, ack."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import click
@@ -10,7 +11,7 @@ import click
 from git_handoff.cli import emit_json, get_store, json_option, numbers, visible
 
 
-def _session_text(record: dict[str, Any]) -> str:
+def _session_text(record: Mapping[str, Any]) -> str:
     lines = [
         f"session {record.get('session')}" + (" (open in this worktree)" if record.get("open_here") else ""),
         f"  worker:     {visible(str(record.get('worker') or '-'))}",
@@ -218,4 +219,4 @@ def ack_cmd(failed: str | None, as_json: bool) -> None:
         emit_json(entry)
         return
     what = f"the handoff of session {entry['handoff']}" if entry.get("handoff") else "the prompt"
-    click.echo(f"Session {entry['session']} {entry['status']} {what}" + (f": {visible(entry['reason'])}" if entry.get("reason") else ""))
+    click.echo(f"Session {entry['session']} {entry['status']} {what}" + (f": {visible(entry['reason'] or '')}" if entry.get("reason") else ""))

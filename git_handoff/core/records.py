@@ -19,15 +19,11 @@ import hashlib
 import json
 import re
 from collections.abc import Callable, Mapping
-from typing import Any, NewType, TypedDict, cast
+from typing import Any, TypedDict, cast
 
 from git_handoff.core import model
 from git_handoff.core.errors import InvalidState, UsageError
 from git_handoff.core.model import Config, Task, parse_time
-
-TaskId = NewType("TaskId", str)
-Oid = NewType("Oid", str)  # a commit or blob object id, 40 hex digits
-TreeOid = NewType("TreeOid", str)
 
 # -- limits (documented in docs/threat-model.md) -------------------------------------------
 
@@ -430,6 +426,8 @@ class SessionRecord(TypedDict, total=False):
     handoff: Any
     stats: str
     updated_at: str
+    hlc: str  # the clock stamp of its last write (git_handoff.core.hlc)
+    field_clock: dict[str, list[str]]  # {field: [stamp, digest of the value]}
 
 
 class HandoffDoc(TypedDict, total=False):
@@ -453,6 +451,8 @@ class HandoffDoc(TypedDict, total=False):
     accepted_at: str | None
     rejections: list[dict[str, Any]]
     updated_at: str
+    hlc: str
+    field_clock: dict[str, list[str]]
 
 
 class WrittenDoc(HandoffDoc, total=False):
@@ -467,6 +467,8 @@ class RelayRecord(TypedDict, total=False):
     state: str
     host: str
     pid: int | None
+    agent: str  # the agent command the relay launches
+    tmux: bool
     clone: str | None
     clone_seal: str | None
     started_at: str
@@ -513,6 +515,13 @@ class DispatchRun(TypedDict, total=False):
     lost: bool  # in a view only: its runner died on this host before recording a result
 
 
+class FileChange(TypedDict):
+    """A file an attempt changed: git's status letter and the path."""
+
+    status: str
+    path: str
+
+
 class FailOutcome(TypedDict):
     """What `fail` (and a failing `done`) reports."""
 
@@ -522,7 +531,7 @@ class FailOutcome(TypedDict):
     attempt: int | None
     attempt_ref: str | None
     attempt_commit: str | None
-    files: list[dict[str, str]]
+    files: list[FileChange]
     base: str | None
     rolled_back: bool
     snapshot: str | None  # the claim's snapshot commit the rollback returned to

@@ -335,7 +335,7 @@ def task_page(store: StateStore, task_id: str) -> str | None:
     attempt_rows = "".join(
         f'<tr class="attempt" data-attempt="{a["attempt"]}"><td>#{a["attempt"]}</td><td>{escape(str(a.get("time") or "-"))}</td>'
         f'<td>{escape(str(a.get("category") or "-"))}</td>'
-        f'<td>{escape(str(a.get("reason") or ("unreadable: " + a["unreadable"] if a.get("unreadable") else "")))}</td>'
+        f'<td>{escape(str(a.get("reason") or ("unreadable: " + str(a["unreadable"]) if a.get("unreadable") else "")))}</td>'
         f'<td><code>{escape(str(a.get("ref")))}</code></td><td>{len(a.get("files") or [])} file(s)</td></tr>'
         for a in attempt_ops.attempts(store, task.id)
     )

@@ -102,7 +102,7 @@ class _Tail:
             thread.start()
 
     def _drain(self, name: str, stream: object) -> None:
-        read = stream.read1 if hasattr(stream, "read1") else stream.read  # type: ignore[attr-defined]
+        read = stream.read1 if hasattr(stream, "read1") else stream.read  # type: ignore[attr-defined]  # a pipe: read1 or read
         try:
             while True:
                 chunk = read(65536)

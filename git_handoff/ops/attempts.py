@@ -12,7 +12,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-from typing import Any
 
 from git_handoff.core import records
 from git_handoff.core.errors import Contention, GitFailure, InvalidState, UsageError
@@ -20,6 +19,7 @@ from git_handoff.core.model import Task, check_category, check_id, now_iso, prin
 from git_handoff.core.records import FailOutcome
 from git_handoff.infra import task_commands, worktree
 from git_handoff.infra.gitrepo import Repo
+from git_handoff.ops.payloads import Attempt, FileChange, Restored, SavedAttempt
 from git_handoff.state import claim_index, claim_journal, notes, this_clone, trust
 from git_handoff.state.claim_checks import (
     CLAIM_EXTRAS,
@@ -59,7 +59,7 @@ def _claim_snapshot(repo: Repo, recorded: str | None) -> tuple[worktree.Snapshot
 
 
 def save_attempt(store: StateStore, task: Task, *, reason: str, category: str,
-                 local: claim_journal.Entry | None = None) -> dict[str, Any]:
+                 local: claim_journal.Entry | None = None) -> SavedAttempt:
     """Save the whole work of the current attempt as a commit under refs/harness/attempts/.
 
     The commit's tree is the work tree (untracked non-ignored files included); its
@@ -76,7 +76,7 @@ def save_attempt(store: StateStore, task: Task, *, reason: str, category: str,
     base = (local.base if local else task.started_at_commit) or head
     snap, _ = _claim_snapshot(repo, local.snapshot if local else None)
     pic = worktree.picture(repo, head)
-    files = [{"status": s, "path": p} for s, p in worktree.changed(repo, snap.worktree if snap else base, pic.worktree)]
+    files: list[FileChange] = [{"status": s, "path": p} for s, p in worktree.changed(repo, snap.worktree if snap else base, pic.worktree)]
     existing = _attempt_numbers(repo, task.id)
     n = max(task.attempts + 1, max(existing, default=0) + 1)
     for _ in range(50):
@@ -149,7 +149,7 @@ def fail(
         worktree.refuse_submodules(repo, base, "roll back", seen.id)
     if seen.cleanup:
         trust.require_trusted(repo, seen.cleanup, "cleanup command", trust.place(seen.id, "cleanup"))
-    saved: dict[str, Any] | None = None
+    saved: SavedAttempt | None = None
     if base_ok:
         store.best_effort("notes", lambda: notes.note_task_commits(store, seen, outcome=f"failed [{category}]"))
         saved = save_attempt(store, seen, reason=text, category=category, local=local)
@@ -270,7 +270,7 @@ def _log_warning(store: StateStore, task_id: str, text: str) -> None:
 # -- attempts / restore -----------------------------------------------------------------------
 
 
-def _attempt_record(repo: Repo, n: int, commit: str, ref: str) -> dict[str, Any]:
+def _attempt_record(repo: Repo, n: int, commit: str, ref: str) -> Attempt:
     """What the readers (attempts, restore, the MCP tool, the dashboard) use of attempt
     `n`: the record in its commit's message through records.attempt, fields typed; a
     record that does not parse is `unreadable` (why, in one line) and none of its
@@ -303,7 +303,7 @@ def _attempt_record(repo: Repo, n: int, commit: str, ref: str) -> dict[str, Any]
     }
 
 
-def attempts(store: StateStore, task_id: str) -> list[dict[str, Any]]:
+def attempts(store: StateStore, task_id: str) -> list[Attempt]:
     """The saved attempts of a task, oldest first: number, time, reason, files."""
     check_id(task_id)
     repo = store.repo
@@ -316,7 +316,7 @@ def attempts(store: StateStore, task_id: str) -> list[dict[str, Any]]:
     return out
 
 
-def restore(store: StateStore, task_id: str, n: int, force: bool = False) -> dict[str, Any]:
+def restore(store: StateStore, task_id: str, n: int, force: bool = False) -> Restored:
     """Bring attempt `n` back into this work tree: its files, and its index when it was
     saved with one (HEAD untouched). Refused when a file it would write or remove was
     changed here since the rollback, unless `force`."""

@@ -31,6 +31,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, cast
 
@@ -39,8 +40,9 @@ from git_handoff.core.errors import Negative, Signalled, UsageError, interrupt_e
 from git_handoff.core.model import now_iso
 from git_handoff.core.records import DispatchRun
 from git_handoff.infra import procs
+from git_handoff.infra.gitrepo import Repo
 from git_handoff.state import identity
-from git_handoff.state.store import StateStore, Tx
+from git_handoff.state.store import StateReader, StateStore, Tx
 
 DISPATCH_DIR = "dispatch"
 SLUG = re.compile(r"^[a-z]+(?:-[a-z]+){0,2}$")
@@ -70,7 +72,7 @@ def record_path(run_id: str) -> str:
     return f"{DISPATCH_DIR}/{run_id}.json"
 
 
-def resolve(source: Any, repo: Any, run_id: str) -> str:
+def resolve(source: StateReader, repo: Repo, run_id: str) -> str:
     """The key of the run `run_id` names in `source` (a Snapshot or Tx): the exact key,
     else this clone's run of that id, else the only one; UsageError when none or several."""
     check_run_id(run_id)
@@ -91,12 +93,12 @@ def resolve(source: Any, repo: Any, run_id: str) -> str:
     raise UsageError(f"no dispatch run {run_id!r} (see `git handoff dispatch list`)")
 
 
-def key_of(record: DispatchRun | dict[str, Any]) -> str:
+def key_of(record: DispatchRun | Mapping[str, object]) -> str:
     """The key a run record is stored under (its run id, for records from before fleet ids)."""
     return str(record.get("key") or record["run_id"])
 
 
-def conversation_of(record: DispatchRun | dict[str, Any]) -> str:
+def conversation_of(record: DispatchRun | Mapping[str, object]) -> str:
     """The key of the run that started `record`'s conversation."""
     return str(record.get("conversation_key") or record.get("conversation") or key_of(record))
 

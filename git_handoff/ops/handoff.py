@@ -9,7 +9,7 @@ rendered as Markdown. There is deliberately no next-steps field.
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import cast
 
 from git_handoff.core import selection
 from git_handoff.core.errors import Negative, UsageError
@@ -17,6 +17,7 @@ from git_handoff.core.model import Task, now_iso
 from git_handoff.core.records import HandoffDoc, WrittenDoc
 from git_handoff.infra import worktree
 from git_handoff.infra.gitrepo import Repo
+from git_handoff.ops.payloads import AckAnswer, AckEntry, DocRow
 from git_handoff.state.session_records import (
     completed_ids,
     current_number,
@@ -29,7 +30,7 @@ from git_handoff.state.session_records import (
     read_session,
     session_path,
 )
-from git_handoff.state.store import StateStore, Tx, format_log_line
+from git_handoff.state.store import StateReader, StateStore, Tx, format_log_line
 from git_handoff.state.this_clone import tasks_per_session
 
 TRIGGERS = ("manual", "commits", "tasks", "pre-compact", "stop", "relay", "session-end")
@@ -42,7 +43,7 @@ def last_error(task: Task) -> str | None:
     return task.error_log[-1] if task.error_log else None
 
 
-def spec_ref_of(source: Any, tasks: dict[str, Task]) -> str | None:
+def spec_ref_of(source: StateReader, tasks: dict[str, Task]) -> str | None:
     configured = source.config().spec_ref
     if configured:
         return str(configured)
@@ -55,7 +56,7 @@ def spec_ref_of(source: Any, tasks: dict[str, Task]) -> str | None:
     return None
 
 
-def build(source: Any, repo: Repo, number: int, trigger: str) -> HandoffDoc:
+def build(source: StateReader, repo: Repo, number: int, trigger: str) -> HandoffDoc:
     """The document for session `number` from a Snapshot or Tx (facts only)."""
     tasks = source.tasks()
     record = read_session(source, number) if number > 0 else None
@@ -88,7 +89,7 @@ def build(source: Any, repo: Repo, number: int, trigger: str) -> HandoffDoc:
         "trigger": trigger,
         "spec_ref": spec_ref_of(source, tasks),
         "status": {"completed": completed, "in_progress": in_progress, "pending": pending},
-        "completed_this_session": [c["id"] for c in completed if c["this_session"]],
+        "completed_this_session": [str(c["id"]) for c in completed if c["this_session"]],
         "failed": failed,
         "decisions": [{"what": d.get("what"), "why": d.get("why")} for d in (record or {}).get("decisions", [])],
         "blockers": [b.get("text") if isinstance(b, dict) else str(b) for b in (record or {}).get("blockers", [])],
@@ -145,18 +146,18 @@ def after_done(store: StateStore) -> WrittenDoc | None:
     return write_doc(store, trigger="tasks")
 
 
-def list_docs(store: StateStore) -> list[dict[str, Any]]:
+def list_docs(store: StateStore) -> list[DocRow]:
     snap = store.snapshot()
     out = []
     for n, path in doc_paths(snap):
         doc = snap.read_json(path) or {}
         clone = path[:-5].partition("@")[2] or None
-        out.append({
+        out.append(DocRow({
             "session": n, "clone": clone, "written_at": doc.get("written_at"), "trigger": doc.get("trigger"),
             "archived": bool(doc.get("archived")), "accepted_by": doc.get("accepted_by"),
             "completed": len(doc.get("status", {}).get("completed", [])),
             "files_changed": len(doc.get("files_changed", [])),
-        })
+        }))
     return out
 
 
@@ -182,14 +183,14 @@ def handed_off(store: StateStore, number: int) -> bool:
     return isinstance(snap.read_json(doc_path(snap, number)), dict)
 
 
-def ack_status(store: StateStore, number: int) -> dict[str, Any] | None:
+def ack_status(store: StateStore, number: int) -> AckEntry | None:
     """The ACK session `number` recorded ({status: accepted|failed, ...}), or None."""
     head = store.head()
     if head is None:
         return None
     record = read_session(store.snapshot(head), number)
     ack = record.get("ack") if record else None
-    return ack if isinstance(ack, dict) else None
+    return cast(AckEntry, ack) if isinstance(ack, dict) else None  # written by ack() below
 
 
 def acknowledged(store: StateStore, number: int) -> bool:
@@ -198,7 +199,7 @@ def acknowledged(store: StateStore, number: int) -> bool:
     return bool(ack and ack.get("status") == "accepted")
 
 
-def ack(store: StateStore, failed: str | None = None) -> dict[str, Any]:
+def ack(store: StateStore, failed: str | None = None) -> AckAnswer:
     """The first act of a started session: accept (or reject, with a reason) the prompt and
     the pending handoff document. An accepted document is archived."""
     store.snapshot()  # NotInitialized first
@@ -211,14 +212,14 @@ def ack(store: StateStore, failed: str | None = None) -> dict[str, Any]:
             raise UsageError("--failed needs a reason")
     stamp = now_iso()
 
-    def apply(tx: Tx) -> dict[str, Any]:
+    def apply(tx: Tx) -> AckAnswer:
         record = read_session(tx, number)
         if record is None:
             raise UsageError(f"session {number} is not in the state (`git handoff session start`)")
         found = pending_doc_at(tx, before=number)
         of_path, doc = found if found else (None, None)
         of = doc["session"] if doc else None
-        entry = {"status": "failed" if failed else "accepted", "at": stamp, "reason": failed, "handoff": of}
+        entry: AckEntry = {"status": "failed" if failed else "accepted", "at": stamp, "reason": failed, "handoff": of}
         record["ack"] = entry
         put_record(tx, session_path(tx, number), record)
         if failed:

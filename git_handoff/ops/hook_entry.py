@@ -9,8 +9,6 @@ is not initialized (or no repository) gives no output at all.
 
 from __future__ import annotations
 
-from typing import Any
-
 from git_handoff.agent_cli import claude, codex, gemini
 from git_handoff.agent_cli.hook_data import Event
 from git_handoff.core import records
@@ -21,7 +19,7 @@ ADAPTERS = (claude, codex, gemini)
 EVENTS: tuple[str, ...] = ("post-commit", *(hook for adapter in ADAPTERS for hook in adapter.HOOKS))
 
 
-def parse_payload(text: str | None) -> tuple[dict[str, Any], str]:
+def parse_payload(text: str | None) -> tuple[dict[str, object], str]:
     """The agent's JSON payload, and a warning when it had to be set aside. A payload that
     is not a JSON object, or nests deeper than records.MAX_JSON_DEPTH, is handled as an
     empty one: a hook never fails its caller, so it does its work without the payload's

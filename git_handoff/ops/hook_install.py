@@ -18,6 +18,7 @@ from git_handoff.agent_cli.templates import template_text
 from git_handoff.core.errors import UsageError
 from git_handoff.infra.fileio import atomic_write
 from git_handoff.infra.gitrepo import Repo
+from git_handoff.ops.payloads import AgentHooks, ClaudeHooks, HooksStatus
 from git_handoff.state import this_clone
 
 MARKER = "git-handoff post-commit hook"
@@ -117,7 +118,7 @@ def _check_unattended(agent: str | None, wanted: bool) -> None:
 
 
 def install(repo: Repo, agent: str | None = None, command: Sequence[str] = (), *,
-            mcp: bool = True, unattended_run: bool = False) -> dict[str, Any]:
+            mcp: bool = True, unattended_run: bool = False) -> HooksStatus | ClaudeHooks | AgentHooks:
     """Install the post-commit hook (or an agent's hooks). `command`: how the hook starts
     git handoff (absolute; see `template`); empty: through `git handoff` on PATH.
     `unattended_run` (claude only): also what an unattended interactive run needs
@@ -165,7 +166,7 @@ def install(repo: Repo, agent: str | None = None, command: Sequence[str] = (), *
 
 
 def uninstall(repo: Repo, agent: str | None = None, *, mcp: bool = True,
-              unattended_run: bool = False) -> dict[str, Any]:
+              unattended_run: bool = False) -> HooksStatus | ClaudeHooks | AgentHooks:
     _check_agent(agent)
     _check_unattended(agent, unattended_run)
     if agent == "claude":
@@ -201,7 +202,7 @@ def uninstall(repo: Repo, agent: str | None = None, *, mcp: bool = True,
     return {**status(repo), "removed": removed}
 
 
-def status(repo: Repo) -> dict[str, Any]:
+def status(repo: Repo) -> HooksStatus:
     directory = hooks_dir(repo)
     target = directory / "post-commit"
     installed = _ours(target)
@@ -221,9 +222,11 @@ def status(repo: Repo) -> dict[str, Any]:
         "claude": claude_installed(repo),
         "claude_settings": str(settings) if settings else None,
         "claude_unattended": unattended.installed(repo),
-        **{name: agent_status(repo, spec)["installed"] for name, spec in AGENT_SPECS.items()},
+        "codex": agent_status(repo, AGENT_SPECS["codex"])["installed"],
+        "gemini": agent_status(repo, AGENT_SPECS["gemini"])["installed"],
         "claude_mcp": mcp_config.status(repo),
-        **{f"{name}_mcp": mcp_config.status(repo, name) for name in AGENT_SPECS},
+        "codex_mcp": mcp_config.status(repo, "codex"),
+        "gemini_mcp": mcp_config.status(repo, "gemini"),
     }
 
 
@@ -245,7 +248,7 @@ def claude_installed(repo: Repo) -> bool:
     return agent_config.has_ours(data, CLAUDE_SPEC)
 
 
-def install_claude(repo: Repo) -> dict[str, Any]:
+def install_claude(repo: Repo) -> ClaudeHooks:
     path = claude_settings_path(repo)
     if path is None:
         raise UsageError("the Claude Code hooks need a work tree (the repository is bare)")
@@ -256,7 +259,7 @@ def install_claude(repo: Repo) -> dict[str, Any]:
     return {"settings": str(path), "added": added, "installed": True}
 
 
-def uninstall_claude(repo: Repo) -> dict[str, Any]:
+def uninstall_claude(repo: Repo) -> ClaudeHooks:
     path = claude_settings_path(repo)
     if path is None or not path.exists():
         return {"settings": str(path) if path else None, "removed": [], "installed": False}
@@ -284,7 +287,7 @@ def _check_agent_files(repo: Repo, spec: agent_config.Spec) -> None:
         agent_config.check_codex_config(agent_config.codex_home() / "config.toml")
 
 
-def install_agent(repo: Repo, spec: agent_config.Spec) -> dict[str, Any]:
+def install_agent(repo: Repo, spec: agent_config.Spec) -> AgentHooks:
     """Merge our handlers into the agent's config (user entries kept); for Codex also
     record their trust in $CODEX_HOME/config.toml. Both files are checked before either
     is written."""
@@ -302,7 +305,7 @@ def install_agent(repo: Repo, spec: agent_config.Spec) -> dict[str, Any]:
     return {**agent_status(repo, spec), "added": added}
 
 
-def uninstall_agent(repo: Repo, spec: agent_config.Spec) -> dict[str, Any]:
+def uninstall_agent(repo: Repo, spec: agent_config.Spec) -> AgentHooks:
     path = _agent_path(repo, spec)
     removed: list[str] = []
     if path.exists():
@@ -319,7 +322,7 @@ def uninstall_agent(repo: Repo, spec: agent_config.Spec) -> dict[str, Any]:
     return {**agent_status(repo, spec), "removed": removed}
 
 
-def agent_status(repo: Repo, spec: agent_config.Spec, *, with_mcp: bool = False) -> dict[str, Any]:
+def agent_status(repo: Repo, spec: agent_config.Spec, *, with_mcp: bool = False) -> AgentHooks:
     """The agent's hooks as installed (with_mcp: and our MCP server's entry in its config)."""
     if repo.workdir is None:
         return {"agent": spec.agent, "settings": None, "installed": False, "events": {}}
@@ -330,14 +333,17 @@ def agent_status(repo: Repo, spec: agent_config.Spec, *, with_mcp: bool = False)
     except UsageError as exc:
         data, problem = {}, exc.message
     events = agent_config.present(data, spec)
-    out: dict[str, Any] = {"agent": spec.agent, "settings": str(path), "installed": all(events.values()),
+    out: AgentHooks = {"agent": spec.agent, "settings": str(path), "installed": all(events.values()),
                            "events": events}
     if problem:
         out["problem"] = problem
     if spec.agent == "codex":
         config = agent_config.codex_home() / "config.toml"
         out["codex_config"] = str(config)
-        out.update(agent_config.codex_status(config, path.resolve(), data, spec, repo.workdir))
+        trust = agent_config.codex_status(config, path.resolve(), data, spec, repo.workdir)
+        out["trusted"] = trust["trusted"]
+        out["project_trusted"] = trust["project_trusted"]
+        out["hooks_feature"] = trust["hooks_feature"]
     if with_mcp:
         out["mcp"] = mcp_config.status(repo, spec.agent)
     return out

@@ -12,6 +12,7 @@ from git_handoff.core.model import Task, now_iso
 from git_handoff.core.records import HandoffDoc
 from git_handoff.ops import handoff
 from git_handoff.ops.handoff import last_error
+from git_handoff.ops.payloads import PromptView
 from git_handoff.state import trust
 from git_handoff.state.session_records import current_number, doc_numbers, pending_doc, read_doc
 from git_handoff.state.store import StateStore
@@ -224,7 +225,7 @@ def approval(store: StateStore) -> Approved:
     return lambda t: t.check is None or covers(t.check, trust.place(t.id, "validation"))
 
 
-def prompt_view(store: StateStore) -> dict[str, Any]:
+def prompt_view(store: StateStore) -> PromptView:
     """`prompt --json`."""
     text = render_prompt(store)
     return {"prompt": text, "bytes": len(text.encode())}

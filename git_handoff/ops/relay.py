@@ -28,6 +28,7 @@ from git_handoff.core.model import now_iso
 from git_handoff.core.records import RelayRecord
 from git_handoff.infra import procs
 from git_handoff.ops import handoff, prompt, relay_watch, session_start, sessions
+from git_handoff.ops.payloads import AckEntry, RelaySummary
 from git_handoff.ops.relay_record import relay_lock, update_record
 from git_handoff.remote.fleet_lock import FleetLock
 from git_handoff.state.store import StateStore
@@ -122,7 +123,7 @@ class Relay:
     def _acknowledged(self, number: int) -> bool:
         return bool(handoff.acknowledged(self.store, number))
 
-    def _ack_status(self, number: int) -> dict[str, Any] | None:
+    def _ack_status(self, number: int) -> AckEntry | None:
         return handoff.ack_status(self.store, number)
 
     # -- phases --
@@ -272,14 +273,14 @@ class Relay:
         self.finish_session()
 
     def _await_ack(self, number: int, agent: Agent, label: str = "",
-                   earlier: dict[str, Any] | None = None) -> str | None:
+                   earlier: AckEntry | None = None) -> str | None:
         """None once session `number` acknowledged; else what went wrong (the agent is then
         killed), or relay_watch.RELAUNCH after a limit it stopped on was waited out."""
         return self.watch.await_ack(number, agent, self.opts.ack_timeout, label, earlier)
 
     # -- main --
 
-    def run(self, previous: RelayRecord | None) -> dict[str, Any]:
+    def run(self, previous: RelayRecord | None) -> RelaySummary:
         started_at = now_iso()
         update_record(self.store, {
             "state": "running", "host": socket.gethostname(), "pid": os.getpid(), "started_at": started_at,
@@ -335,7 +336,7 @@ class Relay:
         tasks = self.store.snapshot().tasks()
         all_done = bool(tasks) and all(t.status == "completed" for t in tasks.values())
         self._stop(reason)
-        summary = {"sessions": sessions_run, "reason": reason, "completed": all_done}
+        summary: RelaySummary = {"sessions": sessions_run, "reason": reason, "completed": all_done}
         if not all_done:
             raise Stopped(f"relay stopped: {reason}", payload=summary)
         return summary
@@ -367,7 +368,7 @@ class Relay:
 
 
 def run_relay(store: StateStore, opts: Options, say: Callable[[str], None],
-              waiting: Callable[[str | None], None] | None = None) -> dict[str, Any]:
+              waiting: Callable[[str | None], None] | None = None) -> RelaySummary:
     """Run sessions until the work is done; Stopped (exit 1) when it stops with work left,
     Contention (exit 3) when another relay runs here, KeyboardInterrupt passed on (exit 130);
     `waiting` gets the transient "waiting for ACK" line each second (None: clear it)."""

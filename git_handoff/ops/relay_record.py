@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
 
 from filelock import FileLock, Timeout
 
@@ -29,14 +28,15 @@ FAILURES_KEPT = 20
 # -- the record in the state ------------------------------------------------------------
 
 
-def update_record(store: StateStore, changes: dict[str, Any], *, failure: str | None = None,
-                   log: tuple[str, str, str | None] | None = None) -> dict[str, Any]:
-    if isinstance(changes.get("reason"), str):  # may quote the agent command, of several lines
-        changes = {**changes, "reason": printable(changes["reason"])}
+def update_record(store: StateStore, changes: RelayRecord, *, failure: str | None = None,
+                   log: tuple[str, str, str | None] | None = None) -> RelayRecord:
+    reason = changes.get("reason")
+    if isinstance(reason, str):  # may quote the agent command, of several lines
+        changes = {**changes, "reason": printable(reason)}
     failure = printable(failure) if failure is not None else None
 
-    def apply(tx: Tx) -> dict[str, Any]:
-        record: dict[str, Any] = dict(read_relay(tx) or {})
+    def apply(tx: Tx) -> RelayRecord:
+        record: RelayRecord = {**(read_relay(tx) or {})}
         record.update(changes)
         record["updated_at"] = now_iso()
         # only this clone's relay writes the record: sealed, so that no copy of it in a

@@ -31,8 +31,10 @@ from git_handoff.agent_cli.agent_output import Limit
 from git_handoff.agent_cli.launcher import Agent
 from git_handoff.core.errors import HandoffError, Negative
 from git_handoff.core.model import now_iso, parse_time, printable
+from git_handoff.core.records import RelayRecord
 from git_handoff.infra import procs
 from git_handoff.ops import handoff, work
+from git_handoff.ops.payloads import AckEntry
 from git_handoff.state import identity
 from git_handoff.state.session_records import doc_path, put_record, read_session, session_path
 from git_handoff.state.store import StateStore, Tx
@@ -50,7 +52,7 @@ KIND_WORDS = {agent_output.USAGE_LIMIT: "the usage limit", agent_output.RATE_LIM
               agent_output.OUTAGE: "the API outage"}
 
 _ESCAPE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
-Record = Callable[[dict[str, Any], tuple[str, str, str | None] | None], object]
+Record = Callable[[RelayRecord, tuple[str, str, str | None] | None], object]
 
 
 def span(seconds: float) -> str:
@@ -166,7 +168,7 @@ class Watch:
     # -- the ACK -------------------------------------------------------------------------
 
     def await_ack(self, number: int, agent: Agent, timeout: float, label: str = "",
-                  earlier: dict[str, Any] | None = None) -> str | None:
+                  earlier: AckEntry | None = None) -> str | None:
         """None once session `number` acknowledged; else what went wrong (the agent is then
         killed), or RELAUNCH once a limit it stopped on was waited out. WaitsForPerson when
         its tmux pane shows a screen only a person answers."""

@@ -13,11 +13,11 @@ task keeps its attempts, error log and checkpoints.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
 
 from git_handoff.core.errors import UsageError
 from git_handoff.core.model import Task, check_id, now_iso
 from git_handoff.infra.gitrepo import Repo
+from git_handoff.ops.payloads import Removed, Renamed, ReopenResult, task_json
 from git_handoff.state import notes as work_notes
 from git_handoff.state import trust
 from git_handoff.state.store import ATTEMPTS_PREFIX, NOTES_REF, StateStore, Tx, task_path
@@ -40,12 +40,12 @@ def _claimed(task: Task, verb: str) -> UsageError:
 # -- rm --------------------------------------------------------------------------------
 
 
-def remove(store: StateStore, task_id: str, *, force: bool = False) -> dict[str, Any]:
+def remove(store: StateStore, task_id: str, *, force: bool = False) -> Removed:
     """Delete a task. Refused while other tasks depend on it or it is claimed, unless
     `force`, which also drops it from its dependents' `depends_on`."""
     check_id(task_id)
 
-    def apply(tx: Tx) -> dict[str, Any]:
+    def apply(tx: Tx) -> Removed:
         task = tx.require_task(task_id)
         tasks = tx.tasks()
         dependents = _dependents(tasks, task_id)
@@ -63,7 +63,7 @@ def remove(store: StateStore, task_id: str, *, force: bool = False) -> dict[str,
             tx.log("INIT", f"Dropped dependency on removed {task_id}", task=dep_id)
         tx.log("INIT", f"Removed {task.title} (was {task.status}, attempts {task.attempts}/{task.max_attempts})",
                task=task_id)
-        return {"removed": task.to_json(), "detached": dependents}
+        return {"removed": task_json(task), "detached": dependents}
 
     result = store.transact(apply)
     result["attempts_kept"] = sorted(store.repo.refs_under(f"{ATTEMPTS_PREFIX}{task_id}/"))
@@ -73,7 +73,7 @@ def remove(store: StateStore, task_id: str, *, force: bool = False) -> dict[str,
 # -- rename ------------------------------------------------------------------------------
 
 
-def rename(store: StateStore, old: str, new: str) -> dict[str, Any]:
+def rename(store: StateStore, old: str, new: str) -> Renamed:
     """Give a task a new id: its dependents, saved attempts and notes follow."""
     check_id(old)
     check_id(new)
@@ -84,7 +84,7 @@ def rename(store: StateStore, old: str, new: str) -> dict[str, Any]:
         raise UsageError(f"attempts of a task {new!r} are still saved under {ATTEMPTS_PREFIX}{new}/: "
                          "choose another id")
 
-    def apply(tx: Tx) -> dict[str, Any]:
+    def apply(tx: Tx) -> Renamed:
         task = tx.require_task(old)
         if tx.task(new) is not None:
             raise UsageError(f"task {new!r} already exists")
@@ -98,7 +98,7 @@ def rename(store: StateStore, old: str, new: str) -> dict[str, Any]:
             dependent = tasks[dep_id]
             tx.put_task(dataclasses.replace(dependent, depends_on=tuple(new if d == old else d for d in dependent.depends_on)))
         tx.log("INIT", f"Renamed {old} to {new}", task=new)
-        return {"task": renamed.to_json(), "old": old, "dependents": dependents}
+        return {"task": task_json(renamed), "old": old, "dependents": dependents}
 
     result = store.transact(apply)
     result["attempts"] = _move_attempts(repo, old, new)
@@ -143,7 +143,7 @@ def _rename_in_notes(repo: Repo, old: str, new: str) -> int:
 # -- reopen -------------------------------------------------------------------------------
 
 
-def reopen(store: StateStore, task_id: str, *, reason: str) -> dict[str, Any]:
+def reopen(store: StateStore, task_id: str, *, reason: str) -> ReopenResult:
     """A completed or failed task back to pending (a mistaken `done` or `fail`), its
     attempts, error log and checkpoints kept; the reason is logged and recorded."""
     check_id(task_id)
@@ -154,7 +154,7 @@ def reopen(store: StateStore, task_id: str, *, reason: str) -> dict[str, Any]:
         raise UsageError("--reason must be one line")
     stamp = now_iso()
 
-    def apply(tx: Tx) -> dict[str, Any]:
+    def apply(tx: Tx) -> ReopenResult:
         task = tx.require_task(task_id)
         if task.status not in REOPENABLE:
             raise UsageError(f"task {task_id!r} is {task.status}: only a completed or failed task can be reopened")
@@ -167,7 +167,7 @@ def reopen(store: StateStore, task_id: str, *, reason: str) -> dict[str, Any]:
         tx.log("INIT", f"Reopened (was {task.status}, attempts {task.attempts}/{task.max_attempts}): {reason}",
                task=task_id)
         also = _reopen_blocked_by(tx, task_id, stamp)
-        return {"task": fresh.to_json(), "was": task.status, "also_reopened": also}
+        return {"task": task_json(fresh), "was": task.status, "also_reopened": also}
 
     return store.transact(apply)
 

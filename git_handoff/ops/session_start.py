@@ -18,14 +18,16 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from git_handoff.core import selection
 from git_handoff.core.errors import HandoffError, Negative
 from git_handoff.core.model import Task, now_iso
+from git_handoff.core.records import SessionRecord
 from git_handoff.infra import task_commands, worktree
 from git_handoff.infra.gitrepo import Repo
 from git_handoff.ops import attempts, sessions, work
+from git_handoff.ops.payloads import Health, Recovery, SessionStarted
 from git_handoff.state import claim_journal, identity, notes, trust
 from git_handoff.state.claim_checks import expires, lease_of
 from git_handoff.state.session_records import read_session
@@ -39,7 +41,7 @@ CHECKPOINT_TREE = "checkpoint_tree"  # task extra: the work tree's tree at the l
 # -- session start -----------------------------------------------------------------------
 
 
-def start(store: StateStore, worker: str | None = None) -> dict[str, Any]:
+def start(store: StateStore, worker: str | None = None) -> SessionStarted:
     """`session start`: open a session, run the health check and the recovery protocol.
 
     Returns the session record plus `recovery` (one entry per recovered task) and `health`.
@@ -48,7 +50,7 @@ def start(store: StateStore, worker: str | None = None) -> dict[str, Any]:
     record = sessions.begin(store, worker=worker)
     health = health_check(store, record)
     actions = recover(store, record)
-    out = dict(read_session(store.snapshot(), record["session"]) or record)
+    out = cast(SessionStarted, dict(read_session(store.snapshot(), record["session"]) or record))  # + health, recovery
     out["health"] = health
     out["recovery"] = actions
     return out
@@ -65,7 +67,7 @@ def require_trusted_init(store: StateStore) -> None:
 # -- health check ------------------------------------------------------------------------
 
 
-def health_check(store: StateStore, record: dict[str, Any]) -> dict[str, Any] | None:
+def health_check(store: StateStore, record: SessionRecord) -> Health | None:
     """Run the state's init_command; an ENV_SETUP failure is retried once, then the
     session is closed and Negative (exit 1) raised."""
     cfg = store.snapshot().config()
@@ -186,11 +188,11 @@ def decide(dirty: bool, commits: bool, checkpoints: bool) -> str:
     return "check-checkpoints" if checkpoints else "fail-no-progress"
 
 
-def recover(store: StateStore, record: dict[str, Any]) -> list[dict[str, Any]]:
+def recover(store: StateStore, record: SessionRecord) -> list[Recovery]:
     repo = store.repo
     snap = store.snapshot()
     worker = str(record.get("worker") or worker_identity(repo))
-    actions = []
+    actions: list[Recovery] = []
     tasks = snap.tasks()
     for entry in claim_journal.entries(repo):
         shown = tasks.get(entry.task)
@@ -216,7 +218,7 @@ def recover(store: StateStore, record: dict[str, Any]) -> list[dict[str, Any]]:
     return actions
 
 
-def recover_task(store: StateStore, task: Task, worker: str) -> dict[str, Any]:
+def recover_task(store: StateStore, task: Task, worker: str) -> Recovery:
     repo = store.repo
     local = claim_journal.of_claim(repo, task)
     if local is None:
@@ -274,7 +276,7 @@ def _resume(store: StateStore, task: Task, worker: str) -> None:
     store.transact(apply)
 
 
-def _done(store: StateStore, task: Task, action: str, reason: str) -> dict[str, Any]:
+def _done(store: StateStore, task: Task, action: str, reason: str) -> Recovery:
     shown = reason.replace('"', "'")
     _log(store, "RECOVERY", f'action="{action}" reason="{shown}"', task=task.id)
     return {"task": task.id, "action": action, "reason": reason}

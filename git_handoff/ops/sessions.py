@@ -7,13 +7,15 @@ are git_handoff/state/session_records.py; this worktree's files are git_handoff/
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from functools import partial
-from typing import Any, Literal, cast
+from typing import Any, Literal, TypeVar, cast
 
 from git_handoff.core import selection
 from git_handoff.core.errors import Negative, UsageError
 from git_handoff.core.model import now_iso
 from git_handoff.core.records import Decision, SessionRecord
+from git_handoff.ops.payloads import Blocker, SessionRow, SessionShown
 from git_handoff.state import identity, notes
 from git_handoff.state.session_records import (
     completed_ids,
@@ -43,7 +45,7 @@ def _stats(tx: Tx) -> str:
     return selection.stats_text(tx.tasks())
 
 
-def begin(store: StateStore, worker: str | None = None) -> dict[str, Any]:
+def begin(store: StateStore, worker: str | None = None) -> SessionRecord:
     """Open a new session in this worktree: number it, record its base; no recovery.
 
     Refuses (Negative, exit 1) with a STATS line once max_sessions sessions were started.
@@ -76,7 +78,7 @@ def begin(store: StateStore, worker: str | None = None) -> dict[str, Any]:
                 tx.log("STATS", stats, session=count)
             return {"refused": True, "session_count": count, "max_sessions": cfg.max_sessions}
         number = count_session_start(meta, clone, tx)
-        record = {
+        record: SessionRecord = {
             "session": number,
             "worker": who,
             "base": base,
@@ -114,7 +116,7 @@ def begin(store: StateStore, worker: str | None = None) -> dict[str, Any]:
     }) + "\n")
     write_hook_state(repo, base)
     store.session = record["session"]
-    return dict(record)
+    return cast(SessionRecord, dict(record))
 
 
 def end(store: StateStore) -> SessionRecord:
@@ -158,7 +160,7 @@ def _note_open_claims(store: StateStore) -> None:
             store.best_effort("notes", partial(notes.note_task_commits, store, task))
 
 
-def show(store: StateStore, number: int | None = None) -> dict[str, Any]:
+def show(store: StateStore, number: int | None = None) -> SessionShown:
     """A session record: N, else this worktree's open session, else the latest.
 
     Two clones that started a session offline may both have numbered it N: `session show N`
@@ -175,7 +177,7 @@ def show(store: StateStore, number: int | None = None) -> dict[str, Any]:
     if record is None:
         raise UsageError(f"no session {number} (sessions started: {sessions_started(snap.meta())}; "
                          "see `git handoff session list`)")
-    out = dict(record)
+    out = cast(SessionShown, dict(record))  # the record, open_here and also added below
     out["completed"] = completed_ids(snap, number)
     opened = open_session(store.repo)
     out["open_here"] = bool(opened and opened.get("session") == number)
@@ -189,7 +191,7 @@ def show(store: StateStore, number: int | None = None) -> dict[str, Any]:
     return out
 
 
-def list_sessions(store: StateStore) -> list[dict[str, Any]]:
+def list_sessions(store: StateStore) -> list[SessionRow]:
     """Every session record, by number then clone (two clones may share a number)."""
     snap = store.snapshot()
     mine = identity.clone_id(store.repo)
@@ -198,11 +200,11 @@ def list_sessions(store: StateStore) -> list[dict[str, Any]]:
         record = snap.read_json(path)
         if not isinstance(record, dict):
             continue
-        out.append({
+        out.append(SessionRow({
             "session": number, "clone": record.get("clone"), "here": record.get("clone") == mine,
             "worker": record.get("worker"), "started_at": record.get("started_at"),
             "ended_at": record.get("ended_at"), "completed": len(record.get("completed") or []),
-        })
+        }))
     return out
 
 
@@ -224,27 +226,30 @@ def _one_line(text: str, what: str) -> str:
     return text
 
 
-def decide(store: StateStore, what: str, why: str) -> dict[str, Any]:
+def decide(store: StateStore, what: str, why: str) -> Decision:
     """Record a decision (what was chosen, and why) in the current session."""
     what = _one_line(what, "WHAT")
     why = _one_line(why, "--why")
-    entry = {"what": what, "why": why, "at": now_iso()}
+    entry: Decision = {"what": what, "why": why, "at": now_iso()}
     return _record_fact(store, "decisions", entry, "INIT", f'Decision "{what}" why="{why}"')
 
 
-def blocker(store: StateStore, text: str) -> dict[str, Any]:
+def blocker(store: StateStore, text: str) -> Blocker:
     """Record a blocker found in the current session."""
     text = _one_line(text, "TEXT")
-    entry = {"text": text, "at": now_iso()}
+    entry: Blocker = {"text": text, "at": now_iso()}
     return _record_fact(store, "blockers", entry, "WARN", f'Blocker "{text}"')
 
 
-def _record_fact(store: StateStore, kind: Literal["decisions", "blockers"], entry: dict[str, Any],
-                 log_type: str, line: str) -> dict[str, Any]:
+Fact = TypeVar("Fact", bound=Mapping[str, object])  # a Decision or a Blocker
+
+
+def _record_fact(store: StateStore, kind: Literal["decisions", "blockers"], entry: Fact,
+                 log_type: str, line: str) -> Fact:
     """Append `entry` to the current session record's `kind` list, with its log line."""
     number = _require_number(store)
 
-    def apply(tx: Tx) -> Any:
+    def apply(tx: Tx) -> Fact:
         record = read_session(tx, number)
         if record is None:
             raise UsageError(f"session {number} is not in the state (start one with `git handoff session start`)")
@@ -256,5 +261,4 @@ def _record_fact(store: StateStore, kind: Literal["decisions", "blockers"], entr
         tx.log(log_type, line, session=number)
         return entry
 
-    result: dict[str, Any] = store.transact(apply)
-    return result
+    return store.transact(apply)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from git_handoff.core.errors import Contention, HandoffError, NotInitialized
 from git_handoff.core.model import Task, now_iso
@@ -207,7 +207,7 @@ def sync(store: StateStore, remote: str | None = None, *, tries: int = PUSH_TRIE
                      "`git handoff sync`")
 
 
-def stats(command: str, **figures: Any) -> None:
+def stats(command: str, **figures: object) -> None:
     """With GIT_HANDOFF_STATS=FILE, append one JSON line of figures (for bench/): how
     many tries a push took, never anything a user needs."""
     path = os.environ.get("GIT_HANDOFF_STATS")

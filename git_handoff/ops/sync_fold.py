@@ -25,7 +25,8 @@ base, and the commit counts all walked what the earlier heads brought, so 1,000 
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypedDict
 
 from git_handoff.core import merge, records
 from git_handoff.core.errors import InvalidState
@@ -37,7 +38,7 @@ MAX_PARENTS = 16
 MAX_CONFLICT_LINES = 200  # SYNC lines per head merged; the --json summary lists every one
 
 
-def task_record(raw: bytes | None) -> dict[str, Any] | None:
+def task_record(raw: bytes | None) -> dict[str, object] | None:
     """A task blob as a JSON object with an id, or None (absent or unreadable)."""
     if raw is None:
         return None
@@ -72,7 +73,7 @@ def readable(path: str, result: merge.Outcome, ours: bytes | None, theirs: bytes
     return merge.pick_record(path, ours, theirs)
 
 
-def short(value: Any) -> str:
+def short(value: object) -> str:
     text = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
     return text if len(text) <= 60 else text[:57] + "..."
 
@@ -99,7 +100,7 @@ class View:
         if not self.changes:
             return self.tree
         fresh = [path for path, value in self.changes.items() if isinstance(value, bytes)]
-        oids = self.repo.write_blobs([self.changes[path] for path in fresh])  # type: ignore[misc]
+        oids = self.repo.write_blobs([self.changes[path] for path in fresh])  # type: ignore[misc]  # fresh: the paths whose value is bytes
         blobs: dict[str, str | None] = {p: v for p, v in self.changes.items() if not isinstance(v, bytes)}
         blobs.update(zip(fresh, oids, strict=True))
         self.tree = self.repo.update_tree(self.tree, blobs)
@@ -151,8 +152,16 @@ def lost_claims(view: View, changes: dict[str, str | bytes | None]) -> list[merg
     return merge.lost_claims(held, after) if held else []
 
 
+class FoldReport(TypedDict):
+    """What fold brought in: commits, the field conflicts, the claims lost to them."""
+
+    incoming: int
+    conflicts: list[merge.ConflictJson]
+    claims_lost: list[merge.LostClaim]
+
+
 def fold(store: StateStore, first: str, todo: list[tuple[str, str]],
-         diff: Any) -> tuple[str, dict[str, Any]]:
+         diff: Callable[[str | None, str], dict[str, tuple[str | None, str | None]]]) -> tuple[str, FoldReport]:
     """Merge the heads of `todo` ([(label, commit)], none in `first`) onto `first`: the last
     commit of the chain, and {incoming, conflicts, claims_lost}. `diff(a, b)` is the tree
     diff to use (remembered by the caller)."""
@@ -160,7 +169,7 @@ def fold(store: StateStore, first: str, todo: list[tuple[str, str]],
     view = View(repo, repo.commit_tree(first))
     brought: dict[str, int] = {}  # commit -> the index of the head that brought it first
     merged: list[str] = []
-    out: dict[str, Any] = {"incoming": 0, "conflicts": [], "claims_lost": []}
+    out: FoldReport = {"incoming": 0, "conflicts": [], "claims_lost": []}
     link, parents, lines = first, [first], []
     for k, (label, theirs) in enumerate(todo):
         new = repo.commits_not_in(theirs, first)

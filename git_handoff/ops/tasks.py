@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from git_handoff.core import records, selection
 from git_handoff.core.errors import InvalidState, UsageError
@@ -24,6 +24,7 @@ from git_handoff.core.model import (
     now_iso,
     order_key_now,
 )
+from git_handoff.ops.payloads import InitResult, config_view
 from git_handoff.state import identity, trust
 from git_handoff.state.session_records import carry_session_count
 from git_handoff.state.store import CONFIG_PATH, META_PATH, StateStore, Tx, initial_files
@@ -44,7 +45,7 @@ def init(
     max_sessions: int | None = None,
     spec: str | None = None,
     init_command: str | None = None,
-) -> dict[str, Any]:
+) -> InitResult:
     """Create the state, or apply the given settings to an existing one (idempotent)."""
     import tomlkit  # noqa: PLC0415 - import cost: tomlkit takes ~30 ms; only init and import write TOML
 
@@ -61,7 +62,7 @@ def init(
         "init_command": init_command,
     }
 
-    def apply(tx: Tx) -> dict[str, Any]:
+    def apply(tx: Tx) -> InitResult:
         created = tx.base is None
         if created:
             doc = tomlkit.parse(CONFIG_HEADER)
@@ -86,7 +87,7 @@ def init(
             tx.put(CONFIG_PATH, tomlkit.dumps(doc).encode())
             tx.log("INIT", "config " + " ".join(changed))
         cfg = tx.config()
-        return {"created": created, "changed": changed, "config": dataclasses.asdict(cfg)}
+        return {"created": created, "changed": changed, "config": config_view(cfg)}
 
     result = store.transact(apply, allow_uninitialized=True)
     trust.remember(store.repo, [(trust.INIT_PLACE, init_command)])
@@ -164,7 +165,7 @@ def add(
 _EDITABLE = ("title", "priority", "after", "check", "timeout", "max_attempts", "cleanup", "spec")
 
 
-def edit(store: StateStore, task_id: str, **changes: Any) -> Task:
+def edit(store: StateStore, task_id: str, **changes: object) -> Task:
     """Change the given fields of a task (None: leave as it is)."""
     check_id(task_id)
     changes = {k: v for k, v in changes.items() if v is not None}
@@ -186,7 +187,7 @@ def edit(store: StateStore, task_id: str, **changes: Any) -> Task:
         task = tx.require_task(task_id)
         fields: dict[str, Any] = {}
         if "after" in changes:
-            deps = tuple(dict.fromkeys(changes["after"]))
+            deps = tuple(dict.fromkeys(cast("Iterable[str]", changes["after"])))  # ids, checked just below
             _check_deps(tx.tasks(), task_id, deps)
             fields["depends_on"] = deps
         mapping = {
@@ -213,8 +214,9 @@ def edit(store: StateStore, task_id: str, **changes: Any) -> Task:
         return new
 
     task = store.transact(apply)
-    trust.remember(store.repo, [(trust.place(task.id, "validation"), changes.get("check")),
-                                (trust.place(task.id, "cleanup"), changes.get("cleanup"))])
+    # the command texts as given (checked above as the task's check and cleanup)
+    trust.remember(store.repo, [(trust.place(task.id, "validation"), cast("str | None", changes.get("check"))),
+                                (trust.place(task.id, "cleanup"), cast("str | None", changes.get("cleanup")))])
     return task
 
 

@@ -3,23 +3,23 @@ Nothing here writes the state."""
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterable
-from typing import Any
+from typing import cast
 
 from git_handoff.core import display, selection
 from git_handoff.core.errors import Negative, UsageError
 from git_handoff.core.model import LOG_TYPES, Task, check_id, now_iso
 from git_handoff.ops.history import ensure_history
+from git_handoff.ops.payloads import LogLine, StatusView, TaskView, config_view
 from git_handoff.state import identity, quarantine, session_records, this_clone
 from git_handoff.state.store import Entry, Snapshot, StateStore
 
 # -- views --------------------------------------------------------------------------
 
 
-def view(task: Task, blocked: set[str] | None = None) -> dict[str, Any]:
+def view(task: Task, blocked: set[str] | None = None) -> TaskView:
     """A task for --json output: the harness task fields, plus the computed `blocked`."""
-    out = task.to_json()
+    out = cast(TaskView, task.to_json())  # Task.to_json writes the fields TaskJson names
     out["blocked"] = bool(blocked and task.id in blocked)
     return out
 
@@ -53,13 +53,13 @@ def show(snap: Snapshot, task_id: str) -> Task:
 # The --json answers every adapter gives (the CLI's --json, the MCP server's tools).
 
 
-def list_view(snap: Snapshot, *, status: str | None = None, ready: bool = False) -> list[dict[str, Any]]:
+def list_view(snap: Snapshot, *, status: str | None = None, ready: bool = False) -> list[TaskView]:
     """`list --json`."""
     found, blocked = list_tasks(snap, status=status, ready=ready)
     return [view(t, blocked) for t in found]
 
 
-def show_view(snap: Snapshot, task_id: str) -> dict[str, Any]:
+def show_view(snap: Snapshot, task_id: str) -> TaskView:
     """`show --json`: the task, with `blocked` computed for a pending one."""
     task = show(snap, task_id)
     return view(task, selection.blocked_ids(snap.tasks()) if task.status == "pending" else None)
@@ -73,7 +73,7 @@ def next_task(snap: Snapshot) -> Task:
     return found
 
 
-def status(store: StateStore) -> dict[str, Any]:
+def status(store: StateStore) -> StatusView:
     snap = store.snapshot()
     tasks = snap.tasks()
     blocked = selection.blocked_ids(tasks)
@@ -97,7 +97,7 @@ def status(store: StateStore) -> dict[str, Any]:
         "log": last_lines,
         "session_count": session_records.sessions_started(meta),
         "last_session": meta.get("last_session"),
-        "config": dataclasses.asdict(snap.config()),
+        "config": config_view(snap.config()),
         "state_commit": snap.commit,
         "notes": _notes(store, snap),
     }
@@ -144,7 +144,7 @@ def log(
     return out
 
 
-def log_view(entry: Entry) -> dict[str, Any]:
+def log_view(entry: Entry) -> LogLine:
     """One line of `log --json`."""
     return {"line": entry.line, "timestamp": entry.ts, "session": entry.session, "type": entry.type,
             "task": entry.task, "commit": entry.commit}

@@ -11,13 +11,14 @@ overwritten.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import cast
 
 from git_handoff.core.errors import Negative, UsageError
 from git_handoff.core.model import Task, check_id, now_iso
 from git_handoff.core.selection import lease_expired
 from git_handoff.infra import task_commands, worktree
 from git_handoff.ops import attempts, handoff
+from git_handoff.ops.payloads import VerifyView
 from git_handoff.state import claim_index, claim_journal, notes, session_records, trust
 from git_handoff.state.claim_checks import (
     CLAIM_EXTRAS,
@@ -160,9 +161,9 @@ def verify(store: StateStore, task_id: str) -> task_commands.RunResult:
     return _run_check(store, task)
 
 
-def verify_view(task_id: str, result: task_commands.RunResult) -> dict[str, Any]:
+def verify_view(task_id: str, result: task_commands.RunResult) -> VerifyView:
     """`verify --json`."""
-    return {"task": task_id, **result.to_json()}
+    return cast(VerifyView, {"task": task_id, **result.to_json()})  # to_json writes the fields of CheckRun
 
 
 def verify_failure(task_id: str, result: task_commands.RunResult) -> Negative:

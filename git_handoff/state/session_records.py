@@ -23,7 +23,7 @@ from git_handoff.core.model import now, now_iso, parse_time
 from git_handoff.core.records import HandoffDoc, RelayRecord, SessionRecord
 from git_handoff.infra import procs
 from git_handoff.state import identity
-from git_handoff.state.store import StateStore, Tx, active_session
+from git_handoff.state.store import StateReader, StateStore, Tx, active_session
 
 SESSIONS_DIR = "sessions"
 DOCS_DIR = "docs"
@@ -45,7 +45,7 @@ RELAY_PATH = "relay.json"
 UNRECORDED_SESSIONS = 10_000
 
 
-def sessions_started(meta: dict[str, Any], source: Any = None) -> int:
+def sessions_started(meta: dict[str, Any], source: StateReader | None = None) -> int:
     """Sessions started fleet-wide, as far as this state knows.
 
     With `source` (the Snapshot or Tx `meta` is from), what the limit and the next
@@ -72,7 +72,7 @@ def _count(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
-def count_session_start(meta: dict[str, Any], clone: str, source: Any = None) -> int:
+def count_session_start(meta: dict[str, Any], clone: str, source: StateReader | None = None) -> int:
     """Count a session start of `clone` in `meta` (changed in place); its number.
 
     With `source` (the Tx writing `meta`), counts go only as far as their records
@@ -109,7 +109,7 @@ def carry_session_count(meta: dict[str, Any], carried: int) -> None:
     meta["session_count"] = max(carried, _count(meta.get("session_count")))
 
 
-def _clone_of(source: Any) -> str:
+def _clone_of(source: StateReader) -> str:
     return identity.clone_id(source.repo)
 
 
@@ -123,12 +123,12 @@ def _keyed(directory: str, source: Any, number: int) -> str:
     return own
 
 
-def session_path(source: Any, number: int) -> str:
+def session_path(source: StateReader, number: int) -> str:
     """Where this clone's session `number` lives in the state of `source` (a Snapshot or Tx)."""
     return _keyed(SESSIONS_DIR, source, number)
 
 
-def session_keys(source: Any, directory: str = SESSIONS_DIR) -> list[tuple[int, str, str | None]]:
+def session_keys(source: StateReader, directory: str = SESSIONS_DIR) -> list[tuple[int, str, str | None]]:
     """Every record in `directory` as (number, path, clone or None for a legacy one), by
     number then clone."""
     out: list[tuple[int, str, str | None]] = []
@@ -142,12 +142,12 @@ def session_keys(source: Any, directory: str = SESSIONS_DIR) -> list[tuple[int, 
     return out
 
 
-def sessions_numbered_by(source: Any, number: int, clone: str, directory: str = SESSIONS_DIR) -> bool:
+def sessions_numbered_by(source: StateReader, number: int, clone: str, directory: str = SESSIONS_DIR) -> bool:
     """Whether `clone` has a record of session `number` already."""
     return source.read(f"{directory}/{number}@{clone}.json") is not None
 
 
-def sessions_numbered(source: Any, number: int, directory: str = SESSIONS_DIR) -> list[str]:
+def sessions_numbered(source: StateReader, number: int, directory: str = SESSIONS_DIR) -> list[str]:
     """Paths of every record of session `number` (one per clone that minted it)."""
     legacy = f"{directory}/{number}.json"
     out = [legacy] if source.read(legacy) is not None else []
@@ -163,7 +163,7 @@ def put_record(tx: Tx, path: str, record: SessionRecord | HandoffDoc | dict[str,
     tx.put_json(path, record)
 
 
-def read_session(source: Any, number: int) -> SessionRecord | None:
+def read_session(source: StateReader, number: int) -> SessionRecord | None:
     """Session `number` from a Snapshot or Tx: this clone's, else (a session another clone
     started) the first of that number."""
     data = source.read_json(session_path(source, number))
@@ -188,7 +188,7 @@ def completed_in(record: SessionRecord | None) -> list[str]:
     return [x for x in done if isinstance(x, str)]
 
 
-def completed_ids(source: Any, number: int) -> list[str]:
+def completed_ids(source: StateReader, number: int) -> list[str]:
     """Tasks completed in session `number`, as `done` recorded them in the session record
     (one blob read: claim checks it on its fast path)."""
     if number <= 0:
@@ -246,21 +246,21 @@ def limit_reached(snapshot: Any, number: int) -> bool:
 # -- handoff documents ------------------------------------------------------------------
 
 
-def doc_path(source: Any, number: int) -> str:
+def doc_path(source: StateReader, number: int) -> str:
     """Where this clone's session `number` keeps its handoff document."""
     return _keyed(DOCS_DIR, source, number)
 
 
-def doc_numbers(source: Any) -> list[int]:
+def doc_numbers(source: StateReader) -> list[int]:
     return sorted({n for n, _, _ in session_keys(source, DOCS_DIR)})
 
 
-def doc_paths(source: Any) -> list[tuple[int, str]]:
+def doc_paths(source: StateReader) -> list[tuple[int, str]]:
     """(session number, path) of every handoff document, oldest session first."""
     return [(n, path) for n, path, _ in session_keys(source, DOCS_DIR)]
 
 
-def read_doc(source: Any, number: int) -> HandoffDoc | None:
+def read_doc(source: StateReader, number: int) -> HandoffDoc | None:
     """The document of session `number`: this clone's, else the first of that number."""
     for path in (doc_path(source, number), *sessions_numbered(source, number, DOCS_DIR)):
         doc = source.read_json(path)
@@ -269,14 +269,14 @@ def read_doc(source: Any, number: int) -> HandoffDoc | None:
     return None
 
 
-def pending_doc(source: Any, before: int | None = None) -> HandoffDoc | None:
+def pending_doc(source: StateReader, before: int | None = None) -> HandoffDoc | None:
     """The latest document not yet archived, from a session before `before` (whichever
     clone wrote it)."""
     found = pending_doc_at(source, before)
     return found[1] if found else None
 
 
-def pending_doc_at(source: Any, before: int | None = None) -> tuple[str, HandoffDoc] | None:
+def pending_doc_at(source: StateReader, before: int | None = None) -> tuple[str, HandoffDoc] | None:
     """(path, document) of `pending_doc`."""
     for n, path in reversed(doc_paths(source)):
         if before is not None and n >= before:
@@ -290,7 +290,7 @@ def pending_doc_at(source: Any, before: int | None = None) -> tuple[str, Handoff
 # -- the relay record -------------------------------------------------------------------
 
 
-def read_relay(source: Any) -> RelayRecord | None:
+def read_relay(source: StateReader) -> RelayRecord | None:
     """relay.json through its parser (git_handoff.core.records): InvalidState if unreadable."""
     raw = source.read(RELAY_PATH)
     if raw is None:

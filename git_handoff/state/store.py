@@ -25,7 +25,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from git_handoff.core import hlc, records
 from git_handoff.core.errors import (
@@ -293,7 +293,7 @@ class Tx:
 
     def config(self) -> Config:
         if CONFIG_PATH in self.changes:
-            return Snapshot.config(self)  # type: ignore[arg-type]
+            return Snapshot.config(self)  # type: ignore[arg-type]  # Snapshot's parser over this Tx's read()
         return self.base.config() if self.base else Config()
 
     def meta(self) -> dict[str, Any]:
@@ -381,6 +381,20 @@ class Tx:
         line = format_log_line(self.session if session is None else session, kind, text, task=task, category=category)
         self.lines.append(line)
         return line
+
+
+class StateReader(Protocol):
+    """What reads a state: a Snapshot (one commit) or a Tx (a commit being built)."""
+
+    @property
+    def repo(self) -> Repo: ...
+    def read(self, path: str) -> bytes | None: ...
+    def read_json(self, path: str) -> Any: ...
+    def listdir(self, path: str) -> list[str]: ...
+    def config(self) -> Config: ...
+    def meta(self) -> dict[str, Any]: ...
+    def task(self, task_id: str) -> Task | None: ...
+    def tasks(self) -> dict[str, Task]: ...
 
 
 @dataclass

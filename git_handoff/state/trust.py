@@ -21,12 +21,15 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from git_handoff.core.errors import UsageError
 from git_handoff.core.model import now_iso
 from git_handoff.infra.fileio import atomic_write
 from git_handoff.infra.gitrepo import Repo
+
+if TYPE_CHECKING:  # a type only: trust is imported where the store is not
+    from git_handoff.state.store import StateReader
 
 TRUST_FILE = "trusted.json"
 VERSION = 2
@@ -178,7 +181,7 @@ def require_trusted(repo: Repo, command: str, what: str, where: str) -> None:
 HISTORY_LIMIT = 20000
 
 
-def _commands(snap: Any) -> list[tuple[str, str, str]]:
+def _commands(snap: StateReader) -> list[tuple[str, str, str]]:
     """(id, kind, command) for every command the state would have this clone run."""
     out: list[tuple[str, str, str]] = []
     init_command = snap.config().init_command

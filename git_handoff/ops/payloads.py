@@ -1,0 +1,407 @@
+"""What the use cases answer: the objects every adapter prints with `--json` (the CLI)
+or returns (the MCP tools). These shapes are the JSON contract of the commands:
+tests/ops/test_payloads.py runs each command with `--json` on a real repository and checks
+its output against the type named here (keys, required and optional, value types).
+
+Records that are stored as they are shown (a session, a handoff document, a dispatch run,
+the relay) keep their TypedDicts in git_handoff.core.records.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Literal, NotRequired, TypedDict, cast
+
+from git_handoff.core.model import Config, Task
+from git_handoff.core.records import Decision, FileChange, HandoffDoc, SessionRecord
+
+# -- tasks ---------------------------------------------------------------------------------
+
+
+class Validation(TypedDict):
+    command: str | None
+    timeout_seconds: int
+
+
+class OnFailure(TypedDict):
+    cleanup: str | None
+
+
+class Checkpoint(TypedDict, total=False):
+    step: int | None
+    total: int | None
+    description: str
+    timestamp: str | None
+
+
+# "from" is a keyword: the functional form
+Reopened = TypedDict("Reopened", {"at": str, "from": str, "reason": str})
+
+
+class TaskJson(TypedDict):
+    """A task as the state stores it (`Task.to_json`): the harness fields, the
+    bookkeeping, then the claim and completion fields while they are set."""
+
+    id: str
+    title: str
+    status: str
+    priority: str
+    depends_on: list[str]
+    attempts: int
+    max_attempts: int
+    started_at_commit: str | None
+    validation: Validation
+    on_failure: OnFailure
+    error_log: list[str]
+    checkpoints: list[Checkpoint]
+    completed_at: str | None
+    claimed_by: str | None
+    lease_expires_at: str | None
+    created_at: str
+    spec_ref: str | None
+    order: int
+    updated_at: str
+    # the claim (git_handoff.core.records.CLAIM_FIELDS) and what a claim leaves behind
+    worktree: NotRequired[str | None]
+    branch: NotRequired[str | None]
+    claimed_at: NotRequired[str | None]
+    lease_seconds: NotRequired[int | None]
+    claim_session: NotRequired[int | None]
+    claim_snapshot: NotRequired[str | None]
+    clone: NotRequired[str | None]
+    clone_seal: NotRequired[str | None]
+    checkpoint_tree: NotRequired[str | None]
+    completed_commit: NotRequired[str | None]
+    completed_session: NotRequired[int | None]
+    uncommitted_at_completion: NotRequired[bool | list[str] | None]
+    failed_at: NotRequired[str | None]
+    last_attempt_ref: NotRequired[str | None]
+    reopened: NotRequired[list[Reopened]]
+    hlc: NotRequired[str]
+    field_clock: NotRequired[dict[str, list[str]]]
+
+
+def task_json(task: Task) -> TaskJson:
+    """`task.to_json()`, typed: it writes the fields TaskJson names (and any field a newer
+    version added, kept as it came)."""
+    return cast(TaskJson, task.to_json())
+
+
+class TaskView(TaskJson):
+    """`add`, `edit`, `show`, one entry of `list` and `import`: the task and whether a
+    dependency holds it back."""
+
+    blocked: bool
+
+
+# -- views ---------------------------------------------------------------------------------
+
+
+class ConfigView(TypedDict):
+    mode: str
+    max_tasks_per_session: int
+    max_sessions: int
+    spec_ref: str | None
+    init_command: str | None
+
+
+def config_view(config: Config) -> ConfigView:
+    return cast(ConfigView, dataclasses.asdict(config))  # the dataclass's fields, as ConfigView names them
+
+
+class StatusRow(TypedDict):
+    id: str
+    title: str
+    status: str
+    attempts: int
+    max_attempts: int
+    priority: str
+    claimed_by: str | None
+
+
+class StatusView(TypedDict):
+    """`status`."""
+
+    counts: dict[str, int]
+    tasks: list[StatusRow]
+    log: list[str]
+    session_count: int
+    last_session: str | None
+    config: ConfigView
+    state_commit: str
+    notes: list[str]
+
+
+class LogLine(TypedDict):
+    """One line of `log`."""
+
+    line: str
+    timestamp: str | None
+    session: int | None
+    type: str
+    task: str | None
+    commit: str | None
+
+
+class InitResult(TypedDict):
+    """`init`."""
+
+    created: bool
+    changed: list[str]
+    config: ConfigView
+
+
+# -- work ----------------------------------------------------------------------------------
+
+
+class CheckRun(TypedDict):
+    """A validation command's run (`task_commands.RunResult.to_json`)."""
+
+    ok: bool
+    category: str | None
+    exit_code: int | None
+    timed_out: bool
+    output_tail: str
+    seconds: float
+
+
+class VerifyView(CheckRun):
+    """`verify`."""
+
+    task: str
+
+
+class SavedAttempt(TypedDict):
+    """What saving a failed attempt under refs/harness/attempts/ gave."""
+
+    attempt: int
+    ref: str
+    commit: str
+    files: list[FileChange]
+    base: str
+    head: str
+
+
+class Attempt(TypedDict):
+    """One entry of `attempts`: a saved attempt, as its commit's record tells it."""
+
+    attempt: int
+    ref: str
+    commit: str
+    time: str | None
+    category: str | None
+    reason: str | None
+    base: str | None
+    head: str | None
+    session: int | None
+    worker: str | None
+    files: list[FileChange]
+    index: str | None
+    claim_snapshot: str | None
+    unreadable: str | None
+
+
+class Restored(TypedDict):
+    """`restore`."""
+
+    task: str
+    attempt: int
+    commit: str
+    restored: list[str]
+    deleted: list[str]
+    index: bool
+
+
+# -- rm, rename, reopen --------------------------------------------------------------------
+
+
+class Removed(TypedDict):
+    """`rm`."""
+
+    removed: TaskJson
+    detached: list[str]
+    attempts_kept: NotRequired[list[str]]  # set once the transaction committed
+
+
+class Renamed(TypedDict):
+    """`rename`."""
+
+    task: TaskJson
+    old: str
+    dependents: list[str]
+    attempts: NotRequired[list[str]]  # set once the transaction committed
+    notes: NotRequired[int]
+
+
+class ReopenResult(TypedDict):
+    """`reopen`."""
+
+    task: TaskJson
+    was: str
+    also_reopened: list[str]
+
+
+# -- sessions and handoff documents --------------------------------------------------------
+
+
+class SessionShown(SessionRecord, total=False):
+    """`session show`: the record, whether it is open here, and the other clones that
+    numbered a session alike."""
+
+    open_here: bool
+    also: list[str | None]
+
+
+class Health(TypedDict):
+    ok: bool
+    attempts: int
+
+
+class Recovery(TypedDict):
+    """One task `session start` recovered (or skipped)."""
+
+    task: str
+    action: str
+    reason: str
+
+
+class SessionStarted(SessionRecord, total=False):
+    """`session start`: the record, the health check's answer and the recovery."""
+
+    health: Health | None
+    recovery: list[Recovery]
+
+
+class SessionRow(TypedDict):
+    """One entry of `session list`."""
+
+    session: int
+    clone: str | None
+    here: bool
+    worker: str | None
+    started_at: str | None
+    ended_at: str | None
+    completed: int
+
+
+class Blocker(TypedDict):
+    """`blocker`."""
+
+    text: str
+    at: str
+
+
+class DocRow(TypedDict):
+    """One entry of `doc list`."""
+
+    session: int
+    clone: str | None
+    written_at: str | None
+    trigger: str | None
+    archived: bool
+    accepted_by: int | None
+    completed: int
+    files_changed: int
+
+
+class AckEntry(TypedDict):
+    """The ACK a session recorded."""
+
+    status: Literal["accepted", "failed"]
+    at: str
+    reason: str | None
+    handoff: int | None
+
+
+class AckAnswer(AckEntry):
+    """`ack`."""
+
+    session: int
+
+
+class PromptView(TypedDict):
+    """`prompt`."""
+
+    prompt: str
+    bytes: int
+
+
+# -- relay ---------------------------------------------------------------------------------
+
+
+class RelaySummary(TypedDict):
+    """`relay` once it stopped."""
+
+    sessions: int
+    reason: str
+    completed: bool
+
+
+# -- hooks ---------------------------------------------------------------------------------
+
+
+# Our MCP server's entry in an agent CLI's config (agent_cli.mcp_config.status): its
+# keys differ by agent (the file's key names the file), so a mapping, not a TypedDict.
+McpEntry = dict[str, object]
+
+
+class AgentHooks(TypedDict):
+    """`hooks status|install|uninstall --agent codex|gemini`."""
+
+    agent: str
+    settings: str | None
+    installed: bool
+    events: dict[str, bool]
+    problem: NotRequired[str]
+    codex_config: NotRequired[str]
+    trusted: NotRequired[bool]
+    project_trusted: NotRequired[bool]
+    hooks_feature: NotRequired[bool | None]
+    mcp: NotRequired[McpEntry]
+    added: NotRequired[list[str]]
+    removed: NotRequired[list[str]]
+
+
+class ClaudeHooks(TypedDict):
+    """`hooks install|uninstall --agent claude`."""
+
+    settings: str | None
+    installed: bool
+    added: NotRequired[list[str]]
+    removed: NotRequired[list[str]]
+    unattended: NotRequired[dict[str, object]]
+    mcp: NotRequired[McpEntry]
+
+
+class HooksStatus(TypedDict):
+    """`hooks status|install|uninstall`: the post-commit hook and each agent CLI's."""
+
+    hooks_dir: str
+    post_commit: str
+    installed: bool
+    up_to_date: bool
+    starts: list[str]
+    chained_user_hook: bool
+    notes_rewrite_ref: bool
+    commits_per_session: int | None
+    tasks_per_session: int | None
+    session: int | None
+    claude: bool
+    claude_settings: str | None
+    claude_unattended: bool
+    codex: bool
+    gemini: bool
+    claude_mcp: McpEntry
+    codex_mcp: McpEntry
+    gemini_mcp: McpEntry
+    chained_now: NotRequired[bool]  # install
+    removed: NotRequired[bool]  # uninstall
+
+
+__all__ = [
+    "AckAnswer", "AckEntry", "AgentHooks", "Attempt", "Blocker", "CheckRun", "Checkpoint", "ClaudeHooks",
+    "ConfigView", "Decision", "DocRow", "FileChange", "HandoffDoc", "Health", "HooksStatus", "InitResult",
+    "LogLine", "McpEntry", "OnFailure", "PromptView", "Recovery", "RelaySummary", "Removed", "Renamed",
+    "ReopenResult", "Reopened", "Restored", "SavedAttempt", "SessionRow", "SessionShown", "SessionStarted",
+    "StatusRow", "StatusView", "TaskJson", "TaskView", "Validation", "VerifyView", "config_view", "task_json",
+]

@@ -1,0 +1,216 @@
+"""The types of the use cases: no `Any` in what ops/ offers, every `type: ignore` says
+why, and each command's `--json` output matches the TypedDict its use case returns
+(git_handoff/ops/payloads.py), run on a real repository."""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+import types
+import typing
+from pathlib import Path
+from typing import Any, Literal, NotRequired, Required, Union, get_args, get_origin
+
+import pytest
+
+from git_handoff.core import records
+from git_handoff.ops import payloads
+from tests.support.repo import make_repo, run
+
+PACKAGE = Path(__file__).resolve().parents[2] / "git_handoff"
+
+
+# -- no Any in the use cases' signatures -----------------------------------------------------
+
+
+def _names_any(node: ast.expr | None) -> bool:
+    return node is not None and any(
+        (isinstance(n, ast.Name) and n.id == "Any") or (isinstance(n, ast.Attribute) and n.attr == "Any")
+        for n in ast.walk(node))
+
+
+def any_in_signatures(source: str) -> list[str]:
+    """`name(param)` for each public function or method of public classes whose parameter
+    or return annotation names Any."""
+    found: list[str] = []
+
+    def visit(body: list[ast.stmt], prefix: str) -> None:
+        for node in body:
+            if isinstance(node, ast.ClassDef) and not node.name.startswith("_"):
+                visit(node.body, f"{prefix}{node.name}.")
+            elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and not node.name.startswith("_"):
+                a = node.args
+                params = [*a.posonlyargs, *a.args, *a.kwonlyargs, *(p for p in (a.vararg, a.kwarg) if p)]
+                found.extend(f"{prefix}{node.name}({p.arg})" for p in params if _names_any(p.annotation))
+                if _names_any(node.returns):
+                    found.append(f"{prefix}{node.name}(return)")
+
+    visit(ast.parse(source).body, "")
+    return found
+
+
+def test_the_any_check_finds_any() -> None:
+    source = ("from typing import Any\n"
+              "def f(x: dict[str, Any]) -> int: ...\n"
+              "def g() -> list[typing.Any]: ...\n"
+              "def _private(x: Any) -> Any: ...\n"
+              "class C:\n    def m(self, **kw: Any) -> None: ...\n"
+              "def h(x: object) -> dict[str, int]: ...\n")
+    assert any_in_signatures(source) == ["f(x)", "g(return)", "C.m(kw)"]
+
+
+def test_no_any_in_use_case_signatures() -> None:
+    found = [f"{path.name}: {hit}" for path in sorted((PACKAGE / "ops").glob("*.py"))
+             for hit in any_in_signatures(path.read_text())]
+    assert found == []
+
+
+IGNORE = re.compile(r"#\s*type:\s*ignore(\[[^\]]*\])?(?P<rest>.*)$")
+
+
+def test_every_type_ignore_says_why() -> None:
+    bare = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for n, line in enumerate(path.read_text().splitlines(), 1):
+            m = IGNORE.search(line)
+            if m and not re.match(r"\s*#\s*\S", m.group("rest")):
+                bare.append(f"{path.relative_to(PACKAGE)}:{n}")
+    assert bare == []
+
+
+# -- the JSON shapes -------------------------------------------------------------------------
+
+
+def _problems(value: object, kind: object, where: str) -> list[str]:
+    """Where `value` does not have type `kind` (a TypedDict, list[...], dict[str, ...], a
+    union, a Literal, or a plain type)."""
+    origin = get_origin(kind)
+    if kind is Any or kind is object:
+        return []
+    if origin in (Required, NotRequired):
+        return _problems(value, get_args(kind)[0], where)
+    if origin in (Union, types.UnionType):
+        options = get_args(kind)
+        return [] if any(not _problems(value, k, where) for k in options) else [f"{where}: {value!r} is not {kind}"]
+    if origin is Literal:
+        return [] if value in get_args(kind) else [f"{where}: {value!r} not in {get_args(kind)}"]
+    if kind is type(None):
+        return [] if value is None else [f"{where}: {value!r} is not None"]
+    if typing.is_typeddict(kind):
+        if not isinstance(value, dict):
+            return [f"{where}: {type(value).__name__}, not an object"]
+        hints = typing.get_type_hints(kind, include_extras=True)
+        # NotRequired[...] read from the hints: under postponed annotations Python 3.11
+        # counts such keys in __required_keys__
+        required = {k for k in kind.__required_keys__ if get_origin(hints[k]) is not NotRequired}
+        required |= {k for k, h in hints.items() if get_origin(h) is Required}
+        out = [f"{where}: missing {k!r}" for k in sorted(required - value.keys())]
+        out += [f"{where}: unexpected {k!r}" for k in sorted(value.keys() - hints.keys())]
+        for k in value.keys() & hints.keys():
+            out += _problems(value[k], hints[k], f"{where}.{k}")
+        return out
+    if origin is list:
+        if not isinstance(value, list):
+            return [f"{where}: {value!r} is not a list"]
+        (item,) = get_args(kind)
+        return [p for n, v in enumerate(value) for p in _problems(v, item, f"{where}[{n}]")]
+    if origin is dict:
+        if not isinstance(value, dict):
+            return [f"{where}: {value!r} is not an object"]
+        _, item = get_args(kind)
+        return [p for k, v in value.items() for p in _problems(v, item, f"{where}.{k}")]
+    assert isinstance(kind, type), kind
+    if kind is float:
+        ok = isinstance(value, int | float) and not isinstance(value, bool)
+    elif kind is int:
+        ok = isinstance(value, int) and not isinstance(value, bool)
+    else:
+        ok = isinstance(value, kind)
+    return [] if ok else [f"{where}: {value!r} is not {kind.__name__}"]
+
+
+def test_the_shape_check_finds_what_differs() -> None:
+    good = {"ok": True, "category": None, "exit_code": 0, "timed_out": False, "output_tail": "", "seconds": 0.1,
+            "task": "t1"}
+    assert _problems(good, payloads.VerifyView, "$") == []
+    assert _problems({**good, "extra": 1}, payloads.VerifyView, "$") == ["$: unexpected 'extra'"]
+    assert _problems({k: v for k, v in good.items() if k != "ok"}, payloads.VerifyView, "$") == ["$: missing 'ok'"]
+    assert _problems({**good, "exit_code": "0"}, payloads.VerifyView, "$") == ["$.exit_code: '0' is not int | None"]
+    assert _problems({**good, "ok": 1}, payloads.VerifyView, "$") == ["$.ok: 1 is not bool"]
+    assert _problems([{"at": "x", "from": "failed", "reason": 3}], list[payloads.Reopened], "$") == [
+        "$[0].reason: 3 is not str"]
+
+
+def _json(repo: Path, *args: str, rc: int = 0) -> object:
+    result = run(*args, "--json", cwd=repo)
+    assert result.rc == rc, (args, result.out, result.err)
+    return json.loads(result.out)
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    return make_repo(tmp_path / "repo")
+
+
+def test_each_command_json_matches_its_type(repo: Path) -> None:
+    """Every command whose use case returns a payload type, its --json checked against it."""
+    seen: list[tuple[str, object, object]] = []
+
+    def check(kind: object, *args: str, rc: int = 0) -> Any:
+        value = _json(repo, *args, rc=rc)
+        seen.append((" ".join(args), value, kind))
+        return value
+
+    check(payloads.InitResult, "init", "--init-command", "true")
+    check(payloads.TaskView, "add", "first task", "--id", "t1", "--check", "true")
+    check(payloads.TaskView, "add", "second", "--id", "t2", "--after", "t1", "--check", "false")
+    check(payloads.TaskView, "add", "third", "--id", "t3")
+    check(payloads.TaskView, "edit", "t3", "--priority", "P0")
+    check(list[payloads.TaskView], "list")
+    check(payloads.TaskView, "show", "t2")
+    check(payloads.StatusView, "status")
+    check(payloads.PromptView, "prompt")
+    check(payloads.HooksStatus, "hooks", "status")
+    run("trust", "--all", cwd=repo)
+    check(payloads.SessionStarted, "session", "start")
+    check(payloads.AckAnswer, "ack")
+    check(records.Decision, "decide", "use sqlite", "--why", "small")
+    check(payloads.Blocker, "blocker", "disk full")
+    claimed = run("claim", "t1", cwd=repo)
+    assert claimed.rc == 0, claimed.err
+    check(payloads.VerifyView, "verify", "t1")
+    run("done", "t1", cwd=repo)
+    run("claim", "t2", cwd=repo)
+    (repo / "work.txt").write_text("some work\n")
+    run("fail", "t2", "--reason", "broke it", cwd=repo)
+    check(list[payloads.Attempt], "attempts", "t2")
+    check(payloads.Restored, "restore", "t2", "1", "--force")
+    check(payloads.ReopenResult, "reopen", "t2", "--reason", "try again")
+    check(payloads.Renamed, "rename", "t3", "t4")
+    check(payloads.Removed, "rm", "t4")
+    check(payloads.SessionShown, "session", "show")
+    check(list[payloads.SessionRow], "session", "list")
+    check(records.WrittenDoc, "doc", "write")
+    check(list[payloads.DocRow], "doc", "list")
+    check(payloads.SessionRecord, "session", "end")
+    check(list[payloads.LogLine], "log", "-n", "5")
+
+    problems = [p for args, value, kind in seen for p in _problems(value, kind, args)]
+    assert problems == [], "\n".join(problems)
+    assert len(seen) >= 25
+
+
+def test_hooks_json_matches_its_type(repo: Path) -> None:
+    run("init", cwd=repo)
+    problems: list[str] = []
+    for kind, args in ((payloads.HooksStatus, ("hooks", "install")),
+                       (payloads.HooksStatus, ("hooks", "status")),
+                       (payloads.HooksStatus, ("hooks", "uninstall")),
+                       (payloads.ClaudeHooks, ("hooks", "install", "--agent", "claude")),
+                       (payloads.ClaudeHooks, ("hooks", "uninstall", "--agent", "claude")),
+                       (payloads.AgentHooks, ("hooks", "status", "--agent", "gemini")),
+                       (payloads.AgentHooks, ("hooks", "install", "--agent", "gemini")),
+                       (payloads.AgentHooks, ("hooks", "uninstall", "--agent", "gemini"))):
+        problems += _problems(_json(repo, *args), kind, " ".join(args))
+    assert problems == [], "\n".join(problems)
