@@ -33,7 +33,7 @@ from git_handoff.core.model import Task, now_iso
 from git_handoff.infra.gitrepo import Repo
 from git_handoff.ops import handoff, prompt, sessions
 from git_handoff.ops import session_start as session_start_op
-from git_handoff.state import session_records, this_clone
+from git_handoff.state import claim_index, session_records, this_clone
 from git_handoff.state.store import StateStore
 
 SAFETY_VALVE = 8  # consecutive blocks without a completed task, then the stop is allowed
@@ -234,7 +234,7 @@ def session_end(store: StateStore, event: Event) -> Outcome:
 
 
 def _next_task(store: StateStore) -> Task | None:
-    return selection.next_eligible(store.snapshot().tasks(), now_iso())
+    return claim_index.next_eligible(store.snapshot(), now_iso())
 
 
 def _mine_in_progress(store: StateStore) -> list[Task]:

@@ -11,7 +11,7 @@ from git_handoff.core import display, selection
 from git_handoff.core.errors import Negative, UsageError
 from git_handoff.core.model import LOG_TYPES, Task, check_id, now_iso
 from git_handoff.ops.history import ensure_history
-from git_handoff.state import identity, quarantine, session_records, this_clone
+from git_handoff.state import claim_index, identity, quarantine, session_records, this_clone
 from git_handoff.state.store import Entry, Snapshot, StateStore
 
 # -- views --------------------------------------------------------------------------
@@ -67,7 +67,7 @@ def show_view(snap: Snapshot, task_id: str) -> dict[str, Any]:
 
 def next_task(snap: Snapshot) -> Task:
     """The task `claim` would take; Negative (exit 1) when none."""
-    found = selection.next_eligible(snap.tasks(), now_iso())
+    found = claim_index.next_eligible(snap, now_iso())
     if found is None:
         raise Negative("nothing eligible: every task is completed, in progress, or waiting on failed dependencies")
     return found
