@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 
 from git_handoff.agent_cli.hook_data import Event, Outcome
-from git_handoff.core import display, selection
+from git_handoff.core import display
 from git_handoff.core.errors import HandoffError, Negative
 from git_handoff.core.model import Task, now_iso
 from git_handoff.infra.gitrepo import Repo
