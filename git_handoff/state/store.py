@@ -22,7 +22,6 @@ import marshal
 import operator
 import os
 import random
-import re
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -38,6 +37,7 @@ from git_handoff.core.errors import (
     UsageError,
 )
 from git_handoff.core.model import Config, Task, now_iso, now_ms, task_file
+from git_handoff.core.patterns import lazy
 from git_handoff.infra.fileio import atomic_write
 from git_handoff.infra.gitrepo import Repo
 from git_handoff.state import identity
@@ -63,7 +63,7 @@ GC_LOOSE_OBJECTS = 128
 
 T = TypeVar("T")
 
-LOG_LINE = re.compile(r"^\[(?P<ts>[^\]]+)\] \[SESSION-(?P<session>\d+)\] (?P<type>\S+)(?: \[(?P<task>[^\]]+)\])?")
+LOG_LINE = lazy(r"^\[(?P<ts>[^\]]+)\] \[SESSION-(?P<session>\d+)\] (?P<type>\S+)(?: \[(?P<task>[^\]]+)\])?")
 
 
 def task_path(task_id: str) -> str:
