@@ -21,9 +21,9 @@ HARNESS = [PY, str(ROOT / "bench" / "baseline_harness.py")]
 
 
 def _check(r: object, what: str) -> None:
-    rc = getattr(r, "rc")
+    rc = r.rc
     if rc not in (0, 1):
-        raise RuntimeError(f"{what} exited {rc}: {getattr(r, 'err').decode(errors='replace')[-300:]}")
+        raise RuntimeError(f"{what} exited {rc}: {r.err.decode(errors='replace')[-300:]}")
 
 
 def _ratio_row(name: str, a: list[float], b: list[float], base: str, limit: float) -> Row:
