@@ -9,6 +9,14 @@ place, appends a `Starting` line to `.harness/progress.txt`, and drops the lock.
     python baseline_harness.py claim ROOT WORKER
     python baseline_harness.py release ROOT ID  # back to pending (not timed)
     python baseline_harness.py done ROOT ID     # run the task's validation, then mark it completed
+    python baseline_harness.py next ROOT -      # read-only selection: the id claim would take
+    python baseline_harness.py stop ROOT -      # a Stop hook: payload on stdin, block while work remains
+    python baseline_harness.py session-start ROOT -  # a SessionStart hook: progress tail + task summary
+
+`next`, `stop` and `session-start` are what the harness's own read-only selection and
+hook scripts do, reduced to their work: read the whole tasks.json, validate, select,
+print (stop: a block decision while eligible or in-progress work remains; session-start:
+the last lines of progress.txt and the counts as additional context). Nothing is written.
 
 `done` is the skill's completion step: the validation command runs (sh -c, at the
 project root, under its timeout); on success the task is marked completed under the
@@ -218,7 +226,60 @@ def done(root: Path, task_id: str) -> int:
     return 0 if ok else 1
 
 
+def _select(tasks: list[dict]) -> dict | None:
+    validate(tasks)
+    by_id = {t["id"]: t for t in tasks}
+
+    def ready(t: dict) -> bool:
+        return all(by_id.get(d, {}).get("status") == "completed" for d in t["depends_on"])
+
+    fresh = sorted((t for t in tasks if t["status"] == "pending" and ready(t)),
+                   key=lambda t: (PRIORITY[t["priority"]], t["id"]))
+    retry = [t for t in tasks if t["status"] == "failed" and t["attempts"] < t["max_attempts"] and ready(t)]
+    return (fresh or retry or [None])[0]
+
+
+def next_task(root: Path) -> int:
+    data = json.loads((root / ".harness" / "tasks.json").read_text())
+    chosen = _select(data["tasks"])
+    if chosen is None:
+        return 1
+    print(json.dumps(chosen))
+    return 0
+
+
+def stop(root: Path) -> int:
+    payload = json.loads(sys.stdin.read() or "{}")
+    if payload.get("stop_hook_active"):
+        return 0
+    data = json.loads((root / ".harness" / "tasks.json").read_text())
+    mine = [t for t in data["tasks"] if t["status"] == "in_progress"]
+    chosen = mine[0] if mine else _select(data["tasks"])
+    if chosen is not None:
+        print(json.dumps({"decision": "block", "reason": f"Work remains: [{chosen['id']}] {chosen['title']}"}))
+    return 0
+
+
+def session_start(root: Path) -> int:
+    json.loads(sys.stdin.read() or "{}")
+    state = root / ".harness"
+    data = json.loads((state / "tasks.json").read_text())
+    tasks = data["tasks"]
+    counts: dict[str, int] = {}
+    for t in tasks:
+        counts[t["status"]] = counts.get(t["status"], 0) + 1
+    chosen = _select(tasks)
+    tail = (state / "progress.txt").read_text().splitlines()[-20:]
+    context = "\n".join([f"Tasks: {len(tasks)} " + " ".join(f"{k}={v}" for k, v in sorted(counts.items())),
+                         f"Next: {chosen['id'] if chosen else 'none'}", *tail])
+    print(json.dumps({"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": context}}))
+    return 0
+
+
 def main(argv: list[str]) -> int:
+    if len(argv) == 3 and argv[0] in ("next", "stop", "session-start"):
+        root = Path(argv[1]).resolve()
+        return {"next": next_task, "stop": stop, "session-start": session_start}[argv[0]](root)
     if len(argv) != 3 or argv[0] not in ("setup", "claim", "release", "done"):
         print(__doc__, file=sys.stderr)
         return 2

@@ -28,6 +28,7 @@ from bench.common import Row, workdir
 SCENARIOS: list[tuple[str, str, str, list[tuple[str, str]]]] = [
     ("one-task change", "bench_core", "one_task_change", []),
     ("next / status / claim at 10k", "bench_core", "read_commands", []),
+    ("every command and hook at the floor", "bench_index", "index_rows", []),
     ("claim vs mkdir-lock baseline", "bench_adapters", "claim_vs_baseline",
      [("claim vs tasks.json+mkdir, 100 tasks", "<= 1.2x"), ("claim vs tasks.json+mkdir, 10,000 tasks", "<= 0.6x")]),
     ("post-commit hook", "bench_adapters", "hook_overhead",

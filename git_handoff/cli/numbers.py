@@ -10,14 +10,14 @@ command line is parsed, before anything is read or written: exit 2, one line, an
 from __future__ import annotations
 
 import math
-import re
 from typing import Any
 
 import click
 
 from git_handoff.core.model import MAX_ATTEMPTS, MAX_COUNT, MAX_SECONDS
+from git_handoff.core.patterns import lazy
 
-_WHOLE = re.compile(r"[+-]?[0-9]{1,30}")
+_WHOLE = lazy(r"[+-]?[0-9]{1,30}")
 
 
 class Count(click.ParamType):  # type: ignore[type-arg, unused-ignore]  # generic in click 8.2+ (1 or 2 args)

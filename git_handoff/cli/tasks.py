@@ -11,10 +11,17 @@ from git_handoff.cli import emit_json, get_store, json_option, numbers, visible
 from git_handoff.cli.ids import complete_task_id
 from git_handoff.cli.progress import Progress
 from git_handoff.core.model import Task
-from git_handoff.ops import tasks as ops
 from git_handoff.ops import views
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _ops() -> Any:
+    """The write side (init, add, import, edit), imported only by the commands that write:
+    `list`, `show`, `status` and `next` do not pay for it."""
+    from git_handoff.ops import tasks  # noqa: PLC0415 - import cost, see above
+
+    return tasks
 
 
 def task_line(task: Task, blocked: set[str] | None = None) -> str:
@@ -99,7 +106,7 @@ def init_cmd(mode: str | None, max_tasks_per_session: int | None, max_sessions: 
         from git_handoff.ops import sync
 
         chosen = sync.named_remote(store.repo, remote)
-    result = ops.init(store, mode=mode, max_tasks_per_session=max_tasks_per_session,
+    result = _ops().init(store, mode=mode, max_tasks_per_session=max_tasks_per_session,
                       max_sessions=max_sessions, spec=spec, init_command=init_command)
     refspecs: dict[str, list[str]] = {}
     if chosen is not None:
@@ -128,7 +135,7 @@ def init_cmd(mode: str | None, max_tasks_per_session: int | None, max_sessions: 
 def add_cmd(title: str, task_id: str | None, priority: str, after: tuple[str, ...], check: str | None,
             timeout: int | None, max_attempts: int | None, cleanup: str | None, spec: str | None, as_json: bool) -> None:
     """Add a task; prints its id."""
-    task = ops.add(get_store(), title=title, task_id=task_id, priority=priority, after=after, check=check,
+    task = _ops().add(get_store(), title=title, task_id=task_id, priority=priority, after=after, check=check,
                    timeout=timeout, max_attempts=max_attempts, cleanup=cleanup, spec=spec)
     if as_json:
         emit_json(views.view(task))
@@ -147,7 +154,7 @@ def import_cmd(file: str, as_json: bool) -> None:
     `.harness/tasks.json` (version 2), whose every field is kept.
     """
     with Progress("import", as_json=as_json) as progress:
-        tasks = ops.import_file(get_store(), file, progress=progress)
+        tasks = _ops().import_file(get_store(), file, progress=progress)
     if as_json:
         emit_json([views.view(t) for t in tasks])
     else:
@@ -192,7 +199,7 @@ def edit_cmd(task_id: str, priority: str | None, after: tuple[str, ...], check: 
              as_json: bool) -> None:
     """Change fields of a task (an empty --check/--cleanup/--spec clears it)."""
     deps: tuple[str, ...] | None = after if after else (() if no_after else None)
-    task = ops.edit(get_store(), task_id, title=title, priority=priority, after=deps, check=check, timeout=timeout,
+    task = _ops().edit(get_store(), task_id, title=title, priority=priority, after=deps, check=check, timeout=timeout,
                     max_attempts=max_attempts, cleanup=cleanup, spec=spec)
     if as_json:
         emit_json(views.view(task))

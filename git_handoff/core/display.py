@@ -19,12 +19,14 @@ from __future__ import annotations
 
 import re
 
+from git_handoff.core.patterns import lazy
+
 # C0 controls (tab and newline too: shown text is one line), DEL, C1 controls, the
 # Unicode line and paragraph separators, the bidi formatting characters (embeddings and
 # overrides U+202A-202E, isolates U+2066-2069, the marks U+200E/U+200F and U+061C), the
 # byte-order mark / zero-width no-break space, and lone surrogates (text that is not
 # Unicode). Everything else, any script of any language, shows as it is.
-UNSEEN = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069\ufeff\ud800-\udfff]")
+UNSEEN = lazy("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069\ufeff\ud800-\udfff]")
 
 # what `lines` puts before each line of a text after its first, so a line of a script
 # can not pass for a line of the listing around it

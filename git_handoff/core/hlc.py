@@ -21,11 +21,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from collections.abc import Iterable, Mapping
 from datetime import datetime
 from functools import lru_cache
 from typing import Any
+
+from git_handoff.core.patterns import lazy
 
 FIELD = "hlc"
 CLOCK = "field_clock"  # {field: [stamp, digest of the value]}: when each field was written
@@ -53,8 +54,8 @@ TASK_SETS = ("depends_on",)
 TASK_MAX = ("attempts",)
 NOT_TIMED = (*TASK_LOGS, *TASK_SETS, *TASK_MAX)
 MISSING = object()  # a field a record does not have
-_STAMP = re.compile(r"([0-9]{13})\.([0-9]{6})\.([0-9a-f]{0,16})")
-_ISO = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]{1,9})?Z")
+_STAMP = lazy(r"([0-9]{13})\.([0-9]{6})\.([0-9a-f]{0,16})")
+_ISO = lazy(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]{1,9})?Z")
 MAX_LOGICAL = 999_999
 # How far ahead of this clone's clock a stamp it reads may be and still count: a stamp
 # beyond it (a clock set wrong, or crafted: 9999999999999 ms is the year 2286) is not

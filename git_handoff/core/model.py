@@ -9,7 +9,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import re
 import secrets
 import time
 from collections.abc import Callable
@@ -19,6 +18,7 @@ from typing import Any
 
 from git_handoff.core import display
 from git_handoff.core.errors import UsageError
+from git_handoff.core.patterns import lazy
 
 STATUSES = ("pending", "in_progress", "completed", "failed")
 PRIORITIES = ("P0", "P1", "P2")
@@ -78,10 +78,10 @@ LIST_LIMITS: dict[str, dict[str, int]] = {
     },
     "relay": {"failures": MAX_RELAY_FAILURES},
 }
-_CONTROL = re.compile(r"[\x00-\x1f\x7f\u0085\u2028\u2029]")
+_CONTROL = lazy(r"[\x00-\x1f\x7f\u0085\u2028\u2029]")
 # a terminal's escape sequences: CSI (colors, cursor moves), OSC (titles, links), and the
 # two-character ones
-_ESCAPES = re.compile(r"\x1b(?:\[[0-?]*+[ -/]*+[@-~]|\][^\x07\x1b]*+(?:\x07|\x1b\\)?|[@-Z\\-_])")
+_ESCAPES = lazy(r"\x1b(?:\[[0-?]*+[ -/]*+[@-~]|\][^\x07\x1b]*+(?:\x07|\x1b\\)?|[@-Z\\-_])")
 
 
 def printable(text: str) -> str:
@@ -161,7 +161,7 @@ def parse_time(text: str) -> datetime:
     return moment
 
 
-_DURATION = re.compile(r"^([0-9]+)([smh])$")
+_DURATION = lazy(r"^([0-9]+)([smh])$")
 
 
 def parse_duration(text: str) -> int:
@@ -177,7 +177,7 @@ def parse_duration(text: str) -> int:
 
 # -- ids --------------------------------------------------------------------------
 
-_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")  # the whole string: fullmatch, never `$`
+_ID = lazy(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")  # the whole string: fullmatch, never `$`
 
 
 def _id_ok(text: str) -> bool:

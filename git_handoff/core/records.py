@@ -24,6 +24,7 @@ from typing import Any, TypedDict, cast
 from git_handoff.core import model
 from git_handoff.core.errors import InvalidState, UsageError
 from git_handoff.core.model import Config, Task, parse_time
+from git_handoff.core.patterns import LazyPattern, lazy
 
 # -- limits (documented in docs/threat-model.md) -------------------------------------------
 
@@ -40,12 +41,12 @@ MAX_SECONDS = model.MAX_SECONDS  # durations and timeouts: ten years at most
 MAX_NAME = 255  # one tree entry name
 PATH_MAX = 4096  # a path kept as text (a worktree, a spec, a file changed)
 
-_OID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
-_HEX = re.compile(r"[0-9a-f]{8,128}")
-_TIME = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:.+Z-]{8,30}")
+_OID = lazy(r"[0-9a-f]{40}|[0-9a-f]{64}")
+_HEX = lazy(r"[0-9a-f]{8,128}")
+_TIME = lazy(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:.+Z-]{8,30}")
 # Backend session ids go into a command line: letters, digits and `._:@+=-` only.
-SAFE_WORD = re.compile(r"[A-Za-z0-9._:@+=-]{1,200}")
-_CONTROL = re.compile(r"[\x00-\x1f\x7f\u0085\u2028\u2029]")
+SAFE_WORD = lazy(r"[A-Za-z0-9._:@+=-]{1,200}")
+_CONTROL = lazy(r"[\x00-\x1f\x7f\u0085\u2028\u2029]")
 
 
 def problem(where: str, message: str) -> InvalidState:
@@ -150,7 +151,7 @@ def load_json_text(text: str, where: str) -> Any:
 # The pieces of TOML text a dotted key is made of, and those it cannot cross: comments and
 # strings are skipped whole, an unterminated one to the end of its line (or of the text).
 # Possessive, so no piece is ever scanned twice: linear in the text, whatever it holds.
-_TOML_PIECE = re.compile("|".join((
+_TOML_PIECE = lazy("|".join((
     r"(?P<skip>#[^\n]*+"  # a comment
     r'|"""(?:[^"\\]|\\[\s\S]|"{1,2}+(?!"))*+(?:"{3,5}|\Z)'  # a multi-line basic string
     r"|'{3}(?:[^']|'{1,2}+(?!'))*+(?:'{3,5}|\Z))",  # a multi-line literal string
@@ -268,7 +269,7 @@ def text(limit: int = MAX_TEXT, *, one_line: bool = True) -> Check:
     return run
 
 
-def pattern(regex: re.Pattern[str], what: str) -> Check:
+def pattern(regex: LazyPattern, what: str) -> Check:
     def run(value: Any, at: str) -> None:
         if not isinstance(value, str) or not regex.fullmatch(value):
             raise InvalidState(f"{at} must be {what}, not {_shown(value)}")
@@ -542,16 +543,16 @@ class FailOutcome(TypedDict):
     validation: dict[str, Any] | None
 
 
-_CLONE = re.compile(r"[0-9a-f]{16}")
-_HLC = re.compile(r"[0-9]{13}\.[0-9]{6}\.[0-9a-f]{0,16}")  # git_handoff.core.hlc
+_CLONE = lazy(r"[0-9a-f]{16}")
+_HLC = lazy(r"[0-9]{13}\.[0-9]{6}\.[0-9a-f]{0,16}")  # git_handoff.core.hlc
 # a run id: NNN-slug (before fleet ids) or NNN-slug@<clone>; a session or document file:
 # <n>.json (before fleet ids) or <n>@<clone>.json -- the clone part makes two clones'
 # numbers distinct even when both minted the same one offline
-_RUN_ID = re.compile(r"[0-9]{3,12}-[a-z]+(?:-[a-z]+){0,2}(?:@[0-9a-f]{16})?")
-_SESSION_NAME = re.compile(r"[1-9][0-9]{0,17}(?:@[0-9a-f]{16})?\.json")
+_RUN_ID = lazy(r"[0-9]{3,12}-[a-z]+(?:-[a-z]+){0,2}(?:@[0-9a-f]{16})?")
+_SESSION_NAME = lazy(r"[1-9][0-9]{0,17}(?:@[0-9a-f]{16})?\.json")
 # a handoff document is named by its session, or 0: `doc write` before any session started
 # (which wrote docs/0@<clone>.json, a name every other clone's edge refused)
-_DOC_NAME = re.compile(r"(?:0|[1-9][0-9]{0,17})(?:@[0-9a-f]{16})?\.json")
+_DOC_NAME = lazy(r"(?:0|[1-9][0-9]{0,17})(?:@[0-9a-f]{16})?\.json")
 _DECISION = obj({"what": LINE, "why": LINE, "at": opt(STAMP)})
 _BLOCKER = either(LINE, obj({"text": LINE, "at": opt(STAMP)}))
 
@@ -625,9 +626,9 @@ RELAY_FIELDS: dict[str, Check] = {
     "reason": opt(LINE),
     "session": opt(integer(0)),
     "agent_pid": opt(integer(2, 2**31 - 1)),
-    "agent_token": opt(pattern(re.compile(r"[A-Za-z0-9_-]{8,128}"), "a random token")),
-    "tmux_session": opt(pattern(re.compile(r"[A-Za-z0-9._-]{1,200}"), "a tmux session name")),
-    "tmux_socket": opt(pattern(re.compile(r"[A-Za-z0-9._-]{1,200}"), "a tmux socket name")),
+    "agent_token": opt(pattern(lazy(r"[A-Za-z0-9_-]{8,128}"), "a random token")),
+    "tmux_session": opt(pattern(lazy(r"[A-Za-z0-9._-]{1,200}"), "a tmux session name")),
+    "tmux_socket": opt(pattern(lazy(r"[A-Za-z0-9._-]{1,200}"), "a tmux socket name")),
     "failures": capped("relay", "failures", obj({"at": opt(STAMP), "what": LINE})),
     "updated_at": opt(STAMP),
     # a limit or outage the relay waits out (ops/relay_watch.py); None when it waits for none
@@ -640,8 +641,8 @@ DISPATCH_FIELDS: dict[str, Check] = {
     "conversation_key": opt(pattern(_RUN_ID, "a run key")),
     "resume_of_key": opt(pattern(_RUN_ID, "a run key")),
     "seq": integer(1, 10**12),
-    "slug": pattern(re.compile(r"[a-z]+(?:-[a-z]+){0,2}"), "a slug"),
-    "backend": pattern(re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}"), "a backend name"),
+    "slug": pattern(lazy(r"[a-z]+(?:-[a-z]+){0,2}"), "a slug"),
+    "backend": pattern(lazy(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}"), "a backend name"),
     "prompt": text(MAX_RECORD_BYTES, one_line=False),
     "status": one_of("new", "running", "succeeded", "completed", "failed"),
     "created_at": opt(STAMP),
@@ -915,7 +916,7 @@ def check_task_text(task: Any, where: str, *, escapes: bool = True) -> None:
         _deep_strings_ok([task.check, task.cleanup, list(task.checkpoints), task.extra], where)
 
 
-_BASE = re.compile(r"[0-9a-f]{4,64}")  # a full or abbreviated object id
+_BASE = lazy(r"[0-9a-f]{4,64}")  # a full or abbreviated object id
 _TASK_LISTS = tuple(LIST_LIMITS["task"].items())
 
 
@@ -1016,7 +1017,7 @@ _W_TABLE = r"(?:\{\}|\{\n    " + _W_TABLE_ENTRY + r"(?:,\n    " + _W_TABLE_ENTRY
 _W_ANY_EXTRA = r'"(?!(?:' + "|".join(_W_RULED_KEYS) + r')")[A-Za-z0-9_]{1,64}+": (?:' + _W_PLAIN + "|" + _W_TABLE + ")"
 _W_EXTRA = "(?:" + "|".join(f'"{key}": {value}' for key, value in _W_EXTRA_VALUES.items()
                             if key in TASK_EXTRA_FIELDS) + "|" + _W_ANY_EXTRA + ")"
-_WRITTEN_TASK = re.compile(
+_WRITTEN_TASK = lazy(
     r'\{\n  "id": "(?P<id>' + _W_ID + ')"'
     + r',\n  "title": "(?=\s*+[^\s"])' + _line_string(MAX_TITLE)[1:]  # not blank (Task.from_json)
     + r',\n  "status": "(?:' + "|".join(model.STATUSES) + ')"'
@@ -1059,7 +1060,7 @@ TREE_MODE = 0o040000
 
 # Names made of these alone, not starting with a dot, pass every rule of name_problem
 # (the names git handoff writes): one match instead of the rules one by one.
-_PLAIN_NAME = re.compile(r"[A-Za-z0-9_@-][A-Za-z0-9._@-]{0,254}")  # 255 = MAX_NAME characters at most
+_PLAIN_NAME = lazy(r"[A-Za-z0-9_@-][A-Za-z0-9._@-]{0,254}")  # 255 = MAX_NAME characters at most
 
 
 def name_problem(name: str) -> str | None:

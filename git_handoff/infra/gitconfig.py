@@ -14,6 +14,7 @@ import re
 from collections.abc import Mapping
 
 from git_handoff.core.errors import UsageError
+from git_handoff.core.patterns import lazy
 
 # A key given without `=` (`git -c handoff.autoSync`): git's "no value", true as a boolean.
 NO_VALUE = None
@@ -154,7 +155,7 @@ def from_environment(environ: Mapping[str, str]) -> dict[str, str | None]:
 
 # -- typed values, as git reads them ------------------------------------------------------------
 
-_INT = re.compile(r"[ \t\n\v\f\r]*([+-]?)(0[xX][0-9a-fA-F]+|0[0-7]*|[1-9][0-9]*)(.*)", re.DOTALL)
+_INT = lazy(r"[ \t\n\v\f\r]*([+-]?)(0[xX][0-9a-fA-F]+|0[0-7]*|[1-9][0-9]*)(.*)", re.DOTALL)
 _UNITS = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3}
 INT_MAX = 2**63 - 1  # intmax_t, and TOML's integers: every count of the state fits
 

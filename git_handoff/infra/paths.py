@@ -27,20 +27,20 @@ Pure path logic plus `lstat`: no git.
 from __future__ import annotations
 
 import os
-import re
 import stat
 from collections.abc import Iterable
 from pathlib import Path
 
 from git_handoff.core.display import line
 from git_handoff.core.errors import UsageError
+from git_handoff.core.patterns import lazy
 
 # what HFS+ ignores when it compares names (git's utf8.c next_hfs_char)
-_HFS_IGNORED = re.compile("[\u200c-\u200f\u202a-\u202e\u206a-\u206f\ufeff]")
+_HFS_IGNORED = lazy("[\u200c-\u200f\u202a-\u202e\u206a-\u206f\ufeff]")
 # `.git`, and its NTFS 8.3 short names (`git~1`; git refuses the first, this rule any)
-_DOT_GIT = re.compile(r"\.git|git~[0-9]+")
+_DOT_GIT = lazy(r"\.git|git~[0-9]+")
 # in another clone's names: C0 and C1 controls, DEL, line separators, bidi formatting
-_FOREIGN = re.compile("[\x01-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069\ufeff]")
+_FOREIGN = lazy("[\x01-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069\ufeff]")
 
 
 def _is_dot_git(part: str) -> bool:

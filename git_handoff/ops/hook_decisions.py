@@ -27,13 +27,12 @@ import time
 from pathlib import Path
 
 from git_handoff.agent_cli.hook_data import Event, Outcome
-from git_handoff.core import display, selection
+from git_handoff.core import display
 from git_handoff.core.errors import HandoffError, Negative
 from git_handoff.core.model import Task, now_iso
 from git_handoff.infra.gitrepo import Repo
-from git_handoff.ops import handoff, prompt, sessions
-from git_handoff.ops import session_start as session_start_op
-from git_handoff.state import session_records, this_clone
+from git_handoff.ops import handoff, prompt
+from git_handoff.state import claim_index, session_records, this_clone
 from git_handoff.state.store import StateStore
 
 SAFETY_VALVE = 8  # consecutive blocks without a completed task, then the stop is allowed
@@ -158,6 +157,10 @@ def session_start(store: StateStore, event: Event) -> Outcome:
     elif opened is not None and (event.source in ("resume", "compact") or (record is not None and not record.get("ack"))):
         store.session = int(opened["session"])
     else:
+        # imported here, as `sessions` below: the recovery matrix brings the whole write
+        # side of the work cycle, which the Stop hook (every turn of the agent) never uses
+        from git_handoff.ops import session_start as session_start_op  # noqa: PLC0415
+
         try:
             session_start_op.start(store)
         except Negative as exc:
@@ -225,6 +228,8 @@ def session_end(store: StateStore, event: Event) -> Outcome:
     if not handoff.handed_off(store, number):
         handoff.write_doc(store, trigger="session-end")
     if relay_session() is None and this_clone.open_session(store.repo) is not None:
+        from git_handoff.ops import sessions  # noqa: PLC0415 - import cost, see session_start
+
         sessions.end(store)
     _write_private(store, VALVE_FILE, None)
     return Outcome()
@@ -234,7 +239,7 @@ def session_end(store: StateStore, event: Event) -> Outcome:
 
 
 def _next_task(store: StateStore) -> Task | None:
-    return selection.next_eligible(store.snapshot().tasks(), now_iso())
+    return claim_index.next_eligible(store.snapshot(), now_iso())
 
 
 def _mine_in_progress(store: StateStore) -> list[Task]:

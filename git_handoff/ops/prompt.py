@@ -171,7 +171,8 @@ def _task_line(t: Task, detail: bool, blocked: set[str], approved: Approved) -> 
 
 
 def _tasks_section(remaining: list[Task], blocked: set[str], levels: dict[str, tuple[bool, int | None]],
-                   approved: Approved, memo: dict[tuple[str, bool], str]) -> list[str]:
+                   approved: Approved, memo: dict[tuple[str, bool], str],
+                   groups: dict[str, list[Task]] | None = None) -> list[str]:
     """The remaining tasks at one level of detail; `memo` keeps each task's line between
     the levels the ladder tries (a line depends only on the task and its detail)."""
 
@@ -181,9 +182,11 @@ def _tasks_section(remaining: list[Task], blocked: set[str], levels: dict[str, t
             memo[key] = _task_line(t, detail, blocked, approved)
         return memo[key]
 
+    if groups is None:
+        groups = _by_priority(remaining)
     lines = [f"## Remaining tasks ({len(remaining)}), by priority"]
     for prio in ("P0", "P1", "P2"):
-        group = [t for t in remaining if t.priority == prio]
+        group = groups[prio]
         if not group:
             continue
         detail, limit = levels[prio]
@@ -196,6 +199,16 @@ def _tasks_section(remaining: list[Task], blocked: set[str], levels: dict[str, t
         lines.append("None: every task is completed or failed for good.")
     lines.append("")
     return lines
+
+
+def _by_priority(remaining: list[Task]) -> dict[str, list[Task]]:
+    """The remaining tasks of each priority, in their order (computed once per prompt, not
+    once per rendering tried)."""
+    groups: dict[str, list[Task]] = {"P0": [], "P1": [], "P2": []}
+    for t in remaining:
+        if t.priority in groups:
+            groups[t.priority].append(t)
+    return groups
 
 
 # Progressively shorter renderings, tried in order until the prompt fits.
@@ -253,7 +266,7 @@ def compose(tasks: dict[str, Task], doc: HandoffDoc | None, *, number: int, spec
                  if t.status in ("pending", "in_progress") or (t.status == "failed" and not t.failed_for_good)]
     rank = {"in_progress": 0, "pending": 1, "failed": 2}
     remaining.sort(key=lambda t: (rank[t.status], t.id in blocked))
-    counts = selection.counts(tasks)
+    counts = selection.counts(tasks, blocked)
     unapproved = any(t.check and not approved(t) for t in remaining)
     head = [
         "# git handoff: continue the work",
@@ -272,8 +285,10 @@ def compose(tasks: dict[str, Task], doc: HandoffDoc | None, *, number: int, spec
     ]
     text = ""
     memo: dict[tuple[str, bool], str] = {}
+    groups = _by_priority(remaining)
     for cap, levels in _LADDER:
-        text = "\n".join(head + _doc_section(doc, cap) + _tasks_section(remaining, blocked, levels, approved, memo)) \
+        text = "\n".join(head + _doc_section(doc, cap) + _tasks_section(remaining, blocked, levels, approved, memo,
+                                                                        groups)) \
             + "\n" + PROTOCOL
         if len(text.encode()) < PROMPT_LIMIT:
             return text

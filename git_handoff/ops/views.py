@@ -9,9 +9,8 @@ from typing import cast
 from git_handoff.core import display, selection
 from git_handoff.core.errors import Negative, UsageError
 from git_handoff.core.model import LOG_TYPES, Task, check_id, now_iso
-from git_handoff.ops.history import ensure_history
 from git_handoff.ops.payloads import LogLine, StatusView, TaskView, config_view
-from git_handoff.state import identity, quarantine, session_records, this_clone
+from git_handoff.state import claim_index, identity, quarantine, session_records, this_clone
 from git_handoff.state.store import Entry, Snapshot, StateStore
 
 # -- views --------------------------------------------------------------------------
@@ -67,7 +66,7 @@ def show_view(snap: Snapshot, task_id: str) -> TaskView:
 
 def next_task(snap: Snapshot) -> Task:
     """The task `claim` would take; Negative (exit 1) when none."""
-    found = selection.next_eligible(snap.tasks(), now_iso())
+    found = claim_index.next_eligible(snap, now_iso())
     if found is None:
         raise Negative("nothing eligible: every task is completed, in progress, or waiting on failed dependencies")
     return found
@@ -128,6 +127,9 @@ def log(
         check_id(task)
     if kind is not None and kind.lower() not in {t.lower() for t in LOG_TYPES}:
         raise UsageError(f"unknown log type {kind!r}: use one of {', '.join(LOG_TYPES)}")
+    # imported here: it brings the remote's transport, which no other view needs
+    from git_handoff.ops.history import ensure_history  # noqa: PLC0415 - import cost, see above
+
     ensure_history(store)  # a clone that joined one commit deep fetches what lies below
     out: list[Entry] = []
     for entry in store.entries():

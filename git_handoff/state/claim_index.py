@@ -14,17 +14,23 @@ the index behind; the next claim rebuilds it.
 
 from __future__ import annotations
 
+import hashlib
 import marshal
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from git_handoff.core import selection
 from git_handoff.core.model import Task, now, parse_time
 from git_handoff.core.selection import PRIORITY_RANK, lease_deadline
 from git_handoff.infra.fileio import atomic_write
-from git_handoff.state.store import TASKS_DIR, StateStore, Tx
+from git_handoff.infra.gitrepo import Repo
+from git_handoff.state.store import TASKS_DIR, Snapshot, StateStore, Tx
 
 INDEX_FILE = "claim-index.marshal"
 VERSION = 1
+# The file: MAGIC, the sha256 of the rest, then the marshalled rows. An index whose digest
+# does not match (damaged on disk) is not believed: it is absent, and rebuilt.
+MAGIC = b"git-handoff-claim-index 1\n"
 
 # Row fields, by position.
 STATUS, RANK, ORDER, CREATED, DEPS, ATTEMPTS, MAX_ATTEMPTS, DEP_ERROR, LEASE, FAILED_AT, WORKTREE, CLAIMED_BY = range(12)
@@ -58,18 +64,40 @@ def tasks_tree(store: StateStore, root_tree: str | None) -> str | None:
     return found[0] if found is not None and found[1] else "empty"
 
 
-def _path(store: StateStore) -> Any:
-    return store.repo.handoff_dir / INDEX_FILE
+def _path(repo: Repo) -> Any:
+    return repo.handoff_dir / INDEX_FILE
+
+
+def encode(data: dict[str, Any]) -> bytes:
+    """The index file's bytes for `data`."""
+    body = marshal.dumps(data)
+    return MAGIC + hashlib.sha256(body).digest() + body
+
+
+def decode(raw: bytes) -> Any:
+    """What `encode` wrote; None for bytes it did not write (damaged, truncated, foreign)."""
+    body = raw[len(MAGIC) + 32:]
+    if raw[:len(MAGIC)] != MAGIC or hashlib.sha256(body).digest() != raw[len(MAGIC):len(MAGIC) + 32]:
+        return None
+    try:
+        return marshal.loads(body)
+    except (EOFError, ValueError, TypeError):
+        return None
 
 
 def load(store: StateStore, tree: str | None) -> dict[str, tuple[Any, ...]] | None:
     """The rows for this tasks tree when the index has them (and was clean), else None."""
+    return load_rows(store.repo, tree)
+
+
+def load_rows(repo: Repo, tree: str | None) -> dict[str, tuple[Any, ...]] | None:
+    """`load`, for a repository."""
     if tree is None:
         return None
     try:
-        with open(_path(store), "rb") as fh:
-            data = marshal.loads(fh.read())  # marshal.load(fh) reads in small pieces: 10x slower
-    except (OSError, EOFError, ValueError, TypeError):
+        with open(_path(repo), "rb") as fh:
+            data = decode(fh.read())  # marshal.load(fh) reads in small pieces: 10x slower
+    except OSError:
         return None
     if not isinstance(data, dict) or data.get("v") != VERSION or data.get("tree") != tree or not data.get("clean"):
         return None
@@ -78,10 +106,15 @@ def load(store: StateStore, tree: str | None) -> dict[str, tuple[Any, ...]] | No
 
 
 def save(store: StateStore, tree: str | None, rows: Mapping[str, tuple[Any, ...]], clean: bool) -> None:
+    save_rows(store.repo, tree, rows, clean)
+
+
+def save_rows(repo: Repo, tree: str | None, rows: Mapping[str, tuple[Any, ...]], clean: bool) -> None:
+    """`save`, for a repository."""
     if tree is None:
         return
     try:
-        atomic_write(_path(store), marshal.dumps({"v": VERSION, "tree": tree, "clean": clean, "rows": dict(rows)}))
+        atomic_write(_path(repo), encode({"v": VERSION, "tree": tree, "clean": clean, "rows": dict(rows)}))
     except (OSError, ValueError):
         pass  # a missing index is only slower: the next claim rebuilds it
 
@@ -138,6 +171,33 @@ def any_expired(rows: Mapping[str, tuple[Any, ...]], now: str) -> bool:
         if r[STATUS] == "in_progress" and r[LEASE] is not None and parse_time(r[LEASE]) <= moment:
             return True
     return False
+
+
+# -- `next` through the index --------------------------------------------------------------
+
+
+def next_eligible(snap: Snapshot, now: str) -> Task | None:
+    """What selection.next_eligible(snap.tasks(), now) answers, through the index: from
+    the rows and one task's blob when the index holds this tree, clean and with no lease
+    expired; else from every task, and then the index is written for this tree (so the
+    next `next`, `claim` or hook reads the rows)."""
+    tree = _tree_of(snap)
+    rows = load_rows(snap.repo, tree)
+    if rows is not None and not any_expired(rows, now):
+        chosen = first_eligible(rows)
+        if chosen is not None:
+            task = snap.task(chosen)
+            if task is not None and row(task) == rows[chosen]:
+                return task
+    tasks = snap.tasks()
+    found = selection.next_eligible(tasks, now)
+    if rows is None and not selection.prepare_leases(tasks, now) and not selection.dependency_failures(tasks):
+        save_rows(snap.repo, tree, rows_of(tasks.values()), True)
+    return found
+
+
+def _tree_of(snap: Snapshot) -> str:
+    return snap.tasks_tree() or "empty"
 
 
 # -- keeping the index with the state ------------------------------------------------------

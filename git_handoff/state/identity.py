@@ -23,11 +23,11 @@ from __future__ import annotations
 import hashlib
 import hmac
 import os
-import re
 import secrets
 from typing import Any
 
 from git_handoff.core.errors import UsageError
+from git_handoff.core.patterns import lazy
 from git_handoff.infra.gitrepo import Repo
 
 SECRET_FILE = "clone-secret"
@@ -82,7 +82,7 @@ def _write_tmp(path: Any, value: bytes, suffix: str = "new") -> Any:
 
 _ids: dict[str, str] = {}
 CLONE_ID_SETTING = "handoff.cloneId"
-_SET_ID = re.compile(r"[0-9a-f]{1,16}")
+_SET_ID = lazy(r"[0-9a-f]{1,16}")
 
 
 def clone_id(repo: Repo) -> str:

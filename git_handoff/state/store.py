@@ -15,12 +15,13 @@ then Contention (exit 3). The commit message is the transaction's log lines.
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import json
+import marshal
 import operator
 import os
 import random
-import re
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -36,6 +37,7 @@ from git_handoff.core.errors import (
     UsageError,
 )
 from git_handoff.core.model import Config, Task, now_iso, now_ms, task_file
+from git_handoff.core.patterns import lazy
 from git_handoff.infra.fileio import atomic_write
 from git_handoff.infra.gitrepo import Repo
 from git_handoff.state import identity
@@ -61,7 +63,7 @@ GC_LOOSE_OBJECTS = 128
 
 T = TypeVar("T")
 
-LOG_LINE = re.compile(r"^\[(?P<ts>[^\]]+)\] \[SESSION-(?P<session>\d+)\] (?P<type>\S+)(?: \[(?P<task>[^\]]+)\])?")
+LOG_LINE = lazy(r"^\[(?P<ts>[^\]]+)\] \[SESSION-(?P<session>\d+)\] (?P<type>\S+)(?: \[(?P<task>[^\]]+)\])?")
 
 
 def task_path(task_id: str) -> str:
@@ -120,6 +122,7 @@ class Snapshot:
         self.commit = commit
         self.tree = repo.commit_tree(commit)
         self._tasks: dict[str, Task] | None = None
+        self._config: Config | None = None
         self._check_format()
 
     def _check_format(self) -> None:
@@ -152,10 +155,10 @@ class Snapshot:
         return [name for name, _, _ in self.repo.tree_entries(found[0])]
 
     def config(self) -> Config:
-        raw = self.read(CONFIG_PATH)
-        if raw is None:
-            return Config()
-        return records.config(raw, CONFIG_PATH)
+        if self._config is None:
+            raw = self.read(CONFIG_PATH)
+            self._config = Config() if raw is None else records.config(raw, CONFIG_PATH)
+        return self._config
 
     def meta(self) -> dict[str, Any]:
         data = self.read_json(META_PATH)
@@ -167,76 +170,133 @@ class Snapshot:
         raw = self.read(task_path(task_id))
         return None if raw is None else _load_task(raw, task_id)
 
-    def tasks(self) -> dict[str, Task]:
-        """Every task, in creation order.
+    def tasks_tree(self) -> str | None:
+        """The oid of the tasks directory (None when the state has none)."""
+        found = self.repo.tree_lookup(self.tree, TASKS_DIR)
+        return found[0] if found is not None and found[1] else None
 
-        Parsed tasks are cached per leaf tree of the fan-out (content-addressed, so
-        never stale): after a one-task change only that leaf's few blobs are parsed.
-        """
+    def tasks(self) -> dict[str, Task]:
+        """Every task, in creation order, through this clone's task index (`TaskIndex`):
+        read once per process, and after a change only the changed leaves are parsed."""
         if self._tasks is None:
-            repo = self.repo
-            found = repo.tree_lookup(self.tree, TASKS_DIR)
-            out: list[Task] = []
-            cache = _LeafCache(repo)
-            if found is not None and found[1]:
-                for _, l1, t1 in repo.tree_entries(found[0]):
-                    if not t1:
-                        continue
-                    for _, leaf, t2 in repo.tree_entries(l1):
-                        if t2:
-                            out.extend(cache.leaf(leaf))
-            cache.save()
-            out.sort(key=_CREATION_ORDER)
-            self._tasks = {t.id: t for t in out}
+            self._tasks = TaskIndex.of(self.repo).tasks(self.tasks_tree())
         return self._tasks
 
 
-class _LeafCache:
-    """Per-clone cache: leaf tree oid -> the tasks in it (as field dicts)."""
+class TaskIndex:
+    """This clone's persistent index of the parsed tasks (`tasks-index.marshal` in the
+    handoff dir), one per repository per process.
 
-    VERSION = 1
+    It holds, for the tasks tree it was last built from: every leaf tree of the fan-out
+    (content-addressed) with the field dicts of its tasks, and the creation order as a
+    sorted list of (order, created_at, id). The same tree is answered without reading a
+    single git object; another tree is brought up to date from the leaves that differ
+    (only those are parsed; the order is patched, not sorted again). The file is checked
+    by its digest: a damaged, foreign or unreadable index is rebuilt from the state,
+    never believed, and the state ref is always what decides which tree is read.
+    """
+
+    FILE = "tasks-index.marshal"
+    MAGIC = b"git-handoff-tasks-index 1\n"
+    _open: dict[str, TaskIndex] = {}
 
     def __init__(self, repo: Repo) -> None:
         self.repo = repo
-        self.path = repo.handoff_dir / "tasks-cache.pickle"
-        self.old: dict[str, list[dict[str, Any]]] = {}
-        self.used: dict[str, list[dict[str, Any]]] = {}
-        self.fresh = 0
-        try:
-            import pickle
+        self.path = repo.handoff_dir / self.FILE
+        self.tree: str | None = None
+        self.leaves: dict[str, list[dict[str, Any]]] = {}
+        self.order: list[tuple[Any, ...]] = []
+        self.loaded = False
 
+    @classmethod
+    def of(cls, repo: Repo) -> TaskIndex:
+        key = str(repo.handoff_dir)
+        index = cls._open.get(key)
+        if index is None:
+            index = cls._open[key] = TaskIndex(repo)
+        index.repo = repo  # the newest handle: a repository reopened after a repack reads its new packs
+        return index
+
+    def _load(self) -> None:
+        self.loaded = True
+        try:
             with open(self.path, "rb") as fh:
-                data = pickle.load(fh)
-            if isinstance(data, dict) and data.get("version") == self.VERSION and data.get("fields") == _FIELD_NAMES:
-                self.old = data["leaves"]
-        except Exception:  # noqa: BLE001 - a missing or damaged cache is only slower
-            self.old = {}
-
-    def leaf(self, oid: str) -> list[Task]:
-        cached = self.old.get(oid)
-        if cached is None:
-            cached = []
-            for name, raw in self.repo.tree_files(oid, ".json"):
-                cached.append(dict(_load_task(raw, name[:-5]).__dict__))
-            self.fresh += 1
-        self.used[oid] = cached
-        out = []
-        for fields in cached:
-            task = object.__new__(Task)
-            object.__setattr__(task, "__dict__", dict(fields))
-            out.append(task)
-        return out
-
-    def save(self) -> None:
-        if not self.fresh and len(self.used) == len(self.old):
-            return
-        import pickle
-
-        data = pickle.dumps({"version": self.VERSION, "fields": _FIELD_NAMES, "leaves": self.used}, protocol=4)
-        try:
-            atomic_write(self.path, data)
+                raw = fh.read()
         except OSError:
-            pass  # a missing cache is only slower
+            return
+        head, digest, body = raw[:len(self.MAGIC)], raw[len(self.MAGIC):len(self.MAGIC) + 32], raw[len(self.MAGIC) + 32:]
+        if head != self.MAGIC or hashlib.sha256(body).digest() != digest:
+            return  # damaged: rebuilt from the state
+        try:
+            data = marshal.loads(body)
+            if (not isinstance(data, dict) or data.get("fields") != _FIELD_NAMES or not isinstance(data.get("leaves"), dict)
+                    or not isinstance(data.get("order"), list)):
+                return
+            self.tree, self.leaves = data["tree"], data["leaves"]
+            self.order = [tuple(key) for key in data["order"]]
+        except (EOFError, ValueError, TypeError, KeyError):
+            self.tree, self.leaves, self.order = None, {}, []
+
+    def _save(self) -> None:
+        body = marshal.dumps({"fields": _FIELD_NAMES, "tree": self.tree, "leaves": self.leaves, "order": self.order})
+        try:
+            atomic_write(self.path, self.MAGIC + hashlib.sha256(body).digest() + body)
+        except (OSError, ValueError):
+            pass  # a missing index is only slower
+
+    def tasks(self, tree: str | None) -> dict[str, Task]:
+        """Every task of the tasks tree `tree`, in creation order."""
+        if not self.loaded:
+            self._load()
+        if tree is None:
+            return {}
+        if tree != self.tree:
+            self._update(tree)
+        by_id = {fields["id"]: fields for leaf in self.leaves.values() for fields in leaf}
+        make = _task_from_fields
+        return {key[2]: make(by_id[key[2]]) for key in self.order}
+
+    def _update(self, tree: str) -> None:
+        repo = self.repo
+        old = self.leaves
+        used: dict[str, list[dict[str, Any]]] = {}
+        fresh: list[dict[str, Any]] = []
+        for _, l1, t1 in repo.tree_entries(tree):
+            if not t1:
+                continue
+            for _, leaf, t2 in repo.tree_entries(l1):
+                if not t2:
+                    continue
+                cached = old.get(leaf)
+                if cached is None:
+                    cached = [dict(_load_task(raw, name[:-5]).__dict__) for name, raw in repo.tree_files(leaf, ".json")]
+                    fresh.extend(cached)
+                used[leaf] = cached
+        kept = {fields["id"] for leaf, tasks in used.items() if leaf in old for fields in tasks}
+        ids = [fields["id"] for tasks in used.values() for fields in tasks]
+        if len(set(ids)) != len(ids):  # one id in two leaves (a hand-made state): the plain sort decides
+            everything = sorted((_task_from_fields(f) for tasks in used.values() for f in tasks), key=_CREATION_ORDER)
+            unique = {t.id: t.__dict__ for t in everything}
+            used = {"": list(unique.values())}
+            order = [_key(f) for f in unique.values()]
+        elif len(fresh) > 64 or len(kept) < len(self.order) // 2:
+            order = sorted(_key(f) for tasks in used.values() for f in tasks)
+        else:
+            order = [key for key in self.order if key[2] in kept]
+            for fields in fresh:
+                bisect.insort(order, _key(fields))
+        self.tree, self.leaves, self.order = tree, used, order
+        self._save()
+
+
+def _key(fields: dict[str, Any]) -> tuple[Any, ...]:
+    return (fields["order"], fields["created_at"], fields["id"])
+
+
+def _task_from_fields(fields: dict[str, Any]) -> Task:
+    task = object.__new__(Task)
+    object.__setattr__(task, "__dict__", dict(fields))
+    return task
 
 
 _CREATION_ORDER = operator.attrgetter("order", "created_at", "id")
@@ -293,7 +353,8 @@ class Tx:
 
     def config(self) -> Config:
         if CONFIG_PATH in self.changes:
-            return Snapshot.config(self)  # type: ignore[arg-type]  # Snapshot's parser over this Tx's read()
+            raw = self.changes[CONFIG_PATH]
+            return Config() if raw is None else records.config(raw, CONFIG_PATH)
         return self.base.config() if self.base else Config()
 
     def meta(self) -> dict[str, Any]:
@@ -474,6 +535,7 @@ class StateStore:
         self.session = active_session(repo) if session is None else session
         # What best-effort follow-ups failed with ("what: message"), oldest first.
         self.swallowed: list[str] = []
+        self._snap: Snapshot | None = None  # the last snapshot read: one per state commit
 
     # -- reading --------------------------------------------------------------------
 
@@ -484,10 +546,16 @@ class StateStore:
         return self.head() is not None
 
     def snapshot(self, commit: str | None = None) -> Snapshot:
+        """The state at `commit` (default: the state ref now). A commit is immutable, so
+        every question asked of one commit in this process shares one Snapshot, and what it
+        parsed (tasks, config) is parsed once."""
         commit = commit or self.head()
         if commit is None:
             raise NotInitialized("git handoff is not initialized here: run `git handoff init`")
-        return Snapshot(self.repo, commit)
+        snap = self._snap
+        if snap is None or snap.commit != commit or snap.repo is not self.repo:
+            snap = self._snap = Snapshot(self.repo, commit)
+        return snap
 
     def entries(self, start: str | None = None, limit: int | None = None) -> Iterator[Entry]:
         """Log lines of the state history, newest commit first (lines of one commit in order)."""
@@ -532,7 +600,7 @@ class StateStore:
             head = self.head()
             if head is None and not allow_uninitialized:
                 raise NotInitialized("git handoff is not initialized here: run `git handoff init`")
-            tx = Tx(self, Snapshot(self.repo, head) if head else None)
+            tx = Tx(self, self.snapshot(head) if head else None)
             result = apply(tx)
             if not tx.changes and not tx.lines:
                 return result, None

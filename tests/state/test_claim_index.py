@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import marshal
 import random
 from pathlib import Path
 
@@ -65,7 +64,7 @@ def test_first_eligible_agrees_with_schedule(tasks: dict[str, Task]) -> None:
 
 def _index_tree(repo: Path) -> str | None:
     try:
-        data = marshal.loads((repo / ".git" / "handoff" / claim_index.INDEX_FILE).read_bytes())
+        data = claim_index.decode((repo / ".git" / "handoff" / claim_index.INDEX_FILE).read_bytes())
     except OSError:
         return None
     return data["tree"]
@@ -137,12 +136,12 @@ def test_a_wrong_or_damaged_index_falls_back_to_the_full_selection(repo: Path) -
         assert run("add", f"T{i}", "--id", f"t{i}", "--check", "true").rc == 0
     assert run("claim").rc == 0 and run("release", "t0").rc == 0
     path = repo / ".git" / "handoff" / claim_index.INDEX_FILE
-    data = marshal.loads(path.read_bytes())
+    data = claim_index.decode(path.read_bytes())
     # the index claims t2 is the P0 task: the row check against t2's blob catches the lie
     row = list(data["rows"]["t2"])
     row[claim_index.RANK] = 0
     data["rows"]["t2"] = tuple(row)
-    path.write_bytes(marshal.dumps(data))
+    path.write_bytes(claim_index.encode(data))  # a lie with a valid digest: the row check catches it
     assert run("claim", "--json").json()["id"] == "t0"
     assert run("release", "t0").rc == 0
     path.write_bytes(b"not marshal")
