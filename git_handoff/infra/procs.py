@@ -157,8 +157,23 @@ TOKEN_VAR = "HANDOFF_AGENT_TOKEN"  # what the launcher tags an agent (and all it
 TERMINATING = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
+class Interrupts:
+    """The terminating signals that came while `signals_as_interrupt` was on, in order."""
+
+    def __init__(self) -> None:
+        self.received: list[int] = []
+        self.raised = False
+
+    def check(self) -> None:
+        """Raise errors.Signalled for the first signal that came, once (later calls, and
+        later signals, do nothing: the cleanup it starts must run to its end)."""
+        if self.received and not self.raised:
+            self.raised = True
+            raise Signalled(self.received[0])
+
+
 @contextmanager
-def signals_as_interrupt() -> Iterator[None]:
+def signals_as_interrupt(*, deferred: bool = False) -> Iterator[Interrupts]:
     """Ctrl-C, SIGTERM and SIGHUP raise errors.Signalled (a KeyboardInterrupt naming the
     signal) the first time; every later one is ignored, so that the cleanup the first one
     started (ending an agent, closing its session, releasing a lock) runs to its end.
@@ -166,13 +181,20 @@ def signals_as_interrupt() -> Iterator[None]:
     forwards it to its child and waits for it. Once a signal came, the signals stay
     ignored, and blocked, after the block: the process is on its way out, and Python's
     own shutdown gives a signal it handled back its default action, which a late copy of
-    the signal would then take (death by the signal instead of the exit status)."""
-    received: list[int] = []
+    the signal would then take (death by the signal instead of the exit status).
+
+    With `deferred`, the handler only records the signal and the block raises it itself,
+    at a point of its choosing (`Interrupts.check`, or `wait`): an exception raised from
+    a signal handler lands in whatever code runs at that moment, and there it can be
+    discarded (a `__del__`, a callback) or leave that code half done (subprocess's wait
+    holding its lock, a child started but not yet known), after which nothing raises
+    again and nothing cleans up."""
+    interrupts = Interrupts()
 
     def handler(signum: int, frame: Any) -> None:
-        received.append(signum)
-        if len(received) == 1:
-            raise Signalled(signum)
+        interrupts.received.append(signum)
+        if not deferred:
+            interrupts.check()
 
     saved = {}
     for sig in TERMINATING:
@@ -181,9 +203,22 @@ def signals_as_interrupt() -> Iterator[None]:
         except ValueError:  # not the main thread
             pass
     try:
-        yield
+        yield interrupts
     finally:
         for sig, old in saved.items():
-            signal.signal(sig, int(signal.SIG_IGN) if received else old)
-        if received:
+            signal.signal(sig, int(signal.SIG_IGN) if interrupts.received else old)
+        if interrupts.received:
             signal.pthread_sigmask(signal.SIG_BLOCK, TERMINATING)
+
+
+def wait(proc: subprocess.Popen[bytes], interrupts: Interrupts, step: float = 0.2) -> int:
+    """`proc`'s exit status; errors.Signalled once a signal `signals_as_interrupt(deferred=True)`
+    recorded came (checked every `step` seconds, and once more when `proc` exited)."""
+    while True:
+        interrupts.check()
+        try:
+            code = proc.wait(timeout=step)
+        except subprocess.TimeoutExpired:
+            continue
+        interrupts.check()
+        return code

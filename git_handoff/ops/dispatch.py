@@ -376,12 +376,14 @@ def execute(store: StateStore, run_id: str, *, detached_child: bool = False) -> 
                HANDOFF_AGENT_TOKEN=token)
     # Its own session: a terminal's Ctrl-C reaches this process only, which ends the
     # backend's whole tree and records the run; later signals wait for that to finish.
-    with procs.signals_as_interrupt(), open(out_dir / "out.txt", "wb") as out, \
+    # Deferred: a signal is raised by procs.wait, never inside Popen (a backend started
+    # but not yet known) nor inside subprocess's own wait.
+    with procs.signals_as_interrupt(deferred=True) as interrupts, open(out_dir / "out.txt", "wb") as out, \
             open(out_dir / "err.txt", "wb") as err, open(prompt_file, "rb") as stdin:
         proc = subprocess.Popen(["/bin/sh", "-c", command], cwd=store.repo.root(), stdin=stdin, stdout=out,
                                 stderr=err, env=env, start_new_session=True)
         try:
-            code = _wait(proc)
+            code = procs.wait(proc, interrupts)
         except KeyboardInterrupt as exc:
             procs.kill_tree(proc.pid, token)
             proc.wait()
@@ -437,12 +439,3 @@ def result(store: StateStore, run_id: str) -> DispatchRun:
         raise Negative(f"run {run_id} has not finished (status {record.get('status')})", payload=record)
     return record
 
-
-def _wait(proc: subprocess.Popen[bytes]) -> int:
-    """proc.wait(), in short waits: a signal the kernel gives another thread of this process
-    wakes no blocking wait of the main thread, whose handler (the interrupt) then never runs."""
-    while True:
-        try:
-            return proc.wait(timeout=0.2)
-        except subprocess.TimeoutExpired:
-            continue

@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 
 from git_handoff.agent_cli.agent_output import person_prompt_in
+from git_handoff.infra import procs
 from tests.support.claude_cli import claude_env, require_claude
 from tests.support.repo import run, run_exe
 from tests.support.stubs.anthropic import Lazy, StubServer, say
@@ -72,7 +73,15 @@ def _screen_of_interactive_claude(repo: Path, env: dict[str, str], socket_name: 
                                       capture_output=True, text=True).stdout
         return screen
     finally:
+        pane = subprocess.run(["tmux", "-L", socket_name, "display-message", "-p", "-t", "first-run",
+                               "#{pane_pid}"], capture_output=True, text=True).stdout.strip()
+        launched = procs.tree(int(pane)) if pane.isdigit() else set()
         subprocess.run(["tmux", "-L", socket_name, "kill-server"], capture_output=True)
+        # the next launch's ~/.claude.json is written once this one is gone: a claude
+        # still exiting could otherwise write its own copy over it
+        deadline = time.monotonic() + 15
+        while any(procs.alive(pid) for pid in launched) and time.monotonic() < deadline:
+            time.sleep(0.1)
 
 
 @pytest.mark.parametrize("bypass", ["user", "project"])
@@ -88,7 +97,9 @@ def test_first_run_screens_are_passed_by_doing_what_person_prompt_in_says(repo: 
     env = claude_env(home, stub.url)
     config: dict[str, Any] = {}
     named: list[str] = []
-    for attempt in range(6):
+    keys = ["hasCompletedOnboarding", "hasTrustDialogAccepted", "customApiKeyResponses",
+            "bypassPermissionsModeAccepted"]
+    for attempt in range(2 * len(keys) + 1):  # room for each screen to come back once
         screen = _screen_of_interactive_claude(repo, env, f"handoff-first-run-{os.getpid()}-{bypass}-{attempt}")
         if ANSWER in screen:
             break
@@ -104,11 +115,15 @@ def test_first_run_screens_are_passed_by_doing_what_person_prompt_in_says(repo: 
         (home / ".claude.json").write_text(json.dumps(config))
     else:
         pytest.fail(f"claude never answered; named: {named}")
-    keys = ["hasCompletedOnboarding", "hasTrustDialogAccepted", "customApiKeyResponses",
-            "bypassPermissionsModeAccepted"]
-    assert len(named) == len(keys) and all(key in said for key, said in zip(keys, named, strict=True)), named
-    assert f'"{repo}"' in named[1] or f'"{repo.resolve()}"' in named[1]  # the folder to trust, named
-    assert env["ANTHROPIC_API_KEY"][-20:] in named[2]  # the key's tail, named
+    # Under load a screen was once shown again by the launch after it was answered (CI:
+    # five screens for four kinds). The same screen again, consecutive, answered the
+    # same way, is no new screen; every kind must still be met, in order, and no other.
+    kinds = [next((key for key in keys if key in said), said) for said in named]
+    met = [kind for n, kind in enumerate(kinds) if n == 0 or kinds[n - 1] != kind]
+    assert met == keys, named
+    first = [named[kinds.index(key)] for key in keys]
+    assert f'"{repo}"' in first[1] or f'"{repo.resolve()}"' in first[1]  # the folder to trust, named
+    assert env["ANTHROPIC_API_KEY"][-20:] in first[2]  # the key's tail, named
     if bypass == "project":
         assert "bypassPermissionsModeAccepted" not in config
         assert json.loads((repo / ".claude" / "settings.local.json").read_text()) == \

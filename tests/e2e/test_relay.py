@@ -17,7 +17,7 @@ from git_handoff.infra.gitrepo import Repo
 from git_handoff.ops import handoff
 from git_handoff.state import this_clone
 from git_handoff.state.store import StateStore
-from tests.support.processes import processes_with
+from tests.support.processes import processes_with, sigkill_once, wait_for
 from tests.support.repo import git, run, run_exe, state_head, state_record
 
 pytestmark = pytest.mark.slow  # whole relays of real agent processes: the slow layer
@@ -90,12 +90,6 @@ def assert_every_session_acked_and_handed_off(repo: Path, minimum: int) -> int:
     return count
 
 
-def wait_for(predicate, timeout: float = 60.0, what: str = "condition") -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
 
 
 
@@ -353,19 +347,17 @@ def test_relay_killed_before_the_ack_adopts_the_agent_instead_of_launching_anoth
     trace = tmp_path / "trace"
     agent = f"sleep 3 && {AGENT} --trace {trace}"
     first = start_relay(repo, "--agent", agent)
-    try:
-        def launched() -> bool:
-            raw = subprocess.run(["git", "show", "refs/harness/state:relay.json"], cwd=repo,
-                                 capture_output=True, text=True).stdout
-            return bool(raw) and json.loads(raw).get("agent_pid") is not None
+
+    def launched() -> bool:
+        raw = subprocess.run(["git", "show", "refs/harness/state:relay.json"], cwd=repo,
+                             capture_output=True, text=True).stdout
+        return bool(raw) and json.loads(raw).get("agent_pid") is not None
+
+    def launched_not_acknowledged() -> None:
         wait_for(launched, what="the agent to be launched")
         assert not handoff.acknowledged(store_of(repo), 1)
-        first.send_signal(signal.SIGKILL)
-        first.wait(timeout=10)
-    finally:
-        if first.poll() is None:
-            first.kill()
-        first.communicate()
+
+    sigkill_once(first, launched_not_acknowledged)
     res = run("relay", "--agent", agent)
     assert res.rc == 0, res.out + res.err
     assert "taking over session 1" in res.out

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -21,7 +20,7 @@ from git_handoff.infra.gitrepo import Repo
 from git_handoff.ops import handoff
 from git_handoff.state import this_clone
 from git_handoff.state.store import StateStore
-from tests.support.processes import processes_with
+from tests.support.processes import processes_with, sigkill_once, wait_for
 from tests.support.remotes import clones, ok, remote_url  # noqa: F401
 from tests.support.repo import git, run, state_head
 
@@ -83,14 +82,6 @@ def test_relay_tmux_gives_the_agent_its_own_environment_on_a_server_already_runn
 
 
 
-def _wait_for(predicate: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
-
-
 def _agent_for_a_restart(repo: Path, marker: str, *, works_on: bool) -> str:
     """Session 1: acknowledge, claim, leave a child in the background, then work on (or
     exit without finishing). Later sessions finish the task."""
@@ -115,14 +106,7 @@ def _agent_for_a_restart(repo: Path, marker: str, *, works_on: bool) -> str:
 def _relay_killed_while_session_1_works(repo: Path, agent: str, marker: str) -> None:
     first = subprocess.Popen([sys.executable, "-m", "git_handoff", "relay", "--agent", agent], cwd=repo,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
-    try:
-        _wait_for(lambda: bool(processes_with(marker)), 60, "the agent's background child")
-        first.send_signal(signal.SIGKILL)
-        first.wait(timeout=10)
-    finally:
-        if first.poll() is None:
-            first.kill()
-        first.communicate()
+    sigkill_once(first, lambda: wait_for(lambda: bool(processes_with(marker)), 60, "the agent's background child"))
 
 
 @pytest.mark.slow
@@ -140,12 +124,12 @@ def test_a_relay_killed_with_sigkill_and_started_again_adopts_what_it_left(repo:
     _relay_killed_while_session_1_works(repo, agent, marker)
     status_file = repo / ".git" / "handoff" / "relay" / "session-1.status"
     if not works_on:
-        _wait_for(status_file.exists, 30, "the agent to exit")
+        wait_for(status_file.exists, 30, "the agent to exit")
     assert len(processes_with(marker)) == (2 if works_on else 1)  # orphaned, still running
     res = run("relay", "--agent", agent, "--session-timeout", "8")
     assert res.rc == 0, res.out + res.err
     assert "taking over session 1" in res.out
-    _wait_for(lambda: not processes_with(marker), 5, "the agent's whole tree to end")
+    wait_for(lambda: not processes_with(marker), 5, "the agent's whole tree to end")
     store = StateStore(Repo.discover(repo), session=0)
     assert this_clone.open_session(store.repo) is None
     assert handoff.handed_off(store, 1) and handoff.handed_off(store, 2)

@@ -10,7 +10,6 @@ document, the relay lock is released, and the exit status is 128 + the signal's 
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
@@ -25,7 +24,7 @@ from git_handoff.infra.gitrepo import Repo
 from git_handoff.ops import handoff
 from git_handoff.state import this_clone
 from git_handoff.state.store import StateStore
-from tests.support.processes import processes_with
+from tests.support.processes import ended_afterwards, processes_with, wait_for
 from tests.support.repo import dispatch_record, git, run
 
 pytestmark = pytest.mark.slow  # real relays, real agents, real signals
@@ -38,14 +37,6 @@ def _marker() -> str:
     """A number `sleep` accepts that names this test's processes in the process table."""
     return f"{5000 + os.getpid() % 1000}.{time.monotonic_ns() % 10**9}"
 
-
-
-def _wait_for(predicate, timeout: float, what: str) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
 
 
 def _agent(repo: Path, marker: str) -> str:
@@ -104,19 +95,14 @@ def test_signals_to_the_relays_process_group_end_the_agent_and_close_the_session
     assert run("add", "Write a.txt", "--id", "a", "--check", "test -f a.txt").rc == 0
     marker = _marker()
     relay = _start(way, repo, "relay", "--agent", _agent(repo, marker))
-    try:
-        _wait_for(lambda: len(processes_with(marker)) == 2, 60, "the agent and its background child")
+    with ended_afterwards(relay, marker):
+        wait_for(lambda: len(processes_with(marker)) == 2, 60, "the agent and its background child")
         _barrage(relay.pid, sig)
         out, err = relay.communicate(timeout=60)
-    finally:
-        if relay.poll() is None:
-            with contextlib.suppress(ProcessLookupError):  # the group: through git, git-handoff too
-                os.killpg(relay.pid, signal.SIGKILL)
-            relay.communicate(timeout=30)
-    assert _expected_status(way, sig, relay.returncode), (relay.returncode, err)
-    assert err.strip().splitlines()[-1].startswith("error: interrupted"), err
-    assert "Traceback" not in err
-    _wait_for(lambda: not processes_with(marker), 5, "the agent's whole tree to end")
+        assert _expected_status(way, sig, relay.returncode), (relay.returncode, err)
+        assert err.strip().splitlines()[-1].startswith("error: interrupted"), err
+        assert "Traceback" not in err
+        wait_for(lambda: not processes_with(marker), 5, "the agent's whole tree to end")
     git_repo = Repo.discover(repo)
     assert this_clone.open_session(git_repo) is None  # closed
     assert handoff.handed_off(StateStore(git_repo, session=0), 1)  # with its document
@@ -136,20 +122,15 @@ def test_a_signal_to_the_relay_alone_through_git_is_its_exit_status(repo: Path, 
     assert run("add", "Write a.txt", "--id", "a", "--check", "test -f a.txt").rc == 0
     marker = _marker()
     relay = _start("through-git", repo, "relay", "--agent", _agent(repo, marker))
-    try:
-        _wait_for(lambda: len(processes_with(marker)) == 2, 60, "the agent and its background child")
+    with ended_afterwards(relay, marker):
+        wait_for(lambda: len(processes_with(marker)) == 2, 60, "the agent and its background child")
         children = subprocess.run(["pgrep", "-P", str(relay.pid)], capture_output=True, text=True).stdout.split()
         assert len(children) == 1, children
         os.kill(int(children[0]), sig)
         out, err = relay.communicate(timeout=60)
-    finally:
-        if relay.poll() is None:
-            with contextlib.suppress(ProcessLookupError):  # the group: through git, git-handoff too
-                os.killpg(relay.pid, signal.SIGKILL)
-            relay.communicate(timeout=30)
-    assert relay.returncode == 128 + sig, err
-    assert err.strip() == f"error: interrupted by {signal.Signals(sig).name}"
-    _wait_for(lambda: not processes_with(marker), 5, "the agent's whole tree to end")
+        assert relay.returncode == 128 + sig, err
+        assert err.strip() == f"error: interrupted by {signal.Signals(sig).name}"
+        wait_for(lambda: not processes_with(marker), 5, "the agent's whole tree to end")
     assert this_clone.open_session(Repo.discover(repo)) is None
 
 
@@ -165,23 +146,13 @@ def test_signals_to_a_foreground_dispatch_run_end_its_backend_tree_and_record_it
     assert run("init").rc == 0
     run_id = run("dispatch", "new", "--backend", "slow", "--slug", "slow-errand", stdin="do it\n").out.strip()
     proc = _start(way, repo, "dispatch", "run", run_id)
-    try:
-        _wait_for(lambda: len(processes_with(marker)) == 2, 60, "the backend and its background child")
+    with ended_afterwards(proc, marker):
+        wait_for(lambda: len(processes_with(marker)) == 2, 60, "the backend and its background child")
         _barrage(proc.pid, sig)
         out, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None or processes_with(marker):
-            # the whole group (through git, git-handoff too: it holds the pipes, and a
-            # communicate() would wait for it for ever), so that a failure fails, not hangs
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.communicate(timeout=30)
-        for pid in processes_with(marker):  # what the backend left, in its own session
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-    assert _expected_status(way, sig, proc.returncode), (proc.returncode, err)
-    assert "Traceback" not in err
-    _wait_for(lambda: not processes_with(marker), 5, "the backend's whole tree to end")
+        assert _expected_status(way, sig, proc.returncode), (proc.returncode, err)
+        assert "Traceback" not in err
+        wait_for(lambda: not processes_with(marker), 5, "the backend's whole tree to end")
     record = json.loads(dispatch_record(run_id, cwd=repo))
     assert record["status"] == "failed" and record["error"].startswith("interrupted"), record
     assert record["exit_status"] == 128 + sig
@@ -234,7 +205,7 @@ def test_a_closed_terminal_ends_the_relay_cleanly(repo: Path, way: str) -> None:
             relay.kill()
             relay.wait()
     assert _expected_status(way, signal.SIGHUP, relay.returncode), relay.returncode
-    _wait_for(lambda: not processes_with(marker), 5, "the agent's whole tree to end")
+    wait_for(lambda: not processes_with(marker), 5, "the agent's whole tree to end")
     assert this_clone.open_session(Repo.discover(repo)) is None
     record = _relay_record(repo)
     assert record["state"] == "stopped" and record["reason"] == "interrupted by SIGHUP", record

@@ -7,23 +7,22 @@ scripted faults of faults.py). Claude Code: tests/e2e/test_relay_unattended.py."
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from tests.support.agent_clis import (
+    assert_limit_waited_out,
     codex_env,
     codex_home,
     gemini_env,
     install_hooks,
     plan,
+    relay_through_a_limit,
     require_codex,
     require_gemini,
-    statuses,
 )
-from tests.support.repo import run, run_exe
 from tests.support.stubs.faults import Fault
 from tests.support.stubs.gemini import GeminiStub
 from tests.support.stubs.loopback import Exchange, StubBase, Turn, lazy_agent
@@ -51,26 +50,6 @@ def faulting_at(task: str, fault: Fault, times: int) -> tuple[list[StubBase], Ca
     return holder, policy
 
 
-def assert_each_completed_once(ids: list[str], out: str) -> None:
-    """Every task completed, each in exactly one of at least 3 sessions, all acknowledged
-    (the exact split may differ by a task: the CLI decides when its turn ends)."""
-    assert statuses() == dict.fromkeys(ids, "completed")
-    count = int(run("status", "--json").json()["session_count"])
-    shown = [run("session", "show", str(n), "--json").json() for n in range(1, count + 1)]
-    assert count >= 3 and all(s["ack"]["status"] == "accepted" for s in shown), out
-    done = [task for s in shown for task in s.get("completed") or []]
-    assert sorted(done) == sorted(ids), (done, out)
-
-
-def assert_waited_in_one_session() -> None:
-    waits = [line for line in run("log", "--type", "WARN").out.splitlines()
-             if "[LIMIT]" in line and "waiting until" in line]
-    assert len(waits) >= 1, waits
-    sessions = {re.search(r"\[SESSION-(\d+)\]", line).group(1) for line in waits}  # type: ignore[union-attr]
-    assert len(sessions) == 1, waits
-    assert not [line for line in run("log", "--type", "ERROR").out.splitlines() if "launch" in line]
-
-
 def test_codex_rate_limit_burst_is_waited_out_in_its_session(repo: Path, tmp_path: Path,
                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     require_codex()
@@ -84,14 +63,8 @@ def test_codex_rate_limit_burst_is_waited_out_in_its_session(repo: Path, tmp_pat
     with ResponsesStub(policy) as stub:
         holder.append(stub)
         codex_home(home, stub.port)
-        r = run_exe("relay", "--agent", CODEX, "--ack-timeout", "60", "--limit-backoff", "2",
-                    "--limit-backoff-max", "4", cwd=repo, env=env, timeout=500)
-        served = [kind for _, kind, *_ in stub.faults.served]
-    assert r.rc == 0, r.out[-2000:] + r.err[-2000:]
-    assert served == ["rate_limit", "rate_limit"]
-    assert "waiting for the rate limit, resumes at" in r.out
-    assert_each_completed_once(ids, r.out)
-    assert_waited_in_one_session()
+        r, served = relay_through_a_limit(CODEX, repo, env, stub)
+    assert_limit_waited_out(r, served, ids, "rate_limit", "rate limit")
 
 
 def test_gemini_quota_burst_is_waited_out_in_its_session(repo: Path, tmp_path: Path) -> None:
@@ -108,11 +81,5 @@ def test_gemini_quota_burst_is_waited_out_in_its_session(repo: Path, tmp_path: P
         settings = json.loads(settings_file.read_text())
         settings["general"]["maxAttempts"] = 2
         settings_file.write_text(json.dumps(settings))
-        r = run_exe("relay", "--agent", GEMINI, "--ack-timeout", "60", "--limit-backoff", "2",
-                    "--limit-backoff-max", "4", cwd=repo, env=env, timeout=500)
-        served = [kind for _, kind, *_ in stub.faults.served]
-    assert r.rc == 0, r.out[-2000:] + r.err[-2000:]
-    assert served == ["usage_limit", "usage_limit"]
-    assert "waiting for the usage limit, resumes at" in r.out
-    assert_each_completed_once(ids, r.out)
-    assert_waited_in_one_session()
+        r, served = relay_through_a_limit(GEMINI, repo, env, stub)
+    assert_limit_waited_out(r, served, ids, "usage_limit", "usage limit")

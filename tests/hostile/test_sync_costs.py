@@ -8,12 +8,14 @@ clone heads merges in linear work into commits of bounded fan-in, and a fetched 
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from tests.support.env import FIXED_DATE
 from tests.support.fleet_heads import publish_heads, publish_unknown_refs
 from tests.support.remotes import clones, ok, remote_url, task  # noqa: F401
 from tests.support.repo import git, run, state_head
@@ -180,3 +182,16 @@ def test_a_clone_whose_state_others_hold_retires_and_can_come_back(clones: Calla
     assert task(b, "c2")["title"] == "c again" and task(b, "c1")["title"] == "from c"
     # a clone younger than retireAfter (the default, 7 days) is never retired
     assert ok("sync", "--json", cwd=b)["retired"] == []
+
+
+def test_state_commits_are_dated_by_the_clock_retirement_compares_with(repo: Path) -> None:
+    """ops/retire.py retires a clone whose head commit is older than handoff.retireAfter
+    by time.time(). The state's commits are written in-process with the wall clock, not
+    with GIT_COMMITTER_DATE, which every test pins to 2026-07-01: had they taken it, every
+    clone contained in another's state would look months idle and retire at once."""
+    assert os.environ["GIT_COMMITTER_DATE"] == FIXED_DATE
+    before = time.time()
+    assert run("init").rc == 0
+    assert run("add", "x", "--id", "t").rc == 0
+    dated = int(git("log", "-1", "--format=%ct", "refs/harness/state", cwd=repo))
+    assert before - 2 <= dated <= time.time() + 2

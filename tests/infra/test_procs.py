@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
+import sys
 import time
 
+import pytest
+
 from git_handoff.infra import procs
+from tests.support.processes import processes_with
 
 
 def _wait_until(predicate, timeout: float = 10.0) -> bool:  # type: ignore[no-untyped-def]
@@ -55,3 +60,59 @@ def test_alive_and_kill_tree_of_a_gone_process_do_nothing() -> None:
     assert not procs.alive(0)
     procs.kill_tree(proc.pid)  # nothing to end, nothing raised
     assert procs.tree(proc.pid) == set()
+
+
+# A foreground `dispatch run` waits for its backend under signals_as_interrupt(deferred=True)
+# and procs.wait. The program below does what it does, with the signal landing where an
+# exception raised from a signal handler is lost: inside a `__del__` (Python prints
+# "Exception ignored" and goes on), or inside subprocess's own wait right after it took
+# its lock (the lock stays held: the cleanup's proc.wait() then waits for ever).
+_WAIT_PROGRAM = """
+import signal, subprocess, sys, threading
+from git_handoff.infra import procs
+
+class Dropped:
+    def __del__(self):
+        signal.raise_signal(signal.SIGTERM)
+
+class LockThatSignals:
+    def __init__(self):
+        self.lock = threading.Lock()
+    def acquire(self, *args):
+        taken = self.lock.acquire(*args)
+        if taken:
+            signal.raise_signal(signal.SIGTERM)
+        return taken
+    def release(self):
+        self.lock.release()
+    def __enter__(self):
+        return self.acquire()
+    def __exit__(self, *exc):
+        self.release()
+
+with procs.signals_as_interrupt(deferred=True) as interrupts:
+    proc = subprocess.Popen(["sleep", sys.argv[2]])
+    if sys.argv[1] == "del":
+        Dropped()
+    else:
+        proc._waitpid_lock = LockThatSignals()
+    try:
+        procs.wait(proc, interrupts)
+    except KeyboardInterrupt as exc:
+        procs.kill_tree(proc.pid)
+        proc.wait()
+        print("interrupted", exc.signum, proc.returncode)
+        sys.exit(0)
+print("not interrupted", proc.returncode)
+"""
+
+
+@pytest.mark.parametrize("where", ["del", "lock"])
+def test_a_signal_whose_raise_would_be_lost_still_ends_the_wait_and_its_cleanup_runs(where: str) -> None:
+    marker = f"{7000 + os.getpid() % 1000}.{time.monotonic_ns() % 10**6}"
+    proc = subprocess.run([sys.executable, "-c", _WAIT_PROGRAM, where, marker], capture_output=True, text=True,
+                          timeout=30)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["interrupted", str(int(signal.SIGTERM)), str(-signal.SIGTERM)], proc.stdout
+    assert "Exception ignored" not in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    assert not processes_with(marker)

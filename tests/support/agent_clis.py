@@ -10,14 +10,16 @@ it, only when the executable is missing.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from tests.support.repo import run
+from tests.support.repo import Result, run, run_exe
 from tests.support.stubs import gemini as gemini_stub
 from tests.support.stubs import openai_responses
 
@@ -140,3 +142,42 @@ def run_gemini(cwd: Path, home: Path, port: int, prompt: str, *, timeout: float 
     proc = subprocess.run([exe, "--yolo", "-p", prompt], cwd=cwd, env=env, capture_output=True, text=True,
                           timeout=timeout, stdin=subprocess.DEVNULL)
     return CliRun(proc.returncode, proc.stdout, proc.stderr)
+
+
+def assert_each_completed_once(ids: list[str], out: str) -> None:
+    """Every task completed, each in exactly one of at least 3 sessions, all acknowledged
+    (the exact split may differ by a task: the CLI decides when its turn ends)."""
+    assert statuses() == dict.fromkeys(ids, "completed")
+    count = int(run("status", "--json").json()["session_count"])
+    shown = [run("session", "show", str(n), "--json").json() for n in range(1, count + 1)]
+    assert count >= 3 and all(s["ack"]["status"] == "accepted" for s in shown), out
+    done = [task for s in shown for task in s.get("completed") or []]
+    assert sorted(done) == sorted(ids), (done, out)
+
+
+def assert_waited_in_one_session() -> None:
+    waits = [line for line in run("log", "--type", "WARN").out.splitlines()
+             if "[LIMIT]" in line and "waiting until" in line]
+    assert len(waits) >= 1, waits
+    sessions = {re.search(r"\[SESSION-(\d+)\]", line).group(1) for line in waits}  # type: ignore[union-attr]
+    assert len(sessions) == 1, waits
+    assert not [line for line in run("log", "--type", "ERROR").out.splitlines() if "launch" in line]
+
+
+def relay_through_a_limit(agent: str, repo: Path, env: dict[str, str], stub: Any) -> tuple[Result, list[str]]:
+    """`git handoff relay --agent AGENT` with short limit backoffs (2 s, at most 4 s),
+    against `stub` (a loopback model stub with scripted faults): its result, and the
+    kinds of fault the stub served."""
+    r = run_exe("relay", "--agent", agent, "--ack-timeout", "60", "--limit-backoff", "2",
+                "--limit-backoff-max", "4", cwd=repo, env=env, timeout=500)
+    return r, [kind for _, kind, *_ in stub.faults.served]
+
+
+def assert_limit_waited_out(r: Result, served: list[str], ids: list[str], kind: str, waiting: str) -> None:
+    """The relay ended well after the stub served `kind` twice, said it waited for the
+    `waiting`, completed each task once and waited in one session."""
+    assert r.rc == 0, r.out[-2000:] + r.err[-2000:]
+    assert served == [kind, kind]
+    assert f"waiting for the {waiting}, resumes at" in r.out
+    assert_each_completed_once(ids, r.out)
+    assert_waited_in_one_session()
