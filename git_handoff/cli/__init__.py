@@ -21,14 +21,17 @@ from git_handoff.core import display
 from git_handoff.core.errors import (
     EXIT_INTERRUPTED,
     EXIT_USAGE,
+    Failure,
     HandoffError,
-    Negative,
     Signalled,
+    failure,
     interrupt_exit_code,
 )
 
 if TYPE_CHECKING:  # the store module imports pygit2: at run time only the commands that need it load it
     from git_handoff.state.store import StateStore
+
+TRACEBACK_HINT = "rerun with `git handoff --debug ...` for the traceback"
 
 # name -> module under git_handoff.cli that defines a click command of that name
 COMMANDS: dict[str, str] = {
@@ -189,11 +192,11 @@ def main(argv: list[str] | None = None) -> None:
         _check_argv(sys.argv[1:] if argv is None else argv)
         cli.main(args=argv, prog_name="git handoff", standalone_mode=False, complete_var="_GIT_HANDOFF_COMPLETE")
     except HandoffError as exc:
+        shown = failure(exc, traceback_hint=TRACEBACK_HINT)
         if _json_run["requested"] and not _json_run["emitted"]:
-            payload = exc.payload if isinstance(exc, Negative) and isinstance(exc.payload, (dict, list)) else None
-            emit_json(payload if payload is not None else {"error": exc.message, "exit_code": exc.exit_code})
-        fail_line(exc.message)
-        sys.exit(exc.exit_code)
+            emit_json(shown.payload)
+        fail_line(shown.message)
+        sys.exit(shown.exit_code)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
     except click.exceptions.Abort:
@@ -205,7 +208,7 @@ def main(argv: list[str] | None = None) -> None:
         hint = ""
         if isinstance(exc, click.UsageError) and exc.ctx is not None:
             hint = f" (see `{exc.ctx.command_path} --help`)"
-        _json_error(argv, exc.format_message() + hint, EXIT_USAGE)
+        _json_error(argv, {"error": Failure(EXIT_USAGE, exc.format_message() + hint, {}).line, "exit_code": EXIT_USAGE})
         fail_line(exc.format_message() + hint)
         sys.exit(EXIT_USAGE)
     except KeyboardInterrupt as exc:
@@ -216,10 +219,10 @@ def main(argv: list[str] | None = None) -> None:
     except Exception as exc:  # noqa: BLE001 - no traceback reaches a user unless asked
         if os.environ.get("GIT_HANDOFF_DEBUG"):
             traceback.print_exc()
-        message = f"unexpected {type(exc).__name__}: {exc} (rerun with `git handoff --debug ...` for the traceback)"
-        _json_error(argv, message, EXIT_USAGE)
-        fail_line(message)
-        sys.exit(EXIT_USAGE)
+        shown = failure(exc, traceback_hint=TRACEBACK_HINT)
+        _json_error(argv, shown.payload)
+        fail_line(shown.message)
+        sys.exit(shown.exit_code)
     sys.exit(0)
 
 
@@ -260,34 +263,25 @@ def _check_argv(args: list[str]) -> None:
                              "git handoff takes its arguments as UTF-8") from None
 
 
-def _json_error(argv: list[str] | None, message: str, code: int) -> None:
+def _json_error(argv: list[str] | None, payload: dict[str, object] | list[object]) -> None:
     """`--json` on exit 2 or 3 still prints `{"error", "exit_code"}` (EXIT STATUS in docs/git-handoff.md), also when
     click refused the command line before the option was seen."""
     args = sys.argv[1:] if argv is None else argv
     if _json_run["emitted"] or not (_json_run["requested"] or "--json" in args):
         return
     try:
-        emit_json({"error": message.splitlines()[0] if message else "failed", "exit_code": code})
+        emit_json(payload)
     except (OSError, UnicodeError):
         pass
 
 
 def get_store(session: int | None = None) -> StateStore:
-    """The StateStore of the repository around the current directory."""
-    from git_handoff.infra.gitrepo import Repo
-    from git_handoff.state.store import StateStore
+    """The StateStore of the repository around the current directory, opened through the
+    one door every adapter uses (ops/open_state.py): what it has to say (a notice queued
+    for this clone, an interrupted rollback it finished) goes to stderr first."""
+    from git_handoff.ops.open_state import open_state
 
-    store = StateStore(Repo.discover(), session=session)
-    from git_handoff.state import notices
-
-    for notice in notices.take(store.repo):  # e.g. a claim lost in a sync: told at the next command
-        click.echo(f"warning: {visible(notice)}", err=True)
-    from git_handoff.infra import worktree
-
-    if worktree.has_journal(store.repo):  # a `fail` was killed half way: finish its rollback first
-        from git_handoff.ops import attempts
-
-        finished = attempts.finish_interrupted_rollback(store)
-        if finished:
-            click.echo(f"warning: {finished}", err=True)
-    return store
+    opened = open_state(session=session)
+    for warning in opened.warnings:
+        click.echo(f"warning: {visible(warning)}", err=True)
+    return opened.store

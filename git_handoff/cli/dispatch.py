@@ -139,9 +139,8 @@ def result_cmd(run_id: str, as_json: bool) -> None:
         emit_json(record)
         return
     click.echo((record.get("result") or "").rstrip("\n"))
-    if record.get("status") != "succeeded":
-        click.echo(f"error: run {run_id} failed (exit {record.get('exit_status')})", err=True)
-        sys.exit(1)
+    if record.get("status") != "succeeded":  # a negative answer (exit 1), mapped by the CLI's main like any other
+        raise Negative(f"run {run_id} failed (exit {record.get('exit_status')})", payload=record)
 
 
 @dispatch_cmd.command("list")

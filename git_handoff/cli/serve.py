@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from git_handoff.cli import emit_json, json_option
+from git_handoff.cli import emit_json, get_store, json_option
 from git_handoff.core.errors import UsageError
 from git_handoff.core.model import parse_duration
 
@@ -29,11 +29,11 @@ def serve_cmd(port: int, host: str, open_browser: bool, stop_after: str | None, 
     listens); Ctrl-C stops it.
     """
     from git_handoff.dashboard import server
-    from git_handoff.infra.gitrepo import Repo
 
     seconds = parse_duration(stop_after) if stop_after is not None else None
-    repo = Repo.discover()
-    root = repo.root()
+    # Opened once through the one door, as every command: the notices and an interrupted
+    # rollback are dealt with here; the requests then only read.
+    root = get_store().repo.root()
 
     def ready(url: str) -> None:
         if as_json:

@@ -10,7 +10,7 @@ from git_handoff.cli import emit_json, get_store, json_option, visible
 from git_handoff.cli.progress import Progress
 
 if TYPE_CHECKING:
-    from git_handoff.ops.sync_merge import SyncReport
+    from git_handoff.ops.sync import SyncReport
 
 
 def _sync_text(r: SyncReport) -> list[str]:

@@ -80,3 +80,34 @@ EXIT_MEANINGS: dict[int, str] = {
     EXIT_CONTENTION: "contention (lock or compare-and-swap lost, remote rejected); nothing was changed, safe to retry",
     EXIT_INTERRUPTED: "interrupted",
 }
+
+
+class Failure:
+    """What an adapter reports for an exception: the exit code, the message (its first
+    line is the `error: ...` line) and the `--json` document (docs/git-handoff.md, EXIT
+    STATUS: a negative answer's own payload, else `{"error", "exit_code"}`)."""
+
+    __slots__ = ("exit_code", "message", "payload")
+
+    def __init__(self, exit_code: int, message: str, payload: dict[str, object] | list[object]) -> None:
+        self.exit_code = exit_code
+        self.message = message
+        self.payload = payload
+
+    @property
+    def line(self) -> str:
+        """The message's first line: what follows `error: ` (`failed` for an empty message)."""
+        return self.message.splitlines()[0] if self.message else "failed"
+
+
+def failure(exc: Exception, *, traceback_hint: str) -> Failure:
+    """The one mapping from an exception to what the CLI and the MCP tools report. A
+    HandoffError carries its exit code; anything else is unexpected (exit 2), its message
+    ending with `traceback_hint`, how this adapter shows the traceback."""
+    if isinstance(exc, HandoffError):
+        payload = exc.payload if isinstance(exc, Negative) else None
+        if not isinstance(payload, (dict, list)):
+            payload = {"error": exc.message, "exit_code": exc.exit_code}
+        return Failure(exc.exit_code, exc.message, payload)
+    message = f"unexpected {type(exc).__name__}: {exc} ({traceback_hint})"
+    return Failure(EXIT_USAGE, message, {"error": message.splitlines()[0], "exit_code": EXIT_USAGE})

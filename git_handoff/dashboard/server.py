@@ -48,6 +48,8 @@ class DashboardServer(ThreadingHTTPServer):
         return f"http://{shown}:{port}/"
 
     def store(self) -> StateStore:
+        """The state as it is now, for one request to read. `serve` opened it through the one
+        door (ops/open_state.py) when it started; a request only reads, so it changes nothing."""
         return StateStore(Repo.discover(self.root))
 
     def stop(self) -> None:

@@ -3,11 +3,13 @@ checks, and `call()`, which runs one tool and answers exactly what the CLI's
 `--json` would print, with the exit code the CLI would exit with.
 
 An adapter like the CLI: it parses the arguments, calls the same core functions
-the CLI calls, and maps errors to exit codes through errors.py. It does not
-import the MCP SDK (mcp/server.py does), so it is cheap to test and to measure.
+the CLI calls, and maps errors to exit codes and JSON through the CLI's own mapping
+(`errors.failure`). It does not import the MCP SDK (mcp/server.py does), so it is
+cheap to test and to measure.
 
-Every call opens a fresh StateStore: the session is read again, the state ref is
-read again, the lock is taken for each transaction, exactly as one CLI command.
+Every call opens the state through the same door as one CLI command
+(ops/open_state.py): notices taken, an interrupted rollback finished, the session
+read again, the state ref read again, the lock taken for each transaction.
 """
 
 from __future__ import annotations
@@ -21,13 +23,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from git_handoff.core import display
-from git_handoff.core.errors import EXIT_USAGE, HandoffError, Negative, UsageError
+from git_handoff.core.errors import HandoffError, Negative, UsageError, failure
 from git_handoff.core.model import CATEGORIES, MAX_COUNT, PRIORITIES, parse_duration
 from git_handoff.infra.gitrepo import Repo
 from git_handoff.ops import attempts, claim, handoff, prompt, sessions, sync, tasks, views, work
-from git_handoff.state import notices
+from git_handoff.ops.open_state import Opened, open_state
 from git_handoff.state.store import StateStore
 
+TRACEBACK_HINT = "set GIT_HANDOFF_DEBUG=1 for the traceback on stderr"
 STATUSES = ("pending", "in_progress", "completed", "failed", "blocked")
 JSON_TYPES: dict[str, type] = {"string": str, "integer": int, "boolean": bool, "array": list}
 
@@ -313,13 +316,23 @@ class Workspace:
         self._repo: Repo | None = None
         self._opening = threading.Lock()
 
-    def store(self) -> StateStore:
+    def repo(self) -> Repo:
         with self._opening:
             if self._repo is None:
                 self._repo = Repo.discover(self.start)  # NotARepository (exit 2) until there is one
             else:
                 self._repo.reopen_if_repacked()
-            return StateStore(self._repo)
+            return self._repo
+
+    def open(self) -> Opened:
+        """The state for one call, opened through the one door every adapter uses
+        (ops/open_state.py): a notice queued for this clone is taken, an interrupted
+        rollback finished, as at the start of a command."""
+        return open_state(repo=self.repo())
+
+    def store(self) -> StateStore:
+        """The state alone, none of a command's start (warming up, tests)."""
+        return StateStore(self.repo())
 
     def warm(self) -> None:
         """Open the repository and read the state once (pygit2's import, the first pack
@@ -340,21 +353,12 @@ def call(workspace: Workspace, name: str, arguments: Any = None) -> Answer:
         if tool is None:
             raise UsageError(f"unknown tool {name!r}: use one of {', '.join(TOOLS)}")
         args = check_args(tool, arguments)
-        store = workspace.store()
-        warnings.extend(notices.take(store.repo))  # e.g. a claim lost in a sync, told once
-        c = Call(store, args, warnings)
+        opened = workspace.open()
+        warnings.extend(opened.warnings)
+        c = Call(opened.store, args, warnings)
         return Answer(tool.run(c), warnings=warnings)
-    except HandoffError as exc:
-        payload = exc.payload if isinstance(exc, Negative) else None
-        if not isinstance(payload, (dict, list)):
-            payload = {"error": exc.message, "exit_code": exc.exit_code}
-        return Answer(payload, exc.exit_code, _first_line(exc.message), warnings)
     except Exception as exc:  # noqa: BLE001 - a tool answers; the server never dies of one call
-        if os.environ.get("GIT_HANDOFF_DEBUG"):
+        if not isinstance(exc, HandoffError) and os.environ.get("GIT_HANDOFF_DEBUG"):
             traceback.print_exc()
-        message = f"unexpected {type(exc).__name__}: {exc} (set GIT_HANDOFF_DEBUG=1 for the traceback on stderr)"
-        return Answer({"error": message, "exit_code": EXIT_USAGE}, EXIT_USAGE, _first_line(message), warnings)
-
-
-def _first_line(message: str) -> str:
-    return message.splitlines()[0] if message else "failed"
+        shown = failure(exc, traceback_hint=TRACEBACK_HINT)
+        return Answer(shown.payload, shown.exit_code, shown.line, warnings)

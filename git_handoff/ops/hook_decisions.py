@@ -21,6 +21,7 @@ Nothing here raises to the caller: the adapter's entry point never fails the age
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import time
@@ -28,10 +29,10 @@ from pathlib import Path
 
 from git_handoff.agent_cli.hook_data import Event, Outcome
 from git_handoff.core import display
-from git_handoff.core.errors import HandoffError, Negative
+from git_handoff.core.errors import HandoffError, Negative, NotARepository, NotInitialized
 from git_handoff.core.model import Task, now_iso
-from git_handoff.infra.gitrepo import Repo
 from git_handoff.ops import handoff, prompt
+from git_handoff.ops.open_state import Opened, open_state
 from git_handoff.state import claim_index, session_records, this_clone
 from git_handoff.state.store import StateStore
 
@@ -46,35 +47,49 @@ KINDS = ("session_start", "stop", "subagent_stop", "pre_compact", "compacting", 
 # -- where -----------------------------------------------------------------------------
 
 
-def find_store(event: Event) -> StateStore | None:
-    """The initialized state of the repository the agent works in, else None (a no-op)."""
+def find_state(event: Event) -> Opened | None:
+    """The initialized state of the repository the agent works in, opened through the one
+    door (ops/open_state.py), else None (a no-op). An error of the opening itself (an
+    interrupted rollback that cannot be finished) is raised."""
     start = event.cwd if event.cwd and Path(event.cwd).is_dir() else None
     try:
-        store = StateStore(Repo.discover(start))
-    except HandoffError:
-        return None
-    try:
-        return store if store.is_initialized() else None
-    except HandoffError:
+        return open_state(start, initialized=True)
+    except (NotARepository, NotInitialized):
         return None
 
 
 def handle(event: Event) -> Outcome:
     """Decide one event. A non-initialized repository (or none): no output at all."""
-    store = find_store(event)
-    if store is None:
+    try:
+        opened = find_state(event)
+    except HandoffError as exc:
+        return damaged(event, exc.message)
+    if opened is None:
         return Outcome()
+    return with_warnings(_decide(opened.store, event), opened.warnings)
+
+
+def with_warnings(outcome: Outcome, warnings: list[str]) -> Outcome:
+    """The outcome with what opening the state had to say (a notice for this clone, a
+    rollback finished) before its own warning."""
+    said = [f"git handoff: {display.line(w)}" for w in warnings]
+    if not said:
+        return outcome
+    return dataclasses.replace(outcome, warning="; ".join([*said, *([outcome.warning] if outcome.warning else [])]))
+
+
+def _decide(store: StateStore, event: Event) -> Outcome:
     try:
         snap = store.snapshot()
         snap.config()
         snap.meta()
         snap.tasks()
     except HandoffError as exc:
-        return damaged(store, event, f"the state cannot be read ({exc.message})")
+        return damaged(event, f"the state cannot be read ({exc.message})")
     try:
         return _dispatch(store, event)
     except HandoffError as exc:
-        return damaged(store, event, exc.message)
+        return damaged(event, exc.message)
 
 
 def _dispatch(store: StateStore, event: Event) -> Outcome:
@@ -93,7 +108,7 @@ def _dispatch(store: StateStore, event: Event) -> Outcome:
     return Outcome()
 
 
-def damaged(store: StateStore, event: Event, problem: str) -> Outcome:
+def damaged(event: Event, problem: str) -> Outcome:
     """A state the hooks cannot work with: the agent is told (blocked once at a stop), not
     left guessing from a silent hook."""
     what = (f"git handoff: {display.line(problem)}. Do not claim or complete tasks until it is repaired: "

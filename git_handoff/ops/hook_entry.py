@@ -10,9 +10,9 @@ is not initialized (or no repository) gives no output at all.
 from __future__ import annotations
 
 from git_handoff.agent_cli import claude, codex, gemini
-from git_handoff.agent_cli.hook_data import Event
-from git_handoff.core import records
-from git_handoff.core.errors import UsageError
+from git_handoff.agent_cli.hook_data import Event, Outcome
+from git_handoff.core import display, records
+from git_handoff.core.errors import HandoffError, UsageError
 from git_handoff.ops import hook_decisions
 
 ADAPTERS = (claude, codex, gemini)
@@ -36,10 +36,14 @@ def parse_payload(text: str | None) -> tuple[dict[str, object], str]:
 def run(hook: str, stdin_text: str | None) -> tuple[str, str]:
     """Handle one hook call; (what to print on stdout, a warning for stderr)."""
     if hook == "post-commit":
-        store = hook_decisions.find_store(Event(kind="post-commit"))
-        if store is not None:
-            hook_decisions.post_commit(store)
-        return "", ""
+        try:
+            opened = hook_decisions.find_state(Event(kind="post-commit"))
+        except HandoffError as exc:
+            return "", f"git handoff hook: {display.line(exc.message)}"
+        if opened is None:
+            return "", ""
+        hook_decisions.post_commit(opened.store)
+        return "", hook_decisions.with_warnings(Outcome(), opened.warnings).warning or ""
     for adapter in ADAPTERS:
         if hook in adapter.HOOKS:
             payload, ignored = parse_payload(stdin_text)

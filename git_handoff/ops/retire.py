@@ -14,8 +14,8 @@ from __future__ import annotations
 import time
 
 from git_handoff.infra.gitrepo import Repo
-from git_handoff.ops.sync_fold import HeadsCache
 from git_handoff.remote.transport import CLONES, Remote
+from git_handoff.state.fold_heads import HeadsCache
 from git_handoff.state.store import NOTES_REF
 
 RETIRE_AFTER_SECONDS = 7 * 24 * 3600

@@ -20,8 +20,9 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable
-from typing import TypeVar
+from typing import TypedDict, TypeVar
 
+from git_handoff.core import merge
 from git_handoff.core.errors import Contention, HandoffError, NotInitialized
 from git_handoff.core.model import Task, now_iso
 from git_handoff.core.selection import lease_expired
@@ -30,18 +31,10 @@ from git_handoff.ops.fleet_claims import Fleet as Fleet  # callers (ops/claim.py
 from git_handoff.ops.fleet_claims import claims_to_prune as _claims_to_prune
 from git_handoff.ops.fleet_claims import fleet_view
 from git_handoff.ops.retire import retirable
-from git_handoff.ops.sync_merge import (
-    MergedReport,
-    PublishReport,
-    SyncReport,
-    integrate,
-    integrate_all,
-    merge_notes,
-)
-from git_handoff.ops.sync_merge import merged_report as _merged
-from git_handoff.remote import transport
+from git_handoff.remote import incoming, transport
 from git_handoff.remote.transport import ACCEPTED, ATOMIC, LOCKED, MOVED, Remote
-from git_handoff.state import quarantine
+from git_handoff.state import integrate, quarantine
+from git_handoff.state.integrate import MergeStep
 from git_handoff.state.store import (
     ATTEMPTS_PREFIX,
     NOTES_REF,
@@ -60,6 +53,50 @@ add_refspecs = transport.add_refspecs
 T = TypeVar("T")
 
 PUSH_TRIES = 8
+
+
+class AttemptsReport(TypedDict):
+    fetched: list[str]  # attempt refs taken from the remote
+    pushed: list[str]
+    conflicting: list[str]  # the same attempt ref differs here and there: both kept
+
+
+class MergedReport(TypedDict):
+    """What merging the remote's states and notes did (the part of a sync before the push)."""
+
+    action: str  # the biggest step over all states: "" < no-remote-state < up-to-date < adopted < fast-forward < merged
+    incoming: int
+    conflicts: list[merge.ConflictJson]
+    claims_lost: list[merge.LostClaim]
+    notes: str  # none, up-to-date, adopted, fast-forward, merged
+    states: int  # state heads the remote holds (one per publishing clone, plus the legacy ref)
+
+
+class SyncReport(MergedReport, total=False):
+    """What `sync` returns and `sync --json` prints (keys in this order)."""
+
+    remote: str
+    outgoing: int
+    pushed: list[str]
+    attempts: AttemptsReport
+    retries: int
+    claims_pruned: list[str]  # tasks whose finished claim refs this push deleted
+    quarantined: list[quarantine.Held]  # the remote's refs that failed the edge: not used
+    retired: list[str]  # clones whose refs this push deleted (ops/retire.py)
+    refspecs: dict[str, list[str]]  # what was added to / removed from remote.<name>.fetch
+    state_commit: str | None
+
+
+def _merged() -> MergedReport:
+    return {"action": "", "incoming": 0, "conflicts": [], "claims_lost": [], "notes": "none", "states": 0}
+
+
+class PublishReport(TypedDict):
+    """What `publish` returns: the refs it pushed and the tries it took."""
+
+    remote: str
+    pushed: list[str]
+    retries: int
 
 
 # -- attempts -------------------------------------------------------------------------
@@ -82,27 +119,39 @@ def _take_attempts(repo: Repo, remote: Remote) -> tuple[list[str], list[str]]:
 # -- sync -------------------------------------------------------------------------------
 
 
+def _check_and_integrate(store: StateStore, heads: list[tuple[str, str]]) -> MergeStep:
+    """check -> integrate: every head ([(label, commit)]) this clone does not hold yet goes
+    through the edge's parsers (git_handoff.remote.incoming: InvalidState, exit 2, nothing
+    changed, for a state this version cannot read safely), then the merge engine
+    (git_handoff.state.integrate) brings them all in."""
+    fresh = integrate.fresh_heads(store, heads)
+    for label, theirs in fresh:
+        incoming.check_incoming_state(store.repo, theirs, label)
+    return integrate.integrate_all(store, heads, fresh)
+
+
 def _merge_remote(store: StateStore, remote: Remote, report: MergedReport | SyncReport) -> None:
-    """Merge every state and the notes the remote holds (as fetched) into ours."""
+    """Check and merge every state and the notes the remote holds (as fetched) into ours."""
     repo = store.repo
     rank = ("", "no-remote-state", "up-to-date", "adopted", "fast-forward", "merged")
     heads = remote.state_heads(repo)
     report["states"] = len(heads)
-    step = integrate_all(store, heads) if heads else integrate(store, None, remote.spec)
+    step: MergeStep = (_check_and_integrate(store, heads) if heads else
+                       {"action": "no-remote-state", "incoming": 0, "conflicts": [], "claims_lost": []})
     if rank.index(step["action"]) > rank.index(report["action"] if report["action"] in rank else ""):
         report["action"] = step["action"]
     report["incoming"] += step["incoming"]
     report["conflicts"].extend(step["conflicts"])
     report["claims_lost"].extend(step["claims_lost"])
     notes_rank = ("none", "up-to-date", "adopted", "fast-forward", "merged")
-    got = merge_notes(repo, store, remote.notes_heads(repo))
+    got = integrate.merge_notes(repo, store, remote.notes_heads(repo))
     if notes_rank.index(got) > notes_rank.index(report["notes"]):
         report["notes"] = got
 
 
 def _round(store: StateStore, remote: Remote, report: SyncReport,
            say: Callable[[str], None] = lambda _text: None) -> bool:
-    """One fetch-merge-push round; True when everything reached the remote."""
+    """One round: fetch -> check -> integrate -> publish; True when everything reached the remote."""
     repo = store.repo
     say(f"fetching from {remote.spec}")
     report["quarantined"] = fetch(repo, remote)
@@ -111,6 +160,13 @@ def _round(store: StateStore, remote: Remote, report: SyncReport,
     fetched, clashing = _take_attempts(repo, remote)
     report["attempts"]["fetched"].extend(fetched)
     report["attempts"]["conflicting"] = clashing
+    return _publish_round(store, remote, report, say)
+
+
+def _publish_round(store: StateStore, remote: Remote, report: SyncReport, say: Callable[[str], None]) -> bool:
+    """Push what the remote lacks: this clone's state and notes, new attempts, and the
+    deletion of finished claim refs and retired clones' refs (each under a lease)."""
+    repo = store.repo
     local = store.head()
     if local is None:
         raise NotInitialized(f"nothing to sync: neither this clone nor {remote.spec} has a git handoff state "
@@ -263,7 +319,7 @@ def transact_remote(store: StateStore, apply: Callable[[Tx, Fleet], T], claim_of
             with store.lock():
                 moved = store.publish(commit, head, "handoff: remote transaction")
             if not moved:
-                integrate(store, commit, remote_obj.spec)
+                _check_and_integrate(store, [(remote_obj.spec, commit)])
             store.run_followups(tx)
             stats("claim", retries=attempt, lost=lost)
             return result

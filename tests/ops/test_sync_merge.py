@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 
 from git_handoff.core.merge import merge_states
 from git_handoff.infra.gitrepo import Repo
-from git_handoff.ops.sync_merge import merge_changes
+from git_handoff.state.integrate import merge_changes
 from tests.core.test_merge import apply_edits, base_state, edit_lists
 from tests.support.repo import make_repo
 from tests.support.speed import examples

@@ -1,7 +1,11 @@
-"""Bringing a remote's state in: check it, merge it (3-way, against the common base)
-or fast-forward to it, union the notes, and tell a clone whose claim was lost.
+"""The merge engine: bring other states into this clone's state ref (a fast-forward, or
+a 3-way merge against the common base written as one commit), union the notes, and tell
+this clone when a claim it held was lost.
 
-Part of `git handoff sync` (ops/sync.py holds the fetch/push side).
+It works on commits and trees already in the repository and checked: ops/sync.py
+fetches, has every head that is new here checked (git_handoff.remote.incoming) — the heads
+`fresh_heads` names — then integrates them here, then publishes. Folding many heads at
+once is in state/fold_heads.py.
 """
 
 from __future__ import annotations
@@ -13,11 +17,10 @@ from typing import Any, TypedDict
 from git_handoff.core import merge
 from git_handoff.core.errors import Contention
 from git_handoff.infra.gitrepo import Repo
-from git_handoff.ops.sync_fold import MAX_PARENTS, HeadsCache, fold
-from git_handoff.ops.sync_fold import readable as _readable
-from git_handoff.ops.sync_fold import task_record as _task_record
-from git_handoff.remote import incoming
-from git_handoff.state import notices, quarantine
+from git_handoff.state import notices
+from git_handoff.state.fold_heads import MAX_PARENTS, HeadsCache, fold
+from git_handoff.state.fold_heads import readable as _readable
+from git_handoff.state.fold_heads import task_record as _task_record
 from git_handoff.state.notes import NOTES_LOCK
 from git_handoff.state.store import (
     NOTES_REF,
@@ -102,12 +105,6 @@ def _diff(repo: Repo, a: str | None, b: str) -> dict[str, tuple[str | None, str 
     return _DIFFS[key]
 
 
-def _check_incoming(store: StateStore, theirs: str, label: str) -> None:
-    """Refuse (InvalidState, exit 2, nothing changed) a state this version cannot read
-    safely: every record changed since the common base goes through its parser."""
-    incoming.check_incoming_state(store.repo, theirs, label)
-
-
 class MergeStep(TypedDict):
     """What integrating one remote state did: the action (no-remote-state, up-to-date,
     adopted, fast-forward, merged), commits it brought, conflicts and claims lost."""
@@ -116,57 +113,6 @@ class MergeStep(TypedDict):
     incoming: int
     conflicts: list[merge.ConflictJson]
     claims_lost: list[merge.LostClaim]
-
-
-class AttemptsReport(TypedDict):
-    fetched: list[str]  # attempt refs taken from the remote
-    pushed: list[str]
-    conflicting: list[str]  # the same attempt ref differs here and there: both kept
-
-
-class MergedReport(TypedDict):
-    """What merging the remote's states and notes did (the part of a sync before the push)."""
-
-    action: str  # the biggest step over all states: "" < no-remote-state < up-to-date < adopted < fast-forward < merged
-    incoming: int
-    conflicts: list[merge.ConflictJson]
-    claims_lost: list[merge.LostClaim]
-    notes: str  # none, up-to-date, adopted, fast-forward, merged
-    states: int  # state heads the remote holds (one per publishing clone, plus the legacy ref)
-
-
-class SyncReport(MergedReport, total=False):
-    """What `sync` returns and `sync --json` prints (keys in this order)."""
-
-    remote: str
-    outgoing: int
-    pushed: list[str]
-    attempts: AttemptsReport
-    retries: int
-    claims_pruned: list[str]  # tasks whose finished claim refs this push deleted
-    quarantined: list[quarantine.Held]  # the remote's refs that failed the edge: not used
-    retired: list[str]  # clones whose refs this push deleted (ops/retire.py)
-    refspecs: dict[str, list[str]]  # what was added to / removed from remote.<name>.fetch
-    state_commit: str | None
-
-
-def merged_report() -> MergedReport:
-    return {"action": "", "incoming": 0, "conflicts": [], "claims_lost": [], "notes": "none", "states": 0}
-
-
-class PublishReport(TypedDict):
-    """What `publish` returns: the refs it pushed and the tries it took."""
-
-    remote: str
-    pushed: list[str]
-    retries: int
-
-
-def integrate(store: StateStore, theirs: str | None, label: str) -> MergeStep:
-    """Bring commit `theirs` (the remote's state) into the local state ref."""
-    if theirs is None:
-        return {"action": "no-remote-state", "incoming": 0, "conflicts": [], "claims_lost": []}
-    return integrate_all(store, [(label, theirs)])
 
 
 # How far down this clone's first-parent line `_near` looks for heads it already holds.
@@ -189,25 +135,30 @@ def _near(repo: Repo, ours: str | None) -> set[str]:
     return seen
 
 
-def integrate_all(store: StateStore, heads: list[tuple[str, str]]) -> MergeStep:
+def fresh_heads(store: StateStore, heads: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The heads of `heads` ([(label, commit)]) this clone's state may not hold yet: those
+    the caller must have checked before `integrate_all` reads them (a head found near our
+    state, or remembered as merged, is already in it)."""
+    near = _near(store.repo, store.head()) | HeadsCache(store.repo, "state").known(store.head())
+    return [(label, theirs) for label, theirs in heads if theirs not in near]
+
+
+def integrate_all(store: StateStore, heads: list[tuple[str, str]], fresh: list[tuple[str, str]]) -> MergeStep:
     """Bring every state of `heads` ([(label, commit)] in a fixed order) into the local
     state ref with one new commit at most: a fast-forward when one head holds everything
     else, otherwise one merge whose parents are ours and each head that is new here. The
     heads are merged in turn, each against its common base with what came before (the
     same trees as one merge per head), through commits that stay unreferenced; the history
-    keeps only the last. Each head's records pass the edge check first."""
+    keeps only the last. `fresh` is `fresh_heads(store, heads)`, every one of them checked
+    by the caller (git_handoff.remote.incoming): only those are read."""
     repo = store.repo
     report: MergeStep = {"action": "up-to-date", "incoming": 0, "conflicts": [], "claims_lost": []}
     cache = HeadsCache(repo, "state")
-    near = _near(repo, store.head()) | cache.known(store.head())
-    fresh = [(label, theirs) for label, theirs in heads if theirs not in near]
     if not fresh:
         return report
     label_of: dict[str, str] = {}  # each head once, in order, with its first label
     for label, theirs in fresh:
         label_of.setdefault(theirs, label)
-    for label, theirs in fresh:
-        _check_incoming(store, theirs, label)
     with store.lock():
         for attempt in range(CAS_TRIES):
             if attempt:
