@@ -79,6 +79,9 @@ def work_left(store: StateStore) -> tuple[bool, str]:
             t.status == "in_progress" and t.id not in hidden for t in prepared.values()):
         return True, ""
     counts = selection.counts(prepared)
+    if hidden:
+        return False, (f"no eligible task left from approved writers: {len(hidden)} task(s) were last written by a "
+                       "writer this clone has not approved (`git handoff trust --writers`)")
     return False, (f"no eligible task left: {counts['failed']} failed, {counts['blocked']} blocked, "
                    f"{counts['completed']} completed")
 

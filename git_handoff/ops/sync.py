@@ -41,7 +41,7 @@ from git_handoff.ops.sync_merge import (
 from git_handoff.ops.sync_merge import merged_report as _merged
 from git_handoff.remote import transport
 from git_handoff.remote.transport import ACCEPTED, ATOMIC, LOCKED, MOVED, Remote
-from git_handoff.state import quarantine
+from git_handoff.state import quarantine, writers
 from git_handoff.state.store import (
     ATTEMPTS_PREFIX,
     NOTES_REF,
@@ -85,6 +85,8 @@ def _take_attempts(repo: Repo, remote: Remote) -> tuple[list[str], list[str]]:
 def _merge_remote(store: StateStore, remote: Remote, report: MergedReport | SyncReport) -> None:
     """Merge every state and the notes the remote holds (as fetched) into ours."""
     repo = store.repo
+    if writers.enabled(repo):  # what this clone held before its first merge under the setting is the baseline
+        writers.approvals(repo)
     rank = ("", "no-remote-state", "up-to-date", "adopted", "fast-forward", "merged")
     heads = remote.state_heads(repo)
     report["states"] = len(heads)
