@@ -126,6 +126,9 @@ def status(store: StateStore) -> StatusView:
         "state_commit": snap.commit,
         "notes": _notes(store, snap),
     }
+    note = writers.file_note(store.repo)
+    if note:
+        out["notes"].append(note)
     if hidden:
         out["notes"].append(f"{len(hidden)} task(s) last written by a writer this clone has not approved are shown "
                             "but not offered to agents: `git handoff trust` lists the writers")

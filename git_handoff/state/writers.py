@@ -67,6 +67,15 @@ def unapproved_at_head(repo: Repo) -> dict[str, str]:
     return unapproved(repo, repo.ref_target(STATE_REF)) if enabled(repo) else {}
 
 
+def file_note(repo: Repo) -> str | None:
+    """A line for `status` when the allowed-signers file named can not be read."""
+    path = signing.allowed_signers(repo)
+    if path is None or path.is_file():
+        return None
+    return (f"{signing.ALLOWED_KEY} names {path}, which is not a readable file: no key is allowed, only this "
+            "clone's own state commits and the keys approved here (`git handoff trust --writer`)")
+
+
 def refuse(task_id: str, who: str) -> UsageError:
     """The one-line refusal of an unapproved task (exit 2)."""
     return UsageError(f"task {task_id} was last written by an unapproved writer ({who}): it is not offered to "

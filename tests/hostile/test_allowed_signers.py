@@ -217,6 +217,12 @@ def test_adding_the_key_to_the_file_approves_it(fleet: Fleet) -> None:
     fleet.allowed.write_text(fleet.allowed.read_text() + f'mallory@example.com namespaces="git" {mallory_pub}')
     listed = {t["id"]: t for t in ok(victim, "list")}
     assert {i for i, t in listed.items() if "unapproved_writer" in t} == {"unsigned", "forged"}
+    # a file that is gone allows no key: only this clone's own commits stay approved
+    fleet.allowed.unlink()
+    listed = {t["id"]: t for t in ok(victim, "list")}
+    assert {i for i, t in listed.items() if "unapproved_writer" in t} == {"alice", *UNAPPROVED}
+    assert "unapproved_writer" not in listed["own"]
+    assert any("not a readable file" in n for n in ok(victim, "status")["notes"])
 
 
 def test_an_unapproved_edit_after_an_approved_one_is_no_longer_offered(fleet: Fleet) -> None:
