@@ -82,7 +82,7 @@ def own_commits(repo: Repo) -> set[str]:
         text = (repo.handoff_dir / OWN_FILE).read_text(encoding="ascii", errors="replace")
     except OSError:
         return set()
-    return {line.strip() for line in text.splitlines() if len(line.strip()) == 40}
+    return {line.strip() for line in text.splitlines() if len(line.strip()) in (40, 64)}
 
 
 def sign_commit(repo: Repo, commit: str, key: str) -> str:
@@ -142,7 +142,7 @@ def verify(repo: Repo, commits: list[str], allowed: Path) -> dict[str, tuple[str
         raise UsageError(f"could not check the signatures of the state commits ({err[-1] if err else 'git log failed'})")
     for line in proc.stdout.decode("ascii", "replace").splitlines():
         parts = line.split(" ", 2)
-        if len(parts) >= 2 and len(parts[0]) == 40:
+        if len(parts) >= 2 and len(parts[0]) in (40, 64):
             out[parts[0]] = (parts[1], parts[2].strip() if len(parts) > 2 else "")
     for commit in commits:  # a commit git did not print (cannot happen for an object we hold): unverifiable
         out.setdefault(commit, ("E", ""))

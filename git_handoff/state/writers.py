@@ -98,7 +98,7 @@ def _read_approvals(repo: Repo) -> dict[str, Any] | None:
     if not isinstance(data, dict) or not isinstance(data.get("keys"), dict):
         return None
     baseline = data.get("baseline")
-    if baseline is not None and not (isinstance(baseline, str) and len(baseline) == 40):
+    if baseline is not None and not (isinstance(baseline, str) and len(baseline) in (40, 64)):
         return None
     return data
 
