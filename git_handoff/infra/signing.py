@@ -87,9 +87,8 @@ def own_commits(repo: Repo) -> set[str]:
 
 def sign_commit(repo: Repo, commit: str, key: str) -> str:
     """`commit` signed with `key` (a key file, or `key::<public key>` held by ssh-agent)."""
-    raw = repo.raw[commit].read_raw()
-    signature = _ssh_sign(repo, raw, key)
-    return str(repo.raw.create_commit_with_signature(raw.decode("utf-8", "surrogateescape"), signature, "gpgsig"))
+    raw = repo.commit_bytes(commit)
+    return repo.create_signed_commit(raw, _ssh_sign(repo, raw, key))
 
 
 def _ssh_sign(repo: Repo, data: bytes, key: str) -> str:

@@ -169,7 +169,7 @@ def test_an_unapproved_writers_tasks_are_shown_marked_but_never_offered(fleet: F
     hook = json.loads(run("hook", "claude-session-start", cwd=victim, stdin=json.dumps(
         {"session_id": "s1", "source": "startup", "cwd": str(victim), "hook_event_name": "SessionStart"})).out)
     context = hook["hookSpecificOutput"]["additionalContext"]
-    from git_handoff.mcp_tools import Workspace, call
+    from git_handoff.mcp.tools import Workspace, call
 
     mcp_prompt = call(Workspace(str(victim)), "prompt", {}).value["prompt"]
     for text in (prompt, context, mcp_prompt):
@@ -181,7 +181,7 @@ def test_an_unapproved_writers_tasks_are_shown_marked_but_never_offered(fleet: F
 
 
 def test_mcp_next_and_claim_and_the_relay_refuse_when_only_unapproved_work_is_left(fleet: Fleet) -> None:
-    from git_handoff.mcp_tools import Workspace, call
+    from git_handoff.mcp.tools import Workspace, call
 
     victim = fleet.clones["victim"]
     for task_id in ("own", "alice"):
@@ -262,7 +262,7 @@ def test_this_clones_state_commits_are_signed_and_verify(fleet: Fleet) -> None:
 def test_verdicts_are_cached_by_commit(fleet: Fleet, monkeypatch: pytest.MonkeyPatch) -> None:
     """A command verifies only the state commits no earlier one judged: a read after a read
     verifies nothing, a sync that brings one new commit verifies that one."""
-    from git_handoff import signing
+    from git_handoff.infra import signing
 
     victim, alice = fleet.clones["victim"], fleet.clones["alice"]
     ok(victim, "list")
@@ -290,7 +290,8 @@ def test_verdicts_are_cached_by_commit(fleet: Fleet, monkeypatch: pytest.MonkeyP
 def test_without_the_setting_everything_is_offered_as_before(fleet: Fleet, monkeypatch: pytest.MonkeyPatch) -> None:
     """Without handoff.allowedSigners no signature is checked, no history judged, no
     private file written, and every answer is what it was before the setting existed."""
-    from git_handoff import signing, writers
+    from git_handoff.infra import signing
+    from git_handoff.state import writers
 
     victim = fleet.clones["victim"]
     private = victim / ".git" / "handoff"
