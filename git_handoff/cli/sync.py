@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -93,8 +93,14 @@ def sync_cmd(remote: str | None, as_json: bool) -> None:
 @click.argument("ids", nargs=-1)
 @click.option("--all", "approve_all", is_flag=True, help="Trust every command listed.")
 @click.option("--approved", "list_approved", is_flag=True, help="List what this clone has approved, and where.")
+@click.option("--writers", "list_writers", is_flag=True,
+              help="List the writers whose tasks are not offered to agents (handoff.allowedSigners).")
+@click.option("--writer", "writer_keys", multiple=True, metavar="KEY",
+              help="Approve a writer by its key fingerprint (SHA256:..., as --writers lists it): its tasks are "
+                   "offered to agents here.")
 @json_option
-def trust_cmd(ids: tuple[str, ...], approve_all: bool, list_approved: bool, as_json: bool) -> None:
+def trust_cmd(ids: tuple[str, ...], approve_all: bool, list_approved: bool, list_writers: bool,
+              writer_keys: tuple[str, ...], as_json: bool) -> None:
     """List the commands that came from elsewhere, or approve them (--all, or by task ID).
 
     An approval covers a command's text at the places it was listed for: the validation
@@ -107,6 +113,9 @@ def trust_cmd(ids: tuple[str, ...], approve_all: bool, list_approved: bool, as_j
     from git_handoff.state import trust as ops
 
     store = get_store()
+    if list_writers or writer_keys:
+        _trust_writers(store, ids, approve_all or list_approved, writer_keys, as_json)
+        return
     if list_approved:
         if ids or approve_all:
             from git_handoff.core.errors import UsageError
@@ -130,6 +139,7 @@ def trust_cmd(ids: tuple[str, ...], approve_all: bool, list_approved: bool, as_j
             return
         if not items:
             click.echo("every command in the state is trusted on this clone")
+            _writers_note(store)
             return
         for item in items:
             who = visible(item.get("introduced_by") or "?")
@@ -143,6 +153,7 @@ def trust_cmd(ids: tuple[str, ...], approve_all: bool, list_approved: bool, as_j
             click.echo(f"    introduced by {who} at {when}" + (f" ({item['commit'][:10]})" if item.get("commit") else ""))
         click.echo("read each command whole before you approve it: `git handoff trust ID...` approves the ones "
                    "listed for those tasks, `git handoff trust --all` every one listed")
+        _writers_note(store)
         return
     approved = ops.approve(store, ids, approve_all=approve_all)
     if as_json:
@@ -152,3 +163,46 @@ def trust_cmd(ids: tuple[str, ...], approve_all: bool, list_approved: bool, as_j
         click.echo("nothing to trust")
     for item in approved:
         click.echo(f"trusted {item['id']} {item['kind']}: {visible(item['command'], lines=True)}")
+
+
+def _writers_note(store: Any) -> None:
+    from git_handoff.state import writers
+
+    pending = writers.pending_writers(store.repo)
+    if pending:
+        count = sum(len(p["tasks"]) for p in pending)
+        click.echo(f"{count} task(s) were last written by {len(pending)} writer(s) this clone has not approved: "
+                   "`git handoff trust --writers` lists them")
+
+
+def _trust_writers(store: Any, ids: tuple[str, ...], other: bool, keys: tuple[str, ...], as_json: bool) -> None:
+    """`trust --writers` (list) and `trust --writer KEY` (approve)."""
+    from git_handoff.core.errors import UsageError
+    from git_handoff.state import writers
+
+    if ids or other:
+        raise UsageError("--writers and --writer take no task IDs, --all or --approved")
+    if keys:
+        approved = writers.approve_keys(store.repo, keys)
+        if as_json:
+            emit_json({"approved_writers": approved})
+            return
+        for key in approved:
+            click.echo(f"approved writer {key}: the tasks it writes are offered to agents on this clone")
+        return
+    if not writers.enabled(store.repo):
+        raise UsageError("handoff.allowedSigners is not set: every writer's tasks are offered (see "
+                         "docs/allowed-signers.md)")
+    pending = writers.pending_writers(store.repo)
+    if as_json:
+        emit_json(pending)
+        return
+    if not pending:
+        click.echo("every task was last written by an approved writer")
+        return
+    for item in pending:
+        ids_shown = ", ".join(item["tasks"][:10]) + (", ..." if len(item["tasks"]) > 10 else "")
+        click.echo(f"{visible(item['writer'])}: {len(item['tasks'])} task(s): {visible(ids_shown)}")
+    if any(item["key"] for item in pending):
+        click.echo("a person who knows the key approves it: `git handoff trust --writer SHA256:...`, or adds it "
+                   "to the allowed-signers file; an unsigned writer's tasks wait until it signs")

@@ -24,9 +24,17 @@ def _ops() -> Any:
     return tasks
 
 
-def task_line(task: Task, blocked: set[str] | None = None) -> str:
+def task_line(task: Task, blocked: set[str] | None = None, unapproved: dict[str, str] | None = None) -> str:
     state = "blocked" if blocked and task.id in blocked else task.status
-    return f"[{state}] {task.id}: {visible(task.title)} ({task.attempts}/{task.max_attempts})"
+    line = f"[{state}] {task.id}: {visible(task.title)} ({task.attempts}/{task.max_attempts})"
+    return line + unapproved_mark(task.id, unapproved)
+
+
+def unapproved_mark(task_id: str, unapproved: dict[str, str] | None) -> str:
+    """The mark of a task an unapproved writer wrote last (never offered to agents)."""
+    if not unapproved or task_id not in unapproved:
+        return ""
+    return f"  [unapproved writer: {visible(unapproved[task_id])}; not offered to agents]"
 
 
 def describe(task: Task) -> str:
@@ -174,8 +182,9 @@ def list_cmd(status: str | None, ready: bool, as_json: bool) -> None:
         emit_json(views.list_view(snap, status=status, ready=ready))
         return
     tasks, blocked = views.list_tasks(snap, status=status, ready=ready)
+    hidden = views.unapproved(snap)
     for t in tasks:
-        click.echo(task_line(t, blocked))
+        click.echo(task_line(t, blocked, hidden))
 
 
 @click.command("show")
@@ -187,7 +196,11 @@ def show_cmd(task_id: str, as_json: bool) -> None:
     if as_json:
         emit_json(views.show_view(snap, task_id))
     else:
-        click.echo(describe(views.show(snap, task_id)))
+        text = describe(views.show(snap, task_id))
+        writer = views.unapproved(snap).get(task_id)
+        if writer is not None:
+            text += f"\n  written by:    {visible(writer)} (an unapproved writer: not offered to agents)"
+        click.echo(text)
 
 
 @click.command("edit")
@@ -221,7 +234,8 @@ def status_cmd(as_json: bool) -> None:
         f"pending={c['pending']} failed={c['failed']} blocked={c['blocked']}"
     )
     for t in result["tasks"]:
-        click.echo(f"[{t['status']}] {t['id']}: {visible(t['title'])} ({t['attempts']}/{t['max_attempts']})")
+        mark = unapproved_mark(t["id"], {t["id"]: t["unapproved_writer"]} if "unapproved_writer" in t else None)
+        click.echo(f"[{t['status']}] {t['id']}: {visible(t['title'])} ({t['attempts']}/{t['max_attempts']}){mark}")
     if result["log"]:
         click.echo("\nlast log lines:")
         for line in result["log"]:

@@ -318,17 +318,18 @@ def prepare_leases(tasks: Mapping[str, Task], now: str) -> list[tuple[Task, str,
     return changes
 
 
-def next_eligible(tasks: Mapping[str, Task], now: str) -> Task | None:
+def next_eligible(tasks: Mapping[str, Task], now: str, skip: Iterable[str] = ()) -> Task | None:
     """The task a claim at `now` would take: selection after lease expiry and
     dependency validation (what `prepare` changes is not recorded here).
 
     Same answer as `eligible(prepare(tasks, now)[0])`, without building the tasks that
     dependency validation fails: those become failed for good (a `[DEPENDENCY]`
     entry), so selection would skip them, and no task's status turns completed.
+    `skip`: tasks never to offer (git_handoff.state.writers: an unapproved writer's).
     """
     expired = _expire_leases(tasks, now)
     failing = [tid for tid, _ in dependency_failures(expired)]
-    found = eligible(expired, skip=failing)
+    found = eligible(expired, skip=[*failing, *skip])
     return found[0] if found else None
 
 

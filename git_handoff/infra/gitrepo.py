@@ -672,6 +672,15 @@ class Repo:
         sig = self.signature()
         return self._retry_gc_race(lambda: str(self.raw.create_commit(None, sig, sig, message, tree, parents)))
 
+    def commit_bytes(self, commit_oid: str) -> bytes:
+        """The commit object's bytes, as a signature covers them."""
+        return bytes(self.raw[commit_oid].read_raw())
+
+    def create_signed_commit(self, content: bytes, signature: str) -> str:
+        """A commit of `content` (a commit object's bytes) with `signature` in its gpgsig header."""
+        text = content.decode("utf-8", "surrogateescape")
+        return self._retry_gc_race(lambda: str(self.raw.create_commit_with_signature(text, signature, "gpgsig")))
+
     def merge_base(self, a: str, b: str) -> str | None:
         oid = self.raw.merge_base(a, b)
         return str(oid) if oid is not None else None

@@ -20,7 +20,7 @@ from git_handoff.core.errors import Contention, Negative, UsageError
 from git_handoff.core.model import Task, check_id, now_iso
 from git_handoff.infra import worktree
 from git_handoff.infra.gitrepo import Repo
-from git_handoff.state import claim_index, claim_journal, identity, session_records
+from git_handoff.state import claim_index, claim_journal, identity, session_records, writers
 from git_handoff.state.claim_checks import (
     DEFAULT_LEASE_SECONDS,
     check_lease,
@@ -101,6 +101,11 @@ def claim_in_tx(
     """
     session_records.check_claim_allowed(tx)
     stamp = now_iso()
+    hidden = writers.unapproved(tx.store.repo, tx.base.commit if tx.base else None)
+    if task_id is not None and task_id in hidden:
+        raise writers.refuse(task_id, hidden[task_id])
+    if hidden:  # an unapproved writer's tasks are never taken: as if another machine held them
+        taken = taken | frozenset(hidden)
     if task_id is None and not taken and slot[1] <= 1:
         quick = _quick_pick(tx, ctx, force, stamp)
         if quick is not None:

@@ -33,7 +33,7 @@ from git_handoff.core.errors import HandoffError, Negative, NotARepository, NotI
 from git_handoff.core.model import Task, now_iso
 from git_handoff.ops import handoff, prompt
 from git_handoff.ops.open_state import Opened, open_state
-from git_handoff.state import claim_index, session_records, this_clone
+from git_handoff.state import claim_index, session_records, this_clone, writers
 from git_handoff.state.store import StateStore
 
 SAFETY_VALVE = 8  # consecutive blocks without a completed task, then the stop is allowed
@@ -254,7 +254,8 @@ def session_end(store: StateStore, event: Event) -> Outcome:
 
 
 def _next_task(store: StateStore) -> Task | None:
-    return claim_index.next_eligible(store.snapshot(), now_iso())
+    snap = store.snapshot()
+    return claim_index.next_eligible(snap, now_iso(), skip=writers.unapproved(store.repo, snap.commit))
 
 
 def _mine_in_progress(store: StateStore) -> list[Task]:

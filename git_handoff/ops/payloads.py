@@ -92,6 +92,7 @@ class TaskView(TaskJson):
     dependency holds it back."""
 
     blocked: bool
+    unapproved_writer: NotRequired[str]  # with handoff.allowedSigners: who wrote it last, not approved here
 
 
 # -- views ---------------------------------------------------------------------------------
@@ -117,6 +118,7 @@ class StatusRow(TypedDict):
     max_attempts: int
     priority: str
     claimed_by: str | None
+    unapproved_writer: NotRequired[str]
 
 
 class StatusView(TypedDict):

@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any
 
 from git_handoff.core import display, selection
@@ -13,11 +13,13 @@ from git_handoff.core.records import HandoffDoc
 from git_handoff.ops import handoff
 from git_handoff.ops.handoff import last_error
 from git_handoff.ops.payloads import PromptView
-from git_handoff.state import trust
+from git_handoff.state import trust, writers
 from git_handoff.state.session_records import current_number, doc_numbers, pending_doc, read_doc
 from git_handoff.state.store import StateStore
 
 PROMPT_LIMIT = 10_000  # bytes: the prompt stays under 10 KB
+HIDDEN_NOTE = ("Not listed: {n} task(s) last written by a writer this clone has not approved; they are not yours "
+               "to take (a person reviews them with `git handoff trust`).")
 
 
 # -- rendering -------------------------------------------------------------------------
@@ -224,8 +226,8 @@ _LADDER: list[tuple[int, dict[str, tuple[bool, int | None]]]] = [
 ]
 
 
-def _next_line(tasks: dict[str, Task], approved: Approved) -> str:
-    t = selection.next_eligible(tasks, now_iso())
+def _next_line(tasks: dict[str, Task], approved: Approved, hidden: Collection[str] = ()) -> str:
+    t = selection.next_eligible(tasks, now_iso(), skip=hidden)
     if t is None:
         return "Next eligible task: none (every task is completed, in progress, or waits on failed dependencies)"
     check = f" ({check_text(t, approved)})" if t.check else ""
@@ -253,17 +255,19 @@ def render_prompt(store: StateStore) -> str:
         numbers = doc_numbers(snap)
         doc = read_doc(snap, numbers[-1]) if numbers else None
     return compose(tasks, doc, number=current_number(store), spec=handoff.spec_ref_of(snap, tasks),
-                   approved=approval(store))
+                   approved=approval(store), hidden=writers.unapproved(store.repo, snap.commit))
 
 
 def compose(tasks: dict[str, Task], doc: HandoffDoc | None, *, number: int, spec: str | None,
-            approved: Approved) -> str:
+            approved: Approved, hidden: Collection[str] = ()) -> str:
     """The prompt from its facts (pure: what render_prompt read). Every text of the state
     in it (another clone's, perhaps) is one line of data after a prefix of this text's own
-    (git_handoff.core.display): it opens no line, section or instruction of its own."""
+    (git_handoff.core.display): it opens no line, section or instruction of its own. The tasks
+    `hidden` names (an unapproved writer's, git_handoff.state.writers) are left out, counted."""
     blocked = selection.blocked_ids(tasks)
     remaining = [t for t in tasks.values()
-                 if t.status in ("pending", "in_progress") or (t.status == "failed" and not t.failed_for_good)]
+                 if (t.status in ("pending", "in_progress") or (t.status == "failed" and not t.failed_for_good))
+                 and t.id not in hidden]
     rank = {"in_progress": 0, "pending": 1, "failed": 2}
     remaining.sort(key=lambda t: (rank[t.status], t.id in blocked))
     counts = selection.counts(tasks, blocked)
@@ -279,8 +283,9 @@ def compose(tasks: dict[str, Task], doc: HandoffDoc | None, *, number: int, spec
         f"Session: {number if number > 0 else 'none open (`git handoff session start`)'}; "
         f"tasks: {len(tasks)} total, {counts['completed']} completed, {counts['in_progress']} in progress, "
         f"{counts['pending']} pending, {counts['failed']} failed, {counts['blocked']} blocked",
-        _next_line(tasks, approved),
+        _next_line(tasks, approved, hidden),
         *([UNAPPROVED_NOTE] if unapproved else []),
+        *([HIDDEN_NOTE.format(n=len(hidden))] if hidden else []),
         "",
     ]
     text = ""

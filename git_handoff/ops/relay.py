@@ -31,6 +31,7 @@ from git_handoff.ops import handoff, prompt, relay_watch, session_start, session
 from git_handoff.ops.payloads import AckEntry, RelaySummary
 from git_handoff.ops.relay_record import relay_lock, update_record
 from git_handoff.remote.fleet_lock import FleetLock
+from git_handoff.state import writers
 from git_handoff.state.store import StateStore
 from git_handoff.state.this_clone import open_session
 
@@ -73,9 +74,14 @@ def work_left(store: StateStore) -> tuple[bool, str]:
     if all(t.status == "completed" for t in tasks.values()):
         return False, f"all {len(tasks)} task(s) completed"
     prepared, _ = selection.prepare(tasks, now_iso())
-    if selection.eligible(prepared) or any(t.status == "in_progress" for t in prepared.values()):
+    hidden = writers.unapproved_at_head(store.repo)  # an unapproved writer's tasks are no work for an agent
+    if selection.eligible(prepared, skip=hidden) or any(
+            t.status == "in_progress" and t.id not in hidden for t in prepared.values()):
         return True, ""
     counts = selection.counts(prepared)
+    if hidden:
+        return False, (f"no eligible task left from approved writers: {len(hidden)} task(s) were last written by a "
+                       "writer this clone has not approved (`git handoff trust --writers`)")
     return False, (f"no eligible task left: {counts['failed']} failed, {counts['blocked']} blocked, "
                    f"{counts['completed']} completed")
 

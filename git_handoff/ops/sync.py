@@ -33,7 +33,7 @@ from git_handoff.ops.fleet_claims import fleet_view
 from git_handoff.ops.retire import retirable
 from git_handoff.remote import incoming, transport
 from git_handoff.remote.transport import ACCEPTED, ATOMIC, LOCKED, MOVED, Remote
-from git_handoff.state import integrate, quarantine
+from git_handoff.state import integrate, quarantine, writers
 from git_handoff.state.integrate import MergeStep
 from git_handoff.state.store import (
     ATTEMPTS_PREFIX,
@@ -133,6 +133,8 @@ def _check_and_integrate(store: StateStore, heads: list[tuple[str, str]]) -> Mer
 def _merge_remote(store: StateStore, remote: Remote, report: MergedReport | SyncReport) -> None:
     """Check and merge every state and the notes the remote holds (as fetched) into ours."""
     repo = store.repo
+    if writers.enabled(repo):  # what this clone held before its first merge under the setting is the baseline
+        writers.approvals(repo)
     rank = ("", "no-remote-state", "up-to-date", "adopted", "fast-forward", "merged")
     heads = remote.state_heads(repo)
     report["states"] = len(heads)

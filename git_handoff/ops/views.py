@@ -9,18 +9,34 @@ from typing import cast
 from git_handoff.core import display, selection
 from git_handoff.core.errors import Negative, UsageError
 from git_handoff.core.model import LOG_TYPES, Task, check_id, now_iso
-from git_handoff.ops.payloads import LogLine, StatusView, TaskView, config_view
-from git_handoff.state import claim_index, identity, quarantine, session_records, this_clone
+from git_handoff.ops.payloads import LogLine, StatusRow, StatusView, TaskView, config_view
+from git_handoff.state import (
+    claim_index,
+    identity,
+    quarantine,
+    session_records,
+    this_clone,
+    writers,
+)
 from git_handoff.state.store import Entry, Snapshot, StateStore
 
 # -- views --------------------------------------------------------------------------
 
 
-def view(task: Task, blocked: set[str] | None = None) -> TaskView:
-    """A task for --json output: the harness task fields, plus the computed `blocked`."""
+def view(task: Task, blocked: set[str] | None = None, unapproved: dict[str, str] | None = None) -> TaskView:
+    """A task for --json output: the harness task fields, plus the computed `blocked`, and, for a
+    task an unapproved writer wrote last (handoff.allowedSigners), `unapproved_writer`."""
     out = cast(TaskView, task.to_json())  # Task.to_json writes the fields TaskJson names
     out["blocked"] = bool(blocked and task.id in blocked)
+    if unapproved and task.id in unapproved:
+        out["unapproved_writer"] = unapproved[task.id]
     return out
+
+
+def unapproved(snap: Snapshot) -> dict[str, str]:
+    """{task id: writer} of the tasks never offered to an agent here (git_handoff.state.writers);
+    {} without handoff.allowedSigners."""
+    return writers.unapproved(snap.repo, snap.commit)
 
 
 def list_tasks(snap: Snapshot, *, status: str | None = None, ready: bool = False) -> tuple[list[Task], set[str]]:
@@ -31,7 +47,7 @@ def list_tasks(snap: Snapshot, *, status: str | None = None, ready: bool = False
     chosen: Iterable[Task]
     if ready:
         prepared, _ = selection.prepare(tasks, now_iso())
-        chosen = selection.eligible(prepared)
+        chosen = selection.eligible(prepared, skip=unapproved(snap))
     else:
         chosen = tasks.values()
     if status == "blocked":
@@ -55,19 +71,24 @@ def show(snap: Snapshot, task_id: str) -> Task:
 def list_view(snap: Snapshot, *, status: str | None = None, ready: bool = False) -> list[TaskView]:
     """`list --json`."""
     found, blocked = list_tasks(snap, status=status, ready=ready)
-    return [view(t, blocked) for t in found]
+    hidden = unapproved(snap)
+    return [view(t, blocked, hidden) for t in found]
 
 
 def show_view(snap: Snapshot, task_id: str) -> TaskView:
     """`show --json`: the task, with `blocked` computed for a pending one."""
     task = show(snap, task_id)
-    return view(task, selection.blocked_ids(snap.tasks()) if task.status == "pending" else None)
+    return view(task, selection.blocked_ids(snap.tasks()) if task.status == "pending" else None, unapproved(snap))
 
 
 def next_task(snap: Snapshot) -> Task:
     """The task `claim` would take; Negative (exit 1) when none."""
-    found = claim_index.next_eligible(snap, now_iso())
+    hidden = unapproved(snap)
+    found = claim_index.next_eligible(snap, now_iso(), skip=hidden)
     if found is None:
+        if hidden:
+            raise Negative(f"nothing eligible from approved writers: {len(hidden)} task(s) were last written by a "
+                           "writer this clone has not approved (`git handoff trust` lists them)")
         raise Negative("nothing eligible: every task is completed, in progress, or waiting on failed dependencies")
     return found
 
@@ -79,20 +100,25 @@ def status(store: StateStore) -> StatusView:
     meta = snap.meta()
     last_lines = [e.line for e in store.entries(limit=5)]
     last_lines.reverse()
-    return {
+    hidden = unapproved(snap)
+    rows: list[StatusRow] = [
+        {
+            "id": t.id,
+            "title": t.title,
+            "status": "blocked" if t.id in blocked else t.status,
+            "attempts": t.attempts,
+            "max_attempts": t.max_attempts,
+            "priority": t.priority,
+            "claimed_by": t.claimed_by,
+        }
+        for t in tasks.values()
+    ]
+    for row in rows:
+        if row["id"] in hidden:
+            row["unapproved_writer"] = hidden[row["id"]]
+    out: StatusView = {
         "counts": selection.counts(tasks, blocked),
-        "tasks": [
-            {
-                "id": t.id,
-                "title": t.title,
-                "status": "blocked" if t.id in blocked else t.status,
-                "attempts": t.attempts,
-                "max_attempts": t.max_attempts,
-                "priority": t.priority,
-                "claimed_by": t.claimed_by,
-            }
-            for t in tasks.values()
-        ],
+        "tasks": rows,
         "log": last_lines,
         "session_count": session_records.sessions_started(meta),
         "last_session": meta.get("last_session"),
@@ -100,6 +126,13 @@ def status(store: StateStore) -> StatusView:
         "state_commit": snap.commit,
         "notes": _notes(store, snap),
     }
+    note = writers.file_note(store.repo)
+    if note:
+        out["notes"].append(note)
+    if hidden:
+        out["notes"].append(f"{len(hidden)} task(s) last written by a writer this clone has not approved are shown "
+                            "but not offered to agents: `git handoff trust` lists the writers")
+    return out
 
 
 def _notes(store: StateStore, snap: Snapshot) -> list[str]:

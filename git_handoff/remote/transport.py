@@ -181,7 +181,8 @@ def _git_fetch(repo: Repo, remote: Remote, options: list[str], specs: list[str],
     cut = repo.shallow_stamp()
     # --refmap= : a remote's configured refspecs (add_refspecs) must not move refs too
     proc = repo.git("fetch", "--quiet", "--no-tags", *(["--prune"] if prune else []), "--no-write-fetch-head",
-                    "--refmap=", *options, remote.spec, *specs, check=False, env={"GIT_TERMINAL_PROMPT": "0"})
+                    "--refmap=", *options, remote.spec, *specs, check=False,
+                    env={"GIT_TERMINAL_PROMPT": "0", **_protocol_v2()})
     if proc.returncode != 0:
         raise git_error(proc, f"cannot fetch from {remote.spec}")
     if repo.shallow_stamp() != cut:
@@ -257,6 +258,20 @@ def use_remote(repo: Repo, remote: Remote) -> dict[str, list[str]]:
 
 
 # -- fetch --------------------------------------------------------------------------------
+
+
+def _protocol_v2() -> dict[str, str]:
+    """protocol.version=2 for one git command, whatever the user's config says (added to
+    any GIT_CONFIG_COUNT settings of the environment): with it the server lists only the
+    refs under the prefixes of the refspecs, so refs piled up in other namespaces cost a
+    fetch nothing; a server without version 2 answers in version 0, as before."""
+    try:
+        count = int(os.environ.get("GIT_CONFIG_COUNT", "0"))
+    except ValueError:
+        count = 0
+    return {"GIT_CONFIG_COUNT": str(count + 1), f"GIT_CONFIG_KEY_{count}": "protocol.version",
+            f"GIT_CONFIG_VALUE_{count}": "2"}
+
 
 
 def fetch(repo: Repo, remote: Remote) -> list[quarantine.Held]:

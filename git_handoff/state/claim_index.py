@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import marshal
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
 from git_handoff.core import selection
@@ -176,11 +176,14 @@ def any_expired(rows: Mapping[str, tuple[Any, ...]], now: str) -> bool:
 # -- `next` through the index --------------------------------------------------------------
 
 
-def next_eligible(snap: Snapshot, now: str) -> Task | None:
+def next_eligible(snap: Snapshot, now: str, skip: Collection[str] = ()) -> Task | None:
     """What selection.next_eligible(snap.tasks(), now) answers, through the index: from
     the rows and one task's blob when the index holds this tree, clean and with no lease
     expired; else from every task, and then the index is written for this tree (so the
-    next `next`, `claim` or hook reads the rows)."""
+    next `next`, `claim` or hook reads the rows). `skip` (tasks never to offer: an
+    unapproved writer's, git_handoff.state.writers) takes the full selection."""
+    if skip:
+        return selection.next_eligible(snap.tasks(), now, skip=skip)
     tree = _tree_of(snap)
     rows = load_rows(snap.repo, tree)
     if rows is not None and not any_expired(rows, now):

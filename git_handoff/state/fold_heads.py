@@ -202,7 +202,7 @@ def fold(store: StateStore, first: str, todo: list[tuple[str, str]],
         out["claims_lost"].extend(lost)
         parents.append(theirs)
         if len(parents) == MAX_PARENTS or k == len(todo) - 1:
-            link = repo.create_commit(view.write(), parents, "\n".join(lines) + "\n")
+            link = store.seal(repo.create_commit(view.write(), parents, "\n".join(lines) + "\n"))
             parents, lines = [link], []
     return link, out
 

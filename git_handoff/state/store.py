@@ -38,6 +38,7 @@ from git_handoff.core.errors import (
 )
 from git_handoff.core.model import Config, Task, now_iso, now_ms, task_file
 from git_handoff.core.patterns import lazy
+from git_handoff.infra import signing
 from git_handoff.infra.fileio import atomic_write
 from git_handoff.infra.gitrepo import Repo
 from git_handoff.state import identity
@@ -630,12 +631,17 @@ class StateStore:
         if tree is None:
             tree = repo.update_tree(None, {})
         message = "\n".join(tx.lines) + "\n" if tx.lines else "git handoff: state update\n"
-        return repo.create_commit(tree, parents, message)
+        return signing.seal(repo, repo.create_commit(tree, parents, message))
 
     def commit_merge(self, parents: list[str], changes: Mapping[str, str | bytes | None], lines: list[str]) -> str:
         """A merge commit of two state histories: the first parent's tree with `changes`
         (written as one pack: a merge may bring thousands of blobs), no ref moved."""
-        return self.repo.commit_changes_packed(parents, changes, "\n".join(lines) + "\n")
+        return signing.seal(self.repo, self.repo.commit_changes_packed(parents, changes, "\n".join(lines) + "\n"))
+
+    def seal(self, commit: str) -> str:
+        """A state commit built elsewhere (a sync's chain of merges), as this clone
+        publishes its own: signed when asked for (git_handoff.infra.signing)."""
+        return signing.seal(self.repo, commit)
 
     def publish(self, commit: str, expected: str | None, reason: str) -> bool:
         """Move refs/harness/state from `expected` to `commit` (compare-and-swap; False when

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -86,6 +87,69 @@ def test_60000_refs_in_an_unknown_namespace_are_never_fetched(clones: Callable[[
     assert task(b, "t2")["title"] == "second"
     assert "junk" not in git("for-each-ref", cwd=b)
     assert took < 20, took
+
+
+def test_sync_fetches_in_protocol_2_whatever_the_users_config_says(clones: Callable[[str], Path],
+                                                                    tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """With protocol.version=0 in the user's config, the fetch of `sync` was told every ref
+    of the remote (60,000 piled-up refs: 3.8 MB and ~2 s a sync); in version 2 the server
+    lists only the refs under the prefixes sync asks for."""
+    a, b = pair(clones)
+    bare = Path(git("config", "remote.origin.url", cwd=a))
+    if not bare.is_dir():
+        pytest.skip("the refs are written into the remote's directory")
+    publish_unknown_refs(bare, 2_000, state_head(a) or "")
+    git("config", "protocol.version", "0", cwd=b)
+    trace = tmp_path / "packets.txt"
+    monkeypatch.setenv("GIT_TRACE_PACKET", str(trace))
+    ok("add", "second", "--id", "t2", cwd=a)
+    ok("sync", cwd=a)
+    trace.unlink(missing_ok=True)
+    ok("sync", cwd=b)
+    got = trace.read_text(errors="replace")
+    assert "fetch<" in got and "ls-refs" in got, got[:2000]  # the fetch spoke version 2
+    fetched = [line for line in got.splitlines() if line.split("|", 1)[0].strip().startswith("fetch")]
+    assert not any("refs/harness/junk/" in line for line in fetched if "< " in line)
+    assert task(b, "t2")["title"] == "second"
+
+
+SERVER_HIDING = [("receive.hideRefs", "refs/harness/"),
+                 *[("receive.hideRefs", f"!refs/harness/{ns}") for ns in ("clones/", "claims/", "attempts/",
+                                                                         "locks/", "state")],
+                 ("core.alternateRefsPrefixes", "refs/heads/")]
+
+
+def test_the_servers_hiding_of_unread_namespaces_keeps_every_handoff_push_working(
+        clones: Callable[[str], Path]) -> None:
+    """The settings docs/server-rights.md gives a server against piled-up refs: the fleet
+    still syncs, claims through the remote, saves attempts and finishes work; the piled
+    refs are not advertised to a push; a push into a hidden namespace is refused."""
+    a, b = pair(clones)
+    bare = Path(git("config", "remote.origin.url", cwd=a))
+    if not bare.is_dir():
+        pytest.skip("the settings are written into the remote's directory")
+    for key, value in SERVER_HIDING:
+        git("config", "--add", key, value, cwd=bare)
+    publish_unknown_refs(bare, 2_000, state_head(a) or "")
+    ok("add", "second", "--id", "t2", "--check", "false", "--max-attempts", "1", cwd=a)
+    ok("sync", cwd=a)
+    ok("sync", cwd=b)
+    ok("trust", "t1", cwd=b)
+    assert ok("claim", "t1", "--remote", "origin", "--json", cwd=b)["id"] == "t1"
+    assert run("claim", "t1", "--remote", "origin", cwd=a).rc == 3  # the claim ref is seen: taken
+    ok("done", "t1", cwd=b)
+    ok("claim", "t2", "--remote", "origin", cwd=a)
+    assert run("done", "t2", cwd=a).rc == 1  # its check fails: an attempt saved
+    ok("sync", cwd=b)
+    ok("sync", cwd=a)
+    assert task(b, "t1")["status"] == "completed" and task(a, "t1")["status"] == "completed"
+    assert git("ls-remote", str(bare), "refs/harness/attempts/*", cwd=a)
+    advertised = git("ls-remote", "--refs", str(bare), cwd=a, check=False)
+    assert "refs/harness/junk/" in advertised  # hidden from pushes only: reads see it (fetch never asks)
+    pushed = subprocess.run(["git", "push", "--porcelain", "origin", "HEAD:refs/harness/junk/new"], cwd=a,
+                            capture_output=True, text=True)
+    assert pushed.returncode != 0 and "hidden ref" in pushed.stdout + pushed.stderr
 
 
 @pytest.mark.slow

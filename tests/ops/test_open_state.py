@@ -31,8 +31,8 @@ from git_handoff.infra.gitrepo import Repo
 from git_handoff.mcp import tools as mcp_tools
 from git_handoff.ops import views
 from git_handoff.state import notices
-from tests.support.repo import run, run_exe
 from tests.ops.test_rollback import picture
+from tests.support.repo import run, run_exe
 
 FINISHED = "finished the interrupted rollback of t"
 
