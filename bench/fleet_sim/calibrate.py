@@ -10,11 +10,12 @@ How each cost is derived (nothing is fitted to throughput):
   process and its gits). claim and sync grow with the state heads they merge: a least-
   squares line of the measured CPU at K = 1, 4, 8, 16 against the heads the model says
   that command merges on average at that K (two passes, as the heads depend on the costs).
-- the wall time that is no CPU (per verb): wall - CPU at K = 1, less the server's share.
+- the wall time that is no CPU (per verb): at K = 1 (a serial loop, always one process
+  running), wall - (CPU + the server's share) / the share of a core the loop got.
 - the server: its CPU per task at K = 1 split over the 2 fetches and 2 pushes of a task;
   its growth with K per new commit a fetch packs.
-- round trips per fetch and push: from the 100 ms delay runs (K = 1): the extra wall per
-  command over the daemon runs, in units of the delay.
+- round trips per fetch and push: from 100 ms delay runs (K = 1) when given: the extra
+  wall per command over the daemon runs, in units of the delay; else 2 each (assumed).
 - the other users of the machine: measured during each run (/proc/stat minus ours) and
   given to the model as always-runnable background jobs that take as much CPU in the
   model as the others took in the run.
@@ -84,15 +85,23 @@ def simulate(p: Params, k: int, tasks: int, others: float, seeds: tuple[int, ...
              ) -> tuple[list[dict[str, Any]], float]:
     """The model at K on 2 shared cores, with background jobs that take `others` cores
     on average (found by scaling the number of jobs until they do); the runs and that number."""
-    b = others
-    runs: list[dict[str, Any]] = []
-    for _ in range(4):
+    def at(b: float) -> tuple[list[dict[str, Any]], float]:
         runs = [fixed_pool(p, k, tasks, seed=s, shared_cores=2.0, background=b) for s in seeds]
-        took = statistics.fmean(r["background_cores"] for r in runs)
-        if others <= 0.01 or took <= 0 or abs(took - others) / others < 0.03:
-            break
-        b *= others / took
-    return runs, b
+        return runs, statistics.fmean(r["background_cores"] for r in runs)
+
+    if others <= 0.01:
+        return at(0.0)[0], 0.0
+    lo, hi = 0.0, 1.0
+    while at(hi)[1] < others and hi < 1000:
+        lo, hi = hi, hi * 2
+    for _ in range(12):  # bisection: the background takes more as it has more jobs
+        mid = (lo + hi) / 2
+        if at(mid)[1] < others:
+            lo = mid
+        else:
+            hi = mid
+    b = round((lo + hi) / 2, 3)
+    return at(b)[0], b
 
 
 def derive(table: dict[int, dict[str, Any]], delay: dict[int, dict[str, Any]] | None,
@@ -100,12 +109,17 @@ def derive(table: dict[int, dict[str, Any]], delay: dict[int, dict[str, Any]] | 
     one = table[1]
     p = Params(cpu_start=CPU_START)
     srv_op = one["server_cpu_per_task"] / 4 if one["server_cpu_per_task"] else p.srv_fetch
+    # the serial K = 1 loop is always running one process: the share of a core it got is
+    # its CPU (and the server's, which it waits for) per second; wall - work / share is
+    # what no CPU explains (on a busy machine, ~0)
+    share = min(1.0, (one["cpu_per_task"] + one["server_cpu_per_task"]) * one["tasks_per_s"])
+
+    def gap(verb: str, server: float) -> float:
+        return max(0.0, one[f"{verb}_wall"] - (one[f"{verb}_cpu"] + server) / share)
+
     p = replace(p, cpu_done=max(0.0, one["done_cpu"] - CPU_START), cpu_commit=one["commit_cpu"],
-                srv_fetch=srv_op, srv_push=srv_op,
-                wall_done=max(0.0, one["done_wall"] - one["done_cpu"]),
-                wall_commit=max(0.0, one["commit_wall"] - one["commit_cpu"]),
-                wall_claim=max(0.0, one["claim_wall"] - one["claim_cpu"] - 2 * srv_op),
-                wall_sync=max(0.0, one["sync_wall"] - one["sync_cpu"] - 2 * srv_op))
+                srv_fetch=srv_op, srv_push=srv_op, wall_done=gap("done", 0.0), wall_commit=gap("commit", 0.0),
+                wall_claim=gap("claim", 2 * srv_op), wall_sync=gap("sync", 2 * srv_op))
     if delay and 1 in delay:
         d = delay[1]
         rtt = 0.1
