@@ -11,7 +11,7 @@ from dataclasses import replace
 
 import pytest
 
-from bench.fleet_sim.model import Params, World
+from bench.fleet_sim.model import World
 from bench.fleet_sim.scenarios import CALIBRATION, audit, fixed_pool, load_params, month
 
 

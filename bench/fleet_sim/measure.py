@@ -26,7 +26,6 @@ import sys
 import tempfile
 import threading
 import time
-from collections import defaultdict
 from pathlib import Path
 from typing import Any
 

@@ -20,8 +20,6 @@ import dataclasses
 import json
 import os
 import shutil
-import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path

@@ -106,6 +106,7 @@ class Stats:
     deletes_locked: int = 0  # deletions that did not get packed-refs.lock in time
     double_claims: int = 0  # a claim accepted while another clone's live claim held the task
     double_done: int = 0  # a task completed twice
+    claims_on_completed: int = 0  # of double_claims: a claim accepted on a task completed meanwhile
     verb_cpu: dict[str, float] = field(default_factory=dict)
     verb_n: dict[str, int] = field(default_factory=dict)
     verb_wall: dict[str, float] = field(default_factory=dict)
@@ -525,7 +526,11 @@ class Clone:
                     if cur.status == IN_PROGRESS and cur.lease_end > w.sim.now:
                         w.stats.double_claims += 1
                     if cur.status == COMPLETED:
+                        # the claim ref was deleted after the task was completed: a claim
+                        # pushed with "must not exist" from a view fetched before that
+                        # claim was made passes the compare-and-swap (ABA)
                         w.stats.double_claims += 1
+                        w.stats.claims_on_completed += 1
                     if seen_rec.status == IN_PROGRESS:
                         w.stats.takeovers += 1
                     r.set_claim(task, token)

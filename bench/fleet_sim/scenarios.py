@@ -55,7 +55,7 @@ def summary(w: World, seconds: float) -> dict[str, Any]:
         "retries_per_claim": (s.claim_pushes - s.claims + s.claim_exit3) / max(s.claims, 1),
         "claim_moved": s.claim_moved, "claim_locked": s.claim_locked, "claim_exit3": s.claim_exit3,
         "sync_retries": s.sync_retries, "sync_exit3": s.sync_exit3, "done_refused": s.done_refused,
-        "takeovers": s.takeovers, "ref_updates_per_task": s.ref_updates / done,
+        "takeovers": s.takeovers, "claims_on_completed": s.claims_on_completed, "ref_updates_per_task": s.ref_updates / done,
         "claim_p50": statistics.median(s.claim_seconds) if s.claim_seconds else None,
         "fetch_bytes_per_task": s.fetch_bytes / done, "per_verb": per_verb,
         "pruned": s.pruned, "retired": s.retired, "deletes_locked": s.deletes_locked,
