@@ -46,7 +46,7 @@ def test_a_claim_without_compare_and_swap_is_caught() -> None:
             w.add_task()
         for _ in range(8):
             w.start_clone()
-        w.sim.run(stop=lambda: not w.live)
+        w.sim.run(stop=lambda w=w: not w.live)
         found += w.stats.double_claims + audit(w)["double_done"]
     assert found > 0
 

@@ -77,7 +77,7 @@ def _fit_line(xs: list[float], ys: list[float]) -> tuple[float, float]:
     """y = a + b x by least squares (b >= 0)."""
     mx, my = statistics.fmean(xs), statistics.fmean(ys)
     var = sum((x - mx) ** 2 for x in xs)
-    b = max(0.0, sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / var) if var else 0.0
+    b = max(0.0, sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / var) if var else 0.0
     return my - b * mx, b
 
 

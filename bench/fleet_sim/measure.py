@@ -137,7 +137,7 @@ def one_run(k: int, n_tasks: int, transport: str, delay_ms: float) -> dict[str, 
         loops_cpu = fleet.children_cpu() - cpu0
         busy = machine_busy() - busy0
         refs = fleet.ref_updates(bare)[refs0:]
-        reports = [fleet.CloneReport(p.name, completed=r["completed"]) for p, r in zip(clones, results)]
+        reports = [fleet.CloneReport(p.name, completed=r["completed"]) for p, r in zip(clones, results, strict=True)]
         audit = fleet.audit(clones, reports)
         cpu_before_stop = fleet.children_cpu()
     # the server (git daemon and the upload-pack/receive-pack it forked) is reaped as the

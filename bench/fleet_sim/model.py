@@ -583,7 +583,7 @@ class Clone:
         w.sim.after(dur, lambda: self._cpu(w.p.cpu_commit, lambda: w.sim.after(w.p.wall_commit, self._done)))
 
     def _done(self) -> None:
-        w, p, r = self.w, self.w.p, self.w.remote
+        w, p = self.w, self.w.p
         t0 = w.sim.now
         assert self.holding is not None
         task, rec = self.holding
