@@ -86,7 +86,9 @@ class CPU:
             return
         self._advance()
         finished = []
-        while self._heap and self._heap[0][0] <= self._served + 1e-12:
+        # a residue below 100 ns of work is done: at a clock of millions of seconds a
+        # smaller step would not move the clock (float resolution) and never end the job
+        while self._heap and self._heap[0][0] <= self._served + 1e-7:
             finished.append(heapq.heappop(self._heap)[2])
         self._reschedule()
         for then in finished:

@@ -135,17 +135,30 @@ class _Fenwick:
     """Counts, over update numbers, the refs whose last update is at each number."""
 
     def __init__(self) -> None:
-        self.tree = [0] * 1024
+        self.vals = [0] * 1024
+        self.tree = [0] * 1025
+
+    def _rebuild(self) -> None:
+        n = len(self.vals)
+        self.tree = [0] * (n + 1)
+        for i, v in enumerate(self.vals, 1):
+            self.tree[i] += v
+            j = i + (i & -i)
+            if j <= n:
+                self.tree[j] += self.tree[i]
 
     def add(self, i: int, v: int) -> None:
+        if i >= len(self.vals):
+            self.vals.extend([0] * max(len(self.vals), i + 1 - len(self.vals)))
+            self._rebuild()
+        self.vals[i] += v
         i += 1
-        while i >= len(self.tree):
-            self.tree.extend([0] * len(self.tree))
         while i < len(self.tree):
             self.tree[i] += v
             i += i & -i
 
     def prefix(self, i: int) -> int:
+        """The count at update numbers 0..i."""
         i = min(i + 1, len(self.tree) - 1)
         s = 0
         while i > 0:
