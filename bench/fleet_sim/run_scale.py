@@ -26,7 +26,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--month-days", type=float, default=30.0)
-    ap.add_argument("--month-machines", type=int, default=100)
+    ap.add_argument("--month-machines", type=int, default=50)
     ap.add_argument("--skip-month", action="store_true")
     ap.add_argument("--bytes-per-commit", type=float, help="override (measure_scale.py's figure)")
     a = ap.parse_args(argv)
@@ -49,7 +49,8 @@ def main(argv: list[str] | None = None) -> int:
     out["fixed"] = rows
     if not a.skip_month:
         t0 = time.monotonic()
-        m = month(p, seed=a.seed, machines=a.month_machines, days=a.month_days, poll_s=600)
+        m = month(p, seed=a.seed, machines=a.month_machines, days=a.month_days, lifetime_h=12.0, tasks_per_day=1000.0,
+                  work_min=5.0, poll_s=1800.0, killed=0.05, rtt=0.1, server_cores=8.0, sample_h=24.0)
         m.pop("per_verb", None)
         m["sim_seconds"] = round(time.monotonic() - t0, 1)
         out["month"] = m
