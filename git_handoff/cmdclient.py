@@ -64,11 +64,13 @@ def run_if_started_as_program() -> None:
         code = handoff(git_dir)
     except Exception:  # noqa: BLE001 - any doubt: the in-process path
         return
-    if code is None:
+    if code is None or code == "stale":
         if switch is None:
             switch = configured(git_dir)
         if switch:
             start_server(git_dir)
+        return
+    if code == "refused":  # a server of this repository for another interpreter or environment
         return
     _leave_with(code)
 
@@ -292,9 +294,11 @@ def request_fields() -> list[bytes]:
             str(len(argv)).encode(), *argv, *env]
 
 
-def handoff(git_dir: str) -> int | tuple[str, int] | None:
+def handoff(git_dir: str) -> int | tuple[str, int] | str | None:
     """Run this command in a worker of the server; its outcome (an exit code, or
-    ("signal", n)), or None when there is no fitting server (nothing ran)."""
+    ("signal", n)). Nothing ran when it returns None (no server), "stale" (a server of
+    other code or config, now leaving) or "refused" (one for another interpreter or
+    environment, which stays)."""
     import _socket
     import array
     import signal
@@ -343,8 +347,8 @@ def handoff(git_dir: str) -> int | tuple[str, int] | None:
         reader = _Lines(sock)
         first = reader.line()
         if not first.startswith(b"ok "):
-            sock.close()
-            return None  # stale, refused or gone before a worker started: nothing ran
+            sock.close()  # stale, refused or gone before a worker started: nothing ran
+            return "stale" if first == b"stale" else "refused" if first.startswith(b"refused") else None
         worker.append(int(first[3:]))
         for signum in pending:
             forward(signum, None)
@@ -376,7 +380,7 @@ class _Lines:
         return line
 
 
-def _leave_with(code: int | tuple[str, int]) -> None:
+def _leave_with(code: int | tuple[str, int] | str) -> None:
     """End as the worker ended: its exit code, or death by its signal."""
     if isinstance(code, tuple):
         import signal
@@ -389,6 +393,7 @@ def _leave_with(code: int | tuple[str, int]) -> None:
         except (OSError, ValueError):
             pass
         os._exit(128 + signum)
+    assert isinstance(code, int)
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()

@@ -39,6 +39,7 @@ PRELOAD = ("pygit2", "click", "git_handoff.cli", "git_handoff.cli.tasks", "git_h
            "git_handoff.cli.session", "git_handoff.cli.hooks", "git_handoff.cli.revise",
            "git_handoff.ops.hook_entry", "git_handoff.store", "git_handoff.gitrepo")
 MAX_REQUEST = 4 << 20
+LOG_LIMIT = 1 << 20
 _KEEP: list[Any] = []  # the server's own stdio objects, never closed by a worker (they own fds 0-2)
 
 
@@ -83,6 +84,7 @@ class Server:
         self.idle = idle
         self.dir_fd = -1
         self.lock_fd = -1
+        self.log_fd = -1
         self.listener: socket.socket | None = None
         self.inode: tuple[int, int] | None = None
         self.workers: dict[int, socket.socket] = {}
@@ -105,10 +107,11 @@ class Server:
             return False
         self.dir_fd = fd
         self.lock_fd = os.open("lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600, dir_fd=fd)
-        try:
-            fcntl.flock(self.lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
+        if not _lock(self.lock_fd):
             return False  # another server of this repository holds it
+        self.log_fd = os.open("log", os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600, dir_fd=fd)
+        if os.fstat(self.log_fd).st_size > LOG_LIMIT:
+            os.ftruncate(self.log_fd, 0)
         for name in PRELOAD:
             __import__(name)
         _quiet_stdio()
@@ -129,7 +132,16 @@ class Server:
         self.listener = listener
         st = os.stat(cmdclient.SOCKET_NAME, dir_fd=fd, follow_symlinks=False)
         self.inode = (st.st_dev, st.st_ino)
+        self.note(f"start {os.getpid()} idle {self.idle:g}s")
         return True
+
+    def note(self, line: str) -> None:
+        """One line in the server's log (`cmdserver/log`, beside the socket): what it served and why
+        it refused or ended, for a person (and the tests) to see which path a command took."""
+        try:
+            os.write(self.log_fd, f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {line}\n".encode(errors="replace"))
+        except OSError:
+            pass
 
     def close(self) -> None:
         if self.listener is not None:
@@ -164,8 +176,10 @@ class Server:
         while True:
             self._reap()
             if self.stopping and not self.workers:
+                self.note("stop")
                 return
             if not self.workers and time.monotonic() - self.last > self.idle:
+                self.note("idle exit")
                 return
             if not self.stopping and not self._socket_is_ours():
                 self.stopping = True
@@ -177,8 +191,11 @@ class Server:
                             pass
                     except BlockingIOError:
                         pass
-                elif not self.stopping:
-                    self._accept()
+                elif key.data == "accept":
+                    if not self.stopping:
+                        self._accept()
+                else:
+                    self._client_readable(key.data)
 
     def _stop(self, *_: object) -> None:
         self.stopping = True
@@ -195,16 +212,42 @@ class Server:
             self.last = time.monotonic()
             if conn is None:
                 continue
+            try:
+                self.selector.unregister(conn)
+            except (KeyError, ValueError):
+                pass  # already, when its client went away
             if os.WIFSIGNALED(status):
                 report = f"signal {os.WTERMSIG(status)}\n"
             else:
                 report = f"exit {os.waitstatus_to_exitcode(status)}\n"
+            self.note(f"worker {pid}: {report.strip()}")
             try:
                 conn.setblocking(True)
                 conn.sendall(report.encode())
             except OSError:
                 pass
             conn.close()
+
+    def _client_readable(self, pid: int) -> None:
+        """A client says nothing after its request: readable means it is gone (killed
+        outright, SIGKILL, no chance to forward anything). Its command dies with it, as it
+        would have in-process."""
+        conn = self.workers.get(pid)
+        if conn is None:
+            return
+        try:
+            data = conn.recv(64)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            data = b""
+        if not data:
+            self.selector.unregister(conn)
+            self.note(f"worker {pid}: its client is gone, killed")
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
 
     def _accept(self) -> None:
         assert self.listener is not None
@@ -218,7 +261,9 @@ class Server:
             conn.setblocking(True)
             conn.settimeout(5)
             creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12)
-            if int.from_bytes(creds[4:8], sys.byteorder) != os.geteuid():
+            uid = int.from_bytes(creds[4:8], sys.byteorder)
+            if uid != os.geteuid():
+                self.note(f"refused a peer of uid {uid}")
                 return  # another user: closed unanswered
             fields, fds = _receive(conn)
             if len(fds) != 3 or not fields:
@@ -227,14 +272,19 @@ class Server:
             if fields[0] != self.identity + b"\0\0" + self.config:
                 if cmdclient.identity(_environ()) != self.identity or cmdclient.config_stamp(self.git_dir) != self.config:
                     conn.sendall(b"stale\n")
-                    self.stopping = True  # this code or config changed: a fresh server will start
+                    self.note("stale: the code or the git config changed since the start")
+                    self.stopping = True  # a fresh server will start
                 else:
                     conn.sendall(b"refused another interpreter or environment\n")
+                    self.note("refused a client of another interpreter, code or environment")
                 return
             pid = os.fork()
             if pid == 0:
                 self._worker(conn, fields[1:], fds)  # never returns
             self.workers[pid] = conn
+            conn.setblocking(False)
+            self.selector.register(conn, selectors.EVENT_READ, pid)
+            self.note(f"worker {pid}: {_command(fields)}")
             conn = None  # type: ignore[assignment]  # kept for the exit report
         except (OSError, ValueError):
             pass
@@ -260,8 +310,8 @@ class Server:
             self.listener.close()
             for other in self.workers.values():
                 other.close()
-            os.close(self.lock_fd)
-            os.close(self.dir_fd)
+            for fd in (self.lock_fd, self.log_fd, self.dir_fd):
+                os.close(fd)
             conn.settimeout(None)
             _take_on(fields, fds)
             conn.sendall(f"ok {os.getpid()}\n".encode())
@@ -278,6 +328,29 @@ class Server:
             traceback.print_exc()
             code = 1
         exit_fast.leave(code)
+
+
+def _lock(fd: int, wait: float = 10.0) -> bool:
+    """The server's lock, waited for a while: a stale server that refused a client still
+    finishes its running workers before it lets go."""
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except OSError:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.05)
+
+
+def _command(fields: list[bytes]) -> str:
+    """The served command's first two words, for the log (never its environment)."""
+    try:
+        argc = int(fields[4])
+        return " ".join(a.decode("utf-8", "replace") for a in fields[6:5 + min(argc, 3)])
+    except (IndexError, ValueError):
+        return "?"
 
 
 def _environ() -> dict[str, str]:
