@@ -424,16 +424,19 @@ def _quiet_stdio() -> None:
 
 
 def _new_stdio() -> None:
-    """sys.stdin/stdout/stderr on the client's fds, made as Python makes them at start-up
-    (same encoding and errors; stdout line-buffered on a terminal, stderr always)."""
+    """sys.stdin/stdout/stderr on the client's fds, made as Python makes them at start-up:
+    the same encoding and errors; stdout and stderr unbuffered under -u/PYTHONUNBUFFERED
+    (the server runs with the client's flags), else stdout line-buffered on a terminal and
+    stderr always."""
+    unbuffered = bool(getattr(sys.__stdout__, "write_through", False))  # as Python made the server's own
     made = []
     for fd, old in ((0, sys.__stdin__), (1, sys.__stdout__), (2, sys.__stderr__)):
         assert old is not None
-        mode = "rb" if fd == 0 else "wb"
-        raw = open(fd, mode, buffering=-1, closefd=False)
-        tty = os.isatty(fd)
-        made.append(io.TextIOWrapper(raw, encoding=old.encoding, errors=old.errors, newline=None if fd == 0 else "\n",
-                                     line_buffering=fd == 2 or (fd == 1 and tty)))
+        raw_unbuffered = unbuffered and fd != 0
+        raw = open(fd, "rb" if fd == 0 else "wb", buffering=0 if raw_unbuffered else -1, closefd=False)  # noqa: SIM115
+        made.append(io.TextIOWrapper(raw, encoding=old.encoding, errors=old.errors,
+                                     newline=None if fd == 0 else "\n", write_through=raw_unbuffered,
+                                     line_buffering=not unbuffered and fd != 0 and (fd == 2 or os.isatty(fd))))
     sys.stdin, sys.stdout, sys.stderr = made
     sys.__stdin__, sys.__stdout__, sys.__stderr__ = made  # type: ignore[misc]
 

@@ -385,3 +385,22 @@ def test_off_unless_asked(project: Path, bin_dir: Path) -> None:
     assert run_cmd(["git-handoff", "next"], project, env).returncode == 0
     assert served(project) == ["next"]
     wait_for(lambda: not server_pids(project), "the server to exit once switched off")
+
+
+@pytest.mark.parametrize("unbuffered", [True, False], ids=["PYTHONUNBUFFERED", "buffered"])
+def test_stdout_and_stderr_on_one_pipe_keep_their_order(project: Path, bin_dir: Path, unbuffered: bool) -> None:
+    """The worker's streams are made as Python makes them (buffered or not, line-buffered
+    stderr), so output and warnings interleave on one pipe as they do in-process."""
+    def environ(server: str) -> dict[str, str]:
+        env = client_env(bin_dir, server=server)
+        env.pop("PYTHONUNBUFFERED", None)
+        return {**env, "PYTHONUNBUFFERED": "1"} if unbuffered else env
+
+    served_env = environ("1")
+    run_cmd(["git-handoff", "status"], project, served_env)
+    wait_until_serving(project)
+    for args, stdin in ((["hook", "claude-stop"], "{not json"), (["show", "t1"], None), (["next", "--bogus"], None)):
+        outs = [subprocess.run(["git-handoff", *args], cwd=project, env=env, input=stdin, text=True,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT) for env in (environ("0"), served_env)]
+        assert outs[0].stdout == outs[1].stdout and outs[0].returncode == outs[1].returncode, args
+    assert len(served(project)) == 3
