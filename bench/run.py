@@ -52,6 +52,9 @@ SCENARIOS: list[tuple[str, str, str, list[tuple[str, str]]]] = [
      [("sync adopting one task from each of 1,000 clone heads", "<= 5 s"),
       ("sync adopting one task from each of 10,000 clone heads", "<= 5 s"),
       ("sync with 60,000 refs in an unknown namespace on the remote", "<= 1.2x")]),
+    ("agent hooks at the floor", "bench_cmdserver", "scenario",
+     [("Stop hook, 100 tasks: served", "<= 1.0x"), ("Stop hook, 10,000 tasks: served", "<= 1.0x"),
+      ("SessionStart hook, 100 tasks: served", "<= 1.0x"), ("SessionStart hook, 10,000 tasks: served", "<= 1.0x")]),
     ("fleet", "bench_fleet", "fleet_scenario",
      [("fleet: K clones of one remote (daemon, smart HTTP, 100 ms delay)", "0 double, 0 lost; K=16 >= K=1")]),
 ]
