@@ -99,6 +99,11 @@ def start_server(path: Path, env: dict[str, str]) -> None:
     raise RuntimeError("the command server did not start")
 
 
+def served_count(path: Path) -> int:
+    log = path / ".git" / "handoff" / "cmdserver" / "log"
+    return sum(1 for line in log.read_text().splitlines() if re.search(r" worker \d+: hook ", line))
+
+
 def stop_server(path: Path) -> None:
     log = path / ".git" / "handoff" / "cmdserver" / "log"
     if not log.exists():
@@ -128,6 +133,7 @@ def hooks_scenario(quick: bool) -> list[Row]:
         start_server(ours, served_env)
         try:
             for event, hook, script in HOOKS:
+                before = served_count(ours)
                 times: dict[str, list[float]] = {v: [] for v in VARIANTS}
                 outs: dict[str, bytes] = {}
                 for round_ in range(repeats + 1):
@@ -151,6 +157,8 @@ def hooks_scenario(quick: bool) -> list[Row]:
                             times[variant].append(r.seconds)
                 if outs["plain"] != outs["served"]:
                     raise RuntimeError(f"{event}: the served output differs from the in-process one")
+                if served_count(ours) - before < repeats + 1:
+                    raise RuntimeError(f"{event}: not every served run was served (the server went stale?)")
                 plain, served = median(times["plain"]), median(times["served"])
                 label = f"{event} hook, {n:,} tasks"
                 floor = median(times["python"])

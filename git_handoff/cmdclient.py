@@ -32,6 +32,7 @@ SERVED = frozenset({
     "graph", "hook", "init", "list", "log", "ls", "next", "prompt", "ready", "release", "renew",
     "reopen", "rename", "restore", "rm", "session", "show", "status", "verify",
 })
+PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 FORWARDED = ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2")
 
 
@@ -174,11 +175,9 @@ def identity(environ: os._Environ[str] | dict[str, str]) -> bytes:
     package's version and files, the interpreter, where imports come from, the variables
     read at import time, and the git config files (the switch and the idle time live
     there). Client and server compute it alike; any difference means another server."""
-    import git_handoff
-
-    pkg = os.path.dirname(os.path.abspath(git_handoff.__file__))
+    pkg = PACKAGE_DIR
     flags = repr(sys.flags).replace("safe_path=True", "safe_path=False")  # the server runs with -P
-    parts = [git_handoff.__version__, sys.executable, sys.version, flags,
+    parts = [_version(), sys.executable, sys.version, flags,
              repr(sorted(getattr(sys, "_xoptions", {}).items())), pkg, repr(sys.path[1:])]
     for place in sys.path[1:]:
         parts.append(f"{place}:{_stamp(place)}")
@@ -200,6 +199,11 @@ def identity(environ: os._Environ[str] | dict[str, str]) -> bytes:
         if key.startswith(("PYTHON", "HANDOFF_", "GIT_HANDOFF_", "GIT_CONFIG", "LC_")) or key in ("LANG", "HOME", "XDG_CONFIG_HOME"):
             parts.append(f"{key}={environ[key]}")
     return "\0".join(parts).encode("utf-8", "surrogateescape")
+
+
+def _version() -> str:
+    """git handoff's version, from the package this module belongs to (imported first)."""
+    return str(getattr(sys.modules.get(__package__ or ""), "__version__", "?"))
 
 
 def _stamp(path: str) -> str:
@@ -262,9 +266,7 @@ def start_server(git_dir: str) -> None:
     """Start this repository's server in the background, detached (a session of its own,
     /dev/null for its standard streams, so it holds none of the caller's pipes), and go on
     with the in-process path. Two clients racing start two servers; one keeps the lock."""
-    import git_handoff
-
-    parent = os.path.dirname(os.path.dirname(os.path.abspath(git_handoff.__file__)))
+    parent = os.path.dirname(PACKAGE_DIR)
     code = f"import sys; sys.path.insert(0, {parent!r}); from git_handoff.cmdserver import main; main()"
     devnull = [(os.POSIX_SPAWN_OPEN, fd, os.devnull, os.O_RDWR, 0) for fd in (0, 1, 2)]
     try:
