@@ -35,9 +35,13 @@ from typing import Any
 from git_handoff import cmdclient, exit_fast
 
 DEFAULT_IDLE_SECONDS = 120.0
-PRELOAD = ("pygit2", "click", "git_handoff.cli", "git_handoff.cli.tasks", "git_handoff.cli.work",
+# What the served commands import, once for all workers. A name missing here (a module
+# moved) only costs its importer the import in each worker: it is skipped, not fatal.
+PRELOAD = ("pygit2", "click", "json", "git_handoff.cli", "git_handoff.cli.tasks", "git_handoff.cli.work",
            "git_handoff.cli.session", "git_handoff.cli.hooks", "git_handoff.cli.revise",
-           "git_handoff.ops.hook_entry", "git_handoff.store", "git_handoff.gitrepo")
+           "git_handoff.ops.hook_entry", "git_handoff.ops.tasks", "git_handoff.ops.views", "git_handoff.ops.work",
+           "git_handoff.ops.attempts", "git_handoff.ops.sessions", "git_handoff.ops.claim", "git_handoff.store",
+           "git_handoff.gitrepo", "git_handoff.notices", "git_handoff.worktree", "git_handoff.runner")
 MAX_REQUEST = 4 << 20
 LOG_LIMIT = 1 << 20
 _KEEP: list[Any] = []  # the server's own stdio objects, never closed by a worker (they own fds 0-2)
@@ -113,7 +117,10 @@ class Server:
         if os.fstat(self.log_fd).st_size > LOG_LIMIT:
             os.ftruncate(self.log_fd, 0)
         for name in PRELOAD:
-            __import__(name)
+            try:
+                __import__(name)
+            except ImportError:
+                self.note(f"preload: no module {name}")
         _quiet_stdio()
         gc.collect()
         gc.freeze()  # what the imports made is never walked again, nor copied by a worker's gc
