@@ -61,6 +61,9 @@ SCENARIOS: list[tuple[str, str, str, list[tuple[str, str]]]] = [
      [("join: time to the first claim, 10,000 tasks, 100,000 transactions, 20 active clones", "<= 10 s"),
       ("join: bytes fetched to the first claim, 10,000 tasks, 100,000 transactions, 20 active clones",
        "<= 10x the state alone")]),
+    ("agent hooks at the floor", "bench_cmdserver", "scenario",
+     [("Stop hook, 100 tasks: served", "<= 1.0x"), ("Stop hook, 10,000 tasks: served", "<= 1.0x"),
+      ("SessionStart hook, 100 tasks: served", "<= 1.0x"), ("SessionStart hook, 10,000 tasks: served", "<= 1.0x")]),
     ("fleet", "bench_fleet", "fleet_scenario",
      [("fleet: K clones of one remote (daemon, smart HTTP, 100 ms delay)", "0 double, 0 lost; K=16 >= K=1")]),
 ]

@@ -43,10 +43,20 @@ def keep_bytecode_outside_the_tree(prefix: Path) -> None:
     sys.dont_write_bytecode = False
 
 
+# HANDOFF_COMMAND_SERVER=1 given to pytest runs every `git handoff` process a test starts
+# through the command server (docs/command-server.md): the suite's second way, which
+# .ci/run takes for the hooks and CLI contract tests. Each repository's server exits 5 s
+# after its last command, so none outlives its test by more.
+COMMAND_SERVER = os.environ.get("HANDOFF_COMMAND_SERVER", "")
+
+
 @pytest.fixture(autouse=True)
 def hermetic(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
     home = tmp_path_factory.mktemp("home")
     make_hermetic(home, monkeypatch.setenv, lambda var: monkeypatch.delenv(var, raising=False))
+    if COMMAND_SERVER:
+        monkeypatch.setenv("HANDOFF_COMMAND_SERVER", COMMAND_SERVER)
+        monkeypatch.setenv("HANDOFF_COMMAND_SERVER_IDLE", "5")
     # every record a transaction writes must pass the parser other clones read it with
     # (git_handoff.state.store._check_writes): the whole suite checks every writer
     monkeypatch.setenv("HANDOFF_CHECK_WRITES", "1")

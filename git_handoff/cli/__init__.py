@@ -185,7 +185,27 @@ def fail_line(message: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Entry point of `git-handoff`: run the CLI and map every outcome to an exit code."""
+    """Entry point of `git-handoff`: run the CLI and map every outcome to an exit code.
+    Run as the program (not called in-process), it ends without the interpreter's
+    teardown once output is flushed (git_handoff/infra/exit_fast.py)."""
+    from git_handoff import cmdclient
+
+    program = argv is None and cmdclient.started_as_program()
+    if program:
+        import gc
+
+        gc.freeze()  # the imports' objects are never walked again by the collector
+    try:
+        _run(argv)
+    except SystemExit as exc:
+        if not program:
+            raise
+        from git_handoff.infra import exit_fast
+
+        exit_fast.leave(exc.code)
+
+
+def _run(argv: list[str] | None = None) -> None:
     _json_run.update(requested=False, emitted=False)
     _absolute_git_paths()
     try:

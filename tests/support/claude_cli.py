@@ -40,7 +40,8 @@ def require_claude() -> str:
 
 
 def claude_env(home: Path, stub_url: str, extra: dict[str, str] | None = None) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "CLAUDE", "HANDOFF_"))}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "CLAUDE", "HANDOFF_"))
+           or k.startswith("HANDOFF_COMMAND_SERVER")}  # the suite's way through the command server (conftest)
     env.update({
         "HOME": str(home),
         "XDG_CONFIG_HOME": str(home / ".config"),

@@ -1,0 +1,404 @@
+"""The command server's client: hand this run of `git handoff` to a pre-imported server.
+
+Started as a program (`git-handoff`, `git handoff`, `python -m git_handoff`), git handoff
+first asks whether a command server for this repository is running and is the same code
+under the same interpreter and settings (git_handoff/cli/command_server.py; docs/command-server.md).
+If so, it hands the server its argv, environment, working directory, umask and its three
+standard file descriptors (SCM_RIGHTS over a Unix socket); a worker forked from the server
+runs the command on them, and this process only relays signals to the worker and its exit
+status back. On any doubt (no server, a server of other code, a socket that is not this
+user's alone, an error before the worker started) it returns and the command runs here,
+in-process: that plain path stays the reference.
+
+This module is imported before anything else of the program, so it imports only what
+Python has already loaded at start-up (os, sys) and two small C modules (_socket, array).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+ENV_SWITCH = "HANDOFF_COMMAND_SERVER"  # 1: on, 0: off; unset: git config handoff.commandServer
+ENV_IDLE = "HANDOFF_COMMAND_SERVER_IDLE"  # seconds an idle server waits before it exits
+MAGIC = b"HANDOFF-CMDSERVER-1"
+SOCKET_NAME = "sock"
+
+# Commands a worker may run: the short, hot ones. Long-running commands with their own
+# process groups, terminals or servers (relay, dispatch, demo, serve, mcp, sync, edit,
+# completion) always run in-process.
+SERVED = frozenset({
+    "add", "ack", "attempts", "blocker", "checkpoint", "claim", "decide", "doc", "done", "fail",
+    "graph", "hook", "init", "list", "log", "ls", "next", "prompt", "ready", "release", "renew",
+    "reopen", "rename", "restore", "rm", "session", "show", "status", "verify",
+})
+PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+FORWARDED = ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2")
+
+
+def started_as_program() -> bool:
+    """Whether this process is `git-handoff` (the console script) or `python -m git_handoff`,
+    not a test or another program importing the package."""
+    main = sys.modules.get("__main__")
+    spec = getattr(main, "__spec__", None)
+    if spec is not None:
+        return getattr(spec, "name", None) == "git_handoff.__main__"
+    return os.path.basename(getattr(main, "__file__", None) or "") == "git-handoff"
+
+
+_tried: list[bool] = []
+
+
+def run_if_started_as_program() -> None:
+    """The program's first step: leave through a command server when one fits; return
+    (to the in-process path) otherwise."""
+    if _tried or not started_as_program():
+        return
+    _tried.append(True)
+    try:
+        switch = _switch()
+        if switch is False or not _served(sys.argv[1:]):
+            return
+        git_dir = common_git_dir()
+        if git_dir is None:
+            return
+        code = handoff(git_dir)
+    except Exception:  # noqa: BLE001 - any doubt: the in-process path
+        return
+    if code is None or code == "stale":
+        if switch is None:
+            switch = configured(git_dir)
+        if switch:
+            start_server(git_dir)
+        return
+    if code == "refused":  # a server of this repository for another interpreter or environment
+        return
+    _leave_with(code)
+
+
+def _switch() -> bool | None:
+    value = os.environ.get(ENV_SWITCH, "").strip().lower()
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("0", "false", "no", "off"):
+        return False
+    return None
+
+
+def _served(args: list[str]) -> bool:
+    while args and args[0] == "--debug":
+        args = args[1:]
+    return bool(args) and args[0] in SERVED
+
+
+# -- where ----------------------------------------------------------------------------------
+
+def common_git_dir() -> str | None:
+    """The repository's common git directory as git would find it from here, or None when
+    finding it needs more than reading `.git` (a ceiling, a bare repository): then the
+    in-process path decides."""
+    if os.environ.get("GIT_CEILING_DIRECTORIES") or os.environ.get("GIT_DISCOVERY_ACROSS_FILESYSTEM"):
+        return None
+    named = os.environ.get("GIT_DIR")
+    if named:
+        return _common(os.path.abspath(named)) if os.path.isdir(named) else None
+    here = os.getcwd()
+    while True:
+        dot = os.path.join(here, ".git")
+        if os.path.isdir(dot):
+            return _common(dot)
+        if os.path.isfile(dot):
+            try:
+                with open(dot, encoding="utf-8") as f:
+                    line = f.readline().strip()
+            except (OSError, UnicodeDecodeError):
+                return None
+            if not line.startswith("gitdir: "):
+                return None
+            return _common(os.path.join(here, line[len("gitdir: "):]))
+        parent = os.path.dirname(here)
+        if parent == here:
+            return None
+        here = parent
+
+
+def _common(git_dir: str) -> str | None:
+    try:
+        with open(os.path.join(git_dir, "commondir"), encoding="utf-8") as f:
+            git_dir = os.path.join(git_dir, f.readline().strip())
+    except FileNotFoundError:
+        pass
+    except (OSError, UnicodeDecodeError):
+        return None
+    git_dir = os.path.realpath(git_dir)
+    return git_dir if os.path.isfile(os.path.join(git_dir, "HEAD")) else None
+
+
+def server_dir(git_dir: str) -> str:
+    return os.path.join(git_dir, "handoff", "cmdserver")
+
+
+def private_dir_fd(path: str) -> int | None:
+    """An fd on `path` when it is a directory of this user's that no one else may enter
+    (checked on the fd itself, so the check and the use see the same directory)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError:
+        return None
+    st = os.fstat(fd)
+    if st.st_uid != os.geteuid() or st.st_mode & 0o077:
+        os.close(fd)
+        return None
+    return fd
+
+
+def socket_is_private(dir_fd: int) -> bool:
+    import stat
+
+    try:
+        st = os.stat(SOCKET_NAME, dir_fd=dir_fd, follow_symlinks=False)
+    except OSError:
+        return False
+    return stat.S_ISSOCK(st.st_mode) and st.st_uid == os.geteuid() and not st.st_mode & 0o077
+
+
+def socket_address(dir_fd: int) -> str:
+    """The socket's path through the directory fd: short (a Unix socket path holds at most
+    107 bytes, a test's temporary directory may not) and bound to the checked directory."""
+    return f"/proc/self/fd/{dir_fd}/{SOCKET_NAME}"
+
+
+# -- whether this server is this code -------------------------------------------------------
+
+def identity(environ: os._Environ[str] | dict[str, str]) -> bytes:
+    """What a worker's behaviour depends on beyond its argv, cwd and environment: the
+    package's version and files, the interpreter, where imports come from, the variables
+    read at import time, and the git config files (the switch and the idle time live
+    there). Client and server compute it alike; any difference means another server."""
+    pkg = PACKAGE_DIR
+    flags = repr(sys.flags).replace("safe_path=True", "safe_path=False")  # the server runs with -P
+    parts = [_version(), sys.executable, sys.version, flags,
+             repr(sorted(getattr(sys, "_xoptions", {}).items())), pkg, repr(sys.path[1:])]
+    for place in sys.path[1:]:
+        parts.append(f"{place}:{_stamp(place)}")
+    stack = [pkg]
+    while stack:
+        top = stack.pop()
+        try:
+            entries = sorted(os.scandir(top), key=lambda e: e.name)
+        except OSError:
+            continue
+        for entry in entries:
+            if entry.is_dir(follow_symlinks=False):
+                if entry.name != "__pycache__":
+                    stack.append(entry.path)
+            elif entry.name.endswith(".py"):
+                st = entry.stat()
+                parts.append(f"{entry.path}:{st.st_mtime_ns}:{st.st_size}")
+    for key in sorted(environ):
+        if key.startswith(("PYTHON", "HANDOFF_", "GIT_HANDOFF_", "GIT_CONFIG", "LC_")) or key in ("LANG", "HOME", "XDG_CONFIG_HOME"):
+            parts.append(f"{key}={environ[key]}")
+    return "\0".join(parts).encode("utf-8", "surrogateescape")
+
+
+def _version() -> str:
+    """git handoff's version, from the package this module belongs to (imported first)."""
+    return str(getattr(sys.modules.get(__package__ or ""), "__version__", "?"))
+
+
+def _stamp(path: str) -> str:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return "-"
+    return f"{st.st_mtime_ns}:{st.st_size}"
+
+
+def config_files(git_dir: str, environ: os._Environ[str] | dict[str, str]) -> list[str]:
+    home = environ.get("HOME", "")
+    xdg = environ.get("XDG_CONFIG_HOME") or os.path.join(home, ".config")
+    files = [os.path.join(git_dir, "config"), os.path.join(git_dir, "config.worktree")]
+    files += [environ["GIT_CONFIG_GLOBAL"]] if "GIT_CONFIG_GLOBAL" in environ else \
+        [os.path.join(home, ".gitconfig"), os.path.join(xdg, "git", "config")]
+    if not environ.get("GIT_CONFIG_NOSYSTEM"):
+        files.append(environ.get("GIT_CONFIG_SYSTEM", "/etc/gitconfig"))
+    return files
+
+
+def config_stamp(git_dir: str) -> bytes:
+    return "\0".join(f"{p}:{_stamp(p)}" for p in config_files(git_dir, os.environ)).encode("utf-8", "surrogateescape")
+
+
+def configured(git_dir: str) -> bool:
+    """handoff.commandServer as git reads it. Git is asked only when a config file (or
+    the command line's config variables) mentions the key or includes another file, so a
+    repository that never heard of the server pays a few reads, not a process."""
+    mentions = any("commandserver" in v.lower() for k, v in os.environ.items() if k.startswith("GIT_CONFIG_"))
+    for path in config_files(git_dir, os.environ):
+        try:
+            with open(path, "rb") as f:
+                text = f.read().lower()
+        except OSError:
+            continue
+        if b"commandserver" in text or b"include" in text:
+            mentions = True
+            break
+    if not mentions:
+        return False
+    return _git_config_bool(git_dir, "handoff.commandServer")
+
+
+def _git_config_bool(git_dir: str, key: str) -> bool:
+    read, write = os.pipe()
+    try:
+        pid = os.posix_spawnp("git", ["git", "--git-dir", git_dir, "config", "--type=bool", "--get", key],
+                              dict(os.environ), file_actions=[(os.POSIX_SPAWN_DUP2, write, 1),
+                                                              (os.POSIX_SPAWN_OPEN, 2, os.devnull, os.O_WRONLY, 0)])
+    finally:
+        os.close(write)
+    with os.fdopen(read, "rb") as f:
+        out = f.read()
+    os.waitpid(pid, 0)
+    return out.strip() == b"true"
+
+
+def start_server(git_dir: str) -> None:
+    """Start this repository's server in the background, detached (a session of its own,
+    /dev/null for its standard streams, so it holds none of the caller's pipes), and go on
+    with the in-process path. Two clients racing start two servers; one keeps the lock."""
+    parent = os.path.dirname(PACKAGE_DIR)
+    code = f"import sys; sys.path.insert(0, {parent!r}); from git_handoff.cli.command_server import main; main()"
+    devnull = [(os.POSIX_SPAWN_OPEN, fd, os.devnull, os.O_RDWR, 0) for fd in (0, 1, 2)]
+    try:
+        os.posix_spawn(sys.executable, [sys.executable, "-P", "-c", code, git_dir], dict(os.environ),
+                       file_actions=devnull, setsid=True)
+    except OSError:
+        pass
+
+
+# -- the hand-over ------------------------------------------------------------------------
+
+def _frame(fields: list[bytes]) -> bytes:
+    body = b"".join(len(f).to_bytes(4, "big") + f for f in fields)
+    return MAGIC + len(fields).to_bytes(4, "big") + len(body).to_bytes(4, "big") + body
+
+
+def request_fields() -> list[bytes]:
+    import signal
+
+    mask = os.umask(0)
+    os.umask(mask)
+    ignored = [str(int(getattr(signal, n))) for n in FORWARDED if signal.getsignal(getattr(signal, n)) == signal.SIG_IGN]
+    env = [k.encode("utf-8", "surrogateescape") + b"=" + v.encode("utf-8", "surrogateescape")
+           for k, v in os.environ.items()]
+    argv = [a.encode("utf-8", "surrogateescape") for a in sys.argv]
+    return [os.getcwd().encode("utf-8", "surrogateescape"), str(mask).encode(), ",".join(ignored).encode(),
+            str(len(argv)).encode(), *argv, *env]
+
+
+def handoff(git_dir: str) -> int | tuple[str, int] | str | None:
+    """Run this command in a worker of the server; its outcome (an exit code, or
+    ("signal", n)). Nothing ran when it returns None (no server), "stale" (a server of
+    other code or config, now leaving) or "refused" (one for another interpreter or
+    environment, which stays)."""
+    import _socket
+    import array
+    import signal
+
+    dir_fd = private_dir_fd(server_dir(git_dir))
+    if dir_fd is None:
+        return None
+    try:
+        if not socket_is_private(dir_fd):
+            return None
+        sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+        try:
+            sock.connect(socket_address(dir_fd))
+        except OSError:
+            sock.close()
+            return None
+    finally:
+        os.close(dir_fd)
+    creds = sock.getsockopt(_socket.SOL_SOCKET, _socket.SO_PEERCRED, 12)
+    if int.from_bytes(creds[4:8], sys.byteorder) != os.geteuid():
+        sock.close()
+        return None
+    pending: list[int] = []
+    worker: list[int] = []
+
+    def forward(signum: int, _frame: object) -> None:
+        if worker:
+            try:
+                os.kill(worker[0], signum)
+            except OSError:
+                pass
+        else:
+            pending.append(signum)
+
+    saved = {}
+    for name in FORWARDED:
+        sig = getattr(signal, name)
+        if signal.getsignal(sig) != signal.SIG_IGN:
+            saved[sig] = signal.signal(sig, forward)
+    try:
+        head = _frame([identity(os.environ) + b"\0\0" + config_stamp(git_dir), *request_fields()])
+        fds = array.array("i", [0, 1, 2])
+        sent = sock.sendmsg([head], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, fds.tobytes())])
+        if sent < len(head):
+            sock.sendall(head[sent:])
+        reader = _Lines(sock)
+        first = reader.line()
+        if not first.startswith(b"ok "):
+            sock.close()  # stale, refused or gone before a worker started: nothing ran
+            return "stale" if first == b"stale" else "refused" if first.startswith(b"refused") else None
+        worker.append(int(first[3:]))
+        for signum in pending:
+            forward(signum, None)
+        last = reader.line()
+    finally:
+        sock.close()
+        for sig, old in saved.items():
+            signal.signal(sig, old)
+    if last.startswith(b"exit "):
+        return int(last[5:])
+    if last.startswith(b"signal "):
+        return ("signal", int(last[7:]))
+    sys.stderr.write("git handoff: the command server ended before the command did\n")
+    return 2
+
+
+class _Lines:
+    def __init__(self, sock: object) -> None:
+        self.sock = sock
+        self.buf = b""
+
+    def line(self) -> bytes:
+        while b"\n" not in self.buf:
+            chunk = self.sock.recv(256)  # type: ignore[attr-defined]
+            if not chunk:
+                return b""
+            self.buf += chunk
+        line, _, self.buf = self.buf.partition(b"\n")
+        return line
+
+
+def _leave_with(code: int | tuple[str, int] | str) -> None:
+    """End as the worker ended: its exit code, or death by its signal."""
+    if isinstance(code, tuple):
+        import signal
+
+        signum = code[1]
+        try:
+            signal.signal(signum, signal.SIG_DFL)
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, [signum])
+            os.kill(os.getpid(), signum)
+        except (OSError, ValueError):
+            pass
+        os._exit(128 + signum)
+    assert isinstance(code, int)
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(code)

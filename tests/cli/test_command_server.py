@@ -1,0 +1,406 @@
+"""The command server (git_handoff/cli/command_server.py) and its client (git_handoff/cmdclient.py),
+as real processes: `git handoff` and `git-handoff` served by a forked worker give what the
+in-process path gives (output, exit codes, signals), and the client uses no server it
+should not trust."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support.cmdserver import (
+    blocked_reading_stdin,
+    client_env,
+    console_script,
+    log_lines,
+    run_cmd,
+    served,
+    server_dir,
+    server_pids,
+    stop_servers,
+    wait_for,
+    wait_until_serving,
+)
+from tests.support.repo import git, make_repo, run
+
+pytestmark = pytest.mark.slow
+
+STOP = json.dumps({"session_id": "abc", "hook_event_name": "Stop", "stop_hook_active": False})
+START = json.dumps({"source": "startup", "session_id": "s"})
+VIA = {"git handoff": ["git", "handoff"], "git-handoff": ["git-handoff"]}
+
+
+@pytest.fixture
+def bin_dir(tmp_path: Path) -> Path:
+    path = tmp_path / "bin"
+    console_script(path)
+    return path
+
+
+@pytest.fixture
+def project(repo: Path, bin_dir: Path) -> Iterator[Path]:
+    """An initialized repository with three tasks, a session open and one task claimed;
+    every server started in it is stopped at the end."""
+    (repo / "plan.toml").write_text("".join(
+        f'[[task]]\nid = "t{n}"\ntitle = "Task {n}"\ncheck = "true"\n\n' for n in range(1, 4)))
+    assert run("init").rc == 0
+    assert run("import", "plan.toml").rc == 0
+    git("add", "plan.toml", cwd=repo)
+    git("commit", "-q", "-m", "plan", cwd=repo)
+    assert run("session", "start").rc == 0
+    assert run("claim", "t1").rc == 0
+    try:
+        yield repo
+    finally:
+        stop_servers(repo)
+
+
+def start_server(repo: Path, bin_dir: Path, **kw: object) -> tuple[dict[str, str], int]:
+    env = client_env(bin_dir, server="1", **kw)  # type: ignore[arg-type]
+    first = run_cmd(["git-handoff", "status"], repo, env)  # in-process, and starts the server
+    assert first.returncode == 0, first.stderr
+    return env, wait_until_serving(repo)
+
+
+READ_ONLY = [["next"], ["next", "--json"], ["status"], ["status", "--json"], ["list"], ["ls", "--json"],
+             ["show", "t2"], ["show", "nope"], ["show", "nope", "--json"], ["log", "-n", "3"], ["attempts", "t1"],
+             ["nope"], ["--debug", "next"], ["next", "--bogus"]]
+
+
+@pytest.mark.parametrize("via", VIA)
+def test_served_commands_answer_as_the_in_process_path(project: Path, bin_dir: Path, via: str) -> None:
+    env, _ = start_server(project, bin_dir)
+    plain = client_env(bin_dir, server="0")
+    for args in READ_ONLY:
+        want = run_cmd([*VIA[via], *args], project, plain)
+        got = run_cmd([*VIA[via], *args], project, env)
+        assert (got.returncode, got.stdout, got.stderr) == (want.returncode, want.stdout, want.stderr), args
+    # every one of them ran in a worker (the log names argv's first two words), except
+    # "nope" (no such command: never handed over)
+    assert served(project) == [" ".join(args[:2]) for args in READ_ONLY if args[0] != "nope"]
+
+
+@pytest.mark.parametrize("via", VIA)
+def test_hooks_and_writes_served_equal_the_in_process_path(repo: Path, bin_dir: Path, tmp_path: Path,
+                                                          via: str) -> None:
+    """The same sequence (hooks with payloads on stdin, claim, checkpoint, done, a negative
+    answer) in two copies of one repository, one served, one in-process."""
+    (repo / "plan.toml").write_text('[[task]]\nid = "a"\ntitle = "A"\ncheck = "true"\n\n'
+                                    '[[task]]\nid = "b"\ntitle = "B"\ncheck = "false"\n')
+    assert run("init").rc == 0 and run("import", "plan.toml").rc == 0
+    git("add", "plan.toml", cwd=repo)
+    git("commit", "-q", "-m", "plan", cwd=repo)
+    twin = tmp_path / "twin"
+    shutil.copytree(repo, twin, symlinks=True)
+    steps: list[tuple[list[str], str | None]] = [
+        (["hook", "claude-session-start"], START), (["hook", "claude-stop"], STOP), (["claim", "--json"], None),
+        (["checkpoint", "a", "step one"], None), (["hook", "claude-stop"], STOP), (["done", "a"], None),
+        (["claim", "b"], None), (["done", "b"], None), (["claim"], None), (["next", "--json"], None),
+        (["hook", "claude-stop"], "{not json"), (["hook", "no-such-event"], ""),
+    ]
+    env = client_env(bin_dir, server="1")
+    plain = client_env(bin_dir, server="0")
+    try:
+        run_cmd([*VIA[via], "status"], repo, env)
+        wait_until_serving(repo)
+        for args, stdin in steps:
+            got = run_cmd([*VIA[via], *args], repo, env, stdin=stdin)
+            want = run_cmd([*VIA[via], *args], twin, plain, stdin=stdin)
+            assert got.returncode == want.returncode, (args, got.stderr, want.stderr)
+            assert _same(got.stdout, repo) == _same(want.stdout, twin), args
+            assert _same(got.stderr, repo) == _same(want.stderr, twin), args
+        assert len(served(repo)) == len(steps)
+        assert not server_pids(twin)
+        # the same state, commit for commit
+        log = ["log", "--format=%s", "refs/harness/state"]
+        assert _same(git(*log, cwd=repo), repo) == _same(git(*log, cwd=twin), twin)
+    finally:
+        stop_servers(repo)
+
+
+def _same(text: str, where: Path) -> str:
+    """`text` without what differs between two runs a few seconds apart: the repository's
+    path, times, clocks, commit and clone ids."""
+    text = text.replace(str(where), "<repo>")
+    text = re.sub(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)?", "<time>", text)
+    text = re.sub(r"\b\d{10,}(\.\d+)*(\.[0-9a-f]+)?\b", "<clock>", text)
+    return re.sub(r"\b[0-9a-f]{12,40}\b", "<id>", text)
+
+
+SIGNALS = [(signal.SIGINT, 130), (signal.SIGTERM, -signal.SIGTERM), (signal.SIGHUP, -signal.SIGHUP)]
+
+
+@pytest.mark.parametrize("via", VIA)
+@pytest.mark.parametrize(("sig", "direct"), SIGNALS, ids=[s.name for s, _ in SIGNALS])
+def test_signals_reach_the_worker_and_its_status_comes_back(project: Path, bin_dir: Path, via: str,
+                                                           sig: signal.Signals, direct: int) -> None:
+    """A hook blocked reading its payload, signalled: the same exit status as in-process
+    (130 for Ctrl-C; death by SIGTERM or SIGHUP), directly and through git."""
+    env, _ = start_server(project, bin_dir)
+    plain = client_env(bin_dir, server="0")
+    statuses = []
+    for mode_env in (plain, env):
+        before = len(served(project))
+        proc = subprocess.Popen([*VIA[via], "hook", "claude-stop"], cwd=project, env=mode_env,
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            reader = _reader(proc.pid, project, before if mode_env is env else None)
+            wait_for(lambda reader=reader: reader() is not None and blocked_reading_stdin(reader()), "the stdin read")
+            proc.send_signal(sig)
+            _, err = proc.communicate(timeout=30)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        statuses.append(proc.returncode)
+        if mode_env is env:
+            assert len(served(project)) == before + 1
+    assert statuses[0] == statuses[1]
+    if via == "git-handoff":
+        assert statuses[0] == direct
+
+
+def _reader(client: int, repo: Path, served_before: int | None):  # type: ignore[no-untyped-def]
+    """The process that will read the payload: the worker (served) or the Python process
+    (in-process: the client, or git's child)."""
+    def find() -> int | None:
+        if served_before is not None:
+            workers = [line.split()[1].rstrip(":") for line in log_lines(repo) if line.startswith("worker ")]
+            return int(workers[-1]) if len(served(repo)) > served_before else None
+        children = [int(p) for p in Path(f"/proc/{client}/task/{client}/children").read_text().split()]
+        return children[0] if children else client
+    return find
+
+
+def test_a_client_killed_outright_takes_its_worker_along(project: Path, bin_dir: Path) -> None:
+    env, _ = start_server(project, bin_dir)
+    proc = subprocess.Popen(["git-handoff", "hook", "claude-stop"], cwd=project, env=env, stdin=subprocess.PIPE,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wait_for(lambda: "hook claude-stop" in served(project), "the worker")
+    worker = int(next(line for line in log_lines(project) if line.endswith("hook claude-stop")).split()[1][:-1])
+    wait_for(lambda: blocked_reading_stdin(worker), "the worker to read its payload")
+    proc.kill()
+    proc.wait()
+    wait_for(lambda: any(line == f"worker {worker}: signal 9" for line in log_lines(project)), "the worker's end")
+
+
+def test_two_clients_at_once(project: Path, bin_dir: Path) -> None:
+    env, _ = start_server(project, bin_dir)
+    plain = client_env(bin_dir, server="0")
+    want = run_cmd(["git-handoff", "hook", "claude-stop"], project, plain, stdin=STOP)
+    procs = [subprocess.Popen(["git-handoff", "hook", "claude-stop"], cwd=project, env=env, stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    try:
+        wait_for(lambda: served(project).count("hook claude-stop") == 2, "two workers")
+        workers = [int(line.split()[1][:-1]) for line in log_lines(project) if line.endswith(": hook claude-stop")]
+        assert len(set(workers)) == 2 and all(Path(f"/proc/{w}").exists() for w in workers)  # both at once
+        outs = [p.communicate(STOP, timeout=60) for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    assert [p.returncode for p in procs] == [want.returncode] * 2
+    assert [o for o, _ in outs] == [want.stdout] * 2
+
+
+def test_the_worker_takes_on_the_clients_environment_cwd_umask_and_fds(project: Path, bin_dir: Path,
+                                                                       tmp_path: Path) -> None:
+    """The check of `done` runs in the worker's environment: the client's variables, none
+    of the server's own, the client's umask; the worker works from the client's directory."""
+    report = tmp_path / "report"
+    assert run("add", "probe", "--id", "probe", "--check",
+               f'env > "{report}.env"; pwd > "{report}.pwd"; umask > "{report}.umask"').rc == 0
+    env, _ = start_server(project, bin_dir)
+    stop_servers(project)  # start again, with a variable only the server has
+    server_env = {**env, "ONLY_THE_SERVER_HAS_THIS": "1"}
+    subprocess.run(["git-handoff", "status"], cwd=project, env=server_env, capture_output=True, check=True)
+    wait_until_serving(project)
+    sub = project / "sub"
+    sub.mkdir()
+    client = {**env, "ONLY_THE_CLIENT_HAS_THIS": "yes"}
+    assert run_cmd(["git-handoff", "done", "t1"], project, client).returncode == 0
+    got = subprocess.run(["sh", "-c", "umask 027; exec git-handoff claim probe"], cwd=sub, env=client,
+                         capture_output=True, text=True)
+    assert got.returncode == 0, got.stderr
+    # a relative GIT_DIR is taken from the client's directory, not the server's (the repository root)
+    relative = run_cmd(["git-handoff", "show", "probe", "--json"], sub, {**client, "GIT_DIR": "../.git"})
+    assert relative.returncode == 0 and json.loads(relative.stdout)["id"] == "probe", relative.stderr
+    got = subprocess.run(["sh", "-c", "umask 027; exec git-handoff done probe"], cwd=sub, env=client,
+                         capture_output=True, text=True)
+    assert got.returncode == 0, got.stderr
+    assert served(project)[-3:] == ["claim probe", "show probe", "done probe"]
+    seen = dict(line.split("=", 1) for line in Path(f"{report}.env").read_text().splitlines() if "=" in line)
+    assert seen.get("ONLY_THE_CLIENT_HAS_THIS") == "yes"
+    assert "ONLY_THE_SERVER_HAS_THIS" not in seen
+    assert Path(f"{report}.umask").read_text().strip() == "0027"
+
+
+def test_a_server_of_changed_code_is_not_used(repo: Path, bin_dir: Path, tmp_path: Path) -> None:
+    """A copy of the package: a server started on it, then a file of it changed (or the
+    version): the next command runs in-process, the old server exits, the one after that
+    starts a fresh server, which serves."""
+    copy = tmp_path / "pkg"
+    shutil.copytree(Path(__file__).resolve().parents[2] / "git_handoff", copy / "git_handoff",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    assert run("init").rc == 0 and run("add", "one").rc == 0
+    env = client_env(bin_dir, server="1", pythonpath=copy)
+    try:
+        run_cmd(["git-handoff", "next"], repo, env)
+        first = wait_until_serving(repo)
+        assert run_cmd(["git-handoff", "next"], repo, env).returncode == 0
+        assert served(repo) == ["next"]
+        model = copy / "git_handoff" / "core" / "model.py"
+        os.utime(model, ns=(time.time_ns(), model.stat().st_mtime_ns + 1_000_000_000))
+        got = run_cmd(["git-handoff", "next"], repo, env)
+        assert got.returncode == 0 and "one" in got.stdout
+        assert served(repo) == ["next"]  # not served: in-process
+        assert "stale: the code or the git config changed since the start" in log_lines(repo)
+        wait_for(lambda: first not in server_pids(repo), "the stale server to exit")
+        if not server_pids(repo):  # the stale one's client may have started it already
+            run_cmd(["git-handoff", "next"], repo, env)
+        second = wait_until_serving(repo)
+        assert second != first
+        before = len(served(repo))
+        assert run_cmd(["git-handoff", "next"], repo, env).returncode == 0
+        assert len(served(repo)) == before + 1  # the fresh server serves
+        init = copy / "git_handoff" / "__init__.py"
+        init.write_text(init.read_text().replace('__version__ = "0.1.0"', '__version__ = "0.1.1"'))
+        assert run_cmd(["git-handoff", "next"], repo, env).returncode == 0
+        assert len(served(repo)) == before + 1
+        assert log_lines(repo).count("stale: the code or the git config changed since the start") == 2
+        wait_for(lambda: second not in server_pids(repo), "the server of the old version to exit")
+    finally:
+        stop_servers(repo)
+
+
+def test_another_interpreter_setting_is_refused_and_the_server_stays(project: Path, bin_dir: Path) -> None:
+    env, pid = start_server(project, bin_dir)
+    got = run_cmd([sys.executable, "-X", "importtime", "-m", "git_handoff", "next"], project, env)
+    assert got.returncode == 0 and "import time:" in got.stderr  # ran here, importing everything
+    assert not served(project)
+    assert server_pids(project) == [pid]
+
+
+@pytest.mark.parametrize("spoil", ["socket 0666", "directory 0755", "socket of another uid", "directory of another uid"])
+def test_a_socket_not_private_to_this_user_is_refused(project: Path, bin_dir: Path, spoil: str) -> None:
+    env, _ = start_server(project, bin_dir)
+    assert run_cmd(["git-handoff", "next"], project, env).returncode == 0
+    assert served(project) == ["next"]
+    where = server_dir(project)
+    target = where / "sock" if spoil.startswith("socket") else where
+    if "uid" in spoil:
+        if os.geteuid() != 0:
+            pytest.skip("changing a file's owner needs root")
+        os.chown(target, 65534, -1, follow_symlinks=False)
+    else:
+        os.chmod(target, int(spoil.split()[-1], 8))
+    got = run_cmd(["git-handoff", "next"], project, env)
+    want = run_cmd(["git-handoff", "next"], project, client_env(bin_dir, server="0"))
+    assert (got.returncode, got.stdout) == (want.returncode, want.stdout)
+    assert served(project) == ["next"]  # the client did not talk to it
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="connecting as another uid needs root")
+def test_the_server_refuses_a_peer_of_another_uid(bin_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its socket opened to everyone (and a path another user may walk): a peer of another
+    uid is closed without an answer."""
+    outer = Path(tempfile.mkdtemp(prefix="handoff-peer-", dir="/tmp"))
+    try:
+        outer.chmod(0o711)
+        project = make_repo(outer / "repo")
+        monkeypatch.chdir(project)
+        assert run("init").rc == 0
+        _refused_peer(project, bin_dir)
+    finally:
+        stop_servers(outer / "repo")
+        shutil.rmtree(outer, ignore_errors=True)
+
+
+def _refused_peer(project: Path, bin_dir: Path) -> None:
+    start_server(project, bin_dir)
+    where = server_dir(project)
+    os.chmod(where, 0o711)
+    os.chmod(where / "sock", 0o666)
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child reports through the pipe
+        try:
+            os.setgid(65534)
+            os.setuid(65534)
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+                s.settimeout(10)
+                s.connect(str(where / "sock"))
+                answer = s.recv(100)  # the server closes before any request
+            os.write(write, b"answer:" + answer)
+        except BaseException as exc:  # noqa: BLE001
+            os.write(write, f"error:{exc}".encode())
+        os._exit(0)
+    os.close(write)
+    os.waitpid(pid, 0)
+    with os.fdopen(read, "rb") as f:
+        result = f.read()
+    assert result == b"answer:"  # closed without a word
+    assert any(line == "refused a peer of uid 65534" for line in log_lines(project))
+    assert not served(project)
+
+
+def test_an_idle_server_exits_and_removes_its_socket(project: Path, bin_dir: Path) -> None:
+    env, pid = start_server(project, bin_dir, idle=1)
+    assert run_cmd(["git-handoff", "next"], project, env).returncode == 0
+    assert served(project) == ["next"]
+    wait_for(lambda: pid not in server_pids(project), "the idle exit", limit=15)
+    assert "idle exit" in log_lines(project)
+    assert not (server_dir(project) / "sock").exists()
+
+
+def test_off_unless_asked(project: Path, bin_dir: Path) -> None:
+    """No variable and no config: nothing starts. The config turns it on; the variable at 0
+    wins over the config."""
+    env = client_env(bin_dir, server=None)
+    assert run_cmd(["git-handoff", "next"], project, env).returncode == 0
+    time.sleep(0.5)
+    assert not server_dir(project).exists() and not server_pids(project)
+    off = client_env(bin_dir, server="0")
+    git("config", "handoff.commandServer", "true", cwd=project)
+    assert run_cmd(["git-handoff", "next"], project, off).returncode == 0
+    time.sleep(0.5)
+    assert not server_pids(project)
+    assert run_cmd(["git", "handoff", "next"], project, env).returncode == 0
+    wait_until_serving(project)
+    assert run_cmd(["git", "handoff", "next"], project, env).returncode == 0
+    assert served(project) == ["next"]
+    git("config", "handoff.commandServer", "false", cwd=project)  # the config changed: that server is stale
+    assert run_cmd(["git-handoff", "next"], project, env).returncode == 0
+    assert served(project) == ["next"]
+    wait_for(lambda: not server_pids(project), "the server to exit once switched off")
+
+
+@pytest.mark.parametrize("unbuffered", [True, False], ids=["PYTHONUNBUFFERED", "buffered"])
+def test_stdout_and_stderr_on_one_pipe_keep_their_order(project: Path, bin_dir: Path, unbuffered: bool) -> None:
+    """The worker's streams are made as Python makes them (buffered or not, line-buffered
+    stderr), so output and warnings interleave on one pipe as they do in-process."""
+    def environ(server: str) -> dict[str, str]:
+        env = client_env(bin_dir, server=server)
+        env.pop("PYTHONUNBUFFERED", None)
+        return {**env, "PYTHONUNBUFFERED": "1"} if unbuffered else env
+
+    served_env = environ("1")
+    run_cmd(["git-handoff", "status"], project, served_env)
+    wait_until_serving(project)
+    for args, stdin in ((["hook", "claude-stop"], "{not json"), (["show", "t1"], None), (["next", "--bogus"], None)):
+        outs = [subprocess.run(["git-handoff", *args], cwd=project, env=env, input=stdin, text=True,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT) for env in (environ("0"), served_env)]
+        assert outs[0].stdout == outs[1].stdout and outs[0].returncode == outs[1].returncode, args
+    assert len(served(project)) == 3
