@@ -374,7 +374,7 @@ class _Lines:
 
     def line(self) -> bytes:
         while b"\n" not in self.buf:
-            chunk = self.sock.recv(256)  # type: ignore[attr-defined]
+            chunk = self.sock.recv(256)  # type: ignore[attr-defined]  # a _socket.socket, typed object to keep the client free of the socket module
             if not chunk:
                 return b""
             self.buf += chunk

@@ -448,7 +448,7 @@ def _new_stdio() -> None:
                                      newline=None if fd == 0 else "\n", write_through=raw_unbuffered,
                                      line_buffering=not unbuffered and fd != 0 and (fd == 2 or os.isatty(fd))))
     sys.stdin, sys.stdout, sys.stderr = made
-    sys.__stdin__, sys.__stdout__, sys.__stderr__ = made  # type: ignore[misc]
+    sys.__stdin__, sys.__stdout__, sys.__stderr__ = made  # type: ignore[misc]  # typeshed marks the originals read-only; the worker rebuilds them as Python does at start-up
 
 
 def is_running(git_dir: str) -> bool:

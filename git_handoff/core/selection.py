@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta, timezone
+from typing import Protocol
 
 from git_handoff.core import hlc
 from git_handoff.core.errors import UsageError
@@ -125,7 +126,18 @@ def _not_peelable(deps: Mapping[str, Iterable[str]]) -> dict[str, Iterable[str]]
     return {tid: deps[tid] for tid, n in indegree.items() if n > 0}
 
 
-def dependency_failures(tasks: Mapping[str, Task]) -> list[tuple[str, str]]:
+class DepNode(Protocol):
+    """What dependency validation reads of a task (a Task, or a row of an index)."""
+
+    @property
+    def status(self) -> str: ...
+    @property
+    def depends_on(self) -> tuple[str, ...]: ...
+    @property
+    def failed_for_good(self) -> bool: ...
+
+
+def dependency_failures(tasks: Mapping[str, DepNode]) -> list[tuple[str, str]]:
     """(task id, error message) for every task that dependency validation fails.
 
     1. A task on a dependency cycle (self-reference included):

@@ -15,6 +15,7 @@ from git_handoff.state import (
     identity,
     quarantine,
     session_records,
+    status_index,
     this_clone,
     writers,
 )
@@ -94,30 +95,38 @@ def next_task(snap: Snapshot) -> Task:
 
 
 def status(store: StateStore) -> StatusView:
+    """`status`: counted and listed from the status index (state/status_index.py), so no
+    task is read or built whose leaf did not change since the index was written."""
     snap = store.snapshot()
-    tasks = snap.tasks()
-    blocked = selection.blocked_ids(tasks)
     meta = snap.meta()
     last_lines = [e.line for e in store.entries(limit=5)]
     last_lines.reverse()
     hidden = unapproved(snap)
-    rows: list[StatusRow] = [
-        {
-            "id": t.id,
-            "title": t.title,
-            "status": "blocked" if t.id in blocked else t.status,
-            "attempts": t.attempts,
-            "max_attempts": t.max_attempts,
-            "priority": t.priority,
-            "claimed_by": t.claimed_by,
-        }
-        for t in tasks.values()
-    ]
+    summary = status_index.summary(snap)
+    rows: list[StatusRow] = []
+    if summary is None:
+        counts = selection.counts({}, set())
+    else:
+        blocked = summary.blocked()
+        counts = summary.status_counts(blocked)
+        get = summary.rows.__getitem__
+        rows = [
+            {
+                "id": r[0],
+                "title": r[1],
+                "status": "blocked" if r[0] in blocked else r[2],
+                "attempts": r[3],
+                "max_attempts": r[4],
+                "priority": r[5],
+                "claimed_by": r[6],
+            }
+            for r in map(get, summary.ids())
+        ]
     for row in rows:
         if row["id"] in hidden:
             row["unapproved_writer"] = hidden[row["id"]]
     out: StatusView = {
-        "counts": selection.counts(tasks, blocked),
+        "counts": counts,
         "tasks": rows,
         "log": last_lines,
         "session_count": session_records.sessions_started(meta),

@@ -1,0 +1,247 @@
+"""This clone's status index (`status-index.marshal` in the handoff dir): what `status`
+answers, for one tasks tree, without reading or building every task.
+
+It holds one small row per task (the fields `status` lists, and what dependency
+validation looks at), the ids in creation order, the counts by status and the tasks
+dependency validation fails (cycles and what hangs off a task failed for good). It is
+keyed by the oid of the tasks tree it describes and brought to another tree from the
+tree diff: the fan-out's first-level trees whose oid did not change are not opened,
+and only the blobs of the leaves that changed are parsed. The dependency failures are
+computed again only when a changed task could change them.
+
+Never believed over the ref: the state ref decides the tree, the file is checked by its
+digest, and a damaged, foreign or inconsistent index (one id in two leaves: a hand-made
+state) is rebuilt from the tasks, or the caller takes the plain path.
+"""
+
+from __future__ import annotations
+
+import bisect
+import hashlib
+import marshal
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from git_handoff.core import selection
+from git_handoff.core.errors import InvalidState, UsageError
+from git_handoff.core.model import Task
+from git_handoff.infra.fileio import atomic_write
+from git_handoff.infra.gitrepo import Repo
+from git_handoff.state.store import Snapshot
+
+FILE = "status-index.marshal"
+MAGIC = b"git-handoff-status-index 1\n"
+VERSION = 1
+
+# Row fields, by position.
+ID, TITLE, STATUS, ATTEMPTS, MAX_ATTEMPTS, PRIORITY, CLAIMED_BY, ORDER, CREATED, DEPS, FOR_GOOD = range(11)
+
+Row = tuple[Any, ...]
+
+
+def row(task: Task) -> Row:
+    return (task.id, task.title, task.status, task.attempts, task.max_attempts, task.priority, task.claimed_by,
+            task.order, task.created_at, tuple(task.depends_on), task.failed_for_good)
+
+
+def _key(r: Row) -> tuple[Any, ...]:
+    return (r[ORDER], r[CREATED], r[ID])
+
+
+class _Node:
+    """A row as dependency validation reads a task (status, depends_on, failed_for_good)."""
+
+    __slots__ = ("depends_on", "failed_for_good", "status")
+
+    def __init__(self, r: Row) -> None:
+        self.status: str = r[STATUS]
+        self.depends_on: tuple[str, ...] = r[DEPS]
+        self.failed_for_good: bool = r[FOR_GOOD]
+
+
+def failing_of(rows: Mapping[str, Row], order: Iterable[str]) -> list[str]:
+    """The ids dependency validation fails (selection.dependency_failures), from rows."""
+    return [tid for tid, _ in selection.dependency_failures({tid: _Node(rows[tid]) for tid in order})]
+
+
+class Summary:
+    """The status index for one tasks tree."""
+
+    def __init__(self, tree: str, top: dict[str, list[str]], leaves: dict[str, list[str]], rows: dict[str, Row],
+                 order: list[tuple[Any, ...]], counts: dict[str, int], failing: list[str]) -> None:
+        self.tree, self.top, self.leaves, self.rows = tree, top, leaves, rows
+        self.order, self.counts, self.failing = order, counts, failing
+
+    def ids(self) -> list[str]:
+        """Every task id, in creation order."""
+        return [key[2] for key in self.order]
+
+    def blocked(self) -> set[str]:
+        """selection.blocked_ids: the pending tasks dependency validation fails."""
+        rows = self.rows
+        return {tid for tid in self.failing if rows[tid][STATUS] == "pending"}
+
+    def status_counts(self, blocked: set[str]) -> dict[str, int]:
+        """selection.counts: by status, the blocked pending tasks apart."""
+        out = {"pending": 0, "in_progress": 0, "completed": 0, "failed": 0, "blocked": len(blocked)}
+        for status, n in self.counts.items():
+            out[status] = out.get(status, 0) + n
+        out["pending"] -= len(blocked)
+        return out
+
+    def encode(self) -> bytes:
+        body = marshal.dumps({"v": VERSION, "tree": self.tree, "top": self.top, "leaves": self.leaves,
+                              "rows": self.rows, "order": self.order, "counts": self.counts,
+                              "failing": self.failing})
+        return MAGIC + hashlib.sha256(body).digest() + body
+
+    @classmethod
+    def decode(cls, raw: bytes) -> Summary | None:
+        """What `encode` wrote; None for anything else (damaged, truncated, foreign)."""
+        body = raw[len(MAGIC) + 32:]
+        if raw[:len(MAGIC)] != MAGIC or hashlib.sha256(body).digest() != raw[len(MAGIC):len(MAGIC) + 32]:
+            return None
+        try:
+            data = marshal.loads(body)
+            if not isinstance(data, dict) or data.get("v") != VERSION:
+                return None
+            return cls(data["tree"], data["top"], data["leaves"], data["rows"], data["order"], data["counts"],
+                       data["failing"])
+        except (EOFError, ValueError, TypeError, KeyError):
+            return None
+
+
+def _path(repo: Repo) -> Any:
+    return repo.handoff_dir / FILE
+
+
+def _load(repo: Repo) -> Summary | None:
+    try:
+        with open(_path(repo), "rb") as fh:
+            raw = fh.read()
+    except OSError:
+        return None
+    return Summary.decode(raw)
+
+
+def _save(repo: Repo, summary: Summary) -> None:
+    try:
+        atomic_write(_path(repo), summary.encode())
+    except (OSError, ValueError):
+        pass  # a missing index is only slower: the next `status` rebuilds it
+
+
+def _parse(raw: bytes, task_id: str) -> Task:
+    try:
+        return Task.loads(raw, source=f"state file for task {task_id}")
+    except UsageError as exc:
+        raise InvalidState(exc.message) from None
+
+
+def _structure(repo: Repo, tree: str, old_top: Mapping[str, list[str]]) -> dict[str, list[str]]:
+    """First-level tree oid -> its leaf tree oids; an unchanged first-level tree is not opened."""
+    top: dict[str, list[str]] = {}
+    for _, l1, is_tree in repo.tree_entries(tree):
+        if not is_tree:
+            continue
+        known = old_top.get(l1)
+        top[l1] = known if known is not None else [leaf for _, leaf, t2 in repo.tree_entries(l1) if t2]
+    return top
+
+
+def _neutral(before: Row | None, after: Row | None, failing: set[str]) -> bool:
+    """A change that cannot change which tasks dependency validation fails: same
+    dependencies, same standing (open or not, failed for good or not); or a task that
+    leaves the open set without being one it fails; or one that joins it with no
+    dependency and not failed for good (it can close no cycle, and nothing failed
+    reaches it)."""
+    def standing(r: Row) -> tuple[bool, bool]:
+        return (r[STATUS] in ("pending", "failed") and not r[FOR_GOOD], r[FOR_GOOD])
+
+    if before is not None and after is not None and before[DEPS] == after[DEPS] and standing(before) == standing(after):
+        return True
+    if before is not None and (after is None or not standing(after)[0]) and not standing(before)[1]:
+        if before[ID] not in failing and (after is None or not after[FOR_GOOD]):
+            return True
+    return after is not None and not after[DEPS] and not after[FOR_GOOD] and (before is None or not before[FOR_GOOD])
+
+
+def _build(snap: Snapshot, tree: str) -> Summary:
+    """The index from the whole task set (through the task index: no blob is parsed twice)."""
+    top = _structure(snap.repo, tree, {})
+    leaves = {leaf: [name[:-5] for name, _, is_tree in snap.repo.tree_entries(leaf) if not is_tree and name.endswith(".json")]
+              for leaves in top.values() for leaf in leaves}
+    tasks = snap.tasks()
+    rows = {t.id: row(t) for t in tasks.values()}
+    counts: dict[str, int] = {}
+    for r in rows.values():
+        counts[r[STATUS]] = counts.get(r[STATUS], 0) + 1
+    return Summary(tree, top, leaves, rows, [_key(r) for r in rows.values()], counts, failing_of(rows, rows))
+
+
+def _update(repo: Repo, old: Summary, tree: str) -> Summary | None:
+    """`old` brought to `tree` from the tree diff; None when the diff shows an id in two
+    leaves (the caller then rebuilds from the tasks)."""
+    top = _structure(repo, tree, old.top)
+    new_leaves = {leaf for leaves in top.values() for leaf in leaves}
+    old_leaves = {leaf for leaves in old.top.values() for leaf in leaves}
+    rows, counts, leaves = dict(old.rows), dict(old.counts), dict(old.leaves)
+    before: dict[str, Row | None] = {}
+    for leaf in old_leaves - new_leaves:
+        for tid in leaves.pop(leaf, ()):
+            gone = rows.pop(tid, None)
+            if gone is None:
+                return None
+            before[tid] = gone
+            counts[gone[STATUS]] = counts.get(gone[STATUS], 0) - 1
+    after: dict[str, Row] = {}
+    for leaf in new_leaves - old_leaves:
+        ids = []
+        for name, raw in repo.tree_files(leaf, ".json"):
+            task = _parse(raw, name[:-5])
+            if task.id in rows or task.id in after:
+                return None
+            after[task.id] = row(task)
+            ids.append(task.id)
+        leaves[leaf] = ids
+    for tid, r in after.items():
+        rows[tid] = r
+        counts[r[STATUS]] = counts.get(r[STATUS], 0) + 1
+        before.setdefault(tid, None)
+    counts = {status: n for status, n in counts.items() if n}
+    order = old.order
+    moved = [tid for tid in before if before[tid] is None or tid not in after or _key(before[tid] or ()) != _key(after[tid])]
+    if moved:
+        if len(moved) > 64:
+            order = sorted(_key(r) for r in rows.values())
+        else:
+            drop = set(moved)
+            order = [key for key in order if key[2] not in drop]
+            for tid in moved:
+                if tid in after:
+                    bisect.insort(order, _key(after[tid]))
+    failing = old.failing
+    failed_set = set(failing)
+    if not all(_neutral(before[tid], after.get(tid), failed_set) for tid in before):
+        failing = failing_of(rows, [key[2] for key in order])
+    else:
+        failing = [tid for tid in failing if tid in rows]
+    return Summary(tree, top, leaves, rows, order, counts, failing)
+
+
+def summary(snap: Snapshot) -> Summary | None:
+    """The status index of this snapshot's tasks tree (None: the state has no tasks
+    directory). Updated from the tree diff when the index describes another tree, built
+    from the tasks when there is none; written back when it changed."""
+    tree = snap.tasks_tree()
+    if tree is None:
+        return None
+    repo = snap.repo
+    old = _load(repo)
+    if old is not None and old.tree == tree:
+        return old
+    fresh = _update(repo, old, tree) if old is not None else None
+    if fresh is None:
+        fresh = _build(snap, tree)
+    _save(repo, fresh)
+    return fresh

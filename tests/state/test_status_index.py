@@ -1,0 +1,139 @@
+"""`status` from the status index answers what counting and listing every task blob
+answers: through random changes (cycles, tasks failed for good, claims, removals, order
+changes), from a stale index, from a damaged one."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Any
+
+from git_handoff.core import selection
+from git_handoff.core.model import Task, now_iso
+from git_handoff.infra.gitrepo import Repo
+from git_handoff.ops import views
+from git_handoff.state import status_index
+from git_handoff.state.store import TASKS_DIR, StateStore, TaskIndex, Tx, task_path
+from tests.support.repo import run
+
+
+def _fresh_store(repo: Path) -> StateStore:
+    """A store as a new process sees it: nothing of any index kept in memory."""
+    TaskIndex._open.clear()
+    return StateStore(Repo.discover(repo), session=0)
+
+
+def _reference(store: StateStore) -> tuple[dict[str, int], list[dict[str, Any]]]:
+    """Counts and rows of `status`, from every task blob read and sorted, no index."""
+    snap = store.snapshot()
+    found = store.repo.tree_lookup(snap.tree, TASKS_DIR)
+    tasks: list[Task] = []
+    if found is not None:
+        for _, l1, _ in store.repo.tree_entries(found[0]):
+            for _, leaf, _ in store.repo.tree_entries(l1):
+                tasks += [Task.loads(raw) for _, raw in store.repo.tree_files(leaf, ".json")]
+    tasks.sort(key=lambda t: (t.order, t.created_at, t.id))
+    by_id = {t.id: t for t in tasks}
+    blocked = selection.blocked_ids(by_id)
+    rows = [{"id": t.id, "title": t.title, "status": "blocked" if t.id in blocked else t.status,
+             "attempts": t.attempts, "max_attempts": t.max_attempts, "priority": t.priority,
+             "claimed_by": t.claimed_by} for t in tasks]
+    return selection.counts(by_id, blocked), rows
+
+
+def _answer(store: StateStore) -> tuple[dict[str, int], list[dict[str, Any]]]:
+    out = views.status(store)
+    return out["counts"], [dict(r) for r in out["tasks"]]
+
+
+def _step(rng: random.Random, tx: Tx, serial: list[int]) -> None:
+    tasks = tx.tasks()
+    ids = list(tasks)
+    what = rng.random()
+    if what < 0.3 or not ids:
+        for _ in range(rng.randint(1, 3)):
+            serial[0] += 1
+            order = rng.choice([serial[0], rng.randint(0, serial[0])])
+            deps = tuple(rng.sample(ids, min(len(ids), rng.choice([0, 0, 1, 2]))))
+            tx.put_task(Task(id=f"n{serial[0]}", title=f"new {serial[0]}", created_at=now_iso(), order=order,
+                             priority=rng.choice(["P0", "P1", "P2"]), depends_on=deps))
+    elif what < 0.55:  # a claim, a completion, a failure (for good or not), a release
+        depended = [d for t in tasks.values() for d in t.depends_on if d in tasks]
+        t = tasks[rng.choice(depended or ids)]
+        status = rng.choice(["in_progress", "completed", "failed", "pending"])
+        attempts = rng.choice([t.attempts, t.max_attempts]) if status == "failed" else t.attempts
+        tx.put_task(t.evolve(status=status, attempts=attempts,
+                             claimed_by="w" if status == "in_progress" else None))
+    elif what < 0.7:  # new dependencies: sometimes closing a cycle
+        t = tasks[rng.choice(ids)]
+        tx.put_task(t.evolve(depends_on=tuple(rng.sample(ids, min(len(ids), rng.randint(0, 2))))))
+    elif what < 0.8:
+        t = tasks[rng.choice(ids)]
+        tx.put_task(t.evolve(order=rng.randint(0, serial[0] + 5), title=t.title + "!"))
+    elif what < 0.9:
+        tx.put(task_path(rng.choice(ids)), None)
+    else:  # many at once (an import)
+        for tid in rng.sample(ids, min(len(ids), 70)):
+            tx.put_task(tasks[tid].evolve(status=rng.choice(["pending", "completed"])))
+    tx.log("INIT", "test step")
+
+
+def test_status_from_the_index_answers_what_every_blob_answers(repo: Path) -> None:
+    assert run("init").rc == 0
+    rng = random.Random(5)
+    serial = [0]
+    blocked_seen = False
+    for n in range(120):
+        store = _fresh_store(repo)
+        store.transact(lambda tx: _step(rng, tx, serial))
+        expected = _reference(store)
+        assert _answer(_fresh_store(repo)) == expected, n
+        blocked_seen = blocked_seen or expected[0]["blocked"] > 0
+    assert blocked_seen  # the walk did reach states where dependency validation blocks tasks
+    assert len(_reference(_fresh_store(repo))[1]) > 20
+
+
+def test_the_index_is_brought_along_the_tree_diff(repo: Path) -> None:
+    """After one change the index is updated, not rebuilt: it is written for the new
+    tree, and its rows of untouched tasks are the very rows it held."""
+    assert run("init").rc == 0
+    for i in range(30):
+        assert run("add", f"T{i}", "--id", f"t{i:02d}").rc == 0
+    views.status(_fresh_store(repo))
+    before = status_index._load(Repo.discover(repo))
+    assert before is not None
+    assert run("claim", "t07", "--worker", "w").rc == 0
+    store = _fresh_store(repo)
+    assert _answer(store) == _reference(store)
+    after = status_index._load(Repo.discover(repo))
+    assert after is not None and after.tree == store.snapshot().tasks_tree() != before.tree
+    assert after.rows["t07"][status_index.STATUS] == "in_progress"
+    assert {k: v for k, v in after.rows.items() if k != "t07"} == {k: v for k, v in before.rows.items() if k != "t07"}
+
+
+def test_a_stale_or_damaged_index_is_not_believed(repo: Path) -> None:
+    assert run("init").rc == 0
+    for i in range(6):
+        assert run("add", f"T{i}", "--id", f"t{i}").rc == 0
+    assert run("add", "T9", "--id", "t9", "--after", "t2").rc == 0
+    views.status(_fresh_store(repo))
+    path = repo / ".git" / "handoff" / status_index.FILE
+    good = path.read_bytes()
+    assert run("edit", "t3", "--title", "renamed").rc == 0
+    assert run("claim", "t1", "--worker", "w").rc == 0
+    path.write_bytes(good)  # an index of a tree before
+    store = _fresh_store(repo)
+    answer = _answer(store)
+    assert answer == _reference(store)
+    assert {r["id"]: r["title"] for r in answer[1]}["t3"] == "renamed"
+    views.status(_fresh_store(repo))
+    good = path.read_bytes()
+    damaged = bytearray(good)
+    damaged[len(damaged) // 2] ^= 0xFF
+    for bad in (bytes(damaged), good[: len(good) // 3], b"", b"not an index"):
+        path.write_bytes(bad)
+        store = _fresh_store(repo)
+        assert _answer(store) == _reference(store)
+        assert status_index._load(Repo.discover(repo)) is not None  # rebuilt and written again
+    cli = run("status", "--json").json()
+    assert cli["counts"] == _reference(_fresh_store(repo))[0] and len(cli["tasks"]) == 7
