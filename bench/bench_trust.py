@@ -69,7 +69,7 @@ def _sync_once(remote: Path, tmp: Path, name: str, edge: bool) -> float:
     if not edge:
         incoming.check_state = _old_check  # type: ignore[assignment]
     sync_ops._CHECKED.clear() if hasattr(sync_ops, "_CHECKED") else None
-    incoming._CHECKED.clear()
+    incoming.forget_checked()
     try:
         start = time.perf_counter()
         sync_ops.sync(store, "origin")

@@ -1,0 +1,91 @@
+"""The edge check of fetched state trees (git_handoff/remote/incoming.py) across the heads
+of a fleet: a head is parsed only where it differs from the heads checked before it, and
+that never lets through a record that was not checked at its own path."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from git_handoff.core.errors import InvalidState
+from git_handoff.core.model import Task, now_iso
+from git_handoff.infra.gitrepo import Repo
+from git_handoff.ops import tasks as ops
+from git_handoff.remote import incoming
+from git_handoff.state.store import StateStore, task_path
+
+N = 300
+
+
+@pytest.fixture
+def state(repo: Path) -> Iterator[tuple[Repo, str]]:
+    """(the repository, the tree of a state of N tasks); no verdict remembered."""
+    store = StateStore(Repo.discover(repo))
+    ops.init(store, mode="concurrent")
+    stamp = now_iso()
+
+    def apply(tx: object) -> None:
+        for n in range(N):
+            tx.put_task(Task(id=f"t{n:05d}", title=f"task {n}", created_at=stamp, order=n + 1))  # type: ignore[attr-defined]
+
+    store.transact(apply)
+    head = store.head()
+    assert head is not None
+    incoming.forget_checked()
+    yield store.repo, store.repo.commit_tree(head)
+    incoming.forget_checked()
+
+
+def _with_task(repo: Repo, tree: str, task_id: str, title: str = "new") -> str:
+    """`tree` with one more task record (as `add` writes it, one task of another tree)."""
+    sample = json.loads(repo.read_blob(repo.tree_lookup(tree, task_path("t00000"))[0]))  # type: ignore[index]
+    sample.update(id=task_id, title=title)
+    blob = repo.write_blob(json.dumps(sample, indent=2, sort_keys=True).encode() + b"\n")
+    return repo.update_tree(tree, {task_path(task_id): blob})
+
+
+def test_each_head_is_parsed_only_where_it_differs_from_the_heads_checked_before(state: tuple[Repo, str]) -> None:
+    repo, tree = state
+    first = incoming.check_state(repo, None, tree)
+    assert first >= N  # a clone with no state of its own: every record of the first head
+    heads = [_with_task(repo, tree, f"c{i}") for i in range(6)]
+    assert [incoming.check_state(repo, None, h) for h in heads] == [1] * 6
+    assert incoming.check_state(repo, None, heads[-1]) == 0  # checked already
+
+
+def test_a_bad_record_in_a_later_head_is_still_refused(state: tuple[Repo, str]) -> None:
+    repo, tree = state
+    incoming.check_state(repo, None, tree)
+    bad = repo.update_tree(tree, {task_path("t00007"): repo.write_blob(b"{not json")})
+    with pytest.raises(InvalidState, match="t00007"):
+        incoming.check_state(repo, None, bad)
+    with pytest.raises(InvalidState, match="t00007"):  # a refused tree is not remembered as good
+        incoming.check_state(repo, None, bad)
+
+
+def test_a_checked_record_moved_to_another_path_is_checked_there(state: tuple[Repo, str]) -> None:
+    repo, tree = state
+    incoming.check_state(repo, None, tree)
+    good = repo.tree_lookup(tree, task_path("t00001"))
+    assert good is not None
+    moved = repo.update_tree(tree, {task_path("t00002"): good[0]})  # t00001's record under t00002's name
+    with pytest.raises(InvalidState, match="holds task 't00001'"):
+        incoming.check_state(repo, None, moved)
+
+
+def test_a_good_tree_of_another_repository_is_no_help_and_no_harm(state: tuple[Repo, str], tmp_path: Path) -> None:
+    repo, tree = state
+    incoming.check_state(repo, None, tree)
+    other = Repo.discover(Path(repo.common_dir).parent)  # the same repository, opened again: trees present
+    assert incoming.check_state(other, None, _with_task(other, tree, "x1")) == 1
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    subprocess.run(["git", "init", "-q", str(empty)], check=True)
+    there = Repo.discover(empty)  # none of the trees checked so far is in this one
+    lone = there.update_tree(None, {"tasks/0/0/placeholder.json": there.write_blob(b"{}")})
+    with pytest.raises(InvalidState):
+        incoming.check_state(there, None, lone)
