@@ -177,6 +177,8 @@ def signals_as_interrupt(*, deferred: bool = False) -> Iterator[Interrupts]:
     """Ctrl-C, SIGTERM and SIGHUP raise errors.Signalled (a KeyboardInterrupt naming the
     signal) the first time; every later one is ignored, so that the cleanup the first one
     started (ending an agent, closing its session, releasing a lock) runs to its end.
+    A signal ignored when the block starts stays ignored: `nohup git handoff relay` asks
+    the relay to outlive its terminal, and the terminal's hang-up must not end it.
     Through `git`, one Ctrl-C arrives twice: from the terminal, and again from git, which
     forwards it to its child and waits for it. Once a signal came, the signals stay
     ignored, and blocked, after the block: the process is on its way out, and Python's
@@ -198,6 +200,8 @@ def signals_as_interrupt(*, deferred: bool = False) -> Iterator[Interrupts]:
 
     saved = {}
     for sig in TERMINATING:
+        if signal.getsignal(sig) == signal.SIG_IGN:
+            continue  # ignored by whoever started us (`nohup` ignores SIGHUP): it stays ignored
         try:
             saved[sig] = signal.signal(sig, handler)
         except ValueError:  # not the main thread

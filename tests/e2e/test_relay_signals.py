@@ -58,10 +58,25 @@ def _agent(repo: Path, marker: str) -> str:
     return "./agent.sh"
 
 
-def _start(way: str, repo: Path, *args: str) -> subprocess.Popen[str]:
-    """Started as a terminal starts a foreground job: the leader of its own process group."""
+def _default_signals() -> None:
+    """A shell starts a foreground job with these signals at their default action, whatever
+    the test runner inherited (under `nohup`, SIGHUP is ignored, and an ignored signal stays
+    ignored across exec: the relay then rightly keeps it ignored)."""
+    for sig in SIGNALS:
+        signal.signal(sig, signal.SIG_DFL)
+
+
+def _start(way: str, repo: Path, *args: str, ignored: tuple[int, ...] = ()) -> subprocess.Popen[str]:
+    """Started as a terminal starts a foreground job: the leader of its own process group,
+    the terminal's signals at their default action, except `ignored` (as `nohup` does)."""
+
+    def dispositions() -> None:
+        _default_signals()
+        for sig in ignored:
+            signal.signal(sig, signal.SIG_IGN)
+
     return subprocess.Popen([*WAYS[way], *args], cwd=repo, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, start_new_session=True)
+                            text=True, start_new_session=True, preexec_fn=dispositions)
 
 
 def _barrage(pgid: int, sig: int, *, seconds: float = 1.5, every: float = 0.1) -> None:
@@ -112,6 +127,29 @@ def test_signals_to_the_relays_process_group_end_the_agent_and_close_the_session
     lock = FileLock(str(repo / ".git" / "handoff" / "relay.lock"), timeout=0)
     lock.acquire()  # released: a new relay could start now
     lock.release()
+
+
+@pytest.mark.parametrize("way", list(WAYS))
+def test_a_relay_started_under_nohup_outlives_the_hang_up(repo: Path, way: str) -> None:
+    """`nohup git handoff relay &` asks the relay to outlive its terminal: SIGHUP is ignored
+    when it starts, and the terminal's hang-up (to the whole group, repeated) neither ends
+    the relay nor its agent. A SIGTERM afterwards still ends both cleanly."""
+    assert run("init").rc == 0
+    assert run("add", "Write a.txt", "--id", "a", "--check", "test -f a.txt").rc == 0
+    marker = _marker()
+    relay = _start(way, repo, "relay", "--agent", _agent(repo, marker), ignored=(signal.SIGHUP,))
+    with ended_afterwards(relay, marker):
+        wait_for(lambda: len(processes_with(marker)) == 2, 60, "the agent and its background child")
+        _barrage(relay.pid, signal.SIGHUP)
+        time.sleep(1)
+        assert relay.poll() is None, relay.communicate(timeout=30)
+        assert len(processes_with(marker)) == 2  # the agent works on
+        _barrage(relay.pid, signal.SIGTERM)
+        out, err = relay.communicate(timeout=60)
+        assert _expected_status(way, signal.SIGTERM, relay.returncode), (relay.returncode, err)
+        wait_for(lambda: not processes_with(marker), 5, "the agent's whole tree to end")
+    record = _relay_record(repo)
+    assert record["state"] == "stopped" and record["reason"] == "interrupted by SIGTERM", record
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP], ids=lambda s: signal.Signals(s).name)
@@ -183,6 +221,7 @@ def test_a_closed_terminal_ends_the_relay_cleanly(repo: Path, way: str) -> None:
     master, slave = pty.openpty()
 
     def controlling_terminal() -> None:
+        _default_signals()
         os.setsid()
         fcntl.ioctl(0, termios.TIOCSCTTY, 0)
 
