@@ -13,26 +13,14 @@ from git_handoff.core.model import Task, now_iso
 from git_handoff.infra.gitrepo import Repo
 from git_handoff.ops import views
 from git_handoff.state import status_index
-from git_handoff.state.store import TASKS_DIR, StateStore, TaskIndex, Tx, task_path
+from git_handoff.state.store import StateStore, Tx, task_path
 from tests.support.repo import run
-
-
-def _fresh_store(repo: Path) -> StateStore:
-    """A store as a new process sees it: nothing of any index kept in memory."""
-    TaskIndex._open.clear()
-    return StateStore(Repo.discover(repo), session=0)
+from tests.support.state import fresh_store, tasks_from_blobs
 
 
 def _reference(store: StateStore) -> tuple[dict[str, int], list[dict[str, Any]]]:
     """Counts and rows of `status`, from every task blob read and sorted, no index."""
-    snap = store.snapshot()
-    found = store.repo.tree_lookup(snap.tree, TASKS_DIR)
-    tasks: list[Task] = []
-    if found is not None:
-        for _, l1, _ in store.repo.tree_entries(found[0]):
-            for _, leaf, _ in store.repo.tree_entries(l1):
-                tasks += [Task.loads(raw) for _, raw in store.repo.tree_files(leaf, ".json")]
-    tasks.sort(key=lambda t: (t.order, t.created_at, t.id))
+    tasks = tasks_from_blobs(store)
     by_id = {t.id: t for t in tasks}
     blocked = selection.blocked_ids(by_id)
     rows = [{"id": t.id, "title": t.title, "status": "blocked" if t.id in blocked else t.status,
@@ -84,13 +72,13 @@ def test_status_from_the_index_answers_what_every_blob_answers(repo: Path) -> No
     serial = [0]
     blocked_seen = False
     for n in range(120):
-        store = _fresh_store(repo)
+        store = fresh_store(repo)
         store.transact(lambda tx: _step(rng, tx, serial))
         expected = _reference(store)
-        assert _answer(_fresh_store(repo)) == expected, n
+        assert _answer(fresh_store(repo)) == expected, n
         blocked_seen = blocked_seen or expected[0]["blocked"] > 0
     assert blocked_seen  # the walk did reach states where dependency validation blocks tasks
-    assert len(_reference(_fresh_store(repo))[1]) > 20
+    assert len(_reference(fresh_store(repo))[1]) > 20
 
 
 def test_the_index_is_brought_along_the_tree_diff(repo: Path) -> None:
@@ -99,11 +87,11 @@ def test_the_index_is_brought_along_the_tree_diff(repo: Path) -> None:
     assert run("init").rc == 0
     for i in range(30):
         assert run("add", f"T{i}", "--id", f"t{i:02d}").rc == 0
-    views.status(_fresh_store(repo))
+    views.status(fresh_store(repo))
     before = status_index._load(Repo.discover(repo))
     assert before is not None
     assert run("claim", "t07", "--worker", "w").rc == 0
-    store = _fresh_store(repo)
+    store = fresh_store(repo)
     assert _answer(store) == _reference(store)
     after = status_index._load(Repo.discover(repo))
     assert after is not None and after.tree == store.snapshot().tasks_tree() != before.tree
@@ -116,24 +104,24 @@ def test_a_stale_or_damaged_index_is_not_believed(repo: Path) -> None:
     for i in range(6):
         assert run("add", f"T{i}", "--id", f"t{i}").rc == 0
     assert run("add", "T9", "--id", "t9", "--after", "t2").rc == 0
-    views.status(_fresh_store(repo))
+    views.status(fresh_store(repo))
     path = repo / ".git" / "handoff" / status_index.FILE
     good = path.read_bytes()
     assert run("edit", "t3", "--title", "renamed").rc == 0
     assert run("claim", "t1", "--worker", "w").rc == 0
     path.write_bytes(good)  # an index of a tree before
-    store = _fresh_store(repo)
+    store = fresh_store(repo)
     answer = _answer(store)
     assert answer == _reference(store)
     assert {r["id"]: r["title"] for r in answer[1]}["t3"] == "renamed"
-    views.status(_fresh_store(repo))
+    views.status(fresh_store(repo))
     good = path.read_bytes()
     damaged = bytearray(good)
     damaged[len(damaged) // 2] ^= 0xFF
     for bad in (bytes(damaged), good[: len(good) // 3], b"", b"not an index"):
         path.write_bytes(bad)
-        store = _fresh_store(repo)
+        store = fresh_store(repo)
         assert _answer(store) == _reference(store)
         assert status_index._load(Repo.discover(repo)) is not None  # rebuilt and written again
     cli = run("status", "--json").json()
-    assert cli["counts"] == _reference(_fresh_store(repo))[0] and len(cli["tasks"]) == 7
+    assert cli["counts"] == _reference(fresh_store(repo))[0] and len(cli["tasks"]) == 7

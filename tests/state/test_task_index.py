@@ -12,27 +12,14 @@ from git_handoff.core.model import Task, now_iso
 from git_handoff.infra.gitrepo import Repo
 from git_handoff.ops import views
 from git_handoff.state import claim_index
-from git_handoff.state.store import TASKS_DIR, StateStore, TaskIndex, Tx, task_path
+from git_handoff.state.store import StateStore, TaskIndex, Tx, task_path
 from tests.support.repo import run
-
-
-def _fresh_store(repo: Path) -> StateStore:
-    """A store as a new process sees it: nothing of the index kept in memory."""
-    TaskIndex._open.clear()
-    return StateStore(Repo.discover(repo), session=0)
+from tests.support.state import fresh_store, tasks_from_blobs
 
 
 def _from_blobs(store: StateStore) -> list[tuple[str, dict[str, object]]]:
     """Every task read from its blob and sorted into creation order, without the index."""
-    snap = store.snapshot()
-    found = store.repo.tree_lookup(snap.tree, TASKS_DIR)
-    tasks: list[Task] = []
-    if found is not None:
-        for _, l1, _ in store.repo.tree_entries(found[0]):
-            for _, leaf, _ in store.repo.tree_entries(l1):
-                tasks += [Task.loads(raw) for _, raw in store.repo.tree_files(leaf, ".json")]
-    tasks.sort(key=lambda t: (t.order, t.created_at, t.id))
-    return [(t.id, t.to_json()) for t in tasks]
+    return [(t.id, t.to_json()) for t in tasks_from_blobs(store)]
 
 
 def _through_index(store: StateStore) -> list[tuple[str, dict[str, object]]]:
@@ -70,23 +57,23 @@ def test_the_index_answers_what_the_blobs_answer_through_changes(repo: Path) -> 
     rng = random.Random(7)
     serial = [0]
     for n in range(40):
-        store = _fresh_store(repo) if n % 3 == 0 else StateStore(Repo.discover(repo), session=0)
+        store = fresh_store(repo) if n % 3 == 0 else StateStore(Repo.discover(repo), session=0)
         store.transact(lambda tx: _step(rng, tx, serial))
         assert _through_index(store) == _from_blobs(store), n
-    assert len(_from_blobs(_fresh_store(repo))) > 10
+    assert len(_from_blobs(fresh_store(repo))) > 10
 
 
 def test_a_stale_index_is_brought_up_to_date_not_believed(repo: Path) -> None:
     assert run("init").rc == 0
     for i in range(6):
         assert run("add", f"T{i}", "--id", f"t{i}").rc == 0
-    store = _fresh_store(repo)
+    store = fresh_store(repo)
     store.snapshot().tasks()  # the index now holds this tree
     stale = _index_file(repo).read_bytes()
     assert run("edit", "t3", "--title", "renamed").rc == 0
     assert run("add", "T9", "--id", "t9").rc == 0
     _index_file(repo).write_bytes(stale)  # an index of the tree before
-    store = _fresh_store(repo)
+    store = fresh_store(repo)
     answer = _through_index(store)
     assert answer == _from_blobs(store)
     assert dict(answer)["t3"]["title"] == "renamed" and "t9" in dict(answer)
@@ -96,17 +83,17 @@ def test_a_damaged_index_is_rebuilt_with_the_same_answers(repo: Path) -> None:
     assert run("init").rc == 0
     for i in range(5):
         assert run("add", f"T{i}", "--id", f"t{i}", "--priority", "P0" if i == 3 else "P1").rc == 0
-    reference = _from_blobs(_fresh_store(repo))
-    _through_index(_fresh_store(repo))
+    reference = _from_blobs(fresh_store(repo))
+    _through_index(fresh_store(repo))
     good = _index_file(repo).read_bytes()
     damaged = bytearray(good)
     damaged[len(damaged) // 2] ^= 0xFF  # one flipped byte in the middle
     for bad in (bytes(damaged), good[: len(good) // 3], b"", b"not an index at all"):
         _index_file(repo).write_bytes(bad)
-        assert _through_index(_fresh_store(repo)) == reference
+        assert _through_index(fresh_store(repo)) == reference
         rebuilt = TaskIndex(Repo.discover(repo))  # rebuilt, whole again: it loads, for the tree now
         rebuilt._load()
-        assert rebuilt.tree == _fresh_store(repo).snapshot().tasks_tree() and len(rebuilt.order) == 5
+        assert rebuilt.tree == fresh_store(repo).snapshot().tasks_tree() and len(rebuilt.order) == 5
         assert run("next", "--json").json()["id"] == "t3"
 
 
@@ -115,7 +102,7 @@ def test_next_through_the_claim_index_answers_the_full_selection(repo: Path) -> 
     rng = random.Random(11)
     serial = [0]
     for n in range(30):
-        store = _fresh_store(repo)
+        store = fresh_store(repo)
         store.transact(lambda tx: _step(rng, tx, serial))
         snap = store.snapshot()
         expected = selection.next_eligible(snap.tasks(), now_iso())
@@ -125,7 +112,7 @@ def test_next_through_the_claim_index_answers_the_full_selection(repo: Path) -> 
                 path.write_bytes(path.read_bytes()[:-7] + b"garbage")
         for _ in range(2):  # the first may build the claim index, the second reads it
             try:
-                got: Task | None = views.next_task(_fresh_store(repo).snapshot())
+                got: Task | None = views.next_task(fresh_store(repo).snapshot())
             except Exception:  # noqa: BLE001 - Negative: nothing eligible
                 got = None
             assert (got.id if got else None) == (expected.id if expected else None), n
