@@ -28,10 +28,9 @@ from git_handoff.core.errors import Contention, HandoffError, NotInitialized
 from git_handoff.core.model import Task, now_iso
 from git_handoff.core.selection import lease_expired
 from git_handoff.infra.gitrepo import Repo
-from git_handoff.ops.fleet_claims import CLOSED_CLAIM_SECONDS
+from git_handoff.ops.fleet_claims import CLOSED_CLAIM_SECONDS, fleet_view
 from git_handoff.ops.fleet_claims import Fleet as Fleet  # callers (ops/claim.py) know it from here
 from git_handoff.ops.fleet_claims import claims_to_prune as _claims_to_prune
-from git_handoff.ops.fleet_claims import fleet_view
 from git_handoff.ops.retire import retirable
 from git_handoff.remote import incoming, transport
 from git_handoff.remote.transport import ACCEPTED, ATOMIC, LOCKED, MOVED, Remote

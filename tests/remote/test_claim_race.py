@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tests.support.remotes import Clones, clones, ok, remote_url, shared_pair, task  # noqa: F401
-from tests.support.repo import Result, git, run, run_exe
+from tests.support.repo import Result, git, run_exe
 
 HOOK = """#!/bin/sh
 input=$(cat)
