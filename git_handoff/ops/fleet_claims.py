@@ -23,6 +23,11 @@ from git_handoff.state.store import Snapshot, task_path
 # A claim ref of another clone whose lease ran out this long ago (a machine gone for
 # good) is deleted by whichever clone syncs; a clone deletes its own at once.
 DEAD_CLAIM_SECONDS = 24 * 3600
+# How long a closed claim ref (moved to the commit that finished its task) stays on the
+# remote. A `claim --remote` whose fetch is older than half of it fetches again instead
+# of pushing (ops/sync.py: transact_remote), so no claim decided before the claim ref
+# existed can find it deleted again.
+CLOSED_CLAIM_SECONDS = 3600
 
 
 def claim_record(repo: Repo, commit: str, task_id: str) -> Task | None:
@@ -87,19 +92,32 @@ def _quarantined_claims(repo: Repo, remote: Remote) -> dict[str, str]:
     return {ref[len(transport.CLAIMS):]: item["oid"] for ref, item in held.items() if ref.startswith(transport.CLAIMS)}
 
 
-def claims_to_prune(repo: Repo, remote: Remote, head: str, snap: Snapshot) -> dict[str, str]:
-    """{claim ref: what it points at} for the claims that are over: merged here, and the
-    task is no longer in progress under that claim. Only this clone's own, or another's
-    whose lease ended more than DEAD_CLAIM_SECONDS ago (so that clones do not race to
-    delete). And, whoever made them, the claim refs that record no claim at all (failed
-    the edge, or a commit where the task is absent or not in progress): junk, which would
-    otherwise stay on the remote for good."""
+def claims_to_prune(repo: Repo, remote: Remote, head: str, snap: Snapshot) -> tuple[dict[str, str], dict[str, str]]:
+    """(delete, close): {claim ref: what it points at} for the claims that are over:
+    merged here, and the task is no longer in progress under that claim. Only this
+    clone's own, or another's whose lease ended more than DEAD_CLAIM_SECONDS ago (so that
+    clones do not race to delete). And, whoever made them, the claim refs that record no
+    claim at all (failed the edge, or a commit where the task is absent): junk, which
+    would otherwise stay on the remote for good.
+
+    A claim whose task is finished here (completed, or failed for good) is not deleted
+    but closed: moved to `head`, which records the task finished, and deleted only once
+    that is CLOSED_CLAIM_SECONDS old. Deleting it at once would let a claim decided from
+    a fetch made before the claim ref existed (its compare-and-swap wants the ref absent)
+    pass afterwards and take a finished task again."""
     out = {transport.CLAIMS + task_id: oid for task_id, oid in _quarantined_claims(repo, remote).items()}
+    close: dict[str, str] = {}
     stamp = now_iso()
     for task_id, oid in sorted(remote.claim_refs(repo).items()):
+        ref = Remote.claim_ref(task_id)
         claimed = claim_record(repo, oid, task_id)
-        if claimed is None or claimed.status != "in_progress":
-            out[Remote.claim_ref(task_id)] = oid
+        if claimed is None:
+            out[ref] = oid
+            continue
+        if claimed.status != "in_progress":  # closed (or released, or a record of no claim)
+            if not finished(claimed) or _older_than(claimed.completed_at or claimed.updated_at, stamp,
+                                                    CLOSED_CLAIM_SECONDS):
+                out[ref] = oid
             continue
         if not repo.is_ancestor(oid, head):
             continue
@@ -108,8 +126,25 @@ def claims_to_prune(repo: Repo, remote: Remote, head: str, snap: Snapshot) -> di
             continue  # still that claim
         if claimed.get("clone") != remote.clone and not _long_expired(claimed, stamp):
             continue
-        out[Remote.claim_ref(task_id)] = oid
-    return out
+        if now is not None and finished(now):
+            close[ref] = oid
+        else:
+            out[ref] = oid
+    return out, close
+
+
+def finished(task: Task) -> bool:
+    """The task can never be claimed again: completed, or failed with no attempt left."""
+    return task.status == "completed" or task.failed_for_good
+
+
+def _older_than(moment: str | None, stamp: str, seconds: int) -> bool:
+    if not moment:
+        return True
+    try:
+        return parse_time(stamp) - parse_time(moment) > timedelta(seconds=seconds)
+    except UsageError:
+        return True
 
 
 def _long_expired(task: Task, stamp: str) -> bool:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Callable
 from typing import TypedDict, TypeVar
 
@@ -27,9 +28,9 @@ from git_handoff.core.errors import Contention, HandoffError, NotInitialized
 from git_handoff.core.model import Task, now_iso
 from git_handoff.core.selection import lease_expired
 from git_handoff.infra.gitrepo import Repo
+from git_handoff.ops.fleet_claims import CLOSED_CLAIM_SECONDS, fleet_view
 from git_handoff.ops.fleet_claims import Fleet as Fleet  # callers (ops/claim.py) know it from here
 from git_handoff.ops.fleet_claims import claims_to_prune as _claims_to_prune
-from git_handoff.ops.fleet_claims import fleet_view
 from git_handoff.ops.retire import retirable
 from git_handoff.remote import incoming, transport
 from git_handoff.remote.transport import ACCEPTED, ATOMIC, LOCKED, MOVED, Remote
@@ -81,6 +82,7 @@ class SyncReport(MergedReport, total=False):
     attempts: AttemptsReport
     retries: int
     claims_pruned: list[str]  # tasks whose finished claim refs this push deleted
+    claims_closed: list[str]  # tasks whose claim refs this push moved to the commit that finished them
     quarantined: list[quarantine.Held]  # the remote's refs that failed the edge: not used
     retired: list[str]  # clones whose refs this push deleted (ops/retire.py)
     refspecs: dict[str, list[str]]  # what was added to / removed from remote.<name>.fetch
@@ -191,10 +193,13 @@ def _publish_round(store: StateStore, remote: Remote, report: SyncReport, say: C
     for name, _oid in sorted(repo.refs_in(ATTEMPTS_PREFIX).items()):
         if remote_attempts.get(remote.attempts + name[len(ATTEMPTS_PREFIX):]) is None:
             specs.append(f"{name}:{name}")
-    prune = _claims_to_prune(repo, remote, local, Snapshot(repo, local))
+    prune, close = _claims_to_prune(repo, remote, local, Snapshot(repo, local))
     retired = retirable(repo, remote, local, mine)
     for ref, oid in {**prune, **retired}.items():
         specs.append(f":{ref}")
+        leases[ref] = oid
+    for ref, oid in close.items():
+        specs.append(f"{local}:{ref}")
         leases[ref] = oid
     if specs:
         say(f"pushing {len(specs)} ref(s) to {remote.spec}")
@@ -209,8 +214,12 @@ def _publish_round(store: StateStore, remote: Remote, report: SyncReport, say: C
             if value is not None:
                 _track(repo, remote, ref, value)
     accepted = sorted(ref for ref, (what, _) in pushed.refs.items() if what == ACCEPTED)
-    report["pushed"].extend(ref for ref in accepted if ref not in prune and ref not in retired)
+    report["pushed"].extend(ref for ref in accepted if ref not in prune and ref not in retired and ref not in close)
     report["claims_pruned"].extend(ref[len(transport.CLAIMS):] for ref in accepted if ref in prune)
+    report["claims_closed"] = [ref[len(transport.CLAIMS):] for ref in accepted if ref in close]
+    for ref in accepted:
+        if ref in close:
+            _track(repo, remote, ref, local)
     report["retired"] = sorted({ref[len(transport.CLONES):].partition("/")[0] for ref in accepted if ref in retired})
     _forget(repo, remote, [ref for ref in accepted if ref in prune or ref in retired])
     report["attempts"]["pushed"].extend(ref for ref in accepted if ref.startswith(ATTEMPTS_PREFIX))
@@ -248,7 +257,7 @@ def sync(store: StateStore, remote: str | None = None, *, tries: int = PUSH_TRIE
     report: SyncReport = {
         "remote": remote_obj.spec, "action": "", "incoming": 0, "outgoing": 0, "conflicts": [],
         "claims_lost": [], "pushed": [], "attempts": {"fetched": [], "pushed": [], "conflicting": []},
-        "notes": "none", "retries": 0, "states": 0, "claims_pruned": [], "quarantined": [], "retired": [],
+        "notes": "none", "retries": 0, "states": 0, "claims_pruned": [], "claims_closed": [], "quarantined": [], "retired": [],
     }
     for attempt in range(tries):
         if _round(store, remote_obj, report, say):
@@ -292,6 +301,7 @@ def transact_remote(store: StateStore, apply: Callable[[Tx, Fleet], T], claim_of
     remote_obj = Remote(repo, remote)
     lost = 0
     for attempt in range(tries):
+        fetched_at = time.monotonic()
         fetch(repo, remote_obj)
         _merge_remote(store, remote_obj, _merged())
         head = store.head()
@@ -303,6 +313,8 @@ def transact_remote(store: StateStore, apply: Callable[[Tx, Fleet], T], claim_of
         if not tx.changes and not tx.lines:
             stats("claim", retries=attempt, lost=lost)
             return result
+        if time.monotonic() - fetched_at > CLOSED_CLAIM_SECONDS / 2:
+            continue  # decided from a fetch so old that a claim ref it saw absent may be gone again: look again
         commit = store.build_commit(tx, [head])
         specs = [f"{commit}:{remote_obj.my_state}"]
         leases: dict[str, str | None] = {remote_obj.my_state: repo.ref_target(remote_obj.tracking(remote_obj.my_state))}
@@ -383,9 +395,9 @@ def publish(store: StateStore, remote: str | None = None, *, tries: int = 5) -> 
             # the remote has something of ours we have not merged (another process of this
             # clone pushed): that takes a sync
             return sync(store, remote)
-        prune = _claims_to_prune(repo, remote_obj, local, Snapshot(repo, local))
-        specs = [f"{local}:{remote_obj.my_state}"] + [f":{ref}" for ref in prune]
-        leases: dict[str, str | None] = {remote_obj.my_state: mine, **prune}
+        prune, close = _claims_to_prune(repo, remote_obj, local, Snapshot(repo, local))
+        specs = [f"{local}:{remote_obj.my_state}"] + [f":{ref}" for ref in prune] + [f"{local}:{ref}" for ref in close]
+        leases: dict[str, str | None] = {remote_obj.my_state: mine, **prune, **close}
         pushed = transport.push(repo, remote_obj, specs, leases=leases)
         refused = pushed.refused((remote_obj.my_state,))
         if refused:
@@ -393,6 +405,9 @@ def publish(store: StateStore, remote: str | None = None, *, tries: int = 5) -> 
         if pushed.ok(remote_obj.my_state):
             _track(repo, remote_obj, remote_obj.my_state, local)
             _forget(repo, remote_obj, [ref for ref in prune if pushed.ok(ref)])
+            for ref in close:
+                if pushed.ok(ref):
+                    _track(repo, remote_obj, ref, local)
             stats("publish", retries=attempt)
             return {"remote": remote_obj.spec, "pushed": [remote_obj.my_state], "retries": attempt}
         if pushed.outcome(remote_obj.my_state) == MOVED:

@@ -85,8 +85,10 @@ def test_a_sync_merges_every_new_clone_state_in_one_commit(clones: Callable[[str
     assert len(trees) == 1
 
 
-def test_a_remote_claim_is_a_claim_ref_pruned_when_done(clones: Callable[[str], Path]) -> None:
+def test_a_remote_claim_is_a_claim_ref_pruned_when_done(clones: Callable[[str], Path],
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     a, b = concurrent_pair(clones, "t1", "t2")
+    monkeypatch.setenv("GIT_HANDOFF_NOW", "2026-07-01T10:00:00Z")
     got = ok("claim", "t1", "--remote", "origin", "--json", cwd=a)
     assert got["id"] == "t1"
     refs = remote_refs(a)
@@ -97,6 +99,15 @@ def test_a_remote_claim_is_a_claim_ref_pruned_when_done(clones: Callable[[str], 
     r = run("claim", "t1", "--remote", "origin", "--force", cwd=b)
     assert r.rc == 3 and "claimed by alice" in r.err
     ok("done", "t1", cwd=a)
+    report = ok("sync", "--json", cwd=a)
+    # closed, not deleted: moved to the commit that completed t1, so that a claim decided
+    # from an older fetch (wanting the ref absent) cannot take t1 again (test_claim_race.py)
+    assert report["claims_closed"] == ["t1"] and report["claims_pruned"] == []
+    assert remote_refs(a)["refs/harness/claims/t1"] == state_head(a)
+    assert "refs/harness/claims/t2" in remote_refs(a)  # b's, still held
+    monkeypatch.setenv("GIT_HANDOFF_NOW", "2026-07-01T10:59:00Z")
+    assert ok("sync", "--json", cwd=a)["claims_pruned"] == []  # not an hour old yet
+    monkeypatch.setenv("GIT_HANDOFF_NOW", "2026-07-01T11:01:00Z")
     report = ok("sync", "--json", cwd=a)
     assert report["claims_pruned"] == ["t1"]
     assert "refs/harness/claims/t1" not in remote_refs(a)
@@ -269,13 +280,15 @@ def test_a_claim_ref_recording_no_claim_is_ignored_and_pruned(clones: Callable[[
     ok("done", "t1", cwd=b)
     ok("done", "t2", cwd=b)
     ok("sync", cwd=b)
-    assert not [r for r in remote_refs(b) if r.startswith("refs/harness/claims/")]
+    # b's claims replaced the junk, and are closed at the commit that completed them
+    claims = {r: oid for r, oid in remote_refs(b).items() if r.startswith("refs/harness/claims/")}
+    assert claims == {"refs/harness/claims/t1": state_head(b), "refs/harness/claims/t2": state_head(b)}
     assert run("status", cwd=b).rc == 0
 
 
 def test_with_sync_claims_done_publishes_in_one_push(clones: Callable[[str], Path], tmp_path: Path,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    """handoff.syncClaims: `done` pushes this clone's state and deletes its finished claim
+    """handoff.syncClaims: `done` pushes this clone's state and closes its finished claim
     ref in one push, with no fetch (another clone's newer work is not merged by it)."""
     a, b = concurrent_pair(clones, "t1", "t2")
     for where in (a, b):
@@ -287,7 +300,7 @@ def test_with_sync_claims_done_publishes_in_one_push(clones: Callable[[str], Pat
     ok("sync", cwd=b)
     ok("done", "t1", cwd=a)
     assert remote_state(a) == state_head(a)
-    assert "refs/harness/claims/t1" not in remote_refs(a)
+    assert remote_refs(a)["refs/harness/claims/t1"] == state_head(a)  # closed at the completing commit
     assert "b1" not in {t["id"] for t in json.loads(run("list", "--json", cwd=a).out)}
     assert [json.loads(line)["command"] for line in stats.read_text().splitlines()][-1] == "publish"
     # b sees t1 done at its next claim, and takes another task
