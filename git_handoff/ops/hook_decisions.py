@@ -71,11 +71,19 @@ def handle(event: Event) -> Outcome:
 
 def with_warnings(outcome: Outcome, warnings: list[str]) -> Outcome:
     """The outcome with what opening the state had to say (a notice for this clone, a
-    rollback finished) before its own warning."""
+    rollback finished) before its own warning. The notices were taken from the queue, so
+    the agent must read them too: they go first in the text the model reads, the reason
+    of a block or the context of a session start (a warning is only shown to the person
+    watching, and the agent CLIs drop it beside a block)."""
     said = [f"git handoff: {display.line(w)}" for w in warnings]
     if not said:
         return outcome
-    return dataclasses.replace(outcome, warning="; ".join([*said, *([outcome.warning] if outcome.warning else [])]))
+    changes = {"warning": "; ".join([*said, *([outcome.warning] if outcome.warning else [])])}
+    if outcome.block:
+        changes["block"] = "\n".join([*said, "", outcome.block])
+    elif outcome.context is not None:
+        changes["context"] = "\n".join([*said, "", outcome.context])
+    return dataclasses.replace(outcome, **changes)
 
 
 def _decide(store: StateStore, event: Event) -> Outcome:

@@ -145,6 +145,24 @@ def test_a_hook_delivers_the_notices_once(repo: Path) -> None:
     assert "your claim of c0" not in handoff("hook", "claude-session-start", stdin=payload).err
 
 
+def test_a_notice_taken_by_a_hook_reaches_the_model_beside_a_block_and_in_the_context(repo: Path) -> None:
+    """The Stop hook that keeps the agent working blocks, and the agent CLIs drop a
+    warning beside a block: the notice it took goes into the reason the model reads. A
+    session start puts it into the context it injects."""
+    handoff("init")
+    handoff("add", "open work", "--id", "w", "--check", "true")
+    repo_obj = Repo.discover(repo)
+    notices.remember(repo_obj, ["your claim of c0 was lost in a sync"])
+    stop = handoff("hook", "claude-stop", stdin=json.dumps({"cwd": str(repo), "stop_hook_active": False}))
+    out = json.loads(stop.out)
+    assert out["decision"] == "block"
+    assert out["reason"].startswith("git handoff: your claim of c0 was lost in a sync\n")
+    notices.remember(repo_obj, ["your claim of c1 was lost in a sync"])
+    start = handoff("hook", "claude-session-start", stdin=json.dumps({"cwd": str(repo), "source": "startup"}))
+    context = json.loads(start.out)["hookSpecificOutput"]["additionalContext"]
+    assert context.startswith("git handoff: your claim of c1 was lost in a sync\n")
+
+
 def test_a_hook_in_a_repository_without_a_state_keeps_the_notices_and_says_nothing(repo: Path) -> None:
     notices.remember(Repo.discover(repo), ["for the next command"])
     result = handoff("hook", "claude-session-start", stdin=json.dumps({"cwd": str(repo)}))
