@@ -66,10 +66,13 @@ def run_if_started_as_program() -> None:
     except Exception:  # noqa: BLE001 - any doubt: the in-process path
         return
     if code is None or code == "stale":
-        if switch is None:
-            switch = configured(git_dir)
-        if switch:
-            start_server(git_dir)
+        try:
+            if switch is None:
+                switch = configured(git_dir)
+            if switch:
+                start_server(git_dir)
+        except Exception:  # noqa: BLE001 - no git on PATH, a config it cannot read: in-process
+            pass
         return
     if code == "refused":  # a server of this repository for another interpreter or environment
         return
