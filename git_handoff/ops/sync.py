@@ -216,7 +216,7 @@ def _publish_round(store: StateStore, remote: Remote, report: SyncReport, say: C
     accepted = sorted(ref for ref, (what, _) in pushed.refs.items() if what == ACCEPTED)
     report["pushed"].extend(ref for ref in accepted if ref not in prune and ref not in retired and ref not in close)
     report["claims_pruned"].extend(ref[len(transport.CLAIMS):] for ref in accepted if ref in prune)
-    report["claims_closed"] = [ref[len(transport.CLAIMS):] for ref in accepted if ref in close]
+    report["claims_closed"] += [ref[len(transport.CLAIMS):] for ref in accepted if ref in close]
     for ref in accepted:
         if ref in close:
             _track(repo, remote, ref, local)
@@ -301,7 +301,7 @@ def transact_remote(store: StateStore, apply: Callable[[Tx, Fleet], T], claim_of
     remote_obj = Remote(repo, remote)
     lost = 0
     for attempt in range(tries):
-        fetched_at = time.monotonic()
+        fetched_at = time.time()  # the wall clock: a machine suspended since the fetch counts
         fetch(repo, remote_obj)
         _merge_remote(store, remote_obj, _merged())
         head = store.head()
@@ -313,7 +313,7 @@ def transact_remote(store: StateStore, apply: Callable[[Tx, Fleet], T], claim_of
         if not tx.changes and not tx.lines:
             stats("claim", retries=attempt, lost=lost)
             return result
-        if time.monotonic() - fetched_at > CLOSED_CLAIM_SECONDS / 2:
+        if time.time() - fetched_at > CLOSED_CLAIM_SECONDS / 2:
             continue  # decided from a fetch so old that a claim ref it saw absent may be gone again: look again
         commit = store.build_commit(tx, [head])
         specs = [f"{commit}:{remote_obj.my_state}"]
