@@ -188,6 +188,8 @@ class Server:
             if self.stopping and not self.workers:
                 self.note("stop")
                 return
+            if self.stopping:
+                self._stop_listening()
             if not self.workers and time.monotonic() - self.last > self.idle:
                 self.note("idle exit")
                 return
@@ -209,6 +211,16 @@ class Server:
 
     def _stop(self, *_: object) -> None:
         self.stopping = True
+
+    def _stop_listening(self) -> None:
+        """Once stopping, while workers still run: no client may wait on a listener nobody
+        accepts on (it would hang until they end), so the socket goes now; a new client
+        then runs in its own process or starts a fresh server."""
+        if self.listener is None:
+            return
+        self.selector.unregister(self.listener)
+        self.close()
+        self.listener = None
 
     def _reap(self) -> None:
         while self.workers:
@@ -316,8 +328,8 @@ class Server:
             self.selector.close()
             for fd in self.wake_fds:
                 os.close(fd)
-            assert self.listener is not None
-            self.listener.close()
+            if self.listener is not None:  # gone already when the server was stopping
+                self.listener.close()
             for other in self.workers.values():
                 other.close()
             for fd in (self.lock_fd, self.log_fd, self.dir_fd):

@@ -404,3 +404,29 @@ def test_stdout_and_stderr_on_one_pipe_keep_their_order(project: Path, bin_dir: 
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT) for env in (environ("0"), served_env)]
         assert outs[0].stdout == outs[1].stdout and outs[0].returncode == outs[1].returncode, args
     assert len(served(project)) == 3
+
+
+def test_a_stopping_server_leaves_no_client_waiting_while_its_worker_runs(repo: Path, bin_dir: Path) -> None:
+    """The git config changes while a served command still runs (a check of 8 s): the next
+    client is told "stale" and the server stops taking commands. A client after that must
+    not wait on a socket nobody accepts on until the worker ends: it runs at once."""
+    assert run("init").rc == 0 and run("add", "slow", "--id", "s", "--check", "sleep 8").rc == 0
+    env = client_env(bin_dir, server="1")
+    try:
+        run_cmd(["git-handoff", "next"], repo, env)
+        wait_until_serving(repo)
+        assert run_cmd(["git-handoff", "claim", "s"], repo, env).returncode == 0
+        slow = subprocess.Popen(["git-handoff", "verify", "s"], cwd=repo, env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        wait_for(lambda: "verify s" in served(repo), "verify to be served")
+        git("config", "handoff.someSetting", "changed", cwd=repo)
+        assert run_cmd(["git-handoff", "status"], repo, env).returncode == 0  # told "stale": in-process
+        started = time.monotonic()
+        got = run_cmd(["git-handoff", "list"], repo, env, timeout=30)
+        took = time.monotonic() - started
+        assert got.returncode == 0 and "slow" in got.stdout
+        assert took < 6, f"the client waited {took:.1f} s for the stopping server"
+        assert slow.poll() is None, "the worker ended before the check: the test proves nothing"
+        slow.communicate(timeout=30)
+    finally:
+        stop_servers(repo)
