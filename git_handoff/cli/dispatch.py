@@ -8,7 +8,7 @@ import click
 
 from git_handoff.cli import emit_json, get_store, json_option, numbers
 from git_handoff.core.errors import Negative
-from git_handoff.core.records import DispatchRun
+from git_handoff.core.record_schemas import DispatchRun
 from git_handoff.ops import dispatch as ops
 
 

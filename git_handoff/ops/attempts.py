@@ -13,10 +13,10 @@ import dataclasses
 import json
 import re
 
-from git_handoff.core import records
+from git_handoff.core import record_schemas
 from git_handoff.core.errors import Contention, GitFailure, InvalidState, UsageError
 from git_handoff.core.model import Task, check_category, check_id, now_iso, printable
-from git_handoff.core.records import FailOutcome
+from git_handoff.core.record_schemas import FailOutcome
 from git_handoff.infra import task_commands, worktree
 from git_handoff.infra.gitrepo import Repo
 from git_handoff.ops.payloads import Attempt, FileChange, Restored, SavedAttempt
@@ -272,18 +272,18 @@ def _log_warning(store: StateStore, task_id: str, text: str) -> None:
 
 def _attempt_record(repo: Repo, n: int, commit: str, ref: str) -> Attempt:
     """What the readers (attempts, restore, the MCP tool, the dashboard) use of attempt
-    `n`: the record in its commit's message through records.attempt, fields typed; a
+    `n`: the record in its commit's message through record_schemas.attempt, fields typed; a
     record that does not parse is `unreadable` (why, in one line) and none of its
     fields count."""
     message, parents, _, _ = repo.commit_info(commit)
     _, _, body = message.partition("\n\n")
     unreadable: str | None = None
     try:
-        record = records.attempt(body, ref)
+        record = record_schemas.attempt(body, ref)
     except InvalidState as exc:
         record, unreadable = {}, " ".join(exc.message.split())
     first = message.splitlines()[0] if message else ""
-    if records.line_problem(first, records.MAX_TEXT):
+    if record_schemas.line_problem(first, record_schemas.MAX_TEXT):
         first = ""  # the summary line as reason only when it is one printable line
     return {
         "attempt": n,

@@ -14,7 +14,7 @@ from typing import cast
 from git_handoff.core import selection
 from git_handoff.core.errors import Negative, UsageError
 from git_handoff.core.model import Task, now_iso
-from git_handoff.core.records import HandoffDoc, WrittenDoc
+from git_handoff.core.record_schemas import HandoffDoc, WrittenDoc
 from git_handoff.infra import worktree
 from git_handoff.infra.gitrepo import Repo
 from git_handoff.ops.payloads import AckAnswer, AckEntry, DocRow

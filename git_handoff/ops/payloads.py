@@ -4,7 +4,7 @@ tests/ops/test_payloads.py runs each command with `--json` on a real repository 
 its output against the type named here (keys, required and optional, value types).
 
 Records that are stored as they are shown (a session, a handoff document, a dispatch run,
-the relay) keep their TypedDicts in git_handoff.core.records.
+the relay) keep their TypedDicts in git_handoff.core.record_schemas.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import dataclasses
 from typing import Literal, NotRequired, TypedDict, cast
 
 from git_handoff.core.model import Config, Task
-from git_handoff.core.records import Decision, FileChange, HandoffDoc, SessionRecord
+from git_handoff.core.record_schemas import Decision, FileChange, HandoffDoc, SessionRecord
 
 # -- tasks ---------------------------------------------------------------------------------
 
@@ -61,7 +61,7 @@ class TaskJson(TypedDict):
     spec_ref: str | None
     order: int
     updated_at: str
-    # the claim (git_handoff.core.records.CLAIM_FIELDS) and what a claim leaves behind
+    # the claim (git_handoff.core.record_schemas.CLAIM_FIELDS) and what a claim leaves behind
     worktree: NotRequired[str | None]
     branch: NotRequired[str | None]
     claimed_at: NotRequired[str | None]

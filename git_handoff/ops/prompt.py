@@ -9,7 +9,7 @@ from typing import Any
 
 from git_handoff.core import display, selection
 from git_handoff.core.model import Task, now_iso
-from git_handoff.core.records import HandoffDoc
+from git_handoff.core.record_schemas import HandoffDoc
 from git_handoff.ops import handoff
 from git_handoff.ops.handoff import last_error
 from git_handoff.ops.payloads import PromptView

@@ -25,7 +25,7 @@ from git_handoff.agent_cli.launcher import Agent, launch, stop_tmux_server, tmux
 from git_handoff.core import selection
 from git_handoff.core.errors import HandoffError, Negative, Signalled, UsageError
 from git_handoff.core.model import now_iso
-from git_handoff.core.records import RelayRecord
+from git_handoff.core.record_schemas import RelayRecord
 from git_handoff.infra import procs
 from git_handoff.ops import handoff, prompt, relay_watch, session_start, sessions
 from git_handoff.ops.payloads import AckEntry, RelaySummary

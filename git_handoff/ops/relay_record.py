@@ -15,7 +15,7 @@ from filelock import FileLock, Timeout
 
 from git_handoff.core.errors import Contention
 from git_handoff.core.model import now_iso, printable
-from git_handoff.core.records import RelayRecord
+from git_handoff.core.record_schemas import RelayRecord
 from git_handoff.remote.fleet_lock import NO_LOCK as _NO_FLEET_LOCK
 from git_handoff.remote.fleet_lock import FleetLock, NoLock
 from git_handoff.state import identity

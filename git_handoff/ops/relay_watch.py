@@ -31,7 +31,7 @@ from git_handoff.agent_cli.agent_output import Limit
 from git_handoff.agent_cli.launcher import Agent
 from git_handoff.core.errors import HandoffError, Negative
 from git_handoff.core.model import now_iso, parse_time, printable
-from git_handoff.core.records import RelayRecord
+from git_handoff.core.record_schemas import RelayRecord
 from git_handoff.infra import procs
 from git_handoff.ops import handoff, work
 from git_handoff.ops.payloads import AckEntry

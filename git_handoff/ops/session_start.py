@@ -23,7 +23,7 @@ from typing import Any, cast
 from git_handoff.core import selection
 from git_handoff.core.errors import HandoffError, Negative
 from git_handoff.core.model import Task, now_iso
-from git_handoff.core.records import SessionRecord
+from git_handoff.core.record_schemas import SessionRecord
 from git_handoff.infra import task_commands, worktree
 from git_handoff.infra.gitrepo import Repo
 from git_handoff.ops import attempts, sessions, work

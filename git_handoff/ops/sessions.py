@@ -14,7 +14,7 @@ from typing import Any, Literal, TypeVar, cast
 from git_handoff.core import selection
 from git_handoff.core.errors import Negative, UsageError
 from git_handoff.core.model import now_iso
-from git_handoff.core.records import Decision, SessionRecord
+from git_handoff.core.record_schemas import Decision, SessionRecord
 from git_handoff.ops.payloads import Blocker, SessionRow, SessionShown
 from git_handoff.state import identity, notes
 from git_handoff.state.session_records import (

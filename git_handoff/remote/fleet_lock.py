@@ -27,7 +27,7 @@ import threading
 from datetime import datetime, timedelta
 from typing import Any
 
-from git_handoff.core import hlc, records
+from git_handoff.core import hlc, record_schemas
 from git_handoff.core.errors import Contention, InvalidState, UsageError
 from git_handoff.core.model import iso, now, parse_time
 from git_handoff.infra.gitrepo import Repo
@@ -252,10 +252,10 @@ def read_record(repo: Repo, oid: str, what: str) -> dict[str, Any]:
     if entry is None or len(listing) != 1:
         raise InvalidState(f"{what}: a lock commit holds exactly one {RECORD_NAME}; nothing was changed")
     mode, kind, blob, size = entry.split("\t", 1)[0].split()
-    if mode != "100644" or kind != "blob" or not size.isdigit() or int(size) > records.MAX_LOCK_BYTES:
+    if mode != "100644" or kind != "blob" or not size.isdigit() or int(size) > record_schemas.MAX_LOCK_BYTES:
         raise InvalidState(f"{what}: {RECORD_NAME} is not a small file; nothing was changed")
     raw = repo.git("cat-file", "blob", blob).stdout
-    return dict(records.fleet_lock(raw, f"{what}:{RECORD_NAME}"))
+    return dict(record_schemas.fleet_lock(raw, f"{what}:{RECORD_NAME}"))
 
 
 _RACE_WORDS = ("stale info", "fetch first", "non-fast-forward", "already exists", "failed to update ref",

@@ -17,10 +17,10 @@ from __future__ import annotations
 import socket
 from typing import Any, cast
 
-from git_handoff.core import records
+from git_handoff.core import record_schemas
 from git_handoff.core.errors import InvalidState, Negative
 from git_handoff.core.model import now, now_iso, parse_time
-from git_handoff.core.records import HandoffDoc, RelayRecord, SessionRecord
+from git_handoff.core.record_schemas import HandoffDoc, RelayRecord, SessionRecord
 from git_handoff.infra import procs
 from git_handoff.state import identity
 from git_handoff.state.store import StateReader, StateStore, Tx, active_session
@@ -87,11 +87,11 @@ def count_session_start(meta: dict[str, Any], clone: str, source: StateReader | 
     if source is not None:
         own = min(own, sum(1 for _, _, c in session_keys(source) if c == clone))
         for _ in range(UNRECORDED_SESSIONS):
-            if number > records.MAX_SESSION or not sessions_numbered_by(source, number, clone):
+            if number > record_schemas.MAX_SESSION or not sessions_numbered_by(source, number, clone):
                 break
             number += 1
-    if number > records.MAX_SESSION:  # a state whose counters another clone set this high
-        raise InvalidState(f"cannot start session {number}: session numbers go up to {records.MAX_SESSION:,} "
+    if number > record_schemas.MAX_SESSION:  # a state whose counters another clone set this high
+        raise InvalidState(f"cannot start session {number}: session numbers go up to {record_schemas.MAX_SESSION:,} "
                            "(the largest a session file's name holds), and this state counts "
                            f"{number - 1:,} started; nothing was changed")
     meta["sessions_by_clone"] = dict(sorted({**by_clone, clone: own + 1}.items()))
@@ -136,7 +136,7 @@ def session_keys(source: StateReader, directory: str = SESSIONS_DIR) -> list[tup
         if not name.endswith(".json"):
             continue
         number, _, clone = name[:-5].partition("@")
-        if number.isdigit() and (not clone or records.is_clone_id(clone)):
+        if number.isdigit() and (not clone or record_schemas.is_clone_id(clone)):
             out.append((int(number), f"{directory}/{name}", clone or None))
     out.sort(key=lambda k: (k[0], k[2] or ""))
     return out
@@ -291,11 +291,11 @@ def pending_doc_at(source: StateReader, before: int | None = None) -> tuple[str,
 
 
 def read_relay(source: StateReader) -> RelayRecord | None:
-    """relay.json through its parser (git_handoff.core.records): InvalidState if unreadable."""
+    """relay.json through its parser (git_handoff.core.record_schemas): InvalidState if unreadable."""
     raw = source.read(RELAY_PATH)
     if raw is None:
         return None
-    return records.relay(raw, RELAY_PATH)
+    return record_schemas.relay(raw, RELAY_PATH)
 
 
 def relay_status_lines(snapshot: Any) -> list[str]:

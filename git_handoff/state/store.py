@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
-from git_handoff.core import hlc, records
+from git_handoff.core import hlc, record_schemas
 from git_handoff.core.errors import (
     Contention,
     HandoffError,
@@ -92,15 +92,15 @@ def active_session(repo: Repo) -> int:
     return int(opened["session"]) if opened else 0
 
 
-# The record kinds read through read_json, each by its parser (git_handoff.core.records): a
+# The record kinds read through read_json, each by its parser (git_handoff.core.record_schemas): a
 # hand-corrupted local record is an InvalidState naming the path and the field, as a
 # fetched one is, never an internal error further on.
 _PARSERS: dict[str | None, Callable[[bytes, str], Any]] = {
-    "meta": records.meta,
-    "session": records.session,
-    "doc": records.handoff_doc,
-    "relay": records.relay,
-    "dispatch": records.dispatch_run,
+    "meta": record_schemas.meta,
+    "session": record_schemas.session,
+    "doc": record_schemas.handoff_doc,
+    "relay": record_schemas.relay,
+    "dispatch": record_schemas.dispatch_run,
 }
 
 
@@ -109,9 +109,9 @@ def _parse_json(raw: bytes | None, path: str) -> Any:
     (exit 2) naming the path and the field when it does not parse."""
     if raw is None:
         return None
-    parser = _PARSERS.get(records.kind_of(path))
+    parser = _PARSERS.get(record_schemas.kind_of(path))
     if parser is None:
-        return records.load_json(raw, f"state file {path}")
+        return record_schemas.load_json(raw, f"state file {path}")
     return parser(raw, f"state file {path}")
 
 
@@ -158,7 +158,7 @@ class Snapshot:
     def config(self) -> Config:
         if self._config is None:
             raw = self.read(CONFIG_PATH)
-            self._config = Config() if raw is None else records.config(raw, CONFIG_PATH)
+            self._config = Config() if raw is None else record_schemas.config(raw, CONFIG_PATH)
         return self._config
 
     def meta(self) -> dict[str, Any]:
@@ -355,7 +355,7 @@ class Tx:
     def config(self) -> Config:
         if CONFIG_PATH in self.changes:
             raw = self.changes[CONFIG_PATH]
-            return Config() if raw is None else records.config(raw, CONFIG_PATH)
+            return Config() if raw is None else record_schemas.config(raw, CONFIG_PATH)
         return self.base.config() if self.base else Config()
 
     def meta(self) -> dict[str, Any]:
@@ -683,15 +683,15 @@ def initial_files(config_toml: str) -> dict[str, bytes]:
 def _check_writes(changes: Mapping[str, bytes | None]) -> None:
     """What the test suite asks of every transaction (HANDOFF_CHECK_WRITES=1, set by
     tests/conftest.py): each record it writes passes the parser every other clone's
-    sync puts it through (git_handoff.core.records). A record that does not is a bug of the
+    sync puts it through (git_handoff.core.record_schemas). A record that does not is a bug of the
     writer: the state would be refused by the fleet, and by this clone's own reads."""
     for path, data in changes.items():
         if data is None:
             continue
-        kind = records.kind_of(path)
+        kind = record_schemas.kind_of(path)
         if kind is None:
             raise AssertionError(f"git handoff wrote {path}, a path its own edge does not know")
         try:
-            records.check_record(path, data, kind)
+            record_schemas.check_record(path, data, kind)
         except InvalidState as exc:
             raise AssertionError(f"git handoff wrote a record its own edge refuses: {exc.message}") from None

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from git_handoff.core import display
 from git_handoff.core.model import Task
-from git_handoff.core.records import HandoffDoc
+from git_handoff.core.record_schemas import HandoffDoc
 from git_handoff.ops import prompt
 from tests.support.speed import examples
 

@@ -155,14 +155,14 @@ def test_an_agent_command_of_several_lines_stops_the_relay_into_a_record_it_read
     """The stop reason quotes the agent command: one of several lines made a relay.json
     whose `reason` held a newline, which this clone's own parser (and every other
     clone's sync) refused: status and relay exited 2 from then on."""
-    from git_handoff.core import records
+    from git_handoff.core import record_schemas
 
     setup_tasks(repo, 1, per_session=1)
     res = run("relay", "--agent", "echo hi\nexit 3", "--ack-timeout", "1", "--max-launch-failures", "1")
     assert res.rc == 1, res.err
     raw = subprocess.run(["git", "show", "refs/harness/state:relay.json"], cwd=repo, capture_output=True,
                          check=True).stdout
-    assert records.relay(raw)["reason"].endswith("check the agent command: echo hi exit 3")
+    assert record_schemas.relay(raw)["reason"].endswith("check the agent command: echo hi exit 3")
     assert run("status").rc == 0
 
 

@@ -14,7 +14,7 @@ from typing import Any, Literal, NotRequired, Required, Union, get_args, get_ori
 
 import pytest
 
-from git_handoff.core import records
+from git_handoff.core import record_schemas
 from git_handoff.ops import payloads
 from tests.support.repo import make_repo, run
 
@@ -175,7 +175,7 @@ def test_each_command_json_matches_its_type(repo: Path) -> None:
     run("trust", "--all", cwd=repo)
     check(payloads.SessionStarted, "session", "start")
     check(payloads.AckAnswer, "ack")
-    check(records.Decision, "decide", "use sqlite", "--why", "small")
+    check(record_schemas.Decision, "decide", "use sqlite", "--why", "small")
     check(payloads.Blocker, "blocker", "disk full")
     claimed = run("claim", "t1", cwd=repo)
     assert claimed.rc == 0, claimed.err
@@ -191,7 +191,7 @@ def test_each_command_json_matches_its_type(repo: Path) -> None:
     check(payloads.Removed, "rm", "t4")
     check(payloads.SessionShown, "session", "show")
     check(list[payloads.SessionRow], "session", "list")
-    check(records.WrittenDoc, "doc", "write")
+    check(record_schemas.WrittenDoc, "doc", "write")
     check(list[payloads.DocRow], "doc", "list")
     check(payloads.SessionRecord, "session", "end")
     check(list[payloads.LogLine], "log", "-n", "5")

@@ -8,7 +8,7 @@ import datetime
 from pathlib import Path
 
 from git_handoff.agent_cli.agent_output import OUTAGE, RATE_LIMIT, USAGE_LIMIT, Limit, limit_in
-from git_handoff.core.records import RelayRecord
+from git_handoff.core.record_schemas import RelayRecord
 from git_handoff.infra.gitrepo import Repo
 from git_handoff.ops import handoff, relay_watch
 from git_handoff.state import this_clone
