@@ -6,7 +6,7 @@
   through its parser) against the same sync with the edge check swapped for the check
   `sync` made before it (Task.loads of each changed task file, nothing else), on
   identical copies, alternately. Target: <= 1.2x. Also: how many of the task files the
-  one-pass recognizer of the layout git handoff writes took (record_schemas.written_task_id).
+  one-pass recognizer of the layout git handoff writes took (task_file.written_task_id).
 - `next` and `claim` on a state whose tasks form one dependency cycle of 5,000 and of
   50,000 (`--quick`: 5,000), and on as many tasks without dependencies (the floor):
   time and peak memory of the real executable, against the code before the linear-cost
@@ -145,16 +145,16 @@ def worked_state(path: Path, n: int) -> Path:
 
 
 def _recognized(repo_path: Path) -> int:
-    """How many task files of the state at `repo_path` record_schemas.written_task_id takes (the
-    one-pass recognizer of the layout git handoff writes); the others go to record_schemas.task."""
-    from git_handoff.core import record_schemas
+    """How many task files of the state at `repo_path` task_file.written_task_id takes (the
+    one-pass recognizer of the layout git handoff writes); the others go to task_file.task."""
+    from git_handoff.core import task_file
     from git_handoff.infra.gitrepo import Repo
 
     repo = Repo.discover(repo_path)
     tree = repo.commit_tree(repo.ref_target("refs/harness/state"))
     return sum(1 for path, (_, new) in repo.tree_diff(None, tree).items()
                if new is not None and path.startswith("tasks/")
-               and record_schemas.written_task_id(repo.read_blob(new)) is not None)
+               and task_file.written_task_id(repo.read_blob(new)) is not None)
 
 
 def cycle_state(path: Path, n: int) -> Path:

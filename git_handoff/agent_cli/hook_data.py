@@ -10,7 +10,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from git_handoff.core import record_schemas
+from git_handoff.core import field_checks
 
 
 @dataclass(frozen=True)
@@ -36,7 +36,7 @@ class Outcome:
 
 
 # Lines are lines on hook payloads too: a text field is one line of at
-# most this many characters (paths: record_schemas.PATH_MAX). A field that breaks the rule is
+# most this many characters (paths: field_checks.PATH_MAX). A field that breaks the rule is
 # *sanitized* (handled as absent, and the hook warns on stderr) rather than refused: a
 # hook never fails its caller, and refusing would stop the agent over a field the
 # harness only reads. No payload text is written into the state.
@@ -50,8 +50,8 @@ def payload_text(payload: dict[str, Any], key: str) -> str | None:
     value = payload.get(key)
     if not isinstance(value, str) or not value:
         return None
-    limit = record_schemas.PATH_MAX if key in PATH_FIELDS else PAYLOAD_TEXT_MAX
-    return None if record_schemas.line_problem(value, limit) else value
+    limit = field_checks.PATH_MAX if key in PATH_FIELDS else PAYLOAD_TEXT_MAX
+    return None if field_checks.line_problem(value, limit) else value
 
 
 def set_aside(payload: dict[str, Any], keys: tuple[str, ...]) -> tuple[str, ...]:

@@ -22,7 +22,7 @@ Per path (one blob per record):
     time order, other values: written last wins.
   - anything else: the larger blob (a stable rule), reported.
 
-Limits: the merge never makes a record the edge (git_handoff.core.record_schemas) refuses when both
+Limits: the merge never makes a record the edge (git_handoff.core.state_tree) refuses when both
 sides pass it. A union of a capped list (model.LIST_LIMITS: relay failures, a task's
 error_log and checkpoints, a session's decisions, ...) keeps the newest `limit` entries,
 a set merge (depends_on) the first `limit`, meta.json's counters by clone the `limit`
@@ -538,7 +538,7 @@ def list_limits(path: str) -> Mapping[str, int]:
     return model.LIST_LIMITS.get(kind, {}) if kind else {}
 
 
-# a path of the state and the kind of record it holds (record_schemas.kind_of, by its first part)
+# a path of the state and the kind of record it holds (state_tree.kind_of, by its first part)
 _KINDS = {"meta.json": "meta", "relay.json": "relay", "tasks/": "task", "sessions/": "session", "docs/": "doc"}
 
 

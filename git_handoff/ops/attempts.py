@@ -13,7 +13,7 @@ import dataclasses
 import json
 import re
 
-from git_handoff.core import record_schemas
+from git_handoff.core import attempt_record, field_checks
 from git_handoff.core.errors import Contention, GitFailure, InvalidState, UsageError
 from git_handoff.core.model import Task, check_category, check_id, now_iso, printable
 from git_handoff.core.record_schemas import FailOutcome
@@ -272,18 +272,18 @@ def _log_warning(store: StateStore, task_id: str, text: str) -> None:
 
 def _attempt_record(repo: Repo, n: int, commit: str, ref: str) -> Attempt:
     """What the readers (attempts, restore, the MCP tool, the dashboard) use of attempt
-    `n`: the record in its commit's message through record_schemas.attempt, fields typed; a
+    `n`: the record in its commit's message through attempt_record.attempt, fields typed; a
     record that does not parse is `unreadable` (why, in one line) and none of its
     fields count."""
     message, parents, _, _ = repo.commit_info(commit)
     _, _, body = message.partition("\n\n")
     unreadable: str | None = None
     try:
-        record = record_schemas.attempt(body, ref)
+        record = attempt_record.attempt(body, ref)
     except InvalidState as exc:
         record, unreadable = {}, " ".join(exc.message.split())
     first = message.splitlines()[0] if message else ""
-    if record_schemas.line_problem(first, record_schemas.MAX_TEXT):
+    if field_checks.line_problem(first, field_checks.MAX_TEXT):
         first = ""  # the summary line as reason only when it is one printable line
     return {
         "attempt": n,

@@ -35,7 +35,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, cast
 
-from git_handoff.core import record_schemas
+from git_handoff.core import decoding, field_checks
 from git_handoff.core.errors import Negative, Signalled, UsageError, interrupt_exit_code
 from git_handoff.core.model import now_iso
 from git_handoff.core.record_schemas import DispatchRun
@@ -289,7 +289,7 @@ def _command_for(store: StateStore, record: DispatchRun) -> str:
     # the id goes into a command line the user's template may already quote
     # ('--resume {session_id}' or "--resume '{session_id}'"): only a safe word can go
     # in whole, whichever quoting surrounds it
-    if not record_schemas.SAFE_WORD.fullmatch(session_id):
+    if not field_checks.SAFE_WORD.fullmatch(session_id):
         raise UsageError(f"run {record['run_id']}: the backend session id {session_id[:40]!r} holds characters "
                          "that are not safe in a command line (letters, digits and ._:@+=- only)")
     return resume.replace("{session_id}", shlex.quote(session_id))
@@ -312,7 +312,7 @@ def parse_output(stdout: str) -> tuple[str | None, str]:
     lines = [line for line in stdout.splitlines() if line.strip()]
     if lines:
         try:
-            obj = record_schemas.load_json_text(lines[-1], "the backend's report")
+            obj = decoding.load_json_text(lines[-1], "the backend's report")
         except UsageError:  # not a report (or one nested too deep): the whole output is the result
             obj = None
         if isinstance(obj, dict):

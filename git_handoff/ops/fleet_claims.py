@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import timedelta
 
-from git_handoff.core import record_schemas
+from git_handoff.core import state_tree
 from git_handoff.core.errors import HandoffError, UsageError
 from git_handoff.core.model import Task, now_iso, parse_time
 from git_handoff.core.selection import lease_deadline, lease_expired
@@ -38,10 +38,10 @@ def claim_record(repo: Repo, commit: str, task_id: str) -> Task | None:
         if found is None or found[1]:
             return None
         kind = repo.object_kind(found[0])
-        if kind is None or kind[0] != "blob" or kind[1] > record_schemas.MAX_STATE_BLOB_BYTES:
+        if kind is None or kind[0] != "blob" or kind[1] > state_tree.MAX_STATE_BLOB_BYTES:
             return None
         raw = repo.read_blob(found[0])
-        record_schemas.check_record(task_path(task_id), raw)
+        state_tree.check_record(task_path(task_id), raw)
         return Snapshot(repo, commit).task(task_id)
     except (HandoffError, ValueError, KeyError):
         return None

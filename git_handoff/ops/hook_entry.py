@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from git_handoff.agent_cli import claude, codex, gemini
 from git_handoff.agent_cli.hook_data import Event, Outcome
-from git_handoff.core import display, record_schemas
+from git_handoff.core import decoding, display
 from git_handoff.core.errors import HandoffError, UsageError
 from git_handoff.ops import hook_decisions
 
@@ -21,13 +21,13 @@ EVENTS: tuple[str, ...] = ("post-commit", *(hook for adapter in ADAPTERS for hoo
 
 def parse_payload(text: str | None) -> tuple[dict[str, object], str]:
     """The agent's JSON payload, and a warning when it had to be set aside. A payload that
-    is not a JSON object, or nests deeper than record_schemas.MAX_JSON_DEPTH, is handled as an
+    is not a JSON object, or nests deeper than decoding.MAX_JSON_DEPTH, is handled as an
     empty one: a hook never fails its caller, so it does its work without the payload's
     fields (the agent keeps running; the warning goes to stderr)."""
     if not text or not text.strip():
         return {}, ""
     try:
-        data = record_schemas.load_json_text(text, "hook payload")
+        data = decoding.load_json_text(text, "hook payload")
     except UsageError as exc:
         return {}, f"git handoff hook: {exc.message.splitlines()[0][:300]}; the payload was ignored"
     return (data, "") if isinstance(data, dict) else ({}, "")

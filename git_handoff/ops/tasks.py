@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, cast
 
-from git_handoff.core import record_schemas, selection
+from git_handoff.core import decoding, selection, task_file
 from git_handoff.core.errors import InvalidState, UsageError
 from git_handoff.core.model import (
     MODES,
@@ -246,7 +246,7 @@ def _read_import(path: Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:
 
 
 def _read_tasks_json(text: str, path: Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    data = record_schemas.load_json_text(text, str(path))
+    data = decoding.load_json_text(text, str(path))
     if not isinstance(data, dict):
         raise UsageError(f"{path}: expected a tasks.json object with version 2")
     # the harness skill's own fixtures write tasks.json without "version": that is version 2
@@ -261,7 +261,7 @@ def _read_tasks_json(text: str, path: Path) -> tuple[list[dict[str, Any]], dict[
 
 def _read_plan(text: str, path: Path) -> list[dict[str, Any]]:
     try:
-        data = record_schemas.load_toml_text(text, str(path))
+        data = decoding.load_toml_text(text, str(path))
     except UsageError as exc:
         raise UsageError(exc.message.replace("not valid TOML", "not a valid TOML plan", 1)) from None
     unknown_top = set(data) - {"task"}
@@ -308,7 +308,7 @@ def import_file(store: StateStore, path: str | Path, progress: Callable[[str], N
             say(f"checking task {n:,}/{total:,}")
         task = Task.from_json(obj, source=f"{file}: task #{n}")
         try:
-            record_schemas.check_task_text(task, f"{file}: task #{n}")
+            task_file.check_task_text(task, f"{file}: task #{n}")
         except InvalidState as exc:
             raise UsageError(exc.message) from None
         if not task.created_at:

@@ -5,7 +5,7 @@
 - `check_state`: every entry of a fetched state tree that differs from what this clone
   already has (and from the state trees this process found good already) is a plain
   name, a blob or a tree where one belongs, within the size limits, and parses as the
-  record its path holds (git_handoff.core.record_schemas).
+  record its path holds (git_handoff.core.state_tree).
 
 Both raise InvalidState (exit 2) naming the ref or the path and the field; nothing is
 changed before they pass.
@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import re
 
-from git_handoff.core import record_schemas
+from git_handoff.core import decoding, record_schemas, state_tree
 from git_handoff.core.errors import InvalidState
 from git_handoff.core.model import check_id
-from git_handoff.core.record_schemas import FILE_MODES, TREE_MODE
+from git_handoff.core.state_tree import FILE_MODES, TREE_MODE
 from git_handoff.infra.gitrepo import Repo
 from git_handoff.state.store import STATE_REF, Snapshot
 
@@ -74,7 +74,7 @@ def _ref_checks(repo: Repo, rest: str, oid: str, what: str) -> None:
             check_id(task_id)
         except Exception:  # noqa: BLE001 - any refusal of the id is the same answer
             raise InvalidState(f"{what}: not an attempt of a valid task id") from None
-        if not record_schemas.is_number_name(number) or int(number) > 1_000_000:
+        if not state_tree.is_number_name(number) or int(number) > 1_000_000:
             raise InvalidState(f"{what}: attempts are numbered 1, 2, ... (not {_shown(number[:20])!r})")
         _require(repo, oid, "commit", what)
         found = repo.object_kind(oid)
@@ -128,29 +128,29 @@ def check_state(repo: Repo, base_tree: str | None, tree: str, ours_tree: str | N
         known = [{name: (oid, mode) for name, oid, mode in repo.tree_entries_raw(old)} for old in olds]
         for name, oid, mode in repo.tree_entries_raw(new):
             path = prefix + name
-            why = record_schemas.name_problem(name)
+            why = state_tree.name_problem(name)
             if why:
-                raise record_schemas.problem(_shown(path), f"the name {why}")
+                raise decoding.problem(_shown(path), f"the name {why}")
             if any(seen.get(name) == (oid, mode) for seen in known):
                 continue
             if mode == TREE_MODE:
                 if len(stack) + parsed > MAX_INCOMING_PATHS or path.count("/") > 8:
-                    raise record_schemas.problem(_shown(path), "the state tree is deeper or larger than a state can be")
+                    raise decoding.problem(_shown(path), "the state tree is deeper or larger than a state can be")
                 below = [entry[0] for seen in known if (entry := seen.get(name)) and entry[1] == TREE_MODE]
                 stack.append((path + "/", below, oid))
                 continue
             if mode not in FILE_MODES:
-                raise record_schemas.problem(_shown(path), f"is not a file (mode {mode:o}: a symlink or a submodule)")
-            kind = record_schemas.kind_of(path)  # asked once, handed to the parser
+                raise decoding.problem(_shown(path), f"is not a file (mode {mode:o}: a symlink or a submodule)")
+            kind = state_tree.kind_of(path)  # asked once, handed to the parser
             if kind is None:
-                raise record_schemas.problem(_shown(path), "is not a file this version of git handoff knows")
-            found = repo.small_blob(oid, record_schemas.MAX_STATE_BLOB_BYTES)
+                raise decoding.problem(_shown(path), "is not a file this version of git handoff knows")
+            found = repo.small_blob(oid, state_tree.MAX_STATE_BLOB_BYTES)
             if found is None or found[0] != "blob":
-                raise record_schemas.problem(_shown(path), "is not a blob")
+                raise decoding.problem(_shown(path), "is not a blob")
             if found[2] is None:
-                raise record_schemas.problem(_shown(path), f"{found[1]} bytes, more than the "
-                                                    f"{record_schemas.MAX_STATE_BLOB_BYTES} a record may hold")
-            record_schemas.check_record(path, found[2], kind)
+                raise decoding.problem(_shown(path), f"{found[1]} bytes, more than the "
+                                             f"{state_tree.MAX_STATE_BLOB_BYTES} a record may hold")
+            state_tree.check_record(path, found[2], kind)
             parsed += 1
     _good_tree(tree)
     return parsed

@@ -28,7 +28,7 @@ import json
 from collections.abc import Callable
 from typing import Any, TypedDict
 
-from git_handoff.core import merge, record_schemas
+from git_handoff.core import merge, state_tree
 from git_handoff.core.errors import InvalidState
 from git_handoff.infra.fileio import atomic_write
 from git_handoff.infra.gitrepo import Repo
@@ -50,24 +50,24 @@ def task_record(raw: bytes | None) -> dict[str, object] | None:
 
 
 def readable(path: str, result: merge.Outcome, ours: bytes | None, theirs: bytes | None) -> merge.Outcome:
-    """`result`, whose record the edge (git_handoff.core.record_schemas) accepts when both sides' did:
+    """`result`, whose record the edge (git_handoff.core.state_tree) accepts when both sides' did:
     the merge keeps every limit it knows of (git_handoff.core.merge); should a merged record
     still break a rule of its parser that neither side broke alone, the record of one side,
     whole (merge.pick_record: written last wins, the same on every clone). Otherwise this
     clone would publish a state every other clone refuses, and itself fail to read it."""
     if result.data is None or ours is None or theirs is None or result.data in (ours, theirs):
         return result
-    kind = record_schemas.kind_of(path)
+    kind = state_tree.kind_of(path)
     if kind is None:
         return result
     try:
-        record_schemas.check_record(path, result.data, kind)
+        state_tree.check_record(path, result.data, kind)
         return result
     except InvalidState:
         pass
     try:
-        record_schemas.check_record(path, ours, kind)
-        record_schemas.check_record(path, theirs, kind)
+        state_tree.check_record(path, ours, kind)
+        state_tree.check_record(path, theirs, kind)
     except InvalidState:
         return result  # a side the edge refuses already: nothing the merge made
     return merge.pick_record(path, ours, theirs)

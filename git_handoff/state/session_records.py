@@ -17,7 +17,7 @@ from __future__ import annotations
 import socket
 from typing import Any, cast
 
-from git_handoff.core import record_schemas
+from git_handoff.core import record_schemas, state_tree
 from git_handoff.core.errors import InvalidState, Negative
 from git_handoff.core.model import now, now_iso, parse_time
 from git_handoff.core.record_schemas import HandoffDoc, RelayRecord, SessionRecord
@@ -136,7 +136,7 @@ def session_keys(source: StateReader, directory: str = SESSIONS_DIR) -> list[tup
         if not name.endswith(".json"):
             continue
         number, _, clone = name[:-5].partition("@")
-        if number.isdigit() and (not clone or record_schemas.is_clone_id(clone)):
+        if number.isdigit() and (not clone or state_tree.is_clone_id(clone)):
             out.append((int(number), f"{directory}/{name}", clone or None))
     out.sort(key=lambda k: (k[0], k[2] or ""))
     return out

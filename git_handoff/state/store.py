@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
-from git_handoff.core import hlc, record_schemas
+from git_handoff.core import decoding, hlc, record_schemas, state_tree
 from git_handoff.core.errors import (
     Contention,
     HandoffError,
@@ -109,9 +109,9 @@ def _parse_json(raw: bytes | None, path: str) -> Any:
     (exit 2) naming the path and the field when it does not parse."""
     if raw is None:
         return None
-    parser = _PARSERS.get(record_schemas.kind_of(path))
+    parser = _PARSERS.get(state_tree.kind_of(path))
     if parser is None:
-        return record_schemas.load_json(raw, f"state file {path}")
+        return decoding.load_json(raw, f"state file {path}")
     return parser(raw, f"state file {path}")
 
 
@@ -683,15 +683,15 @@ def initial_files(config_toml: str) -> dict[str, bytes]:
 def _check_writes(changes: Mapping[str, bytes | None]) -> None:
     """What the test suite asks of every transaction (HANDOFF_CHECK_WRITES=1, set by
     tests/conftest.py): each record it writes passes the parser every other clone's
-    sync puts it through (git_handoff.core.record_schemas). A record that does not is a bug of the
+    sync puts it through (git_handoff.core.state_tree). A record that does not is a bug of the
     writer: the state would be refused by the fleet, and by this clone's own reads."""
     for path, data in changes.items():
         if data is None:
             continue
-        kind = record_schemas.kind_of(path)
+        kind = state_tree.kind_of(path)
         if kind is None:
             raise AssertionError(f"git handoff wrote {path}, a path its own edge does not know")
         try:
-            record_schemas.check_record(path, data, kind)
+            state_tree.check_record(path, data, kind)
         except InvalidState as exc:
             raise AssertionError(f"git handoff wrote a record its own edge refuses: {exc.message}") from None

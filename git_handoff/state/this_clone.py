@@ -16,7 +16,7 @@ import socket
 from typing import Any
 
 from git_handoff.core.errors import UsageError
-from git_handoff.core.record_schemas import MAX_TEXT, line_problem
+from git_handoff.core.field_checks import MAX_TEXT, line_problem
 from git_handoff.infra.fileio import atomic_write
 from git_handoff.infra.gitrepo import Repo
 
@@ -43,7 +43,7 @@ def worker_from_env() -> tuple[str, str] | None:
 
 
 def _checked(name: str, where: str) -> str:
-    """A worker name as every clone's reader takes it in a claim (record_schemas.WORKER): one line,
+    """A worker name as every clone's reader takes it in a claim (field_checks.WORKER): one line,
     no control character, at most MAX_TEXT characters; else UsageError naming `where`."""
     why = line_problem(name, MAX_TEXT)
     if why:

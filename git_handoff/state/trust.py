@@ -198,11 +198,11 @@ def _commands(snap: StateReader) -> list[tuple[str, str, str]]:
 def _task_command(raw: bytes, where: str, kind: str) -> str | None:
     """The validation (or cleanup) command of a task file from the state's history, None
     when the file is no JSON object holding one as text."""
-    from git_handoff.core import record_schemas
+    from git_handoff.core import decoding
     from git_handoff.core.errors import InvalidState
 
     try:
-        data = record_schemas.load_json(raw, where)
+        data = decoding.load_json(raw, where)
     except InvalidState:
         return None
     section = data.get("validation" if kind == "validation" else "on_failure") if isinstance(data, dict) else None
@@ -214,7 +214,7 @@ def _introduced(store: Any, item_id: str, kind: str, command: str) -> dict[str, 
     """Who wrote this command into the state, and when: from the state head, follow a
     parent that still holds the command; the commit none of whose parents holds it
     introduced it (through a sync merge, the other side's commit, not the merge)."""
-    from git_handoff.core import record_schemas
+    from git_handoff.core import state_tree
     from git_handoff.core.model import epoch_iso
     from git_handoff.state.store import CONFIG_PATH, task_path
 
@@ -234,7 +234,7 @@ def _introduced(store: Any, item_id: str, kind: str, command: str) -> dict[str, 
             return False
         blob = entry[0]
         if blob not in verdicts:
-            read = repo.small_blob(blob, record_schemas.MAX_STATE_BLOB_BYTES)
+            read = repo.small_blob(blob, state_tree.MAX_STATE_BLOB_BYTES)
             raw = read[2] if read is not None else None
             if raw is None:  # absent, not a blob (a gitlink), or larger than any record
                 verdicts[blob] = False

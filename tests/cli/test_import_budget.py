@@ -94,7 +94,8 @@ def test_no_regular_expression_is_compiled_at_import() -> None:
         "    return real(p, flags)\n"
         "re.compile = spy\n"
         "import git_handoff.cli, git_handoff.cli.tasks, git_handoff.cli.work, git_handoff.ops.hook_entry\n"
-        "import git_handoff.ops.views, git_handoff.state.store, git_handoff.core.record_schemas\n"
+        "import git_handoff.ops.views, git_handoff.state.store, git_handoff.core.state_tree\n"
+        "import git_handoff.core.attempt_record, git_handoff.core.decoding, git_handoff.core.field_checks\n"
         "print(sorted(set(seen)))\n"
     )
     proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=os.environ.copy(),

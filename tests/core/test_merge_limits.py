@@ -1,6 +1,6 @@
 """The merge never makes a record this version's own parsers refuse.
 
-Two records the edge accepts (each within every limit of git_handoff.core.record_schemas) merge into
+Two records the edge accepts (each within every limit of git_handoff.core.state_tree) merge into
 a record the edge accepts: a union of two capped lists keeps the newest `limit` entries,
 a record that would still break a rule (its size) is decided whole, written last wins.
 End to end (two divergent hostile heads on a bare remote, as a security review found
@@ -18,7 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from git_handoff.core import record_schemas
+from git_handoff.core import state_tree
 from git_handoff.core.errors import InvalidState
 from git_handoff.core.merge import merge_file, union_in_time_order
 from git_handoff.core.model import LIST_LIMITS, MAX_RECORD_BYTES
@@ -208,12 +208,12 @@ def test_a_merge_of_records_within_the_limits_passes_the_edge_and_is_symmetric(
         sides: tuple[str, bytes | None, bytes, bytes]) -> None:
     path, base, ours, theirs = sides
     for raw in (ours, theirs) + ((base,) if base is not None else ()):
-        record_schemas.check_record(path, raw)  # the sides are within the limits
+        state_tree.check_record(path, raw)  # the sides are within the limits
     one = merge_file(path, base, ours, theirs)
     other = merge_file(path, base, theirs, ours)
     assert one.data == other.data
     assert one.data is not None
-    record_schemas.check_record(path, one.data)
+    state_tree.check_record(path, one.data)
     if path == "meta.json":  # the sessions counted never go down
         merged = json.loads(one.data)
         assert sessions_started(merged) >= max(sessions_started(json.loads(ours)), sessions_started(json.loads(theirs)))
@@ -225,9 +225,9 @@ def test_the_parser_keeps_each_list_to_the_cap_the_merge_keeps_to(kind: str, nam
     more is refused, by name."""
     limit = LIST_LIMITS[kind][name]
     entries = [_counts("a", i) if kind == "meta" else _entry(kind, name, "a", i, 4) for i in range(limit + 1)]
-    record_schemas.check_record(PATHS[kind], _compact(_record(kind, {name: entries[:limit]}, 1)))
+    state_tree.check_record(PATHS[kind], _compact(_record(kind, {name: entries[:limit]}, 1)))
     with pytest.raises(InvalidState, match=f"{limit + 1} entries, more than {limit}"):
-        record_schemas.check_record(PATHS[kind], _compact(_record(kind, {name: entries}, 1)))
+        state_tree.check_record(PATHS[kind], _compact(_record(kind, {name: entries}, 1)))
 
 
 def test_a_union_past_its_limit_keeps_the_newest_entries_whichever_side_is_ours() -> None:

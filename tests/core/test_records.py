@@ -1,4 +1,4 @@
-"""The edge parsers (git_handoff.core.record_schemas), path confinement (git_handoff.infra.paths) and
+"""The edge parsers (git_handoff.core.record_schemas, git_handoff.core.state_tree), path confinement (git_handoff.infra.paths) and
 the clone identity (git_handoff.state.identity), called directly."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from git_handoff.core import record_schemas, selection
+from git_handoff.core import model, record_schemas, selection, state_tree
 from git_handoff.core.errors import InvalidState, UsageError
 from git_handoff.core.model import check_id, check_title, parse_duration
 from git_handoff.infra import paths
@@ -32,7 +32,7 @@ json_values = st.recursive(
 
 def _parse(path: str, raw: bytes) -> None:
     try:
-        record_schemas.check_record(path, raw)
+        state_tree.check_record(path, raw)
     except InvalidState as exc:
         assert exc.message and "\n" not in exc.message
 
@@ -65,22 +65,22 @@ def test_random_relay_fields_parse_or_refuse(fields: dict[str, Any]) -> None:
 def test_a_refusal_names_the_path_and_the_field(raw: bytes, field: str) -> None:
     path = "meta.json" if b"session_count" in raw else "relay.json"
     with pytest.raises(InvalidState) as exc:
-        record_schemas.check_record(path, raw)
+        state_tree.check_record(path, raw)
     assert path in exc.value.message and field in exc.value.message
 
 
 def test_deep_nesting_nan_and_size_are_refused_without_an_internal_error() -> None:
-    for raw in (b"[" * 100_000 + b"]" * 100_000, b'{"session_count": NaN}', b" " * (record_schemas.MAX_RECORD_BYTES + 1)):
+    for raw in (b"[" * 100_000 + b"]" * 100_000, b'{"session_count": NaN}', b" " * (model.MAX_RECORD_BYTES + 1)):
         with pytest.raises(InvalidState):
-            record_schemas.check_record("meta.json", raw)
+            state_tree.check_record("meta.json", raw)
 
 
 def test_dispatch_session_id_must_be_a_safe_word() -> None:
     good = {"run_id": "001-fix", "seq": 1, "session_id": "0f3c-uuid_1.2:x@y+z="}
-    record_schemas.check_record("dispatch/001-fix.json", json.dumps(good).encode())
+    state_tree.check_record("dispatch/001-fix.json", json.dumps(good).encode())
     for bad in ("x'; touch PWNED; '", "a b", "$(id)", ""):
         with pytest.raises(InvalidState):
-            record_schemas.check_record("dispatch/001-fix.json", json.dumps(dict(good, session_id=bad)).encode())
+            state_tree.check_record("dispatch/001-fix.json", json.dumps(dict(good, session_id=bad)).encode())
 
 
 def test_ids_match_the_whole_string_and_titles_are_lines() -> None:

@@ -1,6 +1,6 @@
 """The cheaper edge check of a fetched state asks what it asked before.
 
-The line fields of a task are checked in one pass (record_schemas.lines_problem), a tree entry
+The line fields of a task are checked in one pass (task_file.lines_problem), a tree entry
 name of plain characters by one match, and a blob's header and data come from one call
 (Repo.small_blob): each answers exactly as the field-by-field rules do.
 """
@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from git_handoff.core import record_schemas
+from git_handoff.core import field_checks, model, state_tree, task_file
 from git_handoff.core.errors import InvalidState
 from git_handoff.core.model import Task
 from git_handoff.infra.gitrepo import Repo
@@ -26,7 +26,7 @@ _texts = st.lists(st.sampled_from(["a", "b", " ", "\n", "\x00", "\x7f", "\u2028"
 
 def _first_problem(lines: list[tuple[str, str, int]]) -> str | None:
     for name, value, cap in lines:
-        why = record_schemas.line_problem(value, cap)
+        why = field_checks.line_problem(value, cap)
         if why:
             return f"field {name!r} {why}"
     return None
@@ -36,12 +36,12 @@ def _first_problem(lines: list[tuple[str, str, int]]) -> str | None:
 @given(lines=st.lists(st.tuples(st.sampled_from(["title", "reason", "spec_ref"]), _texts,
                                 st.integers(min_value=0, max_value=600)), max_size=5))
 def test_one_pass_over_the_lines_answers_as_one_field_at_a_time(lines: list[tuple[str, str, int]]) -> None:
-    assert record_schemas.lines_problem(lines) == _first_problem(lines)
+    assert task_file.lines_problem(lines) == _first_problem(lines)
 
 
 def test_a_long_line_past_the_smallest_cap_is_still_found() -> None:
-    lines = [("title", "t", record_schemas.MAX_TITLE), ("claimed_by", "w" * 600, 4096), ("error_log[0]", "e" * 2001, 2000)]
-    assert record_schemas.lines_problem(lines) == "field 'error_log[0]' longer than 2000 characters (2001)"
+    lines = [("title", "t", model.MAX_TITLE), ("claimed_by", "w" * 600, 4096), ("error_log[0]", "e" * 2001, 2000)]
+    assert task_file.lines_problem(lines) == "field 'error_log[0]' longer than 2000 characters (2001)"
 
 
 @pytest.mark.parametrize(("fields", "named"), [
@@ -55,26 +55,26 @@ def test_a_long_line_past_the_smallest_cap_is_still_found() -> None:
 def test_a_task_that_fails_names_its_field(fields: dict[str, object], named: str) -> None:
     task = Task(id="t1", **fields)  # type: ignore[arg-type]
     with pytest.raises(InvalidState) as exc:
-        record_schemas.check_task_text(task, "tasks/x/y/t1.json")
+        task_file.check_task_text(task, "tasks/x/y/t1.json")
     assert exc.value.message.startswith(f"tasks/x/y/t1.json: {named}"), exc.value.message
 
 
 def test_a_lone_surrogate_in_a_line_is_found_only_where_an_escape_could_make_one() -> None:
     task = Task(id="t1", title="ok", error_log=("a", "b\ud800"))
     with pytest.raises(InvalidState, match=r"error_log\[1\]' is not valid Unicode"):
-        record_schemas.check_task_text(task, "where")
+        task_file.check_task_text(task, "where")
     raw = b'{"id": "t1", "title": "ok", "error_log": ["a", "b\\ud800"]}'
     with pytest.raises(InvalidState, match=r"error_log\[1\]' is not valid Unicode"):
-        record_schemas.task(raw, "where")
+        task_file.task(raw, "where")
 
 
 @settings(max_examples=examples(300), deadline=None)
 @given(name=st.text(alphabet=st.sampled_from(["a", "Z", "0", ".", "_", "-", "@", "/", "\\", "\x00", "\n", "é", "g", "t"]),
                     max_size=8) | st.sampled_from([".git", ".GIT", ".git.", ".git~1", "..", ".", "a" * 256, "a" * 255]))
 def test_the_plain_name_shortcut_accepts_only_what_every_rule_accepts(name: str) -> None:
-    if record_schemas._PLAIN_NAME.fullmatch(name):
-        assert record_schemas._name_rules(name) is None
-    assert (record_schemas.name_problem(name) is None) == (record_schemas._name_rules(name) is None)
+    if state_tree._PLAIN_NAME.fullmatch(name):
+        assert state_tree._name_rules(name) is None
+    assert (state_tree.name_problem(name) is None) == (state_tree._name_rules(name) is None)
 
 
 def test_small_blob_reads_a_small_blob_and_only_the_header_of_a_large_one(tmp_path: Path) -> None:
@@ -126,7 +126,7 @@ def test_a_check_with_colored_output_fails_into_records_every_clone_reads(repo: 
     path = task_path("c1")
     raw = subprocess.run(["git", "show", f"refs/harness/state:{path}"], cwd=repo, capture_output=True,
                          check=True).stdout
-    record_schemas.check_record(path, raw, "task")  # what another clone's sync asks
+    state_tree.check_record(path, raw, "task")  # what another clone's sync asks
     assert json.loads(raw)["error_log"] == ["[TEST_FAIL] Validation failed: exit 1: FAIL test_x\\x07"]
     [attempt] = run("attempts", "c1", "--json").json()
     assert attempt["unreadable"] is None and attempt["reason"] == "Validation failed: exit 1: FAIL test_x\\x07"
@@ -146,4 +146,4 @@ def test_a_handoff_document_written_before_any_session_is_a_record_other_clones_
     for name in names:
         raw = subprocess.run(["git", "show", f"refs/harness/state:{name}"], cwd=repo, capture_output=True,
                              check=True).stdout
-        record_schemas.check_record(name, raw)
+        state_tree.check_record(name, raw)

@@ -19,14 +19,14 @@ import tomllib
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from git_handoff.core import record_schemas
+from git_handoff.core import decoding, record_schemas
 from git_handoff.core.errors import InvalidState, UsageError
 from tests.support.hostile import BLOB, World, make_world, put
 from tests.support.repo import run
 from tests.support.speed import examples
 from tests.support.templates import Templates
 
-DEEP = record_schemas.MAX_JSON_DEPTH
+DEEP = decoding.MAX_JSON_DEPTH
 
 
 def _key(parts: int, part: str = "a") -> str:
@@ -50,7 +50,7 @@ def test_a_deep_dotted_key_in_the_state_config_is_refused_naming_the_file(text: 
 
 def test_a_deep_dotted_key_in_a_plan_file_is_a_usage_error() -> None:
     with pytest.raises(UsageError) as exc:
-        record_schemas.load_toml_text(f"[[task]]\ntitle = 'x'\n{_key(20_000)} = 1\n", "plan.toml")
+        decoding.load_toml_text(f"[[task]]\ntitle = 'x'\n{_key(20_000)} = 1\n", "plan.toml")
     assert exc.value.message.startswith(f"plan.toml: nested deeper than {DEEP} levels")
 
 
@@ -65,18 +65,18 @@ def test_a_deep_dotted_key_in_a_plan_file_is_a_usage_error() -> None:
     f"{_key(DEEP)} = 1\n",  # exactly as deep as a record may be
 ])
 def test_dots_that_are_not_a_deep_key_are_parsed_as_before(text: str) -> None:
-    assert record_schemas._dotted_key_over(text, DEEP) is False
-    assert record_schemas.load_toml_text(text, "plan.toml") == tomllib.loads(text)
+    assert decoding._dotted_key_over(text, DEEP) is False
+    assert decoding.load_toml_text(text, "plan.toml") == tomllib.loads(text)
 
 
 @pytest.mark.parametrize("parts", [DEEP - 1, DEEP, DEEP + 1, DEEP + 2])
 def test_the_pre_check_refuses_exactly_what_the_parse_would(parts: int) -> None:
     for text in (f"{_key(parts)} = 1\n", f"{_key(parts, chr(39) + 'x.y' + chr(39))} = 1\n",
                  f"{' . '.join(['a'] * parts)} = 1\n", f"[t]\n{_key(parts)} = 1\n"):
-        deep_after_parse = record_schemas.nested_deeper(tomllib.loads(text))
-        if record_schemas._dotted_key_over(text, DEEP):
+        deep_after_parse = decoding.nested_deeper(tomllib.loads(text))
+        if decoding._dotted_key_over(text, DEEP):
             assert deep_after_parse, text[:80]
-        assert deep_after_parse == (record_schemas._parse_toml(text)[0] is None)
+        assert deep_after_parse == (decoding.parse_toml(text)[0] is None)
 
 
 _part = st.one_of(st.from_regex(r"[A-Za-z0-9_-]{1,3}", fullmatch=True),
@@ -96,13 +96,13 @@ def test_generated_documents_never_refused_by_the_pre_check_alone(keys: list[tup
         key = ".".join(parts)
         lines.append({"key": f"{key} = {n}\n", "header": f"[{key}]\n", "inline": f"v{n} = {{ {key} = 1 }}\n"}[form])
     text = "".join(lines)
-    if not record_schemas._dotted_key_over(text, DEEP):
+    if not decoding._dotted_key_over(text, DEEP):
         return
     try:
         parsed = tomllib.loads(text)
     except tomllib.TOMLDecodeError:
         return
-    assert record_schemas.nested_deeper(parsed), text[:200]
+    assert decoding.nested_deeper(parsed), text[:200]
 
 
 @pytest.fixture

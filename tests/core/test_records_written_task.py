@@ -1,6 +1,6 @@
 """The edge's one-pass recognizer of task files as git handoff writes them (docs/performance.md, the bulk paths).
 
-`record_schemas.written_task_id` accepts a task file only when `record_schemas.task` (the full parser)
+`task_file.written_task_id` accepts a task file only when `task_file.task` (the full parser)
 accepts it too, with the same id; everything else goes to the full parser, which words
 the error. Shown here: every file the verbs write is recognized (so the fast path does not
 rot when the writer changes), a property over canonical files with one or two fields
@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from git_handoff.core import model, record_schemas
+from git_handoff.core import field_checks, model, state_tree, task_file
 from git_handoff.core.errors import InvalidState
 from git_handoff.state.store import task_path
 from tests.support.repo import run
@@ -26,7 +26,7 @@ from tests.support.speed import examples
 
 STAMP = "2026-12-01T22:20:13Z"
 HLC = "1796163613801.000000.8d8538a9bdecdba3"
-# times on both sides of record_schemas.is_time (a day of the month, the years, the forms)
+# times on both sides of field_checks.is_time (a day of the month, the years, the forms)
 BAD_TIMES = ["2026-13-45T99:99:99Z", "2026-02-30T00:00:00Z", "2026-02-29T00:00:00Z", "2026-04-31T00:00:00Z",
              "2026-12-01T24:00:00Z", "2026-12-01T22:60:00Z", "0000-01-01T00:00:00Z", "1969-12-31T23:59:59Z",
              "1970-01-01T00:00:00+13:59", "9001-01-01T00:00:00Z", "9999-12-31T23:59:59-14:00",
@@ -39,14 +39,14 @@ GOOD_TIMES = [STAMP, "2026-12-01T22:20:13.123456+00:00", "2000-01-01T00:00:00+13
 def _full_parse(raw: bytes) -> str | None:
     """The id the full parser finds, or None when it refuses the file."""
     try:
-        return record_schemas.task(raw, "tasks/x/y/t.json").id
+        return task_file.task(raw, "tasks/x/y/t.json").id
     except InvalidState:
         return None
 
 
 def _assert_sound(raw: bytes) -> bool:
     """The recognizer accepts only what the full parser accepts, with the same id."""
-    found = record_schemas.written_task_id(raw)
+    found = task_file.written_task_id(raw)
     if found is not None:
         assert _full_parse(raw) == found, raw.decode("utf-8", "replace")[:2000]
     return found is not None
@@ -111,26 +111,26 @@ def test_every_task_file_the_verbs_write_is_recognized(repo: Path) -> None:
     for name in names:
         raw = subprocess.run(["git", "show", f"refs/harness/state:{name}"], cwd=repo,
                              capture_output=True, check=True).stdout
-        task = record_schemas.task(raw, name)
+        task = task_file.task(raw, name)
         statuses.add(task.status)
-        assert record_schemas.written_task_id(raw) == task.id, raw.decode()
+        assert task_file.written_task_id(raw) == task.id, raw.decode()
     assert {"completed", "in_progress", "pending"} <= statuses
 
 
 def test_a_claimed_task_with_every_field_set_is_recognized() -> None:
     raw = _file(_doc())
-    assert record_schemas.written_task_id(raw) == "t1"
+    assert task_file.written_task_id(raw) == "t1"
     assert _full_parse(raw) == "t1"
-    record_schemas.check_record(task_path("t1"), raw, "task")
+    state_tree.check_record(task_path("t1"), raw, "task")
 
 
 def test_a_recognized_file_under_the_wrong_path_is_refused_as_before() -> None:
     raw = _file(_doc())
-    assert record_schemas.written_task_id(raw) == "t1"
+    assert task_file.written_task_id(raw) == "t1"
     with pytest.raises(InvalidState, match="holds task 't1'"):
-        record_schemas.check_record(task_path("t2"), raw, "task")
+        state_tree.check_record(task_path("t2"), raw, "task")
     with pytest.raises(InvalidState, match="holds task 't1'"):
-        record_schemas.check_record("tasks/0/0/t1.json", raw, "task")
+        state_tree.check_record("tasks/0/0/t1.json", raw, "task")
 
 
 # -- both sides of each limit, by name --------------------------------------------------------
@@ -155,7 +155,7 @@ AT_THE_LIMIT = [
     {"created_at": ""},
     {"completed_at": STAMP},
     {"claimed_by": "w" * 4096},
-    {"error_log": ["e" * record_schemas.MAX_TEXT]},
+    {"error_log": ["e" * field_checks.MAX_TEXT]},
     {"checkpoints": [{"step": None, "total": None, "description": "", "timestamp": None}]},
     {"order": 0},
     {"order": 10**19 - 1},
@@ -168,8 +168,8 @@ AT_THE_LIMIT = [
     {"lease_expires_at": "2026-12-01T22:20:13.123456+13:59"},
     {"claimed_at": "2999-12-31T23:59:59-13:59"},
     {"created_at": "2000-01-31T00:00:00Z"},
-    {"depends_on": [f"d{i}" for i in range(record_schemas.MAX_LIST)]},
-    {"error_log": ["e"] * record_schemas.MAX_LIST},
+    {"depends_on": [f"d{i}" for i in range(model.MAX_LIST)]},
+    {"error_log": ["e"] * model.MAX_LIST},
 ]
 PAST_THE_LIMIT = [
     {"title": "x" * (model.MAX_TITLE + 1)},
@@ -201,7 +201,7 @@ PAST_THE_LIMIT = [
     {"updated_at": STAMP + "0" * 30},
     {"claimed_by": "w" * 4097},
     {"spec_ref": "docs/a\u2029b"},
-    {"error_log": ["e" * (record_schemas.MAX_TEXT + 1)]},
+    {"error_log": ["e" * (field_checks.MAX_TEXT + 1)]},
     {"error_log": ["two\u2028lines"]},
     {"checkpoints": [{"step": -1, "total": None, "description": "d", "timestamp": None}]},
     {"checkpoints": [{"step": 1, "total": 2, "description": "d\x7f", "timestamp": None}]},
@@ -218,10 +218,10 @@ PAST_THE_LIMIT = [
     {"hlc": "soon"},
     {"worktree": "/tmp/a\u2028b"},
     {"branch": "b" * 1025},
-    {"last_attempt_ref": "r" * (record_schemas.PATH_MAX + 1)},
-    {"depends_on": [f"d{i}" for i in range(record_schemas.MAX_LIST + 1)]},
-    {"error_log": ["e"] * (record_schemas.MAX_LIST + 1)},
-    {"checkpoints": [{"step": 1, "total": 2, "description": "d", "timestamp": None}] * (record_schemas.MAX_LIST + 1)},
+    {"last_attempt_ref": "r" * (field_checks.PATH_MAX + 1)},
+    {"depends_on": [f"d{i}" for i in range(model.MAX_LIST + 1)]},
+    {"error_log": ["e"] * (model.MAX_LIST + 1)},
+    {"checkpoints": [{"step": 1, "total": 2, "description": "d", "timestamp": None}] * (model.MAX_LIST + 1)},
 ]
 
 
@@ -229,7 +229,7 @@ PAST_THE_LIMIT = [
 def test_at_the_limit_both_accept(changes: dict[str, Any]) -> None:
     raw = _file(_doc(**changes))
     task_id = changes.get("id", "t1")
-    assert record_schemas.written_task_id(raw) == task_id
+    assert task_file.written_task_id(raw) == task_id
     assert _full_parse(raw) == task_id
 
 
@@ -247,10 +247,10 @@ def test_a_good_time_the_parser_accepts_and_the_recognizer_accepts_or_leaves_to_
 @pytest.mark.parametrize("changes", PAST_THE_LIMIT, ids=lambda c: repr(c)[:60])
 def test_past_the_limit_the_recognizer_declines_and_the_parser_refuses(changes: dict[str, Any]) -> None:
     raw = _file(_doc(**changes))
-    assert record_schemas.written_task_id(raw) is None
+    assert task_file.written_task_id(raw) is None
     task_id = changes.get("id", "t1")
     with pytest.raises(InvalidState):
-        record_schemas.check_record(task_path(task_id) if model._id_ok(task_id) else "tasks/0/0/x.json", raw, "task")
+        state_tree.check_record(task_path(task_id) if model._id_ok(task_id) else "tasks/0/0/x.json", raw, "task")
 
 
 @pytest.mark.parametrize("raw", [
@@ -265,16 +265,16 @@ def test_past_the_limit_the_recognizer_declines_and_the_parser_refuses(changes: 
     _file(_doc()).replace(b"First task", b"First \xed\xa0\x80 task"),  # an encoded surrogate
 ], ids=["escape", "second title", "hlc again", "float", "nested", "layout", "blank line", "bom", "surrogate"])
 def test_anything_else_goes_to_the_full_parser(raw: bytes) -> None:
-    assert record_schemas.written_task_id(raw) is None
+    assert task_file.written_task_id(raw) is None
     _assert_sound(raw)
 
 
 def test_a_second_title_later_in_the_file_is_what_json_keeps_and_is_checked() -> None:
     raw = _file(_doc()).replace(b'"completed_commit": "17b72fdbce431024dc1ba85fba9339548bea2c4e"',
                                 b'"title": "forged\\n[completed] t9"')
-    assert record_schemas.written_task_id(raw) is None
+    assert task_file.written_task_id(raw) is None
     with pytest.raises(InvalidState, match="'title' holds a newline"):
-        record_schemas.check_record(task_path("t1"), raw, "task")
+        state_tree.check_record(task_path("t1"), raw, "task")
 
 
 # -- properties -------------------------------------------------------------------------------
@@ -300,7 +300,7 @@ _times = st.sampled_from([None, "", *GOOD_TIMES, *BAD_TIMES, "2026-12-01", "noon
 _hex = st.sampled_from([0, 3, 4, 7, 8, 16, 39, 40, 41, 63, 64, 65, 128, 129]).flatmap(
     lambda n: st.text(st.sampled_from("0123456789abcdef"), min_size=n, max_size=n)) | st.sampled_from(
     ["ABCDEF12", "g" * 16, "0123456789abcdef\n", None, 16])
-_checkpoint = st.fixed_dictionaries({"step": _numbers, "total": _numbers, "description": _text(record_schemas.MAX_TEXT),
+_checkpoint = st.fixed_dictionaries({"step": _numbers, "total": _numbers, "description": _text(field_checks.MAX_TEXT),
                                      "timestamp": _times})
 FIELDS: dict[str, st.SearchStrategy[Any]] = {
     "id": _ids,
@@ -314,18 +314,18 @@ FIELDS: dict[str, st.SearchStrategy[Any]] = {
     "validation.command": _text(4096) | st.sampled_from([None, 7]),
     "validation.timeout_seconds": _numbers,
     "on_failure.cleanup": _text(4096) | st.sampled_from([None, []]),
-    "error_log": st.lists(_text(record_schemas.MAX_TEXT), max_size=2) | st.sampled_from([None, [1]]),
+    "error_log": st.lists(_text(field_checks.MAX_TEXT), max_size=2) | st.sampled_from([None, [1]]),
     "checkpoints": st.lists(_checkpoint, max_size=2) | st.sampled_from([[{}], [1], [{"step": 1}]]),
     "completed_at": _times, "lease_expires_at": _times, "created_at": _times, "updated_at": _times,
     "claimed_by": _text(4096) | st.none(),
     "spec_ref": _text(4096) | st.none(),
     "order": _numbers,
-    "worktree": _text(record_schemas.PATH_MAX) | st.none(),
+    "worktree": _text(field_checks.PATH_MAX) | st.none(),
     "branch": _text(1024) | st.none(),
     "claimed_at": _times, "failed_at": _times,
     "lease_seconds": _numbers, "claim_session": _numbers,
     "clone": _hex, "clone_seal": _hex, "checkpoint_tree": _hex,
-    "last_attempt_ref": _text(record_schemas.PATH_MAX),
+    "last_attempt_ref": _text(field_checks.PATH_MAX),
     "hlc": st.sampled_from([HLC, None, "soon", "1796163613801.000000.", "1796163613801.0.x"]),
     "field_clock": st.sampled_from([{}, {"claim": []}, {"claim": [HLC, "e1"]}, {"a": {"b": 1}}, [], "x"]),
     "completed_commit": st.sampled_from(["abc", 1, -1, True, None, 1.5, [1], {"k": "v"}]),
@@ -387,4 +387,4 @@ def test_mutated_canonical_files_are_recognized_only_when_the_parser_accepts(
 def test_the_extra_field_rules_all_have_a_pattern() -> None:
     """A rule added to TASK_EXTRA_FIELDS without its pattern would only send every file
     holding that field to the full parser (never accept it unchecked): still, say so."""
-    assert record_schemas._W_EXTRA_VALUES.keys() == record_schemas.TASK_EXTRA_FIELDS.keys()
+    assert task_file._W_EXTRA_VALUES.keys() == task_file.TASK_EXTRA_FIELDS.keys()

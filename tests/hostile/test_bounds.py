@@ -20,7 +20,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from git_handoff.core import hlc, record_schemas
+from git_handoff.core import field_checks, hlc
 from tests.support.hostile import BLOB, World, jbytes, make_world, put, task_path, task_record
 from tests.support.repo import git, run
 from tests.support.templates import Templates
@@ -190,7 +190,7 @@ def test_a_fleet_relay_lock_until_8999_does_not_block_every_relay(world: World, 
 def test_a_write_after_any_readable_stamp_is_readable_and_near_the_clock(ms: int, logical: int, now_ms: int) -> None:
     previous = hlc.stamp(ms, logical, "f" * 16)
     written = hlc.next_stamp(previous, now_ms, "0123456789abcdef")
-    assert record_schemas._HLC.fullmatch(written), written  # what every peer's edge reads
+    assert field_checks.HLC_STAMP.fullmatch(written), written  # what every peer's edge reads
     assert now_ms <= hlc.key(written)[0] <= now_ms + hlc.MAX_SKEW_MS + 1
     if ms <= now_ms + hlc.MAX_SKEW_MS:
         assert hlc.key(written) > hlc.key(previous)  # a credible stamp is still followed
