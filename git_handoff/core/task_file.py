@@ -172,7 +172,7 @@ def task(raw: bytes, where: str, expected_id: str | None = None) -> Task:
 # that layout, field by field in its order, with every value inside the edge's rules, by
 # one regular expression over the text (C, ~3 us for a pending task's 600 bytes, against
 # ~30 us for json + Task.from_json + check_task_text). It accepts only what `task` accepts
-# (tests/core/test_records_edge_check.py: a property over canonical and mutated files), and answers
+# (tests/core/test_task_file.py: a property over canonical and mutated files), and answers
 # None for anything else — an escape in a string, a field out of order, a number it does
 # not bound, a key it does not know the rules of — which then goes to `task`, the parser
 # that words what is wrong. Possessive and bounded throughout: linear in the text.

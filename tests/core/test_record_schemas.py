@@ -1,5 +1,6 @@
-"""The edge parsers (git_handoff.core.record_schemas, git_handoff.core.state_tree), path confinement (git_handoff.infra.paths) and
-the clone identity (git_handoff.state.identity), called directly."""
+"""The edge parsers (git_handoff.core.record_schemas, through git_handoff.core.state_tree),
+path confinement (git_handoff.infra.paths) and the clone identity
+(git_handoff.state.identity), called directly."""
 
 from __future__ import annotations
 

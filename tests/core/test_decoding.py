@@ -4,7 +4,7 @@ tomllib spends time quadratic in the parts of one dotted key: on this machine (l
 `a.a.a… = 1` took 0.7 s at 5,000 parts, 11 s at 20,000, and one of 100,000 parts (200 KB,
 far inside the 1 MB a record may hold) was killed for memory. A key of more than
 MAX_JSON_DEPTH parts nests deeper than a record may, so it was refused after parsing
-anyway; records refuses it before parsing, in one linear scan that skips strings and
+anyway; decoding refuses it before parsing, in one linear scan that skips strings and
 comments. The crafted inputs below are the ones that took that long before.
 """
 
