@@ -140,7 +140,7 @@ def list_of(check: Check, limit: int = MAX_LIST) -> Check:
 
 def capped(kind: str, name: str, check: Check) -> Check:
     """A list of `check`s holding at most LIST_LIMITS[kind][name] entries: the cap the merge
-    (git_handoff.core.merge) keeps a union of two sides to."""
+    (git_handoff.core.field_merge) keeps a union of two sides to."""
     return list_of(check, LIST_LIMITS[kind][name])
 
 

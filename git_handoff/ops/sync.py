@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable
 from typing import TypedDict, TypeVar
 
-from git_handoff.core import merge
+from git_handoff.core import field_merge, merge
 from git_handoff.core.errors import Contention, HandoffError, NotInitialized
 from git_handoff.core.model import Task, now_iso
 from git_handoff.core.selection import lease_expired
@@ -67,7 +67,7 @@ class MergedReport(TypedDict):
 
     action: str  # the biggest step over all states: "" < no-remote-state < up-to-date < adopted < fast-forward < merged
     incoming: int
-    conflicts: list[merge.ConflictJson]
+    conflicts: list[field_merge.ConflictJson]
     claims_lost: list[merge.LostClaim]
     notes: str  # none, up-to-date, adopted, fast-forward, merged
     states: int  # state heads the remote holds (one per publishing clone, plus the legacy ref)

@@ -28,7 +28,7 @@ import json
 from collections.abc import Callable
 from typing import Any, TypedDict
 
-from git_handoff.core import merge, state_tree
+from git_handoff.core import field_merge, merge, state_tree
 from git_handoff.core.errors import InvalidState
 from git_handoff.infra.fileio import atomic_write
 from git_handoff.infra.gitrepo import Repo
@@ -109,11 +109,11 @@ class View:
 
 
 def merge_onto(view: View, diff: dict[str, tuple[str | None, str | None]]
-               ) -> tuple[dict[str, str | bytes | None], list[merge.Conflict]]:
+               ) -> tuple[dict[str, str | bytes | None], list[field_merge.Conflict]]:
     """What to change in `view` to merge a head that changed `diff` ({path: (base blob,
     its blob)}) since the merge base: only the paths it changed are read and merged."""
     changes: dict[str, str | bytes | None] = {}
-    conflicts: list[merge.Conflict] = []
+    conflicts: list[field_merge.Conflict] = []
     for path in sorted(diff):
         old, new = diff[path]
         mine = view.get(path)
@@ -156,7 +156,7 @@ class FoldReport(TypedDict):
     """What fold brought in: commits, the field conflicts, the claims lost to them."""
 
     incoming: int
-    conflicts: list[merge.ConflictJson]
+    conflicts: list[field_merge.ConflictJson]
     claims_lost: list[merge.LostClaim]
 
 

@@ -14,7 +14,7 @@ import random
 import time
 from typing import Any, TypedDict
 
-from git_handoff.core import merge
+from git_handoff.core import field_merge, merge
 from git_handoff.core.errors import Contention
 from git_handoff.infra.gitrepo import Repo
 from git_handoff.state import notices
@@ -64,13 +64,13 @@ def _lost_claims(repo: Repo, before: str, after: str) -> list[merge.LostClaim]:
 
 
 def merge_changes(repo: Repo, base: str | None, ours: str, theirs: str
-                  ) -> tuple[dict[str, str | bytes | None], list[merge.Conflict]]:
+                  ) -> tuple[dict[str, str | bytes | None], list[field_merge.Conflict]]:
     """What to change in `ours` (a tree) to merge `theirs` into it: {path: blob oid, new
     bytes, or None to delete}. Only paths changed on both sides are read and merged."""
     d_ours = _diff(repo, base, ours)
     d_theirs = _diff(repo, base, theirs)
     changes: dict[str, str | bytes | None] = {}
-    conflicts: list[merge.Conflict] = []
+    conflicts: list[field_merge.Conflict] = []
 
     def read(oid: str | None) -> bytes | None:
         return None if oid is None else repo.read_blob(oid)
@@ -111,7 +111,7 @@ class MergeStep(TypedDict):
 
     action: str
     incoming: int
-    conflicts: list[merge.ConflictJson]
+    conflicts: list[field_merge.ConflictJson]
     claims_lost: list[merge.LostClaim]
 
 

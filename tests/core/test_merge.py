@@ -9,7 +9,8 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from git_handoff.core.merge import merge_file, merge_states, union_in_time_order
+from git_handoff.core.field_merge import union_in_time_order
+from git_handoff.core.merge import merge_file, merge_states
 from tests.support.speed import examples
 
 TASK_IDS = ["a", "b", "c"]

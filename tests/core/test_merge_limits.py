@@ -20,7 +20,8 @@ from hypothesis import strategies as st
 
 from git_handoff.core import state_tree
 from git_handoff.core.errors import InvalidState
-from git_handoff.core.merge import merge_file, union_in_time_order
+from git_handoff.core.field_merge import union_in_time_order
+from git_handoff.core.merge import merge_file
 from git_handoff.core.model import LIST_LIMITS, MAX_RECORD_BYTES
 from git_handoff.state.session_records import sessions_started
 from tests.support.hostile import BLOB, Attacker, World, jbytes, make_world, put, task_path
