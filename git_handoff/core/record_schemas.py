@@ -207,6 +207,7 @@ RUN_ID = lazy(r"[0-9]{3,12}-[a-z]+(?:-[a-z]+){0,2}(?:@[0-9a-f]{16})?")
 _DECISION = obj({"what": LINE, "why": LINE, "at": opt(STAMP)})
 _BLOCKER = either(LINE, obj({"text": LINE, "at": opt(STAMP)}))
 
+
 def counts_by_clone(value: Any, at: str) -> None:
     """{clone id: count}: how many sessions each clone started (a grow-only counter)."""
     if not isinstance(value, dict):

@@ -4,8 +4,8 @@ recognizer of the layout git handoff writes.
 `task` parses a task blob into a model.Task and holds it to the edge's rules beyond what
 Task.from_json checks (check_task_text: one-line capped texts, times, object ids, numbers
 in range, the claim bookkeeping well-typed). `written_task_id` answers the same question
-for the files git handoff wrote itself in one regular expression, ten times faster, and
-None for anything else, which `task` then parses and words what is wrong.
+for the files git handoff wrote itself, in one regular expression over the text, and None
+for anything else, which `task` then parses to word what is wrong.
 
 Pure: no git, no I/O.
 """
