@@ -61,6 +61,7 @@ def commit_picture(repo: Repo, pic: Picture, message: str, *, extra_parents: Ite
     parents.extend(extra_parents)
     return repo.create_commit(pic.worktree, parents, message)
 
+
 @dataclass(frozen=True)
 class Snapshot:
     """A claim's picture read back from its commit."""
@@ -103,6 +104,7 @@ def drop_snapshot_ref(repo: Repo, commit: str | None) -> None:
     if isinstance(commit, str) and commit:
         repo.delete_ref(CLAIMS_PREFIX + commit)
 
+
 def uncommitted_since_claim(repo: Repo, snapshot: str | None) -> bool:
     """Changes not committed, leaving out files as they were at the claim (with its
     snapshot): what was untracked before the claim is not the attempt's work."""
@@ -113,6 +115,7 @@ def uncommitted_since_claim(repo: Repo, snapshot: str | None) -> bool:
     now_tree = worktree_tree(repo, head)
     return any(repo.tree_lookup(snap.worktree, path) != repo.tree_lookup(now_tree, path)
                for _, path in changed_paths(repo, repo.commit_tree(head), now_tree))
+
 
 def refuse_operation(repo: Repo, action: str, task_id: str, force: bool) -> str | None:
     """Refuse (exit 2) to roll back in the middle of a rebase, merge, ...; with `force`
@@ -128,6 +131,7 @@ def refuse_operation(repo: Repo, action: str, task_id: str, force: bool) -> str 
         )
     return name
 
+
 def refuse_submodules(repo: Repo, base: str, action: str, task_id: str) -> None:
     changed = submodule_changes(repo, base)
     if changed:
@@ -136,7 +140,6 @@ def refuse_submodules(repo: Repo, base: str, action: str, task_id: str) -> None:
             "(git does not reset a submodule's own work); save and reset it inside the submodule "
             "(commit or stash there, then `git submodule update`), then run this again; nothing was changed"
         )
-
 
 
 @dataclass(frozen=True)
@@ -214,7 +217,9 @@ def roll_back(repo: Repo, plan: Plan) -> None:
         repo.git("update-index", "-q", "--refresh", cwd=root, check=False)
         drop_snapshot_ref(repo, snap.commit)
 
+
 # -- restore --------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Restored:

@@ -23,6 +23,7 @@ from git_handoff.infra.gitrepo import Repo
 
 MODE_GITLINK = "160000"
 
+
 class TempIndex:
     """A throwaway index file in the worktree's private directory, removed on exit.
 
@@ -59,6 +60,7 @@ class TempIndex:
         proc = self.git("write-tree", check=False)
         return proc.stdout.decode().strip() if proc.returncode == 0 else None
 
+
 @dataclass(frozen=True)
 class Picture:
     head: str
@@ -86,6 +88,7 @@ def picture(repo: Repo, head: str, status: list[StatusEntry] | None = None) -> P
     if tree is None:
         raise GitFailure("git write-tree failed on the work tree")
     return Picture(head=head, worktree=tree, index=index)
+
 
 @dataclass(frozen=True)
 class StatusEntry:
@@ -190,6 +193,7 @@ def uncommitted(repo: Repo) -> bool:
     proc = repo.git("status", "--porcelain", "--untracked-files=all", check=False)
     return bool(proc.stdout.strip())
 
+
 def _z_paths(raw: bytes) -> list[str]:
     return [p.decode(errors="surrogateescape") for p in raw.split(b"\0") if p]
 
@@ -211,6 +215,7 @@ def files_changed(repo: Repo, base: str | None) -> list[str]:
                 paths.add(item[3:])
     return sorted(paths)
 
+
 def changed_paths(repo: Repo, old: str, new: str) -> list[tuple[str, str]]:
     """(status letter, path) of files differing between two trees or commits."""
     proc = repo.git("diff-tree", "-r", "-z", "--no-renames", "--name-status", old, new)
@@ -219,6 +224,7 @@ def changed_paths(repo: Repo, old: str, new: str) -> list[tuple[str, str]]:
 
 
 changed = changed_paths
+
 
 # -- operations in progress -------------------------------------------------------------
 
@@ -249,6 +255,7 @@ def end_operation(repo: Repo) -> str | None:
             repo.git(*command, cwd=repo.root())
             return name
     return None
+
 
 # -- submodules ---------------------------------------------------------------------------
 

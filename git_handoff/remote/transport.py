@@ -272,7 +272,6 @@ def _protocol_v2() -> dict[str, str]:
             f"GIT_CONFIG_VALUE_{count}": "2"}
 
 
-
 def fetch(repo: Repo, remote: Remote) -> list[quarantine.Held]:
     """Fetch the remote's states, claims, attempts and notes into remote-tracking refs,
     through the checks of git_handoff.remote.incoming, ref by ref; the refs that fail them (the
