@@ -28,7 +28,8 @@ from git_handoff.state.claim_checks import (
     require_branch,
     short,
 )
-from git_handoff.state.store import ATTEMPTS_PREFIX, StateStore, Tx
+from git_handoff.state.snapshot import ATTEMPTS_PREFIX
+from git_handoff.state.store import StateStore, Tx
 
 # -- fail ------------------------------------------------------------------------------
 

@@ -22,12 +22,8 @@ from git_handoff.state.fold_heads import MAX_PARENTS, HeadsCache, fold
 from git_handoff.state.fold_heads import readable as _readable
 from git_handoff.state.fold_heads import task_record as _task_record
 from git_handoff.state.notes import NOTES_LOCK
-from git_handoff.state.store import (
-    NOTES_REF,
-    STATE_REF,
-    StateLock,
-    StateStore,
-)
+from git_handoff.state.snapshot import NOTES_REF, STATE_REF
+from git_handoff.state.store import StateLock, StateStore
 
 CAS_TRIES = 20
 

@@ -14,7 +14,8 @@ from collections.abc import Mapping
 from git_handoff.core.errors import Contention
 from git_handoff.core.model import Task
 from git_handoff.infra.gitrepo import Repo
-from git_handoff.state.store import NOTES_REF, StateLock, StateStore
+from git_handoff.state.snapshot import NOTES_REF
+from git_handoff.state.store import StateLock, StateStore
 
 NOTES_LOCK = "notes.lock"
 CAS_RETRIES = 20
