@@ -28,11 +28,11 @@ import time
 from typing import Any
 
 from git_handoff.core.errors import Contention, GitFailure, UsageError
+from git_handoff.infra.file_lock import StateLock
 from git_handoff.infra.gitrepo import Repo
 from git_handoff.remote import incoming, push_outcome, shallow
 from git_handoff.state import identity, quarantine
 from git_handoff.state.snapshot import NOTES_REF, STATE_REF
-from git_handoff.state.store import StateLock
 
 CLONES = "refs/harness/clones/"
 CLAIMS = "refs/harness/claims/"
