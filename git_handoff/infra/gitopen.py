@@ -1,7 +1,7 @@
 """A repository opened as git opens it, and what it is once open: its directories, its
 config as git reads it, HEAD, the signature of its commits, git run inside it.
 
-`Repo` (git_handoff.infra.gitrepo), the one door to git for the whole package, is built
+`Repo` (git_handoff.infra.gitrepo), the way the whole package reaches git, is built
 in three layers, each answering one question in a file of its own: this one (`OpenRepo`),
 then its refs (git_handoff.infra.gitrefs), then its objects and history (gitrepo).
 Callers use `Repo` only. pygit2 is imported lazily: `import pygit2` costs ~100 ms, and a
