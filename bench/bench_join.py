@@ -34,7 +34,7 @@ ACTIVE = 20
 def _grow(repo: Path, n_tasks: int, count: int) -> None:
     """`count` more state commits, each rewriting one task's record (its title), in one
     `git fast-import` pack."""
-    from git_handoff.state.store import task_path
+    from git_handoff.state.snapshot import task_path
 
     tip = git("rev-parse", "refs/harness/state", cwd=repo)
     chunks = []

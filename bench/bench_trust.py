@@ -114,7 +114,7 @@ def worked_state(path: Path, n: int) -> Path:
     repository; each of the `n` is a copy of one of them under its own id, title and
     order, written through the store as every verb writes (Task.dumps)."""
     from git_handoff.core.model import Task
-    from git_handoff.state.store import task_path
+    from git_handoff.state.snapshot import task_path
 
     scratch = make_repo(path.parent / f"{path.name}-verbs")
     for args in (("init",), ("add", "Claimed", "--id", "w1", "--check", "true"),

@@ -21,7 +21,8 @@ from git_handoff.infra import graph_svg as svg
 from git_handoff.ops import attempts as attempt_ops
 from git_handoff.ops import prompt
 from git_handoff.state import session_records
-from git_handoff.state.store import Snapshot, StateStore
+from git_handoff.state.snapshot import Snapshot
+from git_handoff.state.store import StateStore
 
 STATUSES = ("pending", "in_progress", "completed", "failed", "blocked")
 PRIORITIES = ("P0", "P1", "P2")

@@ -24,7 +24,8 @@ from urllib.parse import unquote, urlsplit
 from git_handoff.core.errors import HandoffError, NotInitialized
 from git_handoff.dashboard import pages
 from git_handoff.infra.gitrepo import Repo
-from git_handoff.state.store import STATE_REF, StateStore
+from git_handoff.state.snapshot import STATE_REF
+from git_handoff.state.store import StateStore
 
 EVENT_POLL_SECONDS = 0.25
 EVENT_KEEPALIVE_SECONDS = 10.0

@@ -1,45 +1,26 @@
-"""The work tree at one moment, and going back to it exactly (`fail` in docs/git-handoff.md).
+"""git's view of the work tree: a picture of it at one moment, what changed, the
+operation in progress, the submodules.
 
 A *picture* of a worktree is what `git stash create --include-untracked` would
 keep, as two trees: the index, and the work tree (tracked files as they are on
-disk plus the untracked, non-ignored files). A claim keeps a picture when the
-tree is not clean (a clean tree is HEAD, so nothing more is recorded); a failed
-attempt is saved as a picture; a rollback brings the claim's picture back:
-
-    reset --hard <claim HEAD>; clean -fd            (today's rollback: the attempt is saved)
-    read-tree -m -u <claim HEAD> <claim work tree>   (files of that moment back, git checks every path)
-    read-tree <claim index>                          (the index of that moment; untracked stay untracked)
-
-Every step is git's own machinery, which refuses `..`, absolute and `.git` paths.
-A rollback is journalled in the worktree's private directory before the first
-file changes, and redone from the start by the next command when a process was
-killed half way (each step is idempotent), so a tree is never left half-restored.
-
-Commit shapes (both are ordinary commits; `git show` and `git diff` read them):
-- claim snapshot: tree = work tree, parents = [HEAD, index commit]; the index
-  commit's tree is the index, its parent HEAD. Kept reachable by a local ref
-  under refs/handoff/claims/ (outside refs/harness/, so it never travels).
-- attempt: the same shape, under refs/harness/attempts/<id>/<n>.
+disk plus the untracked, non-ignored files). Nothing here changes the work tree or
+the real index: keeping a picture and going back to it is git_handoff.infra.rollback.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import stat
 import subprocess
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from git_handoff.core.errors import GitFailure, UsageError
-from git_handoff.infra import paths
+from git_handoff.core.errors import GitFailure
 from git_handoff.infra.gitrepo import Repo
 
-CLAIMS_PREFIX = "refs/handoff/claims/"
-JOURNAL = "rollback.json"
 MODE_GITLINK = "160000"
 
 
@@ -213,18 +194,6 @@ def uncommitted(repo: Repo) -> bool:
     return bool(proc.stdout.strip())
 
 
-def uncommitted_since_claim(repo: Repo, snapshot: str | None) -> bool:
-    """Changes not committed, leaving out files as they were at the claim (with its
-    snapshot): what was untracked before the claim is not the attempt's work."""
-    snap = read_snapshot(repo, snapshot) if snapshot else None
-    head = repo.head()
-    if snap is None or head is None:
-        return uncommitted(repo)
-    now_tree = worktree_tree(repo, head)
-    return any(repo.tree_lookup(snap.worktree, path) != repo.tree_lookup(now_tree, path)
-               for _, path in changed_paths(repo, repo.commit_tree(head), now_tree))
-
-
 def _z_paths(raw: bytes) -> list[str]:
     return [p.decode(errors="surrogateescape") for p in raw.split(b"\0") if p]
 
@@ -247,56 +216,14 @@ def files_changed(repo: Repo, base: str | None) -> list[str]:
     return sorted(paths)
 
 
-def commit_picture(repo: Repo, pic: Picture, message: str, *, extra_parents: Iterable[str] = ()) -> str:
-    """A commit of the work tree whose parents are HEAD and a commit of the index."""
-    parents = [pic.head]
-    if pic.index is not None:
-        parents.append(repo.create_commit(pic.index, [pic.head], f"index: {message.splitlines()[0]}"))
-    parents.extend(extra_parents)
-    return repo.create_commit(pic.worktree, parents, message)
+def changed_paths(repo: Repo, old: str, new: str) -> list[tuple[str, str]]:
+    """(status letter, path) of files differing between two trees or commits."""
+    proc = repo.git("diff-tree", "-r", "-z", "--no-renames", "--name-status", old, new)
+    fields = proc.stdout.decode(errors="surrogateescape").split("\0")
+    return [(fields[i][0], fields[i + 1]) for i in range(0, len(fields) - 1, 2) if fields[i]]
 
 
-@dataclass(frozen=True)
-class Snapshot:
-    """A claim's picture read back from its commit."""
-
-    commit: str
-    head: str
-    worktree: str
-    index: str
-
-
-def read_snapshot(repo: Repo, commit: str) -> Snapshot | None:
-    """The snapshot commit `commit`, or None when it is missing or not of that shape."""
-    if not isinstance(commit, str) or repo.resolve_commit(f"{commit}^{{commit}}") != commit:
-        return None
-    _, parents, _, _ = repo.commit_info(commit)
-    if len(parents) != 2:
-        return None
-    return Snapshot(commit=commit, head=parents[0], worktree=repo.commit_tree(commit),
-                    index=repo.commit_tree(parents[1]))
-
-
-def take_snapshot(repo: Repo) -> str | None:
-    """At claim time: None when the work tree is clean, else the snapshot commit (kept
-    reachable under refs/handoff/claims/<oid> until the claim ends)."""
-    head = repo.head()
-    if head is None:
-        return None
-    entries = worktree_status(repo)
-    if not entries:
-        return None
-    pic = picture(repo, head, entries)
-    if pic.index is None:
-        raise UsageError("the index has unresolved conflicts: resolve them (or abort what made them) before claiming")
-    commit = commit_picture(repo, pic, "handoff: the work tree at a claim")
-    repo.cas_ref(CLAIMS_PREFIX + commit, commit, None, "handoff: claim snapshot")
-    return commit
-
-
-def drop_snapshot_ref(repo: Repo, commit: str | None) -> None:
-    if isinstance(commit, str) and commit:
-        repo.delete_ref(CLAIMS_PREFIX + commit)
+changed = changed_paths
 
 
 # -- operations in progress -------------------------------------------------------------
@@ -328,21 +255,6 @@ def end_operation(repo: Repo) -> str | None:
             repo.git(*command, cwd=repo.root())
             return name
     return None
-
-
-def refuse_operation(repo: Repo, action: str, task_id: str, force: bool) -> str | None:
-    """Refuse (exit 2) to roll back in the middle of a rebase, merge, ...; with `force`
-    return the operation's name so the rollback ends it first."""
-    name = operation_in_progress(repo)
-    if name is None:
-        return None
-    if not force:
-        raise UsageError(
-            f"cannot {action} task {task_id}: a {name} is in progress in this worktree; finish it or "
-            f"`git {name} {'reset' if name == 'bisect' else '--abort'}` it first "
-            f"(--force ends it, after saving the attempt)"
-        )
-    return name
 
 
 # -- submodules ---------------------------------------------------------------------------
@@ -377,196 +289,3 @@ def submodule_changes(repo: Repo, base: str) -> list[str]:
                 if not any(o.startswith(name + " ") for o in out):
                     out.append(f"{name} (a different commit than at the claim)")
     return out
-
-
-def refuse_submodules(repo: Repo, base: str, action: str, task_id: str) -> None:
-    changed = submodule_changes(repo, base)
-    if changed:
-        raise UsageError(
-            f"cannot {action} task {task_id}: submodule {'; '.join(changed)} would not be rolled back "
-            "(git does not reset a submodule's own work); save and reset it inside the submodule "
-            "(commit or stash there, then `git submodule update`), then run this again; nothing was changed"
-        )
-
-
-# -- rollback -------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Plan:
-    """What a rollback returns the worktree to, journalled before the first change."""
-
-    task: str
-    base: str
-    snapshot: str | None
-    attempt_ref: str | None
-    operation: str | None
-
-    def to_json(self) -> dict[str, Any]:
-        return {"task": self.task, "base": self.base, "snapshot": self.snapshot,
-                "attempt_ref": self.attempt_ref, "operation": self.operation}
-
-
-def _journal(repo: Repo) -> Path:
-    return repo.git_dir / "handoff" / JOURNAL
-
-
-def write_journal(repo: Repo, plan: Plan) -> None:
-    path = _journal(repo)
-    path.parent.mkdir(exist_ok=True)
-    tmp = path.with_suffix(f".tmp.{os.getpid()}")
-    with open(tmp, "w") as fh:
-        json.dump(plan.to_json(), fh)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-
-
-def read_journal(repo: Repo) -> Plan | None:
-    """The rollback a killed process left unfinished, if any (an unreadable journal is dropped)."""
-    path = _journal(repo)
-    try:
-        raw = json.loads(path.read_text())
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError):
-        path.unlink(missing_ok=True)
-        return None
-    ok = isinstance(raw, dict) and isinstance(raw.get("task"), str) and isinstance(raw.get("base"), str)
-    if not ok:
-        path.unlink(missing_ok=True)
-        return None
-    return Plan(task=raw["task"], base=raw["base"],
-                snapshot=raw.get("snapshot") if isinstance(raw.get("snapshot"), str) else None,
-                attempt_ref=raw.get("attempt_ref") if isinstance(raw.get("attempt_ref"), str) else None,
-                operation=raw.get("operation") if isinstance(raw.get("operation"), str) else None)
-
-
-def clear_journal(repo: Repo) -> None:
-    _journal(repo).unlink(missing_ok=True)
-
-
-def has_journal(repo: Repo) -> bool:
-    return _journal(repo).exists()
-
-
-def roll_back(repo: Repo, plan: Plan) -> None:
-    """Return the worktree to the claim's moment (the attempt must be saved first).
-
-    Idempotent: a run killed at any point is finished by running it again.
-    """
-    root = repo.root()
-    if plan.operation and operation_in_progress(repo):
-        end_operation(repo)
-    repo.git("reset", "--hard", "--quiet", plan.base, cwd=root)
-    repo.git("clean", "-fd", "--quiet", cwd=root)
-    snap = read_snapshot(repo, plan.snapshot) if plan.snapshot else None
-    if snap is not None:
-        repo.git("read-tree", "-m", "-u", repo.commit_tree(plan.base), snap.worktree, cwd=root)
-        repo.git("read-tree", snap.index, cwd=root)
-        repo.git("update-index", "-q", "--refresh", cwd=root, check=False)
-        drop_snapshot_ref(repo, snap.commit)
-
-
-# -- restore --------------------------------------------------------------------------------
-
-
-def changed_paths(repo: Repo, old: str, new: str) -> list[tuple[str, str]]:
-    """(status letter, path) of files differing between two trees or commits."""
-    proc = repo.git("diff-tree", "-r", "-z", "--no-renames", "--name-status", old, new)
-    fields = proc.stdout.decode(errors="surrogateescape").split("\0")
-    return [(fields[i][0], fields[i + 1]) for i in range(0, len(fields) - 1, 2) if fields[i]]
-
-
-changed = changed_paths
-
-
-@dataclass(frozen=True)
-class Restored:
-    written: list[str]
-    deleted: list[str]
-    index: bool
-
-
-def restore_picture(
-    repo: Repo, *, source: str, since: str, index: str | None, since_index: str | None = None, force: bool,
-    foreign: bool = True,
-) -> Restored:
-    """Write the files of tree `source` that differ from tree `since`, remove those it
-    dropped, and (when `index` is given) stage, for every path the attempt touched
-    (its files, or its index against `since_index`), the entry `index` holds;
-    other index entries stay as they are.
-
-    Refuses (nothing changed) when a file it would write or remove has uncommitted
-    changes of its own here (other than what `since` holds), unless `force`. Removes only files whose content git holds (as in
-    `since`, or anything with `force`) and never an ignored file.
-
-    Every path it would write, remove or stage passes the one path rule (paths.confine;
-    `foreign`: the attempt is another clone's) before anything is touched: UsageError
-    (exit 2, nothing changed) otherwise.
-    """
-    root = repo.root()
-    head = repo.head()
-    if head is None:
-        raise UsageError("this worktree has no commit yet")
-    changes = changed_paths(repo, since, source)
-    current = picture(repo, head).worktree
-    # uncommitted here and not simply as the rollback left it (files untracked at the claim)
-    head_tree = repo.commit_tree(head)
-    mine = {p for _, p in changed_paths(repo, head_tree, current)
-            if repo.tree_lookup(since, p) != repo.tree_lookup(current, p)}
-    touched = [p for _, p in changes if p in mine]
-    if touched and not force:
-        raise UsageError(
-            f"uncommitted changes would be overwritten ({', '.join(touched[:3])}{'...' if len(touched) > 3 else ''}): "
-            "commit or stash them, or --force"
-        )
-    written = [p for s, p in changes if s != "D"]
-    dropped = [p for s, p in changes if s == "D"]
-    staged = sorted({p for _, p in changes} | {p for _, p in changed_paths(repo, since_index or since, index)}) \
-        if index is not None else []
-    targets = dict(zip(dropped, paths.confine_all(root, dropped, foreign=foreign), strict=True))
-    paths.confine_all(root, written + staged, foreign=foreign)
-    # read both trees into throwaway indexes first: git refuses a tree with a bad path
-    # before anything in the work tree has changed
-    with TempIndex(repo) as ix:
-        ix.git("read-tree", source)
-        if index is not None:
-            with TempIndex(repo) as check:
-                check.git("read-tree", index)
-        if written:
-            ix.git("checkout-index", "-f", "-z", "--stdin",
-                   input=b"\0".join(p.encode(errors="surrogateescape") for p in written) + b"\0")
-    deleted = []
-    for path in dropped:
-        here = repo.tree_lookup(current, path)
-        if here is None or here[1]:
-            continue  # not a non-ignored file here (absent, ignored, or a directory)
-        # only what git holds: as in `since`, or as committed at HEAD (never content that
-        # exists nowhere else, --force or not)
-        if here not in (repo.tree_lookup(since, path), repo.tree_lookup(head_tree, path)):
-            continue
-        target = targets[path]
-        if target.is_file() or target.is_symlink():
-            target.unlink()
-            deleted.append(path)
-    if index is not None:
-        _stage_from(repo, index, staged)
-    return Restored(written=written, deleted=deleted, index=index is not None)
-
-
-def _stage_from(repo: Repo, tree: str, paths: list[str]) -> None:
-    """Make the index entries of `paths` those of `tree` (absent there: unstaged)."""
-    if not paths:
-        return
-    lines = []
-    for path in paths:
-        entry = repo.tree_lookup(tree, path)
-        raw = path.encode(errors="surrogateescape")
-        if entry is None or entry[1]:
-            lines.append(b"0 " + b"0" * 40 + b"\t" + raw)
-        else:
-            mode = repo.tree_mode(tree, path)
-            lines.append(f"{mode:o} {entry[0]}\t".encode() + raw)
-    repo.git("update-index", "-z", "--index-info", input=b"\0".join(lines) + b"\0", cwd=repo.root())
-    repo.git("update-index", "-q", "--refresh", cwd=repo.root(), check=False)

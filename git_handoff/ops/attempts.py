@@ -3,7 +3,7 @@
 A failed attempt is saved first, whole, as a commit under refs/harness/attempts/<id>/<n>
 (the work tree's tree, untracked non-ignored files included; parents HEAD and a
 commit of the index), then counted in the state, then the worktree returned
-exactly to the claim's moment (worktree.py). `restore` brings an
+exactly to the claim's moment (infra/rollback.py). `restore` brings an
 attempt's files and staged entries back without moving HEAD.
 """
 
@@ -17,7 +17,7 @@ from git_handoff.core import attempt_record, field_checks
 from git_handoff.core.errors import Contention, GitFailure, InvalidState, UsageError
 from git_handoff.core.model import Task, check_category, check_id, now_iso, printable
 from git_handoff.core.record_schemas import FailOutcome
-from git_handoff.infra import task_commands, worktree
+from git_handoff.infra import rollback, task_commands, worktree
 from git_handoff.infra.gitrepo import Repo
 from git_handoff.ops.payloads import Attempt, FileChange, Restored, SavedAttempt
 from git_handoff.state import claim_index, claim_journal, notes, this_clone, trust
@@ -28,7 +28,8 @@ from git_handoff.state.claim_checks import (
     require_branch,
     short,
 )
-from git_handoff.state.store import ATTEMPTS_PREFIX, StateStore, Tx
+from git_handoff.state.snapshot import ATTEMPTS_PREFIX
+from git_handoff.state.store import StateStore, Tx
 
 # -- fail ------------------------------------------------------------------------------
 
@@ -51,11 +52,11 @@ def _attempt_numbers(repo: Repo, task_id: str) -> dict[int, str]:
     return out
 
 
-def _claim_snapshot(repo: Repo, recorded: str | None) -> tuple[worktree.Snapshot | None, bool]:
+def _claim_snapshot(repo: Repo, recorded: str | None) -> tuple[rollback.Snapshot | None, bool]:
     """(the claim's snapshot, whether the claim names one at all)."""
     if not recorded:
         return None, False
-    return worktree.read_snapshot(repo, recorded), True
+    return rollback.read_snapshot(repo, recorded), True
 
 
 def save_attempt(store: StateStore, task: Task, *, reason: str, category: str,
@@ -96,7 +97,7 @@ def save_attempt(store: StateStore, task: Task, *, reason: str, category: str,
             "claim_snapshot": snap.commit if snap else None,
         }
         message = f"handoff attempt {task.id} #{n}: [{category}] {reason}\n\n{json.dumps(record, indent=2)}\n"
-        commit = worktree.commit_picture(repo, pic, message)
+        commit = rollback.commit_picture(repo, pic, message)
         ref = attempt_ref(task.id, n)
         if repo.cas_ref(ref, commit, None, f"handoff: attempt {n} of {task.id}"):
             return {"attempt": n, "ref": ref, "commit": commit, "files": files, "base": base, "head": head}
@@ -137,16 +138,16 @@ def fail(
     snap, recorded = _claim_snapshot(repo, local.snapshot if local else None)
     snapshot_lost = base_ok and recorded and snap is None
     unjournalled = base_ok and local is None and not keep_worktree
-    rollback = base_ok and not keep_worktree and not snapshot_lost and not unjournalled
+    rolls_back = base_ok and not keep_worktree and not snapshot_lost and not unjournalled
     operation = None
-    if rollback:
+    if rolls_back:
         ends = force if end_operation is None else end_operation
-        operation = worktree.refuse_operation(repo, "fail", seen.id, ends)
+        operation = rollback.refuse_operation(repo, "fail", seen.id, ends)
     if operation is None:
         require_branch(seen, repo, "fail", force)
-    if rollback:
+    if rolls_back:
         assert base is not None
-        worktree.refuse_submodules(repo, base, "roll back", seen.id)
+        rollback.refuse_submodules(repo, base, "roll back", seen.id)
     if seen.cleanup:
         trust.require_trusted(repo, seen.cleanup, "cleanup command", trust.place(seen.id, "cleanup"))
     saved: SavedAttempt | None = None
@@ -154,11 +155,11 @@ def fail(
         store.best_effort("notes", lambda: notes.note_task_commits(store, seen, outcome=f"failed [{category}]"))
         saved = save_attempt(store, seen, reason=text, category=category, local=local)
     plan = None
-    if rollback:
+    if rolls_back:
         assert base is not None
-        plan = worktree.Plan(task=seen.id, base=base, snapshot=snap.commit if snap else None,
+        plan = rollback.Plan(task=seen.id, base=base, snapshot=snap.commit if snap else None,
                              attempt_ref=saved["ref"] if saved else None, operation=operation)
-        worktree.write_journal(repo, plan)
+        rollback.write_journal(repo, plan)
 
     snap_name = local.snapshot if local else None
 
@@ -191,7 +192,7 @@ def fail(
                    "(the work tree is as the attempt left it)", task=task.id, category=category)
         elif unjournalled:
             tx.log("WARN", NO_LOCAL_CLAIM, task=task.id)
-        elif rollback:
+        elif rolls_back:
             if operation:
                 tx.log("ROLLBACK", f"git {operation} ended (--force)", task=task.id)
             tx.log("ROLLBACK", f"git reset --hard {short(base)}"
@@ -202,7 +203,7 @@ def fail(
     try:
         task = store.transact(apply)
     except BaseException:
-        worktree.clear_journal(repo)  # nothing was recorded: the work tree stays as it is
+        rollback.clear_journal(repo)  # nothing was recorded: the work tree stays as it is
         raise
     outcome: FailOutcome = {
         "task": task.to_json(),
@@ -213,7 +214,7 @@ def fail(
         "attempt_commit": saved["commit"] if saved else None,
         "files": saved["files"] if saved else [],
         "base": base,
-        "rolled_back": rollback,
+        "rolled_back": rolls_back,
         "snapshot": snap.commit if snap else None,
         "snapshot_missing": snapshot_lost,
         "no_local_claim": unjournalled,
@@ -223,15 +224,15 @@ def fail(
     }
     if plan is not None:
         try:
-            worktree.roll_back(repo, plan)
+            rollback.roll_back(repo, plan)
         except GitFailure as exc:
             raise GitFailure(
                 f"{exc.message}; the attempt is saved as {saved['ref'] if saved else '?'}: the next "
                 "git handoff command in this worktree finishes the rollback"
             ) from None
-        worktree.clear_journal(repo)
+        rollback.clear_journal(repo)
     else:
-        worktree.drop_snapshot_ref(repo, snap.commit if snap else None)
+        rollback.drop_snapshot_ref(repo, snap.commit if snap else None)
     if local is not None:
         claim_journal.drop(repo, seen.id)
     if task.cleanup:
@@ -247,15 +248,15 @@ def finish_interrupted_rollback(store: StateStore) -> str | None:
     private directory); a journal whose failure was never recorded is dropped, since
     then nothing had changed. Returns a sentence for the user, or None."""
     repo = store.repo
-    plan = worktree.read_journal(repo)
+    plan = rollback.read_journal(repo)
     if plan is None:
         return None
     task = store.snapshot().task(plan.task) if store.is_initialized() else None
     if task is None or task.status == "in_progress" or task.get("last_attempt_ref") != plan.attempt_ref:
-        worktree.clear_journal(repo)
+        rollback.clear_journal(repo)
         return None
-    worktree.roll_back(repo, plan)
-    worktree.clear_journal(repo)
+    rollback.roll_back(repo, plan)
+    rollback.clear_journal(repo)
     return (f"finished the interrupted rollback of {plan.task} to {short(plan.base)} "
             f"(the attempt is saved as {plan.attempt_ref})")
 
@@ -339,7 +340,7 @@ def restore(store: StateStore, task_id: str, n: int, force: bool = False) -> Res
     since_index: str | None = None
     snapshot = record.get("claim_snapshot")
     if isinstance(snapshot, str):
-        snap = worktree.read_snapshot(repo, snapshot)
+        snap = rollback.read_snapshot(repo, snapshot)
         if snap is not None:
             since, since_index = snap.worktree, snap.index
     base = record.get("base")
@@ -355,7 +356,7 @@ def restore(store: StateStore, task_id: str, n: int, force: bool = False) -> Res
     # the names of an attempt another worker saved (another clone's, perhaps) pass the
     # foreign name rules too (paths.path_problem); this worker's own come back as they were
     foreign = record.get("worker") != this_clone.worker_identity(repo)
-    done_ = worktree.restore_picture(repo, source=repo.commit_tree(commit), since=since, index=index,
+    done_ = rollback.restore_picture(repo, source=repo.commit_tree(commit), since=since, index=index,
                                      since_index=since_index, force=force, foreign=foreign)
 
     def apply(tx: Tx) -> None:

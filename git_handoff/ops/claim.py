@@ -18,7 +18,7 @@ from typing import Any
 from git_handoff.core import selection
 from git_handoff.core.errors import Contention, Negative, UsageError
 from git_handoff.core.model import Task, check_id, now_iso
-from git_handoff.infra import worktree
+from git_handoff.infra import rollback, worktree
 from git_handoff.infra.gitrepo import Repo
 from git_handoff.state import claim_index, claim_journal, identity, session_records, writers
 from git_handoff.state.claim_checks import (
@@ -68,7 +68,7 @@ def with_snapshot(repo: Repo, ctx: ClaimContext) -> ClaimContext:
     operation = worktree.operation_in_progress(repo)
     if operation is not None:
         raise UsageError(f"a {operation} is in progress in this worktree: finish or abort it before claiming a task")
-    return dataclasses.replace(ctx, snapshot=worktree.take_snapshot(repo))
+    return dataclasses.replace(ctx, snapshot=rollback.take_snapshot(repo))
 
 
 # -- claim --------------------------------------------------------------------------------
@@ -286,10 +286,10 @@ def claim(
 
             task = sync.transact_remote(store, apply_remote, lambda t: t.id if t else None, target)
     except BaseException:
-        worktree.drop_snapshot_ref(store.repo, ctx.snapshot)
+        rollback.drop_snapshot_ref(store.repo, ctx.snapshot)
         raise
     if task is None:
-        worktree.drop_snapshot_ref(store.repo, ctx.snapshot)
+        rollback.drop_snapshot_ref(store.repo, ctx.snapshot)
         raise Negative("nothing eligible: every task is completed, in progress, or waiting on failed dependencies")
     claim_journal.record_claim(store.repo, task)  # what this worktree's own local actions will act on
     return task

@@ -42,7 +42,8 @@ from git_handoff.core.record_schemas import DispatchRun
 from git_handoff.infra import procs
 from git_handoff.infra.gitrepo import Repo
 from git_handoff.state import identity
-from git_handoff.state.store import StateReader, StateStore, Tx
+from git_handoff.state.snapshot import StateReader
+from git_handoff.state.store import StateStore, Tx
 
 DISPATCH_DIR = "dispatch"
 SLUG = re.compile(r"^[a-z]+(?:-[a-z]+){0,2}$")

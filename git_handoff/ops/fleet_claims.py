@@ -16,7 +16,7 @@ from git_handoff.infra.gitrepo import Repo
 from git_handoff.remote import transport
 from git_handoff.remote.transport import Remote
 from git_handoff.state import quarantine
-from git_handoff.state.store import Snapshot, task_path
+from git_handoff.state.snapshot import Snapshot, task_path
 
 # -- claims seen on the remote ---------------------------------------------------------------
 

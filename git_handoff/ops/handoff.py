@@ -30,7 +30,8 @@ from git_handoff.state.session_records import (
     read_session,
     session_path,
 )
-from git_handoff.state.store import StateReader, StateStore, Tx, format_log_line
+from git_handoff.state.snapshot import StateReader
+from git_handoff.state.store import StateStore, Tx, format_log_line
 from git_handoff.state.this_clone import tasks_per_session
 
 TRIGGERS = ("manual", "commits", "tasks", "pre-compact", "stop", "relay", "session-end")

@@ -16,7 +16,7 @@ import os
 from dataclasses import dataclass, field
 
 from git_handoff.core.errors import NotInitialized
-from git_handoff.infra import worktree
+from git_handoff.infra import rollback
 from git_handoff.infra.gitrepo import Repo
 from git_handoff.state import notices
 from git_handoff.state.store import StateStore
@@ -40,7 +40,7 @@ def open_state(start: str | os.PathLike[str] | None = None, *, repo: Repo | None
     if initialized and not store.is_initialized():
         raise NotInitialized("git handoff is not initialized here: run `git handoff init`")
     warnings = notices.take(store.repo)  # e.g. a claim lost in a sync: told at the next command
-    if worktree.has_journal(store.repo):  # a `fail` was killed half way: finish its rollback first
+    if rollback.has_journal(store.repo):  # a `fail` was killed half way: finish its rollback first
         from git_handoff.ops import attempts  # noqa: PLC0415  (only when a journal is there: import cost)
 
         finished = attempts.finish_interrupted_rollback(store)

@@ -16,7 +16,7 @@ import time
 from git_handoff.infra.gitrepo import Repo
 from git_handoff.remote.transport import CLONES, Remote
 from git_handoff.state.fold_heads import HeadsCache
-from git_handoff.state.store import NOTES_REF
+from git_handoff.state.snapshot import NOTES_REF
 
 RETIRE_AFTER_SECONDS = 7 * 24 * 3600
 # Clones retired by one push at most: git matches each ref of a push against every

@@ -20,7 +20,8 @@ from git_handoff.infra.gitrepo import Repo
 from git_handoff.ops.payloads import Removed, Renamed, ReopenResult, task_json
 from git_handoff.state import notes as work_notes
 from git_handoff.state import trust
-from git_handoff.state.store import ATTEMPTS_PREFIX, NOTES_REF, StateStore, Tx, task_path
+from git_handoff.state.snapshot import ATTEMPTS_PREFIX, NOTES_REF, task_path
+from git_handoff.state.store import StateStore, Tx
 
 REOPENABLE = ("completed", "failed")
 # The claim and completion fields a reopened task sheds (it is pending, unclaimed again).

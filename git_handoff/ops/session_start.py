@@ -24,7 +24,7 @@ from git_handoff.core import selection
 from git_handoff.core.errors import HandoffError, Negative
 from git_handoff.core.model import Task, now_iso
 from git_handoff.core.record_schemas import SessionRecord
-from git_handoff.infra import task_commands, worktree
+from git_handoff.infra import rollback, task_commands, worktree
 from git_handoff.infra.gitrepo import Repo
 from git_handoff.ops import attempts, sessions, work
 from git_handoff.ops.payloads import Health, Recovery, SessionStarted
@@ -199,7 +199,7 @@ def recover(store: StateStore, record: SessionRecord) -> list[Recovery]:
         if shown is None or not entry.matches(shown):
             # the claim ended or was replaced (taken over after its lease, lost to another
             # machine's claim): nothing left to recover here, and never again
-            worktree.drop_snapshot_ref(repo, entry.snapshot)
+            rollback.drop_snapshot_ref(repo, entry.snapshot)
             claim_journal.drop(repo, entry.task)
     for task in not_journalled(tasks, repo):
         reason = (f"this worktree keeps no journal of this claim (claimed by an older git handoff, or a claim record "
@@ -223,7 +223,7 @@ def recover_task(store: StateStore, task: Task, worker: str) -> Recovery:
     local = claim_journal.of_claim(repo, task)
     if local is None:
         raise Negative(f"task {task.id}: this worktree keeps no journal of this claim")
-    dirty = worktree.uncommitted_since_claim(repo, local.snapshot)
+    dirty = rollback.uncommitted_since_claim(repo, local.snapshot)
     commits = task_commits(repo, task, local.base)
     row = decide(dirty, bool(commits), bool(task.checkpoints))
     facts = (f"uncommitted={'yes' if dirty else 'no'} task_commits={len(commits)} "

@@ -28,7 +28,8 @@ from git_handoff.state.session_records import (
     sessions_numbered,
     sessions_started,
 )
-from git_handoff.state.store import META_PATH, StateStore, Tx
+from git_handoff.state.snapshot import META_PATH
+from git_handoff.state.store import StateStore, Tx
 from git_handoff.state.this_clone import (
     SESSION_FILE,
     clear_hook_state,

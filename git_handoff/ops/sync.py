@@ -33,17 +33,12 @@ from git_handoff.ops.fleet_claims import Fleet as Fleet  # callers (ops/claim.py
 from git_handoff.ops.fleet_claims import claims_to_prune as _claims_to_prune
 from git_handoff.ops.retire import retirable
 from git_handoff.remote import incoming, transport
-from git_handoff.remote.transport import ACCEPTED, ATOMIC, LOCKED, MOVED, Remote
+from git_handoff.remote.push_outcome import ACCEPTED, ATOMIC, LOCKED, MOVED
+from git_handoff.remote.transport import Remote
 from git_handoff.state import integrate, quarantine, writers
 from git_handoff.state.integrate import MergeStep
-from git_handoff.state.store import (
-    ATTEMPTS_PREFIX,
-    NOTES_REF,
-    STATE_REF,
-    Snapshot,
-    StateStore,
-    Tx,
-)
+from git_handoff.state.snapshot import ATTEMPTS_PREFIX, NOTES_REF, STATE_REF, Snapshot
+from git_handoff.state.store import StateStore, Tx
 
 # The names callers (cli, tests) know from this module.
 fetch = transport.fetch

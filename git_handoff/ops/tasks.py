@@ -27,7 +27,8 @@ from git_handoff.core.model import (
 from git_handoff.ops.payloads import InitResult, config_view
 from git_handoff.state import identity, trust
 from git_handoff.state.session_records import carry_session_count
-from git_handoff.state.store import CONFIG_PATH, META_PATH, StateStore, Tx, initial_files
+from git_handoff.state.snapshot import CONFIG_PATH, META_PATH
+from git_handoff.state.store import StateStore, Tx, initial_files
 
 # -- init ---------------------------------------------------------------------------
 

@@ -19,7 +19,8 @@ from git_handoff.state import (
     this_clone,
     writers,
 )
-from git_handoff.state.store import Entry, Snapshot, StateStore
+from git_handoff.state.snapshot import Snapshot
+from git_handoff.state.store import Entry, StateStore
 
 # -- views --------------------------------------------------------------------------
 

@@ -16,7 +16,7 @@ from typing import cast
 from git_handoff.core.errors import Negative, UsageError
 from git_handoff.core.model import Task, check_id, now_iso
 from git_handoff.core.selection import lease_expired
-from git_handoff.infra import task_commands, worktree
+from git_handoff.infra import rollback, task_commands, worktree
 from git_handoff.ops import attempts, handoff
 from git_handoff.ops.payloads import VerifyView
 from git_handoff.state import claim_index, claim_journal, notes, session_records, trust
@@ -74,7 +74,7 @@ def _forget_claim(store: StateStore, seen: Task) -> None:
     (the snapshot named by this worktree's own entry, never one a fetched record names)."""
     entry = claim_journal.of_claim(store.repo, seen)
     if entry is not None:
-        worktree.drop_snapshot_ref(store.repo, entry.snapshot)
+        rollback.drop_snapshot_ref(store.repo, entry.snapshot)
         claim_journal.drop(store.repo, seen.id)
 
 

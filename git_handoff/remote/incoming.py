@@ -20,7 +20,7 @@ from git_handoff.core.errors import InvalidState
 from git_handoff.core.model import check_id
 from git_handoff.core.state_tree import FILE_MODES, TREE_MODE
 from git_handoff.infra.gitrepo import Repo
-from git_handoff.state.store import STATE_REF, Snapshot
+from git_handoff.state.snapshot import STATE_REF, Snapshot
 
 ATTEMPTS = "harness/attempts/"
 CLONES = "harness/clones/"

@@ -1,5 +1,6 @@
 """A remote as git handoff lays it out, and the two ways to talk to it: fetch (through the
-checks of git_handoff.remote.incoming) and push (compare-and-swap, with git's answer classified).
+checks of git_handoff.remote.incoming) and push (compare-and-swap, with git's answer
+classified by git_handoff.remote.push_outcome).
 
 The layout has no ref that every machine must move (docs/fleet.md: pushes to one ref from
 many machines fail on the server's ref lock):
@@ -21,18 +22,17 @@ Fetch and push go through the git CLI (ssh config, credential helpers, as git it
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import random
 import time
-from dataclasses import dataclass
 from typing import Any
 
 from git_handoff.core.errors import Contention, GitFailure, UsageError
+from git_handoff.infra.file_lock import StateLock
 from git_handoff.infra.gitrepo import Repo
-from git_handoff.remote import incoming, shallow
+from git_handoff.remote import incoming, push_outcome, shallow
 from git_handoff.state import identity, quarantine
-from git_handoff.state.store import NOTES_REF, STATE_REF, StateLock
+from git_handoff.state.snapshot import NOTES_REF, STATE_REF
 
 CLONES = "refs/harness/clones/"
 CLAIMS = "refs/harness/claims/"
@@ -273,7 +273,6 @@ def _protocol_v2() -> dict[str, str]:
             f"GIT_CONFIG_VALUE_{count}": "2"}
 
 
-
 def fetch(repo: Repo, remote: Remote) -> list[quarantine.Held]:
     """Fetch the remote's states, claims, attempts and notes into remote-tracking refs,
     through the checks of git_handoff.remote.incoming, ref by ref; the refs that fail them (the
@@ -350,97 +349,23 @@ def _fetch_locked(repo: Repo, remote: Remote) -> list[quarantine.Held]:
 
 # -- push ---------------------------------------------------------------------------------
 
-# What a refusal of one ref means (git's porcelain summary, `[rejected] (stale info)` ...):
-ACCEPTED = "accepted"  # the remote moved the ref (or it was already there)
-MOVED = "moved"  # the ref is not where we expected: someone else moved it; look again
-LOCKED = "locked"  # the server could not take the ref's lock (another push holds it): retry
-ATOMIC = "atomic"  # refused only because another ref of the same atomic push was
-REFUSED = "refused"  # a hook or a policy said no: fetching again will not change that
-
-_LOCK_WORDS = ("failed to update ref", "cannot lock ref", "unable to lock", "failed to lock",
-               "atomic transaction failed", "unable to update local ref", "incorrect old value")
-_MOVED_WORDS = ("stale info", "non-fast-forward", "fetch first", "already exists")
-
-
-def classify(flag: str, summary: str) -> str:
-    if flag != "!":
-        return ACCEPTED
-    text = summary.lower()
-    if "atomic push failed" in text:
-        return ATOMIC
-    if any(w in text for w in _MOVED_WORDS):
-        return MOVED
-    if any(w in text for w in _LOCK_WORDS):
-        return LOCKED
-    return REFUSED
-
-
-@dataclass(frozen=True)
-class Pushed:
-    """What the remote said of each ref of one push: {remote ref: (outcome, git's summary)},
-    and the lines the server printed (`remote: ...`: where a hook or an access rule says why)."""
-
-    refs: dict[str, tuple[str, str]]
-    said: tuple[str, ...] = ()
-
-    def outcome(self, ref: str) -> str | None:
-        found = self.refs.get(ref)
-        return found[0] if found else None
-
-    def ok(self, ref: str) -> bool:
-        return self.outcome(ref) == ACCEPTED
-
-    def refused(self, among: tuple[str, ...] | None = None) -> str | None:
-        """The first policy refusal (`ref: summary`, and the server's reason when it gave
-        one) among `among` (all when None)."""
-        for ref, (what, summary) in sorted(self.refs.items()):
-            if what == REFUSED and (among is None or ref in among or ref.startswith(among)):
-                reason = self.reason(ref)
-                return f"{ref}: {summary.strip()}" + (f", the server says {reason}" if reason else "")
-        return None
-
-    def reason(self, ref: str) -> str | None:
-        """The server's own line about `ref` (gitolite's `FATAL: W <ref> ... DENIED`, a hook's
-        message), quoted with every control or non-ASCII character escaped: it is the
-        server's text, not ours. git's generic `hook declined to update <ref>` says nothing."""
-        about = [line for line in self.said if ref in line and "hook declined to update" not in line]
-        if not about:
-            return None
-        return json.dumps(about[0][:300])
-
-
-def _server_lines(stderr: bytes) -> tuple[str, ...]:
-    out = []
-    for line in stderr.decode(errors="replace").splitlines():
-        if line.startswith("remote: "):
-            text = line[len("remote: "):].strip()
-            if text:
-                out.append(text)
-    return tuple(out[:50])
-
 
 def push(repo: Repo, remote: Remote, refspecs: list[str], *, leases: dict[str, str | None] | None = None,
-         atomic: bool = False) -> Pushed:
+         atomic: bool = False) -> push_outcome.Pushed:
     """Push `refspecs` without force. `leases` {remote ref: expected oid, None = must not
     exist} makes each of those refs a compare-and-swap on the server; `atomic`: all or none."""
     if not refspecs:
-        return Pushed({})
+        return push_outcome.Pushed({})
     args = ["push", "--porcelain", "--no-verify"]
     if atomic:
         args.append("--atomic")
     for ref, expected in sorted((leases or {}).items()):
         args.append(f"--force-with-lease={ref}:{expected or ''}")
     proc = repo.git(*args, remote.spec, *refspecs, check=False, env={"GIT_TERMINAL_PROMPT": "0"})
-    out: dict[str, tuple[str, str]] = {}
-    for line in proc.stdout.decode(errors="replace").splitlines():
-        parts = line.split("\t")
-        if len(parts) >= 2 and len(parts[0]) == 1 and ":" in parts[1]:
-            ref = parts[1].split(":", 1)[1]
-            summary = parts[2] if len(parts) > 2 else ""
-            out[ref] = (classify(parts[0], summary), summary)
-    if proc.returncode != 0 and not out:
+    pushed = push_outcome.read(proc.stdout, proc.stderr, failed=proc.returncode != 0)
+    if proc.returncode != 0 and not pushed.refs:
         raise git_error(proc, f"cannot push to {remote.spec}")
-    return Pushed(out, _server_lines(proc.stderr) if proc.returncode != 0 else ())
+    return pushed
 
 
 def refused_error(remote: Remote, what: str) -> Contention:

@@ -19,7 +19,7 @@ DEFAULT_LEASE_SECONDS = 30 * 60
 # Bookkeeping fields kept in Task.extra while a task is claimed.
 CLAIM_EXTRAS = ("worktree", "branch", "claimed_at", "lease_seconds", "claim_session", "claim_snapshot",
                "clone", "clone_seal")
-# Task extra: the claim-time snapshot commit (worktree.py) when the tree was not clean;
+# Task extra: the claim-time snapshot commit (infra/rollback.py) when the tree was not clean;
 # absent (old records, clean trees) the claim's moment is started_at_commit alone.
 CLAIM_SNAPSHOT = "claim_snapshot"
 

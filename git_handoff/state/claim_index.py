@@ -24,7 +24,8 @@ from git_handoff.core.model import Task, now, parse_time
 from git_handoff.core.selection import PRIORITY_RANK, lease_deadline
 from git_handoff.infra.fileio import atomic_write
 from git_handoff.infra.gitrepo import Repo
-from git_handoff.state.store import TASKS_DIR, Snapshot, StateStore, Tx
+from git_handoff.state.snapshot import TASKS_DIR, Snapshot
+from git_handoff.state.store import StateStore, Tx
 
 INDEX_FILE = "claim-index.marshal"
 VERSION = 1

@@ -16,18 +16,15 @@ from typing import Any, TypedDict
 
 from git_handoff.core import field_merge, merge
 from git_handoff.core.errors import Contention
+from git_handoff.infra.file_lock import StateLock
 from git_handoff.infra.gitrepo import Repo
 from git_handoff.state import notices
 from git_handoff.state.fold_heads import MAX_PARENTS, HeadsCache, fold
 from git_handoff.state.fold_heads import readable as _readable
 from git_handoff.state.fold_heads import task_record as _task_record
 from git_handoff.state.notes import NOTES_LOCK
-from git_handoff.state.store import (
-    NOTES_REF,
-    STATE_REF,
-    StateLock,
-    StateStore,
-)
+from git_handoff.state.snapshot import NOTES_REF, STATE_REF
+from git_handoff.state.store import StateStore
 
 CAS_TRIES = 20
 

@@ -13,8 +13,10 @@ from collections.abc import Mapping
 
 from git_handoff.core.errors import Contention
 from git_handoff.core.model import Task
+from git_handoff.infra.file_lock import StateLock
 from git_handoff.infra.gitrepo import Repo
-from git_handoff.state.store import NOTES_REF, StateLock, StateStore
+from git_handoff.state.snapshot import NOTES_REF
+from git_handoff.state.store import StateStore
 
 NOTES_LOCK = "notes.lock"
 CAS_RETRIES = 20

@@ -23,7 +23,8 @@ from git_handoff.core.model import now, now_iso, parse_time
 from git_handoff.core.record_schemas import HandoffDoc, RelayRecord, SessionRecord
 from git_handoff.infra import procs
 from git_handoff.state import identity
-from git_handoff.state.store import StateReader, StateStore, Tx, active_session
+from git_handoff.state.snapshot import StateReader
+from git_handoff.state.store import StateStore, Tx, active_session
 
 SESSIONS_DIR = "sessions"
 DOCS_DIR = "docs"

@@ -27,7 +27,7 @@ from git_handoff.core.errors import InvalidState, UsageError
 from git_handoff.core.model import Task
 from git_handoff.infra.fileio import atomic_write
 from git_handoff.infra.gitrepo import Repo
-from git_handoff.state.store import Snapshot
+from git_handoff.state.snapshot import Snapshot
 
 FILE = "status-index.marshal"
 MAGIC = b"git-handoff-status-index 1\n"

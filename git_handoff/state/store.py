@@ -1,34 +1,23 @@
-"""StateStore: read snapshots of refs/harness/state and run transactions on it.
-
-Layout of the state tree (every file human-readable; `git show refs/harness/state:<path>`):
-
-    format                      marker: "git-handoff-state <version>"
-    config.toml                 state-wide settings (tomlkit, comments survive)
-    meta.json                   session_count, last_session, counters
-    tasks/<h>/<h>/<id>.json     one blob per task; <h> = hex digits of sha1(id)
-    sessions/, docs/, dispatch/ written by the modules that own them
+"""StateStore: the one transaction engine on `refs/harness/state`, and the history's log.
 
 A transaction is: our filelock in the git dir -> read the ref -> apply -> write
 objects -> compare-and-swap the ref against what was read -> bounded retries,
 then Contention (exit 3). The commit message is the transaction's log lines.
+The layout of the state and its read-only view are git_handoff.state.snapshot's.
 """
 
 from __future__ import annotations
 
-import bisect
-import hashlib
 import json
-import marshal
-import operator
 import os
 import random
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
-from git_handoff.core import decoding, hlc, record_schemas, state_tree
+from git_handoff.core import hlc, record_schemas, state_tree
 from git_handoff.core.errors import (
     Contention,
     HandoffError,
@@ -39,20 +28,21 @@ from git_handoff.core.errors import (
 from git_handoff.core.model import Config, Task, now_iso, now_ms, task_file
 from git_handoff.core.patterns import lazy
 from git_handoff.infra import signing
-from git_handoff.infra.fileio import atomic_write
+from git_handoff.infra.file_lock import StateLock
 from git_handoff.infra.gitrepo import Repo
 from git_handoff.state import identity
+from git_handoff.state.snapshot import (
+    CONFIG_PATH,
+    FORMAT_NAME,
+    FORMAT_PATH,
+    FORMAT_VERSION,
+    META_PATH,
+    STATE_REF,
+    Snapshot,
+    parse_json,
+    task_path,
+)
 from git_handoff.state.this_clone import open_session
-
-STATE_REF = "refs/harness/state"
-ATTEMPTS_PREFIX = "refs/harness/attempts/"
-NOTES_REF = "refs/notes/harness"
-FORMAT_PATH = "format"
-FORMAT_NAME = "git-handoff-state"
-FORMAT_VERSION = 1
-CONFIG_PATH = "config.toml"
-META_PATH = "meta.json"
-TASKS_DIR = "tasks"
 
 LOCK_TIMEOUT_SECONDS = float(os.environ.get("GIT_HANDOFF_LOCK_TIMEOUT", "30"))
 CAS_RETRIES = 40
@@ -65,11 +55,6 @@ GC_LOOSE_OBJECTS = 128
 T = TypeVar("T")
 
 LOG_LINE = lazy(r"^\[(?P<ts>[^\]]+)\] \[SESSION-(?P<session>\d+)\] (?P<type>\S+)(?: \[(?P<task>[^\]]+)\])?")
-
-
-def task_path(task_id: str) -> str:
-    h = hashlib.sha1(task_id.encode()).hexdigest()
-    return f"{TASKS_DIR}/{h[0]}/{h[1]}/{task_id}.json"
 
 
 def format_log_line(session: int, kind: str, text: str, task: str | None = None, category: str | None = None, ts: str | None = None) -> str:
@@ -90,225 +75,6 @@ def active_session(repo: Repo) -> int:
         return int(env)
     opened = open_session(repo)
     return int(opened["session"]) if opened else 0
-
-
-# The record kinds read through read_json, each by its parser (git_handoff.core.record_schemas): a
-# hand-corrupted local record is an InvalidState naming the path and the field, as a
-# fetched one is, never an internal error further on.
-_PARSERS: dict[str | None, Callable[[bytes, str], Any]] = {
-    "meta": record_schemas.meta,
-    "session": record_schemas.session,
-    "doc": record_schemas.handoff_doc,
-    "relay": record_schemas.relay,
-    "dispatch": record_schemas.dispatch_run,
-}
-
-
-def _parse_json(raw: bytes | None, path: str) -> Any:
-    """A state file's JSON (None when absent), through the parser of its kind; InvalidState
-    (exit 2) naming the path and the field when it does not parse."""
-    if raw is None:
-        return None
-    parser = _PARSERS.get(state_tree.kind_of(path))
-    if parser is None:
-        return decoding.load_json(raw, f"state file {path}")
-    return parser(raw, f"state file {path}")
-
-
-class Snapshot:
-    """A read-only view of one state commit. Blobs are read on demand and cached."""
-
-    def __init__(self, repo: Repo, commit: str) -> None:
-        self.repo = repo
-        self.commit = commit
-        self.tree = repo.commit_tree(commit)
-        self._tasks: dict[str, Task] | None = None
-        self._config: Config | None = None
-        self._check_format()
-
-    def _check_format(self) -> None:
-        raw = self.read(FORMAT_PATH)
-        if raw is None:
-            raise InvalidState(f"{STATE_REF} is not a git handoff state (no '{FORMAT_PATH}' file)")
-        text = raw.decode(errors="replace").strip()
-        name, _, version = text.partition(" ")
-        if name != FORMAT_NAME or not version.isdigit():
-            raise InvalidState(f"{STATE_REF} has an unreadable format marker: {text[:60]!r}")
-        if int(version) > FORMAT_VERSION:
-            raise InvalidState(
-                f"{STATE_REF} was written by a newer git handoff (state format {version}, "
-                f"this one reads {FORMAT_VERSION}); upgrade git-handoff"
-            )
-
-    def read(self, path: str) -> bytes | None:
-        found = self.repo.tree_lookup(self.tree, path)
-        if found is None or found[1]:
-            return None
-        return self.repo.read_blob(found[0])
-
-    def read_json(self, path: str) -> Any:
-        return _parse_json(self.read(path), path)
-
-    def listdir(self, path: str) -> list[str]:
-        found = self.repo.tree_lookup(self.tree, path)
-        if found is None or not found[1]:
-            return []
-        return [name for name, _, _ in self.repo.tree_entries(found[0])]
-
-    def config(self) -> Config:
-        if self._config is None:
-            raw = self.read(CONFIG_PATH)
-            self._config = Config() if raw is None else record_schemas.config(raw, CONFIG_PATH)
-        return self._config
-
-    def meta(self) -> dict[str, Any]:
-        data = self.read_json(META_PATH)
-        return data if isinstance(data, dict) else {}
-
-    def task(self, task_id: str) -> Task | None:
-        if self._tasks is not None:
-            return self._tasks.get(task_id)
-        raw = self.read(task_path(task_id))
-        return None if raw is None else _load_task(raw, task_id)
-
-    def tasks_tree(self) -> str | None:
-        """The oid of the tasks directory (None when the state has none)."""
-        found = self.repo.tree_lookup(self.tree, TASKS_DIR)
-        return found[0] if found is not None and found[1] else None
-
-    def tasks(self) -> dict[str, Task]:
-        """Every task, in creation order, through this clone's task index (`TaskIndex`):
-        read once per process, and after a change only the changed leaves are parsed."""
-        if self._tasks is None:
-            self._tasks = TaskIndex.of(self.repo).tasks(self.tasks_tree())
-        return self._tasks
-
-
-class TaskIndex:
-    """This clone's persistent index of the parsed tasks (`tasks-index.marshal` in the
-    handoff dir), one per repository per process.
-
-    It holds, for the tasks tree it was last built from: every leaf tree of the fan-out
-    (content-addressed) with the field dicts of its tasks, and the creation order as a
-    sorted list of (order, created_at, id). The same tree is answered without reading a
-    single git object; another tree is brought up to date from the leaves that differ
-    (only those are parsed; the order is patched, not sorted again). The file is checked
-    by its digest: a damaged, foreign or unreadable index is rebuilt from the state,
-    never believed, and the state ref is always what decides which tree is read.
-    """
-
-    FILE = "tasks-index.marshal"
-    MAGIC = b"git-handoff-tasks-index 1\n"
-    _open: dict[str, TaskIndex] = {}
-
-    def __init__(self, repo: Repo) -> None:
-        self.repo = repo
-        self.path = repo.handoff_dir / self.FILE
-        self.tree: str | None = None
-        self.leaves: dict[str, list[dict[str, Any]]] = {}
-        self.order: list[tuple[Any, ...]] = []
-        self.loaded = False
-
-    @classmethod
-    def of(cls, repo: Repo) -> TaskIndex:
-        key = str(repo.handoff_dir)
-        index = cls._open.get(key)
-        if index is None:
-            index = cls._open[key] = TaskIndex(repo)
-        index.repo = repo  # the newest handle: a repository reopened after a repack reads its new packs
-        return index
-
-    def _load(self) -> None:
-        self.loaded = True
-        try:
-            with open(self.path, "rb") as fh:
-                raw = fh.read()
-        except OSError:
-            return
-        head, digest, body = raw[:len(self.MAGIC)], raw[len(self.MAGIC):len(self.MAGIC) + 32], raw[len(self.MAGIC) + 32:]
-        if head != self.MAGIC or hashlib.sha256(body).digest() != digest:
-            return  # damaged: rebuilt from the state
-        try:
-            data = marshal.loads(body)
-            if (not isinstance(data, dict) or data.get("fields") != _FIELD_NAMES or not isinstance(data.get("leaves"), dict)
-                    or not isinstance(data.get("order"), list)):
-                return
-            self.tree, self.leaves = data["tree"], data["leaves"]
-            self.order = [tuple(key) for key in data["order"]]
-        except (EOFError, ValueError, TypeError, KeyError):
-            self.tree, self.leaves, self.order = None, {}, []
-
-    def _save(self) -> None:
-        body = marshal.dumps({"fields": _FIELD_NAMES, "tree": self.tree, "leaves": self.leaves, "order": self.order})
-        try:
-            atomic_write(self.path, self.MAGIC + hashlib.sha256(body).digest() + body)
-        except (OSError, ValueError):
-            pass  # a missing index is only slower
-
-    def tasks(self, tree: str | None) -> dict[str, Task]:
-        """Every task of the tasks tree `tree`, in creation order."""
-        if not self.loaded:
-            self._load()
-        if tree is None:
-            return {}
-        if tree != self.tree:
-            self._update(tree)
-        by_id = {fields["id"]: fields for leaf in self.leaves.values() for fields in leaf}
-        make = _task_from_fields
-        return {key[2]: make(by_id[key[2]]) for key in self.order}
-
-    def _update(self, tree: str) -> None:
-        repo = self.repo
-        old = self.leaves
-        used: dict[str, list[dict[str, Any]]] = {}
-        fresh: list[dict[str, Any]] = []
-        for _, l1, t1 in repo.tree_entries(tree):
-            if not t1:
-                continue
-            for _, leaf, t2 in repo.tree_entries(l1):
-                if not t2:
-                    continue
-                cached = old.get(leaf)
-                if cached is None:
-                    cached = [dict(_load_task(raw, name[:-5]).__dict__) for name, raw in repo.tree_files(leaf, ".json")]
-                    fresh.extend(cached)
-                used[leaf] = cached
-        kept = {fields["id"] for leaf, tasks in used.items() if leaf in old for fields in tasks}
-        ids = [fields["id"] for tasks in used.values() for fields in tasks]
-        if len(set(ids)) != len(ids):  # one id in two leaves (a hand-made state): the plain sort decides
-            everything = sorted((_task_from_fields(f) for tasks in used.values() for f in tasks), key=_CREATION_ORDER)
-            unique = {t.id: t.__dict__ for t in everything}
-            used = {"": list(unique.values())}
-            order = [_key(f) for f in unique.values()]
-        elif len(fresh) > 64 or len(kept) < len(self.order) // 2:
-            order = sorted(_key(f) for tasks in used.values() for f in tasks)
-        else:
-            order = [key for key in self.order if key[2] in kept]
-            for fields in fresh:
-                bisect.insort(order, _key(fields))
-        self.tree, self.leaves, self.order = tree, used, order
-        self._save()
-
-
-def _key(fields: dict[str, Any]) -> tuple[Any, ...]:
-    return (fields["order"], fields["created_at"], fields["id"])
-
-
-def _task_from_fields(fields: dict[str, Any]) -> Task:
-    task = object.__new__(Task)
-    object.__setattr__(task, "__dict__", dict(fields))
-    return task
-
-
-_CREATION_ORDER = operator.attrgetter("order", "created_at", "id")
-_FIELD_NAMES = [f.name for f in __import__("dataclasses").fields(Task)]
-
-
-def _load_task(raw: bytes, task_id: str) -> Task:
-    try:
-        return Task.loads(raw, source=f"state file for task {task_id}")
-    except UsageError as exc:
-        raise InvalidState(exc.message) from None
 
 
 class Tx:
@@ -338,7 +104,7 @@ class Tx:
         return self.base.read(path) if self.base else None
 
     def read_json(self, path: str) -> Any:
-        return _parse_json(self.read(path), path)
+        return parse_json(self.read(path), path)
 
     def listdir(self, path: str) -> list[str]:
         names = set(self.base.listdir(path)) if self.base else set()
@@ -445,20 +211,6 @@ class Tx:
         return line
 
 
-class StateReader(Protocol):
-    """What reads a state: a Snapshot (one commit) or a Tx (a commit being built)."""
-
-    @property
-    def repo(self) -> Repo: ...
-    def read(self, path: str) -> bytes | None: ...
-    def read_json(self, path: str) -> Any: ...
-    def listdir(self, path: str) -> list[str]: ...
-    def config(self) -> Config: ...
-    def meta(self) -> dict[str, Any]: ...
-    def task(self, task_id: str) -> Task | None: ...
-    def tasks(self) -> dict[str, Task]: ...
-
-
 @dataclass
 class Entry:
     """One parsed log line of the state history."""
@@ -469,65 +221,6 @@ class Entry:
     type: str
     task: str | None
     commit: str
-
-
-class StateLock:
-    """An exclusive lock on a file, held by this process between enter and exit.
-
-    `fcntl.flock` directly: the `filelock` package costs ~25 ms to import, paid by
-    every command. The kernel drops the lock when a holder dies, so none goes stale.
-    """
-
-    def __init__(self, path: Any, timeout: float) -> None:
-        self.path = str(path)
-        self.timeout = timeout
-        self._held: Any = None
-
-    def __enter__(self) -> StateLock:
-        try:
-            import fcntl
-        except ModuleNotFoundError:  # not POSIX: fall back to the filelock package
-            from filelock import FileLock, Timeout
-
-            lock = FileLock(self.path, timeout=self.timeout)
-            try:
-                lock.acquire()
-            except Timeout:
-                raise self._contention() from None
-            self._held = lock
-            return self
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        deadline = time.monotonic() + self.timeout
-        delay = 0.001
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    os.close(fd)
-                    raise self._contention() from None
-                time.sleep(delay * (0.5 + random.random()))
-                delay = min(delay * 2, 0.05)
-        self._held = fd
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        held, self._held = self._held, None
-        if isinstance(held, int):
-            import fcntl
-
-            try:
-                fcntl.flock(held, fcntl.LOCK_UN)
-            finally:
-                os.close(held)
-        elif held is not None:
-            held.release()
-
-    def _contention(self) -> Contention:
-        return Contention(
-            f"another git handoff process held the state lock for {self.timeout:.0f}s; nothing was changed, retry"
-        )
 
 
 class StateStore:

@@ -29,7 +29,7 @@ from git_handoff.infra.fileio import atomic_write
 from git_handoff.infra.gitrepo import Repo
 
 if TYPE_CHECKING:  # a type only: trust is imported where the store is not
-    from git_handoff.state.store import StateReader
+    from git_handoff.state.snapshot import StateReader
 
 TRUST_FILE = "trusted.json"
 VERSION = 2
@@ -84,7 +84,7 @@ def _load(repo: Repo, *, save: bool = True) -> Approvals:
 def _migrate(repo: Repo, legacy: dict[str, dict[str, Any]]) -> Approvals:
     """Text-only approvals bound to the places this clone's own state uses each text at."""
     from git_handoff.core.errors import HandoffError
-    from git_handoff.state.store import STATE_REF, Snapshot
+    from git_handoff.state.snapshot import STATE_REF, Snapshot
 
     out: Approvals = {key: {"command": entry["command"], "places": {}} for key, entry in legacy.items()}
     head = repo.ref_target(STATE_REF)
@@ -216,7 +216,7 @@ def _introduced(store: Any, item_id: str, kind: str, command: str) -> dict[str, 
     introduced it (through a sync merge, the other side's commit, not the merge)."""
     from git_handoff.core import state_tree
     from git_handoff.core.model import epoch_iso
-    from git_handoff.state.store import CONFIG_PATH, task_path
+    from git_handoff.state.snapshot import CONFIG_PATH, task_path
 
     repo = store.repo
     path = CONFIG_PATH if item_id == "config" else task_path(item_id)

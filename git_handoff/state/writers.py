@@ -37,7 +37,7 @@ from git_handoff.core.model import now_iso
 from git_handoff.infra import signing
 from git_handoff.infra.fileio import atomic_write
 from git_handoff.infra.gitrepo import Repo
-from git_handoff.state.store import STATE_REF, TASKS_DIR
+from git_handoff.state.snapshot import STATE_REF, TASKS_DIR
 
 APPROVALS_FILE = "writers.json"
 CACHE_FILE = "writers-cache.pickle"

@@ -115,7 +115,7 @@ def test_a_check_with_colored_output_fails_into_records_every_clone_reads(repo: 
     import json
     import subprocess
 
-    from git_handoff.state.store import task_path
+    from git_handoff.state.snapshot import task_path
 
     assert run("init").rc == 0
     check = "printf '\\033[31mFAIL\\033[0m\\ttest_x\\a\\n'; exit 1"

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from git_handoff.core import field_checks, model, state_tree, task_file
 from git_handoff.core.errors import InvalidState
-from git_handoff.state.store import task_path
+from git_handoff.state.snapshot import task_path
 from tests.support.repo import run
 from tests.support.speed import examples
 

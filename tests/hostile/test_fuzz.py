@@ -210,7 +210,8 @@ def test_sync_of_a_hostile_remote_state(pair: tuple[Path, Path], blob: bytes, wh
     the local clone's sync merges it or refuses it cleanly, never half-applies it."""
     a, b = pair
     from git_handoff.infra.gitrepo import Repo
-    from git_handoff.state.store import StateStore, task_path
+    from git_handoff.state.snapshot import task_path
+    from git_handoff.state.store import StateStore
 
     store = StateStore(Repo.discover(a), session=0)
     path = task_path("t1") if where == "tasks" else where

@@ -24,7 +24,7 @@ from git_handoff.infra import gitrepo
 from git_handoff.infra.gitrepo import Repo
 from git_handoff.ops import claim as claim_ops
 from git_handoff.ops import tasks as task_ops
-from git_handoff.state import identity, store
+from git_handoff.state import identity, snapshot, store
 from git_handoff.state.store import StateStore
 from tests.support.speed import examples
 
@@ -317,7 +317,7 @@ def reference_put_task(self: store.Tx, task: Task) -> Task:
             extra["field_clock"] = stamped["field_clock"]
         task = task.evolve(updated_at=new["updated_at"], extra=extra)
     self._tasks[task.id] = task
-    self.put(store.task_path(task.id), task.dumps())
+    self.put(snapshot.task_path(task.id), task.dumps())
     return task
 
 
@@ -400,7 +400,7 @@ def test_a_big_claim_writes_the_state_the_old_code_wrote(tmp_path: Path, monkeyp
     assert failed.status == "failed" and failed.error_log[-1].startswith("[DEPENDENCY] Circular dependency")
     assert failed.title == "Task 5 (renamed)" and failed.extra["zz_note"] == 5
     assert set(failed.extra["field_clock"]) == {"claim", "title", "renamed_by"} and failed.extra["renamed_by"] == "w1"
-    raw = snap.read(store.task_path("c005"))
+    raw = snap.read(snapshot.task_path("c005"))
     assert raw is not None and raw == (json.dumps(json.loads(raw), indent=2, ensure_ascii=False) + "\n").encode()
 
 

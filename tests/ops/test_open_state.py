@@ -26,7 +26,7 @@ from git_handoff.core.errors import (
     NotInitialized,
     UsageError,
 )
-from git_handoff.infra import worktree
+from git_handoff.infra import rollback
 from git_handoff.infra.gitrepo import Repo
 from git_handoff.mcp import tools as mcp_tools
 from git_handoff.ops import views
@@ -58,14 +58,14 @@ def interrupted(repo: Path) -> tuple[Path, Any]:
     task = handoff("show", "t", "--json").json()
     snapshot = handoff("attempts", "t", "--json").json()[0]["claim_snapshot"]
     assert snapshot and (repo / "work.txt").exists()
-    worktree.write_journal(Repo.discover(repo), worktree.Plan(
+    rollback.write_journal(Repo.discover(repo), rollback.Plan(
         task="t", base=task["started_at_commit"], snapshot=snapshot, attempt_ref=task["last_attempt_ref"],
         operation=None))
     return repo, before
 
 
 def rolled_back(repo: Path, before: Any) -> bool:
-    return picture(repo) == before and not worktree.has_journal(Repo.discover(repo))
+    return picture(repo) == before and not rollback.has_journal(Repo.discover(repo))
 
 
 @pytest.mark.slow  # a real `git handoff mcp` server process over stdio

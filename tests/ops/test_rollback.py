@@ -311,7 +311,7 @@ def test_a_clean_claim_records_no_snapshot_and_old_records_roll_back_as_before(r
 
 
 def test_a_killed_rollback_is_finished_by_the_next_command(ready: Path) -> None:
-    from git_handoff.infra import worktree
+    from git_handoff.infra import rollback
     from git_handoff.infra.gitrepo import Repo
 
     (ready / "plan.toml").write_text("mine\n")
@@ -324,20 +324,20 @@ def test_a_killed_rollback_is_finished_by_the_next_command(ready: Path) -> None:
     repo = Repo.discover(ready)
     snapshot = handoff("attempts", "t", "--json").json()[0]["claim_snapshot"]
     assert snapshot
-    plan = worktree.Plan(task="t", base=task["started_at_commit"], snapshot=snapshot,
+    plan = rollback.Plan(task="t", base=task["started_at_commit"], snapshot=snapshot,
                          attempt_ref=task["last_attempt_ref"], operation=None)
-    worktree.write_journal(repo, plan)
+    rollback.write_journal(repo, plan)
     result = handoff("status")
     assert "finished the interrupted rollback of t" in result.err
-    assert not (ready / "work.txt").exists() and not worktree.has_journal(repo)
+    assert not (ready / "work.txt").exists() and not rollback.has_journal(repo)
     assert picture(ready) == before
     # a journal whose failure was never recorded changes nothing
     handoff("claim")
     (ready / "again.txt").write_text("x\n")
-    worktree.write_journal(repo, worktree.Plan(task="t", base=task["started_at_commit"], snapshot=None,
+    rollback.write_journal(repo, rollback.Plan(task="t", base=task["started_at_commit"], snapshot=None,
                                                attempt_ref="refs/harness/attempts/t/99", operation=None))
     handoff("status")
-    assert (ready / "again.txt").exists() and not worktree.has_journal(repo)
+    assert (ready / "again.txt").exists() and not rollback.has_journal(repo)
 
 
 def test_restore_never_deletes_an_ignored_file_or_one_git_does_not_hold(ready: Path) -> None:

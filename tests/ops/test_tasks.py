@@ -12,7 +12,8 @@ import pytest
 from git_handoff.core import errors
 from git_handoff.core.model import Task, check_id, new_id
 from git_handoff.infra.gitrepo import Repo
-from git_handoff.state.store import STATE_REF, StateStore, task_path
+from git_handoff.state.snapshot import STATE_REF, task_path
+from git_handoff.state.store import StateStore
 from tests.support.repo import git, make_repo, run, run_exe, state_head
 
 

@@ -16,7 +16,8 @@ from git_handoff.core.model import Task, now_iso
 from git_handoff.infra.gitrepo import Repo
 from git_handoff.ops import tasks as ops
 from git_handoff.remote import incoming
-from git_handoff.state.store import StateStore, task_path
+from git_handoff.state.snapshot import task_path
+from git_handoff.state.store import StateStore
 
 N = 300
 

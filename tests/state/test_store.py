@@ -11,7 +11,8 @@ from git_handoff.core.errors import GitFailure, UsageError
 from git_handoff.infra.gitrepo import Repo
 from git_handoff.ops import tasks, work
 from git_handoff.ops.claim import claim
-from git_handoff.state.store import STATE_REF, StateStore, Tx
+from git_handoff.state.snapshot import STATE_REF
+from git_handoff.state.store import StateStore, Tx
 from tests.support.repo import git
 
 

@@ -12,7 +12,9 @@ from git_handoff.core.model import Task, now_iso
 from git_handoff.infra.gitrepo import Repo
 from git_handoff.ops import views
 from git_handoff.state import claim_index
-from git_handoff.state.store import StateStore, TaskIndex, Tx, task_path
+from git_handoff.state.snapshot import task_path
+from git_handoff.state.store import StateStore, Tx
+from git_handoff.state.task_index import TaskIndex
 from tests.support.repo import run
 from tests.support.state import fresh_store, tasks_from_blobs
 

@@ -7,7 +7,9 @@ from pathlib import Path
 
 from git_handoff.core.model import Task
 from git_handoff.infra.gitrepo import Repo
-from git_handoff.state.store import TASKS_DIR, StateStore, TaskIndex
+from git_handoff.state.snapshot import TASKS_DIR
+from git_handoff.state.store import StateStore
+from git_handoff.state.task_index import TaskIndex
 
 
 def fresh_store(repo: Path) -> StateStore:

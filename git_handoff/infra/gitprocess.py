@@ -1,0 +1,205 @@
+"""Running the git CLI for one repository: the environment it runs in, the parent-death
+signal for the commands that can outlive us, fast-import's input, the background repack.
+
+No pygit2 here. `Repo` (git_handoff.infra.gitrepo) reads and writes through libgit2 and
+starts git, through this module, for what libgit2 gets wrong or does slowly: fetch and
+push, reset and clean, config writes, many objects or refs at once, packing.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from git_handoff.core.errors import GitFailure
+
+# Delta chains of fast-import's packs: its default (50) chains each blob to the one before
+# it, and reading 50,000 task files back in tree order then took 2-3x as long as with
+# chains of at most 10 (the pack is ~20% larger).
+FAST_IMPORT_DEPTH = "--depth=10"
+
+
+# The git commands that can outlive a killed `git handoff` and go on writing (fetch,
+# push, fast-import): only they get the parent-death signal. A preexec_fn makes
+# subprocess fork the whole process instead of vfork-ing it (~5-20 ms per git call in
+# a large, long-lived process such as the MCP server), and is unsafe with threads.
+OUTLIVING_COMMANDS = frozenset({"fetch", "push", "fast-import"})
+
+_PR_SET_PDEATHSIG = 1
+_PRCTL: Any = None
+
+
+def _die_with_parent() -> Callable[[], None] | None:
+    """A preexec_fn that ends a git child when this process dies (Linux; None elsewhere).
+
+    A git fetch, push or fast-import outlives a SIGKILLed `git handoff`: it goes on
+    writing objects and moving refs after the command is gone, racing the next
+    command's own fetch (a held ref lock) and any `git fsck` (it reports the half-written
+    objects as missing). SIGTERM, not SIGKILL: git then removes its lock and temp files.
+    """
+    global _PRCTL
+    if not sys.platform.startswith("linux"):
+        return None
+    if _PRCTL is None:
+        try:
+            import ctypes
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            _PRCTL = libc.prctl
+        except (OSError, AttributeError):
+            _PRCTL = False
+    if not _PRCTL:
+        return None
+    prctl = _PRCTL
+    parent = os.getpid()
+
+    def child() -> None:
+        prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+        if os.getppid() != parent:  # the parent died before the line above
+            os._exit(1)
+
+    return child
+
+
+def run(args: tuple[str, ...], *, git_dir: Path, workdir: Path | None, cwd: Path | None = None,
+        check: bool = True, input: bytes | None = None,
+        env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[bytes]:
+    """Run `git args...` on the repository whose git directory is `git_dir` (in `cwd`,
+    else its work tree, else its git directory); GitFailure with git's last line of
+    standard error when it fails and `check`."""
+    run_env = dict(os.environ)
+    if "GIT_DIR" in run_env or "GIT_WORK_TREE" in run_env:
+        # the repository this process opened, whatever the directory git starts in
+        # (a relative GIT_DIR would be taken from there)
+        run_env["GIT_DIR"] = str(git_dir)
+        run_env.pop("GIT_WORK_TREE", None)
+        if workdir is not None:
+            run_env["GIT_WORK_TREE"] = str(workdir)
+    if env:
+        run_env.update(env)
+    where = cwd or workdir or git_dir
+    proc = subprocess.run(
+        ["git", *args], cwd=where, input=input, capture_output=True, env=run_env,
+        preexec_fn=_die_with_parent() if args and args[0] in OUTLIVING_COMMANDS else None,
+    )
+    if check and proc.returncode != 0:
+        err = proc.stderr.decode(errors="replace").strip().splitlines()
+        tail = err[-1] if err else f"exit {proc.returncode}"
+        raise GitFailure(f"git {args[0]} failed: {tail}")
+    return proc
+
+
+# -- fast-import's input -------------------------------------------------------------------
+
+
+def fast_import_path(raw: bytes) -> bytes:
+    """A path as `git fast-import` reads it: C-style quoted when it holds a space, a
+    quote, a backslash or a newline, or starts with a quote."""
+    if any(c in raw for c in b' "\\\n') or raw.startswith(b'"'):
+        return b'"' + raw.replace(b"\\", b"\\\\").replace(b'"', b'\\"').replace(b"\n", b"\\n") + b'"'
+    return raw
+
+
+def blobs_input(datas: list[bytes]) -> bytes:
+    """`git fast-import` input writing each of `datas` as a blob, nothing else."""
+    out = [b"feature done\n"]
+    for data in datas:
+        out.append(b"blob\ndata %d\n" % len(data))
+        out.append(data)
+        out.append(b"\n")
+    out.append(b"done\n")
+    return b"".join(out)
+
+
+def commit_input(ref: str, name: str, email: str, when: int, message: str, parents: list[str],
+                 files: Iterable[tuple[bytes, str, bytes | str | None]]) -> bytes:
+    """`git fast-import` input for one commit on `ref` (the first parent's tree changing
+    `files`: (path, mode, bytes written inline | an existing blob's oid | None to delete)),
+    committed by `name <email>` at `when`."""
+    msg = message.encode()
+    out = [f"commit {ref}\n".encode(),
+           f"committer {name} <{email}> {when} +0000\n".encode(),
+           f"data {len(msg)}\n".encode(), msg, b"\n", f"from {parents[0]}\n".encode()]
+    for parent in parents[1:]:
+        out.append(f"merge {parent}\n".encode())
+    for raw_path, mode, value in files:
+        path = fast_import_path(raw_path)
+        if value is None:
+            out.append(b"D " + path + b"\n")
+        elif isinstance(value, bytes):
+            out += [f"M {mode} inline ".encode() + path + b"\n", f"data {len(value)}\n".encode(), value, b"\n"]
+        else:
+            out.append(f"M {mode} {value} ".encode() + path + b"\n")
+    out.append(b"\ndone\n")
+    return b"".join(out)
+
+
+# -- packing ---------------------------------------------------------------------------------
+
+
+def loose_estimate(common_dir: Path, dirs: int = 4) -> int:
+    """About how many loose objects there are, from a few objects/xx/ dirs (as `git gc --auto` does)."""
+    objects = common_dir / "objects"
+    seen = 0
+    for n in range(dirs):
+        try:
+            seen += len(os.listdir(objects / f"{0x17 + 37 * n:02x}"))
+        except OSError:
+            pass
+    return seen * 256 // dirs
+
+
+def gc_in_background(common_dir: Path, marker: Path) -> None:
+    """Pack loose objects without waiting: libgit2 never packs on its own.
+
+    `git repack --geometric=2` packs the loose objects and rolls up only the small
+    packs, so each run costs about what was written since the last one. `git gc
+    --auto` would also walk the whole history (reflog expiry, prune, repack), a
+    cost that grows with every state commit. One run at a time: a marker file in
+    the handoff dir, taken over when older than 10 minutes. git older than 2.32
+    (no --geometric) falls back to `git gc --auto`.
+    """
+    try:
+        fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+    except FileExistsError:
+        try:
+            if time.time() - marker.stat().st_mtime < 600:
+                return
+            marker.unlink()
+            fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except OSError:
+            return
+    except OSError:
+        return
+    os.close(fd)
+    script = (
+        'git repack -d -l -q --geometric=2 2>/dev/null || '
+        'git -c gc.autoDetach=false gc --auto --quiet; rm -f "$1"'
+    )
+    try:
+        subprocess.Popen(
+            ["sh", "-c", script, "handoff-gc", str(marker)],
+            cwd=common_dir,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+    except OSError:
+        marker.unlink(missing_ok=True)
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # it exists, under another user
+    return True
