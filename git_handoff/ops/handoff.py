@@ -43,8 +43,8 @@ def last_error(task: Task) -> str | None:
     return task.error_log[-1] if task.error_log else None
 
 
-def spec_ref_of(source: StateReader, tasks: dict[str, Task]) -> str | None:
-    configured = source.config().spec_ref
+def spec_ref_of(source: StateReader, tasks: dict[str, Task], *, use_config: bool = True) -> str | None:
+    configured = source.config().spec_ref if use_config else None
     if configured:
         return str(configured)
     for t in tasks.values():
