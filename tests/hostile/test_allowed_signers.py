@@ -388,3 +388,47 @@ def test_a_session_record_an_unapproved_writer_changed_gives_its_document_no_dec
     prompt = run("prompt", cwd=victim).out
     assert "MALLORY-INJECTED" not in prompt and "VICTIM-DECISION" not in prompt, prompt
     assert "Left out of the handoff document below: the decisions and blockers of its session" in prompt
+
+
+def test_the_dashboard_marks_an_unapproved_writers_tasks_and_documents(fleet: Fleet) -> None:
+    """The dashboard marks what `status` and `list` mark: the overview's task lists, a
+    status's list, the task's page, and a session's record and document (the timeline and
+    the session's page)."""
+    import re
+    import urllib.request
+
+    from git_handoff.dashboard import server as dash_server
+
+    victim = fleet.clones["victim"]
+    _session_with_facts(fleet.clones["alice"], "ALICE")
+    _session_with_facts(fleet.clones["mallory"], "MALLORY")
+    ok(victim, "sync")
+    sessions = {1: "alice", 2: "mallory"}
+    server, thread = dash_server.start(victim)
+
+    def get(path: str) -> str:
+        with urllib.request.urlopen(server.url.rstrip("/") + path, timeout=30) as resp:
+            return str(resp.read().decode())
+
+    def marked(html: str) -> set[str]:
+        return set(re.findall(r'data-unapproved-writer="([^"]*)"', html))
+
+    try:
+        overview = get("/")
+        items = re.findall(r'<li><a class="task-link" href="/task/([^"]+)">.*?</li>', overview)
+        assert set(items) == {"own", "alice", *UNAPPROVED}
+        for item in re.findall(r'<li><a class="task-link" href="/task/([^"]+)">(.*?)</li>', overview):
+            assert ("unapproved writer:" in item[1]) == (item[0] in UNAPPROVED), item
+        assert f"key {fleet.fingerprint('mallory')}" in marked(overview)
+        assert "[unapproved writer: unsigned; not offered to agents]" in get("/tasks/pending")
+        assert "unapproved writer:" in get("/task/mallory") and "unapproved writer:" not in get("/task/alice")
+        for number, who in sessions.items():
+            page = get(f"/session/{number}")
+            assert ("unapproved writer:" in page) == (who == "mallory"), (number, page)
+        assert marked(get("/session/2")) == {f"key {fleet.fingerprint('mallory')}"}
+        timeline = get("/sessions")
+        assert timeline.count('document <span class="unapproved"') == 1
+    finally:
+        server.stop()
+        server.server_close()
+        thread.join(5)
