@@ -107,6 +107,17 @@ def _fast_import_path(raw: bytes) -> bytes:
     return raw
 
 
+
+def _private_dir(path: Path) -> Path:
+    """`path`, made when it is not there yet. In a repository this process can not write
+    to (a read-only mount, or permissions that keep it out) it is only named: a reader then finds
+    nothing in it, and a writer fails where it writes, naming the file."""
+    try:
+        path.mkdir(exist_ok=True)
+    except OSError:
+        pass
+    return path
+
 class Repo:
     """A git repository (or linked worktree) seen through pygit2 and the git CLI."""
 
@@ -210,16 +221,12 @@ class Repo:
     @property
     def handoff_dir(self) -> Path:
         """Per-clone private directory (shared by linked worktrees; never synced)."""
-        path = self.common_dir / "handoff"
-        path.mkdir(exist_ok=True)
-        return path
+        return _private_dir(self.common_dir / "handoff")
 
     @property
     def worktree_dir(self) -> Path:
         """Per-worktree private directory."""
-        path = self.git_dir / "handoff"
-        path.mkdir(exist_ok=True)
-        return path
+        return _private_dir(self.git_dir / "handoff")
 
     def root(self) -> Path:
         if self.workdir is None:

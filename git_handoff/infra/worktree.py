@@ -483,10 +483,10 @@ def orphaned_journal(repo: Repo) -> Iterator[bool]:
     its owner still holds the lock (leave the journal alone)."""
     from filelock import Timeout  # noqa: PLC0415
 
-    lock = _owner_lock(repo, 0)
     try:
+        lock = _owner_lock(repo, 0)
         lock.acquire()
-    except Timeout:
+    except (Timeout, OSError):  # OSError: a read-only repository, where no rollback can be finished either
         yield False
         return
     try:

@@ -196,7 +196,10 @@ def approvals(repo: Repo) -> dict[str, Any]:
     data = _read_approvals(repo)
     if data is None:
         data = {"version": 1, "baseline": repo.ref_target(STATE_REF), "baseline_at": now_iso(), "keys": {}}
-        _write_approvals(repo, data)
+        try:
+            _write_approvals(repo, data)
+        except OSError:
+            pass  # a read-only repository (`serve`): its state can not change, so its baseline can not either
     return data
 
 

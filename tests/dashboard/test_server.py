@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -336,3 +338,51 @@ def test_requests_for_another_host_name_are_refused(repo: Path, served: str) -> 
     req = urllib.request.Request(served, headers={"Host": f"localhost:{port}"})
     with urllib.request.urlopen(req, timeout=10) as resp:
         assert resp.status == 200
+
+
+READ_ONLY = """mount --bind "$0" "$0" && mount -o remount,bind,ro "$0" || exit 97
+cd "$0" || exit 97
+touch .git/probe 2>/dev/null && exit 98
+exec "$@"
+"""
+
+
+@pytest.mark.parametrize("private", ["absent", "present"])
+def test_serve_shows_a_read_only_repository(repo: Path, private: str) -> None:
+    """`git handoff serve` of a repository it can not write to (read-only media, another
+    user's clone), whether this clone's private directory is there or was never made:
+    every page answers, nothing is written. Root ignores permission bits, so as root the
+    repository is a read-only bind mount in a mount namespace of its own instead."""
+    assert run("init").rc == 0
+    assert run("add", "One", "--id", "one", "--check", "true").rc == 0
+    assert run("session", "start").rc == 0
+    assert run("decide", "a decision", "--why", "a reason").rc == 0
+    assert run("doc", "write").rc == 0
+    assert run("session", "end").rc == 0
+    if private == "absent":
+        shutil.rmtree(repo / ".git" / "handoff")
+    command = [sys.executable, "-m", "git_handoff", "serve", "--stop-after", "60s"]
+    if os.geteuid() == 0:  # chmod binds nobody here
+        if shutil.which("unshare") is None:
+            pytest.skip("running as root, and no unshare for a read-only bind mount")
+        command = ["unshare", "-m", "sh", "-c", READ_ONLY, str(repo), *command]
+    else:
+        subprocess.run(["chmod", "-R", "a-w", str(repo)], check=True)
+    proc = subprocess.Popen(command, cwd=repo, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        if proc.poll() == 97:
+            pytest.skip(f"running as root, and no read-only bind mount here: {proc.communicate()[1]}")
+        match = re.search(r"at (http://127\.0\.0\.1:\d+/)", line)
+        assert match, (line, proc.poll(), proc.stderr.read() if proc.poll() is not None and proc.stderr else "")
+        for page in ("", "tasks/pending", "task/one", "graph", "graph.svg", "sessions", "session/1", "api/live"):
+            status, html, _ = get(match.group(1) + page)
+            assert status == 200, (page, html)
+        assert "a decision" in get(match.group(1) + "session/1")[1]
+    finally:
+        proc.terminate()
+        proc.wait(10)
+        if os.geteuid() != 0:
+            subprocess.run(["chmod", "-R", "u+w", str(repo)], check=True)
+    assert (repo / ".git" / "handoff").exists() == (private == "present")
