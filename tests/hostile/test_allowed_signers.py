@@ -344,7 +344,7 @@ def test_an_unapproved_writers_documents_and_config_never_reach_the_prompt(fleet
     """Mallory's handoff document (the newest pending one) and her spec reference in the
     state's config are left out of every prompt, and stay out once this clone's ack
     archived the document (an edit that is no person's review); Alice's document is the
-    one shown. `doc show` still shows Mallory's to a person."""
+    one shown, and the one the ack accepts. `doc show` still shows Mallory's to a person."""
     victim = fleet.clones["victim"]
     _session_with_facts(fleet.clones["alice"], "ALICE")
     _session_with_facts(fleet.clones["mallory"], "MALLORY")
@@ -357,6 +357,8 @@ def test_an_unapproved_writers_documents_and_config_never_reach_the_prompt(fleet
         assert "ALICE-DECISION" in text and "ALICE-BLOCKER" in text, (where, text)
         assert "Not shown: 1 handoff document(s) last written by a writer this clone has not approved" in text, where
         assert "Not used: the state's config, last changed by a writer this clone has not approved" in text, where
+    # the hook's ack accepted the document the prompt showed, Alice's (session 1), not Mallory's (session 2)
+    assert "Session 3 accepted the handoff of session 1" in run("log", cwd=victim).out
     # approving Mallory's key lets her document and config in
     ok(victim, "trust", "--writer", fleet.fingerprint("mallory"))
     assert "MALLORY-SPEC.md" in run("prompt", cwd=victim).out
