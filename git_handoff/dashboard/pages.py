@@ -20,7 +20,7 @@ from git_handoff.core.model import Task, check_id
 from git_handoff.infra import graph_svg as svg
 from git_handoff.ops import attempts as attempt_ops
 from git_handoff.ops import prompt
-from git_handoff.state import session_records
+from git_handoff.state import session_records, writers
 from git_handoff.state.snapshot import Snapshot
 from git_handoff.state.store import StateStore
 
@@ -42,10 +42,29 @@ def escape_block(text: str) -> str:
     return "\n".join(escape(line) for line in text.split("\n"))
 
 
+def unapproved_mark(who: str) -> str:
+    """The mark of a record an unapproved writer wrote last (handoff.allowedSigners), as
+    `status` and `list` mark a task: shown, never offered to agents."""
+    return (f' <span class="unapproved" data-unapproved-writer="{escape(who)}">[unapproved writer: {escape(who)}; '
+            "not offered to agents]</span>")
+
+
+def _by_session(left: dict[str, str], directory: str) -> dict[int, str]:
+    """{session number: unapproved writer} of the records in `directory` (sessions, docs)."""
+    out: dict[int, str] = {}
+    for path, who in left.items():
+        if path.startswith(directory + "/"):
+            number = path[len(directory) + 1:].split("@", 1)[0].removesuffix(".json")
+            if number.isdigit():
+                out.setdefault(int(number), who)
+    return out
+
+
 _URL_SAFE = re.compile(r"[A-Za-z0-9._-]+")  # above this the overview links to /graph instead of drawing it
 SESSIONS_SHOWN = 50
 
 CSS = """
+.unapproved{color:#b71c1c;font-weight:600}
 body{font:14px/1.4 system-ui,sans-serif;margin:0;color:#222;background:#fafafa}
 header{background:#263238;color:#fff;padding:8px 16px;display:flex;gap:18px;align-items:baseline}
 header a{color:#cfd8dc;text-decoration:none}header h1{font-size:17px;margin:0}
@@ -193,6 +212,8 @@ def sessions_html(snap: Snapshot) -> str:
     numbers = _session_numbers(snap)
     if not numbers:
         return '<p class="muted">No session yet.</p>'
+    left = writers.unapproved_records(snap.repo, snap.commit)
+    left_sessions, left_docs = _by_session(left, session_records.SESSIONS_DIR), _by_session(left, session_records.DOCS_DIR)
     cards = []
     for n in numbers:
         rec = session_records.read_session(snap, n) or {}
@@ -205,7 +226,9 @@ def sessions_html(snap: Snapshot) -> str:
             f'<br><span class="muted">{escape(str(rec.get("started_at") or "-"))}</span>'
             f'<br>{escape(str(rec.get("worker") or "-"))}'
             f'<br>completed {done} · ACK {escape(str(ack_text))}'
-            f'<br>{"handoff document" if isinstance(doc, dict) else "<span class=muted>no document</span>"}</a>'
+            f'<br>{"handoff document" if isinstance(doc, dict) else "<span class=muted>no document</span>"}'
+            + (f"<br>record{unapproved_mark(left_sessions[n])}" if n in left_sessions else "")
+            + (f"<br>document{unapproved_mark(left_docs[n])}" if n in left_docs else "") + "</a>"
         )
     return f'<p><b data-count="sessions">{len(numbers)}</b> session(s)</p><div class="timeline">{"".join(cards)}</div>'
 
@@ -245,10 +268,12 @@ def _by_status(tasks: dict[str, Task], blocked: set[str]) -> dict[str, list[Task
     return groups
 
 
-def _task_items(chosen: list[Task]) -> str:
+def _task_items(chosen: list[Task], left: dict[str, str]) -> str:
+    """List items of tasks; those an unapproved writer wrote last (`left`) marked."""
     return "".join(
         f'<li><a class="task-link" href="{task_url(t.id)}">{escape(t.id)}</a> {escape(t.title)} '
-        f'<span class="muted">{t.priority} {t.attempts}/{t.max_attempts}</span></li>'
+        f'<span class="muted">{t.priority} {t.attempts}/{t.max_attempts}</span>'
+        f'{unapproved_mark(left[t.id]) if t.id in left else ""}</li>'
         for t in chosen
     )
 
@@ -258,6 +283,7 @@ def overview(store: StateStore) -> str:
     tasks = snap.tasks()
     blocked = selection.blocked_ids(tasks)
     live = _live(store, snap, tasks, blocked)
+    left = writers.unapproved(snap.repo, snap.commit)
     groups = []
     for s, chosen in _by_status(tasks, blocked).items():
         if not chosen:
@@ -266,7 +292,7 @@ def overview(store: StateStore) -> str:
         if len(chosen) > GROUP_SHOWN:  # a page of 10,000 list items helps nobody: the rest a click away
             more = f'<p><a href="/tasks/{s}">all {len(chosen)} {s} tasks</a></p>'
         groups.append(f'<h2 class="s-{s}">{s} ({len(chosen)})</h2><ul class="tasks" data-group="{s}">'
-                      f"{_task_items(chosen[:GROUP_SHOWN])}</ul>{more}")
+                      f"{_task_items(chosen[:GROUP_SHOWN], left)}</ul>{more}")
     h = live["html"]
     body = (
         f'<section><h2>Progress</h2><div id="counts">{h["counts"]}</div></section>'
@@ -283,10 +309,12 @@ def tasks_page(store: StateStore, status: str) -> str | None:
     """Every task of one status (computed `blocked` included), or None for another word."""
     if status not in STATUSES:
         return None
-    tasks = store.snapshot().tasks()
+    snap = store.snapshot()
+    tasks = snap.tasks()
     chosen = _by_status(tasks, selection.blocked_ids(tasks))[status]
+    left = writers.unapproved(snap.repo, snap.commit)
     return page(f"{status} tasks", f'<section><h2 class="s-{status}">{status} ({len(chosen)})</h2>'
-                                   f'<ul class="tasks" data-group="{status}">{_task_items(chosen)}</ul></section>')
+                                   f'<ul class="tasks" data-group="{status}">{_task_items(chosen, left)}</ul></section>')
 
 
 def graph_svg(store: StateStore) -> str:
@@ -328,6 +356,7 @@ def task_page(store: StateStore, task_id: str) -> str | None:
     ]
     if task.status == "in_progress" and task.claimed_by:
         rows.append(("claimed by", f"{task.claimed_by} (lease until {task.lease_expires_at})"))
+    writer = writers.unapproved(snap.repo, snap.commit).get(task.id)
     checkpoints = "".join(
         f"<tr><td>{escape(str(c.get('step')))}/{escape(str(c.get('total')))}</td><td>{escape(str(c.get('description')))}</td>"
         f"<td class=muted>{escape(str(c.get('timestamp')))}</td></tr>" for c in task.checkpoints
@@ -342,7 +371,8 @@ def task_page(store: StateStore, task_id: str) -> str | None:
     )
     record = json.dumps(task.to_json(), indent=2, ensure_ascii=False, default=str)
     body = (
-        f'<section><h2 class="s-{state}">{escape(task.id)}: {escape(task.title)}</h2>{_kv(rows)}'
+        f'<section><h2 class="s-{state}">{escape(task.id)}: {escape(task.title)}'
+        f'{unapproved_mark(writer) if writer is not None else ""}</h2>{_kv(rows)}'
         f"<p>depends on: {deps}</p><p>needed by: {rdeps}</p></section>"
         f'<section><h2>Attempts</h2><table id="attempts">{attempt_rows or "<tr><td class=muted>none saved</td></tr>"}</table></section>'
         f'<section><h2>Checkpoints</h2><table id="checkpoints">{checkpoints or "<tr><td class=muted>none</td></tr>"}</table></section>'
@@ -374,9 +404,13 @@ def session_page(store: StateStore, number: int) -> str | None:
                     for d in rec.get("decisions") or [] if isinstance(d, dict))
     doc_html = (f'<pre id="handoff-doc">{escape_block(prompt.render_markdown(doc))}</pre>' if isinstance(doc, dict)
                 else '<p class="muted">No handoff document for this session.</p>')
+    left = writers.unapproved_records(snap.repo, snap.commit)
+    record_by = _by_session(left, session_records.SESSIONS_DIR).get(number)
+    doc_by = _by_session(left, session_records.DOCS_DIR).get(number) if isinstance(doc, dict) else None
     body = (
-        f"<section><h2>Session {number}</h2>{_kv(rows)}<p>completed: {done}</p>"
-        f"<ul>{facts}</ul></section><section><h2>Handoff document</h2>{doc_html}</section>"
+        f"<section><h2>Session {number}{unapproved_mark(record_by) if record_by is not None else ''}</h2>{_kv(rows)}"
+        f"<p>completed: {done}</p><ul>{facts}</ul></section>"
+        f"<section><h2>Handoff document{unapproved_mark(doc_by) if doc_by is not None else ''}</h2>{doc_html}</section>"
     )
     return page(f"session {number}", body)
 

@@ -7,7 +7,7 @@ import random
 import time
 from typing import Any
 
-from git_handoff.core.errors import Contention
+from git_handoff.core.errors import Contention, UsageError
 
 
 class StateLock:
@@ -35,7 +35,14 @@ class StateLock:
                 raise self._contention() from None
             self._held = lock
             return self
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:  # a repository this process can not write to (Repo.handoff_dir)
+            if os.access(os.path.dirname(self.path), os.W_OK):
+                raise
+            raise UsageError(f"cannot write here: {self.path}: {exc.strerror or exc} (this repository is "
+                             "read-only to this process: reading commands and `serve` work, nothing "
+                             "that changes the state)") from None
         deadline = time.monotonic() + self.timeout
         delay = 0.001
         while True:

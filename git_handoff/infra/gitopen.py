@@ -37,6 +37,17 @@ def lazy_pygit2() -> Any:
     return pygit2
 
 
+
+def _private_dir(path: Path) -> Path:
+    """`path`, made when it is not there yet. In a repository this process can not write
+    to (a read-only mount, or permissions that keep it out) it is only named: a reader then finds
+    nothing in it, and a writer fails where it writes, naming the file."""
+    try:
+        path.mkdir(exist_ok=True)
+    except OSError:
+        pass
+    return path
+
 class OpenRepo:
     """A git repository (or linked worktree) as opened: where it is, how it is set up."""
 
@@ -140,16 +151,12 @@ class OpenRepo:
     @property
     def handoff_dir(self) -> Path:
         """Per-clone private directory (shared by linked worktrees; never synced)."""
-        path = self.common_dir / "handoff"
-        path.mkdir(exist_ok=True)
-        return path
+        return _private_dir(self.common_dir / "handoff")
 
     @property
     def worktree_dir(self) -> Path:
         """Per-worktree private directory."""
-        path = self.git_dir / "handoff"
-        path.mkdir(exist_ok=True)
-        return path
+        return _private_dir(self.git_dir / "handoff")
 
     def root(self) -> Path:
         if self.workdir is None:

@@ -13,6 +13,10 @@ Every step is git's own machinery, which refuses `..`, absolute and `.git` paths
 A rollback is journalled in the worktree's private directory before the first
 file changes, and redone from the start by the next command when a process was
 killed half way (each step is idempotent), so a tree is never left half-restored.
+The process that owns a rollback holds a lock beside its journal (`rollback.lock`, a
+flock: the system lets it go when the owner dies) from before the journal is written
+until it is cleared; the next command finishes a journal only when it can take that
+lock, so never one whose owner is still at work.
 
 Commit shapes (both are ordinary commits; `git show` and `git diff` read them):
 - claim snapshot: tree = work tree, parents = [HEAD, index commit]; the index
@@ -23,14 +27,15 @@ Commit shapes (both are ordinary commits; `git show` and `git diff` read them):
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from git_handoff.core.errors import UsageError
+from git_handoff.core.errors import Contention, UsageError
 from git_handoff.infra import paths
 from git_handoff.infra.gitrepo import Repo
 from git_handoff.infra.worktree import (
@@ -48,6 +53,8 @@ from git_handoff.infra.worktree import (
 
 CLAIMS_PREFIX = "refs/handoff/claims/"
 JOURNAL = "rollback.json"
+ROLLBACK_LOCK = "rollback.lock"
+OWNER_WAIT = 30.0  # seconds a new rollback waits for another one in this worktree
 
 
 # -- keeping a moment ---------------------------------------------------------------------
@@ -190,6 +197,52 @@ def read_journal(repo: Repo) -> Plan | None:
                 snapshot=raw.get("snapshot") if isinstance(raw.get("snapshot"), str) else None,
                 attempt_ref=raw.get("attempt_ref") if isinstance(raw.get("attempt_ref"), str) else None,
                 operation=raw.get("operation") if isinstance(raw.get("operation"), str) else None)
+
+
+def _owner_lock(repo: Repo, wait: float) -> Any:
+    from filelock import FileLock  # noqa: PLC0415 - import cost: only a rollback needs it
+
+    path = _journal(repo).with_name(ROLLBACK_LOCK)
+    path.parent.mkdir(exist_ok=True)
+    return FileLock(str(path), timeout=wait, thread_local=False)
+
+
+@contextlib.contextmanager
+def rollback_owner(repo: Repo, wait: float = OWNER_WAIT) -> Iterator[None]:
+    """Own the rollback of this worktree while inside: held from before its journal is
+    written until it is cleared. Contention (exit 3, nothing changed) when another
+    process still holds it after `wait` seconds."""
+    from filelock import Timeout  # noqa: PLC0415
+
+    lock = _owner_lock(repo, wait)
+    try:
+        lock.acquire()
+    except Timeout:
+        raise Contention("another git handoff command is rolling this worktree back: retry when it is done") \
+            from None
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+@contextlib.contextmanager
+def orphaned_journal(repo: Repo) -> Iterator[bool]:
+    """Whether the journal here has no owner at work (its owner died, or finished): True
+    while inside means this process owns it now and may finish or drop it; False means
+    its owner still holds the lock (leave the journal alone)."""
+    from filelock import Timeout  # noqa: PLC0415
+
+    try:
+        lock = _owner_lock(repo, 0)
+        lock.acquire()
+    except (Timeout, OSError):  # OSError: a read-only repository, where no rollback can be finished either
+        yield False
+        return
+    try:
+        yield True
+    finally:
+        lock.release()
 
 
 def clear_journal(repo: Repo) -> None:

@@ -3,12 +3,13 @@
 A failed attempt is saved first, whole, as a commit under refs/harness/attempts/<id>/<n>
 (the work tree's tree, untracked non-ignored files included; parents HEAD and a
 commit of the index), then counted in the state, then the worktree returned
-exactly to the claim's moment (infra/rollback.py). `restore` brings an
+exactly to the claim's moment (worktree.py). `restore` brings an
 attempt's files and staged entries back without moving HEAD.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import re
@@ -150,91 +151,95 @@ def fail(
         rollback.refuse_submodules(repo, base, "roll back", seen.id)
     if seen.cleanup:
         trust.require_trusted(repo, seen.cleanup, "cleanup command", trust.place(seen.id, "cleanup"))
-    saved: SavedAttempt | None = None
-    if base_ok:
-        store.best_effort("notes", lambda: notes.note_task_commits(store, seen, outcome=f"failed [{category}]"))
-        saved = save_attempt(store, seen, reason=text, category=category, local=local)
-    plan = None
-    if rolls_back:
-        assert base is not None
-        plan = rollback.Plan(task=seen.id, base=base, snapshot=snap.commit if snap else None,
-                             attempt_ref=saved["ref"] if saved else None, operation=operation)
-        rollback.write_journal(repo, plan)
+    # The rollback's owner holds this worktree's rollback lock from before its journal is
+    # written until it is cleared: a command opening the state meanwhile (a hook, an MCP
+    # call) leaves the journal to it (open_state), never finishing or dropping it twice.
+    with rollback.rollback_owner(repo) if rolls_back else contextlib.nullcontext():
+        saved: SavedAttempt | None = None
+        if base_ok:
+            store.best_effort("notes", lambda: notes.note_task_commits(store, seen, outcome=f"failed [{category}]"))
+            saved = save_attempt(store, seen, reason=text, category=category, local=local)
+        plan = None
+        if rolls_back:
+            assert base is not None
+            plan = rollback.Plan(task=seen.id, base=base, snapshot=snap.commit if snap else None,
+                                 attempt_ref=saved["ref"] if saved else None, operation=operation)
+            rollback.write_journal(repo, plan)
 
-    snap_name = local.snapshot if local else None
+        snap_name = local.snapshot if local else None
 
-    def apply(tx: Tx) -> Task:
-        task = current(tx, seen, "failed")
-        attempts = task.attempts + 1 if base_ok else max(task.max_attempts, task.attempts + 1)
-        entry = f"[{category}] {text}"
-        new = dataclasses.replace(
-            task,
-            status="failed",
-            attempts=attempts,
-            error_log=(*task.error_log, entry),
-            claimed_by=None,
-            lease_expires_at=None,
-        ).with_extra(failed_at=now_iso(), **{k: None for k in CLAIM_EXTRAS})
-        if saved is not None:
-            new = new.with_extra(last_attempt_ref=saved["ref"])
-        new = tx.put_task(new)
-        claim_index.carry(tx, [new], clean=not new.failed_for_good)
-        tx.log("ERROR", text, task=task.id, category=category)
-        if not base_ok:
-            tx.log(
-                "ERROR",
-                f"started_at_commit {base or '(none)'} is missing from the repository: no rollback, attempts set to max",
-                task=task.id,
-                category=category,
-            )
-        elif snapshot_lost:
-            tx.log("ERROR", f"the claim's snapshot {short(snap_name)} is missing: no rollback "
-                   "(the work tree is as the attempt left it)", task=task.id, category=category)
-        elif unjournalled:
-            tx.log("WARN", NO_LOCAL_CLAIM, task=task.id)
-        elif rolls_back:
-            if operation:
-                tx.log("ROLLBACK", f"git {operation} ended (--force)", task=task.id)
-            tx.log("ROLLBACK", f"git reset --hard {short(base)}"
-                   + (f"; work tree, index and untracked files as at the claim ({short(snap.commit)})" if snap else ""),
-                   task=task.id)
-        return new
+        def apply(tx: Tx) -> Task:
+            task = current(tx, seen, "failed")
+            attempts = task.attempts + 1 if base_ok else max(task.max_attempts, task.attempts + 1)
+            entry = f"[{category}] {text}"
+            new = dataclasses.replace(
+                task,
+                status="failed",
+                attempts=attempts,
+                error_log=(*task.error_log, entry),
+                claimed_by=None,
+                lease_expires_at=None,
+            ).with_extra(failed_at=now_iso(), **{k: None for k in CLAIM_EXTRAS})
+            if saved is not None:
+                new = new.with_extra(last_attempt_ref=saved["ref"])
+            new = tx.put_task(new)
+            claim_index.carry(tx, [new], clean=not new.failed_for_good)
+            tx.log("ERROR", text, task=task.id, category=category)
+            if not base_ok:
+                tx.log(
+                    "ERROR",
+                    f"started_at_commit {base or '(none)'} is missing from the repository: no rollback, attempts set to max",
+                    task=task.id,
+                    category=category,
+                )
+            elif snapshot_lost:
+                tx.log("ERROR", f"the claim's snapshot {short(snap_name)} is missing: no rollback "
+                       "(the work tree is as the attempt left it)", task=task.id, category=category)
+            elif unjournalled:
+                tx.log("WARN", NO_LOCAL_CLAIM, task=task.id)
+            elif rolls_back:
+                if operation:
+                    tx.log("ROLLBACK", f"git {operation} ended (--force)", task=task.id)
+                tx.log("ROLLBACK", f"git reset --hard {short(base)}"
+                       + (f"; work tree, index and untracked files as at the claim ({short(snap.commit)})" if snap else ""),
+                       task=task.id)
+            return new
 
-    try:
-        task = store.transact(apply)
-    except BaseException:
-        rollback.clear_journal(repo)  # nothing was recorded: the work tree stays as it is
-        raise
-    outcome: FailOutcome = {
-        "task": task.to_json(),
-        "category": category,
-        "reason": text,
-        "attempt": saved["attempt"] if saved else None,
-        "attempt_ref": saved["ref"] if saved else None,
-        "attempt_commit": saved["commit"] if saved else None,
-        "files": saved["files"] if saved else [],
-        "base": base,
-        "rolled_back": rolls_back,
-        "snapshot": snap.commit if snap else None,
-        "snapshot_missing": snapshot_lost,
-        "no_local_claim": unjournalled,
-        "operation_ended": operation,
-        "cleanup": None,
-        "validation": _run.to_json() if _run is not None else None,
-    }
-    if plan is not None:
         try:
-            rollback.roll_back(repo, plan)
-        except GitFailure as exc:
-            raise GitFailure(
-                f"{exc.message}; the attempt is saved as {saved['ref'] if saved else '?'}: the next "
-                "git handoff command in this worktree finishes the rollback"
-            ) from None
-        rollback.clear_journal(repo)
-    else:
-        rollback.drop_snapshot_ref(repo, snap.commit if snap else None)
-    if local is not None:
-        claim_journal.drop(repo, seen.id)
+            task = store.transact(apply)
+        except BaseException:
+            rollback.clear_journal(repo)  # nothing was recorded: the work tree stays as it is
+            raise
+        outcome: FailOutcome = {
+            "task": task.to_json(),
+            "category": category,
+            "reason": text,
+            "attempt": saved["attempt"] if saved else None,
+            "attempt_ref": saved["ref"] if saved else None,
+            "attempt_commit": saved["commit"] if saved else None,
+            "files": saved["files"] if saved else [],
+            "base": base,
+            "rolled_back": rolls_back,
+            "snapshot": snap.commit if snap else None,
+            "snapshot_missing": snapshot_lost,
+            "no_local_claim": unjournalled,
+            "operation_ended": operation,
+            "cleanup": None,
+            "validation": _run.to_json() if _run is not None else None,
+        }
+        if plan is not None:
+            try:
+                rollback.roll_back(repo, plan)
+            except GitFailure as exc:
+                raise GitFailure(
+                    f"{exc.message}; the attempt is saved as {saved['ref'] if saved else '?'}: the next "
+                    "git handoff command in this worktree finishes the rollback"
+                ) from None
+            rollback.clear_journal(repo)
+        else:
+            rollback.drop_snapshot_ref(repo, snap.commit if snap else None)
+        if local is not None:
+            claim_journal.drop(repo, seen.id)
     if task.cleanup:
         result = task_commands.run_command(task.cleanup, repo.root(), task.timeout_seconds, env={"HANDOFF_TASK": task.id})
         outcome["cleanup"] = result.to_json()
@@ -246,17 +251,21 @@ def fail(
 def finish_interrupted_rollback(store: StateStore) -> str | None:
     """Finish a rollback a killed `fail` left half done (its journal is in the worktree's
     private directory); a journal whose failure was never recorded is dropped, since
-    then nothing had changed. Returns a sentence for the user, or None."""
+    then nothing had changed; a journal whose owner still holds the worktree's rollback
+    lock is left to it. Returns a sentence for the user, or None."""
     repo = store.repo
-    plan = rollback.read_journal(repo)
-    if plan is None:
-        return None
-    task = store.snapshot().task(plan.task) if store.is_initialized() else None
-    if task is None or task.status == "in_progress" or task.get("last_attempt_ref") != plan.attempt_ref:
+    with rollback.orphaned_journal(repo) as orphaned:
+        if not orphaned:
+            return None  # its owner, a `fail` still at work, finishes it (or drops it) itself
+        plan = rollback.read_journal(repo)
+        if plan is None:
+            return None
+        task = store.snapshot().task(plan.task) if store.is_initialized() else None
+        if task is None or task.status == "in_progress" or task.get("last_attempt_ref") != plan.attempt_ref:
+            rollback.clear_journal(repo)
+            return None
+        rollback.roll_back(repo, plan)
         rollback.clear_journal(repo)
-        return None
-    rollback.roll_back(repo, plan)
-    rollback.clear_journal(repo)
     return (f"finished the interrupted rollback of {plan.task} to {short(plan.base)} "
             f"(the attempt is saved as {plan.attempt_ref})")
 

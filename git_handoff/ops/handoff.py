@@ -18,6 +18,7 @@ from git_handoff.core.record_schemas import HandoffDoc, WrittenDoc
 from git_handoff.infra import worktree
 from git_handoff.infra.gitrepo import Repo
 from git_handoff.ops.payloads import AckAnswer, AckEntry, DocRow
+from git_handoff.state import writers
 from git_handoff.state.session_records import (
     completed_ids,
     current_number,
@@ -44,8 +45,8 @@ def last_error(task: Task) -> str | None:
     return task.error_log[-1] if task.error_log else None
 
 
-def spec_ref_of(source: StateReader, tasks: dict[str, Task]) -> str | None:
-    configured = source.config().spec_ref
+def spec_ref_of(source: StateReader, tasks: dict[str, Task], *, use_config: bool = True) -> str | None:
+    configured = source.config().spec_ref if use_config else None
     if configured:
         return str(configured)
     for t in tasks.values():
@@ -217,7 +218,9 @@ def ack(store: StateStore, failed: str | None = None) -> AckAnswer:
         record = read_session(tx, number)
         if record is None:
             raise UsageError(f"session {number} is not in the state (`git handoff session start`)")
-        found = pending_doc_at(tx, before=number)
+        # the document the prompt showed: never one an unapproved writer wrote last (writers.for_prompt)
+        found = pending_doc_at(tx, before=number,
+                               skip=writers.unapproved_records(tx.store.repo, tx.base.commit if tx.base else None))
         of_path, doc = found if found else (None, None)
         of = doc["session"] if doc else None
         entry: AckEntry = {"status": "failed" if failed else "accepted", "at": stamp, "reason": failed, "handoff": of}

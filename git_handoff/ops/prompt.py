@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
 from git_handoff.core import display, selection
@@ -14,7 +14,7 @@ from git_handoff.ops import handoff
 from git_handoff.ops.handoff import last_error
 from git_handoff.ops.payloads import PromptView
 from git_handoff.state import trust, writers
-from git_handoff.state.session_records import current_number, doc_numbers, pending_doc, read_doc
+from git_handoff.state.session_records import current_number
 from git_handoff.state.store import StateStore
 
 PROMPT_LIMIT = 10_000  # bytes: the prompt stays under 10 KB
@@ -250,20 +250,20 @@ def render_prompt(store: StateStore) -> str:
     """The next session's prompt (Markdown, under 10 KB)."""
     snap = store.snapshot()
     tasks = snap.tasks()
-    doc = pending_doc(snap)
-    if doc is None:
-        numbers = doc_numbers(snap)
-        doc = read_doc(snap, numbers[-1]) if numbers else None
-    return compose(tasks, doc, number=current_number(store), spec=handoff.spec_ref_of(snap, tasks),
-                   approved=approval(store), hidden=writers.unapproved(store.repo, snap.commit))
+    shown = writers.for_prompt(snap, snap.commit)  # what an unapproved writer wrote last is left out
+    spec = handoff.spec_ref_of(snap, {i: t for i, t in tasks.items() if i not in shown.tasks},
+                               use_config=shown.use_config)
+    return compose(tasks, shown.doc, number=current_number(store), spec=spec, approved=approval(store),
+                   hidden=shown.tasks, left_out=shown.notes)
 
 
 def compose(tasks: dict[str, Task], doc: HandoffDoc | None, *, number: int, spec: str | None,
-            approved: Approved, hidden: Collection[str] = ()) -> str:
+            approved: Approved, hidden: Collection[str] = (), left_out: Sequence[str] = ()) -> str:
     """The prompt from its facts (pure: what render_prompt read). Every text of the state
     in it (another clone's, perhaps) is one line of data after a prefix of this text's own
     (git_handoff.core.display): it opens no line, section or instruction of its own. The tasks
-    `hidden` names (an unapproved writer's, git_handoff.state.writers) are left out, counted."""
+    `hidden` names (an unapproved writer's, git_handoff.state.writers) are left out, counted;
+    `left_out` says what else was (a line each)."""
     blocked = selection.blocked_ids(tasks)
     remaining = [t for t in tasks.values()
                  if (t.status in ("pending", "in_progress") or (t.status == "failed" and not t.failed_for_good))
@@ -286,6 +286,7 @@ def compose(tasks: dict[str, Task], doc: HandoffDoc | None, *, number: int, spec
         _next_line(tasks, approved, hidden),
         *([UNAPPROVED_NOTE] if unapproved else []),
         *([HIDDEN_NOTE.format(n=len(hidden))] if hidden else []),
+        *left_out,
         "",
     ]
     text = ""

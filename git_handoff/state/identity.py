@@ -44,7 +44,16 @@ def _secret(repo: Repo) -> bytes:
     except (OSError, ValueError):
         value = b""
     if len(value) < 16:
-        value = _create(path)
+        try:
+            value = _create(path)
+        except OSError:
+            if os.access(path.parent, os.W_OK):
+                raise  # a full disk, say: never a secret that is not kept
+            # A private directory this process can not write (a read-only repository served
+            # by `serve`): a secret for this process only. Nothing is sealed with it: every
+            # write to the state holds the state lock, a file in that same directory, so a
+            # clone that can not write there has no record of its own to find or prove.
+            value = secrets.token_bytes(32)
     _cache[key] = value
     return value
 

@@ -15,6 +15,7 @@ Below every use case: sessions, handoff, claim, relay and status all ask these.
 from __future__ import annotations
 
 import socket
+from collections.abc import Collection
 from typing import Any, cast
 
 from git_handoff.core import record_schemas, state_tree
@@ -263,10 +264,18 @@ def doc_paths(source: StateReader) -> list[tuple[int, str]]:
 
 def read_doc(source: StateReader, number: int) -> HandoffDoc | None:
     """The document of session `number`: this clone's, else the first of that number."""
+    found = read_doc_at(source, number)
+    return found[1] if found else None
+
+
+def read_doc_at(source: StateReader, number: int, skip: Collection[str] = ()) -> tuple[str, HandoffDoc] | None:
+    """(path, document) of `read_doc`, passing over the paths in `skip`."""
     for path in (doc_path(source, number), *sessions_numbered(source, number, DOCS_DIR)):
+        if path in skip:
+            continue
         doc = source.read_json(path)
         if isinstance(doc, dict):
-            return cast(HandoffDoc, doc)
+            return path, cast(HandoffDoc, doc)
     return None
 
 
@@ -277,10 +286,11 @@ def pending_doc(source: StateReader, before: int | None = None) -> HandoffDoc | 
     return found[1] if found else None
 
 
-def pending_doc_at(source: StateReader, before: int | None = None) -> tuple[str, HandoffDoc] | None:
-    """(path, document) of `pending_doc`."""
+def pending_doc_at(source: StateReader, before: int | None = None,
+                   skip: Collection[str] = ()) -> tuple[str, HandoffDoc] | None:
+    """(path, document) of `pending_doc`, passing over the paths in `skip`."""
     for n, path in reversed(doc_paths(source)):
-        if before is not None and n >= before:
+        if (before is not None and n >= before) or path in skip:
             continue
         doc = source.read_json(path)
         if isinstance(doc, dict) and not doc.get("archived"):

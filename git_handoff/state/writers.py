@@ -2,13 +2,18 @@
 set by a state commit no approved writer signed is shown, marked, but never offered to
 an agent (docs/allowed-signers.md has the rules and the threat model).
 
-Who wrote a task: the state commit that set the task's current content. Walking the
-state history from its roots (or from the baseline), each commit's unapproved tasks are
-derived from its parents':
+Who wrote a record (a task, a handoff document, a session record, the state's config):
+the state commit that set its current content. Walking the state history from its roots
+(or from the baseline), each commit's unapproved records are derived from its parents':
 
-- a task whose record a parent holds unchanged keeps that parent's verdict (approved when
-  any parent holding it is approved: the same bytes an approved writer published);
+- a record a parent holds unchanged keeps that parent's verdict (approved when any
+  parent holding it is approved: the same bytes an approved writer published);
 - a task a one-parent commit changed is approved exactly when the commit's writer is;
+  a document, session record or config an unapproved writer changed stays unapproved
+  whoever changes it afterwards (until it is deleted): this clone changes those as a side
+  effect of other commands (an ack archives a document, a decision is added to a session
+  record, `init --max-sessions` keeps the config's other keys), so no person reviewed
+  what the unapproved writer put there;
 - a record a merge commit wrote new (no parent holds it: a 3-way merge of both sides) is
   approved when the merge's writer is and every side it merged was approved; otherwise
   it keeps the first unapproved side's writer.
@@ -30,23 +35,37 @@ import hashlib
 import json
 import pickle
 from collections.abc import Iterable
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, cast
 
 from git_handoff.core.errors import UsageError
 from git_handoff.core.model import now_iso
+from git_handoff.core.record_schemas import HandoffDoc
 from git_handoff.infra import signing
 from git_handoff.infra.fileio import atomic_write
 from git_handoff.infra.gitrepo import Repo
-from git_handoff.state.snapshot import STATE_REF, TASKS_DIR
+from git_handoff.state import session_records
+from git_handoff.state.snapshot import CONFIG_PATH, STATE_REF, TASKS_DIR, StateReader
 
 APPROVALS_FILE = "writers.json"
 CACHE_FILE = "writers-cache.pickle"
-CACHE_VERSION = 1
+CACHE_VERSION = 2  # 1 judged tasks only
 CACHE_MAX_COMMITS = 200_000  # past it the cache starts again (only slower)
 OWN = "this clone"
 
-Verdict = dict[str, str]  # task path -> who wrote its content (an unapproved writer)
+Verdict = dict[str, str]  # record path -> who wrote its content (an unapproved writer)
 _EMPTY: Verdict = {}
+_TASKS = TASKS_DIR + "/"
+_STICKY = ("docs/", "sessions/")  # and CONFIG_PATH: see the module's docstring
+
+
+def _judged(path: str) -> bool:
+    """The records whose writer counts: tasks, handoff documents, session records, config."""
+    return path == CONFIG_PATH or (path.endswith(".json") and path.startswith((_TASKS, *_STICKY)))
+
+
+def _sticky(path: str) -> bool:
+    return path == CONFIG_PATH or path.startswith(_STICKY)
 
 
 def enabled(repo: Repo) -> bool:
@@ -55,16 +74,84 @@ def enabled(repo: Repo) -> bool:
 
 def unapproved(repo: Repo, commit: str | None) -> dict[str, str]:
     """{task id: unapproved writer} for the state at `commit`; {} when the setting is off."""
+    return {_task_id(path): who for path, who in unapproved_records(repo, commit).items() if path.startswith(_TASKS)}
+
+
+def unapproved_records(repo: Repo, commit: str | None) -> dict[str, str]:
+    """{record path: unapproved writer} for the state at `commit`: its tasks, handoff
+    documents, session records and config; {} when the setting is off."""
     if commit is None or not enabled(repo):
         return {}
     judge = Judge(repo)
     found = judge.of(commit)
     judge.save()
-    return {_task_id(path): who for path, who in found.items()}
+    return dict(found)
 
 
 def unapproved_at_head(repo: Repo) -> dict[str, str]:
     return unapproved(repo, repo.ref_target(STATE_REF)) if enabled(repo) else {}
+
+
+@dataclass
+class ForPrompt:
+    """What the agent's prompt may use of a state (what an unapproved writer wrote last
+    left out, never shown marked: a model may follow text however it is labelled).
+
+    `tasks`: {task id: writer} left out; `doc`: the handoff document to show (the latest
+    pending one an approved writer wrote, else the latest such), with the entries of the
+    tasks left out and, when its session record is an unapproved writer's, that record's
+    decisions and blockers taken out; `use_config`: whether the state's config (its spec
+    reference) may be used; `notes`: one line for each kind of thing left out."""
+
+    tasks: dict[str, str] = field(default_factory=dict)
+    doc: HandoffDoc | None = None
+    use_config: bool = True
+    notes: list[str] = field(default_factory=list)
+
+
+def for_prompt(source: StateReader, commit: str | None) -> ForPrompt:
+    """The prompt's view of the state at `commit` (`source` reads it). With the setting
+    off, everything is used and the document is chosen as it always was."""
+    left = unapproved_records(source.repo, commit)
+    tasks = {_task_id(path): who for path, who in left.items() if path.startswith(_TASKS)}
+    found = session_records.pending_doc_at(source, skip=left)
+    if found is None:
+        numbers = [n for n, path in session_records.doc_paths(source) if path not in left]
+        found = session_records.read_doc_at(source, max(numbers), skip=left) if numbers else None
+    out = ForPrompt(tasks=tasks, use_config=CONFIG_PATH not in left)
+    docs_left = sum(1 for path in left if path.startswith(session_records.DOCS_DIR + "/"))
+    if docs_left:
+        out.notes.append(f"Not shown: {docs_left} handoff document(s) last written by a writer this clone has not "
+                         "approved (a person reviews them).")
+    if found is not None:
+        path, doc = found
+        out.doc = _without(doc, tasks)
+        record = session_records.SESSIONS_DIR + path[len(session_records.DOCS_DIR):]
+        if record in left and (doc.get("decisions") or doc.get("blockers")):
+            out.doc["decisions"], out.doc["blockers"] = [], []
+            out.notes.append("Left out of the handoff document below: the decisions and blockers of its session, "
+                             "whose record a writer this clone has not approved changed.")
+    if not out.use_config:
+        out.notes.append("Not used: the state's config, last changed by a writer this clone has not approved "
+                         "(its spec reference is left out).")
+    return out
+
+
+def _without(doc: HandoffDoc, tasks: dict[str, str]) -> HandoffDoc:
+    """A copy of `doc` without its entries of the tasks in `tasks`."""
+    def keep(items: Any) -> list[Any]:
+        return [t for t in items if not (isinstance(t, dict) and t.get("id") in tasks)] if isinstance(items, list) \
+            else []
+
+    out = cast(HandoffDoc, dict(doc))
+    if not tasks:
+        return out
+    status = doc.get("status")
+    if isinstance(status, dict):
+        out["status"] = cast(Any, {k: keep(v) for k, v in status.items()})
+    if "failed" in doc:
+        out["failed"] = keep(doc.get("failed"))
+    return out
 
 
 def file_note(repo: Repo) -> str | None:
@@ -109,7 +196,10 @@ def approvals(repo: Repo) -> dict[str, Any]:
     data = _read_approvals(repo)
     if data is None:
         data = {"version": 1, "baseline": repo.ref_target(STATE_REF), "baseline_at": now_iso(), "keys": {}}
-        _write_approvals(repo, data)
+        try:
+            _write_approvals(repo, data)
+        except OSError:
+            pass  # a read-only repository (`serve`): its state can not change, so its baseline can not either
     return data
 
 
@@ -288,31 +378,29 @@ class Judge:
             return f"bad signature (key {key})" if key else "bad signature"
         return f"unverifiable signature ({status}{' key ' + key if key else ''})"
 
-    def _tasks_tree(self, commit: str) -> str | None:
-        found = self.repo.tree_lookup(self.repo.commit_tree(commit), TASKS_DIR)
-        return found[0] if found is not None and found[1] else None
+    def _diff(self, a: str | None, b: str) -> dict[str, tuple[str | None, str | None]]:
+        """The judged records that differ between the trees of commits `a` (None: none) and `b`."""
+        repo = self.repo
+        return {p: v for p, v in repo.tree_diff(repo.commit_tree(a) if a else None, repo.commit_tree(b)).items()
+                if _judged(p)}
 
     def _judge(self, commit: str) -> Verdict:
-        repo = self.repo
         writer = self._writer(commit)
         parents = [p for p in self._parents(commit) if p in self.verdicts]
-        tree = self._tasks_tree(commit)
-        prefix = TASKS_DIR + "/"
         if not parents:
-            if writer is None or tree is None:
+            if writer is None:
                 return _EMPTY
-            return {path: writer for path in repo.tree_diff(None, tree, prefix) if path.endswith(".json")}
-        diffs = [{p: v for p, v in repo.tree_diff(self._tasks_tree(parent), tree, prefix).items()
-                  if p.endswith(".json")} for parent in parents]
+            return dict.fromkeys(self._diff(None, commit), writer) or _EMPTY
+        diffs = [self._diff(parent, commit) for parent in parents]
         if len(parents) == 1:
             before, diff = self.verdicts[parents[0]], diffs[0]
             if not diff or (writer is None and not any(p in before for p in diff)):
                 return before
             after = dict(before)
             for path, (_old, new) in diff.items():
-                if new is None or writer is None:
+                if new is None or (writer is None and not _sticky(path)):
                     after.pop(path, None)
-                else:
+                elif writer is not None:
                     after[path] = writer
             return after if after else _EMPTY
         candidates: set[str] = set()

@@ -3,15 +3,18 @@ and in a real headless Chromium."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
+import os
 import re
+import shutil
 import subprocess
 import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -336,3 +339,66 @@ def test_requests_for_another_host_name_are_refused(repo: Path, served: str) -> 
     req = urllib.request.Request(served, headers={"Host": f"localhost:{port}"})
     with urllib.request.urlopen(req, timeout=10) as resp:
         assert resp.status == 200
+
+
+READ_ONLY = """mount --bind "$0" "$0" && mount -o remount,bind,ro "$0" || exit 97
+cd "$0" || exit 97
+touch .git/probe 2>/dev/null && exit 98
+exec "$@"
+"""
+
+
+@contextlib.contextmanager
+def read_only(repo: Path) -> Iterator[Callable[[list[str]], list[str]]]:
+    """While inside, `repo` can not be written by the commands the yielded function wraps.
+    Root ignores permission bits (chmod binds nobody), so as root the command runs with
+    the repository as a read-only bind mount in a mount namespace of its own; otherwise
+    the repository's permission bits are taken away (and given back after)."""
+    if os.geteuid() == 0:
+        if shutil.which("unshare") is None:
+            pytest.skip("running as root, and no unshare for a read-only bind mount")
+        yield lambda command: ["unshare", "-m", "sh", "-c", READ_ONLY, str(repo), *command]
+        return
+    subprocess.run(["chmod", "-R", "a-w", str(repo)], check=True)
+    try:
+        yield lambda command: command
+    finally:
+        subprocess.run(["chmod", "-R", "u+w", str(repo)], check=True)
+
+
+@pytest.mark.parametrize("private", ["absent", "present"])
+def test_serve_shows_a_read_only_repository(repo: Path, private: str) -> None:
+    """`git handoff serve` of a repository it can not write to (a read-only mount, or
+    permissions that keep it out), whether this clone's private directory is there or
+    was never made: every page answers, nothing is written; a command that would change
+    the state says why it can not, in one line."""
+    assert run("init").rc == 0
+    assert run("add", "One", "--id", "one", "--check", "true").rc == 0
+    assert run("session", "start").rc == 0
+    assert run("decide", "a decision", "--why", "a reason").rc == 0
+    assert run("doc", "write").rc == 0
+    assert run("session", "end").rc == 0
+    if private == "absent":
+        shutil.rmtree(repo / ".git" / "handoff")
+    handoff = [sys.executable, "-m", "git_handoff"]
+    with read_only(repo) as wrap:
+        proc = subprocess.Popen(wrap([*handoff, "serve", "--stop-after", "60s"]), cwd=repo, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        try:
+            assert proc.stdout is not None and proc.stderr is not None
+            line = proc.stdout.readline()
+            if proc.poll() == 97:
+                pytest.skip(f"running as root, and no read-only bind mount here: {proc.stderr.read()}")
+            match = re.search(r"at (http://127\.0\.0\.1:\d+/)", line)
+            assert match, (line, proc.poll(), proc.stderr.read() if proc.poll() is not None else "")
+            for page in ("", "tasks/pending", "task/one", "graph", "graph.svg", "sessions", "session/1", "api/live"):
+                status, html, _ = get(match.group(1) + page)
+                assert status == 200, (page, html)
+            assert "a decision" in get(match.group(1) + "session/1")[1]
+        finally:
+            proc.terminate()
+            proc.wait(10)
+        add = subprocess.run(wrap([*handoff, "add", "Two"]), cwd=repo, capture_output=True, text=True)
+        assert add.returncode == 2 and add.stderr.count("\n") == 1, add
+        assert "cannot write here" in add.stderr and "read-only to this process" in add.stderr, add
+    assert (repo / ".git" / "handoff").exists() == (private == "present")

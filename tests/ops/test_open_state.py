@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -32,7 +33,8 @@ from git_handoff.mcp import tools as mcp_tools
 from git_handoff.ops import views
 from git_handoff.state import notices
 from tests.ops.test_rollback import picture
-from tests.support.repo import run, run_exe
+from tests.support.processes import wait_for
+from tests.support.repo import git, run, run_exe
 
 FINISHED = "finished the interrupted rollback of t"
 
@@ -224,3 +226,104 @@ def test_the_cli_and_the_mcp_tools_map_every_error_class_alike(repo: Path, monke
     if isinstance(error, HandoffError):  # no hint to differ by: the very same line and document
         assert f"error: {answer.error}\n" == cli.err
         assert answer.value == json.loads(cli.out)
+
+
+# -- a rollback whose owner is still at work ---------------------------------------------------
+
+PAUSE = """#!/bin/sh
+# pauses the first run after {armed} appears, until {go} does; then behaves as {then}
+if [ -e "{armed}" ] && mkdir "{once}" 2>/dev/null; then
+  touch "{paused}"
+  while [ ! -e "{go}" ]; do sleep 0.05; done
+fi
+exec {then} "$@"
+"""
+
+
+def _pause_script(repo: Path, name: str, then: str) -> tuple[Path, dict[str, Path]]:
+    """A program that, once armed, stops at its first run until told to go on."""
+    where = repo.parent / f"pause-{name}"
+    where.mkdir()
+    marks = {k: where / k for k in ("armed", "once", "paused", "go")}
+    script = where / "run.sh"
+    script.write_text(PAUSE.format(then=then, **marks))
+    script.chmod(0o755)
+    return script, marks
+
+
+def _fail_paused(repo: Path, marks: dict[str, Path]) -> subprocess.Popen[str]:
+    """`git handoff fail t` as its own process, stopped where the armed program runs."""
+    marks["armed"].touch()
+    proc = subprocess.Popen(["git", "handoff", "fail", "t", "--reason", "no"], cwd=repo, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    wait_for(lambda: marks["paused"].exists() or proc.poll() is not None, what="fail to pause")
+    assert proc.poll() is None, proc.communicate()
+    assert rollback.has_journal(Repo.discover(repo))  # between its journal and the end of its rollback
+    return proc
+
+
+def _finish(proc: subprocess.Popen[str], marks: dict[str, Path], repo: Path, before: Any) -> None:
+    marks["go"].touch()
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, (out, err)
+    assert rolled_back(repo, before)
+    assert handoff("show", "t", "--json").json()["status"] == "failed"
+
+
+def test_a_command_leaves_a_rollback_under_way_to_its_owner(repo: Path) -> None:
+    """`fail` stopped inside its rollback (a smudge filter that waits, as a slow file
+    system would) while a hook and `status` open the state in the same worktree: they
+    leave the journal to its owner, which finishes the rollback once. Before the owner's
+    lock, each started the same rollback again (`git reset --hard` under the owner's
+    feet: it failed on git's index lock, or rolled back twice)."""
+    script, marks = _pause_script(repo, "smudge", "cat")
+    (repo / ".gitattributes").write_text("slow.txt filter=pause\n")
+    (repo / "slow.txt").write_text("as committed\n")
+    git("add", ".gitattributes", "slow.txt", cwd=repo)
+    git("commit", "-q", "-m", "a filtered file", cwd=repo)
+    git("config", "filter.pause.smudge", str(script), cwd=repo)
+    git("config", "filter.pause.clean", "cat", cwd=repo)
+    handoff("init")
+    handoff("add", "Try", "--id", "t", "--check", "false", "--max-attempts", "9")
+    before = picture(repo)
+    handoff("claim")
+    (repo / "slow.txt").write_text("the attempt\n")
+    proc = _fail_paused(repo, marks)
+    try:
+        assert handoff("show", "t", "--json").json()["status"] == "failed"  # recorded: the rollback is under way
+        hook = run_exe("hook", "claude-stop", cwd=repo, stdin=json.dumps(
+            {"session_id": "s", "cwd": str(repo), "hook_event_name": "Stop"}))
+        status = run_exe("status", cwd=repo)
+        assert hook.rc == 0 and status.rc == 0, (hook, status)
+        assert FINISHED not in hook.out + hook.err + status.out + status.err
+        assert rollback.has_journal(Repo.discover(repo))  # still its owner's
+    finally:
+        _finish(proc, marks, repo, before)
+
+
+def test_a_command_keeps_the_journal_of_a_fail_not_recorded_yet(repo: Path, tmp_path: Path) -> None:
+    """`fail` stopped after writing its journal, before its failure is recorded (signing
+    the state commit: a program that waits for a passphrase would), while `status` opens
+    the state: the journal stays (before the owner's lock, `status` dropped it as the
+    journal of a failure never recorded, and a `fail` killed in its rollback then left a
+    half-rolled-back tree nobody finished)."""
+    key = tmp_path / "key"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
+    script, marks = _pause_script(repo, "sign", "ssh-keygen")
+    for name, value in (("gpg.format", "ssh"), ("user.signingKey", str(key)), ("handoff.signState", "true"),
+                        ("gpg.ssh.program", str(script))):
+        git("config", name, value, cwd=repo)
+    handoff("init")
+    handoff("add", "Try", "--id", "t", "--check", "false", "--max-attempts", "9")
+    (repo / "plan.toml").write_text("mine\n")
+    before = picture(repo)
+    handoff("claim")
+    (repo / "work.txt").write_text("attempt\n")
+    proc = _fail_paused(repo, marks)
+    try:
+        assert handoff("show", "t", "--json").json()["status"] == "in_progress"  # not recorded yet
+        status = run_exe("status", cwd=repo)
+        assert status.rc == 0, status
+        assert rollback.has_journal(Repo.discover(repo))  # still its owner's
+    finally:
+        _finish(proc, marks, repo, before)
