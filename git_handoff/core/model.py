@@ -250,6 +250,38 @@ TASK_FIELDS = (
 )
 
 
+# The claim's bookkeeping, kept in a task's extra fields while it is claimed (Task.claim
+# reads them typed): the one list. A release, a failure and a reopen shed them all; `done`
+# keeps the branch and the session the work was done in (CLAIM_KEPT_WHEN_DONE); a lease
+# that ran out sheds the worktree (git_handoff.core.selection).
+CLAIM_FIELDS = ("worktree", "branch", "claimed_at", "lease_seconds", "claim_session", "claim_snapshot", "clone",
+                "clone_seal")
+CLAIM_KEPT_WHEN_DONE = ("branch", "claim_session")
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """A task's claim, as its extra fields (CLAIM_FIELDS) record it; a field absent, or
+    not of its type (a record written by hand), is None."""
+
+    worktree: str | None = None  # the work tree holding it (absent in older state)
+    branch: str | None = None  # the branch it was claimed on
+    claimed_at: str | None = None  # when (ISO-8601): with the worker and base, what tells one claim from the next
+    lease_seconds: int | None = None  # the lease it was granted, what `renew` grants again
+    session: int | None = None  # `claim_session`: the session that claimed it
+    snapshot: str | None = None  # `claim_snapshot`: the commit of the uncommitted work at claim time
+    clone: str | None = None  # the clone that claimed it
+    clone_seal: str | None = None  # that clone's seal over the claim (state.identity)
+
+
+def _text_or_none(value: Any) -> str | None:
+    return value if type(value) is str else None
+
+
+def _int_or_none(value: Any) -> int | None:
+    return value if type(value) is int else None
+
+
 @dataclass(frozen=True)
 class Task:
     id: str
@@ -283,6 +315,24 @@ class Task:
         return self.status == "failed" and (
             self.attempts >= self.max_attempts
             or any(e.startswith("[DEPENDENCY]") for e in self.error_log)
+        )
+
+    @property
+    def claim(self) -> Claim | None:
+        """The claim the task records (CLAIM_FIELDS), None when it records none."""
+        extra = self.extra
+        if extra.keys().isdisjoint(CLAIM_FIELDS):
+            return None
+        get = extra.get
+        return Claim(
+            worktree=_text_or_none(get("worktree")),
+            branch=_text_or_none(get("branch")),
+            claimed_at=_text_or_none(get("claimed_at")),
+            lease_seconds=_int_or_none(get("lease_seconds")),
+            session=_int_or_none(get("claim_session")),
+            snapshot=_text_or_none(get("claim_snapshot")),
+            clone=_text_or_none(get("clone")),
+            clone_seal=_text_or_none(get("clone_seal")),
         )
 
     def get(self, key: str, default: Any = None) -> Any:

@@ -812,7 +812,6 @@ def attempt(body: str, where: str) -> AttemptRecord:
 # -- tasks: the claim bookkeeping ------------------------------------------------------------------
 
 
-CLAIM_FIELDS = ("worktree", "branch", "claimed_at", "lease_seconds", "claim_session", "clone", "clone_seal")
 TASK_EXTRA_FIELDS: dict[str, Check] = {
     "worktree": opt(PATH_TEXT),
     "branch": opt(text(1024)),

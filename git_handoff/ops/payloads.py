@@ -61,7 +61,7 @@ class TaskJson(TypedDict):
     spec_ref: str | None
     order: int
     updated_at: str
-    # the claim (git_handoff.core.records.CLAIM_FIELDS) and what a claim leaves behind
+    # the claim (git_handoff.core.model.CLAIM_FIELDS) and what a claim leaves behind
     worktree: NotRequired[str | None]
     branch: NotRequired[str | None]
     claimed_at: NotRequired[str | None]

@@ -13,6 +13,7 @@ from git_handoff.core import records, selection
 from git_handoff.core.errors import InvalidState, UsageError
 from git_handoff.core.model import (
     MODES,
+    Claim,
     Config,
     Task,
     check_id,
@@ -316,11 +317,11 @@ def import_file(store: StateStore, path: str | Path, progress: Callable[[str], N
         if task.status == "in_progress":
             # a claim in a file this user imports here is this clone's own claim, in this
             # worktree when the file names none (the harness skill's tasks.json never does)
-            if not task.get("worktree") and store.repo.workdir is not None:
+            if not (task.claim and task.claim.worktree) and store.repo.workdir is not None:
                 task = task.with_extra(worktree=str(store.repo.workdir))
+            claim = task.claim or Claim()
             task = task.with_extra(clone=identity.clone_id(store.repo), clone_seal=identity.claim_seal(
-                store.repo, task.id, task.get("claimed_at"), task.get("worktree"), task.started_at_commit,
-                task.claimed_by))
+                store.repo, task.id, claim.claimed_at, claim.worktree, task.started_at_commit, task.claimed_by))
         parsed.append(dataclasses.replace(task, order=order_key_now()))
     ids = [t.id for t in parsed]
     dupes = sorted(i for i, n in Counter(ids).items() if n > 1)  # not ids.count(): quadratic at 50k tasks
