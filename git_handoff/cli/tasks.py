@@ -10,6 +10,7 @@ import click
 from git_handoff.cli import emit_json, get_store, json_option, numbers, visible
 from git_handoff.cli.ids import complete_task_id
 from git_handoff.cli.progress import Progress
+from git_handoff.core import selection
 from git_handoff.core.model import Task
 from git_handoff.ops import views
 
@@ -25,7 +26,7 @@ def _ops() -> Any:
 
 
 def task_line(task: Task, blocked: set[str] | None = None, unapproved: dict[str, str] | None = None) -> str:
-    state = "blocked" if blocked and task.id in blocked else task.status
+    state = selection.shown_status(task.id, task.status, blocked)
     line = f"[{state}] {task.id}: {visible(task.title)} ({task.attempts}/{task.max_attempts})"
     return line + unapproved_mark(task.id, unapproved)
 

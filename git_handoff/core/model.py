@@ -14,13 +14,20 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, Literal, cast, get_args
 
 from git_handoff.core import display
 from git_handoff.core.errors import UsageError
 from git_handoff.core.patterns import lazy
 
-STATUSES = ("pending", "in_progress", "completed", "failed")
+# The statuses a task records, spelled once.
+Status = Literal["pending", "in_progress", "completed", "failed"]
+STATUSES: tuple[Status, ...] = get_args(Status)
+# The statuses a task is shown with (`list --status`, `status`, `graph`, the dashboard): a
+# pending task a failed or circular dependency holds back is shown "blocked", computed
+# (git_handoff.core.selection.shown_status), never stored.
+ShownStatus = Literal[Status, "blocked"]
+SHOWN_STATUSES: tuple[ShownStatus, ...] = (*STATUSES, "blocked")
 PRIORITIES = ("P0", "P1", "P2")
 CATEGORIES = (
     "ENV_SETUP",
@@ -286,7 +293,7 @@ def _int_or_none(value: Any) -> int | None:
 class Task:
     id: str
     title: str
-    status: str = "pending"
+    status: Status = "pending"
     priority: str = "P1"
     depends_on: tuple[str, ...] = ()
     attempts: int = 0
@@ -439,7 +446,7 @@ class Task:
         return _assemble(cls, dict(
             id=task_id,
             title=title,
-            status=status,
+            status=cast(Status, status),
             priority=priority,
             depends_on=tuple(deps),
             attempts=attempts,

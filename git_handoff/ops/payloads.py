@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Literal, NotRequired, TypedDict, cast
 
-from git_handoff.core.model import Config, Task
+from git_handoff.core.model import Config, ShownStatus, Status, Task
 from git_handoff.core.records import Decision, FileChange, HandoffDoc, SessionRecord
 
 # -- tasks ---------------------------------------------------------------------------------
@@ -44,7 +44,7 @@ class TaskJson(TypedDict):
 
     id: str
     title: str
-    status: str
+    status: Status
     priority: str
     depends_on: list[str]
     attempts: int
@@ -113,7 +113,7 @@ def config_view(config: Config) -> ConfigView:
 class StatusRow(TypedDict):
     id: str
     title: str
-    status: str
+    status: ShownStatus
     attempts: int
     max_attempts: int
     priority: str

@@ -8,7 +8,7 @@ from typing import cast
 
 from git_handoff.core import display, selection
 from git_handoff.core.errors import Negative, UsageError
-from git_handoff.core.model import LOG_TYPES, Task, check_id, now_iso
+from git_handoff.core.model import LOG_TYPES, SHOWN_STATUSES, Task, check_id, now_iso
 from git_handoff.ops.payloads import LogLine, StatusRow, StatusView, TaskView, config_view
 from git_handoff.state import (
     claim_index,
@@ -43,8 +43,8 @@ def unapproved(snap: Snapshot) -> dict[str, str]:
 def list_tasks(snap: Snapshot, *, status: str | None = None, ready: bool = False) -> tuple[list[Task], set[str]]:
     tasks = snap.tasks()
     blocked = selection.blocked_ids(tasks)
-    if status is not None and status not in ("pending", "in_progress", "completed", "failed", "blocked"):
-        raise UsageError(f"invalid status {status!r}: use pending, in_progress, completed, failed or blocked")
+    if status is not None and status not in SHOWN_STATUSES:
+        raise UsageError(f"invalid status {status!r}: use {', '.join(SHOWN_STATUSES[:-1])} or {SHOWN_STATUSES[-1]}")
     chosen: Iterable[Task]
     if ready:
         prepared, _ = selection.prepare(tasks, now_iso())
@@ -114,7 +114,7 @@ def status(store: StateStore) -> StatusView:
             {
                 "id": r[0],
                 "title": r[1],
-                "status": "blocked" if r[0] in blocked else r[2],
+                "status": selection.shown_status(r[0], r[2], blocked),
                 "attempts": r[3],
                 "max_attempts": r[4],
                 "priority": r[5],
@@ -205,7 +205,7 @@ def graph(snap: Snapshot, fmt: str = "text") -> str:
     blocked = selection.blocked_ids(tasks)
 
     def state(t: Task) -> str:
-        return "blocked" if t.id in blocked else t.status
+        return selection.shown_status(t.id, t.status, blocked)
 
     if fmt == "dot":
         lines = ["digraph handoff {", "  rankdir=LR;", "  node [shape=box];"]
