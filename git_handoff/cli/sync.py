@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import click
 
@@ -11,6 +11,7 @@ from git_handoff.cli.progress import Progress
 
 if TYPE_CHECKING:
     from git_handoff.ops.sync import SyncReport
+    from git_handoff.state.store import StateStore
 
 
 def _sync_text(r: SyncReport) -> list[str]:
@@ -165,7 +166,7 @@ def trust_cmd(ids: tuple[str, ...], approve_all: bool, list_approved: bool, list
         click.echo(f"trusted {item['id']} {item['kind']}: {visible(item['command'], lines=True)}")
 
 
-def _writers_note(store: Any) -> None:
+def _writers_note(store: StateStore) -> None:
     from git_handoff.state import writers
 
     pending = writers.pending_writers(store.repo)
@@ -175,7 +176,7 @@ def _writers_note(store: Any) -> None:
                    "`git handoff trust --writers` lists them")
 
 
-def _trust_writers(store: Any, ids: tuple[str, ...], other: bool, keys: tuple[str, ...], as_json: bool) -> None:
+def _trust_writers(store: StateStore, ids: tuple[str, ...], other: bool, keys: tuple[str, ...], as_json: bool) -> None:
     """`trust --writers` (list) and `trust --writer KEY` (approve)."""
     from git_handoff.core.errors import UsageError
     from git_handoff.state import writers

@@ -29,7 +29,7 @@ from git_handoff.infra.fileio import atomic_write
 from git_handoff.infra.gitrepo import Repo
 
 if TYPE_CHECKING:  # a type only: trust is imported where the store is not
-    from git_handoff.state.store import StateReader
+    from git_handoff.state.store import StateReader, StateStore
 
 TRUST_FILE = "trusted.json"
 VERSION = 2
@@ -210,7 +210,7 @@ def _task_command(raw: bytes, where: str, kind: str) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def _introduced(store: Any, item_id: str, kind: str, command: str) -> dict[str, Any]:
+def _introduced(store: StateStore, item_id: str, kind: str, command: str) -> dict[str, Any]:
     """Who wrote this command into the state, and when: from the state head, follow a
     parent that still holds the command; the commit none of whose parents holds it
     introduced it (through a sync merge, the other side's commit, not the merge)."""
@@ -260,7 +260,7 @@ def _introduced(store: Any, item_id: str, kind: str, command: str) -> dict[str, 
             "commit": current, "log": first}
 
 
-def untrusted(store: Any, *, with_origin: bool = True) -> list[dict[str, Any]]:
+def untrusted(store: StateStore, *, with_origin: bool = True) -> list[dict[str, Any]]:
     """Every command in the state this clone has not approved where it is used, once per
     command: the first task (or 'config') using it, every unapproved use with its place,
     the places the same text is approved at already, and who introduced it and when."""
@@ -286,7 +286,7 @@ def untrusted(store: Any, *, with_origin: bool = True) -> list[dict[str, Any]]:
     return out
 
 
-def approve(store: Any, ids: Iterable[str] = (), *, approve_all: bool = False) -> list[dict[str, Any]]:
+def approve(store: StateStore, ids: Iterable[str] = (), *, approve_all: bool = False) -> list[dict[str, Any]]:
     """Trust the untrusted commands of the given task ids ('config': the init command), or
     all: each at every place the listing showed for it."""
     wanted = list(dict.fromkeys(ids))
