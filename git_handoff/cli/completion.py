@@ -5,11 +5,15 @@ from __future__ import annotations
 import os
 from importlib import resources
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from git_handoff.cli import emit_json, json_option
 from git_handoff.core.errors import UsageError
+
+if TYPE_CHECKING:
+    from git_handoff.ops.payloads import CompletionInstalled, CompletionScript
 
 SCRIPTS = {"bash": "git-handoff.bash", "zsh": "_git-handoff"}
 
@@ -46,7 +50,8 @@ def completion_cmd(shell: str, install: bool, as_json: bool) -> None:
     text = script(shell)
     if not install:
         if as_json:
-            emit_json({"shell": shell, "script": text})
+            shown: CompletionScript = {"shell": shell, "script": text}
+            emit_json(shown)
         else:
             click.echo(text, nl=False)
         return
@@ -57,7 +62,8 @@ def completion_cmd(shell: str, install: bool, as_json: bool) -> None:
     except OSError as exc:
         raise UsageError(f"cannot write {target}: {exc.strerror or exc}") from None
     if as_json:
-        emit_json({"shell": shell, "installed": str(target)})
+        installed: CompletionInstalled = {"shell": shell, "installed": str(target)}
+        emit_json(installed)
         return
     click.echo(f"Installed {shell} completion in {target}")
     if shell == "zsh":

@@ -12,6 +12,7 @@ from git_handoff.cli import emit_json, json_option
 
 if TYPE_CHECKING:
     from git_handoff.infra.gitrepo import Repo
+    from git_handoff.ops.payloads import HookAnswer
 
 AGENT_OPTION = click.option("--agent", type=click.Choice(["claude", "codex", "gemini"]), default=None,
                             help="Instead of the git hook: the agent's own hooks (Claude Code: .claude/settings.json; "
@@ -272,7 +273,8 @@ def hook_cmd(event: str, as_json: bool) -> None:
         problem = f"unknown hook event {event!r} (ignored): git handoff knows {', '.join(hook_entry.EVENTS)}"
         click.echo(f"git handoff hook: {problem}", err=True)
         if as_json:
-            emit_json({"event": event, "output": None, "problem": problem})
+            refused: HookAnswer = {"event": event, "output": None, "problem": problem}
+            emit_json(refused)
         return
     text = ""
     try:
@@ -285,12 +287,14 @@ def hook_cmd(event: str, as_json: bool) -> None:
     except Exception as exc:  # noqa: BLE001 - a hook must never break the agent or the commit
         click.echo(f"git handoff hook {event}: {exc}", err=True)
         if as_json:
-            emit_json({"event": event, "output": None, "problem": str(exc)})
+            failed: HookAnswer = {"event": event, "output": None, "problem": str(exc)}
+            emit_json(failed)
         return
     if warning:
         click.echo(warning, err=True)
     if as_json:
-        emit_json({"event": event, "output": _parsed(out) if out else None})
+        answer: HookAnswer = {"event": event, "output": _parsed(out) if out else None}
+        emit_json(answer)
     elif out:
         click.echo(out)
 

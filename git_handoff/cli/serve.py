@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from git_handoff.cli import emit_json, get_store, json_option
 from git_handoff.core.errors import UsageError
 from git_handoff.core.model import parse_duration
+
+if TYPE_CHECKING:
+    from git_handoff.ops.payloads import Serving
 
 
 @click.command("serve")
@@ -37,7 +42,8 @@ def serve_cmd(port: int, host: str, open_browser: bool, stop_after: str | None, 
 
     def ready(url: str) -> None:
         if as_json:
-            emit_json({"url": url, "root": str(root), "host": host, "stop_after": seconds})
+            serving: Serving = {"url": url, "root": str(root), "host": host, "stop_after": seconds}
+            emit_json(serving)
         else:
             click.echo(f"Serving the dashboard of {root} at {url}" + ("" if seconds else "  (Ctrl-C to stop)"))
         if host not in ("127.0.0.1", "localhost", "::1"):

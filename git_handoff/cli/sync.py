@@ -10,6 +10,7 @@ from git_handoff.cli import emit_json, get_store, json_option, visible
 from git_handoff.cli.progress import Progress
 
 if TYPE_CHECKING:
+    from git_handoff.ops.payloads import ApprovedWriters
     from git_handoff.ops.sync import SyncReport
     from git_handoff.state.store import StateStore
 
@@ -151,7 +152,7 @@ def trust_cmd(ids: tuple[str, ...], approve_all: bool, list_approved: bool, list
             click.echo(f"    at {', '.join(u['place'] for u in uses[:5])}" + (", ..." if len(uses) > 5 else ""))
             if item.get("trusted_at"):
                 click.echo(f"    (this text is approved at {', '.join(item['trusted_at'][:5])}, not here)")
-            click.echo(f"    introduced by {who} at {when}" + (f" ({item['commit'][:10]})" if item.get("commit") else ""))
+            click.echo(f"    introduced by {who} at {when}" + (f" ({commit[:10]})" if (commit := item.get("commit")) else ""))
         click.echo("read each command whole before you approve it: `git handoff trust ID...` approves the ones "
                    "listed for those tasks, `git handoff trust --all` every one listed")
         _writers_note(store)
@@ -186,7 +187,8 @@ def _trust_writers(store: StateStore, ids: tuple[str, ...], other: bool, keys: t
     if keys:
         approved = writers.approve_keys(store.repo, keys)
         if as_json:
-            emit_json({"approved_writers": approved})
+            answer: ApprovedWriters = {"approved_writers": approved}
+            emit_json(answer)
             return
         for key in approved:
             click.echo(f"approved writer {key}: the tasks it writes are offered to agents on this clone")

@@ -282,7 +282,6 @@ def graph_cmd(fmt: str, as_json: bool) -> None:
     (laid out by Graphviz where `dot` is installed, by a built-in layered layout otherwise)."""
     snap = get_store().snapshot()
     if as_json:
-        emit_json({"nodes": [{"id": t.id, "title": t.title, "status": t.status} for t in snap.tasks().values()],
-                   "edges": [[d, t.id] for t in snap.tasks().values() for d in t.depends_on]})
+        emit_json(views.graph_view(snap))
         return
     click.echo(views.graph(snap, fmt), nl=False)

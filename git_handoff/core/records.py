@@ -504,6 +504,8 @@ class DispatchRun(TypedDict, total=False):
     result: Any
     stdout_tail: str | None
     stderr_tail: str | None
+    output: str | None  # both tails, stdout first
+    command: str  # the backend's command line the run ran
     started_at: str | None
     finished_at: str | None
     host: str | None
@@ -514,6 +516,8 @@ class DispatchRun(TypedDict, total=False):
     resume_of_key: str | None
     error: str | None  # why it failed before its backend ran
     lost: bool  # in a view only: its runner died on this host before recording a result
+    hlc: str  # the clock stamp of its last write (git_handoff.core.hlc)
+    field_clock: dict[str, list[str]]
 
 
 class FileChange(TypedDict):

@@ -9,7 +9,14 @@ from typing import cast
 from git_handoff.core import display, selection
 from git_handoff.core.errors import Negative, UsageError
 from git_handoff.core.model import LOG_TYPES, SHOWN_STATUSES, Task, check_id, now_iso
-from git_handoff.ops.payloads import LogLine, StatusRow, StatusView, TaskView, config_view
+from git_handoff.ops.payloads import (
+    GraphView,
+    LogLine,
+    StatusRow,
+    StatusView,
+    TaskView,
+    config_view,
+)
 from git_handoff.state import (
     claim_index,
     identity,
@@ -198,6 +205,13 @@ def log_view(entry: Entry) -> LogLine:
 
 
 GRAPH_DEPTH = 32  # levels of indentation `graph` draws; deeper lines say their depth
+
+
+def graph_view(snap: Snapshot) -> GraphView:
+    """`graph --json`."""
+    tasks = snap.tasks().values()
+    return {"nodes": [{"id": t.id, "title": t.title, "status": t.status} for t in tasks],
+            "edges": [[d, t.id] for t in tasks for d in t.depends_on]}
 
 
 def graph(snap: Snapshot, fmt: str = "text") -> str:

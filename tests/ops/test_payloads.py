@@ -1,3 +1,4 @@
+# ruff: noqa: F811  (pytest fixtures imported from tests.support.remotes)
 """The types of the use cases: no `Any` in what ops/ offers, every `type: ignore` says
 why, and each command's `--json` output matches the TypedDict its use case returns
 (git_handoff/ops/payloads.py), run on a real repository."""
@@ -9,6 +10,7 @@ import json
 import re
 import types
 import typing
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal, NotRequired, Required, Union, get_args, get_origin
 
@@ -16,7 +18,8 @@ import pytest
 
 from git_handoff.core import records
 from git_handoff.ops import payloads
-from tests.support.repo import make_repo, run
+from tests.support.remotes import clones, remote_url  # noqa: F401
+from tests.support.repo import git, make_repo, run
 
 PACKAGE = Path(__file__).resolve().parents[2] / "git_handoff"
 
@@ -213,4 +216,73 @@ def test_hooks_json_matches_its_type(repo: Path) -> None:
                        (payloads.AgentHooks, ("hooks", "install", "--agent", "gemini")),
                        (payloads.AgentHooks, ("hooks", "uninstall", "--agent", "gemini"))):
         problems += _problems(_json(repo, *args), kind, " ".join(args))
+    assert problems == [], "\n".join(problems)
+
+
+def test_the_work_cycle_and_the_other_commands_json_match_their_types(repo: Path) -> None:
+    """The claim's commands, fail, next, import, graph, completion, hook, dispatch, serve
+    and an error, each --json checked against its type."""
+    from git_handoff.core.errors import ErrorJson
+    from git_handoff.state import trust
+
+    seen: list[tuple[str, object, object]] = []
+
+    def check(kind: object, *args: str, rc: int = 0, stdin: str | None = None) -> Any:
+        result = run(*args, "--json", cwd=repo, stdin=stdin)
+        assert result.rc == rc, (args, result.out, result.err)
+        value = json.loads(result.out)
+        seen.append((" ".join(args), value, kind))
+        return value
+
+    run("init", cwd=repo)
+    run("add", "first", "--id", "t1", "--check", "true", cwd=repo)
+    run("add", "second", "--id", "t2", "--after", "t1", "--check", "false", cwd=repo)
+    check(list[trust.Untrusted], "trust")  # created here: trusted at birth, none listed
+    check(list[trust.Untrusted], "trust", "--all")
+    check(list[trust.Approval], "trust", "--approved")
+    check(payloads.TaskView, "next")
+    check(payloads.TaskJson, "claim", "t1")
+    check(payloads.TaskJson, "renew", "t1", "--lease", "1h")
+    check(payloads.TaskJson, "checkpoint", "t1", "half way", "--step", "1")
+    check(payloads.TaskJson, "release", "t1")
+    check(payloads.TaskJson, "claim", "t1")
+    check(payloads.TaskJson, "done", "t1")
+    check(payloads.TaskJson, "claim", "t2")
+    (repo / "work.txt").write_text("some work\n")
+    check(records.FailOutcome, "fail", "t2", "--reason", "broke it")
+    check(payloads.GraphView, "graph")
+    plan = repo.parent / "plan.json"
+    plan.write_text(json.dumps({"version": 2, "tasks": [{"id": "t9", "title": "imported", "depends_on": ["t1"]}]}))
+    check(list[payloads.TaskView], "import", str(plan))
+    check(payloads.CompletionScript, "completion", "bash")
+    check(payloads.HookAnswer, "hook", "no-such-event")
+    check(payloads.HookAnswer, "hook", "post-commit")
+    check(ErrorJson, "show", "no-such-task", rc=2)
+    git("config", "handoff.backend.plain.command", "cat", cwd=repo)
+    made = check(records.DispatchRun, "dispatch", "new", "--backend", "plain", "--slug", "echo", stdin="hello")
+    check(records.DispatchRun, "dispatch", "run", made["run_id"])
+    check(records.DispatchRun, "dispatch", "result", made["run_id"])
+    check(list[records.DispatchRun], "dispatch", "list")
+    check(payloads.Serving, "serve", "--stop-after", "1s")
+
+    problems = [p for args, value, kind in seen for p in _problems(value, kind, args)]
+    assert problems == [], "\n".join(problems)
+
+
+def test_sync_and_trust_json_match_their_types(clones: Callable[[str], Path]) -> None:
+    """`sync` of two clones, and `trust` of the commands one of them brought to the other."""
+    from git_handoff.ops.sync import SyncReport
+    from git_handoff.state import trust
+
+    a = clones("a")
+    assert run("init", cwd=a).rc == 0
+    assert run("add", "checked", "--id", "ta", "--check", "true", cwd=a).rc == 0
+    b = clones("b")
+    problems = _problems(_json(a, "sync"), SyncReport, "a: sync")
+    problems += _problems(_json(b, "sync"), SyncReport, "b: sync")
+    listed = _json(b, "trust")
+    assert isinstance(listed, list) and len(listed) == 1
+    problems += _problems(listed, list[trust.Untrusted], "trust")
+    problems += _problems(_json(b, "trust", "ta"), list[trust.Untrusted], "trust ta")
+    problems += _problems(_json(b, "trust", "--approved"), list[trust.Approval], "trust --approved")
     assert problems == [], "\n".join(problems)
