@@ -5,15 +5,25 @@ from __future__ import annotations
 import os
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TypedDict
 
 import click
 
 from git_handoff.cli import emit_json, json_option
 from git_handoff.core.errors import UsageError
 
-if TYPE_CHECKING:
-    from git_handoff.ops.payloads import CompletionInstalled, CompletionScript
+
+class CompletionScript(TypedDict):
+    """`completion SHELL`."""
+
+    shell: str
+    script: str
+
+class CompletionInstalled(TypedDict):
+    """`completion SHELL --install`."""
+
+    shell: str
+    installed: str  # the file written
 
 SCRIPTS = {"bash": "git-handoff.bash", "zsh": "_git-handoff"}
 

@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TypedDict
 
 import click
 
 from git_handoff.cli import emit_json, json_option
 from git_handoff.ops.demo import run_demo
 
-if TYPE_CHECKING:
-    from git_handoff.ops.payloads import DemoResult
+
+class DemoResult(TypedDict):
+    """`demo`."""
+
+    ok: bool
+    repository: str
+    kept: bool
+    transcript: list[str]
 
 
 @click.command("demo")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
 import click
 
@@ -12,7 +12,16 @@ from git_handoff.cli import emit_json, json_option
 
 if TYPE_CHECKING:
     from git_handoff.infra.gitrepo import Repo
-    from git_handoff.ops.payloads import HookAnswer
+
+
+class HookAnswer(TypedDict):
+    """`hook EVENT`: what the hook printed for its agent CLI (its JSON parsed, else the
+    text), or None, and why it did nothing when it could not."""
+
+    event: str
+    output: object
+    problem: NotRequired[str]
+
 
 AGENT_OPTION = click.option("--agent", type=click.Choice(["claude", "codex", "gemini"]), default=None,
                             help="Instead of the git hook: the agent's own hooks (Claude Code: .claude/settings.json; "

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TypedDict
 
 import click
 
@@ -10,8 +10,14 @@ from git_handoff.cli import emit_json, get_store, json_option
 from git_handoff.core.errors import UsageError
 from git_handoff.core.model import parse_duration
 
-if TYPE_CHECKING:
-    from git_handoff.ops.payloads import Serving
+
+class Serving(TypedDict):
+    """`serve`, once it listens."""
+
+    url: str
+    root: str
+    host: str
+    stop_after: int | None
 
 
 @click.command("serve")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypedDict
 
 import click
 
@@ -10,9 +10,14 @@ from git_handoff.cli import emit_json, get_store, json_option, visible
 from git_handoff.cli.progress import Progress
 
 if TYPE_CHECKING:
-    from git_handoff.ops.payloads import ApprovedWriters
     from git_handoff.ops.sync import SyncReport
     from git_handoff.state.store import StateStore
+
+
+class ApprovedWriters(TypedDict):
+    """`trust --writer KEY`."""
+
+    approved_writers: list[str]
 
 
 def _sync_text(r: SyncReport) -> list[str]:

@@ -7,7 +7,8 @@ Records that are stored as they are shown (a session, a handoff document, a disp
 the relay) keep their TypedDicts in git_handoff.core.records; what a lower layer answers
 as it is shown keeps its TypedDict there too (`sync`: ops.sync.SyncReport; `trust`:
 state.trust.Untrusted and Approval, state.writers.PendingWriter; an error:
-core.errors.ErrorJson).
+core.errors.ErrorJson). An answer the CLI makes itself, with no use case behind it
+(`completion`, `demo`, `serve`, `hook`, `trust --writer`), is typed in its cli/ module.
 """
 
 from __future__ import annotations
@@ -355,56 +356,6 @@ class RelaySummary(TypedDict):
     completed: bool
 
 
-# -- the other commands --------------------------------------------------------------------
-
-
-class ApprovedWriters(TypedDict):
-    """`trust --writer KEY`."""
-
-    approved_writers: list[str]
-
-
-class CompletionScript(TypedDict):
-    """`completion SHELL`."""
-
-    shell: str
-    script: str
-
-
-class CompletionInstalled(TypedDict):
-    """`completion SHELL --install`."""
-
-    shell: str
-    installed: str  # the file written
-
-
-class DemoResult(TypedDict):
-    """`demo`."""
-
-    ok: bool
-    repository: str
-    kept: bool
-    transcript: list[str]
-
-
-class Serving(TypedDict):
-    """`serve`, once it listens."""
-
-    url: str
-    root: str
-    host: str
-    stop_after: int | None
-
-
-class HookAnswer(TypedDict):
-    """`hook EVENT`: what the hook printed for its agent CLI (its JSON parsed, else the
-    text), or None, and why it did nothing when it could not."""
-
-    event: str
-    output: object
-    problem: NotRequired[str]
-
-
 # -- hooks ---------------------------------------------------------------------------------
 
 
@@ -467,11 +418,11 @@ class HooksStatus(TypedDict):
 
 
 __all__ = [
-    "AckAnswer", "AckEntry", "AgentHooks", "ApprovedWriters", "Attempt", "Blocker", "CheckRun", "Checkpoint",
-    "ClaudeHooks", "CompletionInstalled", "CompletionScript", "ConfigView", "Decision", "DemoResult", "DocRow",
-    "FileChange", "GraphNode", "GraphView", "HandoffDoc", "Health", "HookAnswer", "HooksStatus", "InitResult",
+    "AckAnswer", "AckEntry", "AgentHooks", "Attempt", "Blocker", "CheckRun", "Checkpoint",
+    "ClaudeHooks", "ConfigView", "Decision", "DocRow",
+    "FileChange", "GraphNode", "GraphView", "HandoffDoc", "Health", "HooksStatus", "InitResult",
     "LogLine", "McpEntry", "OnFailure", "PromptView", "Recovery", "RelaySummary", "Removed", "Renamed",
-    "ReopenResult", "Reopened", "Restored", "SavedAttempt", "Serving", "SessionRow", "SessionShown",
+    "ReopenResult", "Reopened", "Restored", "SavedAttempt", "SessionRow", "SessionShown",
     "SessionStarted", "StatusRow", "StatusView", "TaskJson", "TaskView", "Validation", "VerifyView", "config_view",
     "task_json",
 ]
