@@ -17,6 +17,7 @@ from urllib.parse import quote
 from git_handoff.core import display, selection
 from git_handoff.core.errors import UsageError
 from git_handoff.core.model import SHOWN_STATUSES, Task, check_id
+from git_handoff.core.serialization import task_to_json
 from git_handoff.infra import graph_svg as svg
 from git_handoff.ops import attempts as attempt_ops
 from git_handoff.ops import prompt
@@ -338,7 +339,7 @@ def task_page(store: StateStore, task_id: str) -> str | None:
         f'<td><code>{escape(str(a.get("ref")))}</code></td><td>{len(a.get("files") or [])} file(s)</td></tr>'
         for a in attempt_ops.attempts(store, task.id)
     )
-    record = json.dumps(task.to_json(), indent=2, ensure_ascii=False, default=str)
+    record = json.dumps(task_to_json(task), indent=2, ensure_ascii=False, default=str)
     body = (
         f'<section><h2 class="s-{state}">{escape(task.id)}: {escape(task.title)}</h2>{_kv(rows)}'
         f"<p>depends on: {deps}</p><p>needed by: {rdeps}</p></section>"

@@ -17,6 +17,7 @@ from git_handoff.core import records
 from git_handoff.core.errors import Contention, GitFailure, InvalidState, UsageError
 from git_handoff.core.model import CLAIM_FIELDS, Task, check_category, check_id, now_iso, printable
 from git_handoff.core.records import FailOutcome
+from git_handoff.core.serialization import task_to_json
 from git_handoff.infra import task_commands, worktree
 from git_handoff.infra.gitrepo import Repo
 from git_handoff.ops.payloads import Attempt, FileChange, Restored, SavedAttempt
@@ -204,7 +205,7 @@ def fail(
         worktree.clear_journal(repo)  # nothing was recorded: the work tree stays as it is
         raise
     outcome: FailOutcome = {
-        "task": task.to_json(),
+        "task": task_to_json(task),
         "category": category,
         "reason": text,
         "attempt": saved["attempt"] if saved else None,

@@ -18,6 +18,7 @@ from typing import Literal, NotRequired, TypedDict, cast
 
 from git_handoff.core.model import Config, ShownStatus, Status, Task
 from git_handoff.core.records import Decision, FileChange, HandoffDoc, SessionRecord
+from git_handoff.core.serialization import task_to_json
 
 # -- tasks ---------------------------------------------------------------------------------
 
@@ -43,7 +44,7 @@ Reopened = TypedDict("Reopened", {"at": str, "from": str, "reason": str})
 
 
 class TaskJson(TypedDict):
-    """A task as the state stores it (`Task.to_json`): the harness fields, the
+    """A task as the state stores it (`serialization.task_to_json`): the harness fields, the
     bookkeeping, then the claim and completion fields while they are set."""
 
     id: str
@@ -86,9 +87,9 @@ class TaskJson(TypedDict):
 
 
 def task_json(task: Task) -> TaskJson:
-    """`task.to_json()`, typed: it writes the fields TaskJson names (and any field a newer
-    version added, kept as it came)."""
-    return cast(TaskJson, task.to_json())
+    """`task_to_json(task)`, typed: it writes the fields TaskJson names (and any field a
+    newer version added, kept as it came)."""
+    return cast(TaskJson, task_to_json(task))
 
 
 class TaskView(TaskJson):

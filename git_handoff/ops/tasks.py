@@ -25,6 +25,7 @@ from git_handoff.core.model import (
     now_iso,
     order_key_now,
 )
+from git_handoff.core.serialization import config_from_dict, task_from_json
 from git_handoff.ops.payloads import InitResult, config_view
 from git_handoff.state import identity, trust
 from git_handoff.state.session_records import carry_session_count
@@ -307,7 +308,7 @@ def import_file(store: StateStore, path: str | Path, progress: Callable[[str], N
     for n, obj in enumerate(objects, 1):
         if n % 1000 == 0:
             say(f"checking task {n:,}/{total:,}")
-        task = Task.from_json(obj, source=f"{file}: task #{n}")
+        task = task_from_json(obj, source=f"{file}: task #{n}")
         try:
             records.check_task_text(task, f"{file}: task #{n}")
         except InvalidState as exc:
@@ -376,7 +377,7 @@ def _apply_session_config(tx: Tx, session_config: dict[str, Any], file: Path) ->
         if src in session_config:
             doc[dst] = session_config[src]
     try:
-        Config.from_dict(dict(doc))
+        config_from_dict(dict(doc))
     except UsageError as exc:
         raise UsageError(f"{file}: session_config: {exc.message}") from None
     tx.put(CONFIG_PATH, tomlkit.dumps(doc).encode())

@@ -9,6 +9,7 @@ from typing import cast
 from git_handoff.core import display, selection
 from git_handoff.core.errors import Negative, UsageError
 from git_handoff.core.model import LOG_TYPES, SHOWN_STATUSES, Task, check_id, now_iso
+from git_handoff.core.serialization import task_to_json
 from git_handoff.ops.payloads import (
     GraphView,
     LogLine,
@@ -34,7 +35,7 @@ from git_handoff.state.store import Entry, Snapshot, StateStore
 def view(task: Task, blocked: set[str] | None = None, unapproved: dict[str, str] | None = None) -> TaskView:
     """A task for --json output: the harness task fields, plus the computed `blocked`, and, for a
     task an unapproved writer wrote last (handoff.allowedSigners), `unapproved_writer`."""
-    out = cast(TaskView, task.to_json())  # Task.to_json writes the fields TaskJson names
+    out = cast(TaskView, task_to_json(task))  # it writes the fields TaskJson names
     out["blocked"] = bool(blocked and task.id in blocked)
     if unapproved and task.id in unapproved:
         out["unapproved_writer"] = unapproved[task.id]

@@ -25,6 +25,7 @@ from typing import Any
 from git_handoff.core import selection
 from git_handoff.core.errors import InvalidState, UsageError
 from git_handoff.core.model import Status, Task
+from git_handoff.core.serialization import load_task
 from git_handoff.infra.fileio import atomic_write
 from git_handoff.infra.gitrepo import Repo
 from git_handoff.state.store import Snapshot
@@ -133,7 +134,7 @@ def _save(repo: Repo, summary: Summary) -> None:
 
 def _parse(raw: bytes, task_id: str) -> Task:
     try:
-        return Task.loads(raw, source=f"state file for task {task_id}")
+        return load_task(raw, source=f"state file for task {task_id}")
     except UsageError as exc:
         raise InvalidState(exc.message) from None
 
