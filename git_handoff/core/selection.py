@@ -284,7 +284,7 @@ def lease_deadline(task: Task, now: datetime) -> str | None:
     written = _written_at(task)
     if written is None or written > now + timedelta(milliseconds=hlc.MAX_SKEW_MS):
         return iso(min(declared, now))
-    seconds = task.claim.lease_seconds if task.claim else None
+    seconds = task.claim.lease_seconds
     if not (seconds is not None and seconds > 0):
         seconds = UNDECLARED_LEASE_SECONDS
     try:

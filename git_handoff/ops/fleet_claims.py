@@ -75,7 +75,7 @@ def fleet_view(repo: Repo, remote: Remote, head: str) -> Fleet:
         task = claim_record(repo, oid, task_id)
         # a claim ref that records no claim (unreadable, the task absent or not in
         # progress there) holds nothing: ignored (and pruned by the next sync)
-        if task is not None and task.status == "in_progress" and _clone(task) != remote.clone \
+        if task is not None and task.status == "in_progress" and task.claim.clone != remote.clone \
                 and not lease_expired(task, stamp):
             taken.add(task_id)
     # a claim ref that failed the edge (at a blob...) is no claim either; a claim pushes
@@ -84,14 +84,6 @@ def fleet_view(repo: Repo, remote: Remote, head: str) -> Fleet:
     others = [clone for clone in remote.publishing_clones(repo) if clone != remote.clone]
     rank = sum(1 for clone in others if clone < remote.clone)
     return Fleet(frozenset(taken), claims, len(others), rank)
-
-
-def _clone(task: Task) -> str | None:
-    return task.claim.clone if task.claim else None
-
-
-def _claimed_at(task: Task) -> str | None:
-    return task.claim.claimed_at if task.claim else None
 
 
 def _quarantined_claims(repo: Repo, remote: Remote) -> dict[str, str]:
@@ -130,9 +122,9 @@ def claims_to_prune(repo: Repo, remote: Remote, head: str, snap: Snapshot) -> tu
         if not repo.is_ancestor(oid, head):
             continue
         now = snap.task(task_id)
-        if now is not None and now.status == "in_progress" and _claimed_at(now) == _claimed_at(claimed):
+        if now is not None and now.status == "in_progress" and now.claim.claimed_at == claimed.claim.claimed_at:
             continue  # still that claim
-        if _clone(claimed) != remote.clone and not _long_expired(claimed, stamp):
+        if claimed.claim.clone != remote.clone and not _long_expired(claimed, stamp):
             continue
         if now is not None and finished(now):
             close[ref] = oid

@@ -345,7 +345,7 @@ def renew_claims(store: StateStore, number: int, lease: int | None) -> None:
     their own lease (a wait), or (None) back to their own lease."""
     for task in store.snapshot().tasks().values():
         claim = task.claim
-        if task.status != "in_progress" or claim is None or claim.session != number:
+        if task.status != "in_progress" or claim.session != number:
             continue
         if not identity.claim_is_mine(store.repo, task):
             continue

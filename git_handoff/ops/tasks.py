@@ -13,7 +13,6 @@ from git_handoff.core import records, selection
 from git_handoff.core.errors import InvalidState, UsageError
 from git_handoff.core.model import (
     MODES,
-    Claim,
     Config,
     Task,
     check_id,
@@ -318,9 +317,9 @@ def import_file(store: StateStore, path: str | Path, progress: Callable[[str], N
         if task.status == "in_progress":
             # a claim in a file this user imports here is this clone's own claim, in this
             # worktree when the file names none (the harness skill's tasks.json never does)
-            if not (task.claim and task.claim.worktree) and store.repo.workdir is not None:
+            if not task.claim.worktree and store.repo.workdir is not None:
                 task = task.with_extra(worktree=str(store.repo.workdir))
-            claim = task.claim or Claim()
+            claim = task.claim
             task = task.with_extra(clone=identity.clone_id(store.repo), clone_seal=identity.claim_seal(
                 store.repo, task.id, claim.claimed_at, claim.worktree, task.started_at_commit, task.claimed_by))
         parsed.append(dataclasses.replace(task, order=order_key_now()))

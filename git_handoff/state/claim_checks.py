@@ -8,7 +8,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from git_handoff.core.errors import Contention, UsageError
-from git_handoff.core.model import Claim, Task, check_id, iso, now, now_iso
+from git_handoff.core.model import Task, check_id, iso, now, now_iso
 from git_handoff.core.selection import lease_deadline, lease_expired
 from git_handoff.infra.gitrepo import Repo
 from git_handoff.state import identity
@@ -36,15 +36,11 @@ def held_by(worktree: str | None, claimed_by: str | None, ctx_worktree: str, wor
 def held_here(task: Task, ctx_worktree: str, worker: str, repo: Repo) -> bool:
     """This worktree's own claim: sealed by this clone (git_handoff.state.identity; a path or a
     name in a fetched record proves nothing), and held here by `held_by`."""
-    return identity.claim_is_mine(repo, task) and held_by(_worktree(task), task.claimed_by, ctx_worktree, worker)
-
-
-def _worktree(task: Task) -> str | None:
-    return task.claim.worktree if task.claim else None
+    return identity.claim_is_mine(repo, task) and held_by(task.claim.worktree, task.claimed_by, ctx_worktree, worker)
 
 
 def holder(task: Task) -> str:
-    where = _worktree(task)
+    where = task.claim.worktree
     text = f"task {task.id} is in progress, claimed by {task.claimed_by or 'unknown'}"
     if where:
         text += f" in {where}"
@@ -62,14 +58,14 @@ def require_owner(task: Task, repo: Repo, action: str, force: bool) -> None:
     if force:
         return
     if identity.claim_is_mine(repo, task) and (
-            _worktree(task) == here(repo) or task.claimed_by == worker_identity(repo)):
+            task.claim.worktree == here(repo) or task.claimed_by == worker_identity(repo)):
         other = other_workers(task)
         if other is None:
             return
         raise UsageError(f"cannot {action} task {task.id}: {other} (--force acts anyway)")
     raise UsageError(
         f"cannot {action} task {task.id}: it is claimed by {task.claimed_by or 'unknown'}"
-        + (f" in {where}" if (where := _worktree(task)) else "")
+        + (f" in {where}" if (where := task.claim.worktree) else "")
         + " (--force acts anyway)"
     )
 
@@ -93,7 +89,7 @@ def _short_name(name: str) -> str:
 
 
 def require_branch(task: Task, repo: Repo, action: str, force: bool) -> None:
-    claimed_on = task.claim.branch if task.claim else None
+    claimed_on = task.claim.branch
     if force or not claimed_on:
         return
     on = repo.head_branch()
@@ -112,7 +108,7 @@ def same_claim(now_task: Task, seen: Task) -> bool:
         now_task.status == "in_progress"
         and now_task.claimed_by == seen.claimed_by
         and now_task.started_at_commit == seen.started_at_commit
-        and (now_task.claim or Claim()).claimed_at == (seen.claim or Claim()).claimed_at
+        and now_task.claim.claimed_at == seen.claim.claimed_at
     )
 
 
@@ -151,7 +147,7 @@ def lease_of(task: Task, lease: int | None = None) -> int:
     """The lease to grant: `lease` when given, else the length the task was claimed with."""
     if lease is not None:
         return check_lease(lease)
-    kept = task.claim.lease_seconds if task.claim else None
+    kept = task.claim.lease_seconds
     return kept if kept is not None and kept > 0 else DEFAULT_LEASE_SECONDS
 
 

@@ -48,7 +48,7 @@ def row(task: Task) -> tuple[Any, ...]:
         any(e.startswith("[DEPENDENCY]") for e in task.error_log),
         lease_deadline(task, now()) if task.lease_expires_at is not None else None,  # bounded by its record
         str(task.get("failed_at") or task.updated_at or ""),
-        task.claim.worktree if task.claim else None,
+        task.claim.worktree,
         task.claimed_by,
     )
 

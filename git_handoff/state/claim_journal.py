@@ -46,8 +46,7 @@ class Entry:
     def matches(self, task: Task) -> bool:
         """Whether `task` (as the shared state shows it) is still this very claim."""
         return (task.id == self.task and task.status == "in_progress"
-                and task.started_at_commit == self.base and task.claim is not None
-                and task.claim.claimed_at == self.claimed_at)
+                and task.started_at_commit == self.base and task.claim.claimed_at == self.claimed_at)
 
 
 def _dir(repo: Repo) -> Path:
@@ -92,7 +91,7 @@ def write(repo: Repo, entry: Entry) -> None:
 def record_claim(repo: Repo, task: Task) -> None:
     """Journal the claim this clone has just taken (the task as its own claim wrote it)."""
     claim, base, worker = task.claim, task.started_at_commit, task.claimed_by
-    if not (claim is not None and claim.claimed_at is not None and base and worker):
+    if not (claim.claimed_at is not None and base and worker):
         return
     write(repo, Entry(task=task.id, claimed_at=claim.claimed_at, base=base, worker=worker,
                       snapshot=claim.snapshot, branch=claim.branch))

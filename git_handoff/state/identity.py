@@ -139,9 +139,8 @@ def claim_seal(repo: Repo, task_id: str, claimed_at: str | None, worktree: str |
 def claim_is_mine(repo: Repo, task: Task) -> bool:
     """Whether this clone made the claim `task` carries (its seal verifies)."""
     claim = task.claim
-    return claim is not None and sealed_here(repo, claim.clone_seal, "claim",
-                                             *claim_fields(task.id, claim.claimed_at, claim.worktree,
-                                                           task.started_at_commit, task.claimed_by))
+    return sealed_here(repo, claim.clone_seal, "claim",
+                       *claim_fields(task.id, claim.claimed_at, claim.worktree, task.started_at_commit, task.claimed_by))
 
 
 def relay_seal(repo: Repo, record: Any) -> str:
