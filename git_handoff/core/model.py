@@ -15,7 +15,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Literal, get_args
+from typing import Any, Generic, Literal, TypeVar, get_args
 
 from git_handoff.core import display
 from git_handoff.core.errors import UsageError
@@ -244,66 +244,46 @@ _last_order = 0
 CLAIM_FIELDS = ("worktree", "branch", "claimed_at", "lease_seconds", "claim_session", "claim_snapshot", "clone",
                 "clone_seal")
 CLAIM_KEPT_WHEN_DONE = ("branch", "claim_session")
+_T = TypeVar("_T", str, int)
+
+
+class _ClaimField(Generic[_T]):
+    """One field of a Claim: the extra field `key` when it is a `kind`, else None."""
+
+    __slots__ = ("key", "kind")
+
+    def __init__(self, key: str, kind: type[_T]) -> None:
+        self.key: str = key
+        self.kind: type[_T] = kind
+
+    def __get__(self, claim: Claim, owner: type[Claim] | None = None) -> _T | None:
+        value = claim._fields.get(self.key)
+        return value if type(value) is self.kind else None
 
 
 class Claim:
     """A task's claim (Task.claim), read typed from its extra fields (CLAIM_FIELDS); a field
-    absent, or not of its type (a record written by hand), is None. A read-only view, not a copy:
-    building one costs next to nothing, so the per-task hot paths (the claim index over
-    50,000 tasks) read a field through it as cheaply as from the dict."""
+    absent, or not of its type (a record written by hand), is None. A read-only view, not a
+    copy: building one costs next to nothing, so the per-task hot paths (the claim index
+    over 50,000 tasks) read a field through it about as cheaply as from the dict."""
 
     __slots__ = ("_fields",)
+
+    worktree = _ClaimField("worktree", str)  # the work tree holding it (absent in older state)
+    branch = _ClaimField("branch", str)  # the branch it was claimed on
+    claimed_at = _ClaimField("claimed_at", str)  # when: with the worker and base, what tells one claim from the next
+    lease_seconds = _ClaimField("lease_seconds", int)  # the lease it was granted, what `renew` grants again
+    session = _ClaimField("claim_session", int)  # the session that claimed it
+    snapshot = _ClaimField("claim_snapshot", str)  # the commit of the uncommitted work at claim time
+    clone = _ClaimField("clone", str)  # the clone that claimed it
+    clone_seal = _ClaimField("clone_seal", str)  # that clone's seal over the claim (state.identity)
 
     def __init__(self, fields: Mapping[str, Any] | None = None) -> None:
         self._fields: Mapping[str, Any] = fields if fields is not None else {}
 
-    def _text(self, key: str) -> str | None:
-        value = self._fields.get(key)
-        return value if type(value) is str else None
-
-    def _int(self, key: str) -> int | None:
-        value = self._fields.get(key)
-        return value if type(value) is int else None
-
-    @property
-    def worktree(self) -> str | None:
-        """The work tree holding it (absent in older state)."""
-        return self._text("worktree")
-
-    @property
-    def branch(self) -> str | None:
-        """The branch it was claimed on."""
-        return self._text("branch")
-
-    @property
-    def claimed_at(self) -> str | None:
-        """When (ISO-8601): with the worker and the base, what tells one claim from the next."""
-        return self._text("claimed_at")
-
-    @property
-    def lease_seconds(self) -> int | None:
-        """The lease it was granted, what `renew` grants again."""
-        return self._int("lease_seconds")
-
-    @property
-    def session(self) -> int | None:
-        """`claim_session`: the session that claimed it."""
-        return self._int("claim_session")
-
-    @property
-    def snapshot(self) -> str | None:
-        """`claim_snapshot`: the commit of the uncommitted work at claim time."""
-        return self._text("claim_snapshot")
-
-    @property
-    def clone(self) -> str | None:
-        """The clone that claimed it."""
-        return self._text("clone")
-
-    @property
-    def clone_seal(self) -> str | None:
-        """That clone's seal over the claim (git_handoff.state.identity)."""
-        return self._text("clone_seal")
+    def _values(self) -> tuple[str | int | None, ...]:
+        return (self.worktree, self.branch, self.claimed_at, self.lease_seconds, self.session, self.snapshot,
+                self.clone, self.clone_seal)
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Claim) and self._values() == other._values()
@@ -313,10 +293,6 @@ class Claim:
 
     def __repr__(self) -> str:
         return f"Claim({', '.join(f'{k}={v!r}' for k, v in zip(CLAIM_FIELDS, self._values(), strict=True))})"
-
-    def _values(self) -> tuple[str | int | None, ...]:
-        return (self.worktree, self.branch, self.claimed_at, self.lease_seconds, self.session, self.snapshot,
-                self.clone, self.clone_seal)
 
 
 @dataclass(frozen=True)
