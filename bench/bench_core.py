@@ -32,6 +32,7 @@ from bench.common import (
     task_id,
     time_call,
 )
+from git_handoff.core.serialization import task_to_json
 
 WHOLE_REF = "refs/bench/whole-state"
 
@@ -40,7 +41,7 @@ def _whole_blob_baseline(path: Path, repeats: int) -> tuple[list[float], list[in
     """The design we rejected: every task in one tasks.json blob, rewritten on each change."""
     store = store_for(path)
     repo = store.repo
-    tasks = [t.to_json() for t in store.snapshot().tasks().values()]
+    tasks = [task_to_json(t) for t in store.snapshot().tasks().values()]
     doc = {"version": 2, "tasks": tasks}
     times: list[float] = []
     sizes: list[int] = []

@@ -4,7 +4,7 @@
 
 - `sync` adopting a 10,000-task state (every record new to the clone, so every one goes
   through its parser) against the same sync with the edge check swapped for the check
-  `sync` made before it (Task.loads of each changed task file, nothing else), on
+  `sync` made before it (load_task of each changed task file, nothing else), on
   identical copies, alternately. Target: <= 1.2x. Also: how many of the task files the
   one-pass recognizer of the layout git handoff writes took (task_file.written_task_id).
 - `next` and `claim` on a state whose tasks form one dependency cycle of 5,000 and of
@@ -44,14 +44,14 @@ from bench.common import (
 
 
 def _old_check(repo: Any, base_tree: str | None, tree: str, ours_tree: str | None = None) -> int:
-    """The pre-edge check: each changed task file through Task.loads (it knew nothing of
+    """The pre-edge check: each changed task file through load_task (it knew nothing of
     `ours_tree`, which the edge check skips entries of; a clone adopting has none)."""
-    from git_handoff.core.model import Task
+    from git_handoff.core.serialization import load_task
 
     n = 0
     for path, (_, new) in repo.tree_diff(base_tree, tree).items():
         if new is not None and path.startswith("tasks/"):
-            Task.loads(repo.read_blob(new), source=path)
+            load_task(repo.read_blob(new), source=path)
             n += 1
     return n
 
@@ -112,8 +112,8 @@ def worked_state(path: Path, n: int) -> Path:
     another, claimed, completed after two checkpoints, failed with its error log): the
     real `claim`, `checkpoint`, `done` and `fail` worked four tasks in a scratch
     repository; each of the `n` is a copy of one of them under its own id, title and
-    order, written through the store as every verb writes (Task.dumps)."""
-    from git_handoff.core.model import Task
+    order, written through the store as every verb writes (dump_task)."""
+    from git_handoff.core.serialization import load_task
     from git_handoff.state.snapshot import task_path
 
     scratch = make_repo(path.parent / f"{path.name}-verbs")
@@ -127,7 +127,7 @@ def worked_state(path: Path, n: int) -> Path:
         ran = run_proc([*HANDOFF, *args], scratch)
         if ran.rc != 0:
             raise RuntimeError(f"git handoff {' '.join(args)} exited {ran.rc}: {ran.err.decode()[-300:]}")
-    models = [Task.loads(git("show", f"refs/harness/state:{task_path(f'w{k}')}", cwd=scratch).encode())
+    models = [load_task(git("show", f"refs/harness/state:{task_path(f'w{k}')}", cwd=scratch).encode())
               for k in range(4)]
     assert [t.status for t in models] == ["pending", "in_progress", "completed", "failed"], models
     build_state(path, 0)

@@ -5,11 +5,25 @@ from __future__ import annotations
 import os
 from importlib import resources
 from pathlib import Path
+from typing import TypedDict
 
 import click
 
 from git_handoff.cli import emit_json, json_option
 from git_handoff.core.errors import UsageError
+
+
+class CompletionScript(TypedDict):
+    """`completion SHELL`."""
+
+    shell: str
+    script: str
+
+class CompletionInstalled(TypedDict):
+    """`completion SHELL --install`."""
+
+    shell: str
+    installed: str  # the file written
 
 SCRIPTS = {"bash": "git-handoff.bash", "zsh": "_git-handoff"}
 
@@ -46,7 +60,8 @@ def completion_cmd(shell: str, install: bool, as_json: bool) -> None:
     text = script(shell)
     if not install:
         if as_json:
-            emit_json({"shell": shell, "script": text})
+            shown: CompletionScript = {"shell": shell, "script": text}
+            emit_json(shown)
         else:
             click.echo(text, nl=False)
         return
@@ -57,7 +72,8 @@ def completion_cmd(shell: str, install: bool, as_json: bool) -> None:
     except OSError as exc:
         raise UsageError(f"cannot write {target}: {exc.strerror or exc}") from None
     if as_json:
-        emit_json({"shell": shell, "installed": str(target)})
+        installed: CompletionInstalled = {"shell": shell, "installed": str(target)}
+        emit_json(installed)
         return
     click.echo(f"Installed {shell} completion in {target}")
     if shell == "zsh":

@@ -2,10 +2,21 @@
 
 from __future__ import annotations
 
+from typing import TypedDict
+
 import click
 
 from git_handoff.cli import emit_json, json_option
 from git_handoff.ops.demo import run_demo
+
+
+class DemoResult(TypedDict):
+    """`demo`."""
+
+    ok: bool
+    repository: str
+    kept: bool
+    transcript: list[str]
 
 
 @click.command("demo")
@@ -16,7 +27,8 @@ def demo_cmd(keep: str | None, as_json: bool) -> None:
     if as_json:
         transcript: list[str] = []
         repo = run_demo(keep, transcript.append)
-        emit_json({"ok": True, "repository": str(repo), "kept": keep is not None, "transcript": transcript})
+        result: DemoResult = {"ok": True, "repository": str(repo), "kept": keep is not None, "transcript": transcript}
+        emit_json(result)
         return
     repo = run_demo(keep, click.echo)
     if keep is not None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
 import click
 
@@ -12,6 +12,16 @@ from git_handoff.cli import emit_json, json_option
 
 if TYPE_CHECKING:
     from git_handoff.infra.gitrepo import Repo
+
+
+class HookAnswer(TypedDict):
+    """`hook EVENT`: what the hook printed for its agent CLI (its JSON parsed, else the
+    text), or None, and why it did nothing when it could not."""
+
+    event: str
+    output: object
+    problem: NotRequired[str]
+
 
 AGENT_OPTION = click.option("--agent", type=click.Choice(["claude", "codex", "gemini"]), default=None,
                             help="Instead of the git hook: the agent's own hooks (Claude Code: .claude/settings.json; "
@@ -272,7 +282,8 @@ def hook_cmd(event: str, as_json: bool) -> None:
         problem = f"unknown hook event {event!r} (ignored): git handoff knows {', '.join(hook_entry.EVENTS)}"
         click.echo(f"git handoff hook: {problem}", err=True)
         if as_json:
-            emit_json({"event": event, "output": None, "problem": problem})
+            refused: HookAnswer = {"event": event, "output": None, "problem": problem}
+            emit_json(refused)
         return
     text = ""
     try:
@@ -285,12 +296,14 @@ def hook_cmd(event: str, as_json: bool) -> None:
     except Exception as exc:  # noqa: BLE001 - a hook must never break the agent or the commit
         click.echo(f"git handoff hook {event}: {exc}", err=True)
         if as_json:
-            emit_json({"event": event, "output": None, "problem": str(exc)})
+            failed: HookAnswer = {"event": event, "output": None, "problem": str(exc)}
+            emit_json(failed)
         return
     if warning:
         click.echo(warning, err=True)
     if as_json:
-        emit_json({"event": event, "output": _parsed(out) if out else None})
+        answer: HookAnswer = {"event": event, "output": _parsed(out) if out else None}
+        emit_json(answer)
     elif out:
         click.echo(out)
 

@@ -2,11 +2,22 @@
 
 from __future__ import annotations
 
+from typing import TypedDict
+
 import click
 
 from git_handoff.cli import emit_json, get_store, json_option
 from git_handoff.core.errors import UsageError
 from git_handoff.core.model import parse_duration
+
+
+class Serving(TypedDict):
+    """`serve`, once it listens."""
+
+    url: str
+    root: str
+    host: str
+    stop_after: int | None
 
 
 @click.command("serve")
@@ -37,7 +48,8 @@ def serve_cmd(port: int, host: str, open_browser: bool, stop_after: str | None, 
 
     def ready(url: str) -> None:
         if as_json:
-            emit_json({"url": url, "root": str(root), "host": host, "stop_after": seconds})
+            serving: Serving = {"url": url, "root": str(root), "host": host, "stop_after": seconds}
+            emit_json(serving)
         else:
             click.echo(f"Serving the dashboard of {root} at {url}" + ("" if seconds else "  (Ctrl-C to stop)"))
         if host not in ("127.0.0.1", "localhost", "::1"):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict
 
 import click
 
@@ -11,6 +11,13 @@ from git_handoff.cli.progress import Progress
 
 if TYPE_CHECKING:
     from git_handoff.ops.sync import SyncReport
+    from git_handoff.state.store import StateStore
+
+
+class ApprovedWriters(TypedDict):
+    """`trust --writer KEY`."""
+
+    approved_writers: list[str]
 
 
 def _sync_text(r: SyncReport) -> list[str]:
@@ -150,7 +157,7 @@ def trust_cmd(ids: tuple[str, ...], approve_all: bool, list_approved: bool, list
             click.echo(f"    at {', '.join(u['place'] for u in uses[:5])}" + (", ..." if len(uses) > 5 else ""))
             if item.get("trusted_at"):
                 click.echo(f"    (this text is approved at {', '.join(item['trusted_at'][:5])}, not here)")
-            click.echo(f"    introduced by {who} at {when}" + (f" ({item['commit'][:10]})" if item.get("commit") else ""))
+            click.echo(f"    introduced by {who} at {when}" + (f" ({commit[:10]})" if (commit := item.get("commit")) else ""))
         click.echo("read each command whole before you approve it: `git handoff trust ID...` approves the ones "
                    "listed for those tasks, `git handoff trust --all` every one listed")
         _writers_note(store)
@@ -165,7 +172,7 @@ def trust_cmd(ids: tuple[str, ...], approve_all: bool, list_approved: bool, list
         click.echo(f"trusted {item['id']} {item['kind']}: {visible(item['command'], lines=True)}")
 
 
-def _writers_note(store: Any) -> None:
+def _writers_note(store: StateStore) -> None:
     from git_handoff.state import writers
 
     pending = writers.pending_writers(store.repo)
@@ -175,7 +182,7 @@ def _writers_note(store: Any) -> None:
                    "`git handoff trust --writers` lists them")
 
 
-def _trust_writers(store: Any, ids: tuple[str, ...], other: bool, keys: tuple[str, ...], as_json: bool) -> None:
+def _trust_writers(store: StateStore, ids: tuple[str, ...], other: bool, keys: tuple[str, ...], as_json: bool) -> None:
     """`trust --writers` (list) and `trust --writer KEY` (approve)."""
     from git_handoff.core.errors import UsageError
     from git_handoff.state import writers
@@ -185,7 +192,8 @@ def _trust_writers(store: Any, ids: tuple[str, ...], other: bool, keys: tuple[st
     if keys:
         approved = writers.approve_keys(store.repo, keys)
         if as_json:
-            emit_json({"approved_writers": approved})
+            answer: ApprovedWriters = {"approved_writers": approved}
+            emit_json(answer)
             return
         for key in approved:
             click.echo(f"approved writer {key}: the tasks it writes are offered to agents on this clone")

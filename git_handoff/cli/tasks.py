@@ -10,6 +10,7 @@ import click
 from git_handoff.cli import emit_json, get_store, json_option, numbers, visible
 from git_handoff.cli.ids import complete_task_id
 from git_handoff.cli.progress import Progress
+from git_handoff.core import selection
 from git_handoff.core.model import Task
 from git_handoff.ops import views
 
@@ -25,7 +26,7 @@ def _ops() -> Any:
 
 
 def task_line(task: Task, blocked: set[str] | None = None, unapproved: dict[str, str] | None = None) -> str:
-    state = "blocked" if blocked and task.id in blocked else task.status
+    state = selection.shown_status(task.id, task.status, blocked)
     line = f"[{state}] {task.id}: {visible(task.title)} ({task.attempts}/{task.max_attempts})"
     return line + unapproved_mark(task.id, unapproved)
 
@@ -281,7 +282,6 @@ def graph_cmd(fmt: str, as_json: bool) -> None:
     (laid out by Graphviz where `dot` is installed, by a built-in layered layout otherwise)."""
     snap = get_store().snapshot()
     if as_json:
-        emit_json({"nodes": [{"id": t.id, "title": t.title, "status": t.status} for t in snap.tasks().values()],
-                   "edges": [[d, t.id] for t in snap.tasks().values() for d in t.depends_on]})
+        emit_json(views.graph_view(snap))
         return
     click.echo(views.graph(snap, fmt), nl=False)

@@ -4,7 +4,7 @@ attempts, restore."""
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, cast
 
 import click
 
@@ -17,6 +17,7 @@ from git_handoff.infra import task_commands
 from git_handoff.ops import attempts as attempts_ops
 from git_handoff.ops import claim as claim_ops
 from git_handoff.ops import work as ops
+from git_handoff.ops.payloads import TaskJson, task_json
 from git_handoff.state.claim_checks import short
 
 if TYPE_CHECKING:
@@ -58,8 +59,8 @@ def _lease(text: str | None) -> int | None:
     return parse_duration(text) if text is not None else None
 
 
-def _view(task: Task) -> dict[str, Any]:
-    return task.to_json()
+def _view(task: Task) -> TaskJson:
+    return task_json(task)
 
 
 @click.command("claim")

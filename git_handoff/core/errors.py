@@ -5,6 +5,8 @@ Exit codes are decided here and nowhere else; the CLI only reads `.exit_code`.
 
 from __future__ import annotations
 
+from typing import TypedDict
+
 EXIT_OK = 0
 EXIT_NEGATIVE = 1
 EXIT_USAGE = 2
@@ -82,6 +84,14 @@ EXIT_MEANINGS: dict[int, str] = {
 }
 
 
+class ErrorJson(TypedDict):
+    """The `--json` of a command that failed (exit 2 or 3, or a negative answer without
+    a payload of its own)."""
+
+    error: str
+    exit_code: int
+
+
 class Failure:
     """What an adapter reports for an exception: the exit code, the message (its first
     line is the `error: ...` line) and the `--json` document (docs/git-handoff.md, EXIT
@@ -107,7 +117,13 @@ def failure(exc: Exception, *, traceback_hint: str) -> Failure:
     if isinstance(exc, HandoffError):
         payload = exc.payload if isinstance(exc, Negative) else None
         if not isinstance(payload, (dict, list)):
-            payload = {"error": exc.message, "exit_code": exc.exit_code}
+            payload = error_json(exc.message, exc.exit_code)
         return Failure(exc.exit_code, exc.message, payload)
     message = f"unexpected {type(exc).__name__}: {exc} ({traceback_hint})"
-    return Failure(EXIT_USAGE, message, {"error": message.splitlines()[0], "exit_code": EXIT_USAGE})
+    return Failure(EXIT_USAGE, message, error_json(message.splitlines()[0], EXIT_USAGE))
+
+
+def error_json(message: str, exit_code: int) -> dict[str, object]:
+    """ErrorJson, as the mapping Failure.payload holds."""
+    answer: ErrorJson = {"error": message, "exit_code": exit_code}
+    return dict(answer)

@@ -1,26 +1,34 @@
 """Pure data: tasks, config, ids, durations, timestamps. No git, no I/O.
 
 A Task is frozen; change it with `dataclasses.replace`. Fields a newer writer
-added that this version does not know are kept in `extra` and written back.
+added that this version does not know are kept in `extra` and written back. The
+checks of a task's fields are here; their stored form (a task's JSON file, the table of
+config.toml) is git_handoff.core.serialization.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, Generic, Literal, TypeVar, get_args
 
 from git_handoff.core import display
 from git_handoff.core.errors import UsageError
 from git_handoff.core.patterns import lazy
 
-STATUSES = ("pending", "in_progress", "completed", "failed")
+# The statuses a task records, spelled once.
+Status = Literal["pending", "in_progress", "completed", "failed"]
+STATUSES: tuple[Status, ...] = get_args(Status)
+# The statuses a task is shown with (`list --status`, `status`, `graph`, the dashboard): a
+# pending task a failed or circular dependency holds back is shown "blocked", computed
+# (git_handoff.core.selection.shown_status), never stored.
+ShownStatus = Literal[Status, "blocked"]
+SHOWN_STATUSES: tuple[ShownStatus, ...] = (*STATUSES, "blocked")
 PRIORITIES = ("P0", "P1", "P2")
 CATEGORIES = (
     "ENV_SETUP",
@@ -51,18 +59,18 @@ DEFAULT_MAX_ATTEMPTS = 3
 DEFAULT_TIMEOUT = 300
 DEFAULT_MAX_TASKS_PER_SESSION = 20
 DEFAULT_MAX_SESSIONS = 50
-MAX_SECONDS = 10 * 366 * 24 * 3600  # durations and timeouts: ten years at most (records.MAX_SECONDS)
-MAX_TITLE = 500  # characters of a task title (records.MAX_TITLE)
-MAX_COUNT = 2**63 - 1  # TOML's integer range: every count, number and id number (records.MAX_COUNT)
+MAX_SECONDS = 10 * 366 * 24 * 3600  # durations and timeouts: ten years at most
+MAX_TITLE = 500  # characters of a task title
+MAX_COUNT = 2**63 - 1  # TOML's integer range: every count, number and id number
 MAX_ATTEMPTS = 10_000  # a task's max_attempts
-MAX_LIST = 10_000  # entries of one list inside a record (records.MAX_LIST)
-MAX_RECORD_BYTES = 1 << 20  # one record blob in the state (records.MAX_RECORD_BYTES)
+MAX_LIST = 10_000  # entries of one list inside a record
+MAX_RECORD_BYTES = 1 << 20  # one record blob in the state
 MAX_RELAY_FAILURES = 100  # relay.json's `failures`
 
-# The most entries each capped list of a record may hold, by record kind (records.kind_of)
+# The most entries each capped list of a record may hold, by record kind (state_tree.kind_of)
 # and field; a dotted name is a list inside an object field (a handoff document's
 # `status.pending`), and meta.json's `sessions_by_clone` is an object of counters capped
-# the same way. One table for both sides of the rule: the parsers (git_handoff.core.records)
+# the same way. One table for both sides of the rule: the parsers (git_handoff.core.record_schemas, task_file)
 # refuse a record holding more, and the merge (git_handoff.core.merge) bounds a union of two
 # sides to it, so that any two records the edge accepts merge into one it accepts. A list
 # no entry names is a field a newer writer added: no parser counts it, the record's size
@@ -86,7 +94,7 @@ _ESCAPES = lazy(r"\x1b(?:\[[0-?]*+[ -/]*+[@-~]|\][^\x07\x1b]*+(?:\x07|\x1b\\)?|[
 
 def printable(text: str) -> str:
     """`text` (a command's output: a check's, a cleanup's) as one line of text the state's
-    records may hold (records.line_problem): terminal escape sequences removed (a test
+    records may hold (field_checks.line_problem): terminal escape sequences removed (a test
     runner's colors), runs of whitespace and line breaks one space, any other control
     character, bidi formatting character and lone surrogate shown as its escape
     (display.line)."""
@@ -229,32 +237,69 @@ _last_order = 0
 
 # -- tasks ------------------------------------------------------------------------
 
-TASK_FIELDS = (
-    "id",
-    "title",
-    "status",
-    "priority",
-    "depends_on",
-    "attempts",
-    "max_attempts",
-    "started_at_commit",
-    "validation",
-    "on_failure",
-    "error_log",
-    "checkpoints",
-    "completed_at",
-    "claimed_by",
-    "lease_expires_at",
-    "created_at",
-    "spec_ref",
-)
+# The claim's bookkeeping, kept in a task's extra fields while it is claimed (Task.claim
+# reads them typed): the one list. A release, a failure and a reopen shed them all; `done`
+# keeps the branch and the session the work was done in (CLAIM_KEPT_WHEN_DONE); a lease
+# that ran out sheds the worktree (git_handoff.core.selection).
+CLAIM_FIELDS = ("worktree", "branch", "claimed_at", "lease_seconds", "claim_session", "claim_snapshot", "clone",
+                "clone_seal")
+CLAIM_KEPT_WHEN_DONE = ("branch", "claim_session")
+_T = TypeVar("_T", str, int)
+
+
+class _ClaimField(Generic[_T]):
+    """One field of a Claim: the extra field `key` when it is a `kind`, else None."""
+
+    __slots__ = ("key", "kind")
+
+    def __init__(self, key: str, kind: type[_T]) -> None:
+        self.key: str = key
+        self.kind: type[_T] = kind
+
+    def __get__(self, claim: Claim, owner: type[Claim] | None = None) -> _T | None:
+        value = claim._fields.get(self.key)
+        return value if type(value) is self.kind else None
+
+
+class Claim:
+    """A task's claim (Task.claim), read typed from its extra fields (CLAIM_FIELDS); a field
+    absent, or not of its type (a record written by hand), is None. A read-only view, not a
+    copy: building one costs next to nothing, so the per-task hot paths (the claim index
+    over 50,000 tasks) read a field through it about as cheaply as from the dict."""
+
+    __slots__ = ("_fields",)
+
+    worktree = _ClaimField("worktree", str)  # the work tree holding it (absent in older state)
+    branch = _ClaimField("branch", str)  # the branch it was claimed on
+    claimed_at = _ClaimField("claimed_at", str)  # when: with the worker and base, what tells one claim from the next
+    lease_seconds = _ClaimField("lease_seconds", int)  # the lease it was granted, what `renew` grants again
+    session = _ClaimField("claim_session", int)  # the session that claimed it
+    snapshot = _ClaimField("claim_snapshot", str)  # the commit of the uncommitted work at claim time
+    clone = _ClaimField("clone", str)  # the clone that claimed it
+    clone_seal = _ClaimField("clone_seal", str)  # that clone's seal over the claim (state.identity)
+
+    def __init__(self, fields: Mapping[str, Any] | None = None) -> None:
+        self._fields: Mapping[str, Any] = fields if fields is not None else {}
+
+    def _values(self) -> tuple[str | int | None, ...]:
+        return (self.worktree, self.branch, self.claimed_at, self.lease_seconds, self.session, self.snapshot,
+                self.clone, self.clone_seal)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Claim) and self._values() == other._values()
+
+    def __hash__(self) -> int:
+        return hash(self._values())
+
+    def __repr__(self) -> str:
+        return f"Claim({', '.join(f'{k}={v!r}' for k, v in zip(CLAIM_FIELDS, self._values(), strict=True))})"
 
 
 @dataclass(frozen=True)
 class Task:
     id: str
     title: str
-    status: str = "pending"
+    status: Status = "pending"
     priority: str = "P1"
     depends_on: tuple[str, ...] = ()
     attempts: int = 0
@@ -285,6 +330,11 @@ class Task:
             or any(e.startswith("[DEPENDENCY]") for e in self.error_log)
         )
 
+    @property
+    def claim(self) -> Claim:
+        """The claim the task records (CLAIM_FIELDS): every field None when it records none."""
+        return Claim(self.extra)
+
     def get(self, key: str, default: Any = None) -> Any:
         return self.extra.get(key, default)
 
@@ -309,310 +359,12 @@ class Task:
                 merged[k] = v
         return dataclasses.replace(self, extra=merged)
 
-    # -- (de)serialization --------------------------------------------------------
-
-    def to_json(self) -> dict[str, Any]:
-        """The task as the harness tasks.json names its fields (plus bookkeeping and unknown fields after)."""
-        out: dict[str, Any] = {
-            "id": self.id,
-            "title": self.title,
-            "status": self.status,
-            "priority": self.priority,
-            "depends_on": list(self.depends_on),
-            "attempts": self.attempts,
-            "max_attempts": self.max_attempts,
-            "started_at_commit": self.started_at_commit,
-            "validation": {"command": self.check, "timeout_seconds": self.timeout_seconds},
-            "on_failure": {"cleanup": self.cleanup},
-            "error_log": list(self.error_log),
-            "checkpoints": [dict(c) for c in self.checkpoints],
-            "completed_at": self.completed_at,
-            "claimed_by": self.claimed_by,
-            "lease_expires_at": self.lease_expires_at,
-            "created_at": self.created_at,
-            "spec_ref": self.spec_ref,
-            "order": self.order,
-            "updated_at": self.updated_at,
-        }
-        for k, v in self.extra.items():
-            if k not in out:
-                out[k] = v
-        return out
-
-    def dumps(self) -> bytes:
-        return task_file(self.to_json())
-
-    @classmethod
-    def from_json(cls, data: Any, *, source: str = "task") -> Task:
-        """Parse and check one task object; a bad field is a UsageError naming it."""
-        quick = _well_formed(cls, data)
-        if quick is not None:
-            return quick
-        if not isinstance(data, dict):
-            raise UsageError(f"{source}: a task must be an object")
-        d = dict(data)
-        task_id = d.pop("id", None)
-        if not isinstance(task_id, str):
-            raise UsageError(f"{source}: missing or non-text task id")
-        check_id(task_id)
-        where = f"{source}: task {task_id}"
-        title = d.pop("title", None)
-        if not isinstance(title, str) or not title.strip():
-            raise UsageError(f"{where}: title must be non-empty text")
-        status = d.pop("status", "pending")
-        if status not in STATUSES:
-            raise UsageError(f"{where}: status must be one of {', '.join(STATUSES)}")
-        priority = check_priority(d.pop("priority", "P1"), where)
-        deps = d.pop("depends_on", []) or []
-        if not isinstance(deps, list) or not all(isinstance(x, str) for x in deps):
-            raise UsageError(f"{where}: depends_on must be a list of task ids")
-        for dep in deps:
-            check_id(dep)
-        attempts = _int(d.pop("attempts", 0), f"{where}: attempts", minimum=0)
-        max_attempts = check_max_attempts(d.pop("max_attempts", DEFAULT_MAX_ATTEMPTS), where)
-        validation = d.pop("validation", None) or {}
-        if not isinstance(validation, dict):
-            raise UsageError(f"{where}: validation must be an object")
-        check = _opt_text(validation.get("command"), f"{where}: validation.command")
-        timeout = check_timeout(validation.get("timeout_seconds", DEFAULT_TIMEOUT), where)
-        on_failure = d.pop("on_failure", None) or {}
-        if not isinstance(on_failure, dict):
-            raise UsageError(f"{where}: on_failure must be an object")
-        cleanup = _opt_text(on_failure.get("cleanup"), f"{where}: on_failure.cleanup")
-        error_log = d.pop("error_log", []) or []
-        if not isinstance(error_log, list) or not all(isinstance(x, str) for x in error_log):
-            raise UsageError(f"{where}: error_log must be a list of text")
-        checkpoints = d.pop("checkpoints", []) or []
-        if not isinstance(checkpoints, list) or not all(isinstance(x, dict) for x in checkpoints):
-            raise UsageError(f"{where}: checkpoints must be a list of objects")
-        order = d.pop("order", 0)
-        return _assemble(cls, dict(
-            id=task_id,
-            title=title,
-            status=status,
-            priority=priority,
-            depends_on=tuple(deps),
-            attempts=attempts,
-            max_attempts=max_attempts,
-            started_at_commit=_opt_text(d.pop("started_at_commit", None), f"{where}: started_at_commit"),
-            check=check,
-            timeout_seconds=timeout,
-            cleanup=cleanup,
-            error_log=tuple(error_log),
-            checkpoints=tuple(checkpoints),
-            completed_at=_opt_text(d.pop("completed_at", None), f"{where}: completed_at"),
-            claimed_by=_opt_text(d.pop("claimed_by", None), f"{where}: claimed_by"),
-            lease_expires_at=_opt_text(d.pop("lease_expires_at", None), f"{where}: lease_expires_at"),
-            created_at=_opt_text(d.pop("created_at", None), f"{where}: created_at") or "",
-            spec_ref=_opt_text(d.pop("spec_ref", None), f"{where}: spec_ref"),
-            order=order if isinstance(order, int) and not isinstance(order, bool) else 0,
-            updated_at=_opt_text(d.pop("updated_at", None), f"{where}: updated_at") or "",
-            extra=d,
-        ))
-
-    @classmethod
-    def loads(cls, raw: bytes, *, source: str = "task") -> Task:
-        try:
-            data = json.loads(raw)
-        except UnicodeDecodeError as exc:
-            raise UsageError(f"{source}: not valid JSON (not UTF-8 at byte {exc.start})") from None
-        except ValueError as exc:
-            raise UsageError(f"{source}: not valid JSON ({exc})") from None
-        return cls.from_json(data, source=source)
-
-
-class _Unusual(Exception):
-    """A value json_indented leaves to json.dumps (a subclass, a non-text key, ...)."""
-
-
-_text = json.encoder.encode_basestring  # the C one (ensure_ascii=False), as json.dumps uses
-_INF = float("inf")
-
-
-def _json_float(value: float) -> str:
-    if value != value:
-        return "NaN"
-    if value == _INF:
-        return "Infinity"
-    if value == -_INF:
-        return "-Infinity"
-    return float.__repr__(value)
-
-
-def _lay_out(value: Any, nl: str, out: list[str]) -> None:
-    """Append `value` laid out as json.dumps(indent=2) does, at the indent `nl` ("\n" and
-    two spaces a level). Exact types only: anything else raises _Unusual."""
-    t = type(value)
-    if t is str:
-        out.append(_text(value))
-    elif t is dict or t is list or t is tuple:
-        if not value:
-            out.append("{}" if t is dict else "[]")
-            return
-        inner = nl + "  "
-        sep = ("{" if t is dict else "[") + inner
-        glue = "," + inner
-        items = value.items() if t is dict else ((None, v) for v in value)
-        for k, v in items:
-            out.append(sep)
-            sep = glue
-            if t is dict:
-                if type(k) is not str:
-                    raise _Unusual
-                out.append(_text(k))
-                out.append(": ")
-            tv = type(v)
-            if tv is str:
-                out.append(_text(v))
-            elif v is None:
-                out.append("null")
-            elif tv is int:
-                out.append(int.__repr__(v))
-            elif tv is list and all(type(x) is str for x in v):  # depends_on, error_log
-                if v:
-                    deeper = inner + "  "
-                    out.append("[" + deeper + ("," + deeper).join(map(_text, v)) + inner + "]")
-                else:
-                    out.append("[]")
-            else:
-                _lay_out(v, inner, out)
-        out.append(nl + ("}" if t is dict else "]"))
-    elif value is None:
-        out.append("null")
-    elif value is True:
-        out.append("true")
-    elif value is False:
-        out.append("false")
-    elif t is int:
-        out.append(int.__repr__(value))
-    elif t is float:
-        out.append(_json_float(value))
-    else:
-        raise _Unusual
-
-
-def task_file(doc: dict[str, Any]) -> bytes:
-    """The bytes of a task file holding `doc` (a Task.to_json())."""
-    return (json_indented(doc) + "\n").encode()
-
-
-def json_indented(value: Any) -> str:
-    """Exactly `json.dumps(value, indent=2, ensure_ascii=False)`, several times faster:
-    with an indent the json module falls back to its pure-Python encoder (generators,
-    one call per value), which was most of a claim that fails 50,000 tasks. Here one
-    recursive function appends pieces to a list (strings through the same C string
-    encoder); anything but the exact JSON types (subclasses, non-text keys, a value
-    nested past the recursion limit or circular) goes to json.dumps as before, which
-    lays it out or raises exactly as it always did."""
-    out: list[str] = []
-    try:
-        _lay_out(value, "\n", out)
-    except (_Unusual, RecursionError):
-        return json.dumps(value, indent=2, ensure_ascii=False)
-    return "".join(out)
-
 
 _TASK_FIELDS = frozenset(f.name for f in dataclasses.fields(Task))
 
 
-# The keys from_json reads (everything else is kept in `extra`).
-TASK_READ_KEYS = frozenset((
-    "id", "title", "status", "priority", "depends_on", "attempts", "max_attempts", "validation",
-    "on_failure", "error_log", "checkpoints", "order", "started_at_commit", "completed_at",
-    "claimed_by", "lease_expires_at", "created_at", "spec_ref", "updated_at",
-))
-_OPTIONAL_TEXT = ("started_at_commit", "completed_at", "claimed_by", "lease_expires_at", "spec_ref")
-
-
-def _good_id(value: Any) -> bool:
-    return type(value) is str and _id_ok(value)
-
-
-def _plain_list(value: Any, ok: Callable[[Any], bool]) -> tuple[Any, ...] | None:
-    """An absent list as (), a list whose every item is `ok` as a tuple, else None."""
-    if value is None:
-        return ()
-    if type(value) is list and all(ok(item) for item in value):
-        return tuple(value)
-    return None
-
-
-def _well_formed(cls: type[Task], data: Any) -> Task | None:
-    """The task `from_json` builds from `data` when every field is of the exact plain
-    type and in the range it checks (a task file as git handoff writes it), else None:
-    then the full parse runs, and it alone words the error. Parsing 50,000 tasks (the
-    first command after a sync) spends most of its time in the checks, and here they
-    are one pass without building a message per field. Accepts nothing the full parse
-    refuses, and builds the same task (tests/core/test_selection.py checks both)."""
-    if type(data) is not dict:
-        return None
-    get = data.get
-    task_id = get("id")
-    title = get("title")
-    status = get("status", "pending")
-    priority = get("priority", "P1")
-    if not _good_id(task_id) or type(title) is not str or not title.strip() \
-            or type(status) is not str or status not in STATUSES \
-            or type(priority) is not str or priority not in PRIORITIES:
-        return None
-    deps = _plain_list(get("depends_on"), _good_id)
-    if deps is None:
-        return None
-    attempts = get("attempts", 0)
-    max_attempts = get("max_attempts", DEFAULT_MAX_ATTEMPTS)
-    order = get("order", 0)
-    if type(attempts) is not int or not 0 <= attempts <= MAX_COUNT or type(max_attempts) is not int \
-            or not 1 <= max_attempts <= MAX_ATTEMPTS or type(order) is not int:
-        return None
-    validation = get("validation")
-    on_failure = get("on_failure")
-    if validation is None:
-        validation = {}
-    if on_failure is None:
-        on_failure = {}
-    if type(validation) is not dict or type(on_failure) is not dict:
-        return None
-    check = validation.get("command")
-    timeout = validation.get("timeout_seconds", DEFAULT_TIMEOUT)
-    cleanup = on_failure.get("cleanup")
-    if (check is not None and type(check) is not str) or type(timeout) is not int \
-            or not 1 <= timeout <= MAX_SECONDS or (cleanup is not None and type(cleanup) is not str):
-        return None
-    error_log = _plain_list(get("error_log"), lambda e: type(e) is str)
-    checkpoints = _plain_list(get("checkpoints"), lambda c: type(c) is dict)
-    if error_log is None or checkpoints is None:
-        return None
-    texts = [get(name) for name in _OPTIONAL_TEXT]
-    created_at = get("created_at")
-    updated_at = get("updated_at")
-    for text in (*texts, created_at, updated_at):
-        if text is not None and type(text) is not str:
-            return None
-    started_at_commit, completed_at, claimed_by, lease_expires_at, spec_ref = texts
-    task = object.__new__(cls)
-    object.__setattr__(task, "__dict__", {
-        "id": task_id, "title": title, "status": status, "priority": priority, "depends_on": deps,
-        "attempts": attempts, "max_attempts": max_attempts, "started_at_commit": started_at_commit,
-        "check": check, "timeout_seconds": timeout, "cleanup": cleanup, "error_log": error_log,
-        "checkpoints": checkpoints, "completed_at": completed_at, "claimed_by": claimed_by,
-        "lease_expires_at": lease_expires_at, "created_at": created_at or "", "spec_ref": spec_ref,
-        "order": order, "updated_at": updated_at or "",
-        "extra": {k: v for k, v in data.items() if k not in TASK_READ_KEYS},
-    })
-    return task
-
-
-def _assemble(cls: type[Task], fields: dict[str, Any]) -> Task:
-    """A task from every one of its fields, checked already: what the generated
-    __init__ does, without one frozen setattr per field (parsing 50,000 tasks)."""
-    if fields.keys() != _TASK_FIELDS:
-        raise TypeError(f"Task fields differ: {sorted(fields.keys() ^ _TASK_FIELDS)}")
-    task = object.__new__(cls)
-    object.__setattr__(task, "__dict__", fields)
-    return task
-
-
-def _int(value: Any, what: str, minimum: int, maximum: int = MAX_COUNT) -> int:
+def whole_number(value: Any, what: str, minimum: int, maximum: int = MAX_COUNT) -> int:
+    """`value` as a whole number in [minimum, maximum] (digits as text too), else a UsageError naming `what`."""
     if isinstance(value, bool) or not isinstance(value, int):
         if isinstance(value, str) and value.strip().lstrip("-").isdigit() and len(value) < 40:
             value = int(value)
@@ -625,7 +377,8 @@ def _int(value: Any, what: str, minimum: int, maximum: int = MAX_COUNT) -> int:
     return int(value)
 
 
-def _opt_text(value: Any, what: str) -> str | None:
+def optional_text(value: Any, what: str) -> str | None:
+    """`value` when it is text or None, else a UsageError naming `what`."""
     if value is None or isinstance(value, str):
         return value
     raise UsageError(f"{what} must be text")
@@ -640,12 +393,12 @@ def check_priority(value: Any, where: str = "") -> str:
 
 def check_max_attempts(value: Any, where: str = "") -> int:
     prefix = f"{where}: " if where else ""
-    return _int(value, f"{prefix}max_attempts", minimum=1, maximum=MAX_ATTEMPTS)
+    return whole_number(value, f"{prefix}max_attempts", minimum=1, maximum=MAX_ATTEMPTS)
 
 
 def check_timeout(value: Any, where: str = "") -> int:
     prefix = f"{where}: " if where else ""
-    return _int(value, f"{prefix}timeout_seconds", minimum=1, maximum=MAX_SECONDS)
+    return whole_number(value, f"{prefix}timeout_seconds", minimum=1, maximum=MAX_SECONDS)
 
 
 def check_title(value: Any) -> str:
@@ -682,20 +435,3 @@ class Config:
     max_sessions: int = DEFAULT_MAX_SESSIONS
     spec_ref: str | None = None
     init_command: str | None = None
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Config:
-        mode = data.get("mode", "exclusive")
-        if mode not in MODES:
-            raise UsageError(f"config: mode must be exclusive or concurrent, not {mode!r}")
-        return cls(
-            mode=mode,
-            max_tasks_per_session=_int(
-                data.get("max_tasks_per_session", DEFAULT_MAX_TASKS_PER_SESSION),
-                "config: max_tasks_per_session",
-                minimum=1,
-            ),
-            max_sessions=_int(data.get("max_sessions", DEFAULT_MAX_SESSIONS), "config: max_sessions", minimum=1),
-            spec_ref=_opt_text(data.get("spec_ref"), "config: spec_ref"),
-            init_command=_opt_text(data.get("init_command"), "config: init_command"),
-        )

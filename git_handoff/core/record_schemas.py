@@ -45,6 +45,7 @@ from git_handoff.core.field_checks import (
 )
 from git_handoff.core.model import LIST_LIMITS, MAX_COUNT, MAX_RECORD_BYTES, MAX_TITLE, Config
 from git_handoff.core.patterns import lazy
+from git_handoff.core.serialization import config_from_dict
 
 # -- the records' types -------------------------------------------------------------------------
 
@@ -160,6 +161,8 @@ class DispatchRun(TypedDict, total=False):
     result: Any
     stdout_tail: str | None
     stderr_tail: str | None
+    output: str | None  # both tails, stdout first
+    command: str  # the backend's command line the run ran
     started_at: str | None
     finished_at: str | None
     host: str | None
@@ -170,6 +173,8 @@ class DispatchRun(TypedDict, total=False):
     resume_of_key: str | None
     error: str | None  # why it failed before its backend ran
     lost: bool  # in a view only: its runner died on this host before recording a result
+    hlc: str  # the clock stamp of its last write (git_handoff.core.hlc)
+    field_clock: dict[str, list[str]]
 
 
 class FileChange(TypedDict):
@@ -394,7 +399,7 @@ def config(raw: bytes, where: str = "config.toml") -> Config:
     if dated is not None:  # git handoff never writes one, and the merge of records holds JSON values only
         raise problem(where, f"field {dated!r} is a TOML date or time, which a state's config does not hold")
     try:
-        cfg = Config.from_dict(data)
+        cfg = config_from_dict(data)
     except UsageError as exc:
         raise InvalidState(f"state file {where}: {exc.message}") from None
     for name in ("max_tasks_per_session", "max_sessions"):

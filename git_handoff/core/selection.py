@@ -6,13 +6,21 @@ Every function takes tasks in creation order (a dict id -> Task) and returns pla
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping
+from collections.abc import Container, Iterable, Mapping
 from datetime import datetime, timedelta, timezone
 from typing import Protocol
 
 from git_handoff.core import hlc
 from git_handoff.core.errors import UsageError
-from git_handoff.core.model import PRIORITIES, Task, iso, parse_time
+from git_handoff.core.model import (
+    PRIORITIES,
+    SHOWN_STATUSES,
+    ShownStatus,
+    Status,
+    Task,
+    iso,
+    parse_time,
+)
 
 PRIORITY_RANK = {p: n for n, p in enumerate(PRIORITIES)}
 
@@ -188,6 +196,19 @@ def blocked_ids(tasks: Mapping[str, Task]) -> set[str]:
     return {tid for tid, _ in dependency_failures(tasks) if tasks[tid].status == "pending"}
 
 
+def shown_status(task_id: str, status: Status, blocked: Container[str] | None) -> ShownStatus:
+    """The status a task is shown with: "blocked" when `blocked` (blocked_ids, or the
+    status index's copy of it) names it, else the one it records."""
+    return "blocked" if blocked is not None and task_id in blocked else status
+
+
+def status_counts(blocked: int) -> dict[str, int]:
+    """Every shown status counted 0, but `blocked` (the counts start from it)."""
+    out: dict[str, int] = dict.fromkeys(SHOWN_STATUSES, 0)
+    out["blocked"] = blocked
+    return out
+
+
 def _deps_completed(task: Task, tasks: Mapping[str, Task]) -> bool:
     return all(dep in tasks and tasks[dep].status == "completed" for dep in task.depends_on)
 
@@ -217,7 +238,7 @@ def counts(tasks: Mapping[str, Task], blocked: set[str] | None = None) -> dict[s
     """Counts by status; `blocked` pending tasks are counted apart from `pending`."""
     if blocked is None:
         blocked = blocked_ids(tasks)
-    out = {"pending": 0, "in_progress": 0, "completed": 0, "failed": 0, "blocked": len(blocked)}
+    out = status_counts(len(blocked))
     for tid, task in tasks.items():
         if tid in blocked:
             continue
@@ -263,8 +284,8 @@ def lease_deadline(task: Task, now: datetime) -> str | None:
     written = _written_at(task)
     if written is None or written > now + timedelta(milliseconds=hlc.MAX_SKEW_MS):
         return iso(min(declared, now))
-    seconds = task.get("lease_seconds")
-    if not (type(seconds) is int and seconds > 0):
+    seconds = task.claim.lease_seconds
+    if not (seconds is not None and seconds > 0):
         seconds = UNDECLARED_LEASE_SECONDS
     try:
         bound = written + timedelta(seconds=seconds)

@@ -2,7 +2,7 @@
 recognizer of the layout git handoff writes.
 
 `task` parses a task blob into a model.Task and holds it to the edge's rules beyond what
-Task.from_json checks (check_task_text: one-line capped texts, times, object ids, numbers
+task_from_json checks (check_task_text: one-line capped texts, times, object ids, numbers
 in range, the claim bookkeeping well-typed). `written_task_id` answers the same question
 for the files git handoff wrote itself, in one regular expression over the text, and None
 for anything else, which `task` then parses to word what is wrong.
@@ -40,11 +40,11 @@ from git_handoff.core.field_checks import (
 )
 from git_handoff.core.model import LIST_LIMITS, MAX_COUNT, MAX_LIST, MAX_SECONDS, MAX_TITLE, Task
 from git_handoff.core.patterns import lazy
+from git_handoff.core.serialization import TASK_READ_KEYS, task_from_json
 
 # -- tasks: the claim bookkeeping ------------------------------------------------------------------
 
 
-CLAIM_FIELDS = ("worktree", "branch", "claimed_at", "lease_seconds", "claim_session", "clone", "clone_seal")
 TASK_EXTRA_FIELDS: dict[str, Check] = {
     "worktree": opt(PATH_TEXT),
     "branch": opt(text(1024)),
@@ -96,7 +96,7 @@ def lines_problem(lines: list[tuple[str, str, int]], *, escapes: bool = True) ->
 
 
 def check_task_text(task: Any, where: str, *, escapes: bool = True) -> None:
-    """The edge's rules for a task beyond what Task.from_json checks: every text a person
+    """The edge's rules for a task beyond what task_from_json checks: every text a person
     reads or a command line gets is one line and capped (TASK_LINES, and each error_log
     entry), times are times, the base is an object id, numbers in range, the claim
     bookkeeping (TASK_EXTRA_FIELDS) well-typed. `escapes=False`: the task was parsed from
@@ -153,10 +153,10 @@ _TASK_LISTS = tuple(LIST_LIMITS["task"].items())
 
 
 def task(raw: bytes, where: str, expected_id: str | None = None) -> Task:
-    """A task blob as a model.Task (checked as `Task.loads` does, plus the edge's rules)."""
+    """A task blob as a model.Task (checked as `load_task` does, plus the edge's rules)."""
     data = load_json(raw, where)
     try:
-        parsed = Task.from_json(data, source=where)
+        parsed = task_from_json(data, source=where)
     except UsageError as exc:
         raise InvalidState(exc.message) from None
     check_task_text(parsed, where, escapes=b"\\u" in raw)
@@ -168,10 +168,10 @@ def task(raw: bytes, where: str, expected_id: str | None = None) -> Task:
 # -- tasks: the layout git handoff writes, recognized in one pass ------------------------------
 #
 # A fetched state of 10,000 tasks is 10,000 task files, nearly all written by git handoff
-# itself (Task.dumps: json.dumps(indent=2) of Task.to_json()). written_task_id recognizes
+# itself (dump_task: json.dumps(indent=2) of task_to_json). written_task_id recognizes
 # that layout, field by field in its order, with every value inside the edge's rules, by
 # one regular expression over the text (C, ~3 us for a pending task's 600 bytes, against
-# ~30 us for json + Task.from_json + check_task_text). It accepts only what `task` accepts
+# ~30 us for json + task_from_json + check_task_text). It accepts only what `task` accepts
 # (tests/core/test_task_file.py: a property over canonical and mutated files), and answers
 # None for anything else — an escape in a string, a field out of order, a number it does
 # not bound, a key it does not know the rules of — which then goes to `task`, the parser
@@ -240,7 +240,7 @@ _W_EXTRA_VALUES = {
     "last_attempt_ref": _null_or(_line_string(PATH_MAX)),
     "hlc": _null_or(rf'"{HLC_STAMP.pattern}+"'),
 }
-_W_RULED_KEYS = sorted(model.TASK_READ_KEYS | TASK_EXTRA_FIELDS.keys(), key=len, reverse=True)
+_W_RULED_KEYS = sorted(TASK_READ_KEYS | TASK_EXTRA_FIELDS.keys(), key=len, reverse=True)
 # A key no rule reads (completed_commit, field_clock, ...): a plain value, or the
 # {field: [stamp, digest]} table of git_handoff.core.hlc; anything else goes to the full parse.
 _W_PLAIN = r"(?:null|true|false|-?(?:0|[1-9][0-9]{0,18}+)|" + _string() + ")"
@@ -251,7 +251,7 @@ _W_EXTRA = "(?:" + "|".join(f'"{key}": {value}' for key, value in _W_EXTRA_VALUE
                             if key in TASK_EXTRA_FIELDS) + "|" + _W_ANY_EXTRA + ")"
 _WRITTEN_TASK = lazy(
     r'\{\n  "id": "(?P<id>' + _W_ID + ')"'
-    + r',\n  "title": "(?=\s*+[^\s"])' + _line_string(MAX_TITLE)[1:]  # not blank (Task.from_json)
+    + r',\n  "title": "(?=\s*+[^\s"])' + _line_string(MAX_TITLE)[1:]  # not blank (task_from_json)
     + r',\n  "status": "(?:' + "|".join(model.STATUSES) + ')"'
     + r',\n  "priority": "(?:' + "|".join(model.PRIORITIES) + ')"'
     + r',\n  "depends_on": ' + _json_list(f'"{_W_ID}"', 2, LIST_LIMITS["task"]["depends_on"])

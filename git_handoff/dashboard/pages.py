@@ -16,7 +16,8 @@ from urllib.parse import quote
 
 from git_handoff.core import display, selection
 from git_handoff.core.errors import UsageError
-from git_handoff.core.model import Task, check_id
+from git_handoff.core.model import SHOWN_STATUSES, Task, check_id
+from git_handoff.core.serialization import task_to_json
 from git_handoff.infra import graph_svg as svg
 from git_handoff.ops import attempts as attempt_ops
 from git_handoff.ops import prompt
@@ -24,7 +25,6 @@ from git_handoff.state import session_records, writers
 from git_handoff.state.snapshot import Snapshot
 from git_handoff.state.store import StateStore
 
-STATUSES = ("pending", "in_progress", "completed", "failed", "blocked")
 PRIORITIES = ("P0", "P1", "P2")
 LOG_TAIL = 20
 INLINE_GRAPH_MAX = 300
@@ -112,7 +112,7 @@ def task_url(task_id: str) -> str:
 
 
 def _status_of(task: Task, blocked: set[str]) -> str:
-    return "blocked" if task.id in blocked else task.status
+    return selection.shown_status(task.id, task.status, blocked)
 
 
 def page(title: str, body: str, *, live: bool = False, state: str | None = None) -> str:
@@ -141,19 +141,19 @@ def counts_html(tasks: dict[str, Task], blocked: set[str]) -> str:
     done = counts.get("completed", 0)
     bar = "".join(
         f'<span class="b-{s}" style="width:{100 * counts.get(s, 0) / total:.2f}%" title="{s}: {counts.get(s, 0)}"></span>'
-        for s in STATUSES if total and counts.get(s, 0)
+        for s in SHOWN_STATUSES if total and counts.get(s, 0)
     )
-    cells = "".join(f'<td class="s-{s}">{s} <b data-count="{s}">{counts.get(s, 0)}</b></td>' for s in STATUSES)
+    cells = "".join(f'<td class="s-{s}">{s} <b data-count="{s}">{counts.get(s, 0)}</b></td>' for s in SHOWN_STATUSES)
     by_prio: dict[tuple[str, str], int] = {}
     for t in tasks.values():
         key = (t.priority, _status_of(t, blocked))
         by_prio[key] = by_prio.get(key, 0) + 1
     rows = "".join(
-        f"<tr><th>{p}</th>" + "".join(f'<td data-priority="{p}" data-status="{s}">{by_prio.get((p, s), 0)}</td>' for s in STATUSES)
-        + f"<td><b>{sum(by_prio.get((p, s), 0) for s in STATUSES)}</b></td></tr>"
+        f"<tr><th>{p}</th>" + "".join(f'<td data-priority="{p}" data-status="{s}">{by_prio.get((p, s), 0)}</td>' for s in SHOWN_STATUSES)
+        + f"<td><b>{sum(by_prio.get((p, s), 0) for s in SHOWN_STATUSES)}</b></td></tr>"
         for p in PRIORITIES
     )
-    head = "<tr><th></th>" + "".join(f'<th class="s-{s}">{s}</th>' for s in STATUSES) + "<th>all</th></tr>"
+    head = "<tr><th></th>" + "".join(f'<th class="s-{s}">{s}</th>' for s in SHOWN_STATUSES) + "<th>all</th></tr>"
     pct = f"{100 * done / total:.0f}%" if total else "-"
     return (
         f'<p><b data-count="total">{total}</b> tasks, {pct} completed</p><div class="bar">{bar}</div>'
@@ -262,9 +262,9 @@ def _live(store: StateStore, snap: Snapshot, tasks: dict[str, Task], blocked: se
 
 
 def _by_status(tasks: dict[str, Task], blocked: set[str]) -> dict[str, list[Task]]:
-    groups: dict[str, list[Task]] = {s: [] for s in STATUSES}
+    groups: dict[str, list[Task]] = {s: [] for s in SHOWN_STATUSES}
     for t in tasks.values():
-        groups["blocked" if t.id in blocked else t.status].append(t)
+        groups[_status_of(t, blocked)].append(t)
     return groups
 
 
@@ -307,7 +307,7 @@ def overview(store: StateStore) -> str:
 
 def tasks_page(store: StateStore, status: str) -> str | None:
     """Every task of one status (computed `blocked` included), or None for another word."""
-    if status not in STATUSES:
+    if status not in SHOWN_STATUSES:
         return None
     snap = store.snapshot()
     tasks = snap.tasks()
@@ -369,7 +369,7 @@ def task_page(store: StateStore, task_id: str) -> str | None:
         f'<td><code>{escape(str(a.get("ref")))}</code></td><td>{len(a.get("files") or [])} file(s)</td></tr>'
         for a in attempt_ops.attempts(store, task.id)
     )
-    record = json.dumps(task.to_json(), indent=2, ensure_ascii=False, default=str)
+    record = json.dumps(task_to_json(task), indent=2, ensure_ascii=False, default=str)
     body = (
         f'<section><h2 class="s-{state}">{escape(task.id)}: {escape(task.title)}'
         f'{unapproved_mark(writer) if writer is not None else ""}</h2>{_kv(rows)}'

@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping
 
 from git_handoff.core import display
 from git_handoff.core.model import Task
+from git_handoff.core.selection import shown_status
 
 
 def escape(text: str) -> str:
@@ -180,7 +181,7 @@ def render(
                        'fill="none" stroke="#999" marker-end="url(#arrow)"/>')
     for t in tasks.values():
         x, y = pos[t.id]
-        state = "blocked" if t.id in blocked else t.status
+        state = shown_status(t.id, t.status, blocked)
         color = STATUS_COLORS.get(state, "#757575")
         body = (
             f"<title>{escape(t.id)}: {escape(t.title)} [{state}]</title>"

@@ -24,14 +24,14 @@ from typing import Any
 
 from git_handoff.core import display
 from git_handoff.core.errors import HandoffError, Negative, UsageError, failure
-from git_handoff.core.model import CATEGORIES, MAX_COUNT, PRIORITIES, parse_duration
+from git_handoff.core.model import CATEGORIES, MAX_COUNT, PRIORITIES, SHOWN_STATUSES, parse_duration
+from git_handoff.core.serialization import task_to_json
 from git_handoff.infra.gitrepo import Repo
 from git_handoff.ops import attempts, claim, handoff, prompt, sessions, sync, tasks, views, work
 from git_handoff.ops.open_state import Opened, open_state
 from git_handoff.state.store import StateStore
 
 TRACEBACK_HINT = "set GIT_HANDOFF_DEBUG=1 for the traceback on stderr"
-STATUSES = ("pending", "in_progress", "completed", "failed", "blocked")
 JSON_TYPES: dict[str, type] = {"string": str, "integer": int, "boolean": bool, "array": list}
 
 
@@ -132,27 +132,27 @@ def _add(c: Call) -> Any:
 
 
 def _claim(c: Call) -> Any:
-    return claim.claim(c.store, c.get("id"), worker=c.get("worker"), lease=c.lease(), force=c.get("force", False),
-                      remote=c.get("remote")).to_json()
+    return task_to_json(claim.claim(c.store, c.get("id"), worker=c.get("worker"), lease=c.lease(),
+                                    force=c.get("force", False), remote=c.get("remote")))
 
 
 def _renew(c: Call) -> Any:
     task = work.renew(c.store, c.get("id"), lease=c.lease(), force=c.get("force", False))
     c.auto_sync()
-    return task.to_json()
+    return task_to_json(task)
 
 
 def _release(c: Call) -> Any:
     task = work.release(c.store, c.get("id"), force=c.get("force", False))
     c.auto_sync()
-    return task.to_json()
+    return task_to_json(task)
 
 
 def _checkpoint(c: Call) -> Any:
     task = work.checkpoint(c.store, c.get("id"), c.get("message"), c.get("step"), c.get("of"),
                            force=c.get("force", False))
     c.auto_sync()
-    return task.to_json()
+    return task_to_json(task)
 
 
 def _verify(c: Call) -> Any:
@@ -169,7 +169,7 @@ def _done(c: Call) -> Any:
         c.auto_sync()  # the failed attempt was recorded: push it as the CLI does
         raise
     c.auto_sync()
-    return task.to_json()
+    return task_to_json(task)
 
 
 def _fail(c: Call) -> Any:
@@ -190,7 +190,7 @@ TOOLS: dict[str, Tool] = {t.name: t for t in (
     Tool("next", "The task `claim` would take; exit 1 when none is eligible (`git handoff next --json`).", (),
          lambda c: views.view(views.next_task(c.store.snapshot())), read_only=True),
     Tool("list", "List tasks, optionally by status or only those `claim` could take now (`git handoff list --json`).",
-         (Arg("status", "string", "Only tasks with this status.", choices=STATUSES),
+         (Arg("status", "string", "Only tasks with this status.", choices=SHOWN_STATUSES),
           Arg("ready", "boolean", "Only tasks `claim` could take now, in the order it would.")),
          lambda c: views.list_view(c.store.snapshot(), status=c.get("status"), ready=c.get("ready", False)),
          read_only=True),

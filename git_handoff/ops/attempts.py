@@ -16,14 +16,14 @@ import re
 
 from git_handoff.core import attempt_record, field_checks
 from git_handoff.core.errors import Contention, GitFailure, InvalidState, UsageError
-from git_handoff.core.model import Task, check_category, check_id, now_iso, printable
+from git_handoff.core.model import CLAIM_FIELDS, Task, check_category, check_id, now_iso, printable
 from git_handoff.core.record_schemas import FailOutcome
+from git_handoff.core.serialization import task_to_json
 from git_handoff.infra import rollback, task_commands, worktree
 from git_handoff.infra.gitrepo import Repo
 from git_handoff.ops.payloads import Attempt, FileChange, Restored, SavedAttempt
 from git_handoff.state import claim_index, claim_journal, notes, this_clone, trust
 from git_handoff.state.claim_checks import (
-    CLAIM_EXTRAS,
     claimed_task,
     current,
     require_branch,
@@ -179,7 +179,7 @@ def fail(
                 error_log=(*task.error_log, entry),
                 claimed_by=None,
                 lease_expires_at=None,
-            ).with_extra(failed_at=now_iso(), **{k: None for k in CLAIM_EXTRAS})
+            ).with_extra(failed_at=now_iso(), **dict.fromkeys(CLAIM_FIELDS))
             if saved is not None:
                 new = new.with_extra(last_attempt_ref=saved["ref"])
             new = tx.put_task(new)
@@ -211,7 +211,7 @@ def fail(
             rollback.clear_journal(repo)  # nothing was recorded: the work tree stays as it is
             raise
         outcome: FailOutcome = {
-            "task": task.to_json(),
+            "task": task_to_json(task),
             "category": category,
             "reason": text,
             "attempt": saved["attempt"] if saved else None,

@@ -75,7 +75,7 @@ def fleet_view(repo: Repo, remote: Remote, head: str) -> Fleet:
         task = claim_record(repo, oid, task_id)
         # a claim ref that records no claim (unreadable, the task absent or not in
         # progress there) holds nothing: ignored (and pruned by the next sync)
-        if task is not None and task.status == "in_progress" and task.get("clone") != remote.clone \
+        if task is not None and task.status == "in_progress" and task.claim.clone != remote.clone \
                 and not lease_expired(task, stamp):
             taken.add(task_id)
     # a claim ref that failed the edge (at a blob...) is no claim either; a claim pushes
@@ -122,9 +122,9 @@ def claims_to_prune(repo: Repo, remote: Remote, head: str, snap: Snapshot) -> tu
         if not repo.is_ancestor(oid, head):
             continue
         now = snap.task(task_id)
-        if now is not None and now.status == "in_progress" and now.get("claimed_at") == claimed.get("claimed_at"):
+        if now is not None and now.status == "in_progress" and now.claim.claimed_at == claimed.claim.claimed_at:
             continue  # still that claim
-        if claimed.get("clone") != remote.clone and not _long_expired(claimed, stamp):
+        if claimed.claim.clone != remote.clone and not _long_expired(claimed, stamp):
             continue
         if now is not None and finished(now):
             close[ref] = oid

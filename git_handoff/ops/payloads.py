@@ -4,7 +4,11 @@ tests/ops/test_payloads.py runs each command with `--json` on a real repository 
 its output against the type named here (keys, required and optional, value types).
 
 Records that are stored as they are shown (a session, a handoff document, a dispatch run,
-the relay) keep their TypedDicts in git_handoff.core.record_schemas.
+the relay) keep their TypedDicts in git_handoff.core.record_schemas; what a lower layer answers
+as it is shown keeps its TypedDict there too (`sync`: ops.sync.SyncReport; `trust`:
+state.trust.Untrusted and Approval, state.writers.PendingWriter; an error:
+core.errors.ErrorJson). An answer the CLI makes itself, with no use case behind it
+(`completion`, `demo`, `serve`, `hook`, `trust --writer`), is typed in its cli/ module.
 """
 
 from __future__ import annotations
@@ -12,8 +16,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Literal, NotRequired, TypedDict, cast
 
-from git_handoff.core.model import Config, Task
+from git_handoff.core.model import Config, ShownStatus, Status, Task
 from git_handoff.core.record_schemas import Decision, FileChange, HandoffDoc, SessionRecord
+from git_handoff.core.serialization import task_to_json
 
 # -- tasks ---------------------------------------------------------------------------------
 
@@ -39,12 +44,12 @@ Reopened = TypedDict("Reopened", {"at": str, "from": str, "reason": str})
 
 
 class TaskJson(TypedDict):
-    """A task as the state stores it (`Task.to_json`): the harness fields, the
+    """A task as the state stores it (`serialization.task_to_json`): the harness fields, the
     bookkeeping, then the claim and completion fields while they are set."""
 
     id: str
     title: str
-    status: str
+    status: Status
     priority: str
     depends_on: list[str]
     attempts: int
@@ -61,7 +66,7 @@ class TaskJson(TypedDict):
     spec_ref: str | None
     order: int
     updated_at: str
-    # the claim (git_handoff.core.task_file.CLAIM_FIELDS) and what a claim leaves behind
+    # the claim (git_handoff.core.model.CLAIM_FIELDS) and what a claim leaves behind
     worktree: NotRequired[str | None]
     branch: NotRequired[str | None]
     claimed_at: NotRequired[str | None]
@@ -82,9 +87,9 @@ class TaskJson(TypedDict):
 
 
 def task_json(task: Task) -> TaskJson:
-    """`task.to_json()`, typed: it writes the fields TaskJson names (and any field a newer
-    version added, kept as it came)."""
-    return cast(TaskJson, task.to_json())
+    """`task_to_json(task)`, typed: it writes the fields TaskJson names (and any field a
+    newer version added, kept as it came)."""
+    return cast(TaskJson, task_to_json(task))
 
 
 class TaskView(TaskJson):
@@ -113,7 +118,7 @@ def config_view(config: Config) -> ConfigView:
 class StatusRow(TypedDict):
     id: str
     title: str
-    status: str
+    status: ShownStatus
     attempts: int
     max_attempts: int
     priority: str
@@ -143,6 +148,19 @@ class LogLine(TypedDict):
     type: str
     task: str | None
     commit: str | None
+
+
+class GraphNode(TypedDict):
+    id: str
+    title: str
+    status: Status
+
+
+class GraphView(TypedDict):
+    """`graph --json`: every task, and every dependency as [dependency, task]."""
+
+    nodes: list[GraphNode]
+    edges: list[list[str]]
 
 
 class InitResult(TypedDict):
@@ -401,9 +419,11 @@ class HooksStatus(TypedDict):
 
 
 __all__ = [
-    "AckAnswer", "AckEntry", "AgentHooks", "Attempt", "Blocker", "CheckRun", "Checkpoint", "ClaudeHooks",
-    "ConfigView", "Decision", "DocRow", "FileChange", "HandoffDoc", "Health", "HooksStatus", "InitResult",
+    "AckAnswer", "AckEntry", "AgentHooks", "Attempt", "Blocker", "CheckRun", "Checkpoint",
+    "ClaudeHooks", "ConfigView", "Decision", "DocRow",
+    "FileChange", "GraphNode", "GraphView", "HandoffDoc", "Health", "HooksStatus", "InitResult",
     "LogLine", "McpEntry", "OnFailure", "PromptView", "Recovery", "RelaySummary", "Removed", "Renamed",
-    "ReopenResult", "Reopened", "Restored", "SavedAttempt", "SessionRow", "SessionShown", "SessionStarted",
-    "StatusRow", "StatusView", "TaskJson", "TaskView", "Validation", "VerifyView", "config_view", "task_json",
+    "ReopenResult", "Reopened", "Restored", "SavedAttempt", "SessionRow", "SessionShown",
+    "SessionStarted", "StatusRow", "StatusView", "TaskJson", "TaskView", "Validation", "VerifyView", "config_view",
+    "task_json",
 ]

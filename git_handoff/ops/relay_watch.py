@@ -344,11 +344,12 @@ def renew_claims(store: StateStore, number: int, lease: int | None) -> None:
     """Renew this clone's claims made in session `number`: by `lease` seconds more than
     their own lease (a wait), or (None) back to their own lease."""
     for task in store.snapshot().tasks().values():
-        if task.status != "in_progress" or task.get("claim_session") != number:
+        claim = task.claim
+        if task.status != "in_progress" or claim.session != number:
             continue
         if not identity.claim_is_mine(store.repo, task):
             continue
-        own = task.get("lease_seconds") if isinstance(task.get("lease_seconds"), int) else None
+        own = claim.lease_seconds
         base = own if own and own > 0 else None
         try:
             if lease is None:

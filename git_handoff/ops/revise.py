@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 
 from git_handoff.core.errors import UsageError
-from git_handoff.core.model import Task, check_id, now_iso
+from git_handoff.core.model import CLAIM_FIELDS, Task, check_id, now_iso
 from git_handoff.infra.gitrepo import Repo
 from git_handoff.ops.payloads import Removed, Renamed, ReopenResult, task_json
 from git_handoff.state import notes as work_notes
@@ -25,8 +25,7 @@ from git_handoff.state.store import StateStore, Tx
 
 REOPENABLE = ("completed", "failed")
 # The claim and completion fields a reopened task sheds (it is pending, unclaimed again).
-CLAIM_EXTRAS = ("worktree", "branch", "claimed_at", "lease_seconds", "claim_session", "completed_commit",
-                "completed_session", "uncommitted_at_completion", "failed_at")
+SHED_ON_REOPEN = (*CLAIM_FIELDS, "completed_commit", "completed_session", "uncommitted_at_completion", "failed_at")
 
 
 def _dependents(tasks: dict[str, Task], task_id: str) -> list[str]:
@@ -163,7 +162,7 @@ def reopen(store: StateStore, task_id: str, *, reason: str) -> ReopenResult:
         history.append({"at": stamp, "from": task.status, "reason": reason})
         fresh = dataclasses.replace(task, status="pending", completed_at=None, claimed_by=None,
                                     lease_expires_at=None, started_at_commit=None)
-        fresh = fresh.with_extra(**{k: None for k in CLAIM_EXTRAS}, reopened=history)
+        fresh = fresh.with_extra(**dict.fromkeys(SHED_ON_REOPEN), reopened=history)
         fresh = tx.put_task(fresh)
         tx.log("INIT", f"Reopened (was {task.status}, attempts {task.attempts}/{task.max_attempts}): {reason}",
                task=task_id)
@@ -188,7 +187,7 @@ def _reopen_blocked_by(tx: Tx, task_id: str, stamp: str) -> list[str]:
                 continue
             history = [*(t.get("reopened") or []), {"at": stamp, "from": "failed", "reason": f"{task_id} reopened"}]
             fresh = dataclasses.replace(t, status="pending", claimed_by=None, lease_expires_at=None,
-                                        started_at_commit=None).with_extra(**{k: None for k in CLAIM_EXTRAS},
+                                        started_at_commit=None).with_extra(**dict.fromkeys(SHED_ON_REOPEN),
                                                                            reopened=history)
             tx.put_task(fresh)
             tx.log("INIT", f"Reopened (was failed by a dependency): {task_id} reopened", task=dep_id)

@@ -137,7 +137,7 @@ def _here(task: Task, repo: Repo) -> bool:
     only on this clone's own claims. Claims made elsewhere are the lease's business."""
     if not identity.claim_is_mine(repo, task):
         return False
-    where = task.get("worktree")
+    where = task.claim.worktree
     if not where or repo.workdir is None:
         return False
     try:
@@ -265,11 +265,12 @@ def _resume(store: StateStore, task: Task, worker: str) -> None:
         if current.status != "in_progress" or claim_journal.of_claim(repo, current) is None:
             raise Negative(f"task {task.id} is no longer in progress (or no longer this worktree's claim)")
         worktree = str(repo.workdir) if repo.workdir else None
+        claimed_at = current.claim.claimed_at
         new = dataclasses.replace(
             current, claimed_by=worker, lease_expires_at=expires(seconds)
         ).with_extra(worktree=worktree, claim_session=tx.session, branch=repo.head_branch(),
                      clone=identity.clone_id(repo),
-                     clone_seal=identity.claim_seal(repo, current.id, current.get("claimed_at"), worktree,
+                     clone_seal=identity.claim_seal(repo, current.id, claimed_at, worktree,
                                                     current.started_at_commit, worker))
         tx.put_task(new)
 

@@ -156,7 +156,7 @@ def _note_open_claims(store: StateStore) -> None:
     repo = store.repo
     here = str(repo.workdir) if repo.workdir else None
     for task in store.snapshot().tasks().values():
-        if (task.status == "in_progress" and here and task.get("worktree") == here
+        if (task.status == "in_progress" and here and task.claim.worktree == here
                 and identity.claim_is_mine(repo, task)):
             store.best_effort("notes", partial(notes.note_task_commits, store, task))
 

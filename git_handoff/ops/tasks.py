@@ -24,6 +24,7 @@ from git_handoff.core.model import (
     now_iso,
     order_key_now,
 )
+from git_handoff.core.serialization import config_from_dict, task_from_json
 from git_handoff.ops.payloads import InitResult, config_view
 from git_handoff.state import identity, trust
 from git_handoff.state.session_records import carry_session_count
@@ -307,7 +308,7 @@ def import_file(store: StateStore, path: str | Path, progress: Callable[[str], N
     for n, obj in enumerate(objects, 1):
         if n % 1000 == 0:
             say(f"checking task {n:,}/{total:,}")
-        task = Task.from_json(obj, source=f"{file}: task #{n}")
+        task = task_from_json(obj, source=f"{file}: task #{n}")
         try:
             task_file.check_task_text(task, f"{file}: task #{n}")
         except InvalidState as exc:
@@ -317,11 +318,11 @@ def import_file(store: StateStore, path: str | Path, progress: Callable[[str], N
         if task.status == "in_progress":
             # a claim in a file this user imports here is this clone's own claim, in this
             # worktree when the file names none (the harness skill's tasks.json never does)
-            if not task.get("worktree") and store.repo.workdir is not None:
+            if not task.claim.worktree and store.repo.workdir is not None:
                 task = task.with_extra(worktree=str(store.repo.workdir))
+            claim = task.claim
             task = task.with_extra(clone=identity.clone_id(store.repo), clone_seal=identity.claim_seal(
-                store.repo, task.id, task.get("claimed_at"), task.get("worktree"), task.started_at_commit,
-                task.claimed_by))
+                store.repo, task.id, claim.claimed_at, claim.worktree, task.started_at_commit, task.claimed_by))
         parsed.append(dataclasses.replace(task, order=order_key_now()))
     ids = [t.id for t in parsed]
     dupes = sorted(i for i, n in Counter(ids).items() if n > 1)  # not ids.count(): quadratic at 50k tasks
@@ -376,7 +377,7 @@ def _apply_session_config(tx: Tx, session_config: dict[str, Any], file: Path) ->
         if src in session_config:
             doc[dst] = session_config[src]
     try:
-        Config.from_dict(dict(doc))
+        config_from_dict(dict(doc))
     except UsageError as exc:
         raise UsageError(f"{file}: session_config: {exc.message}") from None
     tx.put(CONFIG_PATH, tomlkit.dumps(doc).encode())

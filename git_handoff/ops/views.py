@@ -8,8 +8,16 @@ from typing import cast
 
 from git_handoff.core import display, selection
 from git_handoff.core.errors import Negative, UsageError
-from git_handoff.core.model import LOG_TYPES, Task, check_id, now_iso
-from git_handoff.ops.payloads import LogLine, StatusRow, StatusView, TaskView, config_view
+from git_handoff.core.model import LOG_TYPES, SHOWN_STATUSES, Task, check_id, now_iso
+from git_handoff.core.serialization import task_to_json
+from git_handoff.ops.payloads import (
+    GraphView,
+    LogLine,
+    StatusRow,
+    StatusView,
+    TaskView,
+    config_view,
+)
 from git_handoff.state import (
     claim_index,
     identity,
@@ -28,7 +36,7 @@ from git_handoff.state.store import Entry, StateStore
 def view(task: Task, blocked: set[str] | None = None, unapproved: dict[str, str] | None = None) -> TaskView:
     """A task for --json output: the harness task fields, plus the computed `blocked`, and, for a
     task an unapproved writer wrote last (handoff.allowedSigners), `unapproved_writer`."""
-    out = cast(TaskView, task.to_json())  # Task.to_json writes the fields TaskJson names
+    out = cast(TaskView, task_to_json(task))  # it writes the fields TaskJson names
     out["blocked"] = bool(blocked and task.id in blocked)
     if unapproved and task.id in unapproved:
         out["unapproved_writer"] = unapproved[task.id]
@@ -44,8 +52,8 @@ def unapproved(snap: Snapshot) -> dict[str, str]:
 def list_tasks(snap: Snapshot, *, status: str | None = None, ready: bool = False) -> tuple[list[Task], set[str]]:
     tasks = snap.tasks()
     blocked = selection.blocked_ids(tasks)
-    if status is not None and status not in ("pending", "in_progress", "completed", "failed", "blocked"):
-        raise UsageError(f"invalid status {status!r}: use pending, in_progress, completed, failed or blocked")
+    if status is not None and status not in SHOWN_STATUSES:
+        raise UsageError(f"invalid status {status!r}: use {', '.join(SHOWN_STATUSES[:-1])} or {SHOWN_STATUSES[-1]}")
     chosen: Iterable[Task]
     if ready:
         prepared, _ = selection.prepare(tasks, now_iso())
@@ -115,7 +123,7 @@ def status(store: StateStore) -> StatusView:
             {
                 "id": r[0],
                 "title": r[1],
-                "status": "blocked" if r[0] in blocked else r[2],
+                "status": selection.shown_status(r[0], r[2], blocked),
                 "attempts": r[3],
                 "max_attempts": r[4],
                 "priority": r[5],
@@ -201,12 +209,19 @@ def log_view(entry: Entry) -> LogLine:
 GRAPH_DEPTH = 32  # levels of indentation `graph` draws; deeper lines say their depth
 
 
+def graph_view(snap: Snapshot) -> GraphView:
+    """`graph --json`."""
+    tasks = snap.tasks().values()
+    return {"nodes": [{"id": t.id, "title": t.title, "status": t.status} for t in tasks],
+            "edges": [[d, t.id] for t in tasks for d in t.depends_on]}
+
+
 def graph(snap: Snapshot, fmt: str = "text") -> str:
     tasks = snap.tasks()
     blocked = selection.blocked_ids(tasks)
 
     def state(t: Task) -> str:
-        return "blocked" if t.id in blocked else t.status
+        return selection.shown_status(t.id, t.status, blocked)
 
     if fmt == "dot":
         lines = ["digraph handoff {", "  rankdir=LR;", "  node [shape=box];"]

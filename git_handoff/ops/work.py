@@ -14,15 +14,13 @@ import dataclasses
 from typing import cast
 
 from git_handoff.core.errors import Negative, UsageError
-from git_handoff.core.model import Task, check_id, now_iso
+from git_handoff.core.model import CLAIM_FIELDS, CLAIM_KEPT_WHEN_DONE, Task, check_id, now_iso
 from git_handoff.core.selection import lease_expired
 from git_handoff.infra import rollback, task_commands, worktree
 from git_handoff.ops import attempts, handoff
 from git_handoff.ops.payloads import VerifyView
 from git_handoff.state import claim_index, claim_journal, notes, session_records, trust
 from git_handoff.state.claim_checks import (
-    CLAIM_EXTRAS,
-    CLAIM_SNAPSHOT,
     claimed_task,
     current,
     expires,
@@ -58,7 +56,7 @@ def release(store: StateStore, task_id: str, *, force: bool = False) -> Task:
         task = current(tx, seen, "released")
         new = dataclasses.replace(
             task, status="pending", claimed_by=None, lease_expires_at=None, started_at_commit=None
-        ).with_extra(**{k: None for k in CLAIM_EXTRAS})
+        ).with_extra(**dict.fromkeys(CLAIM_FIELDS))
         new = tx.put_task(new)
         claim_index.carry(tx, [new])
         tx.log("LOCK", f"released (claimed_by={task.claimed_by}); back to pending", task=task.id)
@@ -214,7 +212,7 @@ def done(store: StateStore, task_id: str, *, force: bool = False) -> Task:
             completed_commit=head,
             completed_session=tx.session,
             uncommitted_at_completion=uncommitted[:50] or None,
-            **{k: None for k in ("worktree", "claimed_at", "lease_seconds", CLAIM_SNAPSHOT, "clone", "clone_seal")},
+            **dict.fromkeys(k for k in CLAIM_FIELDS if k not in CLAIM_KEPT_WHEN_DONE),
         )
         new = tx.put_task(new)
         claim_index.carry(tx, [new])

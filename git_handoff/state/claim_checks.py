@@ -16,12 +16,6 @@ from git_handoff.state.store import StateStore, Tx
 from git_handoff.state.this_clone import here, worker_from_env, worker_identity
 
 DEFAULT_LEASE_SECONDS = 30 * 60
-# Bookkeeping fields kept in Task.extra while a task is claimed.
-CLAIM_EXTRAS = ("worktree", "branch", "claimed_at", "lease_seconds", "claim_session", "claim_snapshot",
-               "clone", "clone_seal")
-# Task extra: the claim-time snapshot commit (infra/rollback.py) when the tree was not clean;
-# absent (old records, clean trees) the claim's moment is started_at_commit alone.
-CLAIM_SNAPSHOT = "claim_snapshot"
 
 
 def short(oid: str | None) -> str:
@@ -42,12 +36,11 @@ def held_by(worktree: str | None, claimed_by: str | None, ctx_worktree: str, wor
 def held_here(task: Task, ctx_worktree: str, worker: str, repo: Repo) -> bool:
     """This worktree's own claim: sealed by this clone (git_handoff.state.identity; a path or a
     name in a fetched record proves nothing), and held here by `held_by`."""
-    return identity.claim_is_mine(repo, task) and held_by(task.get("worktree"), task.claimed_by,
-                                                          ctx_worktree, worker)
+    return identity.claim_is_mine(repo, task) and held_by(task.claim.worktree, task.claimed_by, ctx_worktree, worker)
 
 
 def holder(task: Task) -> str:
-    where = task.get("worktree")
+    where = task.claim.worktree
     text = f"task {task.id} is in progress, claimed by {task.claimed_by or 'unknown'}"
     if where:
         text += f" in {where}"
@@ -65,14 +58,14 @@ def require_owner(task: Task, repo: Repo, action: str, force: bool) -> None:
     if force:
         return
     if identity.claim_is_mine(repo, task) and (
-            task.get("worktree") == here(repo) or task.claimed_by == worker_identity(repo)):
+            task.claim.worktree == here(repo) or task.claimed_by == worker_identity(repo)):
         other = other_workers(task)
         if other is None:
             return
         raise UsageError(f"cannot {action} task {task.id}: {other} (--force acts anyway)")
     raise UsageError(
         f"cannot {action} task {task.id}: it is claimed by {task.claimed_by or 'unknown'}"
-        + (f" in {task.get('worktree')}" if task.get("worktree") else "")
+        + (f" in {where}" if (where := task.claim.worktree) else "")
         + " (--force acts anyway)"
     )
 
@@ -96,7 +89,7 @@ def _short_name(name: str) -> str:
 
 
 def require_branch(task: Task, repo: Repo, action: str, force: bool) -> None:
-    claimed_on = task.get("branch")
+    claimed_on = task.claim.branch
     if force or not claimed_on:
         return
     on = repo.head_branch()
@@ -115,7 +108,7 @@ def same_claim(now_task: Task, seen: Task) -> bool:
         now_task.status == "in_progress"
         and now_task.claimed_by == seen.claimed_by
         and now_task.started_at_commit == seen.started_at_commit
-        and now_task.get("claimed_at") == seen.get("claimed_at")
+        and now_task.claim.claimed_at == seen.claim.claimed_at
     )
 
 
@@ -154,8 +147,8 @@ def lease_of(task: Task, lease: int | None = None) -> int:
     """The lease to grant: `lease` when given, else the length the task was claimed with."""
     if lease is not None:
         return check_lease(lease)
-    kept = task.get("lease_seconds")
-    return kept if isinstance(kept, int) and kept > 0 else DEFAULT_LEASE_SECONDS
+    kept = task.claim.lease_seconds
+    return kept if kept is not None and kept > 0 else DEFAULT_LEASE_SECONDS
 
 
 def expires(seconds: int) -> str:

@@ -49,7 +49,7 @@ def row(task: Task) -> tuple[Any, ...]:
         any(e.startswith("[DEPENDENCY]") for e in task.error_log),
         lease_deadline(task, now()) if task.lease_expires_at is not None else None,  # bounded by its record
         str(task.get("failed_at") or task.updated_at or ""),
-        task.get("worktree"),
+        task.claim.worktree,
         task.claimed_by,
     )
 

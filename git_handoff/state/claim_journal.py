@@ -46,7 +46,7 @@ class Entry:
     def matches(self, task: Task) -> bool:
         """Whether `task` (as the shared state shows it) is still this very claim."""
         return (task.id == self.task and task.status == "in_progress"
-                and task.started_at_commit == self.base and task.get("claimed_at") == self.claimed_at)
+                and task.started_at_commit == self.base and task.claim.claimed_at == self.claimed_at)
 
 
 def _dir(repo: Repo) -> Path:
@@ -90,14 +90,11 @@ def write(repo: Repo, entry: Entry) -> None:
 
 def record_claim(repo: Repo, task: Task) -> None:
     """Journal the claim this clone has just taken (the task as its own claim wrote it)."""
-    claimed_at, base, worker = task.get("claimed_at"), task.started_at_commit, task.claimed_by
-    if not (isinstance(claimed_at, str) and base and worker):
+    claim, base, worker = task.claim, task.started_at_commit, task.claimed_by
+    if not (claim.claimed_at is not None and base and worker):
         return
-    snapshot = task.get("claim_snapshot")
-    branch = task.get("branch")
-    write(repo, Entry(task=task.id, claimed_at=claimed_at, base=base, worker=worker,
-                      snapshot=snapshot if isinstance(snapshot, str) else None,
-                      branch=branch if isinstance(branch, str) else None))
+    write(repo, Entry(task=task.id, claimed_at=claim.claimed_at, base=base, worker=worker,
+                      snapshot=claim.snapshot, branch=claim.branch))
 
 
 def read(repo: Repo, task_id: str) -> Entry | None:

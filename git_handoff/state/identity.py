@@ -27,6 +27,7 @@ import secrets
 from typing import Any
 
 from git_handoff.core.errors import UsageError
+from git_handoff.core.model import Task
 from git_handoff.core.patterns import lazy
 from git_handoff.infra.gitrepo import Repo
 
@@ -134,20 +135,21 @@ def sealed_here(repo: Repo, record_seal: Any, kind: str, *fields: Any) -> bool:
 # -- the records that carry a seal ------------------------------------------------------------
 
 
-def claim_fields(task_id: str, claimed_at: Any, worktree: Any, base: Any, worker: Any) -> tuple[Any, ...]:
+def claim_fields(task_id: str, claimed_at: str | None, worktree: str | None, base: str | None,
+                 worker: str | None) -> tuple[str | None, ...]:
     return (task_id, claimed_at, worktree, base, worker)
 
 
-def claim_seal(repo: Repo, task_id: str, claimed_at: Any, worktree: Any, base: Any, worker: Any) -> str:
+def claim_seal(repo: Repo, task_id: str, claimed_at: str | None, worktree: str | None, base: str | None,
+               worker: str | None) -> str:
     return seal(repo, "claim", *claim_fields(task_id, claimed_at, worktree, base, worker))
 
 
-def claim_is_mine(repo: Repo, task: Any) -> bool:
+def claim_is_mine(repo: Repo, task: Task) -> bool:
     """Whether this clone made the claim `task` carries (its seal verifies)."""
-    extra = task.extra
-    return sealed_here(repo, extra.get("clone_seal"), "claim",
-                       *claim_fields(task.id, extra.get("claimed_at"), extra.get("worktree"),
-                                     task.started_at_commit, task.claimed_by))
+    claim = task.claim
+    return sealed_here(repo, claim.clone_seal, "claim",
+                       *claim_fields(task.id, claim.claimed_at, claim.worktree, task.started_at_commit, task.claimed_by))
 
 
 def relay_seal(repo: Repo, record: Any) -> str:

@@ -115,7 +115,7 @@ def _clone_of(source: StateReader) -> str:
     return identity.clone_id(source.repo)
 
 
-def _keyed(directory: str, source: Any, number: int) -> str:
+def _keyed(directory: str, source: StateReader, number: int) -> str:
     """This clone's record of session `number` in `directory`: the fleet path
     `<n>@<clone>.json` unless the record is a legacy `<n>.json` of this clone's session."""
     own = f"{directory}/{number}@{_clone_of(source)}.json"
@@ -239,7 +239,7 @@ def check_claim_allowed(tx: Tx) -> None:
         )
 
 
-def limit_reached(snapshot: Any, number: int) -> bool:
+def limit_reached(snapshot: StateReader, number: int) -> bool:
     if number <= 0:
         return False
     return bool(len(completed_ids(snapshot, number)) >= snapshot.config().max_tasks_per_session)
@@ -309,7 +309,7 @@ def read_relay(source: StateReader) -> RelayRecord | None:
     return record_schemas.relay(raw, RELAY_PATH)
 
 
-def relay_status_lines(snapshot: Any) -> list[str]:
+def relay_status_lines(snapshot: StateReader) -> list[str]:
     """Lines for `status`: the relay running or stopped, and its recent failures."""
     record = read_relay(snapshot)
     if not record:

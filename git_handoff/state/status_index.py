@@ -24,7 +24,8 @@ from typing import Any
 
 from git_handoff.core import selection
 from git_handoff.core.errors import InvalidState, UsageError
-from git_handoff.core.model import Task
+from git_handoff.core.model import Status, Task
+from git_handoff.core.serialization import load_task
 from git_handoff.infra.fileio import atomic_write
 from git_handoff.infra.gitrepo import Repo
 from git_handoff.state.snapshot import Snapshot
@@ -54,7 +55,7 @@ class _Node:
     __slots__ = ("depends_on", "failed_for_good", "status")
 
     def __init__(self, r: Row) -> None:
-        self.status: str = r[STATUS]
+        self.status: Status = r[STATUS]
         self.depends_on: tuple[str, ...] = r[DEPS]
         self.failed_for_good: bool = r[FOR_GOOD]
 
@@ -83,7 +84,7 @@ class Summary:
 
     def status_counts(self, blocked: set[str]) -> dict[str, int]:
         """selection.counts: by status, the blocked pending tasks apart."""
-        out = {"pending": 0, "in_progress": 0, "completed": 0, "failed": 0, "blocked": len(blocked)}
+        out = selection.status_counts(len(blocked))
         for status, n in self.counts.items():
             out[status] = out.get(status, 0) + n
         out["pending"] -= len(blocked)
@@ -133,7 +134,7 @@ def _save(repo: Repo, summary: Summary) -> None:
 
 def _parse(raw: bytes, task_id: str) -> Task:
     try:
-        return Task.loads(raw, source=f"state file for task {task_id}")
+        return load_task(raw, source=f"state file for task {task_id}")
     except UsageError as exc:
         raise InvalidState(exc.message) from None
 

@@ -9,6 +9,7 @@ import marshal
 import operator
 from typing import Any
 
+from git_handoff.core import serialization
 from git_handoff.core.errors import InvalidState, UsageError
 from git_handoff.core.model import Task
 from git_handoff.infra.fileio import atomic_write
@@ -137,6 +138,6 @@ _FIELD_NAMES = [f.name for f in __import__("dataclasses").fields(Task)]
 
 def load_task(raw: bytes, task_id: str) -> Task:
     try:
-        return Task.loads(raw, source=f"state file for task {task_id}")
+        return serialization.load_task(raw, source=f"state file for task {task_id}")
     except UsageError as exc:
         raise InvalidState(exc.message) from None

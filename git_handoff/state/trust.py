@@ -21,7 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
 from git_handoff.core.errors import UsageError
 from git_handoff.core.model import now_iso
@@ -30,6 +30,45 @@ from git_handoff.infra.gitrepo import Repo
 
 if TYPE_CHECKING:  # a type only: trust is imported where the store is not
     from git_handoff.state.snapshot import StateReader
+    from git_handoff.state.store import StateStore
+
+class Approval(TypedDict):
+    """One approval (`trust --approved --json`): the command and the places it covers."""
+
+    command: str
+    places: list[str]
+
+
+class CommandUse(TypedDict):
+    """One place a command is used at: `T:validation`, `T:cleanup` or `init`."""
+
+    id: str  # the task, or 'config' (the init command)
+    kind: str  # validation, cleanup or init
+    place: str
+
+
+class Untrusted(TypedDict):
+    """A command this clone has not approved where it is used (`trust --json`; `trust
+    ID|--all --json` answers those it approved, without where they came from)."""
+
+    id: str  # its first use
+    kind: str
+    place: str
+    command: str
+    uses: list[CommandUse]  # every unapproved use
+    trusted_at: list[str]  # the places the same text is approved at already
+    introduced_by: NotRequired[str | None]  # who wrote it into the state (None: not found)
+    introduced_at: NotRequired[str | None]
+    commit: NotRequired[str | None]
+    log: NotRequired[str]  # that commit's first line
+
+
+class _Origin(TypedDict):
+    introduced_by: str | None
+    introduced_at: str | None
+    commit: str | None
+    log: NotRequired[str]
+
 
 TRUST_FILE = "trusted.json"
 VERSION = 2
@@ -161,10 +200,10 @@ def move_places(repo: Repo, old_id: str, new_id: str) -> None:
             _save(repo, data)
 
 
-def approved(repo: Repo) -> list[dict[str, Any]]:
+def approved(repo: Repo) -> list[Approval]:
     """Every approval of this clone: the command and the places it covers."""
-    return sorted(({"command": e["command"], "places": sorted(e["places"])} for e in _load(repo).values()),
-                  key=lambda e: (e["places"][:1], e["command"]))
+    found: list[Approval] = [{"command": e["command"], "places": sorted(e["places"])} for e in _load(repo).values()]
+    return sorted(found, key=lambda e: (e["places"][:1], e["command"]))
 
 
 def require_trusted(repo: Repo, command: str, what: str, where: str) -> None:
@@ -210,7 +249,7 @@ def _task_command(raw: bytes, where: str, kind: str) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def _introduced(store: Any, item_id: str, kind: str, command: str) -> dict[str, Any]:
+def _introduced(store: StateStore, item_id: str, kind: str, command: str) -> _Origin:
     """Who wrote this command into the state, and when: from the state head, follow a
     parent that still holds the command; the commit none of whose parents holds it
     introduced it (through a sync merge, the other side's commit, not the merge)."""
@@ -260,13 +299,13 @@ def _introduced(store: Any, item_id: str, kind: str, command: str) -> dict[str, 
             "commit": current, "log": first}
 
 
-def untrusted(store: Any, *, with_origin: bool = True) -> list[dict[str, Any]]:
+def untrusted(store: StateStore, *, with_origin: bool = True) -> list[Untrusted]:
     """Every command in the state this clone has not approved where it is used, once per
     command: the first task (or 'config') using it, every unapproved use with its place,
     the places the same text is approved at already, and who introduced it and when."""
     snap = store.snapshot()
     trusted = _load(store.repo)
-    by_command: dict[str, dict[str, Any]] = {}
+    by_command: dict[str, Untrusted] = {}
     for item_id, kind, command in _commands(snap):
         where = place(item_id, kind)
         if _covers(trusted, command, where):
@@ -282,11 +321,16 @@ def untrusted(store: Any, *, with_origin: bool = True) -> list[dict[str, Any]]:
     out = list(by_command.values())
     if with_origin:
         for entry in out:
-            entry.update(_introduced(store, entry["id"], entry["kind"], entry["command"]))
+            origin = _introduced(store, entry["id"], entry["kind"], entry["command"])
+            entry["introduced_by"] = origin["introduced_by"]
+            entry["introduced_at"] = origin["introduced_at"]
+            entry["commit"] = origin["commit"]
+            if "log" in origin:
+                entry["log"] = origin["log"]
     return out
 
 
-def approve(store: Any, ids: Iterable[str] = (), *, approve_all: bool = False) -> list[dict[str, Any]]:
+def approve(store: StateStore, ids: Iterable[str] = (), *, approve_all: bool = False) -> list[Untrusted]:
     """Trust the untrusted commands of the given task ids ('config': the init command), or
     all: each at every place the listing showed for it."""
     wanted = list(dict.fromkeys(ids))

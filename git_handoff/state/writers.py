@@ -36,7 +36,7 @@ import json
 import pickle
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any, TypedDict, cast
 
 from git_handoff.core.errors import UsageError
 from git_handoff.core.model import now_iso
@@ -228,14 +228,22 @@ def approve_keys(repo: Repo, keys: Iterable[str]) -> list[str]:
     return wanted
 
 
-def pending_writers(repo: Repo) -> list[dict[str, Any]]:
+class PendingWriter(TypedDict):
+    """A writer whose tasks are not offered to agents here (`trust --writers --json`)."""
+
+    writer: str
+    key: str | None  # the key fingerprint `trust --writer` approves, when it signed with one
+    tasks: list[str]  # the tasks it wrote last
+
+
+def pending_writers(repo: Repo) -> list[PendingWriter]:
     """Each unapproved writer of the state's tasks: who, a key to approve when it has one,
     and the tasks it wrote last."""
     found = unapproved_at_head(repo)
     by_writer: dict[str, list[str]] = {}
     for task_id, who in found.items():
         by_writer.setdefault(who, []).append(task_id)
-    out = []
+    out: list[PendingWriter] = []
     for who, ids in sorted(by_writer.items()):
         key = who.split("key ", 1)[1].split(")", 1)[0] if "key SHA256:" in who else None
         out.append({"writer": who, "key": key, "tasks": sorted(ids)})

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from git_handoff.core import selection
 from git_handoff.core.model import Task
+from git_handoff.core.serialization import dump_task, load_task, task_to_json
 from tests.support.speed import examples
 
 NOW = "2026-07-01T12:00:00Z"
@@ -87,8 +88,8 @@ def test_evolve_is_replace() -> None:
 def test_parsed_task_equals_constructed_task() -> None:
     task = Task(id="a1", title="one", depends_on=("b",), error_log=("e",), order=3, created_at="c",
                 extra={"failed_at": "x"})
-    again = Task.loads(task.dumps())
-    assert again == task and again.dumps() == task.dumps()
+    again = load_task(dump_task(task))
+    assert again == task and dump_task(again) == dump_task(task)
     assert dataclasses.asdict(again) == dataclasses.asdict(task)
 
 
@@ -118,8 +119,8 @@ json_values = st.recursive(
 def test_task_files_are_laid_out_exactly_as_json_dumps_does(value: object) -> None:
     import json
 
-    from git_handoff.core.model import json_indented
+    from git_handoff.core.serialization import json_indented
 
     assert json_indented(value) == json.dumps(value, indent=2, ensure_ascii=False)
     task = Task(id="a1", title="one", extra={"x": value, "y": [value, {"z": value}]})
-    assert task.dumps() == (json.dumps(task.to_json(), indent=2, ensure_ascii=False) + "\n").encode()
+    assert dump_task(task) == (json.dumps(task_to_json(task), indent=2, ensure_ascii=False) + "\n").encode()

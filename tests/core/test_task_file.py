@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from git_handoff.core import field_checks, model, state_tree, task_file
+from git_handoff.core import field_checks, model, serialization, state_tree, task_file
 from git_handoff.core.errors import InvalidState
 from git_handoff.state.snapshot import task_path
 from tests.support.repo import run
@@ -85,7 +85,7 @@ _DROP = object()
 
 
 def _file(doc: dict[str, Any]) -> bytes:
-    return model.task_file(doc)  # the writer Task.dumps uses
+    return serialization.task_file(doc)  # the writer dump_task uses
 
 
 # -- what the verbs write is recognized -----------------------------------------------------
@@ -367,7 +367,7 @@ _snippets = st.sampled_from(['"', "\\", "\\n", "\\u0041", "\\ud800", ".", "..", 
 @given(base=st.sampled_from([
     _file(_doc()),
     _file(_doc(depends_on=[], error_log=[], checkpoints=[], field_clock=_DROP, completed_commit=_DROP)),
-    _file({k: v for k, v in _doc(status="pending").items() if k in model.TASK_READ_KEYS or k == "hlc"}),
+    _file({k: v for k, v in _doc(status="pending").items() if k in serialization.TASK_READ_KEYS or k == "hlc"}),
 ]), edits=st.lists(st.tuples(st.floats(0, 1), st.sampled_from(["insert", "delete", "replace"]), _snippets,
                              st.integers(1, 3)), min_size=1, max_size=3))
 def test_mutated_canonical_files_are_recognized_only_when_the_parser_accepts(

@@ -8,9 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from git_handoff.cli.demo import DemoResult
 from git_handoff.ops import demo
 from tests.support.remotes import published
 from tests.support.repo import git, run, run_exe, state_record
+from tests.support.shapes import shape_problems
 
 
 @pytest.mark.slow
@@ -24,6 +26,7 @@ def test_demo_runs_end_to_end_and_keeps_its_repositories(tmp_path: Path) -> None
     assert res.rc == 0, res.out[-3000:] + res.err
     value = json.loads(res.out)  # one JSON object and nothing else on stdout
     assert isinstance(value, dict) and value["ok"] is True and value["kept"] is True
+    assert shape_problems(value, DemoResult, "demo") == []
     assert value["repository"] == str(kept.resolve())
     out = "\n".join(value["transcript"])
     for section in ("== 1.", "== 2.", "== 3.", "== 4.", "== 5.", "== 6.", "== 7."):

@@ -23,7 +23,10 @@ from typing import Any
 import pygit2
 import pytest
 
+from git_handoff.cli.sync import ApprovedWriters
+from git_handoff.state.writers import PendingWriter
 from tests.support.repo import git, make_repo, run, state_head
+from tests.support.shapes import shape_problems
 
 
 @dataclass
@@ -201,8 +204,10 @@ def test_approving_a_key_offers_its_tasks_and_only_its(fleet: Fleet) -> None:
     victim = fleet.clones["victim"]
     writers = ok(victim, "trust", "--writers")
     assert {w["writer"] for w in writers} >= {"unsigned", f"key {fleet.fingerprint('mallory')}"}
-    assert ok(victim, "trust", "--writer", fleet.fingerprint("mallory")) == {
-        "approved_writers": [fleet.fingerprint("mallory")]}
+    assert shape_problems(writers, list[PendingWriter], "trust --writers") == []
+    approved = ok(victim, "trust", "--writer", fleet.fingerprint("mallory"))
+    assert approved == {"approved_writers": [fleet.fingerprint("mallory")]}
+    assert shape_problems(approved, ApprovedWriters, "trust --writer") == []
     listed = {t["id"]: t for t in ok(victim, "list")}
     assert {i for i, t in listed.items() if "unapproved_writer" in t} == {"unsigned", "forged"}
     assert ok(victim, "next")["id"] == "mallory"

@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from git_handoff.core import hlc, model
+from git_handoff.core import hlc, model, serialization
 from git_handoff.core.errors import UsageError
 from git_handoff.core.model import Task
 from git_handoff.infra import gitrepo
@@ -34,7 +34,7 @@ _old_leaf = json.JSONEncoder(ensure_ascii=False).encode
 
 
 def reference_json_indented(value: Any) -> str:
-    """model.json_indented before the bulk-path work (itself checked against json.dumps)."""
+    """serialization.json_indented before the bulk-path work (itself checked against json.dumps)."""
     if isinstance(value, (str, int, float, bool, type(None))):
         return _old_leaf(value)
     if isinstance(value, (list, tuple)):
@@ -133,7 +133,7 @@ json_like = st.recursive(
 @settings(max_examples=examples(800), deadline=None)
 @given(json_like)
 def test_json_indented_is_the_code_it_replaced_and_json_dumps(value: object) -> None:
-    new = model.json_indented(value)
+    new = serialization.json_indented(value)
     assert new == reference_json_indented(value)
     assert new == json.dumps(value, indent=2, ensure_ascii=False)
 
@@ -145,17 +145,17 @@ def test_json_indented_on_what_json_dumps_refuses_or_nests_deep() -> None:
     with pytest.raises(RecursionError):
         json.dumps(deep, indent=2)
     with pytest.raises(RecursionError):
-        model.json_indented(deep)
+        serialization.json_indented(deep)
     circular: list[Any] = []
     circular.append(circular)
     with pytest.raises(ValueError, match="Circular"):
-        model.json_indented(circular)
+        serialization.json_indented(circular)
     with pytest.raises(TypeError):
-        model.json_indented({"x": object()})
-    assert model.json_indented({"a": {"b": [1, {"c": []}]}}) == '{\n  "a": {\n    "b": [\n      1,\n      {\n        "c": []\n      }\n    ]\n  }\n}'
+        serialization.json_indented({"x": object()})
+    assert serialization.json_indented({"a": {"b": [1, {"c": []}]}}) == '{\n  "a": {\n    "b": [\n      1,\n      {\n        "c": []\n      }\n    ]\n  }\n}'
 
 
-# -- Task.from_json's quick path -----------------------------------------------------------------
+# -- task_from_json's quick path -----------------------------------------------------------------
 
 NICE = {
     "id": "t-1", "title": "Write it", "status": "failed", "priority": "P0", "depends_on": ["a", "b.c"],
@@ -188,9 +188,9 @@ def task_dicts(draw: st.DrawFn) -> dict[str, Any]:
 
 def _full_parse(data: Any, monkeypatch: pytest.MonkeyPatch) -> Task | str:
     with monkeypatch.context() as m:
-        m.setattr(model, "_well_formed", lambda cls, data: None)
+        m.setattr(serialization, "_well_formed", lambda cls, data: None)
         try:
-            return Task.from_json(data, source="t")
+            return serialization.task_from_json(data, source="t")
         except UsageError as exc:
             return "error: " + exc.message
 
@@ -200,13 +200,13 @@ def _full_parse(data: Any, monkeypatch: pytest.MonkeyPatch) -> Task | str:
 def test_the_quick_parse_builds_what_the_full_parse_builds(data: dict[str, Any]) -> None:
     with pytest.MonkeyPatch.context() as mp:
         full = _full_parse(data, mp)
-    quick = model._well_formed(Task, data)
+    quick = serialization._well_formed(Task, data)
     if quick is not None:  # it never accepts what the full parse refuses, and builds the same task
         assert isinstance(full, Task)
         assert quick == full and quick.__dict__ == full.__dict__
-        assert list(quick.extra) == list(full.extra) and quick.dumps() == full.dumps()
+        assert list(quick.extra) == list(full.extra) and serialization.dump_task(quick) == serialization.dump_task(full)
     try:
-        answer: Task | str = Task.from_json(data, source="t")
+        answer: Task | str = serialization.task_from_json(data, source="t")
     except UsageError as exc:
         answer = "error: " + exc.message
     assert answer == full  # the same task, or the same error
@@ -215,9 +215,9 @@ def test_the_quick_parse_builds_what_the_full_parse_builds(data: dict[str, Any])
 def test_the_quick_parse_takes_the_task_files_git_handoff_writes() -> None:
     task = Task(id="a1", title="one", depends_on=("b",), error_log=("e",), order=3, created_at="c",
                 check="true", extra={"failed_at": "x", "hlc": "1.2.3"})
-    parsed = model._well_formed(Task, json.loads(task.dumps()))
+    parsed = serialization._well_formed(Task, json.loads(serialization.dump_task(task)))
     assert parsed == task and dataclasses.asdict(parsed) == dataclasses.asdict(task)
-    assert model._well_formed(Task, json.loads(Task(id="b", title="t").dumps())) == Task(id="b", title="t")
+    assert serialization._well_formed(Task, json.loads(serialization.dump_task(Task(id="b", title="t")))) == Task(id="b", title="t")
 
 
 # -- stamp_write, moved to hlc.py -------------------------------------------------------------------
@@ -309,15 +309,15 @@ def reference_put_task(self: store.Tx, task: Task) -> Task:
                               identity.clone_id(self.store.repo))
         task = task.evolve(updated_at=model.iso(model.now()), extra={**task.extra, "hlc": when})
     else:
-        new = task.evolve(updated_at=model.iso(model.now())).to_json()
-        stamped = self.stamped(before.to_json(), new, task=True)
+        new = serialization.task_to_json(task.evolve(updated_at=model.iso(model.now())))
+        stamped = self.stamped(serialization.task_to_json(before), new, task=True)
         extra = {k: v for k, v in task.extra.items() if k != "field_clock"}
         extra["hlc"] = stamped["hlc"]
         if "field_clock" in stamped:
             extra["field_clock"] = stamped["field_clock"]
         task = task.evolve(updated_at=new["updated_at"], extra=extra)
     self._tasks[task.id] = task
-    self.put(snapshot.task_path(task.id), task.dumps())
+    self.put(snapshot.task_path(task.id), serialization.dump_task(task))
     return task
 
 
@@ -325,8 +325,8 @@ def _reference_code(monkeypatch: pytest.MonkeyPatch) -> None:
     """The write and read paths as they were: loose blobs, the old layout and parse, the
     old stamp, the clock and the clone id read per call, blobs looked up by hex text."""
     monkeypatch.setattr(store.Tx, "put_task", reference_put_task)
-    monkeypatch.setattr(model, "json_indented", reference_json_indented)
-    monkeypatch.setattr(model, "_well_formed", lambda cls, data: None)
+    monkeypatch.setattr(serialization, "json_indented", reference_json_indented)
+    monkeypatch.setattr(serialization, "_well_formed", lambda cls, data: None)
     monkeypatch.setattr(hlc, "stamp_write", reference_stamp_write)
     monkeypatch.setattr(store, "now_iso", lambda: model.iso(model.now()))
     monkeypatch.setattr(store, "now_ms", lambda: int(model.now().timestamp() * 1000))

@@ -1,3 +1,4 @@
+# ruff: noqa: F811  (pytest fixtures imported from tests.support.remotes)
 """The types of the use cases: no `Any` in what ops/ offers, every `type: ignore` says
 why, and each command's `--json` output matches the TypedDict its use case returns
 (git_handoff/ops/payloads.py), run on a real repository."""
@@ -7,16 +8,17 @@ from __future__ import annotations
 import ast
 import json
 import re
-import types
-import typing
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal, NotRequired, Required, Union, get_args, get_origin
+from typing import Any
 
 import pytest
 
 from git_handoff.core import record_schemas
 from git_handoff.ops import payloads
-from tests.support.repo import make_repo, run
+from tests.support.remotes import clones, remote_url  # noqa: F401
+from tests.support.repo import git, make_repo, run
+from tests.support.shapes import shape_problems
 
 PACKAGE = Path(__file__).resolve().parents[2] / "git_handoff"
 
@@ -82,63 +84,15 @@ def test_every_type_ignore_says_why() -> None:
 # -- the JSON shapes -------------------------------------------------------------------------
 
 
-def _problems(value: object, kind: object, where: str) -> list[str]:
-    """Where `value` does not have type `kind` (a TypedDict, list[...], dict[str, ...], a
-    union, a Literal, or a plain type)."""
-    origin = get_origin(kind)
-    if kind is Any or kind is object:
-        return []
-    if origin in (Required, NotRequired):
-        return _problems(value, get_args(kind)[0], where)
-    if origin in (Union, types.UnionType):
-        options = get_args(kind)
-        return [] if any(not _problems(value, k, where) for k in options) else [f"{where}: {value!r} is not {kind}"]
-    if origin is Literal:
-        return [] if value in get_args(kind) else [f"{where}: {value!r} not in {get_args(kind)}"]
-    if kind is type(None):
-        return [] if value is None else [f"{where}: {value!r} is not None"]
-    if typing.is_typeddict(kind):
-        if not isinstance(value, dict):
-            return [f"{where}: {type(value).__name__}, not an object"]
-        hints = typing.get_type_hints(kind, include_extras=True)
-        # NotRequired[...] read from the hints: under postponed annotations Python 3.11
-        # counts such keys in __required_keys__
-        required = {k for k in kind.__required_keys__ if get_origin(hints[k]) is not NotRequired}
-        required |= {k for k, h in hints.items() if get_origin(h) is Required}
-        out = [f"{where}: missing {k!r}" for k in sorted(required - value.keys())]
-        out += [f"{where}: unexpected {k!r}" for k in sorted(value.keys() - hints.keys())]
-        for k in value.keys() & hints.keys():
-            out += _problems(value[k], hints[k], f"{where}.{k}")
-        return out
-    if origin is list:
-        if not isinstance(value, list):
-            return [f"{where}: {value!r} is not a list"]
-        (item,) = get_args(kind)
-        return [p for n, v in enumerate(value) for p in _problems(v, item, f"{where}[{n}]")]
-    if origin is dict:
-        if not isinstance(value, dict):
-            return [f"{where}: {value!r} is not an object"]
-        _, item = get_args(kind)
-        return [p for k, v in value.items() for p in _problems(v, item, f"{where}.{k}")]
-    assert isinstance(kind, type), kind
-    if kind is float:
-        ok = isinstance(value, int | float) and not isinstance(value, bool)
-    elif kind is int:
-        ok = isinstance(value, int) and not isinstance(value, bool)
-    else:
-        ok = isinstance(value, kind)
-    return [] if ok else [f"{where}: {value!r} is not {kind.__name__}"]
-
-
 def test_the_shape_check_finds_what_differs() -> None:
     good = {"ok": True, "category": None, "exit_code": 0, "timed_out": False, "output_tail": "", "seconds": 0.1,
             "task": "t1"}
-    assert _problems(good, payloads.VerifyView, "$") == []
-    assert _problems({**good, "extra": 1}, payloads.VerifyView, "$") == ["$: unexpected 'extra'"]
-    assert _problems({k: v for k, v in good.items() if k != "ok"}, payloads.VerifyView, "$") == ["$: missing 'ok'"]
-    assert _problems({**good, "exit_code": "0"}, payloads.VerifyView, "$") == ["$.exit_code: '0' is not int | None"]
-    assert _problems({**good, "ok": 1}, payloads.VerifyView, "$") == ["$.ok: 1 is not bool"]
-    assert _problems([{"at": "x", "from": "failed", "reason": 3}], list[payloads.Reopened], "$") == [
+    assert shape_problems(good, payloads.VerifyView, "$") == []
+    assert shape_problems({**good, "extra": 1}, payloads.VerifyView, "$") == ["$: unexpected 'extra'"]
+    assert shape_problems({k: v for k, v in good.items() if k != "ok"}, payloads.VerifyView, "$") == ["$: missing 'ok'"]
+    assert shape_problems({**good, "exit_code": "0"}, payloads.VerifyView, "$") == ["$.exit_code: '0' is not int | None"]
+    assert shape_problems({**good, "ok": 1}, payloads.VerifyView, "$") == ["$.ok: 1 is not bool"]
+    assert shape_problems([{"at": "x", "from": "failed", "reason": 3}], list[payloads.Reopened], "$") == [
         "$[0].reason: 3 is not str"]
 
 
@@ -196,7 +150,7 @@ def test_each_command_json_matches_its_type(repo: Path) -> None:
     check(payloads.SessionRecord, "session", "end")
     check(list[payloads.LogLine], "log", "-n", "5")
 
-    problems = [p for args, value, kind in seen for p in _problems(value, kind, args)]
+    problems = [p for args, value, kind in seen for p in shape_problems(value, kind, args)]
     assert problems == [], "\n".join(problems)
     assert len(seen) >= 25
 
@@ -212,5 +166,75 @@ def test_hooks_json_matches_its_type(repo: Path) -> None:
                        (payloads.AgentHooks, ("hooks", "status", "--agent", "gemini")),
                        (payloads.AgentHooks, ("hooks", "install", "--agent", "gemini")),
                        (payloads.AgentHooks, ("hooks", "uninstall", "--agent", "gemini"))):
-        problems += _problems(_json(repo, *args), kind, " ".join(args))
+        problems += shape_problems(_json(repo, *args), kind, " ".join(args))
+    assert problems == [], "\n".join(problems)
+
+
+def test_the_work_cycle_and_the_other_commands_json_match_their_types(repo: Path) -> None:
+    """The claim's commands, fail, next, import, graph, completion, hook, dispatch, serve
+    and an error, each --json checked against its type."""
+    from git_handoff.cli import completion, hooks, serve
+    from git_handoff.core.errors import ErrorJson
+    from git_handoff.state import trust
+
+    seen: list[tuple[str, object, object]] = []
+
+    def check(kind: object, *args: str, rc: int = 0, stdin: str | None = None) -> Any:
+        result = run(*args, "--json", cwd=repo, stdin=stdin)
+        assert result.rc == rc, (args, result.out, result.err)
+        value = json.loads(result.out)
+        seen.append((" ".join(args), value, kind))
+        return value
+
+    run("init", cwd=repo)
+    run("add", "first", "--id", "t1", "--check", "true", cwd=repo)
+    run("add", "second", "--id", "t2", "--after", "t1", "--check", "false", cwd=repo)
+    check(list[trust.Untrusted], "trust")  # created here: trusted at birth, none listed
+    check(list[trust.Untrusted], "trust", "--all")
+    check(list[trust.Approval], "trust", "--approved")
+    check(payloads.TaskView, "next")
+    check(payloads.TaskJson, "claim", "t1")
+    check(payloads.TaskJson, "renew", "t1", "--lease", "1h")
+    check(payloads.TaskJson, "checkpoint", "t1", "half way", "--step", "1")
+    check(payloads.TaskJson, "release", "t1")
+    check(payloads.TaskJson, "claim", "t1")
+    check(payloads.TaskJson, "done", "t1")
+    check(payloads.TaskJson, "claim", "t2")
+    (repo / "work.txt").write_text("some work\n")
+    check(record_schemas.FailOutcome, "fail", "t2", "--reason", "broke it")
+    check(payloads.GraphView, "graph")
+    plan = repo.parent / "plan.json"
+    plan.write_text(json.dumps({"version": 2, "tasks": [{"id": "t9", "title": "imported", "depends_on": ["t1"]}]}))
+    check(list[payloads.TaskView], "import", str(plan))
+    check(completion.CompletionScript, "completion", "bash")
+    check(hooks.HookAnswer, "hook", "no-such-event")
+    check(hooks.HookAnswer, "hook", "post-commit")
+    check(ErrorJson, "show", "no-such-task", rc=2)
+    git("config", "handoff.backend.plain.command", "cat", cwd=repo)
+    made = check(record_schemas.DispatchRun, "dispatch", "new", "--backend", "plain", "--slug", "echo", stdin="hello")
+    check(record_schemas.DispatchRun, "dispatch", "run", made["run_id"])
+    check(record_schemas.DispatchRun, "dispatch", "result", made["run_id"])
+    check(list[record_schemas.DispatchRun], "dispatch", "list")
+    check(serve.Serving, "serve", "--stop-after", "1s")
+
+    problems = [p for args, value, kind in seen for p in shape_problems(value, kind, args)]
+    assert problems == [], "\n".join(problems)
+
+
+def test_sync_and_trust_json_match_their_types(clones: Callable[[str], Path]) -> None:
+    """`sync` of two clones, and `trust` of the commands one of them brought to the other."""
+    from git_handoff.ops.sync import SyncReport
+    from git_handoff.state import trust
+
+    a = clones("a")
+    assert run("init", cwd=a).rc == 0
+    assert run("add", "checked", "--id", "ta", "--check", "true", cwd=a).rc == 0
+    b = clones("b")
+    problems = shape_problems(_json(a, "sync"), SyncReport, "a: sync")
+    problems += shape_problems(_json(b, "sync"), SyncReport, "b: sync")
+    listed = _json(b, "trust")
+    assert isinstance(listed, list) and len(listed) == 1
+    problems += shape_problems(listed, list[trust.Untrusted], "trust")
+    problems += shape_problems(_json(b, "trust", "ta"), list[trust.Untrusted], "trust ta")
+    problems += shape_problems(_json(b, "trust", "--approved"), list[trust.Approval], "trust --approved")
     assert problems == [], "\n".join(problems)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from git_handoff.core import selection
 from git_handoff.core.model import Task, now_iso
+from git_handoff.core.serialization import task_to_json
 from git_handoff.infra.gitrepo import Repo
 from git_handoff.ops import views
 from git_handoff.state import claim_index
@@ -21,11 +22,11 @@ from tests.support.state import fresh_store, tasks_from_blobs
 
 def _from_blobs(store: StateStore) -> list[tuple[str, dict[str, object]]]:
     """Every task read from its blob and sorted into creation order, without the index."""
-    return [(t.id, t.to_json()) for t in tasks_from_blobs(store)]
+    return [(t.id, task_to_json(t)) for t in tasks_from_blobs(store)]
 
 
 def _through_index(store: StateStore) -> list[tuple[str, dict[str, object]]]:
-    return [(tid, t.to_json()) for tid, t in store.snapshot().tasks().items()]
+    return [(tid, task_to_json(t)) for tid, t in store.snapshot().tasks().items()]
 
 
 def _index_file(repo: Path) -> Path:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from git_handoff.core.model import Task
+from git_handoff.core.serialization import load_task
 from git_handoff.infra.gitrepo import Repo
 from git_handoff.state.snapshot import TASKS_DIR
 from git_handoff.state.store import StateStore
@@ -26,6 +27,6 @@ def tasks_from_blobs(store: StateStore) -> list[Task]:
     if found is not None:
         for _, l1, _ in store.repo.tree_entries(found[0]):
             for _, leaf, _ in store.repo.tree_entries(l1):
-                tasks += [Task.loads(raw) for _, raw in store.repo.tree_files(leaf, ".json")]
+                tasks += [load_task(raw) for _, raw in store.repo.tree_files(leaf, ".json")]
     tasks.sort(key=lambda t: (t.order, t.created_at, t.id))
     return tasks
