@@ -45,17 +45,24 @@ def handoff(*args: str, rc: int = 0, stdin: str | None = None) -> Any:
     return result
 
 
-@pytest.fixture
-def interrupted(repo: Path) -> tuple[Path, Any]:
-    """A `fail` that recorded its failure and was killed before it touched the work tree
-    (its journal written, the attempt's file still there), as tests/test_rollback.py sets
-    it up; returns the repository and the picture the rollback must come back to."""
+def _claimed_with_work(repo: Path) -> Any:
+    """A task claimed over an untracked file of the user's (plan.toml), then an attempt's
+    file written; returns the picture a rollback must come back to."""
     handoff("init")
     handoff("add", "Try", "--id", "t", "--check", "false", "--max-attempts", "9")
     (repo / "plan.toml").write_text("mine\n")
     before = picture(repo)
     handoff("claim")
     (repo / "work.txt").write_text("attempt\n")
+    return before
+
+
+@pytest.fixture
+def interrupted(repo: Path) -> tuple[Path, Any]:
+    """A `fail` that recorded its failure and was killed before it touched the work tree
+    (its journal written, the attempt's file still there), as tests/test_rollback.py sets
+    it up; returns the repository and the picture the rollback must come back to."""
+    before = _claimed_with_work(repo)
     handoff("fail", "t", "--reason", "no", "--keep-worktree")
     task = handoff("show", "t", "--json").json()
     snapshot = handoff("attempts", "t", "--json").json()[0]["claim_snapshot"]
@@ -313,12 +320,7 @@ def test_a_command_keeps_the_journal_of_a_fail_not_recorded_yet(repo: Path, tmp_
     for name, value in (("gpg.format", "ssh"), ("user.signingKey", str(key)), ("handoff.signState", "true"),
                         ("gpg.ssh.program", str(script))):
         git("config", name, value, cwd=repo)
-    handoff("init")
-    handoff("add", "Try", "--id", "t", "--check", "false", "--max-attempts", "9")
-    (repo / "plan.toml").write_text("mine\n")
-    before = picture(repo)
-    handoff("claim")
-    (repo / "work.txt").write_text("attempt\n")
+    before = _claimed_with_work(repo)
     proc = _fail_paused(repo, marks)
     try:
         assert handoff("show", "t", "--json").json()["status"] == "in_progress"  # not recorded yet
