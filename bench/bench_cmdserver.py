@@ -33,10 +33,13 @@ if __package__ in (None, ""):
 
 from bench import baseline_harness
 from bench.common import HANDOFF, PY, Row, fresh_dir, median, ms, run_proc, state_copy, workdir
+from git_handoff import cmdclient
 
-# in-process, served, the harness's script under a bare venv and under this Python (its
-# site-packages and .pth files, as git handoff runs), and `python -c pass` (the floor)
-VARIANTS = ("plain", "served", "harness", "harness-site", "python")
+# in-process, served, served through the fast client (`python -I -S`, what the hooks
+# install writes when the server is on), the harness's script under a bare venv and under
+# this Python (its site-packages and .pth files, as git handoff runs), and `python -c pass`
+# (the floor)
+VARIANTS = ("plain", "served", "fast", "harness", "harness-site", "python")
 HOOKS = (("Stop", "claude-stop", "harness-stop.py"), ("SessionStart", "claude-session-start", "harness-sessionstart.py"))
 WORKER = "bench-worker"
 
@@ -146,6 +149,9 @@ def hooks_scenario(quick: bool) -> list[Row]:
                                          input=payload(event, theirs))
                         elif variant == "python":
                             r = run_proc([PY, "-c", "pass"], ours)
+                        elif variant == "fast":
+                            r = run_proc(cmdclient.fast_command(["hook", hook]), ours, env=served_env,
+                                         input=payload(event, ours))
                         else:
                             r = run_proc(HANDOFF + ["hook", hook], ours,
                                          env=plain_env if variant == "plain" else served_env,
@@ -155,17 +161,18 @@ def hooks_scenario(quick: bool) -> list[Row]:
                         outs[variant] = r.out
                         if round_:  # the first round warms the caches
                             times[variant].append(r.seconds)
-                if outs["plain"] != outs["served"]:
+                if not outs["plain"] == outs["served"] == outs["fast"]:
                     raise RuntimeError(f"{event}: the served output differs from the in-process one")
-                if served_count(ours) - before < repeats + 1:
+                if served_count(ours) - before < 2 * (repeats + 1):
                     raise RuntimeError(f"{event}: not every served run was served (the server went stale?)")
-                plain, served = median(times["plain"]), median(times["served"])
+                plain, served, fast = median(times["plain"]), median(times["served"]), median(times["fast"])
                 label = f"{event} hook, {n:,} tasks"
                 floor = median(times["python"])
                 if theirs is not None:
                     base, same = median(times["harness"]), median(times["harness-site"])
-                    rows.append(Row(f"{label}: served", ms(served), f"harness's own {ms(base)}", served / base,
-                                    "<= 1.0x", served / base <= 1.0))
+                    rows.append(Row(f"{label}: served, fast client", ms(fast), f"harness's own {ms(base)}", fast / base,
+                                    "<= 1.0x", fast / base <= 1.0))
+                    rows.append(Row(f"{label}: served", ms(served), f"harness's own {ms(base)}", served / base))
                     rows.append(Row(f"{label}: in-process", ms(plain), f"harness's own {ms(base)}", plain / base))
                     rows.append(Row(f"{label}: served, both under this Python's site", ms(served),
                                     f"harness's own {ms(same)}", served / same))
@@ -173,6 +180,7 @@ def hooks_scenario(quick: bool) -> list[Row]:
                     rows.append(Row(f"{label}: served vs harness", "n/a (HARNESS_HOOKS not set)", target="<= 1.0x"))
                 rows.append(Row(f"{label}: served vs starting Python", ms(served), f"python -c pass {ms(floor)}",
                                 served / floor))
+                rows.append(Row(f"{label}: served, fast client vs served", ms(fast), f"served {ms(served)}", fast / served))
                 rows.append(Row(f"{label}: served vs in-process", ms(served), f"in-process {ms(plain)}", served / plain))
         finally:
             stop_server(ours)

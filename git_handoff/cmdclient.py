@@ -11,7 +11,8 @@ user's alone, an error before the worker started) it returns and the command run
 in-process: that plain path stays the reference.
 
 This module is imported before anything else of the program, so it imports only what
-Python has already loaded at start-up (os, sys) and two small C modules (_socket, array).
+Python has already loaded at start-up (os, sys) and two small C modules (_socket, _signal;
+not `signal`, which imports enum: a third of a bare interpreter's start).
 """
 
 from __future__ import annotations
@@ -171,18 +172,58 @@ def socket_address(dir_fd: int) -> str:
     return f"/proc/self/fd/{dir_fd}/{SOCKET_NAME}"
 
 
+PROFILE_NAME = "profile"
+
+
+def profile_bytes(interp: list[str], absent: list[str]) -> bytes:
+    """The server's profile, beside its socket: its `interpreter()` and the directories a
+    fresh start would put on `sys.path` if they existed (the user site). The fast client,
+    which runs without `site`, takes these as what a full start of the same interpreter
+    would have."""
+    return _frame([str(len(interp)).encode(), *(f.encode("utf-8", "surrogateescape") for f in (*interp, *absent))])
+
+
+def read_profile(dir_fd: int) -> tuple[list[str], list[str]] | None:
+    """The profile in the checked directory, when it is a file of this user's that no one
+    else may write; (interpreter, absent) or None."""
+    try:
+        fd = os.open(PROFILE_NAME, os.O_RDONLY | os.O_NOFOLLOW, dir_fd=dir_fd)
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if st.st_uid != os.geteuid() or st.st_mode & 0o077 or st.st_size > 1 << 20:
+            return None
+        data = os.read(fd, st.st_size + 1)
+    finally:
+        os.close(fd)
+    fields = unframe(data)
+    if not fields or not fields[0].isdigit() or int(fields[0]) + 1 > len(fields):
+        return None
+    text = [f.decode("utf-8", "surrogateescape") for f in fields[1:]]
+    n = int(fields[0])
+    return text[:n], text[n:]
+
+
 # -- whether this server is this code -------------------------------------------------------
 
-def identity(environ: os._Environ[str] | dict[str, str]) -> bytes:
-    """What a worker's behaviour depends on beyond its argv, cwd and environment: the
-    package's version and files, the interpreter, where imports come from, the variables
-    read at import time, and the git config files (the switch and the idle time live
-    there). Client and server compute it alike; any difference means another server."""
-    pkg = PACKAGE_DIR
+def interpreter() -> list[str]:
+    """What the identity takes from the running interpreter: git handoff's version, the
+    executable, Python's version, flags and -X options, the package's directory, then
+    `sys.path` but its first entry (the script's or the current directory)."""
     flags = repr(sys.flags).replace("safe_path=True", "safe_path=False")  # the server runs with -P
-    parts = [_version(), sys.executable, sys.version, flags,
-             repr(sorted(getattr(sys, "_xoptions", {}).items())), pkg, repr(sys.path[1:])]
-    for place in sys.path[1:]:
+    return [_version(), sys.executable, sys.version, flags,
+            repr(sorted(getattr(sys, "_xoptions", {}).items())), PACKAGE_DIR, *sys.path[1:]]
+
+
+def identity(environ: os._Environ[str] | dict[str, str], interp: list[str] | None = None) -> bytes:
+    """What a worker's behaviour depends on beyond its argv, cwd and environment: the
+    interpreter (`interpreter()`, or the server's own as the fast client takes it from its
+    profile), each `sys.path` entry's and each package file's stamp, the variables read at
+    import time. Client and server compute it alike; any difference means another server."""
+    version, executable, py_version, flags, xoptions, pkg, *path = interpreter() if interp is None else interp
+    parts = [version, executable, py_version, flags, xoptions, pkg, repr(path)]
+    for place in path:
         parts.append(f"{place}:{_stamp(place)}")
     stack = [pkg]
     while stack:
@@ -286,8 +327,28 @@ def _frame(fields: list[bytes]) -> bytes:
     return MAGIC + len(fields).to_bytes(4, "big") + len(body).to_bytes(4, "big") + body
 
 
+def unframe(data: bytes) -> list[bytes] | None:
+    """The fields of one whole frame (`_frame`), or None when it is not one."""
+    head = len(MAGIC) + 8
+    if len(data) < head or not data.startswith(MAGIC):
+        return None
+    count = int.from_bytes(data[len(MAGIC):len(MAGIC) + 4], "big")
+    size = int.from_bytes(data[len(MAGIC) + 4:head], "big")
+    body = data[head:]
+    if len(body) != size:
+        return None
+    fields, at = [], 0
+    for _ in range(count):
+        n = int.from_bytes(body[at:at + 4], "big")
+        if at + 4 + n > size:
+            return None
+        fields.append(body[at + 4:at + 4 + n])
+        at += 4 + n
+    return fields
+
+
 def request_fields() -> list[bytes]:
-    import signal
+    import _signal as signal
 
     mask = os.umask(0)
     os.umask(mask)
@@ -299,14 +360,14 @@ def request_fields() -> list[bytes]:
             str(len(argv)).encode(), *argv, *env]
 
 
-def handoff(git_dir: str) -> int | tuple[str, int] | str | None:
+def handoff(git_dir: str, fast: bool = False) -> int | tuple[str, int] | str | None:
     """Run this command in a worker of the server; its outcome (an exit code, or
     ("signal", n)). Nothing ran when it returns None (no server), "stale" (a server of
     other code or config, now leaving) or "refused" (one for another interpreter or
-    environment, which stays)."""
+    environment, which stays). `fast`: this is the fast client (`run_fast`), which speaks
+    for a full start of the server's interpreter (its profile) when it is that one."""
+    import _signal as signal
     import _socket
-    import array
-    import signal
 
     dir_fd = private_dir_fd(server_dir(git_dir))
     if dir_fd is None:
@@ -314,6 +375,11 @@ def handoff(git_dir: str) -> int | tuple[str, int] | str | None:
     try:
         if not socket_is_private(dir_fd):
             return None
+        interp = None
+        if fast:
+            interp = _profile_fits(dir_fd)
+            if interp is None:
+                return None
         sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
         try:
             sock.connect(socket_address(dir_fd))
@@ -344,9 +410,9 @@ def handoff(git_dir: str) -> int | tuple[str, int] | str | None:
         if signal.getsignal(sig) != signal.SIG_IGN:
             saved[sig] = signal.signal(sig, forward)
     try:
-        head = _frame([identity(os.environ) + b"\0\0" + config_stamp(git_dir), *request_fields()])
-        fds = array.array("i", [0, 1, 2])
-        sent = sock.sendmsg([head], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, fds.tobytes())])
+        head = _frame([identity(os.environ, interp) + b"\0\0" + config_stamp(git_dir), *request_fields()])
+        fds = b"".join(fd.to_bytes(4, sys.byteorder, signed=True) for fd in (0, 1, 2))  # C ints
+        sent = sock.sendmsg([head], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, fds)])
         if sent < len(head):
             sock.sendall(head[sent:])
         reader = _Lines(sock)
@@ -370,6 +436,56 @@ def handoff(git_dir: str) -> int | tuple[str, int] | str | None:
     return 2
 
 
+def fast_command(args: list[str]) -> list[str]:
+    """The command line that starts `run_fast` with these arguments, for this interpreter
+    and this package (absolute paths: what an installed hook runs)."""
+    parent = os.path.dirname(PACKAGE_DIR)
+    code = f"import sys; sys.path.insert(0, {parent!r}); from git_handoff.cmdclient import run_fast; run_fast()"
+    return [sys.executable, "-I", "-S", "-c", code, *args]
+
+
+def _profile_fits(dir_fd: int) -> list[str] | None:
+    """The server's interpreter, when this process is that interpreter started without
+    `site`: the same executable, Python and package, and no directory a full start would
+    add (the user site) has appeared since the server started."""
+    profile = read_profile(dir_fd)
+    if profile is None:
+        return None
+    interp, absent = profile
+    if len(interp) < 6 or interp[1] != sys.executable or interp[2] != sys.version or interp[5] != PACKAGE_DIR:
+        return None
+    if any(os.path.exists(place) for place in absent):
+        return None
+    return interp
+
+
+def run_fast(argv: list[str] | None = None) -> None:
+    """The fast start an installed hook uses when the command server is on:
+    `python -I -S -c "...; run_fast()" ARGS`. Without `site` (and its .pth files) the
+    interpreter starts in a fraction of the time; the command goes to the server as the
+    full program would send it. On any doubt (no server, another interpreter or
+    environment, not a served command) it becomes the full program (`python -m
+    git_handoff ARGS`, exec'd, the same environment), which runs the command in-process
+    and starts a server where one is configured. Never returns."""
+    args = sys.argv[1:] if argv is None else argv
+    sys.argv = [os.path.join(PACKAGE_DIR, "__main__.py"), *args]  # as `python -m git_handoff` has it
+    try:
+        if _switch() is not False and _served(args):
+            git_dir = common_git_dir()
+            if git_dir is not None:
+                code = handoff(git_dir, fast=True)
+                if code is not None and not isinstance(code, str):
+                    _leave_with(code)
+    except Exception:  # noqa: BLE001 - any doubt: the full program
+        pass
+    full = [sys.executable, "-m", "git_handoff", *args]
+    try:
+        os.execv(full[0], full)
+    except OSError as exc:
+        sys.stderr.write(f"git handoff: cannot run {sys.executable}: {exc.strerror}\n")
+        os._exit(127)
+
+
 class _Lines:
     def __init__(self, sock: object) -> None:
         self.sock = sock
@@ -388,7 +504,7 @@ class _Lines:
 def _leave_with(code: int | tuple[str, int] | str) -> None:
     """End as the worker ended: its exit code, or death by its signal."""
     if isinstance(code, tuple):
-        import signal
+        import _signal as signal
 
         signum = code[1]
         try:

@@ -55,11 +55,12 @@ def main(argv: list[str] | None = None) -> None:
     if len(args) != 1:
         sys.exit("usage: python -m git_handoff.cli.command_server GIT_DIR")
     git_dir = os.path.realpath(args[0])
-    start_identity = cmdclient.identity(os.environ)
+    interp = cmdclient.interpreter()
+    start_identity = cmdclient.identity(os.environ, interp)
     switch = cmdclient._switch()
     if switch is False or (switch is None and not cmdclient.configured(git_dir)):
         return
-    server = Server(git_dir, start_identity, idle_seconds(git_dir))
+    server = Server(git_dir, start_identity, idle_seconds(git_dir), interp)
     if not server.open():
         return
     try:
@@ -84,9 +85,10 @@ def idle_seconds(git_dir: str) -> float:
 
 
 class Server:
-    def __init__(self, git_dir: str, identity: bytes, idle: float) -> None:
+    def __init__(self, git_dir: str, identity: bytes, idle: float, interp: list[str] | None = None) -> None:
         self.git_dir = git_dir
         self.identity = identity
+        self.interp = cmdclient.interpreter() if interp is None else interp
         self.config = cmdclient.config_stamp(git_dir)
         self.idle = idle
         self.dir_fd = -1
@@ -127,6 +129,7 @@ class Server:
         _quiet_stdio()
         gc.collect()
         gc.freeze()  # what the imports made is never walked again, nor copied by a worker's gc
+        self._write_profile()
         try:
             os.unlink(cmdclient.SOCKET_NAME, dir_fd=fd)
         except FileNotFoundError:
@@ -144,6 +147,21 @@ class Server:
         self.inode = (st.st_dev, st.st_ino)
         self.note(f"start {os.getpid()} idle {self.idle:g}s")
         return True
+
+    def _write_profile(self) -> None:
+        """The profile the fast client reads (cmdclient.read_profile), replaced whole."""
+        import site
+
+        user = getattr(site, "USER_SITE", None)
+        absent = [user] if site.ENABLE_USER_SITE and user and user not in sys.path else []
+        data = cmdclient.profile_bytes(self.interp, absent)
+        tmp = f"{cmdclient.PROFILE_NAME}.{os.getpid()}"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600, dir_fd=self.dir_fd)
+        try:
+            os.write(fd, data)
+        finally:
+            os.close(fd)
+        os.replace(tmp, cmdclient.PROFILE_NAME, src_dir_fd=self.dir_fd, dst_dir_fd=self.dir_fd)
 
     def note(self, line: str) -> None:
         """One line in the server's log (`cmdserver/log`, beside the socket): what it served and why
