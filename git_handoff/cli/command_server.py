@@ -38,7 +38,7 @@ from git_handoff.infra import exit_fast
 DEFAULT_IDLE_SECONDS = 120.0
 # What the served commands import, once for all workers. A name missing here (a module
 # moved) only costs its importer the import in each worker: it is skipped, not fatal.
-PRELOAD = ("pygit2", "click", "json", "git_handoff.cli", "git_handoff.cli.tasks", "git_handoff.cli.work",
+PRELOAD = ("pygit2", "click", "json", "tomllib", "git_handoff.cli", "git_handoff.cli.tasks", "git_handoff.cli.work",
            "git_handoff.cli.session", "git_handoff.cli.hooks", "git_handoff.cli.revise",
            "git_handoff.ops.hook_entry", "git_handoff.ops.tasks", "git_handoff.ops.views", "git_handoff.ops.work",
            "git_handoff.ops.attempts", "git_handoff.ops.sessions", "git_handoff.ops.claim", "git_handoff.ops.open_state",
@@ -126,6 +126,9 @@ class Server:
                 __import__(name)
             except ImportError:
                 self.note(f"preload: no module {name}")
+        from git_handoff.core import patterns
+
+        patterns.compile_all()  # the preloaded modules' regular expressions, not once per worker
         _quiet_stdio()
         gc.collect()
         gc.freeze()  # what the imports made is never walked again, nor copied by a worker's gc
