@@ -439,9 +439,8 @@ def handoff(git_dir: str, fast: bool = False) -> int | tuple[str, int] | str | N
 def fast_command(args: list[str]) -> list[str]:
     """The command line that starts `run_fast` with these arguments, for this interpreter
     and this package (absolute paths: what an installed hook runs)."""
-    parent = os.path.dirname(PACKAGE_DIR)
-    code = f"import sys; sys.path.insert(0, {parent!r}); from git_handoff.cmdclient import run_fast; run_fast()"
-    return [sys.executable, "-I", "-S", "-c", code, *args]
+    code = "import sys; sys.path.insert(0, sys.argv.pop(1)); from git_handoff.cmdclient import run_fast; run_fast()"
+    return [sys.executable, "-I", "-S", "-c", code, os.path.dirname(PACKAGE_DIR), *args]
 
 
 def _profile_fits(dir_fd: int) -> list[str] | None:
