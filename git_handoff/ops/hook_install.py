@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from git_handoff import cmdclient
+from git_handoff import cmdclient, cmdproto
 from git_handoff.agent_cli import agent_config, claude, codex, gemini, mcp_config, unattended
 from git_handoff.agent_cli.templates import template_text
 from git_handoff.core.errors import UsageError
@@ -255,7 +255,7 @@ def claude_spec(repo: Repo) -> agent_config.Spec:
     the command server on (`handoff.commandServer`), each hook starts through the server's
     fast client, an interpreter without `site` that hands the hook to the server (the
     plain command when the client is not there); else the plain `git handoff hook ...`."""
-    if not cmdclient.configured(str(repo.common_dir)):
+    if not cmdproto.configured(str(repo.common_dir)):
         return CLAUDE_SPEC
     client = cmdclient.fast_command([])
     entries = claude.fast_entries(client, os.path.join(cmdclient.PACKAGE_DIR, "cmdclient.py"))
