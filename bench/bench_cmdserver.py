@@ -187,6 +187,27 @@ def hooks_scenario(quick: bool) -> list[Row]:
     return rows
 
 
+def server_off_scenario(quick: bool) -> list[Row]:
+    """What the client costs a repository that never turned the server on (the default):
+    it looks for the socket and reads the git config files for the switch, at every
+    start. Against HANDOFF_COMMAND_SERVER=0, where it returns at once."""
+    repeats = 11 if quick else 31
+    path = state_copy("server-off-100", 100)
+    times: dict[str, list[float]] = {"default": [], "off": []}
+    for round_ in range(repeats + 1):
+        for variant, env in (("default", {}), ("off", {"HANDOFF_COMMAND_SERVER": "0"})):
+            r = run_proc(HANDOFF + ["next"], path, env=env)
+            if r.rc != 0:
+                raise RuntimeError(f"next ({variant}) exited {r.rc}: {r.err.decode(errors='replace')[-300:]}")
+            if round_:
+                times[variant].append(r.seconds)
+    if (path / ".git" / "handoff" / "cmdserver").exists():
+        raise RuntimeError("a server started in a repository that did not ask for one")
+    default, off = median(times["default"]), median(times["off"])
+    return [Row("next, 100 tasks, server off by default (the client reads the git config)", ms(default),
+                f"HANDOFF_COMMAND_SERVER=0 {ms(off)}", default / off)]
+
+
 # -- what each path imports ------------------------------------------------------------
 
 def import_table(argv: list[str], cwd: Path, env: dict[str, str], stdin: bytes | None, top: int = 12) -> tuple[str, int, float]:
@@ -221,7 +242,7 @@ def importtime_report(n: int = 10_000) -> tuple[str, list[Row]]:
 
 
 def scenario(quick: bool) -> list[Row]:
-    rows = hooks_scenario(quick)
+    rows = hooks_scenario(quick) + server_off_scenario(quick)
     report, import_rows = importtime_report(1000 if quick else 10_000)
     print(report, file=sys.stderr, flush=True)
     return rows + import_rows
