@@ -281,8 +281,12 @@ def handoff(git_dir: str, fast: bool = False) -> int | tuple[str, int] | str | N
 
 def fast_command(args: list[str]) -> list[str]:
     """The command line that starts `run_fast` with these arguments, for this interpreter
-    and this package (absolute paths: what an installed hook runs)."""
-    code = "import sys; sys.path.insert(0, sys.argv.pop(1)); from git_handoff.cmdclient import run_fast; run_fast()"
+    and this package (absolute paths: what an installed hook runs). Where the package
+    cannot be imported there (removed, or for another Python) it runs `git handoff ARGS`."""
+    code = ("import sys; sys.path.insert(0, sys.argv.pop(1))\n"
+            "try: from git_handoff.cmdclient import run_fast\n"
+            "except Exception: import os; os.execvp('git', ['git', 'handoff', *sys.argv[1:]])\n"
+            "run_fast()")
     return [sys.executable, "-I", "-S", "-c", code, os.path.dirname(PACKAGE_DIR), *args]
 
 

@@ -484,6 +484,15 @@ def test_the_fast_client_of_another_interpreter_or_switched_off_is_not_served(pr
     assert "refused a client of another interpreter, code or environment" in log_lines(project)
 
 
+def test_the_fast_client_without_its_package_runs_git_handoff(project: Path, bin_dir: Path, tmp_path: Path) -> None:
+    env = client_env(bin_dir, server="0")
+    want = run_cmd(["git-handoff", "next", "--json"], project, env)
+    argv = cmdclient.fast_command(["next", "--json"])
+    argv[argv.index(str(Path(cmdclient.PACKAGE_DIR).parent))] = str(tmp_path)  # no git_handoff there
+    got = run_cmd(argv, project, env)
+    assert (got.returncode, got.stdout, got.stderr) == (want.returncode, want.stdout, want.stderr)
+
+
 def test_the_fast_client_trusts_no_profile_another_may_write(project: Path, bin_dir: Path) -> None:
     env, _ = start_server(project, bin_dir)
     profile = server_dir(project) / "profile"
