@@ -232,8 +232,12 @@ def importtime_report(n: int = 10_000) -> tuple[str, list[Row]]:
     try:
         for title, args, stdin in (("hook claude-stop", ["hook", "claude-stop"], payload("Stop", path)),
                                    ("next", ["next"], None)):
-            for variant, env in (("in-process", {"HANDOFF_COMMAND_SERVER": "0"}), ("served", served_env)):
-                text, count, total = import_table(HANDOFF + args, path, env, stdin)
+            fast = cmdclient.fast_command(args)
+            fast[1:1] = ["-X", "importtime"]  # -I ignores PYTHONPROFILEIMPORTTIME
+            for variant, env, argv in (("in-process", {"HANDOFF_COMMAND_SERVER": "0"}, HANDOFF + args),
+                                       ("served", served_env, HANDOFF + args),
+                                       ("served, fast client", served_env, fast)):
+                text, count, total = import_table(argv, path, env, stdin)
                 parts.append(f"{title}, {variant}: {count} modules imported, {total:.1f} ms (sum of self times)\n{text}")
                 rows.append(Row(f"imports of `{title}`, {variant}", f"{count} modules, {total:.1f} ms"))
     finally:
