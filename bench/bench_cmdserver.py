@@ -33,10 +33,13 @@ if __package__ in (None, ""):
 
 from bench import baseline_harness
 from bench.common import HANDOFF, PY, Row, fresh_dir, median, ms, run_proc, state_copy, workdir
+from git_handoff import cmdclient
 
-# in-process, served, the harness's script under a bare venv and under this Python (its
-# site-packages and .pth files, as git handoff runs), and `python -c pass` (the floor)
-VARIANTS = ("plain", "served", "harness", "harness-site", "python")
+# in-process, served, served through the fast client (`python -I -S`, what the hooks
+# install writes when the server is on), the harness's script under a bare venv and under
+# this Python (its site-packages and .pth files, as git handoff runs), and `python -c pass`
+# (the floor)
+VARIANTS = ("plain", "served", "fast", "harness", "harness-site", "python")
 HOOKS = (("Stop", "claude-stop", "harness-stop.py"), ("SessionStart", "claude-session-start", "harness-sessionstart.py"))
 WORKER = "bench-worker"
 
@@ -146,6 +149,9 @@ def hooks_scenario(quick: bool) -> list[Row]:
                                          input=payload(event, theirs))
                         elif variant == "python":
                             r = run_proc([PY, "-c", "pass"], ours)
+                        elif variant == "fast":
+                            r = run_proc(cmdclient.fast_command(["hook", hook]), ours, env=served_env,
+                                         input=payload(event, ours))
                         else:
                             r = run_proc(HANDOFF + ["hook", hook], ours,
                                          env=plain_env if variant == "plain" else served_env,
@@ -155,17 +161,18 @@ def hooks_scenario(quick: bool) -> list[Row]:
                         outs[variant] = r.out
                         if round_:  # the first round warms the caches
                             times[variant].append(r.seconds)
-                if outs["plain"] != outs["served"]:
+                if not outs["plain"] == outs["served"] == outs["fast"]:
                     raise RuntimeError(f"{event}: the served output differs from the in-process one")
-                if served_count(ours) - before < repeats + 1:
+                if served_count(ours) - before < 2 * (repeats + 1):
                     raise RuntimeError(f"{event}: not every served run was served (the server went stale?)")
-                plain, served = median(times["plain"]), median(times["served"])
+                plain, served, fast = median(times["plain"]), median(times["served"]), median(times["fast"])
                 label = f"{event} hook, {n:,} tasks"
                 floor = median(times["python"])
                 if theirs is not None:
                     base, same = median(times["harness"]), median(times["harness-site"])
-                    rows.append(Row(f"{label}: served", ms(served), f"harness's own {ms(base)}", served / base,
-                                    "<= 1.0x", served / base <= 1.0))
+                    rows.append(Row(f"{label}: served, fast client", ms(fast), f"harness's own {ms(base)}", fast / base,
+                                    "<= 1.0x", fast / base <= 1.0))
+                    rows.append(Row(f"{label}: served", ms(served), f"harness's own {ms(base)}", served / base))
                     rows.append(Row(f"{label}: in-process", ms(plain), f"harness's own {ms(base)}", plain / base))
                     rows.append(Row(f"{label}: served, both under this Python's site", ms(served),
                                     f"harness's own {ms(same)}", served / same))
@@ -173,10 +180,32 @@ def hooks_scenario(quick: bool) -> list[Row]:
                     rows.append(Row(f"{label}: served vs harness", "n/a (HARNESS_HOOKS not set)", target="<= 1.0x"))
                 rows.append(Row(f"{label}: served vs starting Python", ms(served), f"python -c pass {ms(floor)}",
                                 served / floor))
+                rows.append(Row(f"{label}: served, fast client vs served", ms(fast), f"served {ms(served)}", fast / served))
                 rows.append(Row(f"{label}: served vs in-process", ms(served), f"in-process {ms(plain)}", served / plain))
         finally:
             stop_server(ours)
     return rows
+
+
+def server_off_scenario(quick: bool) -> list[Row]:
+    """What the client costs a repository that never turned the server on (the default):
+    it looks for the socket and reads the git config files for the switch, at every
+    start. Against HANDOFF_COMMAND_SERVER=0, where it returns at once."""
+    repeats = 11 if quick else 31
+    path = state_copy("server-off-100", 100)
+    times: dict[str, list[float]] = {"default": [], "off": []}
+    for round_ in range(repeats + 1):
+        for variant, env in (("default", {}), ("off", {"HANDOFF_COMMAND_SERVER": "0"})):
+            r = run_proc(HANDOFF + ["next"], path, env=env)
+            if r.rc != 0:
+                raise RuntimeError(f"next ({variant}) exited {r.rc}: {r.err.decode(errors='replace')[-300:]}")
+            if round_:
+                times[variant].append(r.seconds)
+    if (path / ".git" / "handoff" / "cmdserver").exists():
+        raise RuntimeError("a server started in a repository that did not ask for one")
+    default, off = median(times["default"]), median(times["off"])
+    return [Row("next, 100 tasks, server off by default (the client reads the git config)", ms(default),
+                f"HANDOFF_COMMAND_SERVER=0 {ms(off)}", default / off)]
 
 
 # -- what each path imports ------------------------------------------------------------
@@ -203,8 +232,12 @@ def importtime_report(n: int = 10_000) -> tuple[str, list[Row]]:
     try:
         for title, args, stdin in (("hook claude-stop", ["hook", "claude-stop"], payload("Stop", path)),
                                    ("next", ["next"], None)):
-            for variant, env in (("in-process", {"HANDOFF_COMMAND_SERVER": "0"}), ("served", served_env)):
-                text, count, total = import_table(HANDOFF + args, path, env, stdin)
+            fast = cmdclient.fast_command(args)
+            fast[1:1] = ["-X", "importtime"]  # -I ignores PYTHONPROFILEIMPORTTIME
+            for variant, env, argv in (("in-process", {"HANDOFF_COMMAND_SERVER": "0"}, HANDOFF + args),
+                                       ("served", served_env, HANDOFF + args),
+                                       ("served, fast client", served_env, fast)):
+                text, count, total = import_table(argv, path, env, stdin)
                 parts.append(f"{title}, {variant}: {count} modules imported, {total:.1f} ms (sum of self times)\n{text}")
                 rows.append(Row(f"imports of `{title}`, {variant}", f"{count} modules, {total:.1f} ms"))
     finally:
@@ -213,7 +246,7 @@ def importtime_report(n: int = 10_000) -> tuple[str, list[Row]]:
 
 
 def scenario(quick: bool) -> list[Row]:
-    rows = hooks_scenario(quick)
+    rows = hooks_scenario(quick) + server_off_scenario(quick)
     report, import_rows = importtime_report(1000 if quick else 10_000)
     print(report, file=sys.stderr, flush=True)
     return rows + import_rows

@@ -10,7 +10,15 @@
   stdin/stdout with newline-delimited JSON-RPC (`tools/call claim` / `done`), its
   start and handshake included in the total;
 - floor: a process per step that only imports pygit2 and click (no state at all): the
-  least a per-process CLI on those libraries costs, so the bound of the CLI flow's ratio.
+  least a per-process CLI on those libraries costs, so the bound of the CLI flow's ratio;
+- cli served / cli fast: the CLI's steps through the command server
+  (docs/command-server.md), started by the full client or by the fast client
+  (`python -I -S`, what the installed hooks run when the server is on); the server is
+  started once and kept warm;
+- harness claim: where HARNESS_HOOKS names the skill's hook scripts (see
+  bench_cmdserver.py), the skill's real `harness-claim.py` under a bare venv for the
+  claim, and the reduction's `done` (the skill has no done script: its agent runs the
+  validation and edits tasks.json itself).
 
 All three start from the same plan (the skill's tasks.json, which `git handoff import`
 reads), with the same validation command for every task, and do the same git work.
@@ -24,6 +32,8 @@ step: a process for skill and cli, a request/answer round trip for mcp.
 from __future__ import annotations
 
 import json
+import os
+import re
 import subprocess
 import sys
 import time
@@ -35,6 +45,7 @@ from typing import Any
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.bench_cmdserver import bare_python, start_server, stop_server
 from bench.common import (
     HANDOFF,
     PY,
@@ -47,11 +58,13 @@ from bench.common import (
     percentile,
     run_proc,
 )
+from git_handoff import cmdclient
 
 BASELINE = [PY, str(Path(__file__).resolve().parent / "baseline_harness.py")]
 CHECK = "test -d work"  # every task's validation: the same cheap command in every flow
 MCP_TARGET = 0.5
 CLI_TARGET = 1.7
+SERVED_CLI_TARGET = 1.2
 
 
 @dataclass
@@ -109,14 +122,16 @@ class ProcessFlow:
     """A flow whose every step is a process (the skill's scripts, the CLI)."""
 
     def __init__(self, flow: Flow, root: Path, claim: list[str], done: Callable[[str], list[str]],
-                 task_of: Callable[[bytes], str]) -> None:
+                 task_of: Callable[[bytes], str], env: dict[str, str] | None = None,
+                 done_env: dict[str, str] | None = None) -> None:
         self.flow, self.root, self.claim_argv, self.done_argv, self.task_of = flow, root, claim, done, task_of
+        self.env, self.done_env = env, env if done_env is None else done_env
 
     def start(self) -> None:
         pass
 
     def claim(self) -> str | None:
-        r = _timed(lambda: run_proc(self.claim_argv, self.root), self.flow.claim)
+        r = _timed(lambda: run_proc(self.claim_argv, self.root, env=self.env), self.flow.claim)
         if r.rc == 1:
             return None
         if r.rc != 0:
@@ -124,7 +139,7 @@ class ProcessFlow:
         return self.task_of(r.out)
 
     def done(self, task: str) -> None:
-        d = _timed(lambda: run_proc(self.done_argv(task), self.root), self.flow.done)
+        d = _timed(lambda: run_proc(self.done_argv(task), self.root, env=self.done_env), self.flow.done)
         if d.rc != 0:
             raise RuntimeError(f"{self.flow.name} done {task} exited {d.rc}: {d.err.decode(errors='replace')[-300:]}")
 
@@ -142,6 +157,64 @@ def cli_flow(n: int) -> ProcessFlow:
     root = _handoff_project("e2e-cli", n)
     return ProcessFlow(Flow("cli"), root, [*HANDOFF, "claim", "--json"], lambda t: [*HANDOFF, "done", t, "--json"],
                        lambda out: json.loads(out)["id"])
+
+
+SERVED_ENV = {"HANDOFF_COMMAND_SERVER": "1", "HANDOFF_COMMAND_SERVER_IDLE": "600"}
+
+
+class ServedFlow(ProcessFlow):
+    """The CLI's steps through a warm command server: the full client (`python -m
+    git_handoff`) or the fast one (`python -I -S`, cmdclient.fast_command)."""
+
+    def __init__(self, n: int, fast: bool) -> None:
+        name = "cli fast" if fast else "cli served"
+        root = _handoff_project(f"e2e-{name.replace(' ', '-')}", n)
+        if fast:
+            super().__init__(Flow(name), root, cmdclient.fast_command(["claim", "--json"]),
+                             lambda t: cmdclient.fast_command(["done", t, "--json"]), self._task, SERVED_ENV)
+        else:
+            super().__init__(Flow(name), root, [*HANDOFF, "claim", "--json"],
+                             lambda t: [*HANDOFF, "done", t, "--json"], self._task, SERVED_ENV)
+
+    @staticmethod
+    def _task(out: bytes) -> str:
+        return str(json.loads(out)["id"])
+
+    def start(self) -> None:  # the server's start is not the flow's: kept warm, as in a working day
+        start_server(self.root, SERVED_ENV)
+
+    def stop(self) -> None:
+        log = self.root / ".git" / "handoff" / "cmdserver" / "log"
+        served = sum(1 for line in log.read_text().splitlines() if re.search(r" worker \d+: (claim|done) ", line))
+        stop_server(self.root)
+        steps = len(self.flow.claim) + len(self.flow.done)
+        if served < steps:
+            raise RuntimeError(f"{self.flow.name}: {served} of {steps} steps served (the server went stale?)")
+
+
+def harness_claim_flow(n: int) -> ProcessFlow | None:
+    """The skill's own claim script (harness-claim.py, HARNESS_HOOKS) under a bare venv."""
+    hooks = os.environ.get("HARNESS_HOOKS")
+    script = Path(hooks) / "harness-claim.py" if hooks else None
+    if script is None or not script.is_file():
+        return None
+    root = _project("e2e-harness", n)
+    env = {"HARNESS_STATE_ROOT": str(root), "HARNESS_WORKER_ID": "bench-worker"}
+
+    def task_of(out: bytes) -> str:
+        doc = json.loads(out)
+        return str(doc["task_id"]) if doc.get("claimed") else ""
+
+    flow = ProcessFlow(Flow("harness claim"), root, [bare_python(), str(script)],
+                       lambda t: [*BASELINE, "done", str(root), t], task_of, env, {})
+    claim = flow.claim
+
+    def claim_or_none() -> str | None:
+        task = claim()
+        return task or None
+
+    flow.claim = claim_or_none  # type: ignore[method-assign]  # {"claimed": false} ends the flow
+    return flow
 
 
 class FloorFlow(ProcessFlow):
@@ -247,13 +320,18 @@ class McpFlow:
 def run_flows(n: int) -> list[Flow]:
     """The three flows in lockstep (one task of each in turn), so the machine's noise hits
     all three alike; each flow's total is the sum of its own steps' wall time."""
-    flows: list[Any] = [skill_flow(n), cli_flow(n), McpFlow(n), FloorFlow(n)]
+    flows: list[Any] = [skill_flow(n), cli_flow(n), McpFlow(n), FloorFlow(n), ServedFlow(n, fast=False),
+                        ServedFlow(n, fast=True)]
+    harness = harness_claim_flow(n)
+    if harness is not None:
+        flows.append(harness)
     active = list(flows)
     try:
         for f in flows:
             start = time.perf_counter()
             f.start()
-            f.flow.total += time.perf_counter() - start
+            if not isinstance(f, ServedFlow):  # a served flow's server is warm, as in a working day
+                f.flow.total += time.perf_counter() - start
         while active:
             for f in list(active):
                 start = time.perf_counter()
@@ -280,8 +358,9 @@ def _lat(values: list[float]) -> str:
 
 def e2e(quick: bool) -> list[Row]:
     n = 30 if quick else 100
-    skill, cli, mcp, floor = run_flows(n)
-    for f in (skill, cli, mcp, floor):
+    flows = run_flows(n)
+    skill, cli, mcp, floor, served, fast = flows[:6]
+    for f in flows:
         if f.completed != n:
             raise RuntimeError(f"the {f.name} flow completed {f.completed} of {n} tasks")
     name = f"e2e {n} tasks (claim, write, commit, done)"
@@ -291,6 +370,16 @@ def e2e(quick: bool) -> list[Row]:
             f"<= {MCP_TARGET}x", mcp_ratio <= MCP_TARGET),
         Row(f"{name}: CLI, total", ms(cli.total), f"skill scripts {ms(skill.total)}", cli_ratio,
             f"<= {CLI_TARGET}x", cli_ratio <= CLI_TARGET),
+        Row(f"{name}: CLI through the command server, fast client, total", ms(fast.total),
+            f"skill scripts {ms(skill.total)}", fast.total / skill.total, f"<= {SERVED_CLI_TARGET}x",
+            fast.total / skill.total <= SERVED_CLI_TARGET),
+        Row(f"{name}: CLI through the command server, total", ms(served.total), f"skill scripts {ms(skill.total)}",
+            served.total / skill.total),
+        *([Row(f"{name}: CLI through the command server, fast client, total", ms(fast.total),
+               f"the skill's harness-claim.py + done {ms(flows[6].total)}", fast.total / flows[6].total),
+           Row(f"{name}: MCP server, total", ms(mcp.total),
+               f"the skill's harness-claim.py + done {ms(flows[6].total)}", mcp.total / flows[6].total)]
+          if len(flows) > 6 else []),
         Row(f"{name}: floor, a process importing pygit2 + click per step, total", ms(floor.total),
             f"skill scripts {ms(skill.total)}", floor.total / skill.total),
         Row(f"{name}: MCP server start (in its total)", ms(mcp.startup), "-"),

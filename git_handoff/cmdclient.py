@@ -11,7 +11,8 @@ user's alone, an error before the worker started) it returns and the command run
 in-process: that plain path stays the reference.
 
 This module is imported before anything else of the program, so it imports only what
-Python has already loaded at start-up (os, sys) and two small C modules (_socket, array).
+Python has already loaded at start-up (os, sys) and two small C modules (_socket, _signal;
+not `signal`, which imports enum: a third of a bare interpreter's start).
 """
 
 from __future__ import annotations
@@ -19,9 +20,10 @@ from __future__ import annotations
 import os
 import sys
 
+from git_handoff import cmdproto
+
 ENV_SWITCH = "HANDOFF_COMMAND_SERVER"  # 1: on, 0: off; unset: git config handoff.commandServer
 ENV_IDLE = "HANDOFF_COMMAND_SERVER_IDLE"  # seconds an idle server waits before it exits
-MAGIC = b"HANDOFF-CMDSERVER-1"
 SOCKET_NAME = "sock"
 
 # Commands a worker may run: the short, hot ones. Long-running commands with their own
@@ -68,7 +70,7 @@ def run_if_started_as_program() -> None:
     if code is None or code == "stale":
         try:
             if switch is None:
-                switch = configured(git_dir)
+                switch = cmdproto.configured(git_dir)
             if switch:
                 start_server(git_dir)
         except Exception:  # noqa: BLE001 - no git on PATH, a config it cannot read: in-process
@@ -171,100 +173,6 @@ def socket_address(dir_fd: int) -> str:
     return f"/proc/self/fd/{dir_fd}/{SOCKET_NAME}"
 
 
-# -- whether this server is this code -------------------------------------------------------
-
-def identity(environ: os._Environ[str] | dict[str, str]) -> bytes:
-    """What a worker's behaviour depends on beyond its argv, cwd and environment: the
-    package's version and files, the interpreter, where imports come from, the variables
-    read at import time, and the git config files (the switch and the idle time live
-    there). Client and server compute it alike; any difference means another server."""
-    pkg = PACKAGE_DIR
-    flags = repr(sys.flags).replace("safe_path=True", "safe_path=False")  # the server runs with -P
-    parts = [_version(), sys.executable, sys.version, flags,
-             repr(sorted(getattr(sys, "_xoptions", {}).items())), pkg, repr(sys.path[1:])]
-    for place in sys.path[1:]:
-        parts.append(f"{place}:{_stamp(place)}")
-    stack = [pkg]
-    while stack:
-        top = stack.pop()
-        try:
-            entries = sorted(os.scandir(top), key=lambda e: e.name)
-        except OSError:
-            continue
-        for entry in entries:
-            if entry.is_dir(follow_symlinks=False):
-                if entry.name != "__pycache__":
-                    stack.append(entry.path)
-            elif entry.name.endswith(".py"):
-                st = entry.stat()
-                parts.append(f"{entry.path}:{st.st_mtime_ns}:{st.st_size}")
-    for key in sorted(environ):
-        if key.startswith(("PYTHON", "HANDOFF_", "GIT_HANDOFF_", "GIT_CONFIG", "LC_")) or key in ("LANG", "HOME", "XDG_CONFIG_HOME"):
-            parts.append(f"{key}={environ[key]}")
-    return "\0".join(parts).encode("utf-8", "surrogateescape")
-
-
-def _version() -> str:
-    """git handoff's version, from the package this module belongs to (imported first)."""
-    return str(getattr(sys.modules.get(__package__ or ""), "__version__", "?"))
-
-
-def _stamp(path: str) -> str:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return "-"
-    return f"{st.st_mtime_ns}:{st.st_size}"
-
-
-def config_files(git_dir: str, environ: os._Environ[str] | dict[str, str]) -> list[str]:
-    home = environ.get("HOME", "")
-    xdg = environ.get("XDG_CONFIG_HOME") or os.path.join(home, ".config")
-    files = [os.path.join(git_dir, "config"), os.path.join(git_dir, "config.worktree")]
-    files += [environ["GIT_CONFIG_GLOBAL"]] if "GIT_CONFIG_GLOBAL" in environ else \
-        [os.path.join(home, ".gitconfig"), os.path.join(xdg, "git", "config")]
-    if not environ.get("GIT_CONFIG_NOSYSTEM"):
-        files.append(environ.get("GIT_CONFIG_SYSTEM", "/etc/gitconfig"))
-    return files
-
-
-def config_stamp(git_dir: str) -> bytes:
-    return "\0".join(f"{p}:{_stamp(p)}" for p in config_files(git_dir, os.environ)).encode("utf-8", "surrogateescape")
-
-
-def configured(git_dir: str) -> bool:
-    """handoff.commandServer as git reads it. Git is asked only when a config file (or
-    the command line's config variables) mentions the key or includes another file, so a
-    repository that never heard of the server pays a few reads, not a process."""
-    mentions = any("commandserver" in v.lower() for k, v in os.environ.items() if k.startswith("GIT_CONFIG_"))
-    for path in config_files(git_dir, os.environ):
-        try:
-            with open(path, "rb") as f:
-                text = f.read().lower()
-        except OSError:
-            continue
-        if b"commandserver" in text or b"include" in text:
-            mentions = True
-            break
-    if not mentions:
-        return False
-    return _git_config_bool(git_dir, "handoff.commandServer")
-
-
-def _git_config_bool(git_dir: str, key: str) -> bool:
-    read, write = os.pipe()
-    try:
-        pid = os.posix_spawnp("git", ["git", "--git-dir", git_dir, "config", "--type=bool", "--get", key],
-                              dict(os.environ), file_actions=[(os.POSIX_SPAWN_DUP2, write, 1),
-                                                              (os.POSIX_SPAWN_OPEN, 2, os.devnull, os.O_WRONLY, 0)])
-    finally:
-        os.close(write)
-    with os.fdopen(read, "rb") as f:
-        out = f.read()
-    os.waitpid(pid, 0)
-    return out.strip() == b"true"
-
-
 def start_server(git_dir: str) -> None:
     """Start this repository's server in the background, detached (a session of its own,
     /dev/null for its standard streams, so it holds none of the caller's pipes), and go on
@@ -281,13 +189,8 @@ def start_server(git_dir: str) -> None:
 
 # -- the hand-over ------------------------------------------------------------------------
 
-def _frame(fields: list[bytes]) -> bytes:
-    body = b"".join(len(f).to_bytes(4, "big") + f for f in fields)
-    return MAGIC + len(fields).to_bytes(4, "big") + len(body).to_bytes(4, "big") + body
-
-
 def request_fields() -> list[bytes]:
-    import signal
+    import _signal as signal
 
     mask = os.umask(0)
     os.umask(mask)
@@ -299,14 +202,14 @@ def request_fields() -> list[bytes]:
             str(len(argv)).encode(), *argv, *env]
 
 
-def handoff(git_dir: str) -> int | tuple[str, int] | str | None:
+def handoff(git_dir: str, fast: bool = False) -> int | tuple[str, int] | str | None:
     """Run this command in a worker of the server; its outcome (an exit code, or
     ("signal", n)). Nothing ran when it returns None (no server), "stale" (a server of
     other code or config, now leaving) or "refused" (one for another interpreter or
-    environment, which stays)."""
+    environment, which stays). `fast`: this is the fast client (`run_fast`), which speaks
+    for a full start of the server's interpreter (its profile) when it is that one."""
+    import _signal as signal
     import _socket
-    import array
-    import signal
 
     dir_fd = private_dir_fd(server_dir(git_dir))
     if dir_fd is None:
@@ -314,6 +217,11 @@ def handoff(git_dir: str) -> int | tuple[str, int] | str | None:
     try:
         if not socket_is_private(dir_fd):
             return None
+        interp = None
+        if fast:
+            interp = _profile_fits(dir_fd)
+            if interp is None:
+                return None
         sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
         try:
             sock.connect(socket_address(dir_fd))
@@ -344,9 +252,10 @@ def handoff(git_dir: str) -> int | tuple[str, int] | str | None:
         if signal.getsignal(sig) != signal.SIG_IGN:
             saved[sig] = signal.signal(sig, forward)
     try:
-        head = _frame([identity(os.environ) + b"\0\0" + config_stamp(git_dir), *request_fields()])
-        fds = array.array("i", [0, 1, 2])
-        sent = sock.sendmsg([head], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, fds.tobytes())])
+        who = cmdproto.identity(os.environ, interp) + b"\0\0" + cmdproto.config_stamp(git_dir)
+        head = cmdproto.frame([who, *request_fields()])
+        fds = b"".join(fd.to_bytes(4, sys.byteorder, signed=True) for fd in (0, 1, 2))  # C ints
+        sent = sock.sendmsg([head], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, fds)])
         if sent < len(head):
             sock.sendall(head[sent:])
         reader = _Lines(sock)
@@ -370,6 +279,59 @@ def handoff(git_dir: str) -> int | tuple[str, int] | str | None:
     return 2
 
 
+def fast_command(args: list[str]) -> list[str]:
+    """The command line that starts `run_fast` with these arguments, for this interpreter
+    and this package (absolute paths: what an installed hook runs). Where the package
+    cannot be imported there (removed, or for another Python) it runs `git handoff ARGS`."""
+    code = ("import sys; sys.path.insert(0, sys.argv.pop(1))\n"
+            "try: from git_handoff.cmdclient import run_fast\n"
+            "except Exception: import os; os.execvp('git', ['git', 'handoff', *sys.argv[1:]])\n"
+            "run_fast()")
+    return [sys.executable, "-I", "-S", "-c", code, os.path.dirname(PACKAGE_DIR), *args]
+
+
+def _profile_fits(dir_fd: int) -> list[str] | None:
+    """The server's interpreter, when this process is that interpreter started without
+    `site`: the same executable, Python and package, and no directory a full start would
+    add (the user site) has appeared since the server started."""
+    profile = cmdproto.read_profile(dir_fd)
+    if profile is None:
+        return None
+    interp, absent = profile
+    if len(interp) < 6 or interp[1] != sys.executable or interp[2] != sys.version or interp[5] != PACKAGE_DIR:
+        return None
+    if any(os.path.exists(place) for place in absent):
+        return None
+    return interp
+
+
+def run_fast(argv: list[str] | None = None) -> None:
+    """The fast start an installed hook uses when the command server is on:
+    `python -I -S -c "...; run_fast()" ARGS`. Without `site` (and its .pth files) the
+    interpreter starts in a fraction of the time; the command goes to the server as the
+    full program would send it. On any doubt (no server, another interpreter or
+    environment, not a served command) it becomes the full program (`python -m
+    git_handoff ARGS`, exec'd, the same environment), which runs the command in-process
+    and starts a server where one is configured. Never returns."""
+    args = sys.argv[1:] if argv is None else argv
+    sys.argv = [os.path.join(PACKAGE_DIR, "__main__.py"), *args]  # as `python -m git_handoff` has it
+    try:
+        if _switch() is not False and _served(args):
+            git_dir = common_git_dir()
+            if git_dir is not None:
+                code = handoff(git_dir, fast=True)
+                if code is not None and not isinstance(code, str):
+                    _leave_with(code)
+    except Exception:  # noqa: BLE001 - any doubt: the full program
+        pass
+    full = [sys.executable, "-m", "git_handoff", *args]
+    try:
+        os.execv(full[0], full)
+    except OSError as exc:
+        sys.stderr.write(f"git handoff: cannot run {sys.executable}: {exc.strerror}\n")
+        os._exit(127)
+
+
 class _Lines:
     def __init__(self, sock: object) -> None:
         self.sock = sock
@@ -388,7 +350,7 @@ class _Lines:
 def _leave_with(code: int | tuple[str, int] | str) -> None:
     """End as the worker ended: its exit code, or death by its signal."""
     if isinstance(code, tuple):
-        import signal
+        import _signal as signal
 
         signum = code[1]
         try:

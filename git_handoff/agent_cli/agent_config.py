@@ -74,7 +74,17 @@ def write(path: Path, data: dict[str, Any]) -> None:
 
 
 def _ours(handler: Any, spec: Spec) -> bool:
-    return isinstance(handler, dict) and str(handler.get("command", "")).startswith(spec.prefix)
+    """Our handler: the plain command, or one ending with it (the fast client's form)."""
+    if not isinstance(handler, dict):
+        return False
+    command = str(handler.get("command", ""))
+    return command.startswith(spec.prefix) or f"; exec {spec.prefix}" in command
+
+
+def remove_others(data: dict[str, Any], spec: Spec) -> list[str]:
+    """Take out our handlers whose command is not the one `spec` installs (the other form,
+    another version), so that merging adds the wanted one instead of a second."""
+    return remove(data, spec, keep=frozenset(command for _, command in spec.entries.values()))
 
 
 def _groups(data: dict[str, Any], event: str) -> list[Any]:
@@ -123,9 +133,9 @@ def merge(data: dict[str, Any], spec: Spec) -> list[str]:
     return added
 
 
-def remove(data: dict[str, Any], spec: Spec) -> list[str]:
-    """Take out every handler of ours (emptied groups and events go too, nothing else);
-    returns the events touched."""
+def remove(data: dict[str, Any], spec: Spec, keep: frozenset[str] = frozenset()) -> list[str]:
+    """Take out every handler of ours but those running a command in `keep` (emptied
+    groups and events go too, nothing else); returns the events touched."""
     hooks = data.get("hooks")
     removed: set[str] = set()
     if not isinstance(hooks, dict):
@@ -137,7 +147,7 @@ def remove(data: dict[str, Any], spec: Spec) -> list[str]:
         kept_groups = []
         for group in groups:
             handlers = _handlers(group)
-            kept = [h for h in handlers if not _ours(h, spec)]
+            kept = [h for h in handlers if not _ours(h, spec) or h.get("command") in keep]
             if len(kept) != len(handlers):
                 removed.add(event)
                 if not kept:

@@ -9,6 +9,8 @@ agent CLI gets a file like this one and a line in `ops/hook_entry.py`.
 
 from __future__ import annotations
 
+import shlex
+from collections.abc import Sequence
 from typing import Any
 
 from git_handoff.agent_cli.hook_data import Event, Outcome, claude_shaped_output, payload_event
@@ -47,6 +49,21 @@ def settings_entries() -> dict[str, tuple[str | None, dict[str, Any]]]:
 def config_entries() -> dict[str, tuple[str | None, str]]:
     """The same, as `agent_config.Spec` takes it: event -> (matcher, command)."""
     return {event: (matcher, f"git handoff hook {hook}") for hook, (event, matcher, _) in HOOKS.items()}
+
+
+def fast_entries(client: Sequence[str], client_file: str) -> dict[str, tuple[str | None, str]]:
+    """`config_entries()` through the command server's fast client: `client` is its argv
+    before the arguments (an absolute interpreter started without `site`, see
+    cmdclient.fast_command), `client_file` the file it loads. Each command runs the client
+    while both are there and is the plain command otherwise (another machine sharing the
+    settings, the interpreter or package gone); it ends with that plain command, which is
+    how install and uninstall know it for ours."""
+    guard = f"[ -x {shlex.quote(client[0])} ] && [ -f {shlex.quote(client_file)} ]"
+    out = {}
+    for event, (matcher, command) in config_entries().items():
+        fast = " ".join(shlex.quote(a) for a in (*client, *command.split()[2:]))
+        out[event] = (matcher, f"{guard} && exec {fast}; exec {command}")
+    return out
 
 
 def event(hook: str, payload: dict[str, Any]) -> Event:

@@ -4,9 +4,10 @@ Started on demand by the client (git_handoff/cmdclient.py) in a session of its o
 /dev/null for its standard streams. It imports the heavy modules (pygit2, click, the
 command tree) once, then listens on `<git dir>/handoff/cmdserver/sock` (the directory
 0700, the socket 0600, both this user's; a peer of another uid is refused by
-SO_PEERCRED). Each request carries the client's identity of the code, argv, environment,
-working directory, umask and standard file descriptors; the server forks a worker that
-takes all of them on (nothing of the server's own environment stays) and runs the
+SO_PEERCRED). Beside the socket it writes its profile, for the fast client
+(git_handoff/cmdproto.py). Each request carries the client's identity of the code, argv,
+environment, working directory, umask and standard file descriptors; the server forks a
+worker (git_handoff/cli/command_worker.py) that takes all of them on and runs the
 ordinary command-line entry point, then reports the worker's exit status or signal.
 One worker per request: no state of one command reaches the next.
 
@@ -22,23 +23,20 @@ from __future__ import annotations
 import errno
 import fcntl
 import gc
-import io
 import os
 import selectors
 import signal
 import socket
 import sys
 import time
-import traceback
-from typing import Any
 
-from git_handoff import cmdclient
-from git_handoff.infra import exit_fast
+from git_handoff import cmdclient, cmdproto
+from git_handoff.cli import command_worker
 
 DEFAULT_IDLE_SECONDS = 120.0
 # What the served commands import, once for all workers. A name missing here (a module
 # moved) only costs its importer the import in each worker: it is skipped, not fatal.
-PRELOAD = ("pygit2", "click", "json", "git_handoff.cli", "git_handoff.cli.tasks", "git_handoff.cli.work",
+PRELOAD = ("pygit2", "click", "json", "tomllib", "git_handoff.cli", "git_handoff.cli.tasks", "git_handoff.cli.work",
            "git_handoff.cli.session", "git_handoff.cli.hooks", "git_handoff.cli.revise",
            "git_handoff.ops.hook_entry", "git_handoff.ops.tasks", "git_handoff.ops.views", "git_handoff.ops.work",
            "git_handoff.ops.attempts", "git_handoff.ops.sessions", "git_handoff.ops.claim", "git_handoff.ops.open_state",
@@ -47,7 +45,6 @@ PRELOAD = ("pygit2", "click", "json", "git_handoff.cli", "git_handoff.cli.tasks"
            "git_handoff.infra.worktree", "git_handoff.infra.task_commands")
 MAX_REQUEST = 4 << 20
 LOG_LIMIT = 1 << 20
-_KEEP: list[Any] = []  # the server's own stdio objects, never closed by a worker (they own fds 0-2)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -55,11 +52,12 @@ def main(argv: list[str] | None = None) -> None:
     if len(args) != 1:
         sys.exit("usage: python -m git_handoff.cli.command_server GIT_DIR")
     git_dir = os.path.realpath(args[0])
-    start_identity = cmdclient.identity(os.environ)
+    interp = cmdproto.interpreter()
+    start_identity = cmdproto.identity(os.environ, interp)
     switch = cmdclient._switch()
-    if switch is False or (switch is None and not cmdclient.configured(git_dir)):
+    if switch is False or (switch is None and not cmdproto.configured(git_dir)):
         return
-    server = Server(git_dir, start_identity, idle_seconds(git_dir))
+    server = Server(git_dir, start_identity, idle_seconds(git_dir), interp)
     if not server.open():
         return
     try:
@@ -84,10 +82,11 @@ def idle_seconds(git_dir: str) -> float:
 
 
 class Server:
-    def __init__(self, git_dir: str, identity: bytes, idle: float) -> None:
+    def __init__(self, git_dir: str, identity: bytes, idle: float, interp: list[str] | None = None) -> None:
         self.git_dir = git_dir
         self.identity = identity
-        self.config = cmdclient.config_stamp(git_dir)
+        self.interp = cmdproto.interpreter() if interp is None else interp
+        self.config = cmdproto.config_stamp(git_dir)
         self.idle = idle
         self.dir_fd = -1
         self.lock_fd = -1
@@ -124,9 +123,13 @@ class Server:
                 __import__(name)
             except ImportError:
                 self.note(f"preload: no module {name}")
-        _quiet_stdio()
+        from git_handoff.core import patterns
+
+        patterns.compile_all()  # the preloaded modules' regular expressions, not once per worker
+        command_worker.keep_stdio()
         gc.collect()
         gc.freeze()  # what the imports made is never walked again, nor copied by a worker's gc
+        self._write_profile()
         try:
             os.unlink(cmdclient.SOCKET_NAME, dir_fd=fd)
         except FileNotFoundError:
@@ -144,6 +147,21 @@ class Server:
         self.inode = (st.st_dev, st.st_ino)
         self.note(f"start {os.getpid()} idle {self.idle:g}s")
         return True
+
+    def _write_profile(self) -> None:
+        """The profile the fast client reads (cmdproto.read_profile), replaced whole."""
+        import site
+
+        user = getattr(site, "USER_SITE", None)
+        absent = [user] if site.ENABLE_USER_SITE and user and user not in sys.path else []
+        data = cmdproto.profile_bytes(self.interp, absent)
+        tmp = f"{cmdproto.PROFILE_NAME}.{os.getpid()}"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600, dir_fd=self.dir_fd)
+        try:
+            os.write(fd, data)
+        finally:
+            os.close(fd)
+        os.replace(tmp, cmdproto.PROFILE_NAME, src_dir_fd=self.dir_fd, dst_dir_fd=self.dir_fd)
 
     def note(self, line: str) -> None:
         """One line in the server's log (`cmdserver/log`, beside the socket): what it served and why
@@ -292,7 +310,7 @@ class Server:
                 conn.sendall(b"refused bad request\n")
                 return
             if fields[0] != self.identity + b"\0\0" + self.config:
-                if cmdclient.identity(_environ()) != self.identity or cmdclient.config_stamp(self.git_dir) != self.config:
+                if cmdproto.identity(_environ()) != self.identity or cmdproto.config_stamp(self.git_dir) != self.config:
                     conn.sendall(b"stale\n")
                     self.note("stale: the code or the git config changed since the start")
                     self.stopping = True  # a fresh server will start
@@ -322,7 +340,6 @@ class Server:
     # -- the worker ---------------------------------------------------------------------
 
     def _worker(self, conn: socket.socket, fields: list[bytes], fds: list[int]) -> None:
-        code: str | int | None = 1
         try:
             signal.set_wakeup_fd(-1)
             self.selector.close()
@@ -335,21 +352,11 @@ class Server:
             for fd in (self.lock_fd, self.log_fd, self.dir_fd):
                 os.close(fd)
             conn.settimeout(None)
-            _take_on(fields, fds)
+            command_worker.take_on(fields, fds)
             conn.sendall(f"ok {os.getpid()}\n".encode())
         except BaseException:  # noqa: BLE001 - the worker must end here, never in the server's loop
             os._exit(70)
-        try:
-            from git_handoff.cli import main
-
-            main()
-            code = 0
-        except SystemExit as exc:
-            code = exc.code
-        except BaseException:  # noqa: BLE001 - as Python would: the traceback and exit 1
-            traceback.print_exc()
-            code = 1
-        exit_fast.leave(code)
+        command_worker.run()
 
 
 def _lock(fd: int, wait: float = 10.0) -> bool:
@@ -385,16 +392,16 @@ def _receive(conn: socket.socket) -> tuple[list[bytes], list[int]]:
     for level, kind, payload in ancdata:
         if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
             fds += [int.from_bytes(payload[i:i + 4], sys.byteorder) for i in range(0, len(payload) - 3, 4)]
-    head = len(cmdclient.MAGIC) + 8
+    head = len(cmdproto.MAGIC) + 8
     while len(data) < head:
         more = conn.recv(65536)
         if not more:
             return [], fds
         data += more
-    if not data.startswith(cmdclient.MAGIC):
+    if not data.startswith(cmdproto.MAGIC):
         return [], fds
-    count = int.from_bytes(data[len(cmdclient.MAGIC):len(cmdclient.MAGIC) + 4], "big")
-    size = int.from_bytes(data[len(cmdclient.MAGIC) + 4:head], "big")
+    count = int.from_bytes(data[len(cmdproto.MAGIC):len(cmdproto.MAGIC) + 4], "big")
+    size = int.from_bytes(data[len(cmdproto.MAGIC) + 4:head], "big")
     if size > MAX_REQUEST:
         return [], fds
     body = bytearray(data[head:])
@@ -409,58 +416,6 @@ def _receive(conn: socket.socket) -> tuple[list[bytes], list[int]]:
         fields.append(bytes(body[at + 4:at + 4 + n]))
         at += 4 + n
     return fields, fds
-
-
-def _take_on(fields: list[bytes], fds: list[int]) -> None:
-    """Become the client: its fds 0-2, directory, umask, signals ignored, argv and
-    environment (the server's own environment is dropped whole)."""
-    cwd, umask, ignored, argc = fields[0], int(fields[1]), fields[2], int(fields[3])
-    argv = [a.decode("utf-8", "surrogateescape") for a in fields[4:4 + argc]]
-    env = fields[4 + argc:]
-    for target, fd in enumerate(fds):
-        os.dup2(fd, target, inheritable=True)
-    for fd in fds:
-        if fd > 2:
-            os.close(fd)
-    os.chdir(cwd)
-    os.umask(umask)
-    ignore = {int(n) for n in ignored.split(b",") if n}
-    for name in cmdclient.FORWARDED:
-        sig = getattr(signal, name)
-        default = signal.default_int_handler if sig == signal.SIGINT else signal.SIG_DFL
-        signal.signal(sig, signal.SIG_IGN if sig in ignore else default)
-    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-    os.environb.clear()
-    for item in env:
-        key, _, value = item.partition(b"=")
-        if key:
-            os.environb[key] = value
-    sys.argv = argv
-    _new_stdio()
-
-
-def _quiet_stdio() -> None:
-    """Keep the server's own stdio objects alive for ever: a worker replaces sys.std*, and
-    the old objects, once unreferenced, would close fds 0-2 (the client's by then)."""
-    _KEEP.extend([sys.stdin, sys.stdout, sys.stderr, sys.__stdin__, sys.__stdout__, sys.__stderr__])
-
-
-def _new_stdio() -> None:
-    """sys.stdin/stdout/stderr on the client's fds, made as Python makes them at start-up:
-    the same encoding and errors; stdout and stderr unbuffered under -u/PYTHONUNBUFFERED
-    (the server runs with the client's flags), else stdout line-buffered on a terminal and
-    stderr always."""
-    unbuffered = bool(getattr(sys.__stdout__, "write_through", False))  # as Python made the server's own
-    made = []
-    for fd, old in ((0, sys.__stdin__), (1, sys.__stdout__), (2, sys.__stderr__)):
-        assert old is not None
-        raw_unbuffered = unbuffered and fd != 0
-        raw = open(fd, "rb" if fd == 0 else "wb", buffering=0 if raw_unbuffered else -1, closefd=False)  # noqa: SIM115
-        made.append(io.TextIOWrapper(raw, encoding=old.encoding, errors=old.errors,
-                                     newline=None if fd == 0 else "\n", write_through=raw_unbuffered,
-                                     line_buffering=not unbuffered and fd != 0 and (fd == 2 or os.isatty(fd))))
-    sys.stdin, sys.stdout, sys.stderr = made
-    sys.__stdin__, sys.__stdout__, sys.__stderr__ = made  # type: ignore[misc]  # typeshed marks the originals read-only; the worker rebuilds them as Python does at start-up
 
 
 def is_running(git_dir: str) -> bool:

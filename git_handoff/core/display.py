@@ -28,6 +28,8 @@ from git_handoff.core.patterns import lazy
 # Unicode). Everything else, any script of any language, shows as it is.
 UNSEEN = lazy("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069\ufeff\ud800-\udfff]")
 
+BACKTICKS = lazy(r"`+")
+
 # what `lines` puts before each line of a text after its first, so a line of a script
 # can not pass for a line of the listing around it
 CONTINUED = "\n    | "
@@ -54,7 +56,7 @@ def code(text: str) -> str:
     """`text` as one Markdown code span: escaped as by `line`, between runs of backticks
     longer than any run inside it (CommonMark), so nothing in it can end the span."""
     shown = line(text)
-    runs = re.findall(r"`+", shown)
+    runs = BACKTICKS.findall(shown)
     fence = "`" * (max((len(r) for r in runs), default=0) + 1)
     pad = " " if shown.startswith("`") or shown.endswith("`") or (shown.startswith(" ") and shown.endswith(" ")) \
         else ""

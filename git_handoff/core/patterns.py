@@ -12,6 +12,8 @@ import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
+_MADE: list[LazyPattern] = []  # every pattern made, for compile_all
+
 
 class LazyPattern:
     """A regular expression compiled the first time it is used."""
@@ -22,6 +24,7 @@ class LazyPattern:
         self.pattern = pattern
         self.flags = flags
         self._compiled: re.Pattern[str] | None = None
+        _MADE.append(self)
 
     @property
     def compiled(self) -> re.Pattern[str]:
@@ -57,3 +60,12 @@ class LazyPattern:
 def lazy(pattern: str, flags: int = 0) -> LazyPattern:
     """`re.compile(pattern, flags)`, deferred to the first use."""
     return LazyPattern(pattern, flags)
+
+
+def compile_all() -> int:
+    """Compile every pattern made so far (by the modules imported so far); how many. For a
+    process that forks workers (the command server): compiled once before the fork, never
+    again in each worker."""
+    for pattern in _MADE:
+        pattern.compiled  # noqa: B018 - compiles it
+    return len(_MADE)

@@ -5,6 +5,7 @@ hooks in .codex/hooks.json and the Gemini CLI hooks in .gemini/settings.json."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import re
@@ -13,6 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from git_handoff import cmdclient, cmdproto
 from git_handoff.agent_cli import agent_config, claude, codex, gemini, mcp_config, unattended
 from git_handoff.agent_cli.templates import template_text
 from git_handoff.core.errors import UsageError
@@ -248,13 +250,27 @@ def claude_installed(repo: Repo) -> bool:
     return agent_config.has_ours(data, CLAUDE_SPEC)
 
 
+def claude_spec(repo: Repo) -> agent_config.Spec:
+    """The Claude Code hooks as this repository installs them: where its git config turns
+    the command server on (`handoff.commandServer`), each hook starts through the server's
+    fast client, an interpreter without `site` that hands the hook to the server (the
+    plain command when the client is not there); else the plain `git handoff hook ...`."""
+    if not cmdproto.configured(str(repo.common_dir)):
+        return CLAUDE_SPEC
+    client = cmdclient.fast_command([])
+    entries = claude.fast_entries(client, os.path.join(cmdclient.PACKAGE_DIR, "cmdclient.py"))
+    return dataclasses.replace(CLAUDE_SPEC, entries=entries)
+
+
 def install_claude(repo: Repo) -> ClaudeHooks:
     path = claude_settings_path(repo)
     if path is None:
         raise UsageError("the Claude Code hooks need a work tree (the repository is bare)")
-    data = agent_config.load(path, CLAUDE_SPEC)
-    added = agent_config.merge(data, CLAUDE_SPEC)
-    if added or not path.exists():
+    spec = claude_spec(repo)
+    data = agent_config.load(path, spec)
+    replaced = agent_config.remove_others(data, spec)
+    added = agent_config.merge(data, spec)
+    if added or replaced or not path.exists():
         agent_config.write(path, data)
     return {"settings": str(path), "added": added, "installed": True}
 

@@ -4,6 +4,8 @@ settings.json merge."""
 from __future__ import annotations
 
 import json
+import shlex
+import sys
 from pathlib import Path
 
 import pytest
@@ -332,6 +334,42 @@ def test_settings_merge_keeps_user_hooks_and_permissions(repo: Path) -> None:
     assert data["hooks"]["SubagentStop"][0]["hooks"][0]["command"] == "git handoff hook claude-subagent-stop"
     assert data["hooks"]["PreCompact"][0]["hooks"][0]["command"] == "git handoff hook claude-pre-compact"
     assert run("hooks", "status", "--json").json()["claude"] is True
+    assert run("hooks", "uninstall", "--agent", "claude").rc == 0
+    assert json.loads(settings.read_text()) == USER_SETTINGS
+
+
+def test_with_the_command_server_on_the_hooks_start_the_fast_client(repo: Path) -> None:
+    """handoff.commandServer on: each hook's command starts the server's fast client (an
+    absolute interpreter without site) and falls back to the plain command; installing
+    again after the switch changed replaces ours (never a second handler), the user's stay;
+    uninstall takes either form out."""
+    from git_handoff import cmdclient
+
+    settings = repo / ".claude" / "settings.json"
+    settings.parent.mkdir()
+    settings.write_text(json.dumps(USER_SETTINGS, indent=2))
+    git("config", "handoff.commandServer", "true", cwd=repo)
+    assert run("hooks", "install", "--agent", "claude", "--no-mcp").rc == 0
+    first = settings.read_bytes()
+    assert run("hooks", "install", "--agent", "claude", "--no-mcp").rc == 0
+    assert settings.read_bytes() == first  # idempotent
+    data = json.loads(first)
+    stop_cmds = [h["command"] for g in data["hooks"]["Stop"] for h in g["hooks"]]
+    assert stop_cmds[0] == "./my-stop.sh" and len(stop_cmds) == 2
+    words = shlex.split(stop_cmds[1])
+    assert words[:3] == ["[", "-x", sys.executable] and sys.executable in words
+    assert stop_cmds[1].endswith("; exec git handoff hook claude-stop")
+    client = cmdclient.fast_command(["hook", "claude-stop"])
+    assert " ".join(shlex.quote(a) for a in client) in stop_cmds[1]
+    assert run("hooks", "status", "--json").json()["claude"] is True
+    git("config", "handoff.commandServer", "false", cwd=repo)
+    assert run("hooks", "install", "--agent", "claude", "--no-mcp").rc == 0
+    data = json.loads(settings.read_text())
+    assert [h["command"] for g in data["hooks"]["Stop"] for h in g["hooks"]] == \
+        ["./my-stop.sh", "git handoff hook claude-stop"]
+    git("config", "handoff.commandServer", "true", cwd=repo)
+    assert run("hooks", "install", "--agent", "claude", "--no-mcp").rc == 0
+    assert settings.read_bytes() == first
     assert run("hooks", "uninstall", "--agent", "claude").rc == 0
     assert json.loads(settings.read_text()) == USER_SETTINGS
 

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from git_handoff import cmdclient
 from tests.support.cmdserver import (
     blocked_reading_stdin,
     client_env,
@@ -430,3 +431,111 @@ def test_a_stopping_server_leaves_no_client_waiting_while_its_worker_runs(repo: 
         slow.communicate(timeout=30)
     finally:
         stop_servers(repo)
+
+
+# -- the fast client (python -I -S, what an installed hook runs when the server is on) -----
+
+def fast(args: list[str], python: str = sys.executable) -> list[str]:
+    return [python, *cmdclient.fast_command(args)[1:]]
+
+
+def test_the_fast_client_is_served_and_answers_as_the_in_process_path(project: Path, bin_dir: Path) -> None:
+    env, pid = start_server(project, bin_dir)
+    plain = client_env(bin_dir, server="0")
+    for args in READ_ONLY:
+        want = run_cmd(["git-handoff", *args], project, plain)
+        got = run_cmd(fast(args), project, env)
+        assert (got.returncode, got.stdout, got.stderr) == (want.returncode, want.stdout, want.stderr), args
+    # every one served by the same server, "nope" (not a served command) run in full, in-process
+    assert served(project) == [" ".join(args[:2]) for args in READ_ONLY if args[0] != "nope"]
+    assert server_pids(project) == [pid]
+    got = run_cmd(fast(["hook", "claude-stop"]), project, env, stdin=STOP)
+    assert got.returncode == 0 and json.loads(got.stdout)["decision"] == "block" and "t1" in got.stdout
+    assert served(project)[-1] == "hook claude-stop"
+
+
+def test_the_fast_client_without_a_server_runs_the_full_program_which_starts_one(project: Path,
+                                                                                bin_dir: Path) -> None:
+    env = client_env(bin_dir, server="1")
+    want = run_cmd(["git-handoff", "next", "--json"], project, client_env(bin_dir, server="0"))
+    got = run_cmd(fast(["next", "--json"]), project, env)
+    assert (got.returncode, got.stdout, got.stderr) == (want.returncode, want.stdout, want.stderr)
+    wait_until_serving(project)
+    assert not served(project)  # ran in-process, in the exec'd full program
+    assert run_cmd(fast(["next", "--json"]), project, env).stdout == want.stdout
+    assert served(project) == ["next --json"]
+
+
+def test_the_fast_client_of_another_interpreter_or_switched_off_is_not_served(project: Path, bin_dir: Path,
+                                                                              tmp_path: Path) -> None:
+    """The profile names the server's executable: another one (here a symlink to the same
+    binary, another sys.executable all the same) runs the full program, which the server
+    refuses too; HANDOFF_COMMAND_SERVER=0 runs it in-process at once."""
+    env, pid = start_server(project, bin_dir)
+    want = run_cmd(["git-handoff", "status"], project, client_env(bin_dir, server="0"))
+    other = tmp_path / "other-python"
+    other.symlink_to(sys.executable)
+    got = run_cmd(fast(["status"], str(other)), project, env)
+    assert (got.returncode, got.stdout) == (0, want.stdout)
+    got = run_cmd(fast(["status"]), project, {**env, "HANDOFF_COMMAND_SERVER": "0"})
+    assert (got.returncode, got.stdout) == (0, want.stdout)
+    assert not served(project)
+    assert server_pids(project) == [pid]
+    assert "refused a client of another interpreter, code or environment" in log_lines(project)
+
+
+def test_the_fast_client_without_its_package_runs_git_handoff(project: Path, bin_dir: Path, tmp_path: Path) -> None:
+    env = client_env(bin_dir, server="0")
+    want = run_cmd(["git-handoff", "next", "--json"], project, env)
+    argv = cmdclient.fast_command(["next", "--json"])
+    argv[argv.index(str(Path(cmdclient.PACKAGE_DIR).parent))] = str(tmp_path)  # no git_handoff there
+    got = run_cmd(argv, project, env)
+    assert (got.returncode, got.stdout, got.stderr) == (want.returncode, want.stdout, want.stderr)
+
+
+def test_the_fast_client_trusts_no_profile_another_may_write(project: Path, bin_dir: Path) -> None:
+    env, _ = start_server(project, bin_dir)
+    profile = server_dir(project) / "profile"
+    assert profile.stat().st_mode & 0o777 == 0o600
+    profile.chmod(0o620)
+    assert run_cmd(fast(["next"]), project, env).returncode == 0
+    assert served(project) == ["next"]  # by the full program's client, not the fast one's
+    profile.write_bytes(b"not a profile")
+    profile.chmod(0o600)
+    assert run_cmd(fast(["next"]), project, env).returncode == 0
+    assert served(project) == ["next", "next"]
+
+
+def test_the_installed_claude_hooks_run_through_the_fast_client(project: Path, bin_dir: Path) -> None:
+    """With handoff.commandServer on, `hooks install --agent claude` writes commands that
+    start the fast client; run as Claude Code runs them (sh -c, payload on stdin) they are
+    served and answer as the plain hook; where the client is not there they are the plain
+    command."""
+    git("config", "handoff.commandServer", "true", cwd=project)
+    env = client_env(bin_dir, server=None)
+    assert run_cmd(["git-handoff", "hooks", "install", "--agent", "claude", "--no-mcp"], project, env).returncode == 0
+    # the first note written sets notes.rewriteRef: set before, so that no server goes stale
+    # on that change of the config
+    git("config", "--add", "notes.rewriteRef", "refs/notes/harness", cwd=project)
+    settings = json.loads((project / ".claude" / "settings.json").read_text())
+    command = settings["hooks"]["Stop"][0]["hooks"][0]["command"]
+    assert " -I -S -c " in command and command.endswith("; exec git handoff hook claude-stop")
+    start = settings["hooks"]["SessionStart"][0]["hooks"][0]["command"]
+
+    def context(proc: subprocess.CompletedProcess[str]) -> str:
+        assert proc.returncode == 0, proc.stderr
+        out = json.loads(proc.stdout)["hookSpecificOutput"]
+        assert out["hookEventName"] == "SessionStart"
+        return str(out["additionalContext"])
+
+    first = run_cmd(["sh", "-c", start], project, env, stdin=START)  # no server yet: the full program starts one
+    assert "Next eligible task" in context(first)
+    wait_until_serving(project)
+    assert not served(project)
+    got = run_cmd(["sh", "-c", start], project, env, stdin=START)
+    assert "Next eligible task" in context(got)
+    assert served(project) == ["hook claude-session-start"], log_lines(project)
+    gone = command.replace(str(Path(cmdclient.PACKAGE_DIR) / "cmdclient.py"), "/nonexistent/cmdclient.py")
+    got = run_cmd(["sh", "-c", gone], project, env, stdin=STOP)
+    assert got.returncode == 0 and json.loads(got.stdout)["decision"] == "block"
+    assert served(project)[-1] == "hook claude-stop", log_lines(project)  # `git handoff hook claude-stop`, served by its own client

@@ -25,6 +25,7 @@ from tests.support.claude_cli import (
     require_claude,
     run_claude,
 )
+from tests.support.cmdserver import served, stop_servers
 from tests.support.repo import git, run, run_exe
 from tests.support.stubs.anthropic import Idle, Lazy, Reply, Request, StubServer, bash, say, tool
 
@@ -93,6 +94,27 @@ def test_a_lazy_agent_is_kept_working_through_ten_tasks(repo: Path, stub: StubSe
     assert set(_statuses(repo).values()) == {"completed"}
     assert len(result.blocks("Stop")) == 10
     assert result.hook_responses("Stop")[-1]["stdout"].strip() == ""  # finally allowed
+
+
+def test_with_the_command_server_on_the_hooks_run_through_the_fast_client(repo: Path, stub: StubServer) -> None:
+    """handoff.commandServer on: the installed hooks start the server's fast client; Claude
+    Code runs them (through its shell) as it runs the plain ones, and they are served."""
+    git("config", "handoff.commandServer", "true", cwd=repo)
+    git("config", "--add", "notes.rewriteRef", "refs/notes/harness", cwd=repo)  # no server goes stale on it
+    try:
+        ids = _plan(repo, 3)
+        stop = json.loads((repo / ".claude" / "settings.json").read_text())["hooks"]["Stop"][0]["hooks"][0]
+        assert " -I -S -c " in stop["command"]
+        lazy = Lazy(LAZY_WORK)
+        stub.policy = lazy
+        result = _claude(repo, stub)
+        assert result.rc == 0, result.stderr
+        assert lazy.followed == ids
+        assert set(_statuses(repo).values()) == {"completed"}
+        assert len(result.blocks("Stop")) == 3
+        assert [c for c in served(repo) if c == "hook claude-stop"]
+    finally:
+        stop_servers(repo)
 
 
 @pytest.mark.parametrize("cap", [None, "100"], ids=["cli-cap-default", "cli-cap-raised"])
