@@ -23,8 +23,8 @@ def test_compile_all_compiles_every_pattern_made_so_far() -> None:
     count = patterns.compile_all()
     assert count >= 3
     assert all(p._compiled is not None for p in made)
-    # the modules' own patterns too (records' checks were imported above through the package)
-    import git_handoff.core.records  # noqa: F401
+    # the modules' own patterns too (the task file's checks, imported here if not already)
+    import git_handoff.core.task_file  # noqa: F401
 
     patterns.compile_all()
     assert all(p._compiled is not None for p in patterns._MADE)
