@@ -263,10 +263,15 @@ def handoff(git_dir: str, fast: bool = False) -> int | tuple[str, int] | str | N
         if not first.startswith(b"ok "):
             sock.close()  # stale, refused or gone before a worker started: nothing ran
             return "stale" if first == b"stale" else "refused" if first.startswith(b"refused") else None
-        worker.append(int(first[3:]))
-        for signum in pending:
-            forward(signum, None)
-        last = reader.line()
+        # From here on the command runs in the worker: whatever goes wrong on this side,
+        # it must not run a second time in-process.
+        try:
+            worker.append(int(first[3:]))
+            for signum in pending:
+                forward(signum, None)
+            last = reader.line()
+        except Exception:  # noqa: BLE001 - a lost connection or a garbled answer: the outcome is unknown
+            last = b""
     finally:
         sock.close()
         for sig, old in saved.items():

@@ -433,6 +433,37 @@ def test_a_stopping_server_leaves_no_client_waiting_while_its_worker_runs(repo: 
         stop_servers(repo)
 
 
+# A console script whose client loses its connection just as the worker reports its exit:
+# the worker has run the command, the client can not know how it ended.
+LOSING_CLIENT = """import _socket
+class Losing(_socket.socket):
+    seen = b""
+    def recv(self, n, *flags):
+        chunk = super().recv(1, *flags)
+        Losing.seen += chunk
+        if Losing.seen.endswith(b"\\n") and Losing.seen.split(b"\\n")[-2].startswith(b"exit "):
+            _socket.socket = Plain  # what runs after this sees the real socket
+            raise ConnectionResetError(104, "Connection reset by peer")
+        return chunk
+Plain = _socket.socket
+_socket.socket = Losing
+"""
+
+
+def test_a_connection_lost_after_the_worker_ran_does_not_run_the_command_again(project: Path, bin_dir: Path,
+                                                                               tmp_path: Path) -> None:
+    env, _pid = start_server(project, bin_dir)
+    losing = console_script(tmp_path / "losing")
+    text = losing.read_text()
+    losing.write_text(text.replace("import re\n", "import re\n" + LOSING_CLIENT, 1))
+    got = run_cmd([str(losing), "add", "Once"], project, env)
+    assert "add Once" in served(project), "the command was not served: the test proves nothing"
+    tasks = json.loads(run("list", "--json").out)
+    assert [t["title"] for t in tasks].count("Once") == 1, "the command ran twice"
+    assert got.returncode == 2, (got.returncode, got.stderr)
+    assert got.stderr == "git handoff: the command server ended before the command did\n"
+
+
 # -- the fast client (python -I -S, what an installed hook runs when the server is on) -----
 
 def fast(args: list[str], python: str = sys.executable) -> list[str]:
