@@ -168,8 +168,10 @@ def doc_show_cmd(number: int | None, as_json: bool) -> None:
     doc = handoff.show_doc(get_store(), number)
     if as_json:
         emit_json(doc)
-    else:
-        click.echo(prompt.render_markdown(doc), nl=False)
+        return
+    if "unapproved_writer" in doc:
+        click.echo(f"[unapproved writer: {visible(doc['unapproved_writer'])}; not offered to agents]")
+    click.echo(prompt.render_markdown(doc), nl=False)
 
 
 @doc_cmd.command("list")
@@ -184,8 +186,10 @@ def doc_list_cmd(as_json: bool) -> None:
         return
     for d in docs:
         state = f"accepted by session {d['accepted_by']}" if d["accepted_by"] else ("archived" if d["archived"] else "pending")
+        mark = (f"  [unapproved writer: {visible(d['unapproved_writer'])}; not offered to agents]"
+                if "unapproved_writer" in d else "")
         click.echo(f"session {d['session']}: {visible(str(d['written_at']))} ({visible(str(d['trigger']))}) {state}; "
-                   f"completed={d['completed']} files_changed={d['files_changed']}")
+                   f"completed={d['completed']} files_changed={d['files_changed']}{mark}")
 
 
 @click.command("prompt")

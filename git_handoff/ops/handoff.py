@@ -20,6 +20,8 @@ from git_handoff.infra.gitrepo import Repo
 from git_handoff.ops.payloads import AckAnswer, AckEntry, DocRow
 from git_handoff.state import writers
 from git_handoff.state.session_records import (
+    DOCS_DIR,
+    SESSIONS_DIR,
     completed_ids,
     current_number,
     doc_numbers,
@@ -27,7 +29,7 @@ from git_handoff.state.session_records import (
     doc_paths,
     pending_doc_at,
     put_record,
-    read_doc,
+    read_doc_at,
     read_session,
     session_path,
 )
@@ -150,16 +152,21 @@ def after_done(store: StateStore) -> WrittenDoc | None:
 
 def list_docs(store: StateStore) -> list[DocRow]:
     snap = store.snapshot()
+    left = writers.unapproved_records(store.repo, snap.commit)
     out = []
     for n, path in doc_paths(snap):
         doc = snap.read_json(path) or {}
         clone = path[:-5].partition("@")[2] or None
-        out.append(DocRow({
+        row = DocRow({
             "session": n, "clone": clone, "written_at": doc.get("written_at"), "trigger": doc.get("trigger"),
             "archived": bool(doc.get("archived")), "accepted_by": doc.get("accepted_by"),
             "completed": len(doc.get("status", {}).get("completed", [])),
             "files_changed": len(doc.get("files_changed", [])),
-        }))
+        })
+        who = _unapproved_writer(left, path)
+        if who is not None:
+            row["unapproved_writer"] = who
+        out.append(row)
     return out
 
 
@@ -170,10 +177,21 @@ def show_doc(store: StateStore, number: int | None = None) -> HandoffDoc:
         if not numbers:
             raise Negative("no handoff document yet (`git handoff doc write`)")
         number = numbers[-1]
-    doc = read_doc(snap, number)
-    if not isinstance(doc, dict):
+    found = read_doc_at(snap, number)
+    if found is None:
         raise UsageError(f"no handoff document for session {number} (see `git handoff doc list`)")
+    path, doc = found
+    who = _unapproved_writer(writers.unapproved_records(store.repo, snap.commit), path)
+    if who is not None:
+        doc = cast(HandoffDoc, {**doc, "unapproved_writer": who})
     return doc
+
+
+def _unapproved_writer(left: dict[str, str], path: str) -> str | None:
+    """Who, not approved here, last wrote the document at `path` or its session's record
+    (the decisions and blockers it carries); None when approved writers wrote both."""
+    record = SESSIONS_DIR + path[len(DOCS_DIR):]
+    return left.get(path) or left.get(record)
 
 
 def handed_off(store: StateStore, number: int) -> bool:

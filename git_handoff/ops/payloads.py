@@ -322,6 +322,7 @@ class DocRow(TypedDict):
     accepted_by: int | None
     completed: int
     files_changed: int
+    unapproved_writer: NotRequired[str]  # who, not approved here, last wrote it or its session's record
 
 
 class AckEntry(TypedDict):

@@ -13,6 +13,7 @@ from typing import Any, Literal, TypeVar, cast
 
 from git_handoff.core import selection
 from git_handoff.core.errors import Negative, UsageError
+from git_handoff.core.field_checks import MAX_TEXT, line_problem
 from git_handoff.core.model import now_iso
 from git_handoff.core.record_schemas import Decision, SessionRecord
 from git_handoff.ops.payloads import Blocker, SessionRow, SessionShown
@@ -224,6 +225,9 @@ def _one_line(text: str, what: str) -> str:
     text = " ".join(text.split())
     if not text:
         raise UsageError(f"{what} must not be empty")
+    problem = line_problem(text, MAX_TEXT)  # what every clone's edge would refuse to read
+    if problem:
+        raise UsageError(f"{what} {problem}")
     return text
 
 

@@ -89,6 +89,18 @@ def test_numbers_out_of_range_are_refused_and_change_nothing(planned: Path, args
     assert state_head(planned) == before
 
 
+@pytest.mark.parametrize("args", [("decide", "a\x1b[2Jb", "--why", "w"), ("decide", "what", "--why", "a\x07b"),
+                                  ("blocker", "a\x1bb"), ("decide", "x" * 2001, "--why", "w")])
+def test_session_facts_every_clone_would_refuse_are_refused_and_change_nothing(planned: Path,
+                                                                             args: tuple[str, ...]) -> None:
+    """A decision or blocker that is not one line of text would be a record the edge of
+    every clone refuses to read: refused here, with the reason, before it is written."""
+    assert run("session", "start").rc == 0
+    before = state_head(planned)
+    refused(run(*args), "longer than" if len(args[1]) > 2000 else "control character")
+    assert state_head(planned) == before
+
+
 @pytest.mark.parametrize("args", [("add", "t", "--timeout", TEN_YEARS), ("add", "t", "--max-attempts", "10000"),
                                   ("init", "--max-sessions", "9223372036854775807"), ("log", "--session", "0")])
 def test_numbers_at_the_edge_of_the_range_are_accepted(planned: Path, args: tuple[str, ...]) -> None:
