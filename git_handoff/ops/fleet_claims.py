@@ -166,15 +166,15 @@ def claims_to_prune(repo: Repo, remote: Remote, head: str, snap: Snapshot) -> tu
     for task_id, oid in sorted(remote.claim_refs(repo).items()):
         ref = Remote.claim_ref(task_id)
         known = over.get(task_id, oid)
-        if known is None:
-            claimed = claim_record(repo, oid, task_id)
-            if claimed is None:
-                out[ref] = oid
-                continue
+        claimed = None if known is not None else claim_record(repo, oid, task_id)
+        if known is None and claimed is None:
+            out[ref] = oid
+            continue
+        if claimed is not None and claimed.status != "in_progress":
             over.learn(task_id, oid, claimed)
             known = over.get(task_id, oid)
-        if known is not None:  # closed (or released, or a record of no claim)
-            done, moment = known
+        if known is not None or claimed is None:  # closed (or released, or a record of no claim)
+            done, moment = known or (False, None)
             if not done or _older_than(moment, stamp, CLOSED_CLAIM_SECONDS):
                 out[ref] = oid
             continue
