@@ -205,7 +205,7 @@ def one_run(transport: str, k: int, n_tasks: int, *, delay_ms: float = 100.0, cm
         "stored_bytes_per_task": round(new_bytes / per),
         "wire_pushed_bytes_per_task": round(wire["receive-pack"][1] / per) if "receive-pack" in wire else None,
         "connections_per_task": round(sum(v[0] for v in wire.values()) / per, 1) if wire else None,
-        "cpu_per_task_s": round(run.cpu_seconds / per, 3), "server_cpu_per_task_s": round(server_cpu / per, 3),
+        "cpu_per_task_s": round(run.cpu_seconds / per, 3), "orphans_reaped": run.orphans_reaped, "server_cpu_per_task_s": round(server_cpu / per, 3),
         "double_claims": sorted(set(result.double_done) | set(result.double_logged)),
         "lost": result.lost, "same_state": result.same_list and result.same_tree,
         "audit": asdict(result) | {"lost": len(result.lost)},

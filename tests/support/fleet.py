@@ -253,6 +253,7 @@ class FleetRun:
     reports: list[CloneReport]
     seconds: float  # wall time of the loops
     cpu_seconds: float  # user+sys of every process the loops started (and their gits)
+    orphans_reaped: int = 0  # processes the commands left running, ended and counted after the loops
 
 
 def children_cpu() -> float:
@@ -322,9 +323,8 @@ def run_fleet(clones: Sequence[Path], *, orphans: bool = False, **loop: Any) -> 
         t.start()
     for t in threads:
         t.join()
-    if orphans:
-        reap_orphans()
-    return FleetRun([r for r in reports if r is not None], time.monotonic() - t0, children_cpu() - cpu0)
+    reaped = reap_orphans() if orphans else 0
+    return FleetRun([r for r in reports if r is not None], time.monotonic() - t0, children_cpu() - cpu0, reaped)
 
 
 # -- afterwards ------------------------------------------------------------------------
