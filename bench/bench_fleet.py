@@ -4,6 +4,7 @@ separate processes until `claim` exits 1 (nothing eligible).
 
     python bench/bench_fleet.py [--quick] [--ks 1,4,8,16,32] [--tasks 200]
                                 [--transports daemon,http,delay] [--delay-ms 100] [--jsonl FILE]
+                                [--served no|yes|both]
 
 Transports: `daemon` (git daemon on 127.0.0.1), `http` (smart HTTP: `git http-backend`
 behind a threaded web server on 127.0.0.1), `delay` (git daemon behind a TCP proxy
@@ -17,11 +18,17 @@ from GIT_TRACE) + (claims re-run after exit 3), per successful claim; `sync`'s o
 `retries`; claim p50; ref updates on the remote per task (a reference-transaction
 hook on the bare repo); bytes per task the remote stores (on-disk size of the new
 objects); with the proxy, wire bytes pushed per task; client CPU per task
-(RUSAGE_CHILDREN of the loops) and server CPU per task; double claims (a task
+(RUSAGE_CHILDREN of the loops, counting what their commands leave running: this process
+adopts orphans, so a command server or a background repack is counted once it is ended
+and reaped after the loops) and server CPU per task; double claims (a task
 `done` by two clones, or completed twice in the final history); tasks lost (not
 completed at the end); and whether every clone shows the same state (`list --json`
 and the state tree) after every clone synced twice. The load average is printed at
 the start and end of every run: the 2-core machine is shared, so read ratios.
+
+`--served yes` turns on `handoff.commandServer` in every clone (docs/command-server.md),
+as a fleet's machines would; `both` runs each configuration twice in a row, in process
+then served.
 
 Targets: 0 double claims, 0 lost, same state everywhere; retries per
 claim <= 0.1 at K = 16; tasks/s at K = 16 >= K = 1 (daemon); with the delay,
@@ -140,8 +147,8 @@ def load() -> str:
     return "/".join(f"{x:.1f}" for x in os.getloadavg())
 
 
-def one_run(transport: str, k: int, n_tasks: int, *, delay_ms: float = 100.0) -> dict[str, Any]:
-    work = fresh_dir(f"fleet-{transport}-k{k}")
+def one_run(transport: str, k: int, n_tasks: int, *, delay_ms: float = 100.0, cmd_server: bool = False) -> dict[str, Any]:
+    work = fresh_dir(f"fleet-{transport}-k{k}" + ("-served" if cmd_server else ""))
     work.mkdir(parents=True)
     served = work / "served"
     bare = fleet.prepare_remote(served, n_tasks)
@@ -155,12 +162,12 @@ def one_run(transport: str, k: int, n_tasks: int, *, delay_ms: float = 100.0) ->
         if transport == "delay":
             port = stack.enter_context(transports.delay_proxy(int(url.split(":")[2].split("/")[0]), delay_ms, stats))
             url = f"git://127.0.0.1:{port}/{fleet.REMOTE_NAME}"
-        clones = fleet.make_clones(work, url, k)
+        clones = fleet.make_clones(work, url, k, config=(lambda i: ["handoff.commandServer=true"]) if cmd_server else None)
         if stats.exists():
             stats.unlink()  # count the loops' traffic only
         refs_before = len(fleet.ref_updates(bare))
         objects_before = fleet.objects_on_disk(bare)
-        run = fleet.run_fleet(clones)
+        run = fleet.run_fleet(clones, orphans=True)
         refs_after = fleet.ref_updates(bare)[refs_before:]
         objects_after = fleet.objects_on_disk(bare)
         wire = transports.read_proxy_stats(stats)
@@ -186,7 +193,7 @@ def one_run(transport: str, k: int, n_tasks: int, *, delay_ms: float = 100.0) ->
     new_bytes = sum(size for oid, size in objects_after.items() if oid not in objects_before)
     per = max(done, 1)
     return {
-        "transport": transport + (f" {delay_ms:.0f} ms" if transport == "delay" else ""),
+        "transport": transport + (f" {delay_ms:.0f} ms" if transport == "delay" else "") + (" served" if cmd_server else ""),
         "k": k, "tasks": n_tasks, "seconds": round(run.seconds, 2), "completed": done,
         "tasks_per_s": round(done / run.seconds, 3) if run.seconds else 0.0,
         "exit3": {verb: sum(r.exit3[verb] for r in reports) for verb in ("claim", "done", "sync")},
@@ -198,7 +205,7 @@ def one_run(transport: str, k: int, n_tasks: int, *, delay_ms: float = 100.0) ->
         "stored_bytes_per_task": round(new_bytes / per),
         "wire_pushed_bytes_per_task": round(wire["receive-pack"][1] / per) if "receive-pack" in wire else None,
         "connections_per_task": round(sum(v[0] for v in wire.values()) / per, 1) if wire else None,
-        "cpu_per_task_s": round(run.cpu_seconds / per, 3), "server_cpu_per_task_s": round(server_cpu / per, 3),
+        "cpu_per_task_s": round(run.cpu_seconds / per, 3), "orphans_reaped": run.orphans_reaped, "server_cpu_per_task_s": round(server_cpu / per, 3),
         "double_claims": sorted(set(result.double_done) | set(result.double_logged)),
         "lost": result.lost, "same_state": result.same_list and result.same_tree,
         "audit": asdict(result) | {"lost": len(result.lost)},
@@ -259,16 +266,18 @@ def rows(results: list[dict[str, Any]]) -> list[Row]:
 
 
 def measure(ks: list[int], tasks: int, kinds: list[str], http_k: list[int], delay_ks: list[int],
-            transport_tasks: int, delay_ms: float, jsonl: Path | None = None) -> list[dict[str, Any]]:
+            transport_tasks: int, delay_ms: float, jsonl: Path | None = None,
+            modes: tuple[bool, ...] = (False,)) -> list[dict[str, Any]]:
     workdir()
-    plan = [("daemon", k, tasks) for k in ks if "daemon" in kinds]
-    plan += [("http", k, transport_tasks) for k in http_k if "http" in kinds]
-    plan += [("delay", k, transport_tasks) for k in delay_ks if "delay" in kinds]
+    plan = [("daemon", k, tasks, m) for k in ks for m in modes if "daemon" in kinds]
+    plan += [("http", k, transport_tasks, m) for k in http_k for m in modes if "http" in kinds]
+    plan += [("delay", k, transport_tasks, m) for k in delay_ks for m in modes if "delay" in kinds]
     results = []
-    for transport, k, n in plan:
+    for transport, k, n, served in plan:
         t0 = time.monotonic()
-        print(f"#   fleet {transport} K={k}, {n} tasks (load {load()}) ...", file=sys.stderr, flush=True)
-        r = one_run(transport, k, n, delay_ms=delay_ms)
+        print(f"#   fleet {transport} K={k}, {n} tasks{' served' if served else ''} (load {load()}) ...",
+              file=sys.stderr, flush=True)
+        r = one_run(transport, k, n, delay_ms=delay_ms, cmd_server=served)
         print(f"#     {r['tasks_per_s']:.2f} tasks/s, {time.monotonic() - t0:.0f} s", file=sys.stderr, flush=True)
         results.append(r)
         if jsonl:
@@ -296,6 +305,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--delay-ks", help="clone counts for the delay-proxy runs")
     parser.add_argument("--transport-tasks", type=int, help="tasks in each http/delay run")
     parser.add_argument("--delay-ms", type=float, default=100.0, help="delay per client->server burst")
+    parser.add_argument("--served", choices=["no", "yes", "both"], default="no",
+                        help="handoff.commandServer in every clone (both: each run twice, in process then served)")
     parser.add_argument("--jsonl", type=Path, help="append every run's figures, one JSON object a line")
     args = parser.parse_args(argv)
     p = dict(QUICK if args.quick else FULL)
@@ -305,7 +316,8 @@ def main(argv: list[str] | None = None) -> int:
 
     results = measure(ints(args.ks, p["ks"]), args.tasks or p["tasks"], args.transports.split(","),
                       ints(args.http_ks, p["http_k"]), ints(args.delay_ks, p["delay_ks"]),
-                      args.transport_tasks or p["transport_tasks"], args.delay_ms, args.jsonl)
+                      args.transport_tasks or p["transport_tasks"], args.delay_ms, args.jsonl,
+                      {"no": (False,), "yes": (True,), "both": (False, True)}[args.served])
     print(table(results))
     for row in rows(results):
         print(f"{row.scenario}: {row.figure} [{row.verdict}]")

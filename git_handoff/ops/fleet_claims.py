@@ -5,6 +5,7 @@ are over or junk and are deleted by the next push (part of ops/sync.py).
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -12,6 +13,7 @@ from git_handoff.core import state_tree
 from git_handoff.core.errors import HandoffError, UsageError
 from git_handoff.core.model import Task, now_iso, parse_time
 from git_handoff.core.selection import lease_deadline, lease_expired
+from git_handoff.infra.fileio import atomic_write
 from git_handoff.infra.gitrepo import Repo
 from git_handoff.remote import transport
 from git_handoff.remote.transport import Remote
@@ -28,6 +30,13 @@ DEAD_CLAIM_SECONDS = 24 * 3600
 # of pushing (ops/sync.py: transact_remote), so no claim decided before the claim ref
 # existed can find it deleted again.
 CLOSED_CLAIM_SECONDS = 3600
+# What the claim records that are over (closed, released) say, kept between commands: a
+# closed claim ref stays an hour, so each sync, publish and remote claim read every one
+# of them again (a tree walk, a blob and a parse each: ~1 ms a ref, 200 refs in a
+# 200-task hour). A commit never changes, so what a (task, claim commit) records holds
+# for good; the file is only a cache, read again from the commits when unreadable.
+OVER_FILE = "claims-over.json"
+_OVER_VERSION = 1
 
 
 def claim_record(repo: Repo, commit: str, task_id: str) -> Task | None:
@@ -65,19 +74,64 @@ class Fleet:
         return self.rank, self.others + 1
 
 
+class _Over:
+    """The claim records known to be over, {"<task> <commit>": [finished, moment]}
+    (`moment`: when it completed, else last changed), in the clone's private directory."""
+
+    def __init__(self, repo: Repo) -> None:
+        self.path = repo.handoff_dir / OVER_FILE
+        self.seen: set[str] = set()
+        self.changed = False
+        try:
+            data = json.loads(self.path.read_text())
+            known = data["over"] if isinstance(data, dict) and data.get("version") == _OVER_VERSION else {}
+        except (OSError, ValueError, KeyError):
+            known = {}
+        self.known: dict[str, tuple[bool, str | None]] = {
+            key: (value[0], value[1]) for key, value in (known.items() if isinstance(known, dict) else ())
+            if isinstance(value, list) and len(value) == 2 and isinstance(value[0], bool)
+            and (value[1] is None or isinstance(value[1], str))}
+
+    def get(self, task_id: str, oid: str) -> tuple[bool, str | None] | None:
+        key = f"{task_id} {oid}"
+        self.seen.add(key)
+        return self.known.get(key)
+
+    def learn(self, task_id: str, oid: str, task: Task) -> None:
+        if task.status != "in_progress":
+            self.known[f"{task_id} {oid}"] = (finished(task), task.completed_at or task.updated_at)
+            self.changed = True
+
+    def save(self) -> None:
+        """Keep what the claim refs just read still hold (the rest is gone from the remote)."""
+        if not self.changed and self.seen >= set(self.known):
+            return
+        over = {key: list(value) for key, value in self.known.items() if key in self.seen}
+        try:
+            atomic_write(self.path, json.dumps({"version": _OVER_VERSION, "over": over}, sort_keys=True))
+        except OSError:
+            pass  # a cache: the next command reads the commits again
+
+
 def fleet_view(repo: Repo, remote: Remote, head: str) -> Fleet:
     claims = remote.claim_refs(repo)
     stamp = now_iso()
     taken = set()
+    over = _Over(repo)
     for task_id, oid in claims.items():
+        if over.get(task_id, oid) is not None:
+            continue  # a record of a claim that is over holds nothing
         if repo.is_ancestor(oid, head):
             continue  # merged already: the state decides
         task = claim_record(repo, oid, task_id)
+        if task is not None:
+            over.learn(task_id, oid, task)
         # a claim ref that records no claim (unreadable, the task absent or not in
         # progress there) holds nothing: ignored (and pruned by the next sync)
         if task is not None and task.status == "in_progress" and task.claim.clone != remote.clone \
                 and not lease_expired(task, stamp):
             taken.add(task_id)
+    over.save()
     # a claim ref that failed the edge (at a blob...) is no claim either; a claim pushes
     # over it by compare-and-swap against what it points at
     claims = {**_quarantined_claims(repo, remote), **claims}
@@ -108,15 +162,20 @@ def claims_to_prune(repo: Repo, remote: Remote, head: str, snap: Snapshot) -> tu
     out = {transport.CLAIMS + task_id: oid for task_id, oid in _quarantined_claims(repo, remote).items()}
     close: dict[str, str] = {}
     stamp = now_iso()
+    over = _Over(repo)
     for task_id, oid in sorted(remote.claim_refs(repo).items()):
         ref = Remote.claim_ref(task_id)
-        claimed = claim_record(repo, oid, task_id)
-        if claimed is None:
+        known = over.get(task_id, oid)
+        claimed = None if known is not None else claim_record(repo, oid, task_id)
+        if known is None and claimed is None:
             out[ref] = oid
             continue
-        if claimed.status != "in_progress":  # closed (or released, or a record of no claim)
-            if not finished(claimed) or _older_than(claimed.completed_at or claimed.updated_at, stamp,
-                                                    CLOSED_CLAIM_SECONDS):
+        if claimed is not None and claimed.status != "in_progress":
+            over.learn(task_id, oid, claimed)
+            known = over.get(task_id, oid)
+        if known is not None or claimed is None:  # closed (or released, or a record of no claim)
+            done, moment = known or (False, None)
+            if not done or _older_than(moment, stamp, CLOSED_CLAIM_SECONDS):
                 out[ref] = oid
             continue
         if not repo.is_ancestor(oid, head):
@@ -130,6 +189,7 @@ def claims_to_prune(repo: Repo, remote: Remote, head: str, snap: Snapshot) -> tu
             close[ref] = oid
         else:
             out[ref] = oid
+    over.save()
     return out, close
 
 

@@ -570,3 +570,48 @@ def test_the_installed_claude_hooks_run_through_the_fast_client(project: Path, b
     got = run_cmd(["sh", "-c", gone], project, env, stdin=STOP)
     assert got.returncode == 0 and json.loads(got.stdout)["decision"] == "block"
     assert served(project)[-1] == "hook claude-stop", log_lines(project)  # `git handoff hook claude-stop`, served by its own client
+
+
+def _with_terminal(tty: int) -> None:
+    import fcntl
+    import termios
+
+    os.setsid()
+    fcntl.ioctl(tty, termios.TIOCSCTTY, 0)
+
+
+def test_sync_is_served_only_to_a_client_without_a_terminal(project: Path, bin_dir: Path, tmp_path: Path) -> None:
+    """`sync` fetches and pushes; git may prompt for a password on the client's terminal,
+    which a worker has not: a client with a controlling terminal syncs in-process, one
+    without (a fleet's loop, an agent) is served, with the same effect on the remote."""
+    bare = tmp_path / "remote.git"
+    git("init", "-q", "--bare", str(bare), cwd=tmp_path)
+    git("remote", "add", "origin", str(bare), cwd=project)
+    git("push", "-q", "origin", "HEAD", cwd=project)
+    env, _ = start_server(project, bin_dir)
+    import pty
+
+    leader, follower = pty.openpty()
+    try:
+        at_terminal = subprocess.run(["git-handoff", "sync", "origin", "--json"], cwd=project, env=env,
+                                     capture_output=True, text=True, timeout=60,
+                                     preexec_fn=lambda: _with_terminal(follower))
+    finally:
+        os.close(leader)
+        os.close(follower)
+    assert at_terminal.returncode == 0, at_terminal.stderr
+    assert "sync origin" not in served(project)
+    (project / "more.toml").write_text('[[task]]\nid = "t9"\ntitle = "Task 9"\ncheck = "true"\n')
+    assert run_cmd(["git-handoff", "import", "more.toml"], project, env).returncode == 0
+    # that first sync added its refspecs to the git config: the server it found has gone
+    # stale, and the next served command starts a fresh one
+    assert run_cmd(["git-handoff", "status"], project, env).returncode == 0
+    wait_until_serving(project)
+    detached = subprocess.run(["git-handoff", "sync", "origin", "--json"], cwd=project, env=env,
+                              capture_output=True, text=True, timeout=60, start_new_session=True)
+    assert detached.returncode == 0, detached.stderr
+    assert json.loads(detached.stdout)["remote"] == "origin"
+    assert served(project)[-1] == "sync origin"
+    # what it published is this clone's state, as an in-process sync publishes it
+    heads = git("for-each-ref", "--format=%(objectname)", "refs/harness/clones/", cwd=bare).split()
+    assert git("rev-parse", "refs/harness/state", cwd=project).strip() in heads

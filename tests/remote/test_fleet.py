@@ -107,11 +107,27 @@ def test_a_remote_claim_is_a_claim_ref_pruned_when_done(clones: Callable[[str], 
     assert "refs/harness/claims/t2" in remote_refs(a)  # b's, still held
     monkeypatch.setenv("GIT_HANDOFF_NOW", "2026-07-01T10:59:00Z")
     assert ok("sync", "--json", cwd=a)["claims_pruned"] == []  # not an hour old yet
+    # what the closed claim records is kept for the next commands (a commit never changes)
+    over = json.loads((a / ".git" / "handoff" / "claims-over.json").read_text())["over"]
+    assert [key.split()[0] for key in over] == ["t1"] and over[next(iter(over))][0] is True
     monkeypatch.setenv("GIT_HANDOFF_NOW", "2026-07-01T11:01:00Z")
     report = ok("sync", "--json", cwd=a)
     assert report["claims_pruned"] == ["t1"]
     assert "refs/harness/claims/t1" not in remote_refs(a)
     assert "refs/harness/claims/t2" in remote_refs(a)  # b's, still held
+
+
+def test_an_unreadable_record_of_closed_claims_is_read_again(clones: Callable[[str], Path],
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    a, _b = concurrent_pair(clones, "t1")
+    monkeypatch.setenv("GIT_HANDOFF_NOW", "2026-07-01T10:00:00Z")
+    ok("claim", "t1", "--remote", "origin", cwd=a)
+    ok("done", "t1", cwd=a)
+    assert ok("sync", "--json", cwd=a)["claims_closed"] == ["t1"]
+    (a / ".git" / "handoff" / "claims-over.json").write_text('{"version": 1, "over": {"t1 x": [1, 2]')
+    monkeypatch.setenv("GIT_HANDOFF_NOW", "2026-07-01T12:00:00Z")
+    assert ok("sync", "--json", cwd=a)["claims_pruned"] == ["t1"]
+    assert "refs/harness/claims/t1" not in remote_refs(a)
 
 
 def test_a_released_claim_frees_the_task_at_once(clones: Callable[[str], Path]) -> None:

@@ -253,6 +253,7 @@ class FleetRun:
     reports: list[CloneReport]
     seconds: float  # wall time of the loops
     cpu_seconds: float  # user+sys of every process the loops started (and their gits)
+    orphans_reaped: int = 0  # processes the commands left running, ended and counted after the loops
 
 
 def children_cpu() -> float:
@@ -260,9 +261,55 @@ def children_cpu() -> float:
     return r.ru_utime + r.ru_stime
 
 
-def run_fleet(clones: Sequence[Path], **loop: Any) -> FleetRun:
-    """Every clone's `work_loop` at once (one thread each; the work is in processes)."""
+def become_subreaper() -> None:
+    """Make this process the reaper of its orphaned descendants (Linux): a command server
+    or a background repack a loop's command started outlives it, and its CPU reaches this
+    process's RUSAGE_CHILDREN only once this process reaps it (`reap_orphans`)."""
+    import ctypes
+
+    ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+
+
+def reap_orphans(wait: float = 30.0) -> int:
+    """End the command servers among this process's adopted children (SIGTERM: each ends
+    after its workers), then reap every adopted child that has ended (servers, a
+    background `git repack`); the number reaped. Children this process started itself
+    (the git daemon, the web server) are not touched: they are not servers and still run."""
+    me, reaped, deadline = os.getpid(), 0, time.monotonic() + wait
+    while True:
+        waiting = 0
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+                cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
+            except OSError:
+                continue
+            fields = stat[stat.rindex(")") + 2:].split()
+            if int(fields[1]) != me:
+                continue
+            if fields[0] == "Z":
+                os.waitpid(int(entry), 0)
+                reaped += 1
+            elif b"command_server" in cmdline:
+                os.kill(int(entry), signal.SIGTERM)
+                waiting += 1
+            elif b"repack" in cmdline or b"gc" in cmdline.split(b"\0"):
+                waiting += 1
+        if not waiting or time.monotonic() > deadline:
+            return reaped
+        time.sleep(0.1)
+
+
+def run_fleet(clones: Sequence[Path], *, orphans: bool = False, **loop: Any) -> FleetRun:
+    """Every clone's `work_loop` at once (one thread each; the work is in processes).
+    `orphans`: count the CPU of the processes the loops' commands leave running (command
+    servers, background repacks) too: this process adopts them and, once the loops are
+    over, ends the servers and reaps them all before reading the CPU."""
     reports: list[CloneReport | None] = [None] * len(clones)
+    if orphans:
+        become_subreaper()
 
     def one(i: int) -> None:
         try:
@@ -276,7 +323,8 @@ def run_fleet(clones: Sequence[Path], **loop: Any) -> FleetRun:
         t.start()
     for t in threads:
         t.join()
-    return FleetRun([r for r in reports if r is not None], time.monotonic() - t0, children_cpu() - cpu0)
+    reaped = reap_orphans() if orphans else 0
+    return FleetRun([r for r in reports if r is not None], time.monotonic() - t0, children_cpu() - cpu0, reaped)
 
 
 # -- afterwards ------------------------------------------------------------------------
