@@ -263,20 +263,54 @@ def handoff(git_dir: str, fast: bool = False) -> int | tuple[str, int] | str | N
         if not first.startswith(b"ok "):
             sock.close()  # stale, refused or gone before a worker started: nothing ran
             return "stale" if first == b"stale" else "refused" if first.startswith(b"refused") else None
-        worker.append(int(first[3:]))
-        for signum in pending:
-            forward(signum, None)
-        last = reader.line()
+        # From here on the worker runs (or ran) the command: whatever goes wrong, this
+        # process must not return to the in-process path, which would run it a second time.
+        try:
+            worker.append(int(first[3:]))
+            for signum in pending:
+                forward(signum, None)
+            last = reader.line()
+            if last.startswith(b"exit "):
+                return int(last[5:])
+            if last.startswith(b"signal "):
+                return ("signal", int(last[7:]))
+        except Exception:  # noqa: BLE001 - a connection reset, a garbled answer: the command's outcome is unknown
+            pass
+        # The connection ended without the worker's status. Closing it now would have the
+        # server kill the worker (a client gone is a client killed): wait for the command
+        # to end first, forwarding signals to it meanwhile, as it would end in-process.
+        if worker:
+            _wait_for_end(worker[0])
     finally:
-        sock.close()
+        try:
+            sock.close()
+        except OSError:
+            pass
         for sig, old in saved.items():
             signal.signal(sig, old)
-    if last.startswith(b"exit "):
-        return int(last[5:])
-    if last.startswith(b"signal "):
-        return ("signal", int(last[7:]))
     sys.stderr.write("git handoff: the command server ended before the command did\n")
-    return 2
+    return 2  # the exit code of an unexpected failure (docs/git-handoff.md, EXIT STATUS)
+
+
+def _wait_for_end(pid: int) -> None:
+    """Return once process `pid` has ended (gone, or a zombie nobody reaps)."""
+    import time
+
+    while True:
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                state = f.read().rpartition(b")")[2].split()[:1]
+        except FileNotFoundError:
+            return
+        except OSError:  # no /proc: whether the pid is still one of this user's
+            try:
+                os.kill(pid, 0)
+            except OSError:
+                return
+            state = []
+        if state and state[0] in (b"Z", b"X"):
+            return
+        time.sleep(0.02)
 
 
 def fast_command(args: list[str]) -> list[str]:
