@@ -17,7 +17,7 @@ from git_handoff.core.model import Task, now_iso
 from git_handoff.core.record_schemas import HandoffDoc, WrittenDoc
 from git_handoff.infra import worktree
 from git_handoff.infra.gitrepo import Repo
-from git_handoff.ops.payloads import AckAnswer, AckEntry, DocRow
+from git_handoff.ops.payloads import AckAnswer, AckEntry, DocRow, ShownDoc
 from git_handoff.state import writers
 from git_handoff.state.session_records import (
     completed_ids,
@@ -27,7 +27,7 @@ from git_handoff.state.session_records import (
     doc_paths,
     pending_doc_at,
     put_record,
-    read_doc,
+    read_doc_at,
     read_session,
     session_path,
 )
@@ -150,30 +150,41 @@ def after_done(store: StateStore) -> WrittenDoc | None:
 
 def list_docs(store: StateStore) -> list[DocRow]:
     snap = store.snapshot()
+    unapproved = writers.unapproved_records(snap.repo, snap.commit)
     out = []
     for n, path in doc_paths(snap):
         doc = snap.read_json(path) or {}
         clone = path[:-5].partition("@")[2] or None
-        out.append(DocRow({
+        row = DocRow({
             "session": n, "clone": clone, "written_at": doc.get("written_at"), "trigger": doc.get("trigger"),
             "archived": bool(doc.get("archived")), "accepted_by": doc.get("accepted_by"),
             "completed": len(doc.get("status", {}).get("completed", [])),
             "files_changed": len(doc.get("files_changed", [])),
-        }))
+        })
+        if path in unapproved:
+            row["unapproved_writer"] = unapproved[path]
+        out.append(row)
     return out
 
 
-def show_doc(store: StateStore, number: int | None = None) -> HandoffDoc:
+def show_doc(store: StateStore, number: int | None = None) -> ShownDoc:
+    """The handoff document of session `number` (default: the latest), with
+    `unapproved_writer` when a writer not approved here wrote it last."""
     snap = store.snapshot()
     numbers = doc_numbers(snap)
     if number is None:
         if not numbers:
             raise Negative("no handoff document yet (`git handoff doc write`)")
         number = numbers[-1]
-    doc = read_doc(snap, number)
-    if not isinstance(doc, dict):
+    found = read_doc_at(snap, number)
+    if found is None:
         raise UsageError(f"no handoff document for session {number} (see `git handoff doc list`)")
-    return doc
+    path, doc = found
+    out = cast(ShownDoc, dict(doc))
+    who = writers.unapproved_records(snap.repo, snap.commit).get(path)
+    if who is not None:
+        out["unapproved_writer"] = who
+    return out
 
 
 def handed_off(store: StateStore, number: int) -> bool:
