@@ -32,7 +32,18 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import baseline_harness
-from bench.common import HANDOFF, PY, Row, fresh_dir, median, ms, run_proc, state_copy, workdir
+from bench.common import (
+    HANDOFF,
+    PY,
+    Row,
+    fresh_dir,
+    handoff_ok,
+    median,
+    ms,
+    run_proc,
+    state_copy,
+    workdir,
+)
 from git_handoff import cmdclient
 
 # in-process, served, served through the fast client (`python -I -S`, what the hooks
@@ -56,9 +67,7 @@ def handoff_state(n: int) -> Path:
     """N tasks, a session open, the first task claimed by this session."""
     path = state_copy(f"hooks-{n}", n)
     for args in (["session", "start"], ["claim", "t00000"]):
-        r = run_proc(HANDOFF + args, path, env={"HANDOFF_COMMAND_SERVER": "0"})
-        if r.rc != 0:
-            raise RuntimeError(f"{args}: {r.err.decode(errors='replace')}")
+        handoff_ok(args, path, env={"HANDOFF_COMMAND_SERVER": "0"})
     return path
 
 

@@ -26,8 +26,8 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.bench_sync_fleet import _ok, _timed_sync, _world
-from bench.common import Row, fresh_dir, git, median, ms, workdir
+from bench.bench_sync_fleet import _timed_sync
+from bench.common import Row, fleet_world, fresh_dir, git, handoff_ok, median, ms, workdir
 from tests.support.fleet_heads import publish_heads
 
 ACTIVE = 20
@@ -41,19 +41,19 @@ def _live_clone_refs(remote: Path) -> int:
 
 def retired_world(n: int) -> tuple[Path, Path, float]:
     """The world above for N = `n`: (remote, clone c, seconds the retiring sync took)."""
-    remote, a, c = _world(fresh_dir(f"fleet-retired-{n}"))
+    remote, a, c = fleet_world(fresh_dir(f"fleet-retired-{n}"))
     git("config", "handoff.retireAfter", "0", cwd=a)
     publish_heads(a, n, prefix="old", first=RETIRED_FIRST)
-    _ok(["sync"], a)  # merges the n heads and publishes the result
+    handoff_ok(["sync"], a)  # merges the n heads and publishes the result
     retiring = 0.0
     for _ in range(n // 400 + 3):  # our published state holds them now: their refs go, a slice per sync
-        retiring += _ok(["sync"], a)
+        retiring += handoff_ok(["sync"], a)
         if _live_clone_refs(remote) <= 3:
             break
     left = _live_clone_refs(remote)
     if left > 3:
         raise RuntimeError(f"retirement left {left} clone refs on the remote")
-    _ok(["sync"], c)
+    handoff_ok(["sync"], c)
     publish_heads(a, ACTIVE, prefix="new", first=ACTIVE_FIRST)
     return remote, c, retiring
 

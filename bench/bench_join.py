@@ -24,8 +24,7 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.bench_sync_fleet import _ok
-from bench.common import Row, build_state, disk_bytes, fresh_dir, git, kib, ms, workdir
+from bench.common import Row, build_state, disk_bytes, fresh_dir, git, handoff_ok, kib, ms, workdir
 from tests.support.fleet_heads import publish_heads
 
 ACTIVE = 20
@@ -74,7 +73,7 @@ def join_world(n_tasks: int, transactions: int) -> tuple[Path, int]:
     git("remote", "add", "origin", remote.as_uri(), cwd=a)
     git("push", "-q", "origin", "main", cwd=a)
     git("symbolic-ref", "HEAD", "refs/heads/main", cwd=remote)
-    _ok(["sync"], a)
+    handoff_ok(["sync"], a)
     publish_heads(a, ACTIVE, prefix="new", first=1 << 40)
     git("gc", "-q", cwd=remote)
     return remote, _state_alone_bytes(a)
@@ -86,7 +85,7 @@ def _join(remote: Path, mode: str) -> tuple[float, int, bool]:
     git("clone", "-q", remote.as_uri(), str(where), cwd=remote.parent)
     git("config", "handoff.join", mode, cwd=where)
     before = disk_bytes(where / ".git" / "objects")
-    took = _ok(["sync"], where) + _ok(["claim", "--remote", "origin"], where)
+    took = handoff_ok(["sync"], where) + handoff_ok(["claim", "--remote", "origin"], where)
     added = disk_bytes(where / ".git" / "objects") - before
     shallow = (where / ".git" / "shallow").exists()
     shutil.rmtree(where, ignore_errors=True)

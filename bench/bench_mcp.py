@@ -52,6 +52,7 @@ from bench.common import (
     Row,
     fresh_dir,
     git,
+    handoff_ok,
     make_repo,
     median,
     ms,
@@ -96,10 +97,8 @@ def _project(name: str, n: int) -> Path:
 
 def _handoff_project(name: str, n: int) -> Path:
     root = _project(name, n)
-    for args in (["init", "--mode", "concurrent"], ["import", str(root / ".harness" / "tasks.json")]):
-        r = run_proc([*HANDOFF, *args], root)
-        if r.rc != 0:
-            raise RuntimeError(f"git handoff {args[0]} failed: {r.err.decode(errors='replace')}")
+    handoff_ok(["init", "--mode", "concurrent"], root)
+    handoff_ok(["import", str(root / ".harness" / "tasks.json")], root)
     return root
 
 

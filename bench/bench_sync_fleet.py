@@ -20,32 +20,8 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import HANDOFF, Row, fresh_dir, git, make_repo, median, ms, run_proc, workdir
+from bench.common import Row, fleet_world, fresh_dir, git, handoff_ok, median, ms, workdir
 from tests.support.fleet_heads import publish_heads, publish_unknown_refs
-
-
-def _world(base: Path) -> tuple[Path, Path, Path]:
-    """A bare remote, clone `a` (its first publisher) and clone `c` that synced once."""
-    base.mkdir(parents=True)
-    remote = base / "remote.git"
-    git("init", "-q", "--bare", str(remote), cwd=base)
-    a = make_repo(base / "a")
-    git("remote", "add", "origin", str(remote), cwd=a)
-    git("push", "-q", "origin", "main", cwd=a)
-    _ok(["init", "--mode", "concurrent"], a)
-    _ok(["add", "seed", "--id", "seed"], a)
-    _ok(["sync"], a)
-    c = base / "c"
-    git("clone", "-q", str(remote), str(c), cwd=base)
-    _ok(["sync"], c)
-    return remote, a, c
-
-
-def _ok(args: list[str], cwd: Path) -> float:
-    run = run_proc([*HANDOFF, *args], cwd)
-    if run.rc != 0:
-        raise RuntimeError(f"git handoff {' '.join(args)}: exit {run.rc}: {run.err.decode(errors='replace')[-300:]}")
-    return run.seconds
 
 
 def _timed_sync(remote: Path, c: Path, name: str) -> float:
@@ -54,7 +30,7 @@ def _timed_sync(remote: Path, c: Path, name: str) -> float:
     shutil.copytree(remote, base / "remote.git", symlinks=True)
     shutil.copytree(c, base / "c", symlinks=True)
     git("remote", "set-url", "origin", str(base / "remote.git"), cwd=base / "c")
-    took = _ok(["sync"], base / "c")
+    took = handoff_ok(["sync"], base / "c")
     shutil.rmtree(base, ignore_errors=True)
     return took
 
@@ -63,7 +39,7 @@ def heads_rows(counts: tuple[int, int], repeats: int) -> list[Row]:
     rows: list[Row] = []
     per_head: list[float] = []
     for n in counts:
-        remote, a, c = _world(fresh_dir(f"fleet-heads-{n}"))
+        remote, a, c = fleet_world(fresh_dir(f"fleet-heads-{n}"))
         publish_heads(a, n)
         times = [_timed_sync(remote, c, f"run{i}") for i in range(repeats)]
         t = median(times)
@@ -79,9 +55,9 @@ def heads_rows(counts: tuple[int, int], repeats: int) -> list[Row]:
 
 
 def unknown_refs_rows(n_refs: int, repeats: int) -> list[Row]:
-    remote, a, c = _world(fresh_dir("fleet-unknown"))
-    _ok(["add", "one more", "--id", "more"], a)
-    _ok(["sync"], a)
+    remote, a, c = fleet_world(fresh_dir("fleet-unknown"))
+    handoff_ok(["add", "one more", "--id", "more"], a)
+    handoff_ok(["sync"], a)
     piled = remote.parent / "piled.git"
     shutil.copytree(remote, piled, symlinks=True)
     publish_unknown_refs(piled, n_refs, git("rev-parse", "HEAD", cwd=a))

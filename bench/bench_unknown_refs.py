@@ -23,8 +23,7 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.bench_sync_fleet import _ok, _world
-from bench.common import Row, fresh_dir, git, median, ms, workdir
+from bench.common import Row, fleet_world, fresh_dir, git, handoff_ok, median, ms, workdir
 from git_handoff.remote.transport import fetch_specs
 from tests.support.fleet_heads import publish_unknown_refs
 
@@ -80,7 +79,7 @@ def _push(c: Path, proto: str) -> tuple[float, int]:
     from git_handoff.infra.gitrepo import Repo
     from git_handoff.state import identity
 
-    _ok(["add", "pushed", "--id", f"p{time.monotonic_ns()}"], c)
+    handoff_ok(["add", "pushed", "--id", f"p{time.monotonic_ns()}"], c)
     state = git("rev-parse", "refs/harness/state", cwd=c)
     clone_id = identity.clone_id(Repo.discover(c))
     ref = f"refs/harness/clones/{clone_id}/state"
@@ -93,9 +92,9 @@ def _push(c: Path, proto: str) -> tuple[float, int]:
 def measure(n_refs: int, repeats: int, protocols: tuple[str, ...] = ("0", "2")) -> list[Row]:
     workdir()
     base = fresh_dir("unknown-refs")
-    remote, a, c = _world(base / "world")
-    _ok(["add", "one more", "--id", "more"], a)
-    _ok(["sync"], a)
+    remote, a, c = fleet_world(base / "world")
+    handoff_ok(["add", "one more", "--id", "more"], a)
+    handoff_ok(["sync"], a)
     piled = base / "piled.git"
     shutil.copytree(remote, piled, symlinks=True)
     publish_unknown_refs(piled, n_refs, git("rev-parse", "HEAD", cwd=a))
@@ -122,7 +121,7 @@ def measure(n_refs: int, repeats: int, protocols: tuple[str, ...] = ("0", "2")) 
             for source, out_s in ((remote, plain_s), (piled, junk_s)):
                 k += 1
                 _, clone = _copy(source, c, base / f"run{k}", server)
-                out_s.append(_ok(["sync"], clone))
+                out_s.append(handoff_ok(["sync"], clone))
                 shutil.rmtree(base / f"run{k}", ignore_errors=True)
         p, j = median(plain_s), median(junk_s)
         rows.append(Row(f"whole sync{', ' + server if server else ''}", ms(j), ms(p), j / p, "<= 1.2x",

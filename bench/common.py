@@ -169,6 +169,38 @@ def state_head(path: Path) -> str:
     return git("rev-parse", "refs/harness/state", cwd=path)
 
 
+def handoff_ok(args: Sequence[str], cwd: Path, env: dict[str, str] | None = None) -> float:
+    """Run `git handoff ARGS` in `cwd`; its wall time. A failure stops the benchmark."""
+    run = run_proc([*HANDOFF, *args], cwd, env=env)
+    if run.rc != 0:
+        raise RuntimeError(f"git handoff {' '.join(args)}: exit {run.rc}: {run.err.decode(errors='replace')[-300:]}")
+    return run.seconds
+
+
+def fleet_remote(base: Path) -> tuple[Path, Path]:
+    """Under `base` (made here): a bare remote and clone `a`, its first publisher
+    (initialized, one task `seed`, synced)."""
+    base.mkdir(parents=True)
+    remote = base / "remote.git"
+    git("init", "-q", "--bare", str(remote), cwd=base)
+    a = make_repo(base / "a")
+    git("remote", "add", "origin", str(remote), cwd=a)
+    git("push", "-q", "origin", "main", cwd=a)
+    handoff_ok(["init", "--mode", "concurrent"], a)
+    handoff_ok(["add", "seed", "--id", "seed"], a)
+    handoff_ok(["sync"], a)
+    return remote, a
+
+
+def fleet_world(base: Path) -> tuple[Path, Path, Path]:
+    """`fleet_remote`, and clone `c` (base/c) that synced once."""
+    remote, a = fleet_remote(base)
+    c = base / "c"
+    git("clone", "-q", str(remote), str(c), cwd=base)
+    handoff_ok(["sync"], c)
+    return remote, a, c
+
+
 # -- timing --------------------------------------------------------------------------
 
 

@@ -27,18 +27,13 @@ ENV_IDLE = "HANDOFF_COMMAND_SERVER_IDLE"  # seconds an idle server waits before 
 SOCKET_NAME = "sock"
 
 # Commands a worker may run: the short, hot ones. Long-running commands with their own
-# process groups, terminals or servers (relay, dispatch, demo, serve, mcp, edit,
+# process groups, terminals or servers (relay, dispatch, demo, serve, mcp, sync, edit,
 # completion) always run in-process.
 SERVED = frozenset({
     "add", "ack", "attempts", "blocker", "checkpoint", "claim", "decide", "doc", "done", "fail",
     "graph", "hook", "init", "list", "log", "ls", "next", "prompt", "ready", "release", "renew",
     "reopen", "rename", "restore", "rm", "session", "show", "status", "verify",
 })
-# `sync` fetches and pushes as `claim --remote` does, but a person runs it at a terminal,
-# where git may ask for a password or a key's passphrase on /dev/tty: a worker has no
-# controlling terminal, so it is served only to a client that has none either (a fleet's
-# loop, an agent's tool call), where no prompt could be answered anyway.
-SERVED_WITHOUT_TERMINAL = frozenset({"sync"})
 PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 FORWARDED = ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2")
 
@@ -98,19 +93,7 @@ def _switch() -> bool | None:
 def _served(args: list[str]) -> bool:
     while args and args[0] == "--debug":
         args = args[1:]
-    if not args:
-        return False
-    return args[0] in SERVED or (args[0] in SERVED_WITHOUT_TERMINAL and not _has_terminal())
-
-
-def _has_terminal() -> bool:
-    """Whether this process has a controlling terminal (git could prompt on it)."""
-    try:
-        fd = os.open("/dev/tty", os.O_RDWR | os.O_NOCTTY | os.O_CLOEXEC)
-    except OSError:
-        return False
-    os.close(fd)
-    return True
+    return bool(args) and args[0] in SERVED
 
 
 # -- where ----------------------------------------------------------------------------------
@@ -280,25 +263,54 @@ def handoff(git_dir: str, fast: bool = False) -> int | tuple[str, int] | str | N
         if not first.startswith(b"ok "):
             sock.close()  # stale, refused or gone before a worker started: nothing ran
             return "stale" if first == b"stale" else "refused" if first.startswith(b"refused") else None
-        # From here on the command runs in the worker: whatever goes wrong on this side,
-        # it must not run a second time in-process.
+        # From here on the worker runs (or ran) the command: whatever goes wrong, this
+        # process must not return to the in-process path, which would run it a second time.
         try:
             worker.append(int(first[3:]))
             for signum in pending:
                 forward(signum, None)
             last = reader.line()
-        except Exception:  # noqa: BLE001 - a lost connection or a garbled answer: the outcome is unknown
-            last = b""
+            if last.startswith(b"exit "):
+                return int(last[5:])
+            if last.startswith(b"signal "):
+                return ("signal", int(last[7:]))
+        except Exception:  # noqa: BLE001 - a connection reset, a garbled answer: the command's outcome is unknown
+            pass
+        # The connection ended without the worker's status. Closing it now would have the
+        # server kill the worker (a client gone is a client killed): wait for the command
+        # to end first, forwarding signals to it meanwhile, as it would end in-process.
+        if worker:
+            _wait_for_end(worker[0])
     finally:
-        sock.close()
+        try:
+            sock.close()
+        except OSError:
+            pass
         for sig, old in saved.items():
             signal.signal(sig, old)
-    if last.startswith(b"exit "):
-        return int(last[5:])
-    if last.startswith(b"signal "):
-        return ("signal", int(last[7:]))
     sys.stderr.write("git handoff: the command server ended before the command did\n")
-    return 2
+    return 2  # the exit code of an unexpected failure (docs/git-handoff.md, EXIT STATUS)
+
+
+def _wait_for_end(pid: int) -> None:
+    """Return once process `pid` has ended (gone, or a zombie nobody reaps)."""
+    import time
+
+    while True:
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                state = f.read().rpartition(b")")[2].split()[:1]
+        except FileNotFoundError:
+            return
+        except OSError:  # no /proc: whether the pid is still one of this user's
+            try:
+                os.kill(pid, 0)
+            except OSError:
+                return
+            state = []
+        if state and state[0] in (b"Z", b"X"):
+            return
+        time.sleep(0.02)
 
 
 def fast_command(args: list[str]) -> list[str]:

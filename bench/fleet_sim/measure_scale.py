@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.common import HANDOFF, fresh_dir, git, make_repo, workdir  # noqa: E402
+from bench.common import HANDOFF, fleet_remote, fleet_world, fresh_dir, git, workdir  # noqa: E402
 from bench.fleet_sim.measure import _timed  # noqa: E402
 
 
@@ -40,26 +40,10 @@ def _handoff(args: list[str], cwd: Path) -> tuple[float, float]:
     return wall, cpu
 
 
-def _world(base: Path) -> tuple[Path, Path]:
-    base.mkdir(parents=True)
-    remote = base / "remote.git"
-    git("init", "-q", "--bare", str(remote), cwd=base)
-    a = make_repo(base / "a")
-    git("remote", "add", "origin", str(remote), cwd=a)
-    git("push", "-q", "origin", "main", cwd=a)
-    _handoff(["init", "--mode", "concurrent"], a)
-    _handoff(["add", "seed", "--id", "seed"], a)
-    _handoff(["sync"], a)
-    return remote, a
-
-
 def heads_cost(n: int) -> dict[str, float]:
     from tests.support.fleet_heads import publish_heads
 
-    remote, a = _world(fresh_dir(f"scale-heads-{n}"))
-    c = remote.parent / "c"
-    git("clone", "-q", str(remote), str(c), cwd=remote.parent)
-    _handoff(["sync"], c)
+    remote, a, c = fleet_world(fresh_dir(f"scale-heads-{n}"))
     publish_heads(a, n)
     wall, cpu = _handoff(["sync"], c)
     wall2, cpu2 = _handoff(["sync"], c)  # nothing new: n clone refs unchanged
@@ -111,7 +95,7 @@ def _pack_bytes(repo: Path) -> int:
 
 
 def join_cost(transactions: int) -> dict[str, float]:
-    remote, a = _world(fresh_dir(f"scale-join-{transactions}"))
+    remote, a = fleet_remote(fresh_dir(f"scale-join-{transactions}"))
     _write_history(a, transactions)
     _handoff(["sync"], a)
     j = remote.parent / "joiner"

@@ -180,6 +180,12 @@ def visible(text: str, *, lines: bool = False) -> str:
     return display.lines(text) if lines else display.line(text)
 
 
+def writer_mark(who: str) -> str:
+    """The mark of what a writer not approved here wrote last (handoff.allowedSigners): shown
+    to a person, never offered to agents."""
+    return f"  [unapproved writer: {visible(who)}; not offered to agents]"
+
+
 def fail_line(message: str) -> None:
     click.echo(f"error: {display.line(message.splitlines()[0]) if message else 'failed'}", err=True)
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from git_handoff.cli import emit_json, get_store, json_option, numbers, visible
+from git_handoff.cli import emit_json, get_store, json_option, numbers, visible, writer_mark
 
 
 def _session_text(record: Mapping[str, Any]) -> str:
@@ -168,10 +168,9 @@ def doc_show_cmd(number: int | None, as_json: bool) -> None:
     doc = handoff.show_doc(get_store(), number)
     if as_json:
         emit_json(doc)
-        return
-    if "unapproved_writer" in doc:
-        click.echo(f"[unapproved writer: {visible(doc['unapproved_writer'])}; not offered to agents]")
-    click.echo(prompt.render_markdown(doc), nl=False)
+    else:
+        who = doc.get("unapproved_writer")
+        click.echo(prompt.render_markdown(doc, writer_mark(who) if who is not None else ""), nl=False)
 
 
 @doc_cmd.command("list")
@@ -185,9 +184,9 @@ def doc_list_cmd(as_json: bool) -> None:
         emit_json(docs)
         return
     for d in docs:
-        state = f"accepted by session {d['accepted_by']}" if d["accepted_by"] else ("archived" if d["archived"] else "pending")
-        mark = (f"  [unapproved writer: {visible(d['unapproved_writer'])}; not offered to agents]"
-                if "unapproved_writer" in d else "")
+        state = (f"accepted by session {visible(str(d['accepted_by']))}" if d["accepted_by"]
+                 else "archived" if d["archived"] else "pending")
+        mark = writer_mark(d["unapproved_writer"]) if "unapproved_writer" in d else ""
         click.echo(f"session {d['session']}: {visible(str(d['written_at']))} ({visible(str(d['trigger']))}) {state}; "
                    f"completed={d['completed']} files_changed={d['files_changed']}{mark}")
 

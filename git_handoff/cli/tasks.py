@@ -7,7 +7,7 @@ from typing import Any, TypeVar
 
 import click
 
-from git_handoff.cli import emit_json, get_store, json_option, numbers, visible
+from git_handoff.cli import emit_json, get_store, json_option, numbers, visible, writer_mark
 from git_handoff.cli.ids import complete_task_id
 from git_handoff.cli.progress import Progress
 from git_handoff.core import selection
@@ -35,7 +35,7 @@ def unapproved_mark(task_id: str, unapproved: dict[str, str] | None) -> str:
     """The mark of a task an unapproved writer wrote last (never offered to agents)."""
     if not unapproved or task_id not in unapproved:
         return ""
-    return f"  [unapproved writer: {visible(unapproved[task_id])}; not offered to agents]"
+    return writer_mark(unapproved[task_id])
 
 
 def describe(task: Task) -> str:

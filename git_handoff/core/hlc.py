@@ -26,27 +26,27 @@ from datetime import datetime
 from functools import lru_cache
 from typing import Any
 
+from git_handoff.core.model import CLAIM_FIELDS
 from git_handoff.core.patterns import lazy
 
 FIELD = "hlc"
 CLOCK = "field_clock"  # {field: [stamp, digest of the value]}: when each field was written
 
-# Fields of a task that change together when it is claimed, released, failed or completed.
+# Fields of a task that change together when it is claimed, released, failed or completed:
+# a merge takes them all from one side (the claim's clone and seal with its worker and
+# lease), and one clock entry ("claim") says when they were written. The claim's own
+# fields come from model.CLAIM_FIELDS, so a field added to the claim travels with it.
 CLAIM_UNIT = (
     "status",
     "claimed_by",
     "lease_expires_at",
     "started_at_commit",
+    *CLAIM_FIELDS,
     "completed_at",
-    "claimed_at",
-    "worktree",
-    "branch",
     "completed_commit",
-    "failed_at",
-    "lease_seconds",
-    "claim_session",
     "completed_session",
     "uncommitted_at_completion",
+    "failed_at",
     "last_attempt_ref",
 )
 TASK_LOGS = ("error_log", "checkpoints")

@@ -111,7 +111,6 @@ class HandoffDoc(TypedDict, total=False):
     updated_at: str
     hlc: str
     field_clock: dict[str, list[str]]
-    unapproved_writer: str  # `doc show` only, never stored: who, not approved here, last wrote it
 
 
 class WrittenDoc(HandoffDoc, total=False):

@@ -17,11 +17,9 @@ from git_handoff.core.model import Task, now_iso
 from git_handoff.core.record_schemas import HandoffDoc, WrittenDoc
 from git_handoff.infra import worktree
 from git_handoff.infra.gitrepo import Repo
-from git_handoff.ops.payloads import AckAnswer, AckEntry, DocRow
+from git_handoff.ops.payloads import AckAnswer, AckEntry, DocRow, ShownDoc
 from git_handoff.state import writers
 from git_handoff.state.session_records import (
-    DOCS_DIR,
-    SESSIONS_DIR,
     completed_ids,
     current_number,
     doc_numbers,
@@ -152,7 +150,7 @@ def after_done(store: StateStore) -> WrittenDoc | None:
 
 def list_docs(store: StateStore) -> list[DocRow]:
     snap = store.snapshot()
-    left = writers.unapproved_records(store.repo, snap.commit)
+    unapproved = writers.unapproved_records(snap.repo, snap.commit)
     out = []
     for n, path in doc_paths(snap):
         doc = snap.read_json(path) or {}
@@ -163,14 +161,15 @@ def list_docs(store: StateStore) -> list[DocRow]:
             "completed": len(doc.get("status", {}).get("completed", [])),
             "files_changed": len(doc.get("files_changed", [])),
         })
-        who = _unapproved_writer(left, path)
-        if who is not None:
-            row["unapproved_writer"] = who
+        if path in unapproved:
+            row["unapproved_writer"] = unapproved[path]
         out.append(row)
     return out
 
 
-def show_doc(store: StateStore, number: int | None = None) -> HandoffDoc:
+def show_doc(store: StateStore, number: int | None = None) -> ShownDoc:
+    """The handoff document of session `number` (default: the latest), with
+    `unapproved_writer` when a writer not approved here wrote it last."""
     snap = store.snapshot()
     numbers = doc_numbers(snap)
     if number is None:
@@ -181,17 +180,11 @@ def show_doc(store: StateStore, number: int | None = None) -> HandoffDoc:
     if found is None:
         raise UsageError(f"no handoff document for session {number} (see `git handoff doc list`)")
     path, doc = found
-    who = _unapproved_writer(writers.unapproved_records(store.repo, snap.commit), path)
+    out = cast(ShownDoc, dict(doc))
+    who = writers.unapproved_records(snap.repo, snap.commit).get(path)
     if who is not None:
-        doc = cast(HandoffDoc, {**doc, "unapproved_writer": who})
-    return doc
-
-
-def _unapproved_writer(left: dict[str, str], path: str) -> str | None:
-    """Who, not approved here, last wrote the document at `path` or its session's record
-    (the decisions and blockers it carries); None when approved writers wrote both."""
-    record = SESSIONS_DIR + path[len(DOCS_DIR):]
-    return left.get(path) or left.get(record)
+        out["unapproved_writer"] = who
+    return out
 
 
 def handed_off(store: StateStore, number: int) -> bool:

@@ -322,7 +322,14 @@ class DocRow(TypedDict):
     accepted_by: int | None
     completed: int
     files_changed: int
-    unapproved_writer: NotRequired[str]  # who, not approved here, last wrote it or its session's record
+    unapproved_writer: NotRequired[str]  # with handoff.allowedSigners: who wrote it last, not approved here
+
+
+class ShownDoc(HandoffDoc, total=False):
+    """What `doc show` answers: the document, and who wrote it last when that writer is
+    not approved here (handoff.allowedSigners)."""
+
+    unapproved_writer: str
 
 
 class AckEntry(TypedDict):
@@ -424,7 +431,7 @@ __all__ = [
     "ClaudeHooks", "ConfigView", "Decision", "DocRow",
     "FileChange", "GraphNode", "GraphView", "HandoffDoc", "Health", "HooksStatus", "InitResult",
     "LogLine", "McpEntry", "OnFailure", "PromptView", "Recovery", "RelaySummary", "Removed", "Renamed",
-    "ReopenResult", "Reopened", "Restored", "SavedAttempt", "SessionRow", "SessionShown",
+    "ReopenResult", "Reopened", "Restored", "SavedAttempt", "SessionRow", "SessionShown", "ShownDoc",
     "SessionStarted", "StatusRow", "StatusView", "TaskJson", "TaskView", "Validation", "VerifyView", "config_view",
     "task_json",
 ]

@@ -34,10 +34,12 @@ def _t(value: Any) -> str:
     return display.line(value if isinstance(value, str) else str(value))
 
 
-def render_markdown(doc: HandoffDoc) -> str:
+def render_markdown(doc: HandoffDoc, mark: str = "") -> str:
+    """`doc` as Markdown, every value of it one line of data (display.line); `mark` (the
+    caller's own text: who wrote it, when not approved here) ends the heading."""
     status = doc.get("status", {})
     lines = [
-        f"# Handoff document: session {_t(doc.get('session'))}",
+        f"# Handoff document: session {_t(doc.get('session'))}{mark}",
         "",
         f"- spec: {_t(doc.get('spec_ref') or '-')}",
         f"- session: {_t(doc.get('session'))} (worker {_t(doc.get('worker') or '-')})",

@@ -9,8 +9,10 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from git_handoff.core import hlc
 from git_handoff.core.field_merge import union_in_time_order
 from git_handoff.core.merge import merge_file, merge_states
+from git_handoff.core.model import CLAIM_FIELDS
 from tests.support.speed import examples
 
 TASK_IDS = ["a", "b", "c"]
@@ -246,3 +248,56 @@ def test_union_keeps_duplicates_and_time_order() -> None:
     assert union_in_time_order(base, ours, theirs) == [
         "[2026-01-01T00:00:01Z] x", "[2026-01-01T00:00:03Z] z", "[2026-01-01T00:00:05Z] y", "[2026-01-01T00:00:05Z] y"
     ]
+
+
+# -- concurrent claims: the claim's fields travel together ------------------------------------
+
+CLAIM_KEYS = ("status", "claimed_by", "lease_expires_at", "started_at_commit", *CLAIM_FIELDS)
+
+
+def _claimed(side: str, lease: int) -> dict[str, Any]:
+    """Task `a` as clone `side` claims it (every field of the claim its own)."""
+    return {**task("a"), "status": "in_progress", "claimed_by": f"w-{side}", "lease_expires_at": ts(lease),
+            "started_at_commit": side * 40, "claimed_at": ts(1), "worktree": f"/work/{side}",
+            "branch": f"branch-{side}", "lease_seconds": 600, "claim_session": 1 if side == "a" else 2,
+            "claim_snapshot": side * 40, "clone": side * 16, "clone_seal": f"seal-{side}"}
+
+
+def _claim_and_renew(side: str, base: dict[str, Any], at: int, renewals: list[int]) -> dict[str, Any]:
+    """Clone `side` claims task `a` at `at` ms and renews its lease at each of `renewals`
+    (later), every write stamped by the hybrid clock as the store stamps it."""
+    rec = hlc.stamp_write(base, _claimed(side, 0), at, side * 16, task=True)
+    for n, when in enumerate(renewals, 1):
+        rec = hlc.stamp_write(rec, {**rec, "lease_expires_at": ts(n)}, at + when, side * 16, task=True)
+    return rec
+
+
+@settings(max_examples=examples(200), deadline=None)
+@given(st.integers(0, 50), st.integers(0, 50), st.lists(st.integers(1, 100), max_size=3),
+       st.lists(st.integers(1, 100), max_size=3))
+def test_two_concurrent_claims_merge_to_the_whole_claim_of_one_side(at_a: int, at_b: int, renew_a: list[int],
+                                                                   renew_b: list[int]) -> None:
+    """Two clones claim the same task without seeing each other, one perhaps renewing its
+    lease after the other's claim: the merged task holds one side's claim whole (its
+    clone, seal and snapshot with its worker and lease), whichever side wins, in either
+    order of the merge."""
+    base = task("a")
+    a = _claim_and_renew("a", base, 1_764_590_354_000 + at_a, sorted(renew_a))
+    b = _claim_and_renew("b", base, 1_764_590_354_000 + at_b, sorted(renew_b))
+    states = [{tpath("a"): dump(rec)} for rec in (base, a, b)]
+    for ours, theirs in ((states[1], states[2]), (states[2], states[1])):
+        got = json.loads(merge_states(states[0], ours, theirs)[0][tpath("a")])
+        winner = a if got["claimed_by"] == "w-a" else b
+        assert {k: got.get(k) for k in CLAIM_KEYS} == {k: winner.get(k) for k in CLAIM_KEYS}
+
+
+def test_a_renewal_after_the_other_claim_keeps_the_renewed_claim_whole() -> None:
+    """Clone a claims, clone b claims later, clone a renews later still: a's claim wins,
+    with a's clone and seal, not b's (written later than a's claim, earlier than its renewal)."""
+    base = task("a")
+    a = _claim_and_renew("a", base, 1_764_590_354_000, [30])
+    b = _claim_and_renew("b", base, 1_764_590_354_010, [])
+    got = json.loads(merge_states({tpath("a"): dump(base)}, {tpath("a"): dump(a)}, {tpath("a"): dump(b)})[0]
+                     [tpath("a")])
+    assert (got["claimed_by"], got["clone"], got["clone_seal"], got["claim_snapshot"]) == \
+        ("w-a", "a" * 16, "seal-a", "a" * 40)

@@ -25,7 +25,7 @@ from git_handoff.infra import graph_svg as svg
 from git_handoff.infra.gitrepo import Repo
 from git_handoff.state.store import StateStore, Tx
 from tests.support.browser import Browser, chromium
-from tests.support.repo import git, run, run_exe
+from tests.support.repo import git, lived_in_state, run, run_exe
 
 # The state the dashboard tests look at: 200 tasks in every status, 5 sessions.
 EXPECTED = {"completed": 40, "in_progress": 20, "pending": 40, "failed": 60, "blocked": 40}
@@ -372,12 +372,7 @@ def test_serve_shows_a_read_only_repository(repo: Path, private: str) -> None:
     permissions that keep it out), whether this clone's private directory is there or
     was never made: every page answers, nothing is written; a command that would change
     the state says why it can not, in one line."""
-    assert run("init").rc == 0
-    assert run("add", "One", "--id", "one", "--check", "true").rc == 0
-    assert run("session", "start").rc == 0
-    assert run("decide", "a decision", "--why", "a reason").rc == 0
-    assert run("doc", "write").rc == 0
-    assert run("session", "end").rc == 0
+    lived_in_state()
     if private == "absent":
         shutil.rmtree(repo / ".git" / "handoff")
     handoff = [sys.executable, "-m", "git_handoff"]
@@ -391,7 +386,7 @@ def test_serve_shows_a_read_only_repository(repo: Path, private: str) -> None:
                 pytest.skip(f"running as root, and no read-only bind mount here: {proc.stderr.read()}")
             match = re.search(r"at (http://127\.0\.0\.1:\d+/)", line)
             assert match, (line, proc.poll(), proc.stderr.read() if proc.poll() is not None else "")
-            for page in ("", "tasks/pending", "task/one", "graph", "graph.svg", "sessions", "session/1", "api/live"):
+            for page in ("", "tasks/pending", "task/a", "graph", "graph.svg", "sessions", "session/1", "api/live"):
                 status, html, _ = get(match.group(1) + page)
                 assert status == 200, (page, html)
             assert "a decision" in get(match.group(1) + "session/1")[1]

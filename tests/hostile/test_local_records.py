@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.repo import git, run, state_head
+from tests.support.repo import git, lived_in_state, run, state_head
 
 
 def corrupt(repo: Path, path: str, content: bytes) -> None:
@@ -48,12 +48,7 @@ def actual_path(repo: Path, path: str) -> str:
 @pytest.fixture
 def lived_in(repo: Path) -> Path:
     """A state with a task, a session with a decision, its handoff document and a dispatch run."""
-    assert run("init").rc == 0
-    assert run("add", "A task", "--id", "a", "--check", "true").rc == 0
-    assert run("session", "start").rc == 0
-    assert run("decide", "use x", "--why", "y").rc == 0
-    assert run("doc", "write").rc == 0
-    assert run("session", "end").rc == 0
+    lived_in_state()
     git("config", "handoff.backend.echo.command", "echo hi", cwd=repo)
     assert run("dispatch", "new", "-b", "echo", "-s", "fix-auth", stdin="do it\n").rc == 0
     return repo

@@ -70,9 +70,9 @@ def _digest(value: Any) -> str:
     return hashlib.sha1(_canon(value).encode()).hexdigest()[:12]
 
 
-_CLAIM_UNIT = ("status", "claimed_by", "lease_expires_at", "started_at_commit", "completed_at", "claimed_at",
-               "worktree", "branch", "completed_commit", "failed_at", "lease_seconds", "claim_session",
-               "completed_session", "uncommitted_at_completion", "last_attempt_ref")
+# Which fields make up the claim is the merge's rule (tests/core/test_merge.py), not what
+# this reference stands for: it takes them from hlc.
+_CLAIM_UNIT = hlc.CLAIM_UNIT
 
 
 def reference_stamp_write(old: Mapping[str, Any] | None, new: dict[str, Any], now_ms: int, node: str,

@@ -147,6 +147,7 @@ def test_each_command_json_matches_its_type(repo: Path) -> None:
     check(list[payloads.SessionRow], "session", "list")
     check(record_schemas.WrittenDoc, "doc", "write")
     check(list[payloads.DocRow], "doc", "list")
+    check(payloads.ShownDoc, "doc", "show")
     check(payloads.SessionRecord, "session", "end")
     check(list[payloads.LogLine], "log", "-n", "5")
 

@@ -9,14 +9,12 @@ from pathlib import Path
 from typing import Any
 
 from git_handoff.core import selection
-from git_handoff.core.model import Task, now_iso
 from git_handoff.infra.gitrepo import Repo
 from git_handoff.ops import views
 from git_handoff.state import status_index
-from git_handoff.state.snapshot import task_path
-from git_handoff.state.store import StateStore, Tx
+from git_handoff.state.store import StateStore
 from tests.support.repo import run
-from tests.support.state import fresh_store, tasks_from_blobs
+from tests.support.state import fresh_store, random_change, tasks_from_blobs
 
 
 def _reference(store: StateStore) -> tuple[dict[str, int], list[dict[str, Any]]]:
@@ -35,38 +33,6 @@ def _answer(store: StateStore) -> tuple[dict[str, int], list[dict[str, Any]]]:
     return out["counts"], [dict(r) for r in out["tasks"]]
 
 
-def _step(rng: random.Random, tx: Tx, serial: list[int]) -> None:
-    tasks = tx.tasks()
-    ids = list(tasks)
-    what = rng.random()
-    if what < 0.3 or not ids:
-        for _ in range(rng.randint(1, 3)):
-            serial[0] += 1
-            order = rng.choice([serial[0], rng.randint(0, serial[0])])
-            deps = tuple(rng.sample(ids, min(len(ids), rng.choice([0, 0, 1, 2]))))
-            tx.put_task(Task(id=f"n{serial[0]}", title=f"new {serial[0]}", created_at=now_iso(), order=order,
-                             priority=rng.choice(["P0", "P1", "P2"]), depends_on=deps))
-    elif what < 0.55:  # a claim, a completion, a failure (for good or not), a release
-        depended = [d for t in tasks.values() for d in t.depends_on if d in tasks]
-        t = tasks[rng.choice(depended or ids)]
-        status = rng.choice(["in_progress", "completed", "failed", "pending"])
-        attempts = rng.choice([t.attempts, t.max_attempts]) if status == "failed" else t.attempts
-        tx.put_task(t.evolve(status=status, attempts=attempts,
-                             claimed_by="w" if status == "in_progress" else None))
-    elif what < 0.7:  # new dependencies: sometimes closing a cycle
-        t = tasks[rng.choice(ids)]
-        tx.put_task(t.evolve(depends_on=tuple(rng.sample(ids, min(len(ids), rng.randint(0, 2))))))
-    elif what < 0.8:
-        t = tasks[rng.choice(ids)]
-        tx.put_task(t.evolve(order=rng.randint(0, serial[0] + 5), title=t.title + "!"))
-    elif what < 0.9:
-        tx.put(task_path(rng.choice(ids)), None)
-    else:  # many at once (an import)
-        for tid in rng.sample(ids, min(len(ids), 70)):
-            tx.put_task(tasks[tid].evolve(status=rng.choice(["pending", "completed"])))
-    tx.log("INIT", "test step")
-
-
 def test_status_from_the_index_answers_what_every_blob_answers(repo: Path) -> None:
     assert run("init").rc == 0
     rng = random.Random(5)
@@ -74,7 +40,7 @@ def test_status_from_the_index_answers_what_every_blob_answers(repo: Path) -> No
     blocked_seen = False
     for n in range(120):
         store = fresh_store(repo)
-        store.transact(lambda tx: _step(rng, tx, serial))
+        store.transact(lambda tx: random_change(rng, tx, serial))
         expected = _reference(store)
         assert _answer(fresh_store(repo)) == expected, n
         blocked_seen = blocked_seen or expected[0]["blocked"] > 0

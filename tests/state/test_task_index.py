@@ -13,11 +13,10 @@ from git_handoff.core.serialization import task_to_json
 from git_handoff.infra.gitrepo import Repo
 from git_handoff.ops import views
 from git_handoff.state import claim_index
-from git_handoff.state.snapshot import task_path
-from git_handoff.state.store import StateStore, Tx
+from git_handoff.state.store import StateStore
 from git_handoff.state.task_index import TaskIndex
 from tests.support.repo import run
-from tests.support.state import fresh_store, tasks_from_blobs
+from tests.support.state import fresh_store, random_change, tasks_from_blobs
 
 
 def _from_blobs(store: StateStore) -> list[tuple[str, dict[str, object]]]:
@@ -33,35 +32,13 @@ def _index_file(repo: Path) -> Path:
     return repo / ".git" / "handoff" / TaskIndex.FILE
 
 
-def _step(rng: random.Random, tx: Tx, serial: list[int]) -> None:
-    tasks = tx.tasks()
-    ids = list(tasks)
-    what = rng.random()
-    if what < 0.4 or not ids:
-        for _ in range(rng.randint(1, 3)):
-            serial[0] += 1
-            order = rng.choice([serial[0], rng.randint(0, serial[0])])  # sometimes before existing ones
-            tx.put_task(Task(id=f"n{serial[0]}", title=f"new {serial[0]}", created_at=now_iso(), order=order,
-                             priority=rng.choice(["P0", "P1", "P2"]),
-                             depends_on=tuple(rng.sample(ids, min(len(ids), rng.randint(0, 2))))))
-    elif what < 0.7:
-        t = tasks[rng.choice(ids)]
-        tx.put_task(t.evolve(status=rng.choice(["pending", "completed", "failed"]), title=t.title + "!"))
-    elif what < 0.85:
-        t = tasks[rng.choice(ids)]
-        tx.put_task(t.evolve(order=rng.randint(0, serial[0] + 5)))
-    else:
-        tx.put(task_path(rng.choice(ids)), None)
-    tx.log("INIT", "test step")
-
-
 def test_the_index_answers_what_the_blobs_answer_through_changes(repo: Path) -> None:
     assert run("init").rc == 0
     rng = random.Random(7)
     serial = [0]
     for n in range(40):
         store = fresh_store(repo) if n % 3 == 0 else StateStore(Repo.discover(repo), session=0)
-        store.transact(lambda tx: _step(rng, tx, serial))
+        store.transact(lambda tx: random_change(rng, tx, serial))
         assert _through_index(store) == _from_blobs(store), n
     assert len(_from_blobs(fresh_store(repo))) > 10
 
@@ -106,7 +83,7 @@ def test_next_through_the_claim_index_answers_the_full_selection(repo: Path) -> 
     serial = [0]
     for n in range(30):
         store = fresh_store(repo)
-        store.transact(lambda tx: _step(rng, tx, serial))
+        store.transact(lambda tx: random_change(rng, tx, serial))
         snap = store.snapshot()
         expected = selection.next_eligible(snap.tasks(), now_iso())
         if rng.random() < 0.3:  # a damaged claim index is not believed either

@@ -82,6 +82,16 @@ def run(*args: str, cwd: Path | None = None, stdin: str | None = None) -> Result
     return Result(rc, out.getvalue(), err.getvalue())
 
 
+def lived_in_state(cwd: Path | None = None) -> None:
+    """The state of the repository here made to hold a little of everything a session
+    leaves: task `a` ("A task", check `true`), session 1 ended, its decision ("a
+    decision", why "a reason") and its handoff document."""
+    for args in (("init",), ("add", "A task", "--id", "a", "--check", "true"), ("session", "start"),
+                 ("decide", "a decision", "--why", "a reason"), ("doc", "write"), ("session", "end")):
+        got = run(*args, cwd=cwd)
+        assert got.rc == 0, (args, got.err)
+
+
 def run_exe(*args: str, cwd: Path, stdin: str | None = None, env: dict[str, str] | None = None,
             timeout: float = 120) -> Result:
     """Run the real `git handoff` executable, as a user would."""
