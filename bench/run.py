@@ -41,7 +41,7 @@ SCENARIOS: list[tuple[str, str, str, list[tuple[str, str]]]] = [
      [("claim, 10k tracked + 1k untracked", "<= 1.5x"), ("fail, 10k tracked + 1k untracked", "<= 1.5x"),
       ("claim, 10k tracked, clean tree", "<= 1.15x")]),
     ("mcp e2e", "bench_mcp", "e2e",
-     [("e2e 100 tasks: MCP server, total", "<= 0.5x"), ("e2e 100 tasks: CLI, total", "<= 1.7x"),
+     [("e2e 100 tasks: MCP server, total", "<= 0.3x"), ("e2e 100 tasks: CLI, total", "<= 1.7x"),
       ("e2e 100 tasks: CLI through the command server, fast client, total", "<= 1.2x")]),
     ("dashboard", "bench_serve", "serve_pages", [("serve: first page, 10,000 tasks", "< 1 s")]),
     ("dashboard imports", "bench_serve", "status_imports", [("status: import time with the dashboard", "<= 1.10x")]),

@@ -1,4 +1,4 @@
-"""`git handoff mcp`: the MCP server on stdio (the SDK is imported only here)."""
+"""`git handoff mcp`: the MCP server on stdio (its modules are imported only here)."""
 
 from __future__ import annotations
 
@@ -22,13 +22,9 @@ def mcp_cmd(as_json: bool) -> None:
     `claude -p ... --allowedTools mcp__handoff`), or by hand: command
     `git-handoff`, args ["mcp"], started in the project. It runs until the
     client closes stdin, or until SIGINT/SIGTERM (after the running call).
-    With --json, an error before the server starts (no SDK, not a repository)
-    is printed as {"error", "exit_code"}; stdout is otherwise the MCP stream.
+    With --json, an error before the server starts is printed as
+    {"error", "exit_code"}; stdout is otherwise the MCP stream.
     """
-    try:
-        from git_handoff.mcp import server
-    except ModuleNotFoundError as exc:
-        from git_handoff.core.errors import UsageError
+    from git_handoff.mcp import server
 
-        raise UsageError(f"the MCP SDK is not installed ({exc.name}): pip install 'mcp>=2.3'") from None
     server.serve()

@@ -1,4 +1,4 @@
-"""`git handoff mcp`: the tools of mcp/tools.py served over stdio with the MCP SDK.
+"""`git handoff mcp`: the tools of mcp/tools.py served over stdio (mcp/protocol.py).
 
 A tool's result carries what the CLI would print and exit with:
 - content[0]: the JSON document `--json` prints (for an error, its payload or
@@ -10,24 +10,24 @@ A tool's result carries what the CLI would print and exit with:
 
 Calls run one at a time on a worker thread, so the server keeps answering the
 protocol (pings, cancellations) while a validation command runs.
+
+The MCP SDK is not imported to serve (its import cost seconds at every session's
+start, see docs/performance.md); `build_server` hands the SDK's client, in tests, a
+transport that runs this same server in-process.
 """
 
 from __future__ import annotations
 
 import os
 import signal
+import sys
 import threading
 from typing import Any
-
-import anyio
-import anyio.to_thread
-import mcp_types as types
-from mcp.server import Server, ServerRequestContext
-from mcp.server.stdio import stdio_server
 
 from git_handoff import __version__
 from git_handoff.core import display
 from git_handoff.core.errors import EXIT_MEANINGS
+from git_handoff.mcp.protocol import Connection, Handlers, Message, encode
 from git_handoff.mcp.tools import TOOLS, Answer, Workspace, call
 
 STOP_GRACE_SECONDS = 0.5  # after a signal, time for the last answer to be written out
@@ -42,34 +42,35 @@ exit code: 1 a normal negative answer, 2 bad input (nothing changed), 3 contenti
 (nothing changed, retry)."""
 
 
-def tool_list() -> list[types.Tool]:
+def tool_list() -> list[Message]:
     return [
-        types.Tool(
-            name=t.name,
-            description=t.help,
-            input_schema=t.input_schema(),
-            annotations=types.ToolAnnotations(read_only_hint=t.read_only, destructive_hint=t.destructive,
-                                              open_world_hint=False),
-        )
+        {
+            "name": t.name,
+            "description": t.help,
+            "inputSchema": t.input_schema(),
+            "annotations": {"readOnlyHint": t.read_only, "destructiveHint": t.destructive, "openWorldHint": False},
+        }
         for t in TOOLS.values()
     ]
 
 
-def to_result(answer: Answer) -> types.CallToolResult:
-    content: list[types.ContentBlock] = [types.TextContent(type="text", text=answer.text())]
+def to_result(answer: Answer) -> Message:
+    content: list[Message] = [{"type": "text", "text": answer.text()}]
     if answer.is_error:
         meaning = EXIT_MEANINGS.get(answer.exit_code, "failed")
-        content.append(types.TextContent(type="text", text=f"error: {display.line(answer.error or '')}\nexit {answer.exit_code}: {meaning}"))
-    content += [types.TextContent(type="text", text=f"warning: {display.line(w)}") for w in answer.warnings]
-    return types.CallToolResult(content=content, is_error=answer.is_error, _meta={"exit_code": answer.exit_code})
+        content.append({"type": "text",
+                        "text": f"error: {display.line(answer.error or '')}\nexit {answer.exit_code}: {meaning}"})
+    content += [{"type": "text", "text": f"warning: {display.line(w)}"} for w in answer.warnings]
+    return {"content": content, "isError": answer.is_error, "_meta": {"exit_code": answer.exit_code}}
 
 
 class Stopping:
     """SIGINT/SIGTERM (how agent CLIs stop their servers): exit at once when no call
     runs, else right after the running call has answered; a second signal exits at once.
 
-    The SDK's stdin reader blocks in a thread that a cancellation would wait for until
-    stdin closed, so the server would not stop on a signal at all without this."""
+    The main thread may be blocked reading stdin and a call may be mid-transaction:
+    exiting from the handler is the only stop that neither waits for the client nor
+    cuts a transaction short."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
@@ -93,29 +94,30 @@ class Stopping:
             return self.requested and self.busy == 0
 
 
-def build_server(workspace: Workspace | None = None, stopping: Stopping | None = None) -> Server[Any]:
-    """The MCP server of the repository around `workspace` (default: the working directory)."""
+def handlers(workspace: Workspace | None = None, stopping: Stopping | None = None) -> Handlers:
+    """What `git handoff mcp` serves for the repository around `workspace` (default: the
+    working directory)."""
     space = workspace or Workspace()
-    one_at_a_time = anyio.CapacityLimiter(1)
-    tools = tool_list()
     lifecycle = stopping or Stopping()
 
-    async def list_tools(_ctx: ServerRequestContext[Any], _params: types.PaginatedRequestParams | None
-                         ) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=tools)
-
-    async def call_tool(_ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> types.CallToolResult:
+    def call_tool(name: str, arguments: Any) -> Message:
         lifecycle.begin()
         try:
-            answer = await anyio.to_thread.run_sync(call, space, params.name, params.arguments,
-                                                    limiter=one_at_a_time)
+            answer = call(space, name, arguments)
         finally:
             if lifecycle.end():  # stop once this answer is on its way
                 threading.Timer(STOP_GRACE_SECONDS, os._exit, (0,)).start()
         return to_result(answer)
 
-    return Server("handoff", version=__version__, title="git handoff", instructions=INSTRUCTIONS,
-                  on_list_tools=list_tools, on_call_tool=call_tool)
+    info = {"name": "handoff", "title": "git handoff", "version": __version__}
+    return Handlers(info, INSTRUCTIONS, tool_list(), call_tool)
+
+
+def build_server(workspace: Workspace | None = None, stopping: Stopping | None = None) -> Any:
+    """This server in-process, as a transport the MCP SDK's `Client` takes (tests)."""
+    from git_handoff.mcp.inproc import InProcessTransport
+
+    return InProcessTransport(handlers(workspace, stopping))
 
 
 def serve(workspace: Workspace | None = None) -> None:
@@ -124,12 +126,21 @@ def serve(workspace: Workspace | None = None) -> None:
     stopping = Stopping()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, stopping.handle)
-    server = build_server(space, stopping)
+    out = sys.stdout.buffer
+    # Nothing else may write to the wire: a stray print goes to stderr instead.
+    sys.stdout = sys.stderr
+
+    def send(message: Message) -> None:
+        try:
+            out.write(encode(message))
+            out.flush()
+        except (BrokenPipeError, ValueError):  # the client is gone; its input's end stops us
+            pass
+
+    connection = Connection(handlers(space, stopping), send)
     # While the client and its model take their first turn, open the repository.
     threading.Thread(target=space.warm, name="handoff-warm", daemon=True).start()
-
-    async def main() -> None:
-        async with stdio_server() as (read_stream, write_stream):
-            await server.run(read_stream, write_stream, server.create_initialization_options())
-
-    anyio.run(main)
+    for line in sys.stdin.buffer:
+        if line.strip():
+            connection.receive(line)
+    connection.close()
