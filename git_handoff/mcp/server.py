@@ -126,8 +126,16 @@ def serve(workspace: Workspace | None = None) -> None:
     stopping = Stopping()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, stopping.handle)
-    out = sys.stdout.buffer
-    # Nothing else may write to the wire: a stray print goes to stderr instead.
+    # The wire is this process's alone: it moves to private copies of fds 0 and 1, and
+    # what else might use them (a stray print, a child process that inherits them) reads
+    # /dev/null and writes to stderr instead.
+    sys.stdout.flush()
+    wire_in = os.fdopen(os.dup(0), "rb")
+    out = os.fdopen(os.dup(1), "wb")
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    os.dup2(2, 1)
     sys.stdout = sys.stderr
 
     def send(message: Message) -> None:
@@ -140,7 +148,7 @@ def serve(workspace: Workspace | None = None) -> None:
     connection = Connection(handlers(space, stopping), send)
     # While the client and its model take their first turn, open the repository.
     threading.Thread(target=space.warm, name="handoff-warm", daemon=True).start()
-    for line in sys.stdin.buffer:
+    for line in wire_in:
         if line.strip():
             connection.receive(line)
     connection.close()

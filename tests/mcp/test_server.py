@@ -363,6 +363,32 @@ def test_over_stdio_a_noisy_check_cannot_break_the_protocol(ready: Path, mode: s
 
 
 @pytest.mark.slow  # a real `git handoff mcp` server process over stdio: the slow layer
+def test_over_stdio_a_check_writing_to_the_servers_own_stdout_cannot_reach_the_wire(ready: Path) -> None:
+    # /proc/$PPID/fd/1 is the server's descriptor 1, whatever the check's own stdout is:
+    # the wire must have moved off it before any tool ran. Every line the client reads is
+    # one of the server's messages.
+    cli("edit", "t1", "--check", "echo NOISE-FROM-THE-CHECK > /proc/$PPID/fd/1; test -f ok")
+    (ready / "ok").write_text("x\n")
+    git("add", "ok", cwd=ready)
+    git("commit", "-q", "-m", "ok", cwd=ready)
+    messages = [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "claim", "arguments": {"id": "t1"}}},
+        {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "verify", "arguments": {"id": "t1"}}},
+    ]
+    wire = "".join(json.dumps(m) + "\n" for m in messages).encode()
+    got = subprocess.run([sys.executable, "-m", "git_handoff", "mcp"], cwd=ready, input=wire, capture_output=True,
+                         timeout=120)
+    assert got.returncode == 0, got.stderr
+    answers = [json.loads(line) for line in got.stdout.decode().splitlines()]  # any other line fails here
+    assert [a["id"] for a in answers] == [1, 2, 3]
+    assert json.loads(answers[2]["result"]["content"][0]["text"])["ok"] is True
+    assert b"NOISE-FROM-THE-CHECK" in got.stderr  # where it went instead
+
+
+@pytest.mark.slow  # a real `git handoff mcp` server process over stdio: the slow layer
 def test_garbage_on_the_wire_gets_errors_and_the_server_ends_when_stdin_closes(ready: Path) -> None:
     proc = subprocess.Popen([sys.executable, "-m", "git_handoff", "mcp"], cwd=ready, stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
