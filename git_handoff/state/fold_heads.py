@@ -30,6 +30,7 @@ from typing import Any, TypedDict
 
 from git_handoff.core import field_merge, merge, state_tree
 from git_handoff.core.errors import InvalidState
+from git_handoff.infra import signing
 from git_handoff.infra.fileio import atomic_write
 from git_handoff.infra.gitrepo import Repo
 from git_handoff.state.store import StateStore, format_log_line
@@ -170,7 +171,10 @@ def fold(store: StateStore, first: str, todo: list[tuple[str, str]],
     brought: dict[str, int] = {}  # commit -> the index of the head that brought it first
     merged: list[str] = []
     out: FoldReport = {"incoming": 0, "conflicts": [], "claims_lost": []}
-    link, parents, lines = first, [first], []
+    links: list[tuple[list[str], dict[str, str | bytes | None], str]] = []
+    parents: list[str] = []
+    lines: list[str] = []
+    since: dict[str, str | bytes | None] = {}  # what changed since the last link
     for k, (label, theirs) in enumerate(todo):
         new = repo.commits_not_in(theirs, first)
         related = sorted({brought[oid] for oid in new if oid in brought})
@@ -185,6 +189,7 @@ def fold(store: StateStore, first: str, todo: list[tuple[str, str]],
         changes, conflicts = merge_onto(view, diff(repo.commit_tree(base) if base else None, repo.commit_tree(theirs)))
         lost = lost_claims(view, changes)
         view.changes.update(changes)
+        since.update(changes)
         lines.append(format_log_line(store.session, "SYNC", f"merged {label}: in={incoming} "
                                      f"out={repo.count_commits(first, theirs)} conflicts={len(conflicts)}"))
         for c in conflicts[:MAX_CONFLICT_LINES]:
@@ -201,10 +206,28 @@ def fold(store: StateStore, first: str, todo: list[tuple[str, str]],
         out["conflicts"].extend(c.to_json() for c in conflicts)
         out["claims_lost"].extend(lost)
         parents.append(theirs)
-        if len(parents) == MAX_PARENTS or k == len(todo) - 1:
-            link = store.seal(repo.create_commit(view.write(), parents, "\n".join(lines) + "\n"))
-            parents, lines = [link], []
-    return link, out
+        if len(parents) == MAX_PARENTS - 1 or k == len(todo) - 1:
+            links.append((parents, since, "\n".join(lines) + "\n"))
+            parents, lines, since = [], [], {}
+    return _write_chain(store, view, first, links), out
+
+
+def _write_chain(store: StateStore, view: View, first: str,
+                 links: list[tuple[list[str], dict[str, str | bytes | None], str]]) -> str:
+    """Write the links of a fold ((other parents, changes since the link before, message),
+    the first on `first`) and seal each as this clone's: the last commit. A chain of
+    several links is written by one `git fast-import` (a tree and a commit per link in
+    one pack, not thousands of loose objects); one link, or links a signature will
+    rewrite (each signed commit is the parent of the next), one at a time in-process."""
+    repo = store.repo
+    if len(links) > 1 and signing.signing_key(repo) is None:
+        return [store.seal(c) for c in repo.commit_chain(first, links)][-1]
+    link = first
+    view.tree, view.changes = repo.commit_tree(first), {}
+    for merges, changes, message in links:
+        view.changes = changes
+        link = store.seal(repo.create_commit(view.write(), [link, *merges], message))
+    return link
 
 
 class HeadsCache:
