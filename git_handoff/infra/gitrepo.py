@@ -304,6 +304,27 @@ class Repo(GitRefs):
             walker.hide(exclude)
         return [str(commit.id) for commit in walker]
 
+    def graph_not_in(self, heads: list[str], exclude: str | None) -> dict[str, tuple[str, ...]]:
+        """The commits any of `heads` has that `exclude` has not, each with its parents:
+        one walk for all the heads."""
+        pygit2 = lazy_pygit2()
+        if not heads:
+            return {}
+        walker = self.raw.walk(heads[0], pygit2.enums.SortMode.NONE)
+        for head in heads[1:]:
+            walker.push(head)
+        if exclude is not None and self.has_object(exclude):
+            walker.hide(exclude)
+        return {str(c.id): tuple(str(p) for p in c.parent_ids) for c in walker}
+
+    def count_commits_hiding(self, include: str, hide: Iterable[str]) -> int:
+        """How many commits `include` has that none of `hide` has."""
+        pygit2 = lazy_pygit2()
+        walker = self.raw.walk(include, pygit2.enums.SortMode.NONE)
+        for oid in hide:
+            walker.hide(oid)
+        return sum(1 for _ in walker)
+
     def merge_base_many(self, commits: list[str]) -> str | None:
         """The best common ancestor of commits[0] and a merge of all the others (as
         `git merge-base A B C...`)."""

@@ -28,7 +28,7 @@ import json
 from collections.abc import Callable
 from typing import Any, TypedDict
 
-from git_handoff.core import field_merge, merge, state_tree
+from git_handoff.core import ancestry, field_merge, merge, state_tree
 from git_handoff.core.errors import InvalidState
 from git_handoff.infra import signing
 from git_handoff.infra.fileio import atomic_write
@@ -161,11 +161,43 @@ class FoldReport(TypedDict):
     claims_lost: list[merge.LostClaim]
 
 
+class Ancestry:
+    """What fold asks of each head's history, answered from `graph` (the commits the heads
+    hold that `ours` lacks, git_handoff.core.ancestry) with one walk per distinct place
+    where heads meet ours, not several walks per head. `first`: where the fold starts (ours,
+    or a head that holds it)."""
+
+    def __init__(self, repo: Repo, graph: ancestry.Graph, ours: str | None, first: str) -> None:
+        self.repo, self.graph, self.ours, self.first = repo, graph, ours, first
+        self.in_first = ancestry.closure(graph, first)
+        self._behind: dict[frozenset[str], int] = {}
+
+    def brought(self, theirs: str) -> set[str]:
+        """The commits `theirs` has that first has not (`git rev-list theirs ^first`)."""
+        return ancestry.closure(self.graph, theirs) - self.in_first
+
+    def behind(self, theirs: str, brought: set[str]) -> int:
+        """How many commits first has that `theirs` has not (`brought`: `brought(theirs)`)."""
+        inside = ancestry.closure(self.graph, theirs)
+        meets = ancestry.boundary(self.graph, inside)
+        if meets not in self._behind:
+            self._behind[meets] = self.repo.count_commits_hiding(self.ours, meets) if self.ours else 0
+        return len(self.in_first - inside) + self._behind[meets]
+
+    def base(self, theirs: str, brought: set[str]) -> str | None:
+        """The merge base of first and `theirs` (which shares no new commit with another head)."""
+        meets = ancestry.boundary(self.graph, brought)
+        if self.first == self.ours and len(meets) == 1:
+            return next(iter(meets))  # one commit of ours under all it brings: the best common ancestor
+        return self.repo.merge_base(self.first, theirs)
+
+
 def fold(store: StateStore, first: str, todo: list[tuple[str, str]],
-         diff: Callable[[str | None, str], dict[str, tuple[str | None, str | None]]]) -> tuple[str, FoldReport]:
+         diff: Callable[[str | None, str], dict[str, tuple[str | None, str | None]]],
+         history: Ancestry) -> tuple[str, FoldReport]:
     """Merge the heads of `todo` ([(label, commit)], none in `first`) onto `first`: the last
     commit of the chain, and {incoming, conflicts, claims_lost}. `diff(a, b)` is the tree
-    diff to use (remembered by the caller)."""
+    diff to use (remembered by the caller); `history` answers the ancestry."""
     repo = store.repo
     view = View(repo, repo.commit_tree(first))
     brought: dict[str, int] = {}  # commit -> the index of the head that brought it first
@@ -176,12 +208,12 @@ def fold(store: StateStore, first: str, todo: list[tuple[str, str]],
     lines: list[str] = []
     since: dict[str, str | bytes | None] = {}  # what changed since the last link
     for k, (label, theirs) in enumerate(todo):
-        new = repo.commits_not_in(theirs, first)
+        new = history.brought(theirs)
         related = sorted({brought[oid] for oid in new if oid in brought})
         if related:
             base = repo.merge_base_many([theirs, first, *(merged[i] for i in related)])
         else:
-            base = repo.merge_base(first, theirs)
+            base = history.base(theirs, new)
         incoming = sum(1 for oid in new if oid not in brought)
         for oid in new:
             brought.setdefault(oid, k)
@@ -191,7 +223,7 @@ def fold(store: StateStore, first: str, todo: list[tuple[str, str]],
         view.changes.update(changes)
         since.update(changes)
         lines.append(format_log_line(store.session, "SYNC", f"merged {label}: in={incoming} "
-                                     f"out={repo.count_commits(first, theirs)} conflicts={len(conflicts)}"))
+                                     f"out={history.behind(theirs, new)} conflicts={len(conflicts)}"))
         for c in conflicts[:MAX_CONFLICT_LINES]:
             lines.append(format_log_line(store.session, "SYNC", f"conflict {c.field}: kept {short(c.kept)} "
                                          f"over {short(c.dropped)}", task=c.record))
