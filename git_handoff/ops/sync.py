@@ -102,7 +102,7 @@ class PublishReport(TypedDict):
 def _take_attempts(repo: Repo, remote: Remote) -> tuple[list[str], list[str]]:
     """Create local attempt refs for the remote's attempts we lack; report clashes."""
     fetched, clashing = [], []
-    for name, oid in sorted(repo.refs_in(remote.attempts).items()):
+    for name, oid in sorted(remote.refs(repo, remote.attempts).items()):
         local = ATTEMPTS_PREFIX + name[len(remote.attempts):]
         mine = repo.ref_target(local)
         if mine is None:
@@ -184,7 +184,7 @@ def _publish_round(store: StateStore, remote: Remote, report: SyncReport, say: C
         specs.append(f"{STATE_REF}:{STATE_REF}")
     if legacy and notes is not None and notes != repo.ref_target(remote.notes):
         specs.append(f"{NOTES_REF}:{NOTES_REF}")
-    remote_attempts = repo.refs_in(remote.attempts)
+    remote_attempts = remote.refs(repo, remote.attempts)
     for name, _oid in sorted(repo.refs_in(ATTEMPTS_PREFIX).items()):
         if remote_attempts.get(remote.attempts + name[len(ATTEMPTS_PREFIX):]) is None:
             specs.append(f"{name}:{name}")
@@ -231,6 +231,7 @@ def _forget(repo: Repo, remote: Remote, deleted: list[str]) -> None:
         return
     for ref in deleted:
         repo.delete_ref(remote.tracking(ref))
+        remote.moved(remote.tracking(ref), None)
     held = quarantine.read(repo, remote.track)
     if any(ref in held for ref in deleted):
         quarantine.write(repo, remote.track, {ref: item for ref, item in held.items() if ref not in deleted})
@@ -240,6 +241,7 @@ def _track(repo: Repo, remote: Remote, remote_ref: str, oid: str) -> None:
     """The remote has `oid` at `remote_ref` now: keep the tracking ref honest without a fetch."""
     name = remote.tracking(remote_ref)
     repo.cas_ref(name, oid, repo.ref_target(name), "handoff: pushed")
+    remote.moved(name, repo.ref_target(name))
 
 
 def sync(store: StateStore, remote: str | None = None, *, tries: int = PUSH_TRIES,
