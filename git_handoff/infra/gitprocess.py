@@ -122,10 +122,28 @@ def commit_input(ref: str, name: str, email: str, when: int, message: str, paren
     """`git fast-import` input for one commit on `ref` (the first parent's tree changing
     `files`: (path, mode, bytes written inline | an existing blob's oid | None to delete)),
     committed by `name <email>` at `when`."""
+    committer = f"committer {name} <{email}> {when} +0000\n".encode()
+    return b"".join(_commit_lines(ref, None, committer, message, parents, files)) + b"\ndone\n"
+
+
+def chain_input(ref: str, committer: bytes, first: str,
+                links: Iterable[tuple[list[str], Iterable[tuple[bytes, str, bytes | str | None]], str]]) -> bytes:
+    """`git fast-import` input for a chain of commits on `ref`: each link ((other parents,
+    files as in `commit_input`, message)) has the link before it as first parent (the
+    first link: `first`) and its tree with `files` changed; `committer` is the whole
+    committer line."""
+    out: list[bytes] = []
+    for n, (merges, files, message) in enumerate(links, start=1):
+        out += _commit_lines(ref, n, committer, message, [first if n == 1 else f":{n - 1}", *merges], files)
+    out.append(b"\ndone\n")
+    return b"".join(out)
+
+
+def _commit_lines(ref: str, mark: int | None, committer: bytes, message: str, parents: list[str],
+                  files: Iterable[tuple[bytes, str, bytes | str | None]]) -> list[bytes]:
     msg = message.encode()
-    out = [f"commit {ref}\n".encode(),
-           f"committer {name} <{email}> {when} +0000\n".encode(),
-           f"data {len(msg)}\n".encode(), msg, b"\n", f"from {parents[0]}\n".encode()]
+    out = [f"commit {ref}\n".encode(), *([f"mark :{mark}\n".encode()] if mark is not None else []),
+           committer, f"data {len(msg)}\n".encode(), msg, b"\n", f"from {parents[0]}\n".encode()]
     for parent in parents[1:]:
         out.append(f"merge {parent}\n".encode())
     for raw_path, mode, value in files:
@@ -136,8 +154,7 @@ def commit_input(ref: str, name: str, email: str, when: int, message: str, paren
             out += [f"M {mode} inline ".encode() + path + b"\n", f"data {len(value)}\n".encode(), value, b"\n"]
         else:
             out.append(f"M {mode} {value} ".encode() + path + b"\n")
-    out.append(b"\ndone\n")
-    return b"".join(out)
+    return out
 
 
 # -- packing ---------------------------------------------------------------------------------

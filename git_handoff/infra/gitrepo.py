@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
 from git_handoff.core.errors import GitFailure
@@ -267,6 +267,32 @@ class Repo(GitRefs):
             raise GitFailure("git fast-import wrote no commit")
         return commit
 
+    def commit_chain(self, first: str, links: Sequence[tuple[list[str], Mapping[str, str | bytes | None], str]]
+                     ) -> list[str]:
+        """A chain of commits written by one `git fast-import` (one pack, no loose object per
+        tree): link k ((other parents, {path: blob oid | bytes | None to delete}, message))
+        has link k-1 as first parent (link 0: `first`) and that link's tree with its
+        changes. Committed now by this repository's signature, as `create_commit` would;
+        the commits of the links, in order."""
+        import secrets
+
+        sig = self.signature()
+        sign, offset = ("-", -sig.offset) if sig.offset < 0 else ("+", sig.offset)
+        committer = f"committer {sig.name} <{sig.email}> {sig.time} {sign}{offset // 60:02d}{offset % 60:02d}\n"
+        tmp_ref = f"{TMP_REFS}{os.getpid()}-{secrets.token_hex(4)}"
+        stream = gitprocess.chain_input(tmp_ref, committer.encode(), first, (
+            (merges, [(path.encode("utf-8", "surrogateescape"), "100644", value) for path, value in changes.items()],
+             message) for merges, changes, message in links))
+        self.git("fast-import", "--quiet", "--done", gitprocess.FAST_IMPORT_DEPTH, input=stream, cwd=self.common_dir)
+        last = self.ref_target(tmp_ref)
+        self.delete_ref(tmp_ref)
+        if last is None:
+            raise GitFailure("git fast-import wrote no commit")
+        out = [last]
+        while len(out) < len(links):
+            out.append(self.commit_parents(out[-1])[0])
+        return out[::-1]
+
     def is_ancestor(self, ancestor: str, descendant: str) -> bool:
         return ancestor == descendant or bool(self.raw.descendant_of(descendant, ancestor))
 
@@ -277,6 +303,27 @@ class Repo(GitRefs):
         if exclude is not None and self.has_object(exclude):
             walker.hide(exclude)
         return [str(commit.id) for commit in walker]
+
+    def graph_not_in(self, heads: list[str], exclude: str | None) -> dict[str, tuple[str, ...]]:
+        """The commits any of `heads` has that `exclude` has not, each with its parents:
+        one walk for all the heads."""
+        pygit2 = lazy_pygit2()
+        if not heads:
+            return {}
+        walker = self.raw.walk(heads[0], pygit2.enums.SortMode.NONE)
+        for head in heads[1:]:
+            walker.push(head)
+        if exclude is not None and self.has_object(exclude):
+            walker.hide(exclude)
+        return {str(c.id): tuple(str(p) for p in c.parent_ids) for c in walker}
+
+    def count_commits_hiding(self, include: str, hide: Iterable[str]) -> int:
+        """How many commits `include` has that none of `hide` has."""
+        pygit2 = lazy_pygit2()
+        walker = self.raw.walk(include, pygit2.enums.SortMode.NONE)
+        for oid in hide:
+            walker.hide(oid)
+        return sum(1 for _ in walker)
 
     def merge_base_many(self, commits: list[str]) -> str | None:
         """The best common ancestor of commits[0] and a merge of all the others (as

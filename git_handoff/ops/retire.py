@@ -41,7 +41,7 @@ def retirable(repo: Repo, remote: Remote, local: str, published: str | None) -> 
     notes_contained = HeadsCache(repo, "notes").known(notes) if notes_published else set()
     now = time.time()
     out: dict[str, str] = {}
-    tracked = repo.refs_in(remote.clones)
+    tracked = remote.refs(repo, remote.clones)
     for name, oid in sorted(tracked.items()):
         clone, _, kind = name[len(remote.clones):].partition("/")
         if kind != "state" or clone == remote.clone or oid not in contained:

@@ -27,12 +27,11 @@ from git_handoff.core import field_merge, merge
 from git_handoff.core.errors import Contention, HandoffError, NotInitialized
 from git_handoff.core.model import Task, now_iso
 from git_handoff.core.selection import lease_expired
-from git_handoff.infra.gitrepo import Repo
 from git_handoff.ops.fleet_claims import CLOSED_CLAIM_SECONDS, fleet_view
 from git_handoff.ops.fleet_claims import Fleet as Fleet  # callers (ops/claim.py) know it from here
 from git_handoff.ops.fleet_claims import claims_to_prune as _claims_to_prune
 from git_handoff.ops.retire import retirable
-from git_handoff.remote import incoming, transport
+from git_handoff.remote import incoming, tracked, transport
 from git_handoff.remote.push_outcome import ACCEPTED, ATOMIC, LOCKED, MOVED
 from git_handoff.remote.transport import Remote
 from git_handoff.state import integrate, quarantine, writers
@@ -96,23 +95,6 @@ class PublishReport(TypedDict):
     retries: int
 
 
-# -- attempts -------------------------------------------------------------------------
-
-
-def _take_attempts(repo: Repo, remote: Remote) -> tuple[list[str], list[str]]:
-    """Create local attempt refs for the remote's attempts we lack; report clashes."""
-    fetched, clashing = [], []
-    for name, oid in sorted(repo.refs_in(remote.attempts).items()):
-        local = ATTEMPTS_PREFIX + name[len(remote.attempts):]
-        mine = repo.ref_target(local)
-        if mine is None:
-            if repo.cas_ref(local, oid, None, f"handoff: attempt from {remote.spec}"):
-                fetched.append(local)
-        elif mine != oid:
-            clashing.append(local)
-    return fetched, clashing
-
-
 # -- sync -------------------------------------------------------------------------------
 
 
@@ -156,7 +138,7 @@ def _round(store: StateStore, remote: Remote, report: SyncReport,
     report["quarantined"] = fetch(repo, remote)
     say("merging the remote's state")
     _merge_remote(store, remote, report)
-    fetched, clashing = _take_attempts(repo, remote)
+    fetched, clashing = tracked.take_attempts(repo, remote)
     report["attempts"]["fetched"].extend(fetched)
     report["attempts"]["conflicting"] = clashing
     return _publish_round(store, remote, report, say)
@@ -184,7 +166,7 @@ def _publish_round(store: StateStore, remote: Remote, report: SyncReport, say: C
         specs.append(f"{STATE_REF}:{STATE_REF}")
     if legacy and notes is not None and notes != repo.ref_target(remote.notes):
         specs.append(f"{NOTES_REF}:{NOTES_REF}")
-    remote_attempts = repo.refs_in(remote.attempts)
+    remote_attempts = remote.refs(repo, remote.attempts)
     for name, _oid in sorted(repo.refs_in(ATTEMPTS_PREFIX).items()):
         if remote_attempts.get(remote.attempts + name[len(ATTEMPTS_PREFIX):]) is None:
             specs.append(f"{name}:{name}")
@@ -207,39 +189,21 @@ def _publish_round(store: StateStore, remote: Remote, report: SyncReport, say: C
         if pushed.ok(ref):
             value = local if ref == remote.my_state else notes
             if value is not None:
-                _track(repo, remote, ref, value)
+                tracked.track(repo, remote, ref, value)
     accepted = sorted(ref for ref, (what, _) in pushed.refs.items() if what == ACCEPTED)
     report["pushed"].extend(ref for ref in accepted if ref not in prune and ref not in retired and ref not in close)
     report["claims_pruned"].extend(ref[len(transport.CLAIMS):] for ref in accepted if ref in prune)
     report["claims_closed"] += [ref[len(transport.CLAIMS):] for ref in accepted if ref in close]
     for ref in accepted:
         if ref in close:
-            _track(repo, remote, ref, local)
+            tracked.track(repo, remote, ref, local)
     report["retired"] = sorted({ref[len(transport.CLONES):].partition("/")[0] for ref in accepted if ref in retired})
-    _forget(repo, remote, [ref for ref in accepted if ref in prune or ref in retired])
+    tracked.forget(repo, remote, [ref for ref in accepted if ref in prune or ref in retired])
     report["attempts"]["pushed"].extend(ref for ref in accepted if ref.startswith(ATTEMPTS_PREFIX))
     stuck = [ref for ref in pushed.refs if ref.startswith(ATTEMPTS_PREFIX) and not pushed.ok(ref)]
     if stuck:
         report["attempts"]["conflicting"] = sorted(set(report["attempts"]["conflicting"]) | set(stuck))
     return all(pushed.outcome(ref) in (None, ACCEPTED) for ref in (remote.my_state, remote.my_notes))
-
-
-def _forget(repo: Repo, remote: Remote, deleted: list[str]) -> None:
-    """The remote no longer has the refs `deleted` (this push deleted them): neither
-    their tracking refs, nor their quarantine."""
-    if not deleted:
-        return
-    for ref in deleted:
-        repo.delete_ref(remote.tracking(ref))
-    held = quarantine.read(repo, remote.track)
-    if any(ref in held for ref in deleted):
-        quarantine.write(repo, remote.track, {ref: item for ref, item in held.items() if ref not in deleted})
-
-
-def _track(repo: Repo, remote: Remote, remote_ref: str, oid: str) -> None:
-    """The remote has `oid` at `remote_ref` now: keep the tracking ref honest without a fetch."""
-    name = remote.tracking(remote_ref)
-    repo.cas_ref(name, oid, repo.ref_target(name), "handoff: pushed")
 
 
 def sync(store: StateStore, remote: str | None = None, *, tries: int = PUSH_TRIES,
@@ -324,7 +288,7 @@ def transact_remote(store: StateStore, apply: Callable[[Tx, Fleet], T], claim_of
             raise transport.refused_error(remote_obj, refused)
         if all(pushed.ok(ref) for ref in leases):
             for ref in leases:
-                _track(repo, remote_obj, ref, commit)
+                tracked.track(repo, remote_obj, ref, commit)
             with store.lock():
                 moved = store.publish(commit, head, "handoff: remote transaction")
             if not moved:
@@ -398,11 +362,11 @@ def publish(store: StateStore, remote: str | None = None, *, tries: int = 5) -> 
         if refused:
             raise transport.refused_error(remote_obj, refused)
         if pushed.ok(remote_obj.my_state):
-            _track(repo, remote_obj, remote_obj.my_state, local)
-            _forget(repo, remote_obj, [ref for ref in prune if pushed.ok(ref)])
+            tracked.track(repo, remote_obj, remote_obj.my_state, local)
+            tracked.forget(repo, remote_obj, [ref for ref in prune if pushed.ok(ref)])
             for ref in close:
                 if pushed.ok(ref):
-                    _track(repo, remote_obj, ref, local)
+                    tracked.track(repo, remote_obj, ref, local)
             stats("publish", retries=attempt)
             return {"remote": remote_obj.spec, "pushed": [remote_obj.my_state], "retries": attempt}
         if pushed.outcome(remote_obj.my_state) == MOVED:

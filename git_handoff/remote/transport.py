@@ -63,6 +63,24 @@ class Remote:
         else:
             raise UsageError(f"unknown remote {spec!r} (see `git remote -v`)")
         self.clone = identity.clone_id(repo)
+        # the remote-tracking refs as this process's last fetch left them ({name: oid}),
+        # kept up to date by `moved`: a sync of 10,000 clone heads read them once per
+        # question (the states, the notes, the clones, the claims), ~1 s a read
+        self.tracked: dict[str, str] | None = None
+
+    def refs(self, repo: Repo, prefix: str) -> dict[str, str]:
+        """The remote-tracking refs under `prefix` ({name: oid}), as fetched."""
+        if self.tracked is None or not prefix.startswith(f"refs/remotes/{self.track}/"):
+            return repo.refs_in(prefix)
+        return {name: oid for name, oid in self.tracked.items() if name.startswith(prefix)}
+
+    def moved(self, name: str, oid: str | None) -> None:
+        """The tracking ref `name` is at `oid` now (None: deleted) without a fetch."""
+        if self.tracked is not None:
+            if oid is None:
+                self.tracked.pop(name, None)
+            else:
+                self.tracked[name] = oid
 
     # -- names on the remote ----------------------------------------------------------------
 
@@ -115,7 +133,7 @@ class Remote:
         legacy = repo.ref_target(self.state)
         if legacy is not None:
             out.append((self.spec, legacy))
-        for name, oid in sorted(repo.refs_in(self.clones).items()):
+        for name, oid in sorted(self.refs(repo, self.clones).items()):
             if name.endswith("/state"):
                 who = name[len(self.clones):-len("/state")]
                 out.append((self.spec if who == self.clone else f"{self.spec} (clone {who[:8]})", oid))
@@ -123,17 +141,17 @@ class Remote:
 
     def publishing_clones(self, repo: Repo) -> list[str]:
         """The ids of the clones with a state ref on the remote (as fetched), sorted."""
-        return sorted(name[len(self.clones):-len("/state")] for name in repo.refs_in(self.clones)
+        return sorted(name[len(self.clones):-len("/state")] for name in self.refs(repo, self.clones)
                       if name.endswith("/state"))
 
     def notes_heads(self, repo: Repo) -> list[str]:
         out = [oid for oid in [repo.ref_target(self.notes)] if oid is not None]
-        out += [oid for name, oid in sorted(repo.refs_in(self.clones).items()) if name.endswith("/notes")]
+        out += [oid for name, oid in sorted(self.refs(repo, self.clones).items()) if name.endswith("/notes")]
         return out
 
     def claim_refs(self, repo: Repo) -> dict[str, str]:
         """{task id: the claim commit} as fetched."""
-        return {name[len(self.claims):]: oid for name, oid in repo.refs_in(self.claims).items()}
+        return {name[len(self.claims):]: oid for name, oid in self.refs(repo, self.claims).items()}
 
     @property
     def staging(self) -> str:
@@ -305,7 +323,9 @@ def _fetch_locked(repo: Repo, remote: Remote) -> list[quarantine.Held]:
     fetched = {_remote_rest(name[len(staging):]): oid for name, oid in repo.refs_in(staging).items()}
     fetched = {rest: oid for rest, oid in fetched.items() if is_read(rest)}
     tracking = f"refs/remotes/{remote.track}/"
-    current = {name[len(tracking):]: oid for name, oid in repo.refs_in(tracking).items()}
+    remote.tracked = None
+    everything = repo.refs_in(tracking)
+    current = {name[len(tracking):]: oid for name, oid in everything.items()}
     current = {rest: oid for rest, oid in current.items() if is_read(rest)}
     held_before = quarantine.read(repo, remote.track)
     held: dict[str, quarantine.Held] = {}
@@ -342,6 +362,12 @@ def _fetch_locked(repo: Repo, remote: Remote) -> list[quarantine.Held]:
         (tracking + rest, oid, current.get(rest)) for rest, oid in sorted(good.items())]
     updates += [(tracking + rest, None, oid) for rest, oid in sorted(current.items()) if rest not in fetched]
     repo.update_refs(updates, f"handoff: fetched from {remote.spec}")
+    for name, new, _old in updates:
+        if new is None:
+            everything.pop(name, None)
+        else:
+            everything[name] = new
+    remote.tracked = everything
     if held != held_before:
         quarantine.write(repo, remote.track, held)
     return [held[ref] for ref in sorted(held)]

@@ -28,8 +28,9 @@ import json
 from collections.abc import Callable
 from typing import Any, TypedDict
 
-from git_handoff.core import field_merge, merge, state_tree
+from git_handoff.core import ancestry, field_merge, merge, state_tree
 from git_handoff.core.errors import InvalidState
+from git_handoff.infra import signing
 from git_handoff.infra.fileio import atomic_write
 from git_handoff.infra.gitrepo import Repo
 from git_handoff.state.store import StateStore, format_log_line
@@ -160,24 +161,59 @@ class FoldReport(TypedDict):
     claims_lost: list[merge.LostClaim]
 
 
+class Ancestry:
+    """What fold asks of each head's history, answered from `graph` (the commits the heads
+    hold that `ours` lacks, git_handoff.core.ancestry) with one walk per distinct place
+    where heads meet ours, not several walks per head. `first`: where the fold starts (ours,
+    or a head that holds it)."""
+
+    def __init__(self, repo: Repo, graph: ancestry.Graph, ours: str | None, first: str) -> None:
+        self.repo, self.graph, self.ours, self.first = repo, graph, ours, first
+        self.in_first = ancestry.closure(graph, first)
+        self._behind: dict[frozenset[str], int] = {}
+
+    def brought(self, theirs: str) -> set[str]:
+        """The commits `theirs` has that first has not (`git rev-list theirs ^first`)."""
+        return ancestry.closure(self.graph, theirs) - self.in_first
+
+    def behind(self, theirs: str, brought: set[str]) -> int:
+        """How many commits first has that `theirs` has not (`brought`: `brought(theirs)`)."""
+        inside = ancestry.closure(self.graph, theirs)
+        meets = ancestry.boundary(self.graph, inside)
+        if meets not in self._behind:
+            self._behind[meets] = self.repo.count_commits_hiding(self.ours, meets) if self.ours else 0
+        return len(self.in_first - inside) + self._behind[meets]
+
+    def base(self, theirs: str, brought: set[str]) -> str | None:
+        """The merge base of first and `theirs` (which shares no new commit with another head)."""
+        meets = ancestry.boundary(self.graph, brought)
+        if self.first == self.ours and len(meets) == 1:
+            return next(iter(meets))  # one commit of ours under all it brings: the best common ancestor
+        return self.repo.merge_base(self.first, theirs)
+
+
 def fold(store: StateStore, first: str, todo: list[tuple[str, str]],
-         diff: Callable[[str | None, str], dict[str, tuple[str | None, str | None]]]) -> tuple[str, FoldReport]:
+         diff: Callable[[str | None, str], dict[str, tuple[str | None, str | None]]],
+         history: Ancestry) -> tuple[str, FoldReport]:
     """Merge the heads of `todo` ([(label, commit)], none in `first`) onto `first`: the last
     commit of the chain, and {incoming, conflicts, claims_lost}. `diff(a, b)` is the tree
-    diff to use (remembered by the caller)."""
+    diff to use (remembered by the caller); `history` answers the ancestry."""
     repo = store.repo
     view = View(repo, repo.commit_tree(first))
     brought: dict[str, int] = {}  # commit -> the index of the head that brought it first
     merged: list[str] = []
     out: FoldReport = {"incoming": 0, "conflicts": [], "claims_lost": []}
-    link, parents, lines = first, [first], []
+    links: list[tuple[list[str], dict[str, str | bytes | None], str]] = []
+    parents: list[str] = []
+    lines: list[str] = []
+    since: dict[str, str | bytes | None] = {}  # what changed since the last link
     for k, (label, theirs) in enumerate(todo):
-        new = repo.commits_not_in(theirs, first)
+        new = history.brought(theirs)
         related = sorted({brought[oid] for oid in new if oid in brought})
         if related:
             base = repo.merge_base_many([theirs, first, *(merged[i] for i in related)])
         else:
-            base = repo.merge_base(first, theirs)
+            base = history.base(theirs, new)
         incoming = sum(1 for oid in new if oid not in brought)
         for oid in new:
             brought.setdefault(oid, k)
@@ -185,8 +221,9 @@ def fold(store: StateStore, first: str, todo: list[tuple[str, str]],
         changes, conflicts = merge_onto(view, diff(repo.commit_tree(base) if base else None, repo.commit_tree(theirs)))
         lost = lost_claims(view, changes)
         view.changes.update(changes)
+        since.update(changes)
         lines.append(format_log_line(store.session, "SYNC", f"merged {label}: in={incoming} "
-                                     f"out={repo.count_commits(first, theirs)} conflicts={len(conflicts)}"))
+                                     f"out={history.behind(theirs, new)} conflicts={len(conflicts)}"))
         for c in conflicts[:MAX_CONFLICT_LINES]:
             lines.append(format_log_line(store.session, "SYNC", f"conflict {c.field}: kept {short(c.kept)} "
                                          f"over {short(c.dropped)}", task=c.record))
@@ -201,10 +238,28 @@ def fold(store: StateStore, first: str, todo: list[tuple[str, str]],
         out["conflicts"].extend(c.to_json() for c in conflicts)
         out["claims_lost"].extend(lost)
         parents.append(theirs)
-        if len(parents) == MAX_PARENTS or k == len(todo) - 1:
-            link = store.seal(repo.create_commit(view.write(), parents, "\n".join(lines) + "\n"))
-            parents, lines = [link], []
-    return link, out
+        if len(parents) == MAX_PARENTS - 1 or k == len(todo) - 1:
+            links.append((parents, since, "\n".join(lines) + "\n"))
+            parents, lines, since = [], [], {}
+    return _write_chain(store, view, first, links), out
+
+
+def _write_chain(store: StateStore, view: View, first: str,
+                 links: list[tuple[list[str], dict[str, str | bytes | None], str]]) -> str:
+    """Write the links of a fold ((other parents, changes since the link before, message),
+    the first on `first`) and seal each as this clone's: the last commit. A chain of
+    several links is written by one `git fast-import` (a tree and a commit per link in
+    one pack, not thousands of loose objects); one link, or links a signature will
+    rewrite (each signed commit is the parent of the next), one at a time in-process."""
+    repo = store.repo
+    if len(links) > 1 and signing.signing_key(repo) is None:
+        return [store.seal(c) for c in repo.commit_chain(first, links)][-1]
+    link = first
+    view.tree, view.changes = repo.commit_tree(first), {}
+    for merges, changes, message in links:
+        view.changes = changes
+        link = store.seal(repo.create_commit(view.write(), [link, *merges], message))
+    return link
 
 
 class HeadsCache:

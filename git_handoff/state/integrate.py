@@ -14,12 +14,12 @@ import random
 import time
 from typing import Any, TypedDict
 
-from git_handoff.core import field_merge, merge
+from git_handoff.core import ancestry, field_merge, merge
 from git_handoff.core.errors import Contention
 from git_handoff.infra.file_lock import StateLock
 from git_handoff.infra.gitrepo import Repo
 from git_handoff.state import notices
-from git_handoff.state.fold_heads import MAX_PARENTS, HeadsCache, fold
+from git_handoff.state.fold_heads import MAX_PARENTS, Ancestry, HeadsCache, fold
 from git_handoff.state.fold_heads import readable as _readable
 from git_handoff.state.fold_heads import task_record as _task_record
 from git_handoff.state.notes import NOTES_LOCK
@@ -161,11 +161,12 @@ def integrate_all(store: StateStore, heads: list[tuple[str, str]], fresh: list[t
             if attempt:
                 _pause(attempt - 1)
             ours = store.head()
-            todo = [(label_of[h], h) for h in _new_heads(repo, ours, list(label_of))]
+            graph = repo.graph_not_in(list(label_of), ours)  # the ancestry below, in one walk
+            todo = [(label_of[h], h) for h in ancestry.new_heads(graph, label_of)]
             if not todo:
                 cache.remember(ours, [h for _, h in heads])
                 return report
-            step = _fold(store, ours, todo)
+            step = _fold(store, ours, todo, graph)
             if step is None:
                 continue
             _remember_notices(repo, step["claims_lost"])
@@ -197,12 +198,15 @@ def _start(repo: Repo, ours: str | None, new: list[str]) -> tuple[str, list[str]
     return first, [h for h in new if h != first and not repo.is_ancestor(h, first)]
 
 
-def _fold(store: StateStore, ours: str | None, todo: list[tuple[str, str]]) -> MergeStep | None:
-    """Merge the heads of `todo` (none of them in `ours`) and publish the result; None
-    when the state ref moved meanwhile (nothing published)."""
+def _fold(store: StateStore, ours: str | None, todo: list[tuple[str, str]], graph: ancestry.Graph
+          ) -> MergeStep | None:
+    """Merge the heads of `todo` (none of them in `ours`; `graph`: the commits they hold
+    that ours lacks) and publish the result; None when the state ref moved meanwhile
+    (nothing published)."""
     repo = store.repo
     step: MergeStep = {"action": "merged", "incoming": 0, "conflicts": [], "claims_lost": []}
-    first, rest = _start(repo, ours, [h for _, h in todo])
+    first, remaining = ancestry.start(graph, ours, [h for _, h in todo])
+    rest = set(remaining)
     if first != ours:
         label = next(label for label, h in todo if h == first)
         if ours is None:
@@ -215,7 +219,7 @@ def _fold(store: StateStore, ours: str | None, todo: list[tuple[str, str]]) -> M
         todo = [(label, h) for label, h in todo if h in rest]
     if not todo:
         return step if store.publish(first, ours, reason) else None
-    commit, got = fold(store, first, todo, lambda a, b: _diff(repo, a, b))
+    commit, got = fold(store, first, todo, lambda a, b: _diff(repo, a, b), Ancestry(repo, graph, ours, first))
     step["action"] = "merged"
     step["incoming"] += got["incoming"]
     step["conflicts"] = got["conflicts"]
