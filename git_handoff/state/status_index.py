@@ -31,18 +31,18 @@ from git_handoff.infra.gitrepo import Repo
 from git_handoff.state.snapshot import Snapshot
 
 FILE = "status-index.marshal"
-MAGIC = b"git-handoff-status-index 1\n"
-VERSION = 1
+MAGIC = b"git-handoff-status-index 2\n"
+VERSION = 2
 
-# Row fields, by position.
-ID, TITLE, STATUS, ATTEMPTS, MAX_ATTEMPTS, PRIORITY, CLAIMED_BY, ORDER, CREATED, DEPS, FOR_GOOD = range(11)
+# Row fields, by position (CHECK and SPEC: what the prompt asks of every remaining task).
+ID, TITLE, STATUS, ATTEMPTS, MAX_ATTEMPTS, PRIORITY, CLAIMED_BY, ORDER, CREATED, DEPS, FOR_GOOD, CHECK, SPEC = range(13)
 
 Row = tuple[Any, ...]
 
 
 def row(task: Task) -> Row:
     return (task.id, task.title, task.status, task.attempts, task.max_attempts, task.priority, task.claimed_by,
-            task.order, task.created_at, tuple(task.depends_on), task.failed_for_good)
+            task.order, task.created_at, tuple(task.depends_on), task.failed_for_good, task.check, task.spec_ref)
 
 
 def _key(r: Row) -> tuple[Any, ...]:
@@ -234,6 +234,14 @@ def summary(snap: Snapshot) -> Summary | None:
     """The status index of this snapshot's tasks tree (None: the state has no tasks
     directory). Updated from the tree diff when the index describes another tree, built
     from the tasks when there is none; written back when it changed."""
+    if "status" in snap.derived:
+        cached: Summary | None = snap.derived["status"]
+        return cached
+    found = snap.derived["status"] = _summary(snap)
+    return found
+
+
+def _summary(snap: Snapshot) -> Summary | None:
     tree = snap.tasks_tree()
     if tree is None:
         return None

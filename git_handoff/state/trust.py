@@ -153,7 +153,16 @@ def _covers(approvals: Approvals, command: str, where: str) -> bool:
 def approvals(repo: Repo) -> Callable[[str, str], bool]:
     """`is_trusted` for many questions: the approvals read once."""
     known = _load(repo, save=False)
-    return lambda command, where: _covers(known, command, where)
+    keys: dict[str, str] = {}  # one command is the check of many tasks: hashed once
+
+    def covers(command: str, where: str) -> bool:
+        key = keys.get(command)
+        if key is None:
+            key = keys[command] = command_key(command)
+        entry = known.get(key)
+        return entry is not None and entry.get("command") == command and where in entry["places"]
+
+    return covers
 
 
 def is_trusted(repo: Repo, command: str, where: str) -> bool:
