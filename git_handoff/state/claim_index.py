@@ -28,6 +28,10 @@ from git_handoff.state.snapshot import TASKS_DIR, Snapshot
 from git_handoff.state.store import StateStore, Tx
 
 INDEX_FILE = "claim-index.marshal"
+# The head: the tree, whether it is clean, the first eligible task with its row and the
+# earliest lease deadline, so `next` and the hooks answer without reading the rows.
+HEAD_FILE = "claim-head.marshal"
+HEAD_MAGIC = b"git-handoff-claim-head 1\n"
 VERSION = 1
 # The file: MAGIC, the sha256 of the rest, then the marshalled rows. An index whose digest
 # does not match (damaged on disk) is not believed: it is absent, and rebuilt.
@@ -111,13 +115,40 @@ def save(store: StateStore, tree: str | None, rows: Mapping[str, tuple[Any, ...]
 
 
 def save_rows(repo: Repo, tree: str | None, rows: Mapping[str, tuple[Any, ...]], clean: bool) -> None:
-    """`save`, for a repository."""
+    """`save`, for a repository: the rows, then the head that summarizes them."""
     if tree is None:
         return
     try:
         atomic_write(_path(repo), encode({"v": VERSION, "tree": tree, "clean": clean, "rows": dict(rows)}))
+        first = first_eligible(rows) if clean else None
+        head = {"v": VERSION, "tree": tree, "clean": clean, "first": first,
+                "row": rows[first] if first is not None else None, "lease": earliest_lease(rows)}
+        body = marshal.dumps(head)
+        atomic_write(repo.handoff_dir / HEAD_FILE, HEAD_MAGIC + hashlib.sha256(body).digest() + body)
     except (OSError, ValueError):
         pass  # a missing index is only slower: the next claim rebuilds it
+
+
+def load_head(repo: Repo, tree: str) -> dict[str, Any] | None:
+    """The head for this tasks tree when it is there, clean and undamaged, else None."""
+    try:
+        with open(repo.handoff_dir / HEAD_FILE, "rb") as fh:
+            raw = fh.read()
+    except OSError:
+        return None
+    n = len(HEAD_MAGIC)
+    body = raw[n + 32:]
+    if raw[:n] != HEAD_MAGIC or hashlib.sha256(body).digest() != raw[n:n + 32]:
+        return None
+    try:
+        head = marshal.loads(body)
+    except (EOFError, ValueError, TypeError):
+        return None
+    if (not isinstance(head, dict) or head.get("v") != VERSION or head.get("tree") != tree or head.get("clean") is not True
+            or not isinstance(head.get("first"), str) or not isinstance(head.get("row"), tuple)
+            or not isinstance(head.get("lease"), (str, type(None)))):
+        return None
+    return head
 
 
 def committed_tree(tx: Tx) -> str | None:
@@ -166,6 +197,13 @@ def first_eligible(rows: Mapping[str, tuple[Any, ...]]) -> str | None:
     return best_id
 
 
+def earliest_lease(rows: Mapping[str, tuple[Any, ...]]) -> str | None:
+    """The earliest lease deadline of the in-progress rows (any_expired's answer for any
+    moment: expired ones exactly when this one is)."""
+    leases = [r[LEASE] for r in rows.values() if r[STATUS] == "in_progress" and r[LEASE] is not None]
+    return min(leases, key=parse_time) if leases else None
+
+
 def any_expired(rows: Mapping[str, tuple[Any, ...]], now: str) -> bool:
     moment = parse_time(now)
     for r in rows.values():
@@ -186,6 +224,11 @@ def next_eligible(snap: Snapshot, now: str, skip: Collection[str] = ()) -> Task 
     if skip:
         return selection.next_eligible(snap.tasks(), now, skip=skip)
     tree = _tree_of(snap)
+    head = load_head(snap.repo, tree)
+    if head is not None and (head["lease"] is None or parse_time(head["lease"]) > parse_time(now)):
+        task = snap.task(head["first"])
+        if task is not None and row(task) == head["row"]:
+            return task
     rows = load_rows(snap.repo, tree)
     if rows is not None and not any_expired(rows, now):
         chosen = first_eligible(rows)

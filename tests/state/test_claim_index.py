@@ -146,3 +146,62 @@ def test_a_wrong_or_damaged_index_falls_back_to_the_full_selection(repo: Path) -
     assert run("release", "t0").rc == 0
     path.write_bytes(b"not marshal")
     assert run("claim", "--json").json()["id"] == "t0"
+
+
+def _head(repo: Path) -> Path:
+    return repo / ".git" / "handoff" / claim_index.HEAD_FILE
+
+
+def _write_head(repo: Path, head: dict) -> None:
+    import hashlib
+    import marshal
+
+    body = marshal.dumps(head)
+    _head(repo).write_bytes(claim_index.HEAD_MAGIC + hashlib.sha256(body).digest() + body)
+
+
+def test_next_answers_from_the_head_and_a_damaged_or_wrong_head_is_not_believed(repo: Path) -> None:
+    assert run("init").rc == 0
+    for i in range(3):
+        assert run("add", f"T{i}", "--id", f"t{i}", "--check", "true").rc == 0
+    assert run("claim").rc == 0 and run("release", "t0").rc == 0
+    head = claim_index.load_head(Repo.discover(repo), _state_tasks_tree(repo))
+    assert head is not None and head["first"] == "t0" and head["lease"] is None
+    good = _head(repo).read_bytes()
+    damaged = bytearray(good)
+    damaged[len(damaged) // 2] ^= 0xFF
+    for bad in (bytes(damaged), good[: len(good) // 3], b"", b"not a head"):
+        _head(repo).write_bytes(bad)
+        assert claim_index.load_head(Repo.discover(repo), _state_tasks_tree(repo)) is None
+        assert run("next", "--json").json()["id"] == "t0"
+    # a head with a valid digest whose row is not the task's blob: the row check catches it
+    row = list(head["row"])
+    row[claim_index.RANK] = 0
+    _write_head(repo, {**head, "first": "t2", "row": tuple(row)})
+    assert run("next", "--json").json()["id"] == "t0"
+    assert run("claim", "--json").json()["id"] == "t0"
+
+
+def test_a_stale_head_is_not_used(repo: Path) -> None:
+    assert run("init").rc == 0
+    for i in range(3):
+        assert run("add", f"T{i}", "--id", f"t{i}", "--check", "true").rc == 0
+    assert run("claim").rc == 0 and run("release", "t0").rc == 0
+    stale = _head(repo).read_bytes()
+    assert run("add", "Urgent", "--id", "urgent", "--priority", "P0", "--check", "true").rc == 0
+    _head(repo).write_bytes(stale)  # the head of the tree before the add
+    assert claim_index.load_head(Repo.discover(repo), _state_tasks_tree(repo)) is None
+    assert run("next", "--json").json()["id"] == "urgent"
+
+
+def test_a_head_past_its_earliest_lease_is_not_used(repo: Path) -> None:
+    assert run("init").rc == 0
+    for i in range(3):
+        assert run("add", f"T{i}", "--id", f"t{i}", "--check", "true").rc == 0
+    assert run("claim", "t0", "--worker", "w").rc == 0
+    tree = _state_tasks_tree(repo)
+    head = claim_index.load_head(Repo.discover(repo), tree)
+    assert head is not None and head["first"] == "t1" and head["lease"] is not None
+    _write_head(repo, {**head, "lease": "2000-01-01T00:00:00Z"})  # t0's lease ran out: the full selection decides
+    assert claim_index.load_head(Repo.discover(repo), tree) is not None
+    assert run("next", "--json").json()["id"] == "t1"
