@@ -272,10 +272,13 @@ def _next_task(store: StateStore) -> Task | None:
     return claim_index.next_eligible(snap, now_iso(), skip=writers.unapproved(store.repo, snap.commit))
 
 
-def _rows(store: StateStore) -> dict[str, status_index.Row]:
-    """The status index's rows of the current state, in creation order ({} with no tasks)."""
+def _in_progress(store: StateStore) -> list[status_index.Row]:
+    """The status index's rows of the tasks in progress, in creation order."""
     summary = status_index.summary(store.snapshot())
-    return {} if summary is None else {tid: summary.rows[tid] for tid in summary.ids()}
+    if summary is None:
+        return []
+    found = [r for r in summary.rows.values() if r[status_index.STATUS] == "in_progress"]
+    return sorted(found, key=lambda r: (r[status_index.ORDER], r[status_index.CREATED], r[status_index.ID]))
 
 
 def _read(store: StateStore, tid: str) -> Task:
@@ -287,8 +290,7 @@ def _read(store: StateStore, tid: str) -> Task:
 
 def _mine_in_progress(store: StateStore) -> list[Task]:
     worker = this_clone.worker_identity(store.repo)
-    return [_read(store, tid) for tid, r in _rows(store).items()
-            if r[status_index.STATUS] == "in_progress" and r[status_index.CLAIMED_BY] == worker]
+    return [_read(store, r[status_index.ID]) for r in _in_progress(store) if r[status_index.CLAIMED_BY] == worker]
 
 
 def _finish_line(t: Task) -> str:
@@ -317,14 +319,14 @@ def stop_reason(store: StateStore) -> str | None:
     if mine:
         return _finish_line(mine[0])
     if snap.config().mode == "exclusive":
-        rows = _rows(store)
-        unowned = [tid for tid, r in rows.items() if r[status_index.STATUS] == "in_progress" and not r[status_index.CLAIMED_BY]]
+        in_progress = _in_progress(store)
+        unowned = [r[status_index.ID] for r in in_progress if not r[status_index.CLAIMED_BY]]
         if unowned:
             t = _read(store, unowned[0])
             return (f"git handoff: task [{t.id}] {display.line(t.title)} is in progress with no owner. Take it over with "
                     f"`git handoff session start` (recovery decides), or finish it and run "
                     f"`git handoff done {t.id}`.")
-        if any(r[status_index.STATUS] == "in_progress" for r in rows.values()):
+        if in_progress:
             return None  # another worker holds the one claim exclusive mode allows
     task = _next_task(store)
     if task is None:
