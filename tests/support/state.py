@@ -8,6 +8,7 @@ from pathlib import Path
 from git_handoff.core.model import Task
 from git_handoff.core.serialization import load_task
 from git_handoff.infra.gitrepo import Repo
+from git_handoff.state import status_index
 from git_handoff.state.snapshot import TASKS_DIR
 from git_handoff.state.store import StateStore
 from git_handoff.state.task_index import TaskIndex
@@ -16,6 +17,7 @@ from git_handoff.state.task_index import TaskIndex
 def fresh_store(repo: Path) -> StateStore:
     """A store as a new process sees it: nothing of any index kept in memory."""
     TaskIndex._open.clear()
+    status_index._seen.clear()
     return StateStore(Repo.discover(repo), session=0)
 
 
