@@ -7,9 +7,10 @@ from the rows and reads only the chosen task's blob; anything else takes the ful
 path (selection.prepare + eligible over every task), which rebuilds the index.
 
 The work-cycle transactions (claim, renew, checkpoint, release, done, fail) carry
-the index forward to the tree they commit, so a worker's claim -> done -> claim
-loop never falls back to reading every task. Writes by other commands simply leave
-the index behind; the next claim rebuilds it.
+the index forward to the tree they commit (a change the head can follow alone writes
+only the head), so a worker's claim -> done -> claim loop never falls back to reading
+every task. Rows of another tree are brought along the tree diff when it cannot make
+them unclean (`_delta`); otherwise the full selection decides and rebuilds them.
 """
 
 from __future__ import annotations
