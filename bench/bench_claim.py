@@ -113,7 +113,8 @@ def measure(sizes: list[int], reps: int, work: Path) -> dict[int, dict[str, list
             t, out = timed([PY, "-m", "git_handoff", "claim", "--json"], ours_repo)
             sh([PY, "-m", "git_handoff", "release", json.loads(out)["id"]], ours_repo)
             # the same claim when the claim index is absent (another command changed the state)
-            (ours_repo / ".git" / "handoff" / "claim-index.marshal").unlink(missing_ok=True)
+            for index in ("claim-index.marshal", "claim-head.marshal"):
+                (ours_repo / ".git" / "handoff" / index).unlink(missing_ok=True)
             tc, out = timed([PY, "-m", "git_handoff", "claim", "--json"], ours_repo)
             sh([PY, "-m", "git_handoff", "release", json.loads(out)["id"]], ours_repo)
             tb, out = timed([PY, baseline_script, "claim", str(base_repo), "bench"], base_repo)

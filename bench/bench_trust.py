@@ -208,7 +208,8 @@ def _timed(verb: str, base: Path, code: Path | None, expect_rc: int,
     was stopped after `cap` seconds."""
     repo = fresh_dir(f"cycle-{verb}")
     shutil.copytree(base, repo, symlinks=True)
-    for cache in ("tasks-cache.pickle", "tasks-index.marshal", "claim-index.marshal"):
+    for cache in ("tasks-cache.pickle", "tasks-index.marshal", "claim-index.marshal", "claim-head.marshal",
+                  "status-index.marshal"):
         (repo / ".git" / "handoff" / cache).unlink(missing_ok=True)
     env = {"PYTHONPATH": str(code)} if code is not None else None
     wrap = ["/usr/bin/time", "-f", "maxrss_kb=%M"] if Path("/usr/bin/time").exists() else []

@@ -29,11 +29,17 @@ from pathlib import Path
 
 from git_handoff.agent_cli.hook_data import Event, Outcome
 from git_handoff.core import display
-from git_handoff.core.errors import HandoffError, Negative, NotARepository, NotInitialized
+from git_handoff.core.errors import (
+    HandoffError,
+    InvalidState,
+    Negative,
+    NotARepository,
+    NotInitialized,
+)
 from git_handoff.core.model import Task, now_iso
 from git_handoff.ops import handoff, prompt
 from git_handoff.ops.open_state import Opened, open_state
-from git_handoff.state import claim_index, session_records, this_clone, writers
+from git_handoff.state import claim_index, session_records, status_index, this_clone, writers
 from git_handoff.state.store import StateStore
 
 SAFETY_VALVE = 8  # consecutive blocks without a completed task, then the stop is allowed
@@ -91,7 +97,7 @@ def _decide(store: StateStore, event: Event) -> Outcome:
         snap = store.snapshot()
         snap.config()
         snap.meta()
-        snap.tasks()
+        status_index.summary(snap)  # every task parsed once per tree: a damaged one is found here
     except HandoffError as exc:
         return damaged(event, f"the state cannot be read ({exc.message})")
     try:
@@ -266,10 +272,25 @@ def _next_task(store: StateStore) -> Task | None:
     return claim_index.next_eligible(snap, now_iso(), skip=writers.unapproved(store.repo, snap.commit))
 
 
+def _in_progress(store: StateStore) -> list[status_index.Row]:
+    """The status index's rows of the tasks in progress, in creation order."""
+    summary = status_index.summary(store.snapshot())
+    if summary is None:
+        return []
+    found = [r for r in summary.rows.values() if r[status_index.STATUS] == "in_progress"]
+    return sorted(found, key=lambda r: (r[status_index.ORDER], r[status_index.CREATED], r[status_index.ID]))
+
+
+def _read(store: StateStore, tid: str) -> Task:
+    task = store.snapshot().task(tid)
+    if task is None:
+        raise InvalidState(f"task {tid} is in the status index but not in the state")
+    return task
+
+
 def _mine_in_progress(store: StateStore) -> list[Task]:
     worker = this_clone.worker_identity(store.repo)
-    tasks = store.snapshot().tasks().values()
-    return [t for t in tasks if t.status == "in_progress" and t.claimed_by == worker]
+    return [_read(store, r[status_index.ID]) for r in _in_progress(store) if r[status_index.CLAIMED_BY] == worker]
 
 
 def _finish_line(t: Task) -> str:
@@ -297,15 +318,15 @@ def stop_reason(store: StateStore) -> str | None:
     mine = _mine_in_progress(store)
     if mine:
         return _finish_line(mine[0])
-    tasks = snap.tasks().values()
     if snap.config().mode == "exclusive":
-        unowned = [t for t in tasks if t.status == "in_progress" and not t.claimed_by]
+        in_progress = _in_progress(store)
+        unowned = [r[status_index.ID] for r in in_progress if not r[status_index.CLAIMED_BY]]
         if unowned:
-            t = unowned[0]
+            t = _read(store, unowned[0])
             return (f"git handoff: task [{t.id}] {display.line(t.title)} is in progress with no owner. Take it over with "
                     f"`git handoff session start` (recovery decides), or finish it and run "
                     f"`git handoff done {t.id}`.")
-        if any(t.status == "in_progress" for t in tasks):
+        if in_progress:
             return None  # another worker holds the one claim exclusive mode allows
     task = _next_task(store)
     if task is None:
@@ -320,7 +341,8 @@ def stop_reason(store: StateStore) -> str | None:
 
 
 def _completed(store: StateStore) -> int:
-    return sum(1 for t in store.snapshot().tasks().values() if t.status == "completed")
+    summary = status_index.summary(store.snapshot())
+    return 0 if summary is None else summary.counts.get("completed", 0)
 
 
 def stop(store: StateStore, event: Event) -> Outcome:

@@ -5,16 +5,19 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from git_handoff.core import display, selection
+from git_handoff.core.errors import InvalidState
 from git_handoff.core.model import Task, now_iso
 from git_handoff.core.record_schemas import HandoffDoc
 from git_handoff.ops import handoff
 from git_handoff.ops.handoff import last_error
 from git_handoff.ops.payloads import PromptView
-from git_handoff.state import trust, writers
+from git_handoff.state import claim_index, status_index, trust, writers
 from git_handoff.state.session_records import current_number
+from git_handoff.state.snapshot import Snapshot
 from git_handoff.state.store import StateStore
 
 PROMPT_LIMIT = 10_000  # bytes: the prompt stays under 10 KB
@@ -174,45 +177,88 @@ def _task_line(t: Task, detail: bool, blocked: set[str], approved: Approved) -> 
     return " | ".join(bits)
 
 
-def _tasks_section(remaining: list[Task], blocked: set[str], levels: dict[str, tuple[bool, int | None]],
-                   approved: Approved, memo: dict[tuple[str, bool], str],
-                   groups: dict[str, list[Task]] | None = None) -> list[str]:
+def _tasks_section(facts: Facts, levels: dict[str, tuple[bool, int | None]], approved: Approved,
+                   memo: dict[tuple[str, bool], str], budget: int | None = None) -> list[str] | None:
     """The remaining tasks at one level of detail; `memo` keeps each task's line between
-    the levels the ladder tries (a line depends only on the task and its detail)."""
+    the levels the ladder tries (a line depends only on the task and its detail). With
+    `budget` (bytes), None as soon as the lines pass it: that level cannot fit, and the
+    tasks past that point are never read."""
 
-    def line(t: Task, detail: bool) -> str:
-        key = (t.id, detail)
+    def line(tid: str, detail: bool) -> str:
+        key = (tid, detail)
         if key not in memo:
-            memo[key] = _task_line(t, detail, blocked, approved)
+            memo[key] = _task_line(facts.task(tid), detail, facts.blocked, approved)
         return memo[key]
 
-    if groups is None:
-        groups = _by_priority(remaining)
-    lines = [f"## Remaining tasks ({len(remaining)}), by priority"]
+    lines = [f"## Remaining tasks ({len(facts.remaining)}), by priority"]
+    used = 0
     for prio in ("P0", "P1", "P2"):
-        group = groups[prio]
+        group = facts.groups[prio]
         if not group:
             continue
         detail, limit = levels[prio]
         lines.append(f"### {prio} ({len(group)})")
         shown = group if limit is None else group[:limit]
-        lines += [line(t, detail) for t in shown]
+        for tid in shown:
+            text = line(tid, detail)
+            lines.append(text)
+            used += len(text.encode()) + 1
+            if budget is not None and used >= budget:
+                return None
         if len(shown) < len(group):
             lines.append(f"- ... and {len(group) - len(shown)} more {prio} tasks (`git handoff list`)")
-    if not remaining:
+    if not facts.remaining:
         lines.append("None: every task is completed or failed for good.")
     lines.append("")
     return lines
 
 
-def _by_priority(remaining: list[Task]) -> dict[str, list[Task]]:
+@dataclass
+class Facts:
+    """What the prompt says of the tasks: the counts, the blocked ones, the remaining ones
+    (ids in the order the prompt lists them, by priority), the next eligible task and
+    whether a remaining task's check is unapproved here; `task` reads one task (only
+    those a rendering shows are read)."""
+
+    total: int
+    counts: dict[str, int]
+    blocked: set[str]
+    remaining: list[str]
+    groups: dict[str, list[str]]
+    task: Callable[[str], Task]
+    next_task: Task | None
+    unapproved: bool
+
+
+def _remaining_order(ids: Sequence[str], status: Callable[[str], str], blocked: set[str]) -> list[str]:
+    """The remaining tasks (`ids`: those, in creation order) as the prompt lists them: in
+    progress, pending, failed; the blocked ones last of each."""
+    rank = {"in_progress": 0, "pending": 1, "failed": 2}
+    return sorted(ids, key=lambda tid: (rank[status(tid)], tid in blocked))
+
+
+def _groups(remaining: list[str], priority: Callable[[str], str]) -> dict[str, list[str]]:
     """The remaining tasks of each priority, in their order (computed once per prompt, not
     once per rendering tried)."""
-    groups: dict[str, list[Task]] = {"P0": [], "P1": [], "P2": []}
-    for t in remaining:
-        if t.priority in groups:
-            groups[t.priority].append(t)
+    groups: dict[str, list[str]] = {"P0": [], "P1": [], "P2": []}
+    for tid in remaining:
+        group = groups.get(priority(tid))
+        if group is not None:
+            group.append(tid)
     return groups
+
+
+def facts_of(tasks: dict[str, Task], approved: Approved, hidden: Collection[str] = ()) -> Facts:
+    """The facts from every task (what the index path answers from its rows)."""
+    blocked = selection.blocked_ids(tasks)
+    remaining = _remaining_order(
+        [t.id for t in tasks.values()
+         if (t.status in ("pending", "in_progress") or (t.status == "failed" and not t.failed_for_good))
+         and t.id not in hidden], lambda tid: tasks[tid].status, blocked)
+    return Facts(total=len(tasks), counts=selection.counts(tasks, blocked), blocked=blocked, remaining=remaining,
+                 groups=_groups(remaining, lambda tid: tasks[tid].priority), task=tasks.__getitem__,
+                 next_task=selection.next_eligible(tasks, now_iso(), skip=hidden),
+                 unapproved=any(tasks[tid].check and not approved(tasks[tid]) for tid in remaining))
 
 
 # Progressively shorter renderings, tried in order until the prompt fits.
@@ -228,8 +274,7 @@ _LADDER: list[tuple[int, dict[str, tuple[bool, int | None]]]] = [
 ]
 
 
-def _next_line(tasks: dict[str, Task], approved: Approved, hidden: Collection[str] = ()) -> str:
-    t = selection.next_eligible(tasks, now_iso(), skip=hidden)
+def _next_line(t: Task | None, approved: Approved) -> str:
     if t is None:
         return "Next eligible task: none (every task is completed, in progress, or waits on failed dependencies)"
     check = f" ({check_text(t, approved)})" if t.check else ""
@@ -251,29 +296,67 @@ def prompt_view(store: StateStore) -> PromptView:
 def render_prompt(store: StateStore) -> str:
     """The next session's prompt (Markdown, under 10 KB)."""
     snap = store.snapshot()
-    tasks = snap.tasks()
     shown = writers.for_prompt(snap, snap.commit)  # what an unapproved writer wrote last is left out
-    spec = handoff.spec_ref_of(snap, {i: t for i, t in tasks.items() if i not in shown.tasks},
-                               use_config=shown.use_config)
-    return compose(tasks, shown.doc, number=current_number(store), spec=spec, approved=approval(store),
-                   hidden=shown.tasks, left_out=shown.notes)
+    approved = approval(store)
+    facts, spec = _indexed_facts(snap, approved, shown.tasks, shown.use_config)
+    return compose_facts(facts, shown.doc, number=current_number(store), spec=spec, approved=approved,
+                         hidden=shown.tasks, left_out=shown.notes)
+
+
+def _indexed_facts(snap: Snapshot, approved: Approved, hidden: Collection[str], use_config: bool
+                   ) -> tuple[Facts, str | None]:
+    """The facts and the spec reference from the status index's rows (state/status_index.py)
+    and the claim index (the next task): only the tasks a rendering shows are read."""
+    summary = status_index.summary(snap)
+    if summary is None:
+        return facts_of({}, approved, hidden), handoff.spec_ref_of(snap, {}, use_config=use_config)
+    rows = summary.rows
+    blocked = summary.blocked()
+    order = summary.ids()
+    remaining = _remaining_order(
+        [tid for tid in order
+         if ((r := rows[tid])[status_index.STATUS] in ("pending", "in_progress")
+             or (r[status_index.STATUS] == "failed" and not r[status_index.FOR_GOOD]))
+         and tid not in hidden], lambda tid: rows[tid][status_index.STATUS], blocked)
+    covers = trust.approvals(snap.repo)
+    read: dict[str, Task] = {}
+
+    def task(tid: str) -> Task:
+        if tid not in read:
+            found = snap.task(tid)
+            if found is None:
+                raise InvalidState(f"task {tid} is in the status index but not in the state")
+            read[tid] = found
+        return read[tid]
+
+    facts = Facts(total=len(rows), counts=summary.status_counts(blocked), blocked=blocked, remaining=remaining,
+                  groups=_groups(remaining, lambda tid: rows[tid][status_index.PRIORITY]), task=task,
+                  next_task=claim_index.next_eligible(snap, now_iso(), skip=hidden),
+                  unapproved=any((c := rows[tid][status_index.CHECK]) and not covers(c, trust.place(tid, "validation"))
+                                 for tid in remaining))
+    spec = snap.config().spec_ref if use_config else None
+    if not spec:
+        visible = [rows[tid] for tid in order if tid not in hidden]
+        spec = next((r[status_index.SPEC] for r in visible if r[status_index.SPEC] and r[status_index.STATUS] != "completed"),
+                    next((r[status_index.SPEC] for r in visible if r[status_index.SPEC]), None))
+    return facts, (str(spec) if spec else None)
 
 
 def compose(tasks: dict[str, Task], doc: HandoffDoc | None, *, number: int, spec: str | None,
             approved: Approved, hidden: Collection[str] = (), left_out: Sequence[str] = ()) -> str:
-    """The prompt from its facts (pure: what render_prompt read). Every text of the state
+    """The prompt from every task (pure: compose_facts over facts_of)."""
+    return compose_facts(facts_of(tasks, approved, hidden), doc, number=number, spec=spec, approved=approved,
+                         hidden=hidden, left_out=left_out)
+
+
+def compose_facts(facts: Facts, doc: HandoffDoc | None, *, number: int, spec: str | None,
+                  approved: Approved, hidden: Collection[str] = (), left_out: Sequence[str] = ()) -> str:
+    """The prompt from its facts. Every text of the state
     in it (another clone's, perhaps) is one line of data after a prefix of this text's own
     (git_handoff.core.display): it opens no line, section or instruction of its own. The tasks
     `hidden` names (an unapproved writer's, git_handoff.state.writers) are left out, counted;
     `left_out` says what else was (a line each)."""
-    blocked = selection.blocked_ids(tasks)
-    remaining = [t for t in tasks.values()
-                 if (t.status in ("pending", "in_progress") or (t.status == "failed" and not t.failed_for_good))
-                 and t.id not in hidden]
-    rank = {"in_progress": 0, "pending": 1, "failed": 2}
-    remaining.sort(key=lambda t: (rank[t.status], t.id in blocked))
-    counts = selection.counts(tasks, blocked)
-    unapproved = any(t.check and not approved(t) for t in remaining)
+    counts = facts.counts
     head = [
         "# git handoff: continue the work",
         "",
@@ -283,21 +366,25 @@ def compose(tasks: dict[str, Task], doc: HandoffDoc | None, *, number: int, spec
         "",
         f"Spec: {_t(spec or 'none recorded')}",
         f"Session: {number if number > 0 else 'none open (`git handoff session start`)'}; "
-        f"tasks: {len(tasks)} total, {counts['completed']} completed, {counts['in_progress']} in progress, "
+        f"tasks: {facts.total} total, {counts['completed']} completed, {counts['in_progress']} in progress, "
         f"{counts['pending']} pending, {counts['failed']} failed, {counts['blocked']} blocked",
-        _next_line(tasks, approved, hidden),
-        *([UNAPPROVED_NOTE] if unapproved else []),
+        _next_line(facts.next_task, approved),
+        *([UNAPPROVED_NOTE] if facts.unapproved else []),
         *([HIDDEN_NOTE.format(n=len(hidden))] if hidden else []),
         *left_out,
         "",
     ]
     text = ""
     memo: dict[tuple[str, bool], str] = {}
-    groups = _by_priority(remaining)
-    for cap, levels in _LADDER:
-        text = "\n".join(head + _doc_section(doc, cap) + _tasks_section(remaining, blocked, levels, approved, memo,
-                                                                        groups)) \
-            + "\n" + PROTOCOL
+    protocol = len(PROTOCOL.encode())
+    for i, (cap, levels) in enumerate(_LADDER):
+        before = "\n".join(head + _doc_section(doc, cap))
+        # the bytes left for the task lines: a level whose lines pass them cannot fit (the last is always rendered)
+        budget = PROMPT_LIMIT - len(before.encode()) - 1 - protocol if i < len(_LADDER) - 1 else None
+        section = _tasks_section(facts, levels, approved, memo, budget)
+        if section is None:
+            continue
+        text = before + "\n" + "\n".join(section) + "\n" + PROTOCOL
         if len(text.encode()) < PROMPT_LIMIT:
             return text
     encoded = text.encode()[: PROMPT_LIMIT - len(PROTOCOL.encode()) - 200].decode(errors="ignore")

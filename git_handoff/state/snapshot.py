@@ -74,6 +74,8 @@ class Snapshot:
         self.tree = repo.commit_tree(commit)
         self._tasks: dict[str, Task] | None = None
         self._config: Config | None = None
+        # what an index answered for this commit (state/status_index.py), asked once per process
+        self.derived: dict[str, Any] = {}
         self._check_format()
 
     def _check_format(self) -> None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import bisect
 import hashlib
 import marshal
+import os
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -31,18 +32,18 @@ from git_handoff.infra.gitrepo import Repo
 from git_handoff.state.snapshot import Snapshot
 
 FILE = "status-index.marshal"
-MAGIC = b"git-handoff-status-index 1\n"
-VERSION = 1
+MAGIC = b"git-handoff-status-index 2\n"
+VERSION = 2
 
-# Row fields, by position.
-ID, TITLE, STATUS, ATTEMPTS, MAX_ATTEMPTS, PRIORITY, CLAIMED_BY, ORDER, CREATED, DEPS, FOR_GOOD = range(11)
+# Row fields, by position (CHECK and SPEC: what the prompt asks of every remaining task).
+ID, TITLE, STATUS, ATTEMPTS, MAX_ATTEMPTS, PRIORITY, CLAIMED_BY, ORDER, CREATED, DEPS, FOR_GOOD, CHECK, SPEC = range(13)
 
 Row = tuple[Any, ...]
 
 
 def row(task: Task) -> Row:
     return (task.id, task.title, task.status, task.attempts, task.max_attempts, task.priority, task.claimed_by,
-            task.order, task.created_at, tuple(task.depends_on), task.failed_for_good)
+            task.order, task.created_at, tuple(task.depends_on), task.failed_for_good, task.check, task.spec_ref)
 
 
 def _key(r: Row) -> tuple[Any, ...]:
@@ -116,20 +117,46 @@ def _path(repo: Repo) -> Any:
     return repo.handoff_dir / FILE
 
 
-def _load(repo: Repo) -> Summary | None:
+# The summary this process last read or wrote, by index file, with the file's identity
+# then: a file still the same (inode, size, mtime) is not read and decoded again (a hook
+# asks before and after it commits a change that leaves the tasks alone).
+_seen: dict[str, tuple[tuple[int, int, int], Summary]] = {}
+
+
+def _stamp(path: Any) -> tuple[int, int, int] | None:
     try:
-        with open(_path(repo), "rb") as fh:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def _load(repo: Repo) -> Summary | None:
+    path = _path(repo)
+    stamp = _stamp(path)
+    seen = _seen.get(str(path))
+    if stamp is not None and seen is not None and seen[0] == stamp:
+        return seen[1]
+    try:
+        with open(path, "rb") as fh:
             raw = fh.read()
     except OSError:
         return None
-    return Summary.decode(raw)
+    found = Summary.decode(raw)
+    if found is not None and stamp is not None:
+        _seen[str(path)] = (stamp, found)
+    return found
 
 
 def _save(repo: Repo, summary: Summary) -> None:
+    path = _path(repo)
     try:
-        atomic_write(_path(repo), summary.encode())
+        atomic_write(path, summary.encode())
     except (OSError, ValueError):
-        pass  # a missing index is only slower: the next `status` rebuilds it
+        return  # a missing index is only slower: the next `status` rebuilds it
+    stamp = _stamp(path)
+    if stamp is not None:
+        _seen[str(path)] = (stamp, summary)
 
 
 def _parse(raw: bytes, task_id: str) -> Task:
@@ -234,6 +261,14 @@ def summary(snap: Snapshot) -> Summary | None:
     """The status index of this snapshot's tasks tree (None: the state has no tasks
     directory). Updated from the tree diff when the index describes another tree, built
     from the tasks when there is none; written back when it changed."""
+    if "status" in snap.derived:
+        cached: Summary | None = snap.derived["status"]
+        return cached
+    found = snap.derived["status"] = _summary(snap)
+    return found
+
+
+def _summary(snap: Snapshot) -> Summary | None:
     tree = snap.tasks_tree()
     if tree is None:
         return None

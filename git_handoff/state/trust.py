@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import marshal
+import os
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
@@ -96,16 +98,21 @@ def _read_file(repo: Repo) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
+def _entries(data: dict[str, Any]) -> Approvals:
+    """The well-formed approvals of a version-2 file's data."""
+    commands = data.get("commands")
+    out: Approvals = {}
+    for key, entry in (commands.items() if isinstance(commands, dict) else ()):
+        if isinstance(entry, dict) and isinstance(entry.get("command"), str) and isinstance(entry.get("places"), dict):
+            out[key] = entry
+    return out
+
+
 def _load(repo: Repo, *, save: bool = True) -> Approvals:
     """The approvals, migrating (and, with `save`, rewriting) a text-only file."""
     data = _read_file(repo)
     if data.get("version") == VERSION:
-        commands = data.get("commands")
-        out: Approvals = {}
-        for key, entry in (commands.items() if isinstance(commands, dict) else ()):
-            if isinstance(entry, dict) and isinstance(entry.get("command"), str) and isinstance(entry.get("places"), dict):
-                out[key] = entry
-        return out
+        return _entries(data)
     legacy = {k: v for k, v in data.items() if isinstance(v, dict) and isinstance(v.get("command"), str)}
     if not legacy:
         return {}
@@ -150,15 +157,81 @@ def _covers(approvals: Approvals, command: str, where: str) -> bool:
     return entry is not None and entry.get("command") == command and where in entry["places"]
 
 
+# What is_trusted asks of the file, kept beside it (`trusted-places.marshal`): {sha256:
+# (command, places)} without the dates, for the file's identity (inode, size, mtime) it
+# was read from; checked by its digest. A command then reads a small marshal instead of
+# parsing every approval's JSON (one place per task: the file grows with the tasks).
+# Another identity, a damaged or foreign cache: the file is read again, never the cache.
+PLACES_FILE = "trusted-places.marshal"
+PLACES_MAGIC = b"git-handoff-trusted-places 1\n"
+Places = dict[str, tuple[str, frozenset[str]]]
+
+
+def _stamp(repo: Repo) -> tuple[int, int, int] | None:
+    try:
+        st = os.stat(repo.handoff_dir / TRUST_FILE)
+    except OSError:
+        return None
+    return (st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def _places(repo: Repo) -> Places | None:
+    """The approvals' commands and places; None for a file that is not version 2 (a
+    text-only one: _load migrates it) or is not there."""
+    stamp = _stamp(repo)  # before the file is read: a file replaced meanwhile leaves a cache of the old identity
+    if stamp is None:
+        return None
+    cache = repo.handoff_dir / PLACES_FILE
+    try:
+        raw = cache.read_bytes()
+    except OSError:
+        raw = b""
+    n = len(PLACES_MAGIC)
+    body = raw[n + 32:]
+    if raw[:n] == PLACES_MAGIC and hashlib.sha256(body).digest() == raw[n:n + 32]:
+        try:
+            found = marshal.loads(body)
+        except (EOFError, ValueError, TypeError):
+            found = None
+        if isinstance(found, tuple) and len(found) == 2 and found[0] == stamp and isinstance(found[1], dict):
+            places: Places = found[1]
+            return places
+    data = _read_file(repo)
+    if data.get("version") != VERSION:
+        return None
+    places = {key: (e["command"], frozenset(e["places"])) for key, e in _entries(data).items()}
+    body = marshal.dumps((stamp, places))
+    try:
+        atomic_write(cache, PLACES_MAGIC + hashlib.sha256(body).digest() + body)
+    except (OSError, ValueError):
+        pass  # only slower: the next command reads the file again
+    return places
+
+
 def approvals(repo: Repo) -> Callable[[str, str], bool]:
     """`is_trusted` for many questions: the approvals read once."""
-    known = _load(repo, save=False)
-    return lambda command, where: _covers(known, command, where)
+    known = _places(repo)
+    if known is None:
+        known = {key: (e["command"], frozenset(e["places"])) for key, e in _load(repo, save=False).items()}
+    keys: dict[str, str] = {}  # one command is the check of many tasks: hashed once
+
+    def covers(command: str, where: str) -> bool:
+        key = keys.get(command)
+        if key is None:
+            key = keys[command] = command_key(command)
+        entry = known.get(key)
+        return entry is not None and entry[0] == command and where in entry[1]
+
+    return covers
 
 
 def is_trusted(repo: Repo, command: str, where: str) -> bool:
     """Whether this clone approved `command` at `where` (see place())."""
-    return _covers(_load(repo), command, where)
+    known = _places(repo)
+    if known is None:
+        return _covers(_load(repo), command, where)
+    entry = known.get(command_key(command))
+    return entry is not None and entry[0] == command and where in entry[1]
 
 
 def remember(repo: Repo, uses: Iterable[tuple[str, str | None]]) -> None:

@@ -111,3 +111,33 @@ def test_text_only_approvals_cover_the_places_the_local_state_used_them_at(repo:
     places = {e["command"]: e["places"] for e in data["commands"].values()}
     assert places == {"true": {"t1:validation": "2026-01-01T00:00:00Z"}, "make gone": {}}
     assert "(no place: approved before places were kept)" in run("trust", "--approved", cwd=repo).out
+
+
+def test_the_places_cache_is_not_believed_when_damaged_or_stale(repo: Path) -> None:
+    """is_trusted reads a cache of trusted.json (its commands and places); a damaged cache,
+    or one of the file as it was before a change, is read again from the file."""
+    from git_handoff.infra.gitrepo import Repo
+    from git_handoff.state import trust
+
+    assert run("init").rc == 0
+    assert run("add", "T1", "--id", "t1", "--check", "true").rc == 0
+    handoff = repo / ".git" / "handoff"
+    r = Repo.discover(repo)
+    assert trust.is_trusted(r, "true", "t1:validation")
+    cache = handoff / trust.PLACES_FILE
+    good = cache.read_bytes()
+    damaged = bytearray(good)
+    damaged[len(damaged) // 2] ^= 0xFF
+    for bad in (bytes(damaged), good[: len(good) // 2], b"", b"not a cache"):
+        cache.write_bytes(bad)
+        assert trust.is_trusted(r, "true", "t1:validation")
+        assert not trust.is_trusted(r, "true", "t2:validation")
+        assert cache.read_bytes() == good  # rebuilt from the file
+    # the file changes (an approval taken away by hand): the old cache is not believed
+    data = json.loads((handoff / trust.TRUST_FILE).read_text())
+    for entry in data["commands"].values():
+        entry["places"].pop("t1:validation", None)
+    (handoff / trust.TRUST_FILE).write_text(json.dumps(data))
+    cache.write_bytes(good)
+    assert not trust.is_trusted(r, "true", "t1:validation")
+    assert run("verify", "t1").rc == 2

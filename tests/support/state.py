@@ -10,6 +10,7 @@ from pathlib import Path
 from git_handoff.core.model import Task, now_iso
 from git_handoff.core.serialization import load_task
 from git_handoff.infra.gitrepo import Repo
+from git_handoff.state import status_index
 from git_handoff.state.snapshot import TASKS_DIR, task_path
 from git_handoff.state.store import StateStore, Tx
 from git_handoff.state.task_index import TaskIndex
@@ -18,6 +19,7 @@ from git_handoff.state.task_index import TaskIndex
 def fresh_store(repo: Path) -> StateStore:
     """A store as a new process sees it: nothing of any index kept in memory."""
     TaskIndex._open.clear()
+    status_index._seen.clear()
     return StateStore(Repo.discover(repo), session=0)
 
 
