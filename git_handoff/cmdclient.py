@@ -27,13 +27,18 @@ ENV_IDLE = "HANDOFF_COMMAND_SERVER_IDLE"  # seconds an idle server waits before 
 SOCKET_NAME = "sock"
 
 # Commands a worker may run: the short, hot ones. Long-running commands with their own
-# process groups, terminals or servers (relay, dispatch, demo, serve, mcp, sync, edit,
+# process groups, terminals or servers (relay, dispatch, demo, serve, mcp, edit,
 # completion) always run in-process.
 SERVED = frozenset({
     "add", "ack", "attempts", "blocker", "checkpoint", "claim", "decide", "doc", "done", "fail",
     "graph", "hook", "init", "list", "log", "ls", "next", "prompt", "ready", "release", "renew",
     "reopen", "rename", "restore", "rm", "session", "show", "status", "verify",
 })
+# `sync` fetches and pushes as `claim --remote` does, but a person runs it at a terminal,
+# where git may ask for a password or a key's passphrase on /dev/tty: a worker has no
+# controlling terminal, so it is served only to a client that has none either (a fleet's
+# loop, an agent's tool call), where no prompt could be answered anyway.
+SERVED_WITHOUT_TERMINAL = frozenset({"sync"})
 PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 FORWARDED = ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2")
 
@@ -93,7 +98,19 @@ def _switch() -> bool | None:
 def _served(args: list[str]) -> bool:
     while args and args[0] == "--debug":
         args = args[1:]
-    return bool(args) and args[0] in SERVED
+    if not args:
+        return False
+    return args[0] in SERVED or (args[0] in SERVED_WITHOUT_TERMINAL and not _has_terminal())
+
+
+def _has_terminal() -> bool:
+    """Whether this process has a controlling terminal (git could prompt on it)."""
+    try:
+        fd = os.open("/dev/tty", os.O_RDWR | os.O_NOCTTY | os.O_CLOEXEC)
+    except OSError:
+        return False
+    os.close(fd)
+    return True
 
 
 # -- where ----------------------------------------------------------------------------------
