@@ -53,6 +53,18 @@ def task_sets(draw: st.DrawFn) -> dict[str, Task]:
     return dict(sorted(tasks.items(), key=lambda kv: (kv[1].order, kv[1].created_at, kv[0])))
 
 
+def _three_tasks() -> None:
+    assert run("init").rc == 0
+    for i in range(3):
+        assert run("add", f"T{i}", "--id", f"t{i}", "--check", "true").rc == 0
+
+
+def _three_tasks_and_an_index() -> None:
+    """t0, t1, t2 and the claim index a claim and a release of t0 left, at the state's tree."""
+    _three_tasks()
+    assert run("claim").rc == 0 and run("release", "t0").rc == 0
+
+
 @settings(max_examples=examples(300), deadline=None)
 @given(task_sets())
 def test_first_eligible_agrees_with_schedule(tasks: dict[str, Task]) -> None:
@@ -124,10 +136,7 @@ def test_claims_follow_the_full_selection_through_a_random_run(repo: Path, monke
 
 
 def test_a_stale_index_is_not_used(repo: Path) -> None:
-    assert run("init").rc == 0
-    for i in range(3):
-        assert run("add", f"T{i}", "--id", f"t{i}", "--check", "true").rc == 0
-    assert run("claim").rc == 0 and run("release", "t0").rc == 0
+    _three_tasks_and_an_index()
     assert _index_tree(repo) == _state_tasks_tree(repo)
     assert run("add", "Urgent", "--id", "urgent", "--priority", "P0", "--check", "true").rc == 0
     assert _index_tree(repo) != _state_tasks_tree(repo)
@@ -135,10 +144,7 @@ def test_a_stale_index_is_not_used(repo: Path) -> None:
 
 
 def test_a_wrong_or_damaged_index_falls_back_to_the_full_selection(repo: Path) -> None:
-    assert run("init").rc == 0
-    for i in range(3):
-        assert run("add", f"T{i}", "--id", f"t{i}", "--check", "true").rc == 0
-    assert run("claim").rc == 0 and run("release", "t0").rc == 0
+    _three_tasks_and_an_index()
     path = repo / ".git" / "handoff" / claim_index.INDEX_FILE
     data = claim_index.decode(path.read_bytes())
     # the index claims t2 is the P0 task: the row check against t2's blob catches the lie
@@ -165,10 +171,7 @@ def _write_head(repo: Path, head: dict) -> None:
 
 
 def test_next_answers_from_the_head_and_a_damaged_or_wrong_head_is_not_believed(repo: Path) -> None:
-    assert run("init").rc == 0
-    for i in range(3):
-        assert run("add", f"T{i}", "--id", f"t{i}", "--check", "true").rc == 0
-    assert run("claim").rc == 0 and run("release", "t0").rc == 0
+    _three_tasks_and_an_index()
     head = claim_index.load_head(Repo.discover(repo), _state_tasks_tree(repo))
     assert head is not None and head["first"] == "t0" and head["lease"] is None
     good = _head(repo).read_bytes()
@@ -187,10 +190,7 @@ def test_next_answers_from_the_head_and_a_damaged_or_wrong_head_is_not_believed(
 
 
 def test_a_stale_head_is_not_used(repo: Path) -> None:
-    assert run("init").rc == 0
-    for i in range(3):
-        assert run("add", f"T{i}", "--id", f"t{i}", "--check", "true").rc == 0
-    assert run("claim").rc == 0 and run("release", "t0").rc == 0
+    _three_tasks_and_an_index()
     stale = _head(repo).read_bytes()
     assert run("add", "Urgent", "--id", "urgent", "--priority", "P0", "--check", "true").rc == 0
     _head(repo).write_bytes(stale)  # the head of the tree before the add
@@ -199,9 +199,7 @@ def test_a_stale_head_is_not_used(repo: Path) -> None:
 
 
 def test_a_head_past_its_earliest_lease_is_not_used(repo: Path) -> None:
-    assert run("init").rc == 0
-    for i in range(3):
-        assert run("add", f"T{i}", "--id", f"t{i}", "--check", "true").rc == 0
+    _three_tasks()
     assert run("claim", "t0", "--worker", "w").rc == 0
     tree = _state_tasks_tree(repo)
     head = claim_index.load_head(Repo.discover(repo), tree)
@@ -212,10 +210,7 @@ def test_a_head_past_its_earliest_lease_is_not_used(repo: Path) -> None:
 
 
 def test_a_stale_index_is_brought_along_the_tree_diff_only_when_the_diff_allows(repo: Path) -> None:
-    assert run("init").rc == 0
-    for i in range(3):
-        assert run("add", f"T{i}", "--id", f"t{i}", "--check", "true").rc == 0
-    assert run("claim").rc == 0 and run("release", "t0").rc == 0
+    _three_tasks_and_an_index()
     path = repo / ".git" / "handoff" / claim_index.INDEX_FILE
     stale = path.read_bytes()
     assert run("add", "Urgent", "--id", "urgent", "--priority", "P0", "--check", "true").rc == 0
