@@ -297,7 +297,10 @@ def handoff(git_dir: str, fast: bool = False) -> int | tuple[str, int] | str | N
         # server kill the worker (a client gone is a client killed): wait for the command
         # to end first, forwarding signals to it meanwhile, as it would end in-process.
         if worker:
-            _wait_for_end(worker[0])
+            try:
+                _wait_for_end(worker[0])
+            except Exception:  # noqa: BLE001 - never a reason to run the command again
+                pass
     finally:
         try:
             sock.close()
@@ -305,7 +308,10 @@ def handoff(git_dir: str, fast: bool = False) -> int | tuple[str, int] | str | N
             pass
         for sig, old in saved.items():
             signal.signal(sig, old)
-    sys.stderr.write("git handoff: the command server ended before the command did\n")
+    try:
+        sys.stderr.write("git handoff: the command server ended before the command did\n")
+    except (OSError, ValueError):  # stderr closed: the exit code still says it
+        pass
     return 2  # the exit code of an unexpected failure (docs/git-handoff.md, EXIT STATUS)
 
 

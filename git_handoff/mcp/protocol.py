@@ -41,6 +41,7 @@ META_SERVER_INFO = "io.modelcontextprotocol/serverInfo"
 INVALID_REQUEST = -32600
 METHOD_NOT_FOUND = -32601
 INVALID_PARAMS = -32602
+INTERNAL_ERROR = -32603
 UNSUPPORTED_PROTOCOL_VERSION = -32022
 
 Message = dict[str, Any]
@@ -86,7 +87,7 @@ class Connection:
     def receive(self, line: bytes | str) -> None:
         try:
             message = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested past what the parser follows
             return
         if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
             return
@@ -105,9 +106,11 @@ class Connection:
             self.send({"jsonrpc": "2.0", "id": rid, "error": exc.error})
 
     def _notification(self, method: str, params: Any) -> None:
-        if method == "notifications/cancelled" and isinstance(params, dict) and "requestId" in params:
-            with self._state:
-                self._cancelled.add(params["requestId"])
+        if method == "notifications/cancelled" and isinstance(params, dict):
+            rid = params.get("requestId")
+            if isinstance(rid, (str, int)) and not isinstance(rid, bool):  # the ids a request may carry
+                with self._state:
+                    self._cancelled.add(rid)
 
     def _request(self, rid: Any, method: str, params: Any) -> None:
         if params is not None and not isinstance(params, dict):
@@ -187,7 +190,15 @@ class Connection:
             with self._state:
                 if rid in self._cancelled:
                     continue
-            result = self.handlers.call_tool(name, arguments)
+            try:
+                result = self.handlers.call_tool(name, arguments)
+            except RpcError as exc:
+                self.send({"jsonrpc": "2.0", "id": rid, "error": exc.error})
+                continue
+            except Exception as exc:  # noqa: BLE001 - one call's failure must not silence the calls after it
+                self.send({"jsonrpc": "2.0", "id": rid,
+                           "error": {"code": INTERNAL_ERROR, "message": f"internal error: {type(exc).__name__}"}})
+                continue
             with self._state:
                 if rid in self._cancelled:
                     continue

@@ -27,7 +27,7 @@ from typing import Any
 from git_handoff import __version__
 from git_handoff.core import display
 from git_handoff.core.errors import EXIT_MEANINGS
-from git_handoff.mcp.protocol import Connection, Handlers, Message, encode
+from git_handoff.mcp.protocol import INTERNAL_ERROR, Connection, Handlers, Message, RpcError, encode
 from git_handoff.mcp.tools import TOOLS, Answer, Workspace, call
 
 STOP_GRACE_SECONDS = 0.5  # after a signal, time for the last answer to be written out
@@ -83,9 +83,15 @@ class Stopping:
                 os._exit(0 if self.busy == 0 else 128 + signum)
             self.requested = True
 
-    def begin(self) -> None:
+    def begin(self) -> bool:
+        """A call starts; False (and nothing counted) once a stop was asked for: a call
+        the client queued behind the running one is not started, so the exit right after
+        the running call's answer cuts nothing short."""
         with self.lock:
+            if self.requested:
+                return False
             self.busy += 1
+            return True
 
     def end(self) -> bool:
         """Whether the server should now stop (a signal came during the call)."""
@@ -101,7 +107,8 @@ def handlers(workspace: Workspace | None = None, stopping: Stopping | None = Non
     lifecycle = stopping or Stopping()
 
     def call_tool(name: str, arguments: Any) -> Message:
-        lifecycle.begin()
+        if not lifecycle.begin():
+            raise RpcError(INTERNAL_ERROR, "git handoff mcp is stopping (a signal came): the call was not run")
         try:
             answer = call(space, name, arguments)
         finally:
@@ -142,13 +149,16 @@ def serve(workspace: Workspace | None = None) -> None:
         try:
             out.write(encode(message))
             out.flush()
-        except (BrokenPipeError, ValueError):  # the client is gone; its input's end stops us
+        except (OSError, ValueError):  # the client is gone; its input's end stops us
             pass
 
     connection = Connection(handlers(space, stopping), send)
     # While the client and its model take their first turn, open the repository.
     threading.Thread(target=space.warm, name="handoff-warm", daemon=True).start()
-    for line in wire_in:
-        if line.strip():
-            connection.receive(line)
+    try:
+        for line in wire_in:
+            if line.strip():
+                connection.receive(line)
+    except OSError:
+        pass  # the client's end of the wire broke: as when its input ends, finish what was sent
     connection.close()

@@ -30,6 +30,8 @@ class Wire:
             if name == "slow":
                 self.started.set()
                 self.release.wait(10)
+            if name == "broken":
+                raise OSError(5, "Input/output error")
             return {"content": [{"type": "text", "text": json.dumps(arguments)}], "isError": False,
                     "_meta": {"exit_code": 0}}
 
@@ -104,3 +106,27 @@ def test_calls_run_one_at_a_time_and_a_cancelled_one_is_neither_run_nor_answered
     assert [m["id"] for m in w.sent] == [1, 5, 2, 4]
     assert w.ran == ["slow", "fast"]
     assert json.loads(w.answer(4)["result"]["content"][0]["text"]) == {"n": 3}
+
+
+def test_hostile_lines_are_dropped_and_the_connection_keeps_serving() -> None:
+    """A cancellation naming no request id a request may carry, JSON nested past what
+    the parser follows: neither is answered, and neither stops the connection."""
+    w = Wire()
+    handshake(w)
+    for params in ({"requestId": [1]}, {"requestId": {"a": 1}}, {"requestId": True}, {"requestId": None}):
+        w.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": params})
+    w.send("[" * 100_000)
+    w.send('{"jsonrpc": "2.0", "id": 7, "method": "ping", "params": ' + "[" * 100_000)
+    w.request(8, "ping")
+    assert [m["id"] for m in w.sent] == [1, 8]
+
+
+def test_a_call_that_fails_inside_is_an_error_answer_and_later_calls_still_run() -> None:
+    w = Wire()
+    handshake(w)
+    w.request(2, "tools/call", {"name": "broken", "arguments": {}})
+    w.request(3, "tools/call", {"name": "fast", "arguments": {"n": 3}})
+    w.conn.close()
+    assert w.answer(2)["error"] == {"code": -32603, "message": "internal error: OSError"}
+    assert json.loads(w.answer(3)["result"]["content"][0]["text"]) == {"n": 3}
+

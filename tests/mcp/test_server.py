@@ -478,3 +478,21 @@ def test_a_signal_during_a_call_lets_the_call_answer_first(ready: Path) -> None:
             proc.kill()
     assert answer["id"] == 2 and answer["result"]["isError"] is False
     assert cli("show", "t3", "--json")["status"] == "completed"
+
+
+def test_a_call_queued_behind_the_running_one_is_not_started_once_a_stop_was_asked(ready: Path) -> None:
+    """SIGTERM while call A runs: the server exits once A has answered; call B, which the
+    client queued behind A, must not start a transaction the exit would cut short."""
+    from git_handoff.mcp.protocol import RpcError
+    from git_handoff.mcp.server import Stopping, handlers
+    from git_handoff.mcp.tools import Workspace
+
+    stopping = Stopping()
+    assert stopping.begin()  # call A runs
+    stopping.handle(signal.SIGTERM, None)  # a signal during A: noted, not acted on yet
+    before = state_head(ready)
+    with pytest.raises(RpcError, match="stopping"):
+        handlers(Workspace(str(ready)), stopping).call_tool("add", {"title": "Queued"})
+    assert state_head(ready) == before
+    assert stopping.end()  # A answered: now the server stops
+
