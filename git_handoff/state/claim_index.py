@@ -15,15 +15,13 @@ them unclean (`_delta`); otherwise the full selection decides and rebuilds them.
 
 from __future__ import annotations
 
-import hashlib
-import marshal
 from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
 from git_handoff.core import selection
 from git_handoff.core.model import Task, now, parse_time
 from git_handoff.core.selection import PRIORITY_RANK, lease_deadline
-from git_handoff.infra.fileio import atomic_write
+from git_handoff.infra.fileio import atomic_write, read_sealed, sealed, unsealed
 from git_handoff.infra.gitrepo import Repo
 from git_handoff.state.snapshot import TASKS_DIR, Snapshot
 from git_handoff.state.store import StateStore, Tx
@@ -76,19 +74,12 @@ def _path(repo: Repo) -> Any:
 
 def encode(data: dict[str, Any]) -> bytes:
     """The index file's bytes for `data`."""
-    body = marshal.dumps(data)
-    return MAGIC + hashlib.sha256(body).digest() + body
+    return sealed(MAGIC, data)
 
 
 def decode(raw: bytes) -> Any:
     """What `encode` wrote; None for bytes it did not write (damaged, truncated, foreign)."""
-    body = raw[len(MAGIC) + 32:]
-    if raw[:len(MAGIC)] != MAGIC or hashlib.sha256(body).digest() != raw[len(MAGIC):len(MAGIC) + 32]:
-        return None
-    try:
-        return marshal.loads(body)
-    except (EOFError, ValueError, TypeError):
-        return None
+    return unsealed(MAGIC, raw)
 
 
 def load(store: StateStore, tree: str | None) -> dict[str, tuple[Any, ...]] | None:
@@ -102,11 +93,7 @@ def load_rows(repo: Repo, tree: str | None, *, save_delta: bool = False) -> dict
     what makes it clean; with `save_delta` the result is written for this tree."""
     if tree is None:
         return None
-    try:
-        with open(_path(repo), "rb") as fh:
-            data = decode(fh.read())  # marshal.load(fh) reads in small pieces: 10x slower
-    except OSError:
-        return None
+    data = read_sealed(_path(repo), MAGIC)
     if not isinstance(data, dict) or data.get("v") != VERSION or not data.get("clean"):
         return None
     rows = data.get("rows")
@@ -166,28 +153,15 @@ def save_rows(repo: Repo, tree: str | None, rows: Mapping[str, tuple[Any, ...]],
 
 
 def _save_head(repo: Repo, head: dict[str, Any]) -> None:
-    body = marshal.dumps(head)
     try:
-        atomic_write(repo.handoff_dir / HEAD_FILE, HEAD_MAGIC + hashlib.sha256(body).digest() + body)
+        atomic_write(repo.handoff_dir / HEAD_FILE, sealed(HEAD_MAGIC, head))
     except (OSError, ValueError):
         pass
 
 
 def load_head(repo: Repo, tree: str) -> dict[str, Any] | None:
     """The head for this tasks tree when it is there, clean and undamaged, else None."""
-    try:
-        with open(repo.handoff_dir / HEAD_FILE, "rb") as fh:
-            raw = fh.read()
-    except OSError:
-        return None
-    n = len(HEAD_MAGIC)
-    body = raw[n + 32:]
-    if raw[:n] != HEAD_MAGIC or hashlib.sha256(body).digest() != raw[n:n + 32]:
-        return None
-    try:
-        head = marshal.loads(body)
-    except (EOFError, ValueError, TypeError):
-        return None
+    head = read_sealed(repo.handoff_dir / HEAD_FILE, HEAD_MAGIC)
     if (not isinstance(head, dict) or head.get("v") != VERSION or head.get("tree") != tree or head.get("clean") is not True
             or not isinstance(head.get("first"), str) or not isinstance(head.get("row"), tuple)
             or not isinstance(head.get("lease"), (str, type(None))) or not isinstance(head.get("needed"), frozenset)):

@@ -17,9 +17,6 @@ state) is rebuilt from the tasks, or the caller takes the plain path.
 from __future__ import annotations
 
 import bisect
-import hashlib
-import marshal
-import os
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -27,7 +24,7 @@ from git_handoff.core import selection
 from git_handoff.core.errors import InvalidState, UsageError
 from git_handoff.core.model import Status, Task
 from git_handoff.core.serialization import load_task
-from git_handoff.infra.fileio import atomic_write
+from git_handoff.infra.fileio import atomic_write, file_identity, sealed, unsealed
 from git_handoff.infra.gitrepo import Repo
 from git_handoff.state.snapshot import Snapshot
 
@@ -92,24 +89,20 @@ class Summary:
         return out
 
     def encode(self) -> bytes:
-        body = marshal.dumps({"v": VERSION, "tree": self.tree, "top": self.top, "leaves": self.leaves,
+        return sealed(MAGIC, {"v": VERSION, "tree": self.tree, "top": self.top, "leaves": self.leaves,
                               "rows": self.rows, "order": self.order, "counts": self.counts,
                               "failing": self.failing})
-        return MAGIC + hashlib.sha256(body).digest() + body
 
     @classmethod
     def decode(cls, raw: bytes) -> Summary | None:
         """What `encode` wrote; None for anything else (damaged, truncated, foreign)."""
-        body = raw[len(MAGIC) + 32:]
-        if raw[:len(MAGIC)] != MAGIC or hashlib.sha256(body).digest() != raw[len(MAGIC):len(MAGIC) + 32]:
+        data = unsealed(MAGIC, raw)
+        if not isinstance(data, dict) or data.get("v") != VERSION:
             return None
         try:
-            data = marshal.loads(body)
-            if not isinstance(data, dict) or data.get("v") != VERSION:
-                return None
             return cls(data["tree"], data["top"], data["leaves"], data["rows"], data["order"], data["counts"],
                        data["failing"])
-        except (EOFError, ValueError, TypeError, KeyError):
+        except KeyError:
             return None
 
 
@@ -123,17 +116,9 @@ def _path(repo: Repo) -> Any:
 _seen: dict[str, tuple[tuple[int, int, int], Summary]] = {}
 
 
-def _stamp(path: Any) -> tuple[int, int, int] | None:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return (st.st_ino, st.st_size, st.st_mtime_ns)
-
-
 def _load(repo: Repo) -> Summary | None:
     path = _path(repo)
-    stamp = _stamp(path)
+    stamp = file_identity(path)
     seen = _seen.get(str(path))
     if stamp is not None and seen is not None and seen[0] == stamp:
         return seen[1]
@@ -154,7 +139,7 @@ def _save(repo: Repo, summary: Summary) -> None:
         atomic_write(path, summary.encode())
     except (OSError, ValueError):
         return  # a missing index is only slower: the next `status` rebuilds it
-    stamp = _stamp(path)
+    stamp = file_identity(path)
     if stamp is not None:
         _seen[str(path)] = (stamp, summary)
 

@@ -4,15 +4,13 @@ order, parsed once per tree and brought along the tree's changes (`TaskIndex`)."
 from __future__ import annotations
 
 import bisect
-import hashlib
-import marshal
 import operator
 from typing import Any
 
 from git_handoff.core import serialization
 from git_handoff.core.errors import InvalidState, UsageError
 from git_handoff.core.model import Task
-from git_handoff.infra.fileio import atomic_write
+from git_handoff.infra.fileio import atomic_write, read_sealed, sealed
 from git_handoff.infra.gitrepo import Repo
 
 
@@ -52,28 +50,20 @@ class TaskIndex:
 
     def _load(self) -> None:
         self.loaded = True
+        data = read_sealed(self.path, self.MAGIC)  # None when damaged: rebuilt from the state
         try:
-            with open(self.path, "rb") as fh:
-                raw = fh.read()
-        except OSError:
-            return
-        head, digest, body = raw[:len(self.MAGIC)], raw[len(self.MAGIC):len(self.MAGIC) + 32], raw[len(self.MAGIC) + 32:]
-        if head != self.MAGIC or hashlib.sha256(body).digest() != digest:
-            return  # damaged: rebuilt from the state
-        try:
-            data = marshal.loads(body)
             if (not isinstance(data, dict) or data.get("fields") != _FIELD_NAMES or not isinstance(data.get("leaves"), dict)
                     or not isinstance(data.get("order"), list)):
                 return
             self.tree, self.leaves = data["tree"], data["leaves"]
             self.order = [tuple(key) for key in data["order"]]
-        except (EOFError, ValueError, TypeError, KeyError):
+        except (ValueError, TypeError, KeyError):
             self.tree, self.leaves, self.order = None, {}, []
 
     def _save(self) -> None:
-        body = marshal.dumps({"fields": _FIELD_NAMES, "tree": self.tree, "leaves": self.leaves, "order": self.order})
+        data = {"fields": _FIELD_NAMES, "tree": self.tree, "leaves": self.leaves, "order": self.order}
         try:
-            atomic_write(self.path, self.MAGIC + hashlib.sha256(body).digest() + body)
+            atomic_write(self.path, sealed(self.MAGIC, data))
         except (OSError, ValueError):
             pass  # a missing index is only slower
 

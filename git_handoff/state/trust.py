@@ -20,14 +20,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import marshal
-import os
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
 from git_handoff.core.errors import UsageError
 from git_handoff.core.model import now_iso
-from git_handoff.infra.fileio import atomic_write
+from git_handoff.infra.fileio import atomic_write, file_identity, read_sealed, sealed
 from git_handoff.infra.gitrepo import Repo
 
 if TYPE_CHECKING:  # a type only: trust is imported where the store is not
@@ -167,71 +165,62 @@ PLACES_MAGIC = b"git-handoff-trusted-places 1\n"
 Places = dict[str, tuple[str, frozenset[str]]]
 
 
-def _stamp(repo: Repo) -> tuple[int, int, int] | None:
-    try:
-        st = os.stat(repo.handoff_dir / TRUST_FILE)
-    except OSError:
-        return None
-    return (st.st_ino, st.st_size, st.st_mtime_ns)
+def _as_places(approvals: Approvals) -> Places:
+    return {key: (e["command"], frozenset(e["places"])) for key, e in approvals.items()}
 
 
 def _places(repo: Repo) -> Places | None:
     """The approvals' commands and places; None for a file that is not version 2 (a
     text-only one: _load migrates it) or is not there."""
-    stamp = _stamp(repo)  # before the file is read: a file replaced meanwhile leaves a cache of the old identity
+    # the identity before the file is read: a file replaced meanwhile leaves a cache of the old one
+    stamp = file_identity(repo.handoff_dir / TRUST_FILE)
     if stamp is None:
         return None
     cache = repo.handoff_dir / PLACES_FILE
-    try:
-        raw = cache.read_bytes()
-    except OSError:
-        raw = b""
-    n = len(PLACES_MAGIC)
-    body = raw[n + 32:]
-    if raw[:n] == PLACES_MAGIC and hashlib.sha256(body).digest() == raw[n:n + 32]:
-        try:
-            found = marshal.loads(body)
-        except (EOFError, ValueError, TypeError):
-            found = None
-        if isinstance(found, tuple) and len(found) == 2 and found[0] == stamp and isinstance(found[1], dict):
-            places: Places = found[1]
-            return places
+    found = read_sealed(cache, PLACES_MAGIC)
+    if isinstance(found, tuple) and len(found) == 2 and found[0] == stamp and isinstance(found[1], dict):
+        places: Places = found[1]
+        return places
     data = _read_file(repo)
     if data.get("version") != VERSION:
         return None
-    places = {key: (e["command"], frozenset(e["places"])) for key, e in _entries(data).items()}
-    body = marshal.dumps((stamp, places))
+    places = _as_places(_entries(data))
     try:
-        atomic_write(cache, PLACES_MAGIC + hashlib.sha256(body).digest() + body)
+        atomic_write(cache, sealed(PLACES_MAGIC, (stamp, places)))
     except (OSError, ValueError):
         pass  # only slower: the next command reads the file again
     return places
 
 
+def _known(repo: Repo, *, save: bool) -> Places:
+    """The approvals' commands and places: from the cache, else from the file (a
+    text-only file migrated, and with `save` rewritten)."""
+    known = _places(repo)
+    return known if known is not None else _as_places(_load(repo, save=save))
+
+
+def _approved(known: Places, key: str, command: str, where: str) -> bool:
+    entry = known.get(key)
+    return entry is not None and entry[0] == command and where in entry[1]
+
+
 def approvals(repo: Repo) -> Callable[[str, str], bool]:
     """`is_trusted` for many questions: the approvals read once."""
-    known = _places(repo)
-    if known is None:
-        known = {key: (e["command"], frozenset(e["places"])) for key, e in _load(repo, save=False).items()}
+    known = _known(repo, save=False)
     keys: dict[str, str] = {}  # one command is the check of many tasks: hashed once
 
     def covers(command: str, where: str) -> bool:
         key = keys.get(command)
         if key is None:
             key = keys[command] = command_key(command)
-        entry = known.get(key)
-        return entry is not None and entry[0] == command and where in entry[1]
+        return _approved(known, key, command, where)
 
     return covers
 
 
 def is_trusted(repo: Repo, command: str, where: str) -> bool:
     """Whether this clone approved `command` at `where` (see place())."""
-    known = _places(repo)
-    if known is None:
-        return _covers(_load(repo), command, where)
-    entry = known.get(command_key(command))
-    return entry is not None and entry[0] == command and where in entry[1]
+    return _approved(_known(repo, save=True), command_key(command), command, where)
 
 
 def remember(repo: Repo, uses: Iterable[tuple[str, str | None]]) -> None:
