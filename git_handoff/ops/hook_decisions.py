@@ -29,13 +29,7 @@ from pathlib import Path
 
 from git_handoff.agent_cli.hook_data import Event, Outcome
 from git_handoff.core import display
-from git_handoff.core.errors import (
-    HandoffError,
-    InvalidState,
-    Negative,
-    NotARepository,
-    NotInitialized,
-)
+from git_handoff.core.errors import HandoffError, Negative, NotARepository, NotInitialized
 from git_handoff.core.model import Task, now_iso
 from git_handoff.ops import handoff, prompt
 from git_handoff.ops.open_state import Opened, open_state
@@ -278,14 +272,11 @@ def _in_progress(store: StateStore) -> list[status_index.Row]:
     if summary is None:
         return []
     found = [r for r in summary.rows.values() if r[status_index.STATUS] == "in_progress"]
-    return sorted(found, key=lambda r: (r[status_index.ORDER], r[status_index.CREATED], r[status_index.ID]))
+    return sorted(found, key=status_index.creation_key)
 
 
 def _read(store: StateStore, tid: str) -> Task:
-    task = store.snapshot().task(tid)
-    if task is None:
-        raise InvalidState(f"task {tid} is in the status index but not in the state")
-    return task
+    return status_index.read_task(store.snapshot(), tid)
 
 
 def _mine_in_progress(store: StateStore) -> list[Task]:

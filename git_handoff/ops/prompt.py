@@ -9,7 +9,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from git_handoff.core import display, selection
-from git_handoff.core.errors import InvalidState
 from git_handoff.core.model import Task, now_iso
 from git_handoff.core.record_schemas import HandoffDoc
 from git_handoff.ops import handoff
@@ -342,10 +341,7 @@ def _indexed_facts(snap: Snapshot, approved: Approved, hidden: Collection[str], 
 
     def task(tid: str) -> Task:
         if tid not in read:
-            found = snap.task(tid)
-            if found is None:
-                raise InvalidState(f"task {tid} is in the status index but not in the state")
-            read[tid] = found
+            read[tid] = status_index.read_task(snap, tid)
         return read[tid]
 
     facts = Facts(total=len(rows), counts=summary.status_counts(blocked), blocked=blocked, remaining=remaining,

@@ -43,7 +43,8 @@ def row(task: Task) -> Row:
             task.order, task.created_at, tuple(task.depends_on), task.failed_for_good, task.check, task.spec_ref)
 
 
-def _key(r: Row) -> tuple[Any, ...]:
+def creation_key(r: Row) -> tuple[Any, ...]:
+    """Where a row stands in creation order (Summary.order holds these, sorted)."""
     return (r[ORDER], r[CREATED], r[ID])
 
 
@@ -189,7 +190,7 @@ def _build(snap: Snapshot, tree: str) -> Summary:
     counts: dict[str, int] = {}
     for r in rows.values():
         counts[r[STATUS]] = counts.get(r[STATUS], 0) + 1
-    return Summary(tree, top, leaves, rows, [_key(r) for r in rows.values()], counts, failing_of(rows, rows))
+    return Summary(tree, top, leaves, rows, [creation_key(r) for r in rows.values()], counts, failing_of(rows, rows))
 
 
 def _update(repo: Repo, old: Summary, tree: str) -> Summary | None:
@@ -223,16 +224,16 @@ def _update(repo: Repo, old: Summary, tree: str) -> Summary | None:
         before.setdefault(tid, None)
     counts = {status: n for status, n in counts.items() if n}
     order = old.order
-    moved = [tid for tid in before if before[tid] is None or tid not in after or _key(before[tid] or ()) != _key(after[tid])]
+    moved = [tid for tid in before if before[tid] is None or tid not in after or creation_key(before[tid] or ()) != creation_key(after[tid])]
     if moved:
         if len(moved) > 64:
-            order = sorted(_key(r) for r in rows.values())
+            order = sorted(creation_key(r) for r in rows.values())
         else:
             drop = set(moved)
             order = [key for key in order if key[2] not in drop]
             for tid in moved:
                 if tid in after:
-                    bisect.insort(order, _key(after[tid]))
+                    bisect.insort(order, creation_key(after[tid]))
     failing = old.failing
     failed_set = set(failing)
     if not all(_neutral(before[tid], after.get(tid), failed_set) for tid in before):
@@ -266,3 +267,12 @@ def _summary(snap: Snapshot) -> Summary | None:
         fresh = _build(snap, tree)
     _save(repo, fresh)
     return fresh
+
+
+def read_task(snap: Snapshot, task_id: str) -> Task:
+    """The task of a row of this snapshot's index, read from its blob."""
+    task = snap.task(task_id)
+    if task is None:
+        raise InvalidState(f"task {task_id} is in the status index but not in the state")
+    return task
+
