@@ -97,10 +97,14 @@ class _Over:
         self.seen.add(key)
         return self.known.get(key)
 
-    def learn(self, task_id: str, oid: str, task: Task) -> None:
-        if task.status != "in_progress":
-            self.known[f"{task_id} {oid}"] = (finished(task), task.completed_at or task.updated_at)
-            self.changed = True
+    def learn(self, task_id: str, oid: str, task: Task) -> tuple[bool, str | None] | None:
+        """What `get` answers from now on for this record: (finished, moment) when its
+        claim is over, else None (a claim in progress is never cached)."""
+        if task.status == "in_progress":
+            return None
+        found = self.known[f"{task_id} {oid}"] = (finished(task), task.completed_at or task.updated_at)
+        self.changed = True
+        return found
 
     def save(self) -> None:
         """Keep what the claim refs just read still hold (the rest is gone from the remote)."""
@@ -166,18 +170,19 @@ def claims_to_prune(repo: Repo, remote: Remote, head: str, snap: Snapshot) -> tu
     for task_id, oid in sorted(remote.claim_refs(repo).items()):
         ref = Remote.claim_ref(task_id)
         known = over.get(task_id, oid)
-        claimed = None if known is not None else claim_record(repo, oid, task_id)
-        if known is None and claimed is None:
-            out[ref] = oid
-            continue
-        if claimed is not None and claimed.status != "in_progress":
-            over.learn(task_id, oid, claimed)
-            known = over.get(task_id, oid)
-        if known is not None or claimed is None:  # closed (or released, or a record of no claim)
-            done, moment = known or (False, None)
+        claimed = None
+        if known is None:
+            claimed = claim_record(repo, oid, task_id)
+            if claimed is None:
+                out[ref] = oid
+                continue
+            known = over.learn(task_id, oid, claimed)
+        if known is not None:  # closed (or released, or a record of no claim)
+            done, moment = known
             if not done or _older_than(moment, stamp, CLOSED_CLAIM_SECONDS):
                 out[ref] = oid
             continue
+        assert claimed is not None  # a record of a claim in progress: the only one not known over
         if not repo.is_ancestor(oid, head):
             continue
         now = snap.task(task_id)
