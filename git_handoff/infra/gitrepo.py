@@ -317,26 +317,19 @@ class Repo(GitRefs):
             walker.hide(exclude)
         return {str(c.id): tuple(str(p) for p in c.parent_ids) for c in walker}
 
-    def count_commits_hiding(self, include: str, hide: Iterable[str]) -> int:
-        """How many commits `include` has that none of `hide` has."""
-        pygit2 = lazy_pygit2()
-        walker = self.raw.walk(include, pygit2.enums.SortMode.NONE)
-        for oid in hide:
-            walker.hide(oid)
-        return sum(1 for _ in walker)
-
     def merge_base_many(self, commits: list[str]) -> str | None:
         """The best common ancestor of commits[0] and a merge of all the others (as
         `git merge-base A B C...`)."""
         found = self.raw.merge_base_many(commits)
         return str(found) if found is not None else None
 
-    def count_commits(self, include: str, exclude: str | None = None) -> int:
-        """How many commits `include` has that `exclude` has not."""
+    def count_commits(self, include: str, exclude: str | Iterable[str] | None = None) -> int:
+        """How many commits `include` has that `exclude` (a commit, or several) has not."""
         pygit2 = lazy_pygit2()
         walker = self.raw.walk(include, pygit2.enums.SortMode.NONE)
-        if exclude is not None and self.has_object(exclude):
-            walker.hide(exclude)
+        for oid in [exclude] if isinstance(exclude, str) else exclude or ():
+            if self.has_object(oid):
+                walker.hide(oid)
         return sum(1 for _ in walker)
 
     def create_commit(self, tree: str, parents: list[str], message: str) -> str:

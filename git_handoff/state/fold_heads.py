@@ -181,7 +181,7 @@ class Ancestry:
         inside = ancestry.closure(self.graph, theirs)
         meets = ancestry.boundary(self.graph, inside)
         if meets not in self._behind:
-            self._behind[meets] = self.repo.count_commits_hiding(self.ours, meets) if self.ours else 0
+            self._behind[meets] = self.repo.count_commits(self.ours, meets) if self.ours else 0
         return len(self.in_first - inside) + self._behind[meets]
 
     def base(self, theirs: str, brought: set[str]) -> str | None:
