@@ -12,8 +12,8 @@ Calls run one at a time on a worker thread, so the server keeps answering the
 protocol (pings, cancellations) while a validation command runs.
 
 The MCP SDK is not imported to serve (its import cost seconds at every session's
-start, see docs/performance.md); `build_server` hands the SDK's client, in tests, a
-transport that runs this same server in-process.
+start, see docs/performance.md); the tests drive this same server in-process with the
+SDK's client through tests/support/mcp_inproc.py.
 """
 
 from __future__ import annotations
@@ -118,13 +118,6 @@ def handlers(workspace: Workspace | None = None, stopping: Stopping | None = Non
 
     info = {"name": "handoff", "title": "git handoff", "version": __version__}
     return Handlers(info, INSTRUCTIONS, tool_list(), call_tool)
-
-
-def build_server(workspace: Workspace | None = None, stopping: Stopping | None = None) -> Any:
-    """This server in-process, as a transport the MCP SDK's `Client` takes (tests)."""
-    from git_handoff.mcp.inproc import InProcessTransport
-
-    return InProcessTransport(handlers(workspace, stopping))
 
 
 def serve(workspace: Workspace | None = None) -> None:

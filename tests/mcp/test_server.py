@@ -19,10 +19,10 @@ import anyio
 import pytest
 from mcp import Client, StdioServerParameters
 
-from git_handoff.mcp.server import build_server
 from git_handoff.mcp.tools import TOOLS, Workspace
 from git_handoff.state import notices
 from git_handoff.state import store as store_module
+from tests.support.mcp_inproc import build_server
 from tests.support.repo import git, run, state_head
 
 VERBS = {"status", "next", "list", "show", "add", "claim", "renew", "release", "checkpoint", "verify", "done",

@@ -1,6 +1,6 @@
-"""The server of mcp/protocol.py in-process, behind the MCP SDK's transport interface, so
-the SDK's own `Client` can drive it without a subprocess (tests do). Only this module
-imports the SDK (and anyio); `git handoff mcp` never imports it."""
+"""The server of git_handoff/mcp/protocol.py in-process, behind the MCP SDK's transport
+interface, so the SDK's own `Client` can drive it without a subprocess. The SDK (and
+anyio) is a test dependency: `git handoff mcp` never imports it."""
 
 from __future__ import annotations
 
@@ -18,6 +18,8 @@ from mcp.shared.memory import create_client_server_memory_streams
 from mcp.shared.message import SessionMessage
 
 from git_handoff.mcp.protocol import Connection, Handlers, Message
+from git_handoff.mcp.server import Stopping, handlers
+from git_handoff.mcp.tools import Workspace
 
 
 class InProcessTransport:
@@ -63,3 +65,10 @@ class InProcessTransport:
                     await client_streams[1].aclose()  # the server's input ends
                     await anyio.to_thread.run_sync(connection.close)
                     outbox.put(None)
+
+
+def build_server(workspace: Workspace | None = None, stopping: Stopping | None = None) -> InProcessTransport:
+    """`git handoff mcp`'s server for the repository around `workspace`, in-process, as a
+    transport the MCP SDK's `Client` takes."""
+    return InProcessTransport(handlers(workspace, stopping))
+
