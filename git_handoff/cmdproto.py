@@ -34,7 +34,7 @@ def identity(environ: os._Environ[str] | dict[str, str], interp: list[str] | Non
     version, executable, py_version, flags, xoptions, pkg, *path = interpreter() if interp is None else interp
     parts = [version, executable, py_version, flags, xoptions, pkg, repr(path)]
     for place in path:
-        parts.append(f"{place}:{_stamp(place)}")
+        parts.append(f"{place}:{_names(place) if _in_work_tree(place) else _stamp(place)}")
     stack = [pkg]
     while stack:
         top = stack.pop()
@@ -58,6 +58,36 @@ def identity(environ: os._Environ[str] | dict[str, str], interp: list[str] | Non
 def _version() -> str:
     """git handoff's version, from the package this module belongs to (imported first)."""
     return str(getattr(sys.modules.get(__package__ or ""), "__version__", "?"))
+
+
+IMPORTABLE = (".py", ".pyc", ".so", ".pth", ".zip", ".egg-link")
+
+
+def _in_work_tree(place: str) -> bool:
+    """A `sys.path` entry in a git work tree: the working directory an empty or relative
+    PYTHONPATH element (`PYTHONPATH=lib:`) put there, or a project's own source folder."""
+    here = place
+    while True:
+        if os.path.lexists(os.path.join(here, ".git")):
+            return True
+        up = os.path.dirname(here)
+        if up == here:
+            return False
+        here = up
+
+
+def _names(place: str) -> str:
+    """What a work tree's folder offers to `import`: its module files and its folders. Its
+    mtime would not do: it moves with every file an agent writes there, and a fresh server
+    for each would make the fast path slower than none."""
+    try:
+        entries = os.scandir(place)
+    except OSError:
+        return "-"
+    with entries:
+        names = sorted(e.name for e in entries
+                       if e.name.endswith(IMPORTABLE) or e.is_dir(follow_symlinks=True))
+    return "/".join(names)
 
 
 def _stamp(path: str) -> str:

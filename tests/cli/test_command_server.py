@@ -286,6 +286,29 @@ def test_a_server_of_changed_code_is_not_used(repo: Path, bin_dir: Path, tmp_pat
         stop_servers(repo)
 
 
+def test_a_working_directory_on_the_python_path_keeps_its_server_until_a_module_appears(
+        project: Path, bin_dir: Path) -> None:
+    """`PYTHONPATH=lib:` puts the working directory on `sys.path` (the empty element). The
+    files an agent writes there leave the server in service; a new module there (which
+    an import could now find) makes it stale."""
+    env = client_env(bin_dir, server="1")
+    env["PYTHONPATH"] += os.pathsep  # the empty element: the working directory
+    try:
+        run_cmd(["git-handoff", "status"], project, env)
+        first = wait_until_serving(project)
+        for n in range(3):
+            (project / f"work-{n}.txt").write_text("work\n")
+            assert run_cmd(["git-handoff", "status"], project, env).returncode == 0
+        assert served(project) == ["status"] * 3
+        assert server_pids(project) == [first]
+        (project / "helpers.py").write_text("")
+        assert run_cmd(["git-handoff", "status"], project, env).returncode == 0
+        assert served(project) == ["status"] * 3  # in-process: that server is stale
+        assert "stale: the code or the git config changed since the start" in log_lines(project)
+    finally:
+        stop_servers(project)
+
+
 def test_another_interpreter_setting_is_refused_and_the_server_stays(project: Path, bin_dir: Path) -> None:
     env, pid = start_server(project, bin_dir)
     got = run_cmd([sys.executable, "-X", "importtime", "-m", "git_handoff", "next"], project, env)
