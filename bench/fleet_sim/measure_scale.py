@@ -54,9 +54,9 @@ def heads_cost(n: int) -> dict[str, float]:
 def _write_history(a: Path, transactions: int) -> None:
     """`transactions` state commits on a's state, the work loop's: a claim (the task in
     progress, with the fields a claim records) then its done, task after task."""
-    from git_handoff.gitrepo import Repo
-    from git_handoff.model import Task, now_iso, order_key_now
-    from git_handoff.store import StateStore, Tx
+    from git_handoff.core.model import Task, now_iso, order_key_now
+    from git_handoff.infra.gitrepo import Repo
+    from git_handoff.state.store import StateStore, Tx
 
     repo = Repo.discover(a)
     store = StateStore(repo)
