@@ -22,13 +22,16 @@ def _session_text(record: Mapping[str, Any]) -> str:
         f"  completed:  {visible(', '.join(record.get('completed') or []) or '-')}",
     ]
     ack = record.get("ack")
-    if ack:
-        lines.append(f"  ack:        {ack.get('status')} at {ack.get('at')}" + (f" ({visible(str(ack['reason']))})" if ack.get("reason") else ""))
+    if isinstance(ack, dict):
+        lines.append(f"  ack:        {visible(str(ack.get('status')))} at {visible(str(ack.get('at')))}"
+                     + (f" ({visible(str(ack['reason']))})" if ack.get("reason") else ""))
     if record.get("also"):
         lines.append(f"  also {record.get('session')}: clone(s) {', '.join(str(c)[:8] for c in record['also'])} "
                      "numbered a session alike offline (`git handoff session list`)")
-    if record.get("handoff"):
-        lines.append(f"  handoff:    written {record['handoff'].get('written_at')} ({record['handoff'].get('trigger')})")
+    written = record.get("handoff")
+    if isinstance(written, dict):
+        lines.append(f"  handoff:    written {visible(str(written.get('written_at')))} "
+                     f"({visible(str(written.get('trigger')))})")
     for d in record.get("decisions") or []:
         lines.append(f"  decision:   {visible(str(d.get('what')))} (why: {visible(str(d.get('why')))})")
     for b in record.get("blockers") or []:

@@ -250,6 +250,9 @@ SESSION_FIELDS: dict[str, Check] = {
     "completed": capped("session", "completed", LINE),
     "decisions": capped("session", "decisions", _DECISION),
     "blockers": capped("session", "blockers", _BLOCKER),
+    "ack": opt(obj({"status": one_of("accepted", "failed"), "at": opt(STAMP), "reason": opt(LINE),
+                    "handoff": opt(integer(0, MAX_SESSION))})),
+    "handoff": opt(obj({"written_at": opt(STAMP), "trigger": opt(LINE)})),
     "updated_at": opt(STAMP),
 }
 DOC_FIELDS: dict[str, Check] = {

@@ -13,6 +13,7 @@ from typing import cast
 
 from git_handoff.core import selection
 from git_handoff.core.errors import Negative, UsageError
+from git_handoff.core.field_checks import MAX_TEXT, line_problem
 from git_handoff.core.model import Task, now_iso
 from git_handoff.core.record_schemas import HandoffDoc, WrittenDoc
 from git_handoff.infra import worktree
@@ -223,6 +224,9 @@ def ack(store: StateStore, failed: str | None = None) -> AckAnswer:
         failed = " ".join(failed.split())
         if not failed:
             raise UsageError("--failed needs a reason")
+        problem = line_problem(failed, MAX_TEXT)  # what every clone's edge would refuse to read
+        if problem:
+            raise UsageError(f"--failed's reason {problem}")
     stamp = now_iso()
 
     def apply(tx: Tx) -> AckAnswer:

@@ -90,11 +90,12 @@ def test_numbers_out_of_range_are_refused_and_change_nothing(planned: Path, args
 
 
 @pytest.mark.parametrize("args", [("decide", "a\x1b[2Jb", "--why", "w"), ("decide", "what", "--why", "a\x07b"),
-                                  ("blocker", "a\x1bb"), ("decide", "x" * 2001, "--why", "w")])
+                                  ("blocker", "a\x1bb"), ("decide", "x" * 2001, "--why", "w"),
+                                  ("ack", "--failed", "bad\x1b]0;owned\x07 reason")])
 def test_session_facts_every_clone_would_refuse_are_refused_and_change_nothing(planned: Path,
                                                                              args: tuple[str, ...]) -> None:
-    """A decision or blocker that is not one line of text would be a record the edge of
-    every clone refuses to read: refused here, with the reason, before it is written."""
+    """A decision, blocker or ACK reason that is not one line of text would be a record the
+    edge of every clone refuses to read: refused here, with the reason, before it is written."""
     assert run("session", "start").rc == 0
     before = state_head(planned)
     refused(run(*args), "longer than" if len(args[1]) > 2000 else "control character")
