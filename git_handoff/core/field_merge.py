@@ -224,13 +224,17 @@ class _RecordMerge:
         self.top = max(record_time(ours), record_time(theirs))
         self.counters = False  # numbers are counters (meta.json): the maximum, not decided by time
         self.stamped = hlc.is_stamp(ours.get(hlc.FIELD)) and hlc.is_stamp(theirs.get(hlc.FIELD))
+        # every write of such a record stamps the fields it changed (hlc.stamp_write; not
+        # meta.json's, stamped as a whole): a field without an entry still has the value
+        # the record was created with
+        self.tracked = self.stamped and path != META_PATH
 
     def stamp(self, name: str, when: str, value: Any) -> None:
         self.clock[name] = [when, _digest(value)]
 
     def lww(self, name: str, o: Any, t: Any, prefer: Any = None) -> Any:
-        to = field_time(self.ours, name, o)
-        tt = field_time(self.theirs, name, t)
+        to = field_time(self.ours, name, o, self.tracked)
+        tt = field_time(self.theirs, name, t, self.tracked)
         if prefer is not None and prefer(o) != prefer(t):
             chosen, when = (o, to) if prefer(o) > prefer(t) else (t, tt)
         else:
@@ -335,9 +339,15 @@ class _RecordMerge:
         return out
 
 
-def field_time(record: Mapping[str, Any], name: str, value: Any) -> str:
+def field_time(record: Mapping[str, Any], name: str, value: Any, tracked: bool = False) -> str:
     """When `record` got this value of field (or unit) `name`: its clock entry if the
-    value is still the one the clock recorded, else the record's own time."""
+    value is still the one the clock recorded, else the record's own time; or, for a
+    record whose writes stamp each field they change (`tracked`), when it was created.
+
+    That last case matters when two sides merge without the record in their base (a
+    criss-cross history whose chosen merge base predates the record): a field one side
+    never changed must lose to the other side's change of it, however late the first
+    side wrote some other field."""
     clock = record.get(CLOCK)
     if isinstance(clock, dict):
         parts = name.split(".")
@@ -347,7 +357,16 @@ def field_time(record: Mapping[str, Any], name: str, value: Any) -> str:
             current = value if n == len(parts) else _lookup(record, prefix)
             if isinstance(entry, list) and len(entry) == 2 and entry[1] == _digest(current):
                 return str(entry[0])
-    return record_time(record)
+    return created_time(record) if tracked else record_time(record)
+
+
+def created_time(record: Mapping[str, Any]) -> str:
+    """When a stamped record was created, as best it says: its `created_at`, unless that
+    is later than its own stamp (a creation is never later than any write of the record:
+    a crafted far-future `created_at` is not believed); "" (before everything) if it
+    carries no time."""
+    times = [t for t in (record.get("created_at"), record.get(hlc.FIELD)) if isinstance(t, str) and t]
+    return min(times, key=hlc.key) if times else ""
 
 
 def _lookup(rec: Mapping[str, Any], name: str) -> Any:

@@ -16,6 +16,7 @@ Pure functions only (merge, hlc, the session and run numbering), so it is fast.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import random
 from dataclasses import dataclass, field
@@ -343,3 +344,18 @@ def test_clones_never_want_the_same_task_while_their_slots_last(n_p0: int, n_p1:
     if a != b and own(found, a) and own(later, b):
         for _ in range(5):
             assert _slot_pick(found, (a, clones)).id != _slot_pick(later, (b, clones)).id
+
+
+def test_a_merge_whose_base_predates_the_record_keeps_both_changes() -> None:
+    """A criss-cross (found by the property above): replica 0 claims t2-0, replica 3 edits
+    its title without having seen the claim, and one merge order reaches them through a
+    merge base older than the task. The title edit's later stamp must not carry the
+    task's never-changed claim fields over the claim: every order keeps both changes."""
+    plan = [("add", 0, 0), ("add", 0, 0), ("add", 1, 0), ("sync", 0, 2), ("pull", 3, 2),
+            ("claim", 0, 2), ("title", 3, 2)]
+    fleet = run_fleet(5, [-HOUR_MS] * 5, plan)
+    results = {json.dumps(parsed(fleet.combine(list(order))), sort_keys=True, default=bytes.decode)
+               for order in itertools.permutations(range(5))}
+    assert len(results) == 1
+    final = parsed(fleet.combine([0, 1, 2, 3, 4]))[tpath("t2-0")]
+    assert (final["status"], final["claimed_by"], final["title"]) == ("in_progress", "w0", "title w0")
