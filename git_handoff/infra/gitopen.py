@@ -261,6 +261,13 @@ class OpenRepo:
         """About how many loose objects there are (gitprocess.loose_estimate)."""
         return gitprocess.loose_estimate(self.common_dir, dirs)
 
+    def pack_count(self) -> int:
+        """How many packs the object store holds (one directory listing)."""
+        try:
+            return sum(1 for name in os.listdir(self.common_dir / "objects" / "pack") if name.endswith(".pack"))
+        except OSError:
+            return 0
+
     def gc_in_background(self) -> None:
         """Pack loose objects without waiting, one run at a time (gitprocess.gc_in_background)."""
         gitprocess.gc_in_background(self.common_dir, self.handoff_dir / "gc.running")

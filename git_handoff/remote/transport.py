@@ -39,6 +39,9 @@ CLAIMS = "refs/harness/claims/"
 INCOMING = "refs/handoff-incoming/"
 UNCHECKED = "refs/handoff-fetched/"  # where a plain `git fetch` puts the state: read by nothing
 FETCH_LOCK_SECONDS = 120
+# a fetch that brings more than fetch.unpackLimit (100) objects keeps them as a pack: from
+# this many packs on (git gc --auto's own limit, gc.autoPackLimit), roll them up
+PACKS_BEFORE_REPACK = 50
 
 
 class Remote:
@@ -197,14 +200,19 @@ def state_specs(dst: str) -> list[str]:
 
 def _git_fetch(repo: Repo, remote: Remote, options: list[str], specs: list[str], *, prune: bool = True) -> None:
     cut = repo.shallow_stamp()
-    # --refmap= : a remote's configured refspecs (add_refspecs) must not move refs too
+    # --refmap= : a remote's configured refspecs (add_refspecs) must not move refs too.
+    # --no-auto-maintenance: git would start `git maintenance run --auto` after every fetch
+    # (a process each time, two a task in a fleet); this clone packs in the background
+    # itself (Repo.gc_in_background), checked below for the packs fetches keep.
     proc = repo.git("fetch", "--quiet", "--no-tags", *(["--prune"] if prune else []), "--no-write-fetch-head",
-                    "--refmap=", *options, remote.spec, *specs, check=False,
+                    "--no-auto-maintenance", "--refmap=", *options, remote.spec, *specs, check=False,
                     env={"GIT_TERMINAL_PROMPT": "0", **_protocol_v2()})
     if proc.returncode != 0:
         raise git_error(proc, f"cannot fetch from {remote.spec}")
     if repo.shallow_stamp() != cut:
         repo.reopen()
+    if repo.pack_count() >= PACKS_BEFORE_REPACK:
+        repo.gc_in_background()
 
 
 def fetch_history(repo: Repo, remote: Remote) -> None:
