@@ -319,7 +319,7 @@ def _fetch_locked(repo: Repo, remote: Remote) -> list[quarantine.Held]:
     # what a fetch killed midway left: its ref locks here (this clone's fetches of this
     # remote hold the lock above, so none is live), and the per-fetch namespaces of
     # earlier versions
-    repo.sweep_incoming(INCOMING, fixed=staging)
+    repo.sweep_incoming(INCOMING, fixed=staging, listed={})  # the files: a stale lock would fail the fetch
     if shallow.wants_shallow_join(repo, repo.ref_target(STATE_REF) is not None):
         # the states, claims and notes one commit deep; the attempts (commits of the
         # project's own history) whole, by the fetch below
@@ -328,11 +328,14 @@ def _fetch_locked(repo: Repo, remote: Remote) -> list[quarantine.Held]:
     if shallow.cut(repo):
         shallow.settle(repo, lambda: _staged_heads(repo, staging),
                        lambda options: _git_fetch(repo, remote, options, state_specs(staging), prune=False))
-    fetched = {_remote_rest(name[len(staging):]): oid for name, oid in repo.refs_in(staging).items()}
-    fetched = {rest: oid for rest, oid in fetched.items() if is_read(rest)}
     tracking = f"refs/remotes/{remote.track}/"
+    listed = repo.refs_in(INCOMING, tracking)  # one git process for both namespaces
+    # the refs of per-fetch namespaces whose process is gone (not read, so swept after)
+    repo.sweep_incoming(INCOMING, fixed=staging, listed={n: o for n, o in listed.items() if n.startswith(INCOMING)})
+    fetched = {_remote_rest(name[len(staging):]): oid for name, oid in listed.items() if name.startswith(staging)}
+    fetched = {rest: oid for rest, oid in fetched.items() if is_read(rest)}
     remote.tracked = None
-    everything = repo.refs_in(tracking)
+    everything = {name: oid for name, oid in listed.items() if name.startswith(tracking)}
     current = {name[len(tracking):]: oid for name, oid in everything.items()}
     current = {rest: oid for rest, oid in current.items() if is_read(rest)}
     held_before = quarantine.read(repo, remote.track)
