@@ -257,6 +257,9 @@ def add_refspecs(repo: Repo, remote: Remote) -> dict[str, list[str]]:
     if not remote.named:
         return changed
     key = f"remote.{remote.spec}.fetch"
+    local = set(repo.local_config_values(key))
+    if local.issuperset(remote.refspecs()) and local.isdisjoint(remote.legacy_refspecs()):
+        return changed  # every sync after the first: known without a git process
     configured = set(repo.git("config", "--get-all", key, check=False).stdout.decode().split())
     for spec in remote.refspecs():
         if spec not in configured:
