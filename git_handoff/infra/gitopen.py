@@ -220,6 +220,14 @@ class OpenRepo:
         value = found[-1][1]
         return True, (None if value is None else str(value))
 
+    def local_config_values(self, key: str) -> list[str]:
+        """Every value of `key` in this repository's own config file, in order, as libgit2
+        reads it (no process; the other levels left out)."""
+        canonical = gitconfig.canonical_key(key)
+        local = int(lazy_pygit2().enums.ConfigLevel.LOCAL)
+        return [str(e.value) for e in self.raw.config
+                if e.name == canonical and int(e.level) == local and e.value is not None]
+
     def config_get(self, key: str) -> str | None:
         found, value = self._config(key)
         if not found:
@@ -260,6 +268,13 @@ class OpenRepo:
     def loose_estimate(self, dirs: int = 4) -> int:
         """About how many loose objects there are (gitprocess.loose_estimate)."""
         return gitprocess.loose_estimate(self.common_dir, dirs)
+
+    def pack_count(self) -> int:
+        """How many packs the object store holds (one directory listing)."""
+        try:
+            return sum(1 for name in os.listdir(self.common_dir / "objects" / "pack") if name.endswith(".pack"))
+        except OSError:
+            return 0
 
     def gc_in_background(self) -> None:
         """Pack loose objects without waiting, one run at a time (gitprocess.gc_in_background)."""

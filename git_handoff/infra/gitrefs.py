@@ -42,15 +42,17 @@ class GitRefs(OpenRepo):
                     out[name] = target
         return out
 
-    def refs_in(self, prefix: str) -> dict[str, str]:
+    def refs_in(self, prefix: str, *more: str) -> dict[str, str]:
         """`refs_under` for a namespace that may hold thousands of refs (a fleet's clone
         refs): git for-each-ref reads only that namespace, where libgit2's iterator reads
-        every ref of the repository at each call (0.1 s a call with 2,000 loose refs)."""
-        proc = self.git("for-each-ref", "--format=%(objectname) %(refname)", prefix, check=False)
+        every ref of the repository at each call (0.1 s a call with 2,000 loose refs).
+        Several namespaces: one git process lists them all."""
+        prefixes = (prefix, *more)
+        proc = self.git("for-each-ref", "--format=%(objectname) %(refname)", *prefixes, check=False)
         out: dict[str, str] = {}
         for line in proc.stdout.decode("utf-8", "surrogateescape").splitlines():
             oid, _, name = line.partition(" ")
-            if name.startswith(prefix):
+            if name.startswith(prefixes):
                 out[name] = oid
         return out
 
@@ -117,12 +119,14 @@ class GitRefs(OpenRepo):
             swept.append(name)
         return swept
 
-    def sweep_incoming(self, prefix: str, fixed: str | None = None) -> list[str]:
+    def sweep_incoming(self, prefix: str, fixed: str | None = None, listed: dict[str, str] | None = None) -> list[str]:
         """Delete what a fetch killed midway left under `prefix`: the refs and ref locks of
         every per-fetch namespace (`<prefix><remote>/<pid>-<hex>/...`, as earlier versions
         fetched) whose process is gone, and the ref locks under `fixed` (the caller's own
         namespace, which it holds a lock for: none there is live). A lock left there made
-        every later fetch fail. Other namespaces (another remote's) are left alone."""
+        every later fetch fail. Other namespaces (another remote's) are left alone.
+        `listed`: the refs under `prefix` as the caller listed them ({}: sweep only the
+        files, the locks and the directories left empty)."""
         owner = re.compile(r"/([0-9]+)-[0-9a-f]{8}/")
 
         def stale(name: str) -> bool:
@@ -132,21 +136,24 @@ class GitRefs(OpenRepo):
             pid = int(match.group(1))
             return pid != os.getpid() and not alive(pid)
 
-        swept = [name for name in self.refs_in(prefix) if stale(name)]
+        swept = [name for name in (self.refs_in(prefix) if listed is None else listed) if stale(name)]
         for name in swept:
             self.delete_ref(name)
         root = self.common_dir / prefix
-        if root.is_dir():
-            for lock in root.rglob("*.lock"):
-                relative = prefix + lock.relative_to(root).as_posix()
-                if stale(relative):
-                    lock.unlink(missing_ok=True)
-                    swept.append(relative)
+        # deepest first, so that a directory emptied here is removed in its parent's turn
+        for folder, dirs, files in os.walk(root, topdown=False):
+            below = os.path.relpath(folder, root)
+            relative = prefix + ("" if below == "." else below.replace(os.sep, "/") + "/")
+            for name in files:
+                if name.endswith(".lock") and stale(relative + name):
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(os.path.join(folder, name))
+                    swept.append(relative + name)
             # and the directories left empty (a loose ref's, once deleted, stay)
-            for path in sorted(root.rglob("*"), key=lambda p: len(p.parts), reverse=True):
-                if path.is_dir() and stale(prefix + path.relative_to(root).as_posix() + "/"):
+            for name in dirs:
+                if stale(relative + name + "/"):
                     with contextlib.suppress(OSError):  # not empty, or gone already
-                        path.rmdir()
+                        os.rmdir(os.path.join(folder, name))
         return swept
 
     def update_refs(self, updates: list[tuple[str, str | None, str | None]], message: str) -> None:

@@ -39,6 +39,9 @@ CLAIMS = "refs/harness/claims/"
 INCOMING = "refs/handoff-incoming/"
 UNCHECKED = "refs/handoff-fetched/"  # where a plain `git fetch` puts the state: read by nothing
 FETCH_LOCK_SECONDS = 120
+# a fetch that brings more than fetch.unpackLimit (100) objects keeps them as a pack: from
+# this many packs on (git gc --auto's own limit, gc.autoPackLimit), roll them up
+PACKS_BEFORE_REPACK = 50
 
 
 class Remote:
@@ -197,14 +200,19 @@ def state_specs(dst: str) -> list[str]:
 
 def _git_fetch(repo: Repo, remote: Remote, options: list[str], specs: list[str], *, prune: bool = True) -> None:
     cut = repo.shallow_stamp()
-    # --refmap= : a remote's configured refspecs (add_refspecs) must not move refs too
+    # --refmap= : a remote's configured refspecs (add_refspecs) must not move refs too.
+    # --no-auto-maintenance: git would start `git maintenance run --auto` after every fetch
+    # (a process each time, two a task in a fleet); this clone packs in the background
+    # itself (Repo.gc_in_background), checked below for the packs fetches keep.
     proc = repo.git("fetch", "--quiet", "--no-tags", *(["--prune"] if prune else []), "--no-write-fetch-head",
-                    "--refmap=", *options, remote.spec, *specs, check=False,
+                    "--no-auto-maintenance", "--refmap=", *options, remote.spec, *specs, check=False,
                     env={"GIT_TERMINAL_PROMPT": "0", **_protocol_v2()})
     if proc.returncode != 0:
         raise git_error(proc, f"cannot fetch from {remote.spec}")
     if repo.shallow_stamp() != cut:
         repo.reopen()
+    if repo.pack_count() >= PACKS_BEFORE_REPACK:
+        repo.gc_in_background()
 
 
 def fetch_history(repo: Repo, remote: Remote) -> None:
@@ -249,6 +257,9 @@ def add_refspecs(repo: Repo, remote: Remote) -> dict[str, list[str]]:
     if not remote.named:
         return changed
     key = f"remote.{remote.spec}.fetch"
+    local = set(repo.local_config_values(key))
+    if local.issuperset(remote.refspecs()) and local.isdisjoint(remote.legacy_refspecs()):
+        return changed  # every sync after the first: known without a git process
     configured = set(repo.git("config", "--get-all", key, check=False).stdout.decode().split())
     for spec in remote.refspecs():
         if spec not in configured:
@@ -311,7 +322,7 @@ def _fetch_locked(repo: Repo, remote: Remote) -> list[quarantine.Held]:
     # what a fetch killed midway left: its ref locks here (this clone's fetches of this
     # remote hold the lock above, so none is live), and the per-fetch namespaces of
     # earlier versions
-    repo.sweep_incoming(INCOMING, fixed=staging)
+    repo.sweep_incoming(INCOMING, fixed=staging, listed={})  # the files: a stale lock would fail the fetch
     if shallow.wants_shallow_join(repo, repo.ref_target(STATE_REF) is not None):
         # the states, claims and notes one commit deep; the attempts (commits of the
         # project's own history) whole, by the fetch below
@@ -320,11 +331,14 @@ def _fetch_locked(repo: Repo, remote: Remote) -> list[quarantine.Held]:
     if shallow.cut(repo):
         shallow.settle(repo, lambda: _staged_heads(repo, staging),
                        lambda options: _git_fetch(repo, remote, options, state_specs(staging), prune=False))
-    fetched = {_remote_rest(name[len(staging):]): oid for name, oid in repo.refs_in(staging).items()}
-    fetched = {rest: oid for rest, oid in fetched.items() if is_read(rest)}
     tracking = f"refs/remotes/{remote.track}/"
+    listed = repo.refs_in(INCOMING, tracking)  # one git process for both namespaces
+    # the refs of per-fetch namespaces whose process is gone (not read, so swept after)
+    repo.sweep_incoming(INCOMING, fixed=staging, listed={n: o for n, o in listed.items() if n.startswith(INCOMING)})
+    fetched = {_remote_rest(name[len(staging):]): oid for name, oid in listed.items() if name.startswith(staging)}
+    fetched = {rest: oid for rest, oid in fetched.items() if is_read(rest)}
     remote.tracked = None
-    everything = repo.refs_in(tracking)
+    everything = {name: oid for name, oid in listed.items() if name.startswith(tracking)}
     current = {name[len(tracking):]: oid for name, oid in everything.items()}
     current = {rest: oid for rest, oid in current.items() if is_read(rest)}
     held_before = quarantine.read(repo, remote.track)
