@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from git_handoff.core import hlc
 from tests.support.hostile import BLOB, World, make_world, put, task_path
 from tests.support.repo import git, run
 from tests.support.templates import Templates
@@ -36,13 +37,16 @@ def ok(w: World, *args: str) -> Any:
 
 
 def fresh(record: dict[str, Any], node: str = "f" * 16) -> dict[str, Any]:
-    """`record` with every clock stamp it carries moved to now (as a later write would):
-    the claim fields, which its seal covers, are the victim's own."""
+    """`record` with every clock stamp it carries moved to now, and its claim's entry
+    stamped for the claim fields it holds, as a later write of them would (anyone can
+    compute a digest): the claim fields, which its seal covers, are the victim's own."""
     stamp = f"{int(time.time() * 1000):013d}.000009.{node}"
     out = dict(record)
     out["hlc"] = stamp
-    if isinstance(out.get("field_clock"), dict):
-        out["field_clock"] = {k: [stamp, v[1]] for k, v in out["field_clock"].items()}
+    clock = out.get("field_clock")
+    clock = {k: [stamp, v[1]] for k, v in clock.items()} if isinstance(clock, dict) else {}
+    clock["claim"] = [stamp, hlc.digest({k: out[k] for k in hlc.CLAIM_UNIT if k in out})]
+    out["field_clock"] = dict(sorted(clock.items()))
     return out
 
 
@@ -144,9 +148,9 @@ def _snapshot_swapped(w: World) -> dict[str, str]:
     index = a.commit(tree, [head], "index\n")
     snapshot = a.commit(tree, [head, index], "handoff: the work tree at a claim\n")
     a.push(snapshot, "refs/harness/attempts/schema/7")  # so that the objects reach the victim
-    record = fresh(state_record(v, "schema"))
+    record = state_record(v, "schema")
     record["claim_snapshot"] = snapshot
-    push_record(w, record)
+    push_record(w, fresh(record))
     ok(w, "sync")
     assert state_record(v, "schema")["claim_snapshot"] == snapshot  # adopted
     (v / "app.py").write_text("print('the attempt')\n")

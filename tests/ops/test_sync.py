@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -508,3 +509,35 @@ def test_sync_adds_only_the_refspecs_it_needs_and_says_so_once(repo: Path, tmp_p
     assert run("sync").rc == 0
     git("fetch", "-q", "origin", cwd=repo)
     assert "review" not in git("for-each-ref", "--format=%(refname)", "refs/remotes/", cwd=repo)
+
+
+def test_a_fetch_starts_no_git_maintenance_and_the_packs_it_keeps_are_rolled_up(
+        clones: Callable[[str], Path], monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """git would start `git maintenance run --auto` after every fetch (a process a sync in
+    a fleet); sync leaves it out and rolls the packs up itself once there are 50."""
+    a, b = shared_pair(clones)
+    pack_dir = b / ".git" / "objects" / "pack"
+    for n in range(50):  # the packs of 50 fetches that each brought more than fetch.unpackLimit objects
+        oid = git("hash-object", "-w", "--stdin", cwd=b, input_text=f"object {n}\n")
+        git("pack-objects", "-q", str(pack_dir / "pack"), cwd=b, input_text=oid + "\n")
+    assert len(list(pack_dir.glob("*.pack"))) >= 50
+    ok("add", "one more", "--id", "more", "--check", "true", cwd=a)
+    ok("sync", cwd=a)
+    trace = tmp_path / "trace2"
+    monkeypatch.setenv("GIT_TRACE2_EVENT", str(trace))
+    assert ok("sync", "--json", cwd=b)["incoming"] >= 1
+    monkeypatch.delenv("GIT_TRACE2_EVENT")
+    events = [json.loads(line) for line in trace.read_text().splitlines()]
+    fetches = {e["sid"] for e in events if e["event"] == "cmd_name" and e["name"] == "fetch"}
+    assert fetches
+    # what the fetches started (a local remote's receive-pack runs its own `gc --auto`: not ours)
+    children = [e["argv"] for e in events if e["event"] == "child_start" and e["sid"] in fetches]
+    assert children  # (index-pack, rev-list: the trace does see them)
+    assert not [argv for argv in children if "maintenance" in argv or "gc" in argv]
+    marker = b / ".git" / "handoff" / "gc.running"
+    deadline = time.monotonic() + 120
+    while marker.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not marker.exists()
+    assert len(list(pack_dir.glob("*.pack"))) < 10
+    assert task(b, "more")["title"] == "one more"
