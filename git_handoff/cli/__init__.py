@@ -163,6 +163,13 @@ def emit_json(value: Any) -> None:
     _json_run["emitted"] = True
 
 
+def emit_json_text(text: str) -> None:
+    """One JSON document on stdout already encoded as `emit_json` encodes it away from a
+    terminal (compact)."""
+    click.echo(text)
+    _json_run["emitted"] = True
+
+
 def _note_json(_ctx: click.Context, _param: click.Parameter, value: bool) -> bool:
     if value:
         _json_run["requested"] = True

@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 import click
 
-from git_handoff.cli import emit_json, get_store, json_option, numbers, visible, writer_mark
+from git_handoff.cli import (
+    emit_json,
+    emit_json_text,
+    get_store,
+    json_option,
+    numbers,
+    visible,
+    writer_mark,
+)
 from git_handoff.cli.ids import complete_task_id
 from git_handoff.cli.progress import Progress
 from git_handoff.core import selection
@@ -225,6 +234,9 @@ def edit_cmd(task_id: str, priority: str | None, after: tuple[str, ...], check: 
 @json_option
 def status_cmd(as_json: bool) -> None:
     """Counts by status, every task, the last 5 log lines, sessions."""
+    if as_json and not sys.stdout.isatty():  # compact: written without building each row
+        emit_json_text(views.status_json(get_store()))
+        return
     result = views.status(get_store())
     if as_json:
         emit_json(result)

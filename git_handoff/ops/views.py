@@ -3,8 +3,10 @@ Nothing here writes the state."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
-from typing import cast
+from json.encoder import encode_basestring as _encode_string
+from typing import Any, cast
 
 from git_handoff.core import display, selection
 from git_handoff.core.errors import Negative, UsageError
@@ -107,9 +109,6 @@ def status(store: StateStore) -> StatusView:
     """`status`: counted and listed from the status index (state/status_index.py), so no
     task is read or built whose leaf did not change since the index was written."""
     snap = store.snapshot()
-    meta = snap.meta()
-    last_lines = [e.line for e in store.entries(limit=5)]
-    last_lines.reverse()
     hidden = unapproved(snap)
     summary = status_index.summary(snap)
     rows: list[StatusRow] = []
@@ -134,6 +133,58 @@ def status(store: StateStore) -> StatusView:
     for row in rows:
         if row["id"] in hidden:
             row["unapproved_writer"] = hidden[row["id"]]
+    return _status_view(store, snap, counts, rows, hidden)
+
+
+def status_json(store: StateStore) -> str:
+    """`status --json`, compact: the text `json.dumps(status(store), ensure_ascii=False)`
+    gives, its "tasks" array written row by row from the status index's tuples (at
+    10,000 tasks, building 10,000 dicts and encoding them took longer than the rest of
+    the command)."""
+    snap = store.snapshot()
+    hidden = unapproved(snap)
+    summary = status_index.summary(snap)
+    if summary is None:
+        return json.dumps(_status_view(store, snap, selection.counts({}, set()), [], hidden), ensure_ascii=False,
+                          default=str)
+    blocked = summary.blocked()
+    counts = summary.status_counts(blocked)
+    text = json.dumps(_status_view(store, snap, counts, [], hidden), ensure_ascii=False, default=str)
+    head = '{"counts": ' + json.dumps(counts, ensure_ascii=False) + ', "tasks": []'
+    if not text.startswith(head):  # (the view starts with its counts and tasks)
+        return json.dumps(status(store), ensure_ascii=False, default=str)
+    get = summary.rows.__getitem__
+    rows = ", ".join([_status_row(r, blocked, hidden) for r in map(get, summary.ids())])
+    return f"{head[:-1]}{rows}]{text[len(head):]}"
+
+
+def _status_row(r: status_index.Row, blocked: set[str], hidden: dict[str, str]) -> str:
+    """One row of `status --json`'s "tasks", as json.dumps writes the dict `status` builds."""
+    tid, title, status, attempts, most, priority, claimer = r[:7]
+    if (type(tid) is str and type(title) is str and type(status) is str and type(attempts) is int
+            and type(most) is int and type(priority) is str and tid not in hidden):
+        enc = _encode_string
+        who = "null" if claimer is None else enc(claimer) if type(claimer) is str else _json(claimer)
+        return (f'{{"id": {enc(tid)}, "title": {enc(title)}, "status": {enc("blocked" if tid in blocked else status)}, '
+                f'"attempts": {attempts}, "max_attempts": {most}, "priority": {enc(priority)}, "claimed_by": {who}}}')
+    text = (f'{{"id": {_json(tid)}, "title": {_json(title)}, '
+            f'"status": {_json("blocked" if tid in blocked else status)}, "attempts": {_json(attempts)}, '
+            f'"max_attempts": {_json(most)}, "priority": {_json(priority)}, "claimed_by": {_json(claimer)}')
+    if tid in hidden:
+        return f'{text}, "unapproved_writer": {_json(hidden[tid])}}}'
+    return text + "}"
+
+
+def _json(value: Any) -> str:
+    """One value as json.dumps(ensure_ascii=False) writes it."""
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def _status_view(store: StateStore, snap: Snapshot, counts: dict[str, int], rows: list[StatusRow],
+                 hidden: dict[str, str]) -> StatusView:
+    meta = snap.meta()
+    last_lines = [e.line for e in store.entries(limit=5)]
+    last_lines.reverse()
     out: StatusView = {
         "counts": counts,
         "tasks": rows,

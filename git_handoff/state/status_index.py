@@ -7,7 +7,8 @@ dependency validation fails (cycles and what hangs off a task failed for good). 
 keyed by the oid of the tasks tree it describes and brought to another tree from the
 tree diff: the fan-out's first-level trees whose oid did not change are not opened,
 and only the blobs of the leaves that changed are parsed. The dependency failures are
-computed again only when a changed task could change them.
+computed again only when a changed task could change them. The file is written again
+only once that update parses more than a few leaves (REWRITE_AFTER_LEAVES).
 
 Never believed over the ref: the state ref decides the tree, the file is checked by its
 digest, and a damaged, foreign or inconsistent index (one id in two leaves: a hand-made
@@ -29,13 +30,19 @@ from git_handoff.infra.gitrepo import Repo
 from git_handoff.state.snapshot import Snapshot
 
 FILE = "status-index.marshal"
-MAGIC = b"git-handoff-status-index 2\n"
-VERSION = 2
+MAGIC = b"git-handoff-status-index 3\n"
+VERSION = 3
 
 # Row fields, by position (CHECK and SPEC: what the prompt asks of every remaining task).
 ID, TITLE, STATUS, ATTEMPTS, MAX_ATTEMPTS, PRIORITY, CLAIMED_BY, ORDER, CREATED, DEPS, FOR_GOOD, CHECK, SPEC = range(13)
 
 Row = tuple[Any, ...]
+
+# The file is written again once bringing it to the current tree parses more leaves than
+# this (at 10,000 tasks a leaf holds about 40): rewriting it (1.2 MB at 10,000 tasks)
+# costs more than a reader's update from a few leaves, and a command or hook after each
+# claim or done would otherwise pay that rewrite every time.
+REWRITE_AFTER_LEAVES = 4
 
 
 def row(task: Task) -> Row:
@@ -44,7 +51,7 @@ def row(task: Task) -> Row:
 
 
 def creation_key(r: Row) -> tuple[Any, ...]:
-    """Where a row stands in creation order (Summary.order holds these, sorted)."""
+    """Where a row stands in creation order (Summary.order is sorted by it)."""
     return (r[ORDER], r[CREATED], r[ID])
 
 
@@ -68,13 +75,14 @@ class Summary:
     """The status index for one tasks tree."""
 
     def __init__(self, tree: str, top: dict[str, list[str]], leaves: dict[str, list[str]], rows: dict[str, Row],
-                 order: list[tuple[Any, ...]], counts: dict[str, int], failing: list[str]) -> None:
+                 order: list[str], counts: dict[str, int], failing: list[str]) -> None:
         self.tree, self.top, self.leaves, self.rows = tree, top, leaves, rows
         self.order, self.counts, self.failing = order, counts, failing
+        self.reread = 0  # leaves parsed to bring the index written last to this tree
 
     def ids(self) -> list[str]:
-        """Every task id, in creation order."""
-        return [key[2] for key in self.order]
+        """Every task id, in creation order (the index's own list: not to be changed)."""
+        return self.order
 
     def blocked(self) -> set[str]:
         """selection.blocked_ids: the pending tasks dependency validation fails."""
@@ -190,7 +198,7 @@ def _build(snap: Snapshot, tree: str) -> Summary:
     counts: dict[str, int] = {}
     for r in rows.values():
         counts[r[STATUS]] = counts.get(r[STATUS], 0) + 1
-    return Summary(tree, top, leaves, rows, [creation_key(r) for r in rows.values()], counts, failing_of(rows, rows))
+    return Summary(tree, top, leaves, rows, list(rows), counts, failing_of(rows, rows))
 
 
 def _update(repo: Repo, old: Summary, tree: str) -> Summary | None:
@@ -227,26 +235,29 @@ def _update(repo: Repo, old: Summary, tree: str) -> Summary | None:
     moved = [tid for tid in before if before[tid] is None or tid not in after or creation_key(before[tid] or ()) != creation_key(after[tid])]
     if moved:
         if len(moved) > 64:
-            order = sorted(creation_key(r) for r in rows.values())
+            order = [r[ID] for r in sorted(rows.values(), key=creation_key)]
         else:
             drop = set(moved)
-            order = [key for key in order if key[2] not in drop]
+            order = [tid for tid in order if tid not in drop]
             for tid in moved:
                 if tid in after:
-                    bisect.insort(order, creation_key(after[tid]))
+                    bisect.insort(order, tid, key=lambda t: creation_key(rows[t]))
     failing = old.failing
     failed_set = set(failing)
     if not all(_neutral(before[tid], after.get(tid), failed_set) for tid in before):
-        failing = failing_of(rows, [key[2] for key in order])
+        failing = failing_of(rows, order)
     else:
         failing = [tid for tid in failing if tid in rows]
-    return Summary(tree, top, leaves, rows, order, counts, failing)
+    fresh = Summary(tree, top, leaves, rows, order, counts, failing)
+    fresh.reread = len(new_leaves - old_leaves)
+    return fresh
 
 
 def summary(snap: Snapshot) -> Summary | None:
     """The status index of this snapshot's tasks tree (None: the state has no tasks
     directory). Updated from the tree diff when the index describes another tree, built
-    from the tasks when there is none; written back when it changed."""
+    from the tasks when there is none; written back when built, or when the update
+    parsed more than REWRITE_AFTER_LEAVES leaves."""
     if "status" in snap.derived:
         cached: Summary | None = snap.derived["status"]
         return cached
@@ -265,6 +276,8 @@ def _summary(snap: Snapshot) -> Summary | None:
     fresh = _update(repo, old, tree) if old is not None else None
     if fresh is None:
         fresh = _build(snap, tree)
+    elif fresh.reread <= REWRITE_AFTER_LEAVES:
+        return fresh  # the next reader brings the file's tree up as cheaply: not written
     _save(repo, fresh)
     return fresh
 

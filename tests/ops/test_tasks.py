@@ -249,6 +249,36 @@ def test_import_with_cycle_is_accepted_and_selection_fails_it(inited: Path) -> N
     assert status["counts"]["blocked"] == 3 and status["counts"]["pending"] == 1
 
 
+def test_compact_status_json_is_the_text_of_the_status_view(inited: Path) -> None:
+    """`status --json` away from a terminal writes its rows without building them as dicts:
+    byte for byte what encoding the view gives, whatever the titles hold, with blocked,
+    claimed and failed rows; and for a state without tasks."""
+    from git_handoff.ops import views
+
+    def encoded() -> str:
+        return json.dumps(views.status(StateStore(Repo.discover(inited))), ensure_ascii=False, default=str)
+
+    empty = run("status", "--json")
+    assert empty.rc == 0 and empty.out == encoded() + "\n"
+    (inited / "plan.toml").write_text(
+        '[[task]]\nid="a"\ntitle="quote \\" back\\\\slash"\ndepends_on=["b"]\n'
+        '[[task]]\nid="b"\ntitle="ünïcödé ✓ 😀 and ÿ"\ndepends_on=["a"]\n'
+        '[[task]]\nid="c"\ntitle="{\\"json\\": [1, 2]}"\npriority="P0"\n'
+        '[[task]]\nid="d"\ntitle="</script><b>"\ndepends_on=["a"]\n'
+    )
+    assert run("import", "plan.toml").rc == 0
+    out = run("status", "--json")
+    assert out.rc == 0 and out.out == encoded() + "\n"
+    assert [t["status"] for t in json.loads(out.out)["tasks"]] == ["blocked", "blocked", "pending", "blocked"]
+    assert run("claim", "c", "--worker", "w \" 1").rc == 0
+    out = run("status", "--json")
+    assert out.rc == 0 and out.out == encoded() + "\n"
+    shown = {t["id"]: t for t in json.loads(out.out)["tasks"]}
+    assert [shown[t]["status"] for t in "abcd"] == ["failed", "failed", "in_progress", "failed"]
+    assert shown["c"]["claimed_by"] == 'w " 1'
+    assert shown["a"]["title"] == 'quote " back\\slash' and shown["b"]["title"].startswith("ünïcödé ✓ 😀")
+
+
 # -- bad input: exit 2, one line on stderr, state unchanged ------------------------------------
 
 BAD_INPUTS = [

@@ -49,8 +49,9 @@ def test_status_from_the_index_answers_what_every_blob_answers(repo: Path) -> No
 
 
 def test_the_index_is_brought_along_the_tree_diff(repo: Path) -> None:
-    """After one change the index is updated, not rebuilt: it is written for the new
-    tree, and its rows of untouched tasks are the very rows it held."""
+    """After one change the index is updated, not rebuilt: its rows of untouched tasks
+    are the very rows it held. The file is written again only once bringing it along
+    parses more than REWRITE_AFTER_LEAVES leaves (a rewrite costs more than that)."""
     assert run("init").rc == 0
     for i in range(30):
         assert run("add", f"T{i}", "--id", f"t{i:02d}").rc == 0
@@ -60,10 +61,28 @@ def test_the_index_is_brought_along_the_tree_diff(repo: Path) -> None:
     assert run("claim", "t07", "--worker", "w").rc == 0
     store = fresh_store(repo)
     assert _answer(store) == _reference(store)
-    after = status_index._load(Repo.discover(repo))
+    after = status_index.summary(store.snapshot())
     assert after is not None and after.tree == store.snapshot().tasks_tree() != before.tree
+    assert after.reread == 1
     assert after.rows["t07"][status_index.STATUS] == "in_progress"
     assert {k: v for k, v in after.rows.items() if k != "t07"} == {k: v for k, v in before.rows.items() if k != "t07"}
+    on_disk = status_index._load(Repo.discover(repo))
+    assert on_disk is not None and on_disk.tree == before.tree  # one leaf to parse: not written
+    edited = 7
+    while True:
+        edited += 1
+        assert run("edit", f"t{edited:02d}", "--title", f"edited {edited}").rc == 0
+        store = fresh_store(repo)
+        assert _answer(store) == _reference(store)
+        now = status_index.summary(store.snapshot())
+        on_disk = status_index._load(Repo.discover(repo))
+        assert now is not None and on_disk is not None
+        if now.reread > status_index.REWRITE_AFTER_LEAVES:
+            assert on_disk.tree == now.tree  # written for the tree it describes
+            break
+        assert on_disk.tree == before.tree
+        assert edited < 29
+    assert edited - 7 >= status_index.REWRITE_AFTER_LEAVES
 
 
 def test_a_stale_or_damaged_index_is_not_believed(repo: Path) -> None:
