@@ -153,23 +153,32 @@ def status_json(store: StateStore) -> str:
     head = '{"counts": ' + json.dumps(counts, ensure_ascii=False) + ', "tasks": []'
     if not text.startswith(head):  # (the view starts with its counts and tasks)
         return json.dumps(status(store), ensure_ascii=False, default=str)
-    get = summary.rows.__getitem__
-    rows = ", ".join([_status_row(r, blocked, hidden) for r in map(get, summary.ids())])
-    return f"{head[:-1]}{rows}]{text[len(head):]}"
+    rows = list(map(summary.rows.__getitem__, summary.ids()))
+    listed = None
+    if not hidden and all(type(r[3]) is int and type(r[4]) is int for r in rows):
+        enc = _encode_string
+        try:
+            listed = ", ".join([_ROW % (enc(r[0]), enc(r[1]), enc("blocked" if r[0] in blocked else r[2]), r[3], r[4],
+                                        enc(r[5]), "null" if r[6] is None else enc(r[6])) for r in rows])
+        except TypeError:  # a value of another type than the parser gives: as json.dumps writes it
+            listed = None
+    if listed is None:
+        listed = ", ".join([_status_row(r, blocked, hidden) for r in rows])
+    return f"{head[:-1]}{listed}]{text[len(head):]}"
+
+
+# a row of `status --json` as json.dumps writes the dict `status` builds, when its strings
+# are strings and its numbers whole numbers
+_ROW = ('{"id": %s, "title": %s, "status": %s, "attempts": %d, "max_attempts": %d, "priority": %s, '
+        '"claimed_by": %s}')
 
 
 def _status_row(r: status_index.Row, blocked: set[str], hidden: dict[str, str]) -> str:
     """One row of `status --json`'s "tasks", as json.dumps writes the dict `status` builds."""
-    tid, title, status, attempts, most, priority, claimer = r[:7]
-    if (type(tid) is str and type(title) is str and type(status) is str and type(attempts) is int
-            and type(most) is int and type(priority) is str and tid not in hidden):
-        enc = _encode_string
-        who = "null" if claimer is None else enc(claimer) if type(claimer) is str else _json(claimer)
-        return (f'{{"id": {enc(tid)}, "title": {enc(title)}, "status": {enc("blocked" if tid in blocked else status)}, '
-                f'"attempts": {attempts}, "max_attempts": {most}, "priority": {enc(priority)}, "claimed_by": {who}}}')
-    text = (f'{{"id": {_json(tid)}, "title": {_json(title)}, '
-            f'"status": {_json("blocked" if tid in blocked else status)}, "attempts": {_json(attempts)}, '
-            f'"max_attempts": {_json(most)}, "priority": {_json(priority)}, "claimed_by": {_json(claimer)}')
+    tid = r[0]
+    text = (f'{{"id": {_json(tid)}, "title": {_json(r[1])}, '
+            f'"status": {_json("blocked" if tid in blocked else r[2])}, "attempts": {_json(r[3])}, '
+            f'"max_attempts": {_json(r[4])}, "priority": {_json(r[5])}, "claimed_by": {_json(r[6])}')
     if tid in hidden:
         return f'{text}, "unapproved_writer": {_json(hidden[tid])}}}'
     return text + "}"

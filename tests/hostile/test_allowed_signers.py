@@ -24,6 +24,9 @@ import pygit2
 import pytest
 
 from git_handoff.cli.sync import ApprovedWriters
+from git_handoff.infra.gitrepo import Repo
+from git_handoff.ops import views
+from git_handoff.state.store import StateStore
 from git_handoff.state.writers import PendingWriter
 from tests.support.repo import git, make_repo, run, state_head
 from tests.support.shapes import shape_problems
@@ -153,6 +156,9 @@ def test_an_unapproved_writers_tasks_are_shown_marked_but_never_offered(fleet: F
     status = ok(victim, "status")
     assert {t["id"] for t in status["tasks"] if "unapproved_writer" in t} == UNAPPROVED
     assert any("not offered to agents" in n for n in status["notes"])
+    # the compact text, its rows marked, is what encoding the view gives
+    view = views.status(StateStore(Repo.discover(victim)))
+    assert run("status", "--json", cwd=victim).out == json.dumps(view, ensure_ascii=False, default=str) + "\n"
     text = run("status", cwd=victim).out
     assert "[pending] mallory: task mallory (0/3)  [unapproved writer: key SHA256:" in text
     assert "written by:    unsigned (an unapproved writer" in run("show", "unsigned", cwd=victim).out
