@@ -25,6 +25,10 @@ T = TypeVar("T")
 # libgit2 file modes
 MODE_BLOB = 0o100644
 MODE_TREE = 0o040000
+# git's number for a tree object (GIT_OBJECT_TREE): an entry's `type` is a plain int,
+# where its `filemode` is built as an enum member at each read (0.8 us an entry, 8 ms
+# over the 10,000 entries of a large task set's leaves)
+OBJECT_TREE = 2
 SMALL_MERGE_BLOBS = 32  # up to this many new blobs, a merge commit is written without fast-import
 # From this many blobs on, a transaction writes them with one fast-import: below it, git
 # fast-import unpacks what it imported into loose objects anyway (fastimport.unpackLimit).
@@ -73,7 +77,7 @@ class Repo(GitRefs):
         with `suffix`, in tree order: reading a fan-out leaf of tasks in one call."""
         raw = self.raw
         return [(entry.name, bytes(raw[entry.id].data)) for entry in raw[_as_oid(tree_oid)]
-                if entry.filemode != MODE_TREE and entry.name.endswith(suffix)]
+                if entry.type != OBJECT_TREE and entry.name.endswith(suffix)]
 
     def has_object(self, oid: str) -> bool:
         try:
@@ -110,7 +114,7 @@ class Repo(GitRefs):
     def tree_entries(self, tree_oid: str) -> Iterator[tuple[str, str, bool]]:
         """(name, oid, is_tree) for each entry of a tree."""
         for entry in self.raw[tree_oid]:
-            yield entry.name, str(entry.id), entry.filemode == MODE_TREE
+            yield entry.name, str(entry.id), entry.type == OBJECT_TREE
 
     def tree_entries_raw(self, tree_oid: str) -> Iterator[tuple[str, str, int]]:
         """(name, oid, file mode) for each entry of a tree, names exactly as stored
@@ -167,7 +171,7 @@ class Repo(GitRefs):
             entry = tree[path]
         except KeyError:
             return None
-        return str(entry.id), entry.filemode == MODE_TREE
+        return str(entry.id), entry.type == OBJECT_TREE
 
     def tree_mode(self, tree_oid: str, path: str) -> int:
         """The file mode of the entry at `path` inside the tree (KeyError when absent)."""

@@ -8,6 +8,8 @@ import random
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from git_handoff.core import selection
 from git_handoff.infra.gitrepo import Repo
 from git_handoff.ops import views
@@ -43,15 +45,23 @@ def test_status_from_the_index_answers_what_every_blob_answers(repo: Path) -> No
         store.transact(lambda tx: random_change(rng, tx, serial))
         expected = _reference(store)
         assert _answer(fresh_store(repo)) == expected, n
+        # what the update from the tree diff holds is what building it from the tasks holds
+        snap = fresh_store(repo).snapshot()
+        kept, built = status_index.summary(snap), status_index._build(snap, snap.tasks_tree() or "")
+        assert kept is not None
+        assert (kept.rows, kept.order, kept.counts, kept.failing, kept.leaves, kept.top) == (
+            built.rows, built.order, built.counts, built.failing, built.leaves, built.top), n
         blocked_seen = blocked_seen or expected[0]["blocked"] > 0
     assert blocked_seen  # the walk did reach states where dependency validation blocks tasks
     assert len(_reference(fresh_store(repo))[1]) > 20
 
 
-def test_the_index_is_brought_along_the_tree_diff(repo: Path) -> None:
-    """After one change the index is updated, not rebuilt: its rows of untouched tasks
-    are the very rows it held. The file is written again only once bringing it along
-    parses more than REWRITE_AFTER_LEAVES leaves (a rewrite costs more than that)."""
+def test_the_index_is_brought_along_the_tree_diff(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """After one change the index is updated, not rebuilt: only the changed task is
+    parsed, its rows of untouched tasks are the very rows it held. The file is written
+    again only once bringing it along parses more than REWRITE_AFTER tasks (a rewrite
+    costs more than that; 3 here)."""
+    monkeypatch.setattr(status_index, "REWRITE_AFTER", 3)
     assert run("init").rc == 0
     for i in range(30):
         assert run("add", f"T{i}", "--id", f"t{i:02d}").rc == 0
@@ -67,7 +77,7 @@ def test_the_index_is_brought_along_the_tree_diff(repo: Path) -> None:
     assert after.rows["t07"][status_index.STATUS] == "in_progress"
     assert {k: v for k, v in after.rows.items() if k != "t07"} == {k: v for k, v in before.rows.items() if k != "t07"}
     on_disk = status_index._load(Repo.discover(repo))
-    assert on_disk is not None and on_disk.tree == before.tree  # one leaf to parse: not written
+    assert on_disk is not None and on_disk.tree == before.tree  # one task to parse: not written
     edited = 7
     while True:
         edited += 1
@@ -77,12 +87,13 @@ def test_the_index_is_brought_along_the_tree_diff(repo: Path) -> None:
         now = status_index.summary(store.snapshot())
         on_disk = status_index._load(Repo.discover(repo))
         assert now is not None and on_disk is not None
-        if now.reread > status_index.REWRITE_AFTER_LEAVES:
+        assert now.reread == edited - 6
+        if now.reread > status_index.REWRITE_AFTER:
             assert on_disk.tree == now.tree  # written for the tree it describes
             break
         assert on_disk.tree == before.tree
         assert edited < 29
-    assert edited - 7 >= status_index.REWRITE_AFTER_LEAVES
+    assert edited - 7 == 3
 
 
 def test_a_stale_or_damaged_index_is_not_believed(repo: Path) -> None:
