@@ -53,6 +53,19 @@ def line_problem(value: str, limit: int) -> str | None:
     return None
 
 
+def one_line(text: str, what: str, *, empty: str | None = None) -> str:
+    """`text` typed for a record, its runs of whitespace made single spaces: UsageError
+    (exit 2) naming `what` when nothing is left (`empty`: that message instead) or when
+    it is still not one line of text every clone's edge reads (line_problem)."""
+    text = " ".join(text.split())
+    if not text:
+        raise UsageError(empty or f"{what} must not be empty")
+    problem = line_problem(text, MAX_TEXT)
+    if problem:
+        raise UsageError(f"{what} {problem}")
+    return text
+
+
 def deep_strings_ok(value: Any, where: str) -> None:
     """Every string anywhere in a record encodes as UTF-8 (no lone surrogates)."""
     stack = [value]

@@ -13,7 +13,7 @@ from typing import cast
 
 from git_handoff.core import selection
 from git_handoff.core.errors import Negative, UsageError
-from git_handoff.core.field_checks import MAX_TEXT, line_problem
+from git_handoff.core.field_checks import one_line
 from git_handoff.core.model import Task, now_iso
 from git_handoff.core.record_schemas import HandoffDoc, WrittenDoc
 from git_handoff.infra import worktree
@@ -221,12 +221,7 @@ def ack(store: StateStore, failed: str | None = None) -> AckAnswer:
     if number <= 0:
         raise UsageError("no open session in this worktree: `git handoff session start` first")
     if failed is not None:
-        failed = " ".join(failed.split())
-        if not failed:
-            raise UsageError("--failed needs a reason")
-        problem = line_problem(failed, MAX_TEXT)  # what every clone's edge would refuse to read
-        if problem:
-            raise UsageError(f"--failed's reason {problem}")
+        failed = one_line(failed, "--failed's reason", empty="--failed needs a reason")
     stamp = now_iso()
 
     def apply(tx: Tx) -> AckAnswer:

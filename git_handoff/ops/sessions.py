@@ -13,7 +13,7 @@ from typing import Any, Literal, TypeVar, cast
 
 from git_handoff.core import selection
 from git_handoff.core.errors import Negative, UsageError
-from git_handoff.core.field_checks import MAX_TEXT, line_problem
+from git_handoff.core.field_checks import one_line
 from git_handoff.core.model import now_iso
 from git_handoff.core.record_schemas import Decision, SessionRecord
 from git_handoff.ops.payloads import Blocker, SessionRow, SessionShown
@@ -221,27 +221,17 @@ def _require_number(store: StateStore) -> int:
     return number
 
 
-def _one_line(text: str, what: str) -> str:
-    text = " ".join(text.split())
-    if not text:
-        raise UsageError(f"{what} must not be empty")
-    problem = line_problem(text, MAX_TEXT)  # what every clone's edge would refuse to read
-    if problem:
-        raise UsageError(f"{what} {problem}")
-    return text
-
-
 def decide(store: StateStore, what: str, why: str) -> Decision:
     """Record a decision (what was chosen, and why) in the current session."""
-    what = _one_line(what, "WHAT")
-    why = _one_line(why, "--why")
+    what = one_line(what, "WHAT")
+    why = one_line(why, "--why")
     entry: Decision = {"what": what, "why": why, "at": now_iso()}
     return _record_fact(store, "decisions", entry, "INIT", f'Decision "{what}" why="{why}"')
 
 
 def blocker(store: StateStore, text: str) -> Blocker:
     """Record a blocker found in the current session."""
-    text = _one_line(text, "TEXT")
+    text = one_line(text, "TEXT")
     entry: Blocker = {"text": text, "at": now_iso()}
     return _record_fact(store, "blockers", entry, "WARN", f'Blocker "{text}"')
 

@@ -176,8 +176,8 @@ class Ancestry:
         """The commits `theirs` has that first has not (`git rev-list theirs ^first`)."""
         return ancestry.closure(self.graph, theirs) - self.in_first
 
-    def behind(self, theirs: str, brought: set[str]) -> int:
-        """How many commits first has that `theirs` has not (`brought`: `brought(theirs)`)."""
+    def behind(self, theirs: str) -> int:
+        """How many commits first has that `theirs` has not."""
         inside = ancestry.closure(self.graph, theirs)
         meets = ancestry.boundary(self.graph, inside)
         if meets not in self._behind:
@@ -223,7 +223,7 @@ def fold(store: StateStore, first: str, todo: list[tuple[str, str]],
         view.changes.update(changes)
         since.update(changes)
         lines.append(format_log_line(store.session, "SYNC", f"merged {label}: in={incoming} "
-                                     f"out={history.behind(theirs, new)} conflicts={len(conflicts)}"))
+                                     f"out={history.behind(theirs)} conflicts={len(conflicts)}"))
         for c in conflicts[:MAX_CONFLICT_LINES]:
             lines.append(format_log_line(store.session, "SYNC", f"conflict {c.field}: kept {short(c.kept)} "
                                          f"over {short(c.dropped)}", task=c.record))
