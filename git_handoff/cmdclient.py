@@ -63,8 +63,8 @@ def run_if_started_as_program() -> None:
         return
     _tried.append(True)
     try:
-        switch = _switch()
-        if switch is False or not _served(sys.argv[1:]):
+        on = switch()
+        if on is False or not _served(sys.argv[1:]):
             return
         git_dir = common_git_dir()
         if git_dir is None:
@@ -74,9 +74,9 @@ def run_if_started_as_program() -> None:
         return
     if code is None or code == "stale":
         try:
-            if switch is None:
-                switch = cmdproto.configured(git_dir)
-            if switch:
+            if on is None:
+                on = cmdproto.configured(git_dir)
+            if on:
                 start_server(git_dir)
         except Exception:  # noqa: BLE001 - no git on PATH, a config it cannot read: in-process
             pass
@@ -86,7 +86,8 @@ def run_if_started_as_program() -> None:
     _leave_with(code)
 
 
-def _switch() -> bool | None:
+def switch() -> bool | None:
+    """HANDOFF_COMMAND_SERVER as set: on, off, or None (the git config decides)."""
     value = os.environ.get(ENV_SWITCH, "").strip().lower()
     if value in ("1", "true", "yes", "on"):
         return True
@@ -373,7 +374,7 @@ def run_fast(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
     sys.argv = [os.path.join(PACKAGE_DIR, "__main__.py"), *args]  # as `python -m git_handoff` has it
     try:
-        if _switch() is not False and _served(args):
+        if switch() is not False and _served(args):
             git_dir = common_git_dir()
             if git_dir is not None:
                 code = handoff(git_dir, fast=True)

@@ -54,8 +54,7 @@ def main(argv: list[str] | None = None) -> None:
     git_dir = os.path.realpath(args[0])
     interp = cmdproto.interpreter()
     start_identity = cmdproto.identity(os.environ, interp)
-    switch = cmdclient._switch()
-    if switch is False or (switch is None and not cmdproto.configured(git_dir)):
+    if not _turned_on(git_dir):
         return
     server = Server(git_dir, start_identity, idle_seconds(git_dir), interp)
     if not server.open():
@@ -65,6 +64,12 @@ def main(argv: list[str] | None = None) -> None:
     finally:
         server.close()
     os._exit(0)
+
+
+def _turned_on(git_dir: str) -> bool:
+    """HANDOFF_COMMAND_SERVER, else handoff.commandServer, says the server is on."""
+    on = cmdclient.switch()
+    return on is True or (on is None and cmdproto.configured(git_dir))
 
 
 def idle_seconds(git_dir: str) -> float:
@@ -146,6 +151,22 @@ class Server:
         st = os.stat(cmdclient.SOCKET_NAME, dir_fd=fd, follow_symlinks=False)
         self.inode = (st.st_dev, st.st_ino)
         self.note(f"start {os.getpid()} idle {self.idle:g}s")
+        return True
+
+    def _config_keeps_serving(self) -> bool:
+        """The git config files changed since they were last stamped: whether this server
+        goes on. Nothing of the config lives in the server (each worker opens the
+        repository afresh), so it goes on while the config still turns it on; its idle
+        time is read again. A fleet's clone writes its config twice early on (its first
+        sync's refspecs, its first note's rewriteRef): each was a server started anew."""
+        stamp = cmdproto.config_stamp(self.git_dir)
+        if stamp == self.config:
+            return True
+        if not _turned_on(self.git_dir):
+            return False
+        self.config = stamp
+        self.idle = idle_seconds(self.git_dir)
+        self.note(f"the git config changed; still on, idle {self.idle:g}s")
         return True
 
     def _write_profile(self) -> None:
@@ -310,14 +331,15 @@ class Server:
                 conn.sendall(b"refused bad request\n")
                 return
             if fields[0] != self.identity + b"\0\0" + self.config:
-                if cmdproto.identity(_environ()) != self.identity or cmdproto.config_stamp(self.git_dir) != self.config:
+                if cmdproto.identity(_environ()) != self.identity or not self._config_keeps_serving():
                     conn.sendall(b"stale\n")
                     self.note("stale: the code or the git config changed since the start")
                     self.stopping = True  # a fresh server will start
-                else:
+                    return
+                if fields[0] != self.identity + b"\0\0" + self.config:
                     conn.sendall(b"refused another interpreter or environment\n")
                     self.note("refused a client of another interpreter, code or environment")
-                return
+                    return
             pid = os.fork()
             if pid == 0:
                 self._worker(conn, fields[1:], fds)  # never returns

@@ -411,6 +411,33 @@ def test_off_unless_asked(project: Path, bin_dir: Path) -> None:
     wait_for(lambda: not server_pids(project), "the server to exit once switched off")
 
 
+def test_a_config_change_that_leaves_it_on_keeps_the_server_and_its_workers_read_it(
+        project: Path, bin_dir: Path) -> None:
+    """A fleet's clone writes its git config on its first sync and its first note: the
+    server stays (one process, no fresh start), re-reads whether it is on and its idle
+    time, and the next worker sees the new config."""
+    env = client_env(bin_dir, server=None)
+    git("config", "handoff.commandServer", "true", cwd=project)
+    try:
+        run_cmd(["git-handoff", "next"], project, env)
+        first = wait_until_serving(project)
+        before = len(served(project))
+        git("config", "handoff.allowedSigners", str(project / "no-such-file"), cwd=project)
+        got = run_cmd(["git-handoff", "status", "--json"], project, env)
+        assert got.returncode == 0
+        assert any("not a readable file" in note for note in json.loads(got.stdout)["notes"])
+        assert len(served(project)) == before + 1  # served, by the same server
+        assert server_pids(project) == [first]
+        assert "stale: the code or the git config changed since the start" not in log_lines(project)
+        assert any(line.startswith("the git config changed; still on, idle ") for line in log_lines(project))
+        git("config", "handoff.commandServer", "false", cwd=project)  # off: that server is stale
+        assert run_cmd(["git-handoff", "next"], project, env).returncode == 0
+        assert len(served(project)) == before + 1
+        wait_for(lambda: not server_pids(project), "the server to exit once switched off")
+    finally:
+        stop_servers(project)
+
+
 @pytest.mark.parametrize("unbuffered", [True, False], ids=["PYTHONUNBUFFERED", "buffered"])
 def test_stdout_and_stderr_on_one_pipe_keep_their_order(project: Path, bin_dir: Path, unbuffered: bool) -> None:
     """The worker's streams are made as Python makes them (buffered or not, line-buffered
@@ -488,11 +515,13 @@ def test_a_connection_lost_after_the_worker_started_runs_the_command_once(repo: 
 
 
 def test_a_stopping_server_leaves_no_client_waiting_while_its_worker_runs(repo: Path, bin_dir: Path) -> None:
-    """The git config changes while a served command still runs (a check of 8 s): the next
-    client is told "stale" and the server stops taking commands. A client after that must
-    not wait on a socket nobody accepts on until the worker ends: it runs at once."""
+    """The git config turns the server off while a served command still runs (a check of
+    8 s): the next client is told "stale" and the server stops taking commands. A client
+    after that must not wait on a socket nobody accepts on until the worker ends: it runs
+    at once."""
     assert run("init").rc == 0 and run("add", "slow", "--id", "s", "--check", "sleep 8").rc == 0
-    env = client_env(bin_dir, server="1")
+    git("config", "handoff.commandServer", "true", cwd=repo)
+    env = client_env(bin_dir, server=None)
     try:
         run_cmd(["git-handoff", "next"], repo, env)
         wait_until_serving(repo)
@@ -500,7 +529,7 @@ def test_a_stopping_server_leaves_no_client_waiting_while_its_worker_runs(repo: 
         slow = subprocess.Popen(["git-handoff", "verify", "s"], cwd=repo, env=env,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         wait_for(lambda: "verify s" in served(repo), "verify to be served")
-        git("config", "handoff.someSetting", "changed", cwd=repo)
+        git("config", "handoff.commandServer", "false", cwd=repo)
         assert run_cmd(["git-handoff", "status"], repo, env).returncode == 0  # told "stale": in-process
         started = time.monotonic()
         got = run_cmd(["git-handoff", "list"], repo, env, timeout=30)
