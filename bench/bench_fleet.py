@@ -137,7 +137,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from bench.common import Row, fresh_dir, workdir  # noqa: E402
-from tests.support import fleet, transports  # noqa: E402
+from tests.support import cmdserver, fleet, transports  # noqa: E402
 
 FULL = {"ks": [1, 4, 8, 16, 32], "tasks": 200, "http_k": [4], "delay_ks": [1, 16], "transport_tasks": 100}
 QUICK = {"ks": [1, 4], "tasks": 12, "http_k": [4], "delay_ks": [1, 4], "transport_tasks": 8}
@@ -163,6 +163,10 @@ def one_run(transport: str, k: int, n_tasks: int, *, delay_ms: float = 100.0, cm
             port = stack.enter_context(transports.delay_proxy(int(url.split(":")[2].split("/")[0]), delay_ms, stats))
             url = f"git://127.0.0.1:{port}/{fleet.REMOTE_NAME}"
         clones = fleet.make_clones(work, url, k, config=(lambda i: ["handoff.commandServer=true"]) if cmd_server else None)
+        for clone in clones if cmd_server else ():
+            # the servers the set-up started are no descendants of this process: the loops
+            # start their own, which it adopts and counts (fleet.run_fleet, orphans=True)
+            cmdserver.stop_servers(clone)
         if stats.exists():
             stats.unlink()  # count the loops' traffic only
         refs_before = len(fleet.ref_updates(bare))
