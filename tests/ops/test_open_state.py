@@ -219,6 +219,7 @@ def test_the_cli_and_the_mcp_tools_map_every_error_class_alike(repo: Path, monke
         raise error
 
     monkeypatch.setattr(views, "status", raising)
+    monkeypatch.setattr(views, "status_json", raising)  # what the CLI's compact --json calls
     cli = run("status", "--json")
     answer = mcp_tools.call(mcp_tools.Workspace(str(repo)), "status", {})
     message = error.message if isinstance(error, HandoffError) else f"unexpected {type(error).__name__}: {error}"
