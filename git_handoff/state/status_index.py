@@ -6,9 +6,9 @@ validation looks at), the ids in creation order, the counts by status and the ta
 dependency validation fails (cycles and what hangs off a task failed for good). It is
 keyed by the oid of the tasks tree it describes and brought to another tree from the
 tree diff: the fan-out's trees whose oid did not change are not opened, and only the
-blobs that changed are parsed. The dependency failures are
-computed again only when a changed task could change them. The file is written again
-only once that update parses more than REWRITE_AFTER tasks.
+blobs that changed are parsed. The dependency failures are computed again only when a
+changed task could change them. The file is written again only once that update
+parses more than REWRITE_AFTER tasks.
 
 Never believed over the ref: the state ref decides the tree, the file is checked by its
 digest, and a damaged, foreign or inconsistent index (one id in two leaves: a hand-made
