@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from json.encoder import encode_basestring as _encode_string
-from typing import Any, cast
+from typing import cast
 
 from git_handoff.core import display, selection
 from git_handoff.core.errors import Negative, UsageError
@@ -117,23 +117,24 @@ def status(store: StateStore) -> StatusView:
     else:
         blocked = summary.blocked()
         counts = summary.status_counts(blocked)
-        get = summary.rows.__getitem__
-        rows = [
-            {
-                "id": r[0],
-                "title": r[1],
-                "status": selection.shown_status(r[0], r[2], blocked),
-                "attempts": r[3],
-                "max_attempts": r[4],
-                "priority": r[5],
-                "claimed_by": r[6],
-            }
-            for r in map(get, summary.ids())
-        ]
-    for row in rows:
-        if row["id"] in hidden:
-            row["unapproved_writer"] = hidden[row["id"]]
+        rows = [_status_row(r, blocked, hidden) for r in map(summary.rows.__getitem__, summary.ids())]
     return _status_view(store, snap, counts, rows, hidden)
+
+
+def _status_row(r: status_index.Row, blocked: set[str], hidden: dict[str, str]) -> StatusRow:
+    """One row of `status`'s "tasks", from the status index's row."""
+    row: StatusRow = {
+        "id": r[0],
+        "title": r[1],
+        "status": selection.shown_status(r[0], r[2], blocked),
+        "attempts": r[3],
+        "max_attempts": r[4],
+        "priority": r[5],
+        "claimed_by": r[6],
+    }
+    if r[0] in hidden:
+        row["unapproved_writer"] = hidden[r[0]]
+    return row
 
 
 def status_json(store: StateStore) -> str:
@@ -163,7 +164,7 @@ def status_json(store: StateStore) -> str:
         except TypeError:  # a value of another type than the parser gives: as json.dumps writes it
             listed = None
     if listed is None:
-        listed = ", ".join([_status_row(r, blocked, hidden) for r in rows])
+        listed = ", ".join([json.dumps(_status_row(r, blocked, hidden), ensure_ascii=False, default=str) for r in rows])
     return f"{head[:-1]}{listed}]{text[len(head):]}"
 
 
@@ -171,22 +172,6 @@ def status_json(store: StateStore) -> str:
 # are strings and its numbers whole numbers
 _ROW = ('{"id": %s, "title": %s, "status": %s, "attempts": %d, "max_attempts": %d, "priority": %s, '
         '"claimed_by": %s}')
-
-
-def _status_row(r: status_index.Row, blocked: set[str], hidden: dict[str, str]) -> str:
-    """One row of `status --json`'s "tasks", as json.dumps writes the dict `status` builds."""
-    tid = r[0]
-    text = (f'{{"id": {_json(tid)}, "title": {_json(r[1])}, '
-            f'"status": {_json("blocked" if tid in blocked else r[2])}, "attempts": {_json(r[3])}, '
-            f'"max_attempts": {_json(r[4])}, "priority": {_json(r[5])}, "claimed_by": {_json(r[6])}')
-    if tid in hidden:
-        return f'{text}, "unapproved_writer": {_json(hidden[tid])}}}'
-    return text + "}"
-
-
-def _json(value: Any) -> str:
-    """One value as json.dumps(ensure_ascii=False) writes it."""
-    return json.dumps(value, ensure_ascii=False, default=str)
 
 
 def _status_view(store: StateStore, snap: Snapshot, counts: dict[str, int], rows: list[StatusRow],
