@@ -181,6 +181,14 @@ def gc_in_background(common_dir: Path, marker: Path) -> None:
     cost that grows with every state commit. One run at a time: a marker file in
     the handoff dir, taken over when older than 10 minutes. git older than 2.32
     (no --geometric) falls back to `git gc --auto`.
+
+    The 256 objects/xx directories are made before and after the repack. Its `git
+    prune-packed` removes each one it leaves empty, and git (as libgit2) writes an
+    object into a missing one by making it and then its temporary file: a repack that
+    removes it in between fails that write ("unable to create temporary file"), the
+    user's own `git add` or `git commit` beside an agent's sync in a fleet. A directory
+    that exists when prune-packed comes is removed at most once, and a write that then
+    finds it gone makes it again and succeeds.
     """
     try:
         fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
@@ -196,12 +204,13 @@ def gc_in_background(common_dir: Path, marker: Path) -> None:
         return
     os.close(fd)
     script = (
-        'git repack -d -l -q --geometric=2 2>/dev/null || '
-        'git -c gc.autoDetach=false gc --auto --quiet; rm -f "$1"'
+        'marker=$1; shift; mkdir -p "$@" 2>/dev/null; '
+        '{ git repack -d -l -q --geometric=2 2>/dev/null || '
+        'git -c gc.autoDetach=false gc --auto --quiet; }; mkdir -p "$@" 2>/dev/null; rm -f "$marker"'
     )
     try:
         subprocess.Popen(
-            ["sh", "-c", script, "handoff-gc", str(marker)],
+            ["sh", "-c", script, "handoff-gc", str(marker), *(f"objects/{n:02x}" for n in range(256))],
             cwd=common_dir,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
