@@ -104,8 +104,7 @@ def _check_and_integrate(store: StateStore, heads: list[tuple[str, str]]) -> Mer
     changed, for a state this version cannot read safely), then the merge engine
     (git_handoff.state.integrate) brings them all in."""
     fresh = integrate.fresh_heads(store, heads)
-    for label, theirs in fresh:
-        incoming.check_incoming_state(store.repo, theirs, label)
+    incoming.check_incoming_states(store.repo, fresh)
     return integrate.integrate_all(store, heads, fresh)
 
 

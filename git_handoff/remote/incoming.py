@@ -14,11 +14,13 @@ changed before they pass.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
-from git_handoff.core import decoding, record_schemas, state_tree
+from git_handoff.core import ancestry, decoding, record_schemas, state_tree
 from git_handoff.core.errors import InvalidState
 from git_handoff.core.model import check_id
 from git_handoff.core.state_tree import FILE_MODES, TREE_MODE
+from git_handoff.infra.gitopen import lazy_pygit2
 from git_handoff.infra.gitrepo import Repo
 from git_handoff.state.snapshot import STATE_REF, Snapshot
 
@@ -108,18 +110,18 @@ def _require(repo: Repo, oid: str, kind: str, what: str) -> None:
         raise InvalidState(f"{what} points at a {found[0]}, not a {kind}; nothing was changed")
 
 
-def check_state(repo: Repo, base_tree: str | None, tree: str, ours_tree: str | None = None) -> int:
-    """Check every entry of `tree` that is not already in `base_tree` or `ours_tree`
-    (this clone's own state: what it holds was checked when it came, and a blob is
+def check_state(repo: Repo, tree: str, known_good: Iterable[str | None] = ()) -> int:
+    """Check every entry of `tree` that is not already in one of the `known_good` trees (trees
+    of this clone's own state, whose entries were checked when they came: a blob is
     immutable, so the same entry at the same path needs no second look) or in a state
     tree this process checked last (`_GOOD_TREES`: every entry of those passed, at the
     same path); the number of records parsed. In a fleet, most of what another clone's
-    head changed since the base came here already through a third clone, and a clone
+    head changed since it met ours came here already through a third clone, and a clone
     that joins, with no state of its own, parses the first head whole and of each other
     head only what differs from the heads before it."""
     parsed = 0
     good = [t for t in reversed(_GOOD_TREES) if repo.has_object(t)]  # another repository's may be absent here
-    known_trees = [t for t in dict.fromkeys((base_tree, ours_tree, *good)) if t]
+    known_trees = [t for t in dict.fromkeys((*known_good, *good)) if t]
     if tree in known_trees:
         return 0
     stack: list[tuple[str, list[str], str]] = [("", known_trees, tree)]
@@ -255,35 +257,68 @@ def _shown(path: str) -> str:
     return repr(text)[1:-1] if len(text) <= 120 else repr(text[:117])[1:-1] + "..."
 
 
-def state_problem(repo: Repo, theirs: str, label: str) -> str | None:
-    """Why the fetched state commit `theirs` (from `label`) can not be used, or None."""
-    try:
-        check_incoming_state(repo, theirs, label)
-    except InvalidState as exc:
-        return exc.message.removesuffix("; nothing was changed")
-    return None
-
-
-def check_incoming_state(repo: Repo, theirs: str, label: str) -> None:
-    """The remote's state commit `theirs`: InvalidState (exit 2) if it cannot be used."""
-    if theirs in _CHECKED:
-        return
-    try:
-        Snapshot(repo, theirs)
-    except InvalidState as exc:
-        raise InvalidState(f"the state on {label} cannot be used: {exc.message}; nothing was changed") from None
-    if theirs in _CHECKED:
-        return
-    ours = repo.ref_target(STATE_REF)
-    base = repo.merge_base(ours, theirs) if ours else None
-    if base != theirs:
+def state_problems(repo: Repo, heads: list[tuple[str, str]]) -> dict[str, str]:
+    """{label: why} for each fetched state commit of `heads` ([(label, commit)]) that can
+    not be used; the others are remembered as checked. Each is checked where it differs
+    from the trees of the commits of ours where its history meets ours (`_meeting`)."""
+    out: dict[str, str] = {}
+    readable: list[tuple[str, str]] = []
+    for label, theirs in heads:
+        if theirs in _CHECKED:
+            continue
         try:
-            check_state(repo, repo.commit_tree(base) if base else None, repo.commit_tree(theirs),
-                        repo.commit_tree(ours) if ours else None)
+            Snapshot(repo, theirs)
         except InvalidState as exc:
-            raise InvalidState(f"the state on {label} has an unreadable file "
-                               f"({exc.message}); nothing was changed") from None
-    mark_checked(theirs)
+            out[label] = f"the state on {label} cannot be used: {exc.message}"
+            continue
+        readable.append((label, theirs))
+    if not readable:
+        return out
+    ours = repo.ref_target(STATE_REF)
+    meets = _meeting(repo, ours, list(dict.fromkeys(theirs for _, theirs in readable)))
+    ours_tree = repo.commit_tree(ours) if ours else None
+    for label, theirs in readable:
+        if theirs in _CHECKED:
+            continue
+        known = meets[theirs]
+        if known is not None:  # (None: ours holds it, checked when it came)
+            try:
+                check_state(repo, repo.commit_tree(theirs), [*(repo.commit_tree(c) for c in known), ours_tree])
+            except InvalidState as exc:
+                out[label] = f"the state on {label} has an unreadable file ({exc.message})"
+                continue
+        mark_checked(theirs)
+    return out
+
+
+MEETING_TREES = 3  # known trees a head is checked against, at most (each costs a lookup a level)
+
+
+def _meeting(repo: Repo, ours: str | None, heads: list[str]) -> dict[str, list[str] | None]:
+    """{head: the commits of ours where its history meets ours (None when ours holds the
+    head, [] when nothing meets)}, from one walk of what the heads have that ours has not
+    (a merge base cost a walk of ~1 ms apiece in a fleet's history). Those commits are in
+    ours, so their trees were checked; when one meets, it is the merge base."""
+    if ours is None:
+        return {h: [] for h in heads}
+    try:
+        graph = repo.graph_not_in(heads, ours)
+    except (KeyError, ValueError, OSError, lazy_pygit2().GitError):
+        return {h: [] for h in heads}  # a history libgit2 cannot walk: check against ours alone
+    out: dict[str, list[str] | None] = {}
+    for h in heads:
+        meets = sorted(ancestry.boundary(graph, ancestry.closure(graph, h))) if h in graph else None
+        out[h] = None if meets is None else [c for c in meets if repo.has_object(c)][:MEETING_TREES]  # (a shallow cut: absent)
+    return out
+
+
+def check_incoming_states(repo: Repo, heads: list[tuple[str, str]]) -> None:
+    """The remote's state commits ([(label, commit)]): InvalidState (exit 2) at the first,
+    in order, that cannot be used."""
+    problems = state_problems(repo, heads)
+    for label, _theirs in heads:
+        if label in problems:
+            raise InvalidState(f"{problems[label]}; nothing was changed")
 
 
 # Commits and notes trees this process checked already (a sync checks each at fetch and

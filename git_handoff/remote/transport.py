@@ -345,6 +345,7 @@ def _fetch_locked(repo: Repo, remote: Remote) -> list[quarantine.Held]:
     held: dict[str, quarantine.Held] = {}
     good: dict[str, str] = {}
     notes: dict[str, str] = {}
+    states: dict[str, str] = {}
     for rest, oid in sorted(fetched.items()):
         if current.get(rest) == oid:
             continue  # checked when it came
@@ -355,7 +356,8 @@ def _fetch_locked(repo: Repo, remote: Remote) -> list[quarantine.Held]:
             continue
         why = incoming.ref_problem(repo, rest, oid, remote.spec)
         if why is None and (rest == "harness/state" or (rest.startswith("harness/clones/") and rest.endswith("/state"))):
-            why = incoming.state_problem(repo, oid, f"{remote.spec}'s refs/{rest}")
+            states[rest] = oid
+            continue
         if why is None and (rest == "notes/harness" or (rest.startswith("harness/clones/") and rest.endswith("/notes"))):
             notes[rest] = oid
             continue
@@ -363,6 +365,14 @@ def _fetch_locked(repo: Repo, remote: Remote) -> list[quarantine.Held]:
             good[rest] = oid
         else:
             held[ref] = {"ref": ref, "oid": oid, "why": why}
+    if states:  # checked together: one walk of their history for all of them
+        bad_states = incoming.state_problems(repo, [(f"{remote.spec}'s refs/{rest}", oid) for rest, oid in states.items()])
+        for rest, oid in states.items():
+            why = bad_states.get(f"{remote.spec}'s refs/{rest}")
+            if why is None:
+                good[rest] = oid
+            else:
+                held["refs/" + rest] = {"ref": "refs/" + rest, "oid": oid, "why": why}
     if notes:
         ours_notes = repo.ref_target(NOTES_REF)
         bad = incoming.notes_problems(repo, {rest: repo.commit_tree(oid) for rest, oid in notes.items()},

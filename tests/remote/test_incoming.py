@@ -4,6 +4,7 @@ that never lets through a record that was not checked at its own path."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 from collections.abc import Iterator
@@ -51,42 +52,77 @@ def _with_task(repo: Repo, tree: str, task_id: str, title: str = "new") -> str:
 
 def test_each_head_is_parsed_only_where_it_differs_from_the_heads_checked_before(state: tuple[Repo, str]) -> None:
     repo, tree = state
-    first = incoming.check_state(repo, None, tree)
+    first = incoming.check_state(repo, tree)
     assert first >= N  # a clone with no state of its own: every record of the first head
     heads = [_with_task(repo, tree, f"c{i}") for i in range(6)]
-    assert [incoming.check_state(repo, None, h) for h in heads] == [1] * 6
-    assert incoming.check_state(repo, None, heads[-1]) == 0  # checked already
+    assert [incoming.check_state(repo, h) for h in heads] == [1] * 6
+    assert incoming.check_state(repo, heads[-1]) == 0  # checked already
 
 
 def test_a_bad_record_in_a_later_head_is_still_refused(state: tuple[Repo, str]) -> None:
     repo, tree = state
-    incoming.check_state(repo, None, tree)
+    incoming.check_state(repo, tree)
     bad = repo.update_tree(tree, {task_path("t00007"): repo.write_blob(b"{not json")})
     with pytest.raises(InvalidState, match="t00007"):
-        incoming.check_state(repo, None, bad)
+        incoming.check_state(repo, bad)
     with pytest.raises(InvalidState, match="t00007"):  # a refused tree is not remembered as good
-        incoming.check_state(repo, None, bad)
+        incoming.check_state(repo, bad)
 
 
 def test_a_checked_record_moved_to_another_path_is_checked_there(state: tuple[Repo, str]) -> None:
     repo, tree = state
-    incoming.check_state(repo, None, tree)
+    incoming.check_state(repo, tree)
     good = repo.tree_lookup(tree, task_path("t00001"))
     assert good is not None
     moved = repo.update_tree(tree, {task_path("t00002"): good[0]})  # t00001's record under t00002's name
     with pytest.raises(InvalidState, match="holds task 't00001'"):
-        incoming.check_state(repo, None, moved)
+        incoming.check_state(repo, moved)
 
 
 def test_a_good_tree_of_another_repository_is_no_help_and_no_harm(state: tuple[Repo, str], tmp_path: Path) -> None:
     repo, tree = state
-    incoming.check_state(repo, None, tree)
+    incoming.check_state(repo, tree)
     other = Repo.discover(Path(repo.common_dir).parent)  # the same repository, opened again: trees present
-    assert incoming.check_state(other, None, _with_task(other, tree, "x1")) == 1
+    assert incoming.check_state(other, _with_task(other, tree, "x1")) == 1
     empty = tmp_path / "empty"
     empty.mkdir()
     subprocess.run(["git", "init", "-q", str(empty)], check=True)
     there = Repo.discover(empty)  # none of the trees checked so far is in this one
     lone = there.update_tree(None, {"tasks/0/0/placeholder.json": there.write_blob(b"{}")})
     with pytest.raises(InvalidState):
-        incoming.check_state(there, None, lone)
+        incoming.check_state(there, lone)
+
+
+def test_a_fetched_head_is_parsed_only_where_it_differs_from_where_it_meets_ours(
+        state: tuple[Repo, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A head that forked from our state and changed one task parses that one record,
+    though ours has moved on since (its newer records differ from the head's older ones
+    but were checked when they came); a head ours holds parses nothing; a bad record
+    is still refused, under the head's label, and nothing else is."""
+    repo, _tree = state
+    store = StateStore(repo)
+    fork = store.head()
+    assert fork is not None
+    theirs = repo.create_commit(_with_task(repo, repo.commit_tree(fork), "c1"), [fork], "another clone\n")
+    bad = repo.create_commit(repo.update_tree(repo.commit_tree(fork), {task_path("t00003"): repo.write_blob(b"{")}),
+                             [fork], "a bad clone\n")
+
+    def edit(tx: object) -> None:
+        for n in range(20):
+            task = tx.require_task(f"t{n:05d}")  # type: ignore[attr-defined]
+            tx.put_task(dataclasses.replace(task, title=f"edited {n}"))  # type: ignore[attr-defined]
+
+    store.transact(edit)
+    parsed: list[str] = []
+    real = incoming.state_tree.check_record
+    monkeypatch.setattr(incoming.state_tree, "check_record",
+                        lambda path, raw, kind=None: parsed.append(path) or real(path, raw, kind))
+    assert incoming.state_problems(repo, [("theirs", theirs)]) == {}
+    assert parsed == [task_path("c1")]
+    parsed.clear()
+    assert incoming.state_problems(repo, [("an old head", fork)]) == {}
+    assert parsed == []
+    problems = incoming.state_problems(repo, [("fine", theirs), ("bad", bad)])
+    assert list(problems) == ["bad"] and "t00003" in problems["bad"]
+    with pytest.raises(InvalidState, match="the state on bad has an unreadable file.*nothing was changed"):
+        incoming.check_incoming_states(repo, [("fine", theirs), ("bad", bad)])
