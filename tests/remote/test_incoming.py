@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from git_handoff.core import state_tree
 from git_handoff.core.errors import InvalidState
 from git_handoff.core.model import Task, now_iso
 from git_handoff.infra.gitrepo import Repo
@@ -114,9 +115,13 @@ def test_a_fetched_head_is_parsed_only_where_it_differs_from_where_it_meets_ours
 
     store.transact(edit)
     parsed: list[str] = []
-    real = incoming.state_tree.check_record
-    monkeypatch.setattr(incoming.state_tree, "check_record",
-                        lambda path, raw, kind=None: parsed.append(path) or real(path, raw, kind))
+    real = state_tree.check_record
+
+    def counted(path: str, raw: bytes, kind: str | None = None) -> None:
+        parsed.append(path)
+        real(path, raw, kind)
+
+    monkeypatch.setattr(state_tree, "check_record", counted)
     assert incoming.state_problems(repo, [("theirs", theirs)]) == {}
     assert parsed == [task_path("c1")]
     parsed.clear()
