@@ -17,7 +17,7 @@ from git_handoff.infra.fileio import atomic_write
 from git_handoff.infra.gitrepo import Repo
 from git_handoff.remote import transport
 from git_handoff.remote.transport import Remote
-from git_handoff.state import quarantine
+from git_handoff.state import integrate, quarantine
 from git_handoff.state.snapshot import Snapshot, task_path
 
 # -- claims seen on the remote ---------------------------------------------------------------
@@ -122,10 +122,11 @@ def fleet_view(repo: Repo, remote: Remote, head: str) -> Fleet:
     stamp = now_iso()
     taken = set()
     over = _Over(repo)
+    merged = integrate.holds(repo, head)
     for task_id, oid in claims.items():
         if over.get(task_id, oid) is not None:
             continue  # a record of a claim that is over holds nothing
-        if repo.is_ancestor(oid, head):
+        if merged(oid):
             continue  # merged already: the state decides
         task = claim_record(repo, oid, task_id)
         if task is not None:
@@ -167,6 +168,7 @@ def claims_to_prune(repo: Repo, remote: Remote, head: str, snap: Snapshot) -> tu
     close: dict[str, str] = {}
     stamp = now_iso()
     over = _Over(repo)
+    merged = integrate.holds(repo, head)
     for task_id, oid in sorted(remote.claim_refs(repo).items()):
         ref = Remote.claim_ref(task_id)
         known = over.get(task_id, oid)
@@ -183,7 +185,7 @@ def claims_to_prune(repo: Repo, remote: Remote, head: str, snap: Snapshot) -> tu
                 out[ref] = oid
             continue
         assert claimed is not None  # a record of a claim in progress: the only one not known over
-        if not repo.is_ancestor(oid, head):
+        if not merged(oid):
             continue
         now = snap.task(task_id)
         if now is not None and now.status == "in_progress" and now.claim.claimed_at == claimed.claim.claimed_at:

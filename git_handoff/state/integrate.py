@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import random
 import time
+from collections.abc import Callable
 from typing import Any, TypedDict
 
 from git_handoff.core import ancestry, field_merge, merge
@@ -130,6 +131,15 @@ def _near(repo: Repo, ours: str | None) -> set[str]:
         seen.update(parents)
         commit = parents[0] if parents else None
     return seen
+
+
+def holds(repo: Repo, head: str) -> Callable[[str], bool]:
+    """Whether our state `head` holds a commit: known without a walk when it is near the
+    head or a remote head remembered as merged into it (a clone's claim ref points at the
+    head it pushed with the claim, so in a fleet nearly every live claim is one), else
+    asked of the history."""
+    known = _near(repo, head) | HeadsCache(repo, "state").known(head)
+    return lambda commit: commit in known or repo.is_ancestor(commit, head)
 
 
 def fresh_heads(store: StateStore, heads: list[tuple[str, str]]) -> list[tuple[str, str]]:
