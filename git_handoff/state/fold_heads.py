@@ -170,19 +170,10 @@ class Ancestry:
     def __init__(self, repo: Repo, graph: ancestry.Graph, ours: str | None, first: str) -> None:
         self.repo, self.graph, self.ours, self.first = repo, graph, ours, first
         self.in_first = ancestry.closure(graph, first)
-        self._behind: dict[frozenset[str], int] = {}
 
     def brought(self, theirs: str) -> set[str]:
         """The commits `theirs` has that first has not (`git rev-list theirs ^first`)."""
         return ancestry.closure(self.graph, theirs) - self.in_first
-
-    def behind(self, theirs: str) -> int:
-        """How many commits first has that `theirs` has not."""
-        inside = ancestry.closure(self.graph, theirs)
-        meets = ancestry.boundary(self.graph, inside)
-        if meets not in self._behind:
-            self._behind[meets] = self.repo.count_commits(self.ours, meets) if self.ours else 0
-        return len(self.in_first - inside) + self._behind[meets]
 
     def base(self, theirs: str, brought: set[str]) -> str | None:
         """The merge base of first and `theirs` (which shares no new commit with another head)."""
@@ -222,8 +213,7 @@ def fold(store: StateStore, first: str, todo: list[tuple[str, str]],
         lost = lost_claims(view, changes)
         view.changes.update(changes)
         since.update(changes)
-        lines.append(format_log_line(store.session, "SYNC", f"merged {label}: in={incoming} "
-                                     f"out={history.behind(theirs)} conflicts={len(conflicts)}"))
+        lines.append(format_log_line(store.session, "SYNC", f"merged {label}: in={incoming} conflicts={len(conflicts)}"))
         for c in conflicts[:MAX_CONFLICT_LINES]:
             lines.append(format_log_line(store.session, "SYNC", f"conflict {c.field}: kept {short(c.kept)} "
                                          f"over {short(c.dropped)}", task=c.record))
