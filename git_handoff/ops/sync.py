@@ -108,8 +108,8 @@ def _check_and_integrate(store: StateStore, heads: list[tuple[str, str]]) -> Mer
     return integrate.integrate_all(store, heads, fresh)
 
 
-def _merge_remote(store: StateStore, remote: Remote, report: MergedReport | SyncReport) -> None:
-    """Check and merge every state and the notes the remote holds (as fetched) into ours."""
+def _merge_remote(store: StateStore, remote: Remote, report: MergedReport | SyncReport, *, notes: bool = True) -> None:
+    """Check and merge every state and (`notes`) the notes the remote holds, as fetched, into ours."""
     repo = store.repo
     if writers.enabled(repo):  # what this clone held before its first merge under the setting is the baseline
         writers.approvals(repo)
@@ -123,6 +123,8 @@ def _merge_remote(store: StateStore, remote: Remote, report: MergedReport | Sync
     report["incoming"] += step["incoming"]
     report["conflicts"].extend(step["conflicts"])
     report["claims_lost"].extend(step["claims_lost"])
+    if not notes:
+        return
     notes_rank = ("none", "up-to-date", "adopted", "fast-forward", "merged")
     got = integrate.merge_notes(repo, store, remote.notes_heads(repo))
     if notes_rank.index(got) > notes_rank.index(report["notes"]):
@@ -260,8 +262,8 @@ def transact_remote(store: StateStore, apply: Callable[[Tx, Fleet], T], claim_of
     lost = 0
     for attempt in range(tries):
         fetched_at = time.time()  # the wall clock: a machine suspended since the fetch counts
-        fetch(repo, remote_obj)
-        _merge_remote(store, remote_obj, _merged())
+        fetch(repo, remote_obj, everything=False)
+        _merge_remote(store, remote_obj, _merged(), notes=False)
         head = store.head()
         if head is None:
             raise NotInitialized("git handoff is not initialized here or on the remote: run `git handoff init`")

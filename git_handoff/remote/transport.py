@@ -193,6 +193,14 @@ def fetch_specs(dst: str) -> list[str]:
             f"+{NOTES_REF}*:{dst}harness/notes/harness*"]
 
 
+def claim_specs(dst: str) -> list[str]:
+    """What a remote transaction (`claim --remote`) decides on: the clones' states and the
+    claim refs (their notes and the attempts wait for the next sync: a fetch of them, their
+    checks and the union of the notes were a third of a claim's work in a fleet)."""
+    return [f"+{CLONES}*/state:{dst}harness/clones/*/state", f"+{CLAIMS}*:{dst}harness/claims/*",
+            f"+refs/harness/state*:{dst}harness/state*"]
+
+
 def state_specs(dst: str) -> list[str]:
     """`fetch_specs` without the attempts: what a shallow join fetches one commit deep."""
     return [spec for spec in fetch_specs(dst) if "harness/attempts/" not in spec]
@@ -239,6 +247,12 @@ def _remote_rest(staged_rest: str) -> str:
 def is_read(rest: str) -> bool:
     """Whether this version reads the remote's ref `refs/<rest>`."""
     return rest in ("harness/state", "notes/harness") or rest.startswith(READ_NAMESPACES)
+
+
+def is_claimed_on(rest: str) -> bool:
+    """Whether `claim_specs` brings the remote's ref `refs/<rest>`: a state or a claim ref."""
+    return rest == "harness/state" or rest.startswith("harness/claims/") or (
+        rest.startswith("harness/clones/") and rest.endswith("/state"))
 
 
 def git_error(proc: Any, what: str) -> GitFailure:
@@ -302,10 +316,12 @@ def _protocol_v2() -> dict[str, str]:
             f"GIT_CONFIG_VALUE_{count}": "2"}
 
 
-def fetch(repo: Repo, remote: Remote) -> list[quarantine.Held]:
+def fetch(repo: Repo, remote: Remote, *, everything: bool = True) -> list[quarantine.Held]:
     """Fetch the remote's states, claims, attempts and notes into remote-tracking refs,
     through the checks of git_handoff.remote.incoming, ref by ref; the refs that fail them (the
-    quarantined ones, also written down for `status`) are returned.
+    quarantined ones, also written down for `status`) are returned. `everything=False`:
+    the states and the claim refs only (`claim_specs`); the other refs, staged and tracked
+    as the last fetch left them, are not touched.
 
     git fetches into the remote's staging namespace (Remote.staging), which keeps what
     the remote held at the last fetch: git writes only the refs that changed, and only
@@ -314,10 +330,10 @@ def fetch(repo: Repo, remote: Remote) -> list[quarantine.Held]:
     value that passed), and everything else from the remote is still used: one bad ref
     never cuts this clone off the rest of the fleet."""
     with StateLock(repo.handoff_dir / f"fetch-{remote.track}.lock", FETCH_LOCK_SECONDS):
-        return _fetch_locked(repo, remote)
+        return _fetch_locked(repo, remote, everything)
 
 
-def _fetch_locked(repo: Repo, remote: Remote) -> list[quarantine.Held]:
+def _fetch_locked(repo: Repo, remote: Remote, whole: bool) -> list[quarantine.Held]:
     staging = remote.staging
     # what a fetch killed midway left: its ref locks here (this clone's fetches of this
     # remote hold the lock above, so none is live), and the per-fetch namespaces of
@@ -327,7 +343,8 @@ def _fetch_locked(repo: Repo, remote: Remote) -> list[quarantine.Held]:
         # the states, claims and notes one commit deep; the attempts (commits of the
         # project's own history) whole, by the fetch below
         _git_fetch(repo, remote, ["--depth=1"], state_specs(staging))
-    _git_fetch(repo, remote, [], fetch_specs(staging))
+        whole = True
+    _git_fetch(repo, remote, [], fetch_specs(staging) if whole else claim_specs(staging))
     if shallow.cut(repo):
         shallow.settle(repo, lambda: _staged_heads(repo, staging),
                        lambda options: _git_fetch(repo, remote, options, state_specs(staging), prune=False))
@@ -336,11 +353,12 @@ def _fetch_locked(repo: Repo, remote: Remote) -> list[quarantine.Held]:
     # the refs of per-fetch namespaces whose process is gone (not read, so swept after)
     repo.sweep_incoming(INCOMING, fixed=staging, listed={n: o for n, o in listed.items() if n.startswith(INCOMING)})
     fetched = {_remote_rest(name[len(staging):]): oid for name, oid in listed.items() if name.startswith(staging)}
-    fetched = {rest: oid for rest, oid in fetched.items() if is_read(rest)}
+    covered = is_read if whole else is_claimed_on  # what this fetch brought: the rest stays as it is
+    fetched = {rest: oid for rest, oid in fetched.items() if covered(rest)}
     remote.tracked = None
     everything = {name: oid for name, oid in listed.items() if name.startswith(tracking)}
     current = {name[len(tracking):]: oid for name, oid in everything.items()}
-    current = {rest: oid for rest, oid in current.items() if is_read(rest)}
+    current = {rest: oid for rest, oid in current.items() if covered(rest)}
     held_before = quarantine.read(repo, remote.track)
     held: dict[str, quarantine.Held] = {}
     good: dict[str, str] = {}

@@ -213,3 +213,34 @@ def test_concurrent_syncs_lose_nothing(clones: Callable[[str], Path]) -> None:
     assert len({state_head(p) for p in paths}) == 1
     ids = {t["id"] for t in json.loads(run("list", "--json", cwd=a).out)}
     assert ids == {f"c{n}-{k}" for n in range(3) for k in range(5)}
+
+
+def _tracked_notes(path: Path) -> dict[str, str]:
+    listed = git("for-each-ref", "--format=%(refname) %(objectname)", "refs/remotes/origin/harness/clones/", cwd=path)
+    return dict(line.split() for line in listed.splitlines() if line.split()[0].endswith("/notes"))
+
+
+def test_a_remote_claim_fetches_the_states_and_claims_and_leaves_the_notes_to_sync(
+        clones: Callable[[str], Path]) -> None:
+    """A claim decides on the states and the claim refs: the notes another clone pushed
+    meanwhile are neither fetched nor merged by it, nor are the ones tracked before
+    dropped; the next sync brings them."""
+    a, b = shared_pair(clones)
+    ok("add", "one", "--id", "t1", "--check", "true", cwd=a)
+    commit = git("rev-parse", "HEAD", cwd=a)
+    git("notes", "--ref=harness", "add", "-m", "first note", commit, cwd=a)
+    ok("sync", cwd=a)
+    ok("sync", cwd=b)
+    before = _tracked_notes(b)
+    assert before and "first note" in git("notes", "--ref=harness", "show", commit, cwd=b)
+    git("notes", "--ref=harness", "append", "-m", "second note", commit, cwd=a)
+    ok("add", "two", "--id", "t2", "--check", "true", cwd=a)
+    ok("sync", cwd=a)
+    claimed = ok("claim", "--remote", "origin", "--json", cwd=b)
+    assert claimed["id"] in ("t1", "t2")
+    assert task(b, "t2")["title"] == "two"  # the state came
+    assert _tracked_notes(b) == before  # the notes did not, and what was tracked stays
+    assert "second note" not in git("notes", "--ref=harness", "show", commit, cwd=b)
+    ok("sync", cwd=b)
+    assert _tracked_notes(b) != before
+    assert "second note" in git("notes", "--ref=harness", "show", commit, cwd=b)
