@@ -194,62 +194,59 @@ _NOTE_PART = re.compile(r"[0-9a-f]{2,64}")
 
 
 def notes_problems(repo: Repo, trees: dict[str, str], known: str | None, label: str) -> dict[str, str]:
-    """`check_notes` of each fetched notes tree ({ref: tree}): {ref: why} for those that
-    fail (this clone's own notes read once for all)."""
+    """Each fetched notes tree ({ref: tree}, refs/notes/harness and each clone's notes)
+    checked: {ref: why} for those that fail. Every entry is a note as git lays notes out
+    (hex names, fanned out in directories of two hex digits, 40 or 64 hex digits in all),
+    a blob of at most MAX_NOTE_BYTES. A gitlink there made the notes merge fail every
+    sync, and `done`, `checkpoint`, `rename` crash; a note of 512 MiB took 1.5 GiB to
+    read. What a tree holds at the same path as this clone's own notes tree (`known`) or
+    a notes tree this process passed lately was checked when it came: only the rest is
+    read, so a check costs what the clone changed, not every note of the project."""
     out: dict[str, str] = {}
-    todo = {ref: tree for ref, tree in trees.items() if tree not in _CHECKED}
-    if not todo:
-        return out
-    seen = {p.replace("/", ""): oid for p, (_, oid) in repo.tree_diff(None, known).items()} if known else {}
-    for ref, tree in sorted(todo.items()):
+    for ref, tree in sorted(trees.items()):
+        if tree in _CHECKED:
+            continue
+        good = [t for t in reversed(_GOOD_NOTES) if repo.has_object(t)]
         try:
-            _check_notes_tree(repo, tree, seen, f"{label}'s refs/{_shown(ref)}")
+            _check_notes_tree(repo, tree, [t for t in dict.fromkeys((known, *good)) if t],
+                              f"{label}'s refs/{_shown(ref)}")
         except InvalidState as exc:
             out[ref] = exc.message.removesuffix("; nothing was changed")
             continue
         mark_checked(tree)
+        _GOOD_NOTES[:] = [t for t in _GOOD_NOTES if t != tree][-(GOOD_TREES_KEPT - 1):] + [tree]
     return out
 
 
-def check_notes(repo: Repo, trees: list[str], known: str | None, label: str) -> None:
-    """Fetched notes trees (refs/notes/harness, each clone's notes): every entry not in
-    `known` (this clone's own notes tree) is a note as git lays notes out (hex names,
-    fanned out in directories of two hex digits, 40 or 64 hex digits in all), a blob of
-    at most MAX_NOTE_BYTES. A gitlink there made the notes merge fail every sync, and
-    `done`, `checkpoint`, `rename` crash; a note of 512 MiB took 1.5 GiB to read."""
-    todo = [tree for tree in dict.fromkeys(trees) if tree not in _CHECKED]
-    if not todo:
-        return
-    # this clone's notes, by note (the fan-out aside): read once for every tree fetched
-    seen = {p.replace("/", ""): oid for p, (_, oid) in repo.tree_diff(None, known).items()} if known else {}
-    for tree in todo:
-        _check_notes_tree(repo, tree, seen, label)
-        mark_checked(tree)
-
-
-def _check_notes_tree(repo: Repo, tree: str, seen: dict[str, str | None], label: str) -> None:
-    stack: list[tuple[str, str]] = [("", tree)]
+def _check_notes_tree(repo: Repo, tree: str, known_good: list[str], label: str) -> None:
+    stack: list[tuple[str, str, list[str]]] = [("", tree, known_good)]
     count = 0
     while stack:
-        prefix, oid = stack.pop()
+        prefix, oid, olds = stack.pop()
+        known = [_entries(repo, old) for old in olds]
         for name, entry, mode in repo.tree_entries_raw(oid):
+            if any(seen.get(name) == (entry, mode) for seen in known):
+                continue  # the same at the same path as in a notes tree checked before
             path = prefix + name
             note = path.replace("/", "")  # the object noted, whatever the fan-out
             count += 1
             if not _NOTE_PART.fullmatch(name) or len(note) > 64 or count > MAX_INCOMING_PATHS:
                 raise InvalidState(f"{label}'s notes: {_shown(path)} is not a note of a commit; nothing was changed")
             if mode == TREE_MODE and len(name) == 2:
-                stack.append((path + "/", entry))
+                below = [found[0] for seen in known if (found := seen.get(name)) and found[1] == TREE_MODE]
+                stack.append((path + "/", entry, below))
                 continue
             if mode not in FILE_MODES or len(note) not in (40, 64):
                 raise InvalidState(f"{label}'s notes: {_shown(path)} is not a note of a commit "
                                    f"(mode {mode:o}); nothing was changed")
-            if seen.get(note) == entry:
-                continue
             found = repo.object_kind(entry)
             if found is None or found[0] != "blob" or found[1] > MAX_NOTE_BYTES:
                 raise InvalidState(f"{label}'s notes: the note {_shown(path)} is not a text of at most "
                                    f"{MAX_NOTE_BYTES} bytes; nothing was changed")
+
+
+# The notes trees notes_problems passed last in this process, newest last (as _GOOD_TREES).
+_GOOD_NOTES: list[str] = []
 
 
 def _shown(path: str) -> str:
@@ -338,4 +335,5 @@ def forget_checked() -> None:
     """Forget every verdict of this process (a benchmark that times the checks again)."""
     _CHECKED.clear()
     _GOOD_TREES.clear()
+    _GOOD_NOTES.clear()
     _ENTRIES.clear()

@@ -273,16 +273,32 @@ def merge_notes(repo: Repo, store: StateStore, heads: list[str]) -> str:
 
 def _notes_union(repo: Repo, ot: str, tt: str) -> str:
     """Tree `ot` with every note of tree `tt` added (the same object in both: the union
-    of the two texts; notes trees may fan out differently, so paths match without '/')."""
-    mine = {p.replace("/", ""): (p, new) for p, (_, new) in repo.tree_diff(None, ot).items()}
+    of the two texts). Only the paths where the trees differ are read (listing every
+    note of both trees made each merge cost the project's whole history of notes); notes
+    trees may fan out differently, so a note `tt` has that `ot` lacks at its path is
+    looked for at the other fan-outs before it is added."""
     changes: dict[str, str | None] = {}
-    for p, (_, new) in repo.tree_diff(None, tt).items():
-        key = p.replace("/", "")
-        if key not in mine:
+    for p, (old, new) in repo.tree_diff(ot, tt).items():
+        if new is None:
+            continue  # ours alone (or ours at another fan-out): kept
+        at = (p, old) if old is not None else _note_at(repo, ot, p.replace("/", ""))
+        if at is None:
             changes[p] = new
-        elif (mine_blob := mine[key][1]) is not None and new is not None and mine_blob != new:
-            changes[mine[key][0]] = repo.write_blob(_union_text(repo.read_blob(mine_blob), repo.read_blob(new)))
+        elif at[1] != new:
+            changes[at[0]] = repo.write_blob(_union_text(repo.read_blob(at[1]), repo.read_blob(new)))
     return repo.update_tree(ot, changes) if changes else ot
+
+
+def _note_at(repo: Repo, tree: str, note: str) -> tuple[str, str] | None:
+    """(path, blob) of the note of object `note` in notes tree `tree`, at any fan-out."""
+    for depth in range(len(note) // 2):
+        path = "/".join([note[2 * k:2 * k + 2] for k in range(depth)] + [note[2 * depth:]])
+        found = repo.tree_lookup(tree, path)
+        if found is not None:
+            return (path, found[0]) if not found[1] else None
+        if depth and repo.tree_lookup(tree, path.rsplit("/", 1)[0]) is None:
+            return None  # no directory that deep: no deeper fan-out either
+    return None
 
 
 def _union_text(a: bytes, b: bytes) -> bytes:

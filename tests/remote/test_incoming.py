@@ -131,3 +131,29 @@ def test_a_fetched_head_is_parsed_only_where_it_differs_from_where_it_meets_ours
     assert list(problems) == ["bad"] and "t00003" in problems["bad"]
     with pytest.raises(InvalidState, match="the state on bad has an unreadable file.*nothing was changed"):
         incoming.check_incoming_states(repo, [("fine", theirs), ("bad", bad)])
+
+
+def test_a_fetched_notes_tree_is_read_only_where_it_differs_from_ours(
+        state: tuple[Repo, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    repo, _tree = state
+
+    def notes_tree(texts: dict[str, bytes]) -> str:
+        return repo.update_tree(None, {f"{obj[:2]}/{obj[2:]}": repo.write_blob(text) for obj, text in texts.items()})
+
+    texts = {f"{n:040x}": f"note {n}\n".encode() for n in range(0, 300 * 7919, 7919)}
+    ours = notes_tree(texts)
+    one = next(iter(texts))
+    theirs = notes_tree({**texts, one: b"another text\n", "ab" * 20: b"a new note\n"})
+    read: list[str] = []
+    real = Repo.object_kind
+
+    def counted(self: Repo, oid: str) -> tuple[str, int] | None:
+        read.append(oid)
+        return real(self, oid)
+
+    monkeypatch.setattr(Repo, "object_kind", counted)
+    assert incoming.notes_problems(repo, {"notes/harness": theirs}, ours, "origin") == {}
+    assert len(read) == 2  # the changed note and the new one, of 301
+    huge = notes_tree({**texts, one: b"x" * (incoming.MAX_NOTE_BYTES + 1)})
+    problems = incoming.notes_problems(repo, {"notes/harness": huge}, ours, "origin")
+    assert list(problems) == ["notes/harness"] and "is not a text of at most" in problems["notes/harness"]

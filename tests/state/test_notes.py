@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import random
 import subprocess
 import sys
 import textwrap
@@ -11,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from git_handoff.infra.gitrepo import Repo
-from git_handoff.state import notes
+from git_handoff.state import integrate, notes
 from tests.support.repo import git, run, run_exe
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -110,3 +111,54 @@ def test_the_real_executable_runs_the_cycle(repo: Path) -> None:
     done = run_exe("done", "r1", cwd=repo, env=env)
     assert done.rc == 0 and done.out.startswith("Completed r1 (commit ")
     assert run_exe("claim", cwd=repo, env=env).rc == 1
+
+
+def _notes_tree(repo: Repo, notes_by_object: dict[str, tuple[str, int]]) -> str:
+    """A notes tree: {object: (text, fan-out depth)}."""
+    blobs: dict[str, str | None] = {}
+    for obj, (text, depth) in notes_by_object.items():
+        path = "/".join([obj[2 * k:2 * k + 2] for k in range(depth)] + [obj[2 * depth:]])
+        blobs[path] = repo.write_blob(text.encode())
+    return repo.update_tree(None, blobs)
+
+
+def _by_object(repo: Repo, tree: str) -> dict[str, bytes]:
+    return {path.replace("/", ""): repo.read_blob(new) for path, (_, new) in repo.tree_diff(None, tree).items()
+            if new is not None}
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_notes_union_reads_only_what_differs_and_matches_the_union_note_by_note(repo: Path, seed: int) -> None:
+    """Ours and theirs, fanned out differently (flat, 2/38, 2/2/36) and mostly the same:
+    every note of both, the texts of a note both have (differing) united, each note once,
+    where ours keeps it."""
+    rnd = random.Random(seed)
+    r = Repo.discover(repo)
+    objects = [f"{rnd.getrandbits(160):040x}" for _ in range(60)]
+    ours: dict[str, tuple[str, int]] = {}
+    theirs: dict[str, tuple[str, int]] = {}
+    depth_ours, depth_theirs = rnd.choice([0, 1, 2]), rnd.choice([0, 1, 2])
+    for obj in objects:
+        kind = rnd.random()
+        if kind < 0.5:  # the same note on both sides
+            ours[obj] = (f"note of {obj}\n", depth_ours)
+            theirs[obj] = (f"note of {obj}\n", depth_theirs)
+        elif kind < 0.65:
+            ours[obj] = (f"ours {obj}\n", depth_ours)
+        elif kind < 0.8:
+            theirs[obj] = (f"theirs {obj}\n", depth_theirs)
+        else:
+            ours[obj] = (f"shared\nours {obj}\n", depth_ours)
+            theirs[obj] = (f"shared\ntheirs {obj}\n", depth_theirs)
+    ot, tt = _notes_tree(r, ours), _notes_tree(r, theirs)
+    merged = _by_object(r, integrate._notes_union(r, ot, tt))
+    assert set(merged) == set(ours) | set(theirs)
+    for obj in objects:
+        if obj in ours and obj in theirs and ours[obj][0] != theirs[obj][0]:
+            lines = merged[obj].decode().splitlines()
+            assert set(lines) == set(ours[obj][0].splitlines()) | set(theirs[obj][0].splitlines())
+            assert len(lines) == len(set(lines))
+        elif obj in ours or obj in theirs:
+            assert merged[obj].decode() == (ours.get(obj) or theirs[obj])[0]
+    assert len(r.tree_diff(None, integrate._notes_union(r, ot, tt))) == len(merged)  # each note once
+    assert integrate._notes_union(r, ot, ot) == ot
