@@ -185,6 +185,7 @@ def one_run(transport: str, k: int, n_tasks: int, *, delay_ms: float = 100.0, cm
         kept = shutil.move(str(work), tempfile.mkdtemp(prefix=f"handoff-fleet-failed-{transport}-k{k}-"))
         print(f"#     the audit failed: the clones and the remote are kept in {kept}", file=sys.stderr, flush=True)
     reports = run.reports
+    start, start_bare = fleet.python_start_cpu()
     done = sum(len(r.completed) for r in reports)
     claims = sum(len(r.claimed) for r in reports)
     in_claim = sum(max(0, p - 1) for r in reports for p in r.claim_pushes)
@@ -210,6 +211,8 @@ def one_run(transport: str, k: int, n_tasks: int, *, delay_ms: float = 100.0, cm
         "wire_pushed_bytes_per_task": round(wire["receive-pack"][1] / per) if "receive-pack" in wire else None,
         "connections_per_task": round(sum(v[0] for v in wire.values()) / per, 1) if wire else None,
         "cpu_per_task_s": round(run.cpu_seconds / per, 3), "orphans_reaped": run.orphans_reaped, "server_cpu_per_task_s": round(server_cpu / per, 3),
+        "python_start_ms": round(start * 1000, 1), "python_start_without_site_ms": round(start_bare * 1000, 1),
+        "python_starts_per_task": round(sum(sum(r.runs.values()) for r in reports) / per, 2),
         "double_claims": sorted(set(result.double_done) | set(result.double_logged)),
         "lost": result.lost, "same_state": result.same_list and result.same_tree,
         "audit": asdict(result) | {"lost": len(result.lost)},
@@ -221,7 +224,7 @@ def one_run(transport: str, k: int, n_tasks: int, *, delay_ms: float = 100.0, cm
 def table(results: list[dict[str, Any]]) -> str:
     head = ["transport", "K", "tasks/s (vs K=1)", "exit 3 (claim/done/sync)", "retries per claim (in cmd + exit-3 reruns)",
             "sync retries", "claim p50", "remote ref updates per task", "bytes stored per task", "wire bytes pushed per task",
-            "CPU per task (clients / server)", "double claims", "lost", "same state everywhere", "load start → end"]
+            "CPU per task (clients / server)", "Python start-ups per task × site's cost", "double claims", "lost", "same state everywhere", "load start → end"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     base: dict[str, float] = {}
     for r in results:
@@ -236,7 +239,9 @@ def table(results: list[dict[str, Any]]) -> str:
             f"{r['retries_per_claim']:.2f} ({r['claim_retries_in_command']} + {r['claim_exit3_reruns']})",
             str(r["sync_retries"]), "-" if r["claim_p50_s"] is None else f"{r['claim_p50_s']:.2f} s",
             f"{r['ref_updates_per_task']:.1f}", f"{r['stored_bytes_per_task']:,}", wire,
-            f"{r['cpu_per_task_s']:.2f} / {r['server_cpu_per_task_s']:.2f} s", str(len(r["double_claims"])),
+            f"{r['cpu_per_task_s']:.2f} / {r['server_cpu_per_task_s']:.2f} s",
+            f"{r['python_starts_per_task']:.1f} × {r['python_start_ms'] - r['python_start_without_site_ms']:.0f} ms",
+            str(len(r["double_claims"])),
             f"{len(r['lost'])} of {r['tasks']}", "yes" if r["same_state"] else "NO", f"{r['load_start']} → {r['load_end']}",
         ]) + " |")
     return "\n".join(lines)

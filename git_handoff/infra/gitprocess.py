@@ -178,7 +178,9 @@ def gc_in_background(common_dir: Path, marker: Path) -> None:
     `git repack --geometric=2` packs the loose objects and rolls up only the small
     packs, so each run costs about what was written since the last one. `git gc
     --auto` would also walk the whole history (reflog expiry, prune, repack), a
-    cost that grows with every state commit. One run at a time: a marker file in
+    cost that grows with every state commit. The refs are packed too, as `git gc` would:
+    a fleet's clone holds hundreds of claim refs, each a file every `git fetch` and
+    `for-each-ref` reads when loose. One run at a time: a marker file in
     the handoff dir, taken over when older than 10 minutes. git older than 2.32
     (no --geometric) falls back to `git gc --auto`.
 
@@ -206,7 +208,8 @@ def gc_in_background(common_dir: Path, marker: Path) -> None:
     script = (
         'marker=$1; shift; mkdir -p "$@" 2>/dev/null; '
         '{ git repack -d -l -q --geometric=2 2>/dev/null || '
-        'git -c gc.autoDetach=false gc --auto --quiet; }; mkdir -p "$@" 2>/dev/null; rm -f "$marker"'
+        'git -c gc.autoDetach=false gc --auto --quiet; }; git pack-refs --all 2>/dev/null; '
+        'mkdir -p "$@" 2>/dev/null; rm -f "$marker"'
     )
     try:
         subprocess.Popen(

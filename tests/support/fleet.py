@@ -143,6 +143,7 @@ class CloneReport:
     resumed: list[str] = field(default_factory=list)  # tasks this worktree found it held after a kill
     errors: list[str] = field(default_factory=list)
     finished: bool = False  # claim said nothing is eligible
+    runs: Counter[str] = field(default_factory=Counter)  # verb -> git handoff processes started
 
 
 @dataclass
@@ -194,6 +195,7 @@ def work_loop(path: Path, *, remote: str = "origin", lease: str | None = None,
 
     def run(*args: str) -> _Ran:
         delay = kill(args[0]) if kill else None
+        report.runs[args[0]] += 1
         ran = _run(path, args, delay, command_timeout)
         if ran.rc is None:
             report.killed[args[0]] += 1
@@ -254,6 +256,19 @@ class FleetRun:
     seconds: float  # wall time of the loops
     cpu_seconds: float  # user+sys of every process the loops started (and their gits)
     orphans_reaped: int = 0  # processes the commands left running, ended and counted after the loops
+
+
+def python_start_cpu(runs: int = 10) -> tuple[float, float]:
+    """CPU seconds of starting this Python and doing nothing, with its site-packages' .pth
+    files (as every `git handoff` process starts) and without (`-S`): what a machine's
+    Python costs each process before any code of git handoff runs."""
+    def each(*flags: str) -> float:
+        before = children_cpu()
+        for _ in range(runs):
+            subprocess.run([sys.executable, *flags, "-c", "pass"], check=True)
+        return (children_cpu() - before) / runs
+
+    return each(), each("-S")
 
 
 def children_cpu() -> float:
