@@ -360,7 +360,8 @@ def _fetch_locked(repo: Repo, remote: Remote, whole: bool) -> list[quarantine.He
     current = {name[len(tracking):]: oid for name, oid in everything.items()}
     current = {rest: oid for rest, oid in current.items() if covered(rest)}
     held_before = quarantine.read(repo, remote.track)
-    held: dict[str, quarantine.Held] = {}
+    # what this fetch did not bring stays as it was, held ones included
+    held: dict[str, quarantine.Held] = {ref: item for ref, item in held_before.items() if not covered(ref[len("refs/"):])}
     good: dict[str, str] = {}
     notes: dict[str, str] = {}
     states: dict[str, str] = {}

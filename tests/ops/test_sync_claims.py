@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from git_handoff.state import quarantine
 from tests.support.remotes import clones, ok, remote_state, remote_url, shared_pair, task  # noqa: F401
 from tests.support.repo import git, run, run_exe, state_head
 
@@ -244,3 +245,22 @@ def test_a_remote_claim_fetches_the_states_and_claims_and_leaves_the_notes_to_sy
     ok("sync", cwd=b)
     assert _tracked_notes(b) != before
     assert "second note" in git("notes", "--ref=harness", "show", commit, cwd=b)
+
+
+def test_a_notes_ref_sync_quarantined_stays_quarantined_through_a_remote_claim(clones: Callable[[str], Path]) -> None:
+    """A remote claim neither fetches the notes nor forgets that sync kept one out."""
+    a, b = shared_pair(clones)
+    ok("add", "one", "--id", "t1", "--check", "true", cwd=a)
+    ok("sync", cwd=a)
+    blob = git("hash-object", "-w", "--stdin", cwd=a, input_text="a note\n")
+    tree = git("mktree", cwd=a, input_text=f"100644 blob {blob}\tnot-a-note\n")
+    bad = git("commit-tree", tree, "-m", "bad notes", cwd=a)
+    git("push", "-q", "origin", f"{bad}:refs/harness/clones/0123456789abcdef/notes", cwd=a)
+    held = ok("sync", "--json", cwd=b)["quarantined"]
+    assert [h["ref"] for h in held] == ["refs/harness/clones/0123456789abcdef/notes"]
+    written = b / ".git" / "handoff" / quarantine.DIR / "origin.json"
+    before = written.read_text()
+    assert ok("claim", "--remote", "origin", "--json", cwd=b)["id"] == "t1"
+    assert written.read_text() == before
+    shown = run("status", cwd=b)
+    assert shown.rc == 0 and "quarantined" in shown.out and "0123456789abcdef/notes" in shown.out
