@@ -194,9 +194,8 @@ def fetch_specs(dst: str) -> list[str]:
 
 
 def claim_specs(dst: str) -> list[str]:
-    """What a remote transaction (`claim --remote`) decides on: the clones' states and the
-    claim refs (their notes and the attempts wait for the next sync: a fetch of them, their
-    checks and the union of the notes were a third of a claim's work in a fleet)."""
+    """What a remote claim decides on: the states and the claim refs (the notes and the
+    attempts wait for the next sync: they were a third of a claim's work in a fleet)."""
     return [f"+{CLONES}*/state:{dst}harness/clones/*/state", f"+{CLAIMS}*:{dst}harness/claims/*",
             f"+refs/harness/state*:{dst}harness/state*"]
 
@@ -359,8 +358,7 @@ def _fetch_locked(repo: Repo, remote: Remote, whole: bool) -> list[quarantine.He
     everything = {name: oid for name, oid in listed.items() if name.startswith(tracking)}
     current = {name[len(tracking):]: oid for name, oid in everything.items()}
     current = {rest: oid for rest, oid in current.items() if covered(rest)}
-    held_before = quarantine.read(repo, remote.track)
-    # what this fetch did not bring stays as it was, held ones included
+    held_before = quarantine.read(repo, remote.track)  # (what this fetch did not bring stays held)
     held: dict[str, quarantine.Held] = {ref: item for ref, item in held_before.items() if not covered(ref[len("refs/"):])}
     good: dict[str, str] = {}
     notes: dict[str, str] = {}
