@@ -182,11 +182,12 @@ _GOOD_TREES: list[str] = []
 GOOD_TREES_KEPT = 4
 
 
-def _good_tree(tree: str) -> None:
-    if tree in _GOOD_TREES:
-        _GOOD_TREES.remove(tree)
-    _GOOD_TREES.append(tree)
-    del _GOOD_TREES[:-GOOD_TREES_KEPT]
+def _good_tree(tree: str, kept: list[str] = _GOOD_TREES) -> None:
+    """`tree` passed: the newest of `kept` (the state trees, or _GOOD_NOTES), the oldest beyond GOOD_TREES_KEPT dropped."""
+    if tree in kept:
+        kept.remove(tree)
+    kept.append(tree)
+    del kept[:-GOOD_TREES_KEPT]
 
 
 MAX_NOTE_BYTES = 1 << 20  # one note (the commits of a task's attempts, a few lines each)
@@ -214,7 +215,7 @@ def notes_problems(repo: Repo, trees: dict[str, str], known: str | None, label: 
             out[ref] = exc.message.removesuffix("; nothing was changed")
             continue
         mark_checked(tree)
-        _GOOD_NOTES[:] = [t for t in _GOOD_NOTES if t != tree][-(GOOD_TREES_KEPT - 1):] + [tree]
+        _good_tree(tree, _GOOD_NOTES)
     return out
 
 

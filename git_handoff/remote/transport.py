@@ -248,10 +248,9 @@ def is_read(rest: str) -> bool:
     return rest in ("harness/state", "notes/harness") or rest.startswith(READ_NAMESPACES)
 
 
-def is_claimed_on(rest: str) -> bool:
-    """Whether `claim_specs` brings the remote's ref `refs/<rest>`: a state or a claim ref."""
-    return rest == "harness/state" or rest.startswith("harness/claims/") or (
-        rest.startswith("harness/clones/") and rest.endswith("/state"))
+def is_state(rest: str) -> bool:
+    """Whether the remote's ref `refs/<rest>` is a state: a clone's, or the one-ref legacy state."""
+    return rest == "harness/state" or (rest.startswith("harness/clones/") and rest.endswith("/state"))
 
 
 def git_error(proc: Any, what: str) -> GitFailure:
@@ -352,7 +351,8 @@ def _fetch_locked(repo: Repo, remote: Remote, whole: bool) -> list[quarantine.He
     # the refs of per-fetch namespaces whose process is gone (not read, so swept after)
     repo.sweep_incoming(INCOMING, fixed=staging, listed={n: o for n, o in listed.items() if n.startswith(INCOMING)})
     fetched = {_remote_rest(name[len(staging):]): oid for name, oid in listed.items() if name.startswith(staging)}
-    covered = is_read if whole else is_claimed_on  # what this fetch brought: the rest stays as it is
+    # what this fetch brought (claim_specs: the states and claims): the rest stays as it is
+    covered = is_read if whole else (lambda rest: is_state(rest) or rest.startswith("harness/claims/"))
     fetched = {rest: oid for rest, oid in fetched.items() if covered(rest)}
     remote.tracked = None
     everything = {name: oid for name, oid in listed.items() if name.startswith(tracking)}
@@ -372,7 +372,7 @@ def _fetch_locked(repo: Repo, remote: Remote, whole: bool) -> list[quarantine.He
             held[ref] = before  # refused already, unchanged: no second look
             continue
         why = incoming.ref_problem(repo, rest, oid, remote.spec)
-        if why is None and (rest == "harness/state" or (rest.startswith("harness/clones/") and rest.endswith("/state"))):
+        if why is None and is_state(rest):
             states[rest] = oid
             continue
         if why is None and (rest == "notes/harness" or (rest.startswith("harness/clones/") and rest.endswith("/notes"))):
@@ -383,9 +383,10 @@ def _fetch_locked(repo: Repo, remote: Remote, whole: bool) -> list[quarantine.He
         else:
             held[ref] = {"ref": ref, "oid": oid, "why": why}
     if states:  # checked together: one walk of their history for all of them
-        bad_states = incoming.state_problems(repo, [(f"{remote.spec}'s refs/{rest}", oid) for rest, oid in states.items()])
+        labels = {rest: f"{remote.spec}'s refs/{rest}" for rest in states}
+        bad_states = incoming.state_problems(repo, [(labels[rest], oid) for rest, oid in states.items()])
         for rest, oid in states.items():
-            why = bad_states.get(f"{remote.spec}'s refs/{rest}")
+            why = bad_states.get(labels[rest])
             if why is None:
                 good[rest] = oid
             else:
