@@ -138,15 +138,21 @@ def holds(repo: Repo, head: str) -> Callable[[str], bool]:
     head or a remote head remembered as merged into it (a clone's claim ref points at the
     head it pushed with the claim, so in a fleet nearly every live claim is one), else
     asked of the history."""
-    known = _near(repo, head) | HeadsCache(repo, "state").known(head)
+    known = _surely_held(repo, head)
     return lambda commit: commit in known or repo.is_ancestor(commit, head)
+
+
+def _surely_held(repo: Repo, head: str | None) -> set[str]:
+    """Commits our state `head` holds, known without a walk: near it, or remote heads
+    remembered as merged into it."""
+    return _near(repo, head) | HeadsCache(repo, "state").known(head)
 
 
 def fresh_heads(store: StateStore, heads: list[tuple[str, str]]) -> list[tuple[str, str]]:
     """The heads of `heads` ([(label, commit)]) this clone's state may not hold yet: those
     the caller must have checked before `integrate_all` reads them (a head found near our
     state, or remembered as merged, is already in it)."""
-    near = _near(store.repo, store.head()) | HeadsCache(store.repo, "state").known(store.head())
+    near = _surely_held(store.repo, store.head())
     return [(label, theirs) for label, theirs in heads if theirs not in near]
 
 
