@@ -14,14 +14,14 @@ changed before they pass.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 from git_handoff.core import ancestry, decoding, record_schemas, state_tree
 from git_handoff.core.errors import InvalidState
 from git_handoff.core.model import check_id
 from git_handoff.core.state_tree import FILE_MODES, TREE_MODE
 from git_handoff.infra.gitopen import lazy_pygit2
-from git_handoff.infra.gitrepo import Repo
+from git_handoff.infra.gitrepo import PLAIN_MODES, Repo, record_entry
 from git_handoff.state.snapshot import STATE_REF, Snapshot
 
 ATTEMPTS = "harness/attempts/"
@@ -127,18 +127,14 @@ def check_state(repo: Repo, tree: str, known_good: Iterable[str | None] = ()) ->
     stack: list[tuple[str, list[str], str]] = [("", known_trees, tree)]
     while stack:
         prefix, olds, new = stack.pop()
-        known = [_entries(repo, old) for old in olds]
-        for name, oid, mode in repo.tree_entries_raw(new):
+        for name, oid, mode, below in _differing(repo, new, olds):
             path = prefix + name
             why = state_tree.name_problem(name)
             if why:
                 raise decoding.problem(_shown(path), f"the name {why}")
-            if any(seen.get(name) == (oid, mode) for seen in known):
-                continue
             if mode == TREE_MODE:
                 if len(stack) + parsed > MAX_INCOMING_PATHS or path.count("/") > 8:
                     raise decoding.problem(_shown(path), "the state tree is deeper or larger than a state can be")
-                below = [entry[0] for seen in known if (entry := seen.get(name)) and entry[1] == TREE_MODE]
                 stack.append((path + "/", below, oid))
                 continue
             if mode not in FILE_MODES:
@@ -158,20 +154,56 @@ def check_state(repo: Repo, tree: str, known_good: Iterable[str | None] = ()) ->
     return parsed
 
 
-# The entries of trees check_state compared against lately, by tree: a fleet's heads are
-# each compared with the same base and good trees, level by level (10,000 heads read
-# those trees' entries 100,000 times). A tree's oid names its entries in any repository.
-_ENTRIES: dict[str, dict[str, tuple[str, int]]] = {}
-ENTRIES_KEPT = 256
+# The entries (as stored) of trees check_state and the notes' check compared against
+# lately, by tree: a fleet's heads are each compared with the same base and good trees,
+# level by level (10,000 heads read those trees 100,000 times). A tree's oid names its
+# entries in any repository. Each: (the set of its entries, {name: entry} once asked).
+_KNOWN: dict[str, tuple[frozenset[bytes], dict[bytes, bytes]]] = {}
+KNOWN_KEPT = 256
+_STORED_MODES = {mode: stored for stored, mode in PLAIN_MODES.items()}
 
 
-def _entries(repo: Repo, tree: str) -> dict[str, tuple[str, int]]:
-    found = _ENTRIES.get(tree)
+def _records(repo: Repo, tree: str) -> list[bytes]:
+    """A tree's entries as stored; for a tree Repo.tree_records leaves to libgit2, its
+    entries as libgit2 reads them (modes normalised), written the way git stores them."""
+    records = repo.tree_records(tree)
+    if records is None:
+        records = [_STORED_MODES[mode] + b" " + name.encode("utf-8", "surrogateescape") + b"\0" + bytes.fromhex(oid)
+                   for name, oid, mode in repo.tree_entries_raw(tree)]
+    return records
+
+
+def _known(repo: Repo, tree: str) -> tuple[frozenset[bytes], dict[bytes, bytes]]:
+    found = _KNOWN.get(tree)
     if found is None:
-        if len(_ENTRIES) >= ENTRIES_KEPT:
-            _ENTRIES.clear()
-        found = _ENTRIES[tree] = {name: (oid, mode) for name, oid, mode in repo.tree_entries_raw(tree)}
+        if len(_KNOWN) >= KNOWN_KEPT:
+            _KNOWN.clear()
+        found = _KNOWN[tree] = (frozenset(_records(repo, tree)), {})
     return found
+
+
+def _differing(repo: Repo, new: str, olds: list[str]) -> Iterator[tuple[str, str, int, list[str]]]:
+    """(name, oid, mode, and for a tree the trees of that name in `olds`) for each entry
+    of tree `new` that is not, byte for byte, the entry of that name in one of the trees
+    `olds` (checked when they came: a blob is immutable, so the same entry at the same
+    path needs no second look). The trees compare as sets of their entries as stored;
+    only what differs is decoded (decoding every entry was most of a fleet sync's checks)."""
+    known = [_known(repo, old) for old in olds]
+    seen = known[0][0].union(*(k[0] for k in known[1:])) if known else frozenset()
+    for record in _records(repo, new):
+        if record in seen:
+            continue
+        name, oid, mode = record_entry(record)
+        below: list[str] = []
+        if mode == TREE_MODE:
+            key = record[record.index(b" ") + 1:record.index(b"\0")]
+            for records, by_name in known:
+                if not by_name and records:
+                    by_name.update((r[r.index(b" ") + 1:r.index(b"\0")], r) for r in records)
+                old = by_name.get(key)
+                if old is not None and old.startswith(b"40000 "):
+                    below.append(old[len(b"40000 ") + len(key) + 1:].hex())
+        yield name, oid, mode, below
 
 
 # The state trees check_state passed last in this process, newest last: a fleet's heads
@@ -224,17 +256,14 @@ def _check_notes_tree(repo: Repo, tree: str, known_good: list[str], label: str) 
     count = 0
     while stack:
         prefix, oid, olds = stack.pop()
-        known = [_entries(repo, old) for old in olds]
-        for name, entry, mode in repo.tree_entries_raw(oid):
-            if any(seen.get(name) == (entry, mode) for seen in known):
-                continue  # the same at the same path as in a notes tree checked before
+        # (what is the same at the same path as in a notes tree checked before: skipped)
+        for name, entry, mode, below in _differing(repo, oid, olds):
             path = prefix + name
             note = path.replace("/", "")  # the object noted, whatever the fan-out
             count += 1
             if not _NOTE_PART.fullmatch(name) or len(note) > 64 or count > MAX_INCOMING_PATHS:
                 raise InvalidState(f"{label}'s notes: {_shown(path)} is not a note of a commit; nothing was changed")
             if mode == TREE_MODE and len(name) == 2:
-                below = [found[0] for seen in known if (found := seen.get(name)) and found[1] == TREE_MODE]
                 stack.append((path + "/", entry, below))
                 continue
             if mode not in FILE_MODES or len(note) not in (40, 64):
@@ -337,4 +366,4 @@ def forget_checked() -> None:
     _CHECKED.clear()
     _GOOD_TREES.clear()
     _GOOD_NOTES.clear()
-    _ENTRIES.clear()
+    _KNOWN.clear()
