@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
 from git_handoff.core.errors import GitFailure
-from git_handoff.infra import gitprocess
+from git_handoff.infra import gitprocess, tree_format
 from git_handoff.infra.gitopen import GC_RACE_RETRIES, lazy_pygit2
 from git_handoff.infra.gitrefs import TMP_REFS, GitRefs
 
@@ -33,9 +33,6 @@ OBJECT_TREE = 2
 # to check it, then to merge it, and the tree it merges into again at each step
 _RECORDS: dict[str, list[bytes]] = {}
 RECORDS_KEPT = 128
-# The modes git writes in a tree, as stored: Repo.tree_records splits trees of these only
-PLAIN_MODES = {b"100644": 0o100644, b"100755": 0o100755, b"120000": 0o120000, b"160000": 0o160000,
-               b"40000": MODE_TREE}
 SMALL_MERGE_BLOBS = 32  # up to this many new blobs, a merge commit is written without fast-import
 # From this many blobs on, a transaction writes them with one fast-import: below it, git
 # fast-import unpacks what it imported into loose objects anyway (fastimport.unpackLimit).
@@ -135,14 +132,10 @@ class Repo(GitRefs):
             yield name, str(entry.id), entry.filemode
 
     def tree_records(self, tree_oid: str) -> list[bytes] | None:
-        """The entries of a tree as stored (`<mode> <name>NUL<oid>`, each a bytes), split
-        straight from the object database: two trees compare entry by entry as sets of
-        these, with no entry object built (a fetched tree is checked where it differs from
-        trees checked before; building every entry was 2 us each, most of a fleet sync's
-        checks). None when the object is no tree, or holds an entry this splitter leaves
-        to libgit2 (a mode git does not write, which libgit2 normalises; an empty name,
-        one with a slash, or a name twice): the caller then reads it through
-        tree_entries_raw."""
+        """The entries of a tree as stored (git_handoff.infra.tree_format), split straight
+        from the object database and kept by oid: trees compare as sets of them. None when
+        the object is no tree, or one tree_format.split leaves to libgit2: the caller then
+        reads it through tree_entries_raw."""
         found = _RECORDS.get(tree_oid)
         if found is not None and self.has_object(tree_oid):  # (split in another repository: here too?)
             return found
@@ -152,23 +145,9 @@ class Repo(GitRefs):
             return None
         if int(kind) != OBJECT_TREE:
             return None
-        width = len(tree_oid) // 2
-        records: list[bytes] = []
-        names: set[bytes] = set()
-        pos, end, find = 0, len(data), data.find
-        while pos < end:
-            nul = find(b"\0", pos)
-            stop = nul + 1 + width
-            if nul < 0 or stop > end:
-                return None
-            space = find(b" ", pos, nul)
-            if data[pos:space] not in PLAIN_MODES or space + 1 == nul or find(b"/", space, nul) >= 0:
-                return None
-            names.add(data[space + 1:nul])
-            records.append(data[pos:stop])
-            pos = stop
-        if len(names) != len(records):
-            return None  # a name twice: libgit2's reading
+        records = tree_format.split(data, len(tree_oid) // 2)
+        if records is None:
+            return None
         if len(_RECORDS) >= RECORDS_KEPT:
             _RECORDS.clear()
         _RECORDS[tree_oid] = records  # (an oid names the same tree in any repository)
@@ -297,8 +276,8 @@ class Repo(GitRefs):
             return ({n: (o, t) for n, o, t in self.tree_entries(a)} if a else {},
                     {n: (o, t) for n, o, t in self.tree_entries(b)} if b else {})
         sa, sb = set(ra), set(rb)
-        return ({n: (o, m == MODE_TREE) for n, o, m in map(record_entry, sa - sb)},
-                {n: (o, m == MODE_TREE) for n, o, m in map(record_entry, sb - sa)})
+        return ({n: (o, m == MODE_TREE) for n, o, m in map(tree_format.entry, sa - sb)},
+                {n: (o, m == MODE_TREE) for n, o, m in map(tree_format.entry, sb - sa)})
 
     def commit_changes_packed(
         self, parents: list[str], changes: Mapping[str, str | bytes | None], message: str
@@ -459,10 +438,3 @@ def _as_oid(oid: str) -> Any:
     except (ValueError, TypeError):
         return oid
 
-
-def record_entry(record: bytes) -> tuple[str, str, int]:
-    """(name, oid, file mode) of one of Repo.tree_records' entries, as tree_entries_raw
-    gives them."""
-    space = record.index(b" ")
-    nul = record.index(b"\0", space)
-    return record[space + 1:nul].decode("utf-8", "surrogateescape"), record[nul + 1:].hex(), PLAIN_MODES[record[:space]]

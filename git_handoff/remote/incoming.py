@@ -20,8 +20,9 @@ from git_handoff.core import ancestry, decoding, record_schemas, state_tree
 from git_handoff.core.errors import InvalidState
 from git_handoff.core.model import check_id
 from git_handoff.core.state_tree import FILE_MODES, TREE_MODE
+from git_handoff.infra import tree_format
 from git_handoff.infra.gitopen import lazy_pygit2
-from git_handoff.infra.gitrepo import PLAIN_MODES, Repo, record_entry
+from git_handoff.infra.gitrepo import Repo
 from git_handoff.state.snapshot import STATE_REF, Snapshot
 
 ATTEMPTS = "harness/attempts/"
@@ -160,7 +161,6 @@ def check_state(repo: Repo, tree: str, known_good: Iterable[str | None] = ()) ->
 # entries in any repository. Each: (the set of its entries, {name: entry} once asked).
 _KNOWN: dict[str, tuple[frozenset[bytes], dict[bytes, bytes]]] = {}
 KNOWN_KEPT = 256
-_STORED_MODES = {mode: stored for stored, mode in PLAIN_MODES.items()}
 
 
 def _records(repo: Repo, tree: str) -> list[bytes]:
@@ -168,8 +168,7 @@ def _records(repo: Repo, tree: str) -> list[bytes]:
     entries as libgit2 reads them (modes normalised), written the way git stores them."""
     records = repo.tree_records(tree)
     if records is None:
-        records = [_STORED_MODES[mode] + b" " + name.encode("utf-8", "surrogateescape") + b"\0" + bytes.fromhex(oid)
-                   for name, oid, mode in repo.tree_entries_raw(tree)]
+        records = [tree_format.stored(*entry) for entry in repo.tree_entries_raw(tree)]
     return records
 
 
@@ -193,13 +192,13 @@ def _differing(repo: Repo, new: str, olds: list[str]) -> Iterator[tuple[str, str
     for record in _records(repo, new):
         if record in seen:
             continue
-        name, oid, mode = record_entry(record)
+        name, oid, mode = tree_format.entry(record)
         below: list[str] = []
         if mode == TREE_MODE:
-            key = record[record.index(b" ") + 1:record.index(b"\0")]
+            key = tree_format.name(record)
             for records, by_name in known:
                 if not by_name and records:
-                    by_name.update((r[r.index(b" ") + 1:r.index(b"\0")], r) for r in records)
+                    by_name.update((tree_format.name(r), r) for r in records)
                 old = by_name.get(key)
                 if old is not None and old.startswith(b"40000 "):
                     below.append(old[len(b"40000 ") + len(key) + 1:].hex())

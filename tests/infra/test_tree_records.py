@@ -10,7 +10,8 @@ import pygit2
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from git_handoff.infra.gitrepo import PLAIN_MODES, Repo, record_entry
+from git_handoff.infra.gitrepo import Repo
+from git_handoff.infra.tree_format import PLAIN_MODES, entry
 from git_handoff.remote import incoming
 
 MODES = [b"100644", b"100755", b"120000", b"160000", b"40000",  # what git writes
@@ -41,7 +42,7 @@ def test_records_read_as_libgit2_reads_the_entries(tmp_path_factory, entries) ->
     records = repo.tree_records(tree)
     if all(m in PLAIN_MODES for m, _ in entries):
         assert records is not None
-        assert [record_entry(r) for r in records] == list(repo.tree_entries_raw(tree))
+        assert [entry(r) for r in records] == list(repo.tree_entries_raw(tree))
     else:
         assert records is None  # left to libgit2, which normalises the mode
 
