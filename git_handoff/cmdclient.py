@@ -198,8 +198,13 @@ def start_server(git_dir: str) -> None:
     parent = os.path.dirname(PACKAGE_DIR)
     code = f"import sys; sys.path.insert(0, {parent!r}); from git_handoff.cli.command_server import main; main()"
     devnull = [(os.POSIX_SPAWN_OPEN, fd, os.devnull, os.O_RDWR, 0) for fd in (0, 1, 2)]
+    # without the caller's git tracing (GIT_TRACE=FILE, GIT_TRACE2_EVENT=...): the server
+    # outlives this command, and its own git runs (the config, when it changes) went on
+    # writing to that file, after the caller had removed it; each worker traces as its
+    # client asks
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_TRACE")}
     try:
-        os.posix_spawn(sys.executable, [sys.executable, "-P", "-c", code, git_dir], dict(os.environ),
+        os.posix_spawn(sys.executable, [sys.executable, "-P", "-c", code, git_dir], env,
                        file_actions=devnull, setsid=True)
     except OSError:
         pass

@@ -438,6 +438,31 @@ def test_a_config_change_that_leaves_it_on_keeps_the_server_and_its_workers_read
         stop_servers(project)
 
 
+def test_the_server_keeps_no_trace_target_of_the_command_that_started_it(project: Path, bin_dir: Path,
+                                                                          tmp_path: Path) -> None:
+    """GIT_TRACE=FILE on the command that starts the server traces that command (and the
+    worker of each client that asks), not the server's own git runs after it: a trace file
+    the caller removed stayed removed."""
+    env = client_env(bin_dir, server=None)
+    git("config", "handoff.commandServer", "true", cwd=project)
+    trace = tmp_path / "trace.log"
+    try:
+        assert run_cmd(["git-handoff", "next"], project, {**env, "GIT_TRACE": str(trace)}).returncode == 0
+        wait_until_serving(project)
+        assert "git config" in trace.read_text()  # the starting command's own git runs
+        trace.unlink()
+        git("config", "handoff.commandServerIdle", "29", cwd=project)  # the server reads its config again
+        assert run_cmd(["git-handoff", "next"], project, env).returncode == 0
+        assert any(line.startswith("the git config changed; still on") for line in log_lines(project))
+        asked = tmp_path / "asked.log"
+        got = run_cmd(["git-handoff", "done", "t1"], project, {**env, "GIT_TRACE": str(asked)})
+        assert got.returncode == 0, got.stderr
+        assert "git status" in asked.read_text()  # a served client's trace: its worker's git runs
+        assert not trace.exists()
+    finally:
+        stop_servers(project)
+
+
 @pytest.mark.parametrize("unbuffered", [True, False], ids=["PYTHONUNBUFFERED", "buffered"])
 def test_stdout_and_stderr_on_one_pipe_keep_their_order(project: Path, bin_dir: Path, unbuffered: bool) -> None:
     """The worker's streams are made as Python makes them (buffered or not, line-buffered
