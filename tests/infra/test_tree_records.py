@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from git_handoff.infra.gitrepo import Repo
 from git_handoff.infra.tree_format import PLAIN_MODES, entry
 from git_handoff.remote import incoming
+from tests.support.speed import examples
 
 MODES = [b"100644", b"100755", b"120000", b"160000", b"40000",  # what git writes
          b"100664", b"100600", b"040000", b"40755", b"0100644", b"120755"]  # what libgit2 normalises
@@ -32,7 +33,7 @@ def _tree(repo: Repo, entries: list[tuple[bytes, bytes, bytes]]) -> str:
 names = st.binary(min_size=1, max_size=6).filter(lambda b: b"\0" not in b and b"/" not in b)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(st.lists(st.tuples(st.sampled_from(MODES), names), max_size=12, unique_by=lambda e: e[1]))
 def test_records_read_as_libgit2_reads_the_entries(tmp_path_factory, entries) -> None:
     repo = _repo(tmp_path_factory.mktemp("r"))
@@ -64,7 +65,7 @@ def _reference(repo: Repo, new: str, olds: list[str]) -> list[tuple[str, str, in
     return [(n, o, m) for n, o, m in repo.tree_entries_raw(new) if not any(k.get(n) == (o, m) for k in known)]
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(st.data())
 def test_differing_is_the_entries_no_known_tree_holds(tmp_path_factory, data) -> None:
     repo = _repo(tmp_path_factory.mktemp("r"))
@@ -104,7 +105,7 @@ def _flat(repo: Repo, tree: str | None, prefix: str = "") -> dict[str, str]:
     return out
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=examples(80), deadline=None)
 @given(st.data())
 def test_tree_diff_is_the_difference_of_the_flat_trees(tmp_path_factory, data) -> None:
     """Whatever the trees hold (a file become a directory, modes libgit2 normalises, a
