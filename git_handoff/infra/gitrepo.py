@@ -31,8 +31,11 @@ MODE_TREE = 0o040000
 OBJECT_TREE = 2
 # The trees Repo.tree_records split lately, by oid: a sync reads each fetched notes tree
 # to check it, then to merge it, and the tree it merges into again at each step
+# (at most RECORDS_KEPT entries in all: a long-lived process, the MCP server, reads
+# trees of thousands of notes, ~70 bytes an entry)
 _RECORDS: dict[str, list[bytes]] = {}
-RECORDS_KEPT = 128
+RECORDS_KEPT = 200_000
+_KEPT = [0]
 SMALL_MERGE_BLOBS = 32  # up to this many new blobs, a merge commit is written without fast-import
 # From this many blobs on, a transaction writes them with one fast-import: below it, git
 # fast-import unpacks what it imported into loose objects anyway (fastimport.unpackLimit).
@@ -148,9 +151,11 @@ class Repo(GitRefs):
         records = tree_format.split(data, len(tree_oid) // 2)
         if records is None:
             return None
-        if len(_RECORDS) >= RECORDS_KEPT:
+        if _KEPT[0] + len(records) > RECORDS_KEPT:
             _RECORDS.clear()
+            _KEPT[0] = 0
         _RECORDS[tree_oid] = records  # (an oid names the same tree in any repository)
+        _KEPT[0] += len(records)
         return records
 
     def object_kind(self, oid: str) -> tuple[str, int] | None:

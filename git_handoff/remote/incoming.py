@@ -159,8 +159,10 @@ def check_state(repo: Repo, tree: str, known_good: Iterable[str | None] = ()) ->
 # lately, by tree: a fleet's heads are each compared with the same base and good trees,
 # level by level (10,000 heads read those trees 100,000 times). A tree's oid names its
 # entries in any repository. Each: (the set of its entries, {name: entry} once asked).
+# At most KNOWN_KEPT entries in all (a long-lived process reads trees of thousands of notes).
 _KNOWN: dict[str, tuple[frozenset[bytes], dict[bytes, bytes]]] = {}
-KNOWN_KEPT = 256
+KNOWN_KEPT = 200_000
+_KEPT = [0]
 
 
 def _records(repo: Repo, tree: str) -> list[bytes]:
@@ -175,9 +177,12 @@ def _records(repo: Repo, tree: str) -> list[bytes]:
 def _known(repo: Repo, tree: str) -> tuple[frozenset[bytes], dict[bytes, bytes]]:
     found = _KNOWN.get(tree)
     if found is None:
-        if len(_KNOWN) >= KNOWN_KEPT:
+        records = frozenset(_records(repo, tree))
+        if _KEPT[0] + len(records) > KNOWN_KEPT:
             _KNOWN.clear()
-        found = _KNOWN[tree] = (frozenset(_records(repo, tree)), {})
+            _KEPT[0] = 0
+        found = _KNOWN[tree] = (records, {})
+        _KEPT[0] += len(records)
     return found
 
 
@@ -366,3 +371,4 @@ def forget_checked() -> None:
     _GOOD_TREES.clear()
     _GOOD_NOTES.clear()
     _KNOWN.clear()
+    _KEPT[0] = 0

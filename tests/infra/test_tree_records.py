@@ -132,3 +132,20 @@ def test_tree_diff_is_the_difference_of_the_flat_trees(tmp_path_factory, data) -
     fa, fb = _flat(repo, ta), _flat(repo, tb)
     want = {p: (fa.get(p), fb.get(p)) for p in fa.keys() | fb.keys() if fa.get(p) != fb.get(p)}
     assert repo.tree_diff(ta, tb) == want
+
+
+def test_the_trees_kept_stay_within_their_bound_of_entries(tmp_path: Path, monkeypatch) -> None:
+    """Split trees are kept by oid for the next reader, at most RECORDS_KEPT entries in all
+    (a long-lived process reads trees of thousands of notes), the newest always."""
+    from git_handoff.infra import gitrepo
+
+    repo = _repo(tmp_path)
+    monkeypatch.setattr(gitrepo, "RECORDS_KEPT", 5)
+    monkeypatch.setattr(gitrepo, "_RECORDS", {})
+    monkeypatch.setattr(gitrepo, "_KEPT", [0])
+    blob = repo.raw.create_blob(b"x").raw
+    trees = [_tree(repo, [(b"100644", f"{n}-{i}".encode(), blob) for i in range(3)]) for n in range(4)]
+    for tree in trees:
+        assert len(repo.tree_records(tree) or []) == 3
+        assert sum(map(len, gitrepo._RECORDS.values())) <= 5
+        assert tree in gitrepo._RECORDS
