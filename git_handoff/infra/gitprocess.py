@@ -172,6 +172,10 @@ def loose_estimate(common_dir: Path, dirs: int = 4) -> int:
     return seen * 256 // dirs
 
 
+REPACK_AGAIN = 128  # loose objects left after a background repack that make it run again
+REPACK_PASSES = 3  # at most, a run
+
+
 def gc_in_background(common_dir: Path, marker: Path) -> None:
     """Pack loose objects without waiting: libgit2 never packs on its own.
 
@@ -205,11 +209,16 @@ def gc_in_background(common_dir: Path, marker: Path) -> None:
     except OSError:
         return
     os.close(fd)
+    # (run again while the objects written meanwhile are past REPACK_AGAIN: a writer that
+    # finds the marker starts no run, so what it wrote waited for a later trigger)
     script = (
-        'marker=$1; shift; mkdir -p "$@" 2>/dev/null; '
-        '{ git repack -d -l -q --geometric=2 2>/dev/null || '
-        'git -c gc.autoDetach=false gc --auto --quiet; }; git pack-refs --all 2>/dev/null; '
-        'mkdir -p "$@" 2>/dev/null; rm -f "$marker"'
+        'marker=$1; shift; mkdir -p "$@" 2>/dev/null; pass=0; '
+        'while :; do { git repack -d -l -q --geometric=2 2>/dev/null || '
+        'git -c gc.autoDetach=false gc --auto --quiet; }; pass=$((pass + 1)); '
+        f'[ $pass -ge {REPACK_PASSES} ] && break; '
+        'loose=$(git count-objects 2>/dev/null); '
+        f'[ "${{loose%% *}}" -lt {REPACK_AGAIN} ] 2>/dev/null && break; done; '
+        'git pack-refs --all 2>/dev/null; mkdir -p "$@" 2>/dev/null; rm -f "$marker"'
     )
     try:
         subprocess.Popen(

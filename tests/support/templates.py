@@ -13,8 +13,11 @@ own location (a clone's `remote.origin.url`) is fixed up by its caller after the
 from __future__ import annotations
 
 import shutil
+import time
 from collections.abc import Callable
 from pathlib import Path
+
+SETTLE_SECONDS = 60
 
 
 class Templates:
@@ -32,6 +35,7 @@ class Templates:
                 shutil.rmtree(source)
             source.mkdir(parents=True)
             build(source)
+            settle(source)
             self._built[name] = source
         return source
 
@@ -47,3 +51,14 @@ class Templates:
             else:
                 shutil.copy2(entry, target, follow_symlinks=False)
         return dest
+
+
+def settle(root: Path) -> None:
+    """Wait for the background repacks the set-up's commands started (their marker,
+    `handoff/gc.running`, is removed last): one still running removes object directories
+    while a copy lists them."""
+    deadline = time.monotonic() + SETTLE_SECONDS
+    while any(root.rglob("gc.running")):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"a background repack under {root} still runs after {SETTLE_SECONDS} s")
+        time.sleep(0.02)
