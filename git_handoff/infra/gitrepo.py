@@ -442,3 +442,4 @@ def _as_oid(oid: str) -> Any:
         return _OID_CLASS(hex=oid)
     except (ValueError, TypeError):
         return oid
+
