@@ -5,9 +5,10 @@ and a random change of the tasks to walk the indexes through."""
 from __future__ import annotations
 
 import random
+import time
 from pathlib import Path
 
-from git_handoff.core.model import Task, now_iso
+from git_handoff.core.model import Task
 from git_handoff.core.serialization import load_task
 from git_handoff.infra.gitrepo import Repo
 from git_handoff.state import status_index
@@ -40,7 +41,10 @@ def random_change(rng: random.Random, tx: Tx, serial: list[int]) -> None:
     """One random change of the tasks in `tx`, logged: new tasks (sometimes ordered before
     existing ones), a claim, completion, failure (for good or not) or release, new
     dependencies (sometimes closing a cycle), a new order and title, a removal, or many
-    tasks at once (an import). `serial` counts the tasks made, for their ids."""
+    tasks at once (an import). `serial` counts the tasks made, for their ids and their
+    creation times: a time from the clock would make the walk depend on how many steps
+    fell in one second (tasks sort by order, then creation time), so the same seed could
+    walk elsewhere; three tasks share each second, so ties are still met."""
     tasks = tx.tasks()
     ids = list(tasks)
     what = rng.random()
@@ -49,7 +53,7 @@ def random_change(rng: random.Random, tx: Tx, serial: list[int]) -> None:
             serial[0] += 1
             order = rng.choice([serial[0], rng.randint(0, serial[0])])  # sometimes before existing ones
             deps = tuple(rng.sample(ids, min(len(ids), rng.choice([0, 0, 1, 2]))))
-            tx.put_task(Task(id=f"n{serial[0]}", title=f"new {serial[0]}", created_at=now_iso(), order=order,
+            tx.put_task(Task(id=f"n{serial[0]}", title=f"new {serial[0]}", created_at=_made_at(serial[0]), order=order,
                              priority=rng.choice(["P0", "P1", "P2"]), depends_on=deps))
     elif what < 0.55:
         depended = [d for t in tasks.values() for d in t.depends_on if d in tasks]
@@ -70,3 +74,8 @@ def random_change(rng: random.Random, tx: Tx, serial: list[int]) -> None:
         for tid in rng.sample(ids, min(len(ids), 70)):
             tx.put_task(tasks[tid].evolve(status=rng.choice(["pending", "completed"])))
     tx.log("INIT", "test step")
+
+
+def _made_at(serial: int) -> str:
+    """The creation time of the `serial`th task a walk makes: fixed by `serial` alone."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(1_790_000_000 + serial // 3))
