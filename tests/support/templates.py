@@ -18,6 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 SETTLE_SECONDS = 60
+COPY_ATTEMPTS = 3
 
 
 class Templates:
@@ -44,21 +45,39 @@ class Templates:
         which may exist (then it must not hold any of the set-up's top-level names)."""
         source = self.built(name, build)
         dest.mkdir(parents=True, exist_ok=True)
-        for entry in source.iterdir():
-            target = dest / entry.name
-            if entry.is_dir() and not entry.is_symlink():
-                shutil.copytree(entry, target, symlinks=True)
-            else:
-                shutil.copy2(entry, target, follow_symlinks=False)
-        return dest
+        for attempt in range(COPY_ATTEMPTS):
+            copied: list[Path] = []
+            try:
+                for entry in source.iterdir():
+                    target = dest / entry.name
+                    copied.append(target)
+                    if entry.is_dir() and not entry.is_symlink():
+                        shutil.copytree(entry, target, symlinks=True)
+                    else:
+                        shutil.copy2(entry, target, follow_symlinks=False)
+                return dest
+            except (shutil.Error, FileNotFoundError):
+                # a file or directory listed and gone before it was copied: a repack we
+                # did not wait for (settle) ran in the set-up. Copy it all again once the
+                # set-up is still; a copy is whole or the test fails.
+                if attempt == COPY_ATTEMPTS - 1:
+                    raise
+                for target in copied:
+                    if target.is_dir() and not target.is_symlink():
+                        shutil.rmtree(target)
+                    else:
+                        target.unlink(missing_ok=True)
+                settle(source)
+                time.sleep(0.5)
+        raise AssertionError("unreachable")
 
 
 def settle(root: Path) -> None:
     """Wait for the background repacks the set-up's commands started (their marker,
-    `handoff/gc.running`, is removed last): one still running removes object directories
-    while a copy lists them."""
+    `handoff/gc.running`, is removed last) and for a `git gc` git started itself (its
+    `gc.pid`): one still running removes object directories while a copy lists them."""
     deadline = time.monotonic() + SETTLE_SECONDS
-    while any(root.rglob("gc.running")):
+    while any(root.rglob("gc.running")) or any(root.rglob("gc.pid")):
         if time.monotonic() > deadline:
             raise AssertionError(f"a background repack under {root} still runs after {SETTLE_SECONDS} s")
         time.sleep(0.02)
