@@ -442,4 +442,3 @@ def _as_oid(oid: str) -> Any:
         return _OID_CLASS(hex=oid)
     except (ValueError, TypeError):
         return oid
-

@@ -205,8 +205,8 @@ def _differing(repo: Repo, new: str, olds: list[str]) -> Iterator[tuple[str, str
                 if not by_name and records:
                     by_name.update((tree_format.name(r), r) for r in records)
                 old = by_name.get(key)
-                if old is not None and old.startswith(b"40000 "):
-                    below.append(old[len(b"40000 ") + len(key) + 1:].hex())
+                if old is not None and (found := tree_format.entry(old))[2] == TREE_MODE:
+                    below.append(found[1])
         yield name, oid, mode, below
 
 
