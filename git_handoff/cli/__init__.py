@@ -73,6 +73,7 @@ COMMANDS: dict[str, str] = {
     "rename": "revise",
     "reopen": "revise",
     "completion": "completion",
+    "launcher": "launcher",
 }
 
 # Where a command is known by another name too.

@@ -1,0 +1,106 @@
+"""`git handoff launcher [FILE]`: the command server's fast client as a program of its
+own, for scripts and loops (docs/command-server.md, "The fast launcher")."""
+
+from __future__ import annotations
+
+import os
+import shlex
+from pathlib import Path
+from typing import TypedDict
+
+import click
+
+from git_handoff import __version__, cmdclient
+from git_handoff.cli import emit_json, json_option
+from git_handoff.core.errors import UsageError
+
+MARK = "# git handoff launcher"  # its second line: how a launcher this command wrote is told
+
+
+class Launcher(TypedDict):
+    """`launcher [FILE]`."""
+
+    launcher: str | None  # the file written; None: printed
+    python: str
+    package: str
+    script: str
+
+
+def script() -> str:
+    """The launcher for this interpreter and package: their absolute paths, the fast
+    client while both are there, the plain `git handoff` once either is gone."""
+    client = cmdclient.fast_command([])
+    python, package = client[0], os.path.join(cmdclient.PACKAGE_DIR, "cmdclient.py")
+    fast = " ".join(shlex.quote(a) for a in client)
+    return (f"#!/bin/sh\n{MARK} (git handoff {__version__}): runs `git handoff ARGS`.\n"
+            "# Where this repository's command server runs (git config handoff.commandServer true)\n"
+            "# it hands the command to it from a Python started without `site`; otherwise it\n"
+            "# runs the command as `git handoff` does. Written again by `git handoff launcher FILE`.\n"
+            f"[ -x {shlex.quote(python)} ] && [ -f {shlex.quote(package)} ] && exec {fast} \"$@\"\n"
+            "exec git handoff \"$@\"\n")
+
+
+def _ours(path: Path) -> bool:
+    try:
+        with path.open("rb") as f:
+            head = f.read(4096).split(b"\n")
+    except OSError:
+        return False
+    return len(head) > 1 and head[1].startswith(MARK.encode())
+
+
+def write(path: Path, text: str, force: bool) -> None:
+    """Write the launcher to `path`, executable; an existing file is replaced only when a
+    launcher wrote it (or `force`). Nothing is changed on an error."""
+    if path.name == "git-handoff":
+        raise UsageError("a launcher must not be named git-handoff: where its Python is gone it runs "
+                         "`git handoff`, which would find the launcher again (name it e.g. `handoff`)")
+    if path.is_dir():
+        raise UsageError(f"{path} is a directory: give the launcher's file name")
+    if (path.exists() or path.is_symlink()) and not force and not _ours(path):
+        raise UsageError(f"{path} exists and is not a launcher of git handoff (--force replaces it)")
+    if not path.parent.is_dir():
+        raise UsageError(f"no directory {path.parent}")
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        tmp.chmod(0o755)
+        os.replace(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+@click.command("launcher")
+@click.argument("file", required=False, type=click.Path(path_type=Path))
+@click.option("--force", is_flag=True, help="Replace FILE even when it is not a launcher this command wrote.")
+@json_option
+def launcher_cmd(file: Path | None, force: bool, as_json: bool) -> None:
+    """Write a fast launcher for scripts and loops (print it, without FILE).
+
+    \b
+    git handoff launcher ~/.local/bin/handoff
+    handoff claim --remote origin && ... && handoff done ID && handoff sync
+
+    FILE runs `git handoff ARGS` as `git handoff` would. Where the repository's
+    command server runs (`git config handoff.commandServer true`), it hands the
+    command to it from a Python started without `site`, as the installed agent
+    hooks do: a few milliseconds a command instead of a full Python start (the
+    plain program through git, and a version manager's shim, cost tens). Without a
+    server it runs the command in-process, as `git handoff` does. It names this
+    Python and this installation by their paths: after an upgrade to another
+    Python, write it again; once they are gone it runs the plain `git handoff`.
+    An existing FILE is replaced only when this command wrote it (or --force).
+    """
+    text = script()
+    client = cmdclient.fast_command([])
+    if file is not None:
+        write(file, text, force)
+    if as_json:
+        shown: Launcher = {"launcher": str(file) if file is not None else None, "python": client[0],
+                           "package": cmdclient.PACKAGE_DIR, "script": text}
+        emit_json(shown)
+    elif file is None:
+        click.echo(text, nl=False)
+    else:
+        click.echo(f"Wrote {file}: runs `git handoff ARGS` through {client[0]} without site")
