@@ -87,6 +87,13 @@ class GitRefs(OpenRepo):
                     time.sleep(0.01 * 2**attempt)
                     self.reopen_if_repacked()
                     continue
+                if "failed to make directory" in text and attempt < GC_RACE_RETRIES:
+                    # a new ref's directories: the background `git pack-refs --all` removes
+                    # the ones it left empty, one of them between libgit2's mkdir of a
+                    # parent and of its child (CI's fleet under gitolite: a tracking ref
+                    # of a new clone); made again on the next try
+                    time.sleep(0.001 * 2**attempt)
+                    continue
                 if "lock" in text or "old reference value does not match" in text or "exists" in text:
                     return False
                 raise GitFailure(f"cannot update {name}: {exc}") from exc
