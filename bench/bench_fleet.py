@@ -4,7 +4,7 @@ separate processes until `claim` exits 1 (nothing eligible).
 
     python bench/bench_fleet.py [--quick] [--ks 1,4,8,16,32] [--tasks 200]
                                 [--transports daemon,http,delay] [--delay-ms 100] [--jsonl FILE]
-                                [--served no|yes|both]
+                                [--served no|yes|both] [--client full|launcher|both]
 
 Transports: `daemon` (git daemon on 127.0.0.1), `http` (smart HTTP: `git http-backend`
 behind a threaded web server on 127.0.0.1), `delay` (git daemon behind a TCP proxy
@@ -28,7 +28,12 @@ the start and end of every run: the 2-core machine is shared, so read ratios.
 
 `--served yes` turns on `handoff.commandServer` in every clone (docs/command-server.md),
 as a fleet's machines would; `both` runs each configuration twice in a row, in process
-then served.
+then served. `--client launcher` runs the loops' commands through a launcher written by
+`git handoff launcher` (the command server's fast client, docs/command-server.md) instead of
+`python -m git_handoff`; `both` runs each configuration twice in a row.
+
+bench/run.py's full run adds K = 16 served, through the full client and through a launcher:
+issue 25's target is a client CPU per task <= 0.5 s at K = 16 (daemon, 200 tasks).
 
 Targets: 0 double claims, 0 lost, same state everywhere; retries per
 claim <= 0.1 at K = 16; tasks/s at K = 16 >= K = 1 (daemon); with the delay,
@@ -147,8 +152,9 @@ def load() -> str:
     return "/".join(f"{x:.1f}" for x in os.getloadavg())
 
 
-def one_run(transport: str, k: int, n_tasks: int, *, delay_ms: float = 100.0, cmd_server: bool = False) -> dict[str, Any]:
-    work = fresh_dir(f"fleet-{transport}-k{k}" + ("-served" if cmd_server else ""))
+def one_run(transport: str, k: int, n_tasks: int, *, delay_ms: float = 100.0, cmd_server: bool = False,
+            launcher: bool = False) -> dict[str, Any]:
+    work = fresh_dir(f"fleet-{transport}-k{k}" + ("-served" if cmd_server else "") + ("-launcher" if launcher else ""))
     work.mkdir(parents=True)
     served = work / "served"
     bare = fleet.prepare_remote(served, n_tasks)
@@ -171,7 +177,11 @@ def one_run(transport: str, k: int, n_tasks: int, *, delay_ms: float = 100.0, cm
             stats.unlink()  # count the loops' traffic only
         refs_before = len(fleet.ref_updates(bare))
         objects_before = fleet.objects_on_disk(bare)
-        run = fleet.run_fleet(clones, orphans=True)
+        client = None
+        if launcher:  # every loop's commands through one launcher, as a fleet machine's script would
+            fleet.sh(*fleet.handoff_argv("launcher", str(work / "handoff")), cwd=clones[0])
+            client = [str(work / "handoff")]
+        run = fleet.run_fleet(clones, orphans=True, client=client)
         refs_after = fleet.ref_updates(bare)[refs_before:]
         objects_after = fleet.objects_on_disk(bare)
         wire = transports.read_proxy_stats(stats)
@@ -198,7 +208,8 @@ def one_run(transport: str, k: int, n_tasks: int, *, delay_ms: float = 100.0, cm
     new_bytes = sum(size for oid, size in objects_after.items() if oid not in objects_before)
     per = max(done, 1)
     return {
-        "transport": transport + (f" {delay_ms:.0f} ms" if transport == "delay" else "") + (" served" if cmd_server else ""),
+        "transport": transport + (f" {delay_ms:.0f} ms" if transport == "delay" else "") + (" served" if cmd_server else "")
+        + (" launcher" if launcher else ""),
         "k": k, "tasks": n_tasks, "seconds": round(run.seconds, 2), "completed": done,
         "tasks_per_s": round(done / run.seconds, 3) if run.seconds else 0.0,
         "exit3": {verb: sum(r.exit3[verb] for r in reports) for verb in ("claim", "done", "sync")},
@@ -261,6 +272,10 @@ def rows(results: list[dict[str, Any]]) -> list[Row]:
     if one and top and kmax > 1:
         out.append(Row(f"fleet daemon tasks/s K={kmax} vs K=1", f"{top['tasks_per_s']:.2f}", f"{one['tasks_per_s']:.2f}",
                        top["tasks_per_s"] / one["tasks_per_s"], ">= 1.0x", top["tasks_per_s"] >= one["tasks_per_s"]))
+    for r in results:
+        if r["transport"].startswith("daemon") and r["k"] == 16:
+            out.append(Row(f"fleet {r['transport']} K=16 client CPU per task", f"{r['cpu_per_task_s']:.2f} s",
+                           target="<= 0.5 s", ok=r["cpu_per_task_s"] <= 0.5))
     k16 = by.get(("daemon", 16))
     if k16:
         out.append(Row("fleet daemon retries per claim, K=16", f"{k16['retries_per_claim']:.2f}", target="<= 0.1",
@@ -276,17 +291,19 @@ def rows(results: list[dict[str, Any]]) -> list[Row]:
 
 def measure(ks: list[int], tasks: int, kinds: list[str], http_k: list[int], delay_ks: list[int],
             transport_tasks: int, delay_ms: float, jsonl: Path | None = None,
-            modes: tuple[bool, ...] = (False,)) -> list[dict[str, Any]]:
+            modes: tuple[tuple[bool, bool], ...] = ((False, False),)) -> list[dict[str, Any]]:
+    """Each run of the plan; `modes`: (served, through a launcher) configurations, each
+    run in turn for every transport and K."""
     workdir()
     plan = [("daemon", k, tasks, m) for k in ks for m in modes if "daemon" in kinds]
     plan += [("http", k, transport_tasks, m) for k in http_k for m in modes if "http" in kinds]
     plan += [("delay", k, transport_tasks, m) for k in delay_ks for m in modes if "delay" in kinds]
     results = []
-    for transport, k, n, served in plan:
+    for transport, k, n, (served, launcher) in plan:
         t0 = time.monotonic()
-        print(f"#   fleet {transport} K={k}, {n} tasks{' served' if served else ''} (load {load()}) ...",
-              file=sys.stderr, flush=True)
-        r = one_run(transport, k, n, delay_ms=delay_ms, cmd_server=served)
+        print(f"#   fleet {transport} K={k}, {n} tasks{' served' if served else ''}{' launcher' if launcher else ''}"
+              f" (load {load()}) ...", file=sys.stderr, flush=True)
+        r = one_run(transport, k, n, delay_ms=delay_ms, cmd_server=served, launcher=launcher)
         print(f"#     {r['tasks_per_s']:.2f} tasks/s, {time.monotonic() - t0:.0f} s", file=sys.stderr, flush=True)
         results.append(r)
         if jsonl:
@@ -300,6 +317,9 @@ def fleet_scenario(quick: bool) -> list[Row]:
     p = QUICK if quick else FULL
     results = measure(p["ks"], p["tasks"], ["daemon", "http", "delay"], p["http_k"], p["delay_ks"],
                       p["transport_tasks"], 100.0)
+    if not quick:  # the configuration a fleet's machines are told to use (docs/fleet.md)
+        results += measure([16], p["tasks"], ["daemon"], [], [], p["transport_tasks"], 100.0,
+                           modes=((True, False), (True, True)))
     print(table(results), flush=True)
     return rows(results)
 
@@ -316,6 +336,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--delay-ms", type=float, default=100.0, help="delay per client->server burst")
     parser.add_argument("--served", choices=["no", "yes", "both"], default="no",
                         help="handoff.commandServer in every clone (both: each run twice, in process then served)")
+    parser.add_argument("--client", choices=["full", "launcher", "both"], default="full",
+                        help="the loops' commands through `python -m git_handoff` or a launcher written by "
+                             "`git handoff launcher` (both: each run twice in a row)")
     parser.add_argument("--jsonl", type=Path, help="append every run's figures, one JSON object a line")
     args = parser.parse_args(argv)
     p = dict(QUICK if args.quick else FULL)
@@ -326,7 +349,8 @@ def main(argv: list[str] | None = None) -> int:
     results = measure(ints(args.ks, p["ks"]), args.tasks or p["tasks"], args.transports.split(","),
                       ints(args.http_ks, p["http_k"]), ints(args.delay_ks, p["delay_ks"]),
                       args.transport_tasks or p["transport_tasks"], args.delay_ms, args.jsonl,
-                      {"no": (False,), "yes": (True,), "both": (False, True)}[args.served])
+                      tuple((served, launcher) for served in {"no": (False,), "yes": (True,), "both": (False, True)}[args.served]
+                            for launcher in {"full": (False,), "launcher": (True,), "both": (False, True)}[args.client]))
     print(table(results))
     for row in rows(results):
         print(f"{row.scenario}: {row.figure} [{row.verdict}]")

@@ -155,13 +155,15 @@ class _Ran:
     pushes: int
 
 
-def _run(path: Path, args: Sequence[str], kill_after: float | None, timeout: float) -> _Ran:
+def _run(path: Path, args: Sequence[str], kill_after: float | None, timeout: float,
+         client: Sequence[str] | None = None) -> _Ran:
     fd, trace = tempfile.mkstemp(prefix="trace-", suffix=".log")
     os.close(fd)
     try:
         env = child_env(GIT_TRACE=trace)
         started = time.monotonic()
-        proc = subprocess.Popen(handoff_argv(*args), cwd=path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        argv = [*client, *args] if client is not None else handoff_argv(*args)
+        proc = subprocess.Popen(argv, cwd=path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 text=True, env=env, start_new_session=kill_after is not None)
         try:
             out, err = proc.communicate(timeout=kill_after if kill_after is not None else timeout)
@@ -186,17 +188,19 @@ def _run(path: Path, args: Sequence[str], kill_after: float | None, timeout: flo
 def work_loop(path: Path, *, remote: str = "origin", lease: str | None = None,
               kill: Callable[[str], float | None] | None = None, deadline: float | None = None,
               command_timeout: float = 300, stop_after: int | None = None,
-              observe: Callable[[str, float], None] | None = None) -> CloneReport:
+              observe: Callable[[str, float], None] | None = None,
+              client: Sequence[str] | None = None) -> CloneReport:
     """One clone's loop until `claim` exits 1 (or `stop_after` tasks are done).
     `kill(verb)`, when given, returns after how many seconds to SIGKILL that run of
     `verb` (None: let it finish); `observe(verb, seconds)` hears how long each run that
-    finished took."""
+    finished took. `client`: the program each command runs through (a launcher written
+    by `git handoff launcher`); the console script's `python -m git_handoff` otherwise."""
     report = CloneReport(path.name)
 
     def run(*args: str) -> _Ran:
         delay = kill(args[0]) if kill else None
         report.runs[args[0]] += 1
-        ran = _run(path, args, delay, command_timeout)
+        ran = _run(path, args, delay, command_timeout, client)
         if ran.rc is None:
             report.killed[args[0]] += 1
         elif observe:
