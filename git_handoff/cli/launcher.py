@@ -13,6 +13,7 @@ import click
 from git_handoff import __version__, cmdclient
 from git_handoff.cli import emit_json, json_option
 from git_handoff.core.errors import UsageError
+from git_handoff.infra.fileio import atomic_write
 
 MARK = "# git handoff launcher"  # its second line: how a launcher this command wrote is told
 
@@ -61,13 +62,9 @@ def write(path: Path, text: str, force: bool) -> None:
         raise UsageError(f"{path} exists and is not a launcher of git handoff (--force replaces it)")
     if not path.parent.is_dir():
         raise UsageError(f"no directory {path.parent}")
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
     try:
-        tmp.write_text(text, encoding="utf-8")
-        tmp.chmod(0o755)
-        os.replace(tmp, path)
+        atomic_write(path, text.encode("utf-8"), mode=0o755)
     except OSError as exc:
-        tmp.unlink(missing_ok=True)
         raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
 
 
