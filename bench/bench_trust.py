@@ -43,13 +43,14 @@ from bench.common import (
 )
 
 
-def _old_check(repo: Any, base_tree: str | None, tree: str, ours_tree: str | None = None) -> int:
-    """The pre-edge check: each changed task file through load_task (it knew nothing of
-    `ours_tree`, which the edge check skips entries of; a clone adopting has none)."""
+def _old_check(repo: Any, tree: str, known_good: Any = ()) -> int:
+    """The pre-edge check: each task file changed since the first known-good tree (where
+    the incoming history meets ours; none for a clone adopting) through load_task."""
     from git_handoff.core.serialization import load_task
 
+    base = next((t for t in known_good if t), None)
     n = 0
-    for path, (_, new) in repo.tree_diff(base_tree, tree).items():
+    for path, (_, new) in repo.tree_diff(base, tree).items():
         if new is not None and path.startswith("tasks/"):
             load_task(repo.read_blob(new), source=path)
             n += 1

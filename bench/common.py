@@ -308,8 +308,11 @@ def loose_objects(git_dir: Path) -> int:
     objects = git_dir / "objects"
     count = 0
     for sub in objects.iterdir():
-        if len(sub.name) == 2 and sub.is_dir():
-            count += sum(1 for _ in sub.iterdir())
+        if len(sub.name) == 2:
+            try:  # a background repack removes emptied directories while this lists them
+                count += len(os.listdir(sub))
+            except (FileNotFoundError, NotADirectoryError):
+                pass
     return count
 
 
