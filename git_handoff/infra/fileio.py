@@ -14,20 +14,26 @@ from pathlib import Path
 from typing import Any
 
 
-def atomic_write(path: Path, data: str | bytes, *, mode: int | None = None) -> None:
-    """Replace `path` with `data` in one step; `mode` sets the permission bits first.
+def atomic_write(path: Path, data: str | bytes, *, mode: int | None = None, fsync: bool = False) -> None:
+    """Replace `path` with `data` in one step; `mode` sets the permission bits first,
+    `fsync` makes the data durable before it replaces `path`.
 
-    The temporary name carries the pid, so concurrent writers never share one. On
-    failure the temporary file is removed and the error passed on; `path` is untouched.
+    The temporary file beside `path` is made new (O_EXCL, O_NOFOLLOW) under a name with
+    the pid and random bytes: concurrent writers never share one, and a link or file
+    planted under a guessed name (another user's, in a directory both may write) is never
+    written through. On failure it is removed and the error passed on; `path` is untouched.
+    A link at `path` itself is replaced, not followed.
     """
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}.{os.urandom(4).hex()}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
     try:
-        if isinstance(data, bytes):
-            tmp.write_bytes(data)
-        else:
-            tmp.write_text(data)
-        if mode is not None:
-            tmp.chmod(mode)
+        with os.fdopen(fd, "wb" if isinstance(data, bytes) else "w") as fh:
+            fh.write(data)
+            if mode is not None:
+                os.fchmod(fh.fileno(), mode)
+            if fsync:
+                fh.flush()
+                os.fsync(fh.fileno())
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)

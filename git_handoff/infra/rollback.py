@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +36,7 @@ from typing import Any
 
 from git_handoff.core.errors import Contention, UsageError
 from git_handoff.infra import paths
+from git_handoff.infra.fileio import atomic_write
 from git_handoff.infra.gitrepo import Repo
 from git_handoff.infra.worktree import (
     Picture,
@@ -171,12 +171,7 @@ def _journal(repo: Repo) -> Path:
 def write_journal(repo: Repo, plan: Plan) -> None:
     path = _journal(repo)
     path.parent.mkdir(exist_ok=True)
-    tmp = path.with_suffix(f".tmp.{os.getpid()}")
-    with open(tmp, "w") as fh:
-        json.dump(plan.to_json(), fh)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    atomic_write(path, json.dumps(plan.to_json()), fsync=True)
 
 
 def read_journal(repo: Repo) -> Plan | None:

@@ -31,6 +31,7 @@ from git_handoff.agent_cli.hook_data import Event, Outcome
 from git_handoff.core import display
 from git_handoff.core.errors import HandoffError, Negative, NotARepository, NotInitialized
 from git_handoff.core.model import Task, now_iso
+from git_handoff.infra.fileio import atomic_write
 from git_handoff.ops import handoff, prompt
 from git_handoff.ops.open_state import Opened, open_state
 from git_handoff.state import claim_index, session_records, status_index, this_clone, writers
@@ -152,9 +153,7 @@ def _write_private(store: StateStore, name: str, data: dict[str, object] | None)
             pass
         return
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f"{path.name}.tmp{os.getpid()}")
-    tmp.write_text(json.dumps(data) + "\n")
-    os.replace(tmp, path)
+    atomic_write(path, json.dumps(data) + "\n")
 
 
 # -- session start -----------------------------------------------------------------------

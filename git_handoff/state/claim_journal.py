@@ -19,13 +19,13 @@ rollback; recovery skips it and says how to finish it by hand).
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from git_handoff.core.errors import UsageError
 from git_handoff.core.model import Task, check_id
+from git_handoff.infra.fileio import atomic_write
 from git_handoff.infra.gitrepo import Repo
 
 DIRECTORY = "claims"
@@ -80,12 +80,9 @@ def write(repo: Repo, entry: Entry) -> None:
     if path is None:
         return
     path.parent.mkdir(exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     # no fsync (it cost ~9 ms a claim here): an entry a crash loses leaves a claim with no
     # entry, which is never rolled back or recovered -- the safe side
-    with open(tmp, "w") as fh:
-        json.dump(asdict(entry), fh)
-    os.replace(tmp, path)
+    atomic_write(path, json.dumps(asdict(entry)))
 
 
 def record_claim(repo: Repo, task: Task) -> None:
