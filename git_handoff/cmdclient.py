@@ -368,13 +368,24 @@ def _profile_fits(dir_fd: int) -> list[str] | None:
     return interp
 
 
+# `python -m git_handoff`, but of this package by its path: a launcher or hook names its
+# package by path, and the interpreter's own search (with site) may find another (an
+# installed copy beside a checkout the launcher was written from)
+_FULL = ("import sys, runpy, importlib.util as u\n"
+         "d = sys.argv.pop(1)\n"
+         "s = u.spec_from_file_location('git_handoff', d + '/__init__.py', submodule_search_locations=[d])\n"
+         "m = sys.modules['git_handoff'] = u.module_from_spec(s)\n"
+         "s.loader.exec_module(m)\n"
+         "runpy.run_module('git_handoff', run_name='__main__', alter_sys=True)")
+
+
 def run_fast(argv: list[str] | None = None) -> None:
     """The fast start an installed hook uses when the command server is on:
     `python -I -S -c "...; run_fast()" ARGS`. Without `site` (and its .pth files) the
     interpreter starts in a fraction of the time; the command goes to the server as the
     full program would send it. On any doubt (no server, another interpreter or
     environment, not a served command) it becomes the full program (`python -m
-    git_handoff ARGS`, exec'd, the same environment), which runs the command in-process
+    git_handoff ARGS` of this package, exec'd, the same environment), which runs the command in-process
     and starts a server where one is configured. Never returns."""
     args = sys.argv[1:] if argv is None else argv
     sys.argv = [os.path.join(PACKAGE_DIR, "__main__.py"), *args]  # as `python -m git_handoff` has it
@@ -387,7 +398,7 @@ def run_fast(argv: list[str] | None = None) -> None:
                     _leave_with(code)
     except Exception:  # noqa: BLE001 - any doubt: the full program
         pass
-    full = [sys.executable, "-m", "git_handoff", *args]
+    full = [sys.executable, "-c", _FULL, PACKAGE_DIR, *args]
     try:
         os.execv(full[0], full)
     except OSError as exc:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import stat
 from pathlib import Path
 from typing import TypedDict
 
@@ -12,6 +13,7 @@ import click
 
 from git_handoff import __version__, cmdclient
 from git_handoff.cli import emit_json, json_option
+from git_handoff.core import display
 from git_handoff.core.errors import UsageError
 from git_handoff.infra.fileio import atomic_write
 
@@ -42,8 +44,11 @@ def script() -> str:
 
 
 def _ours(path: Path) -> bool:
+    """Whether `path`, a regular file, is a launcher this command wrote (its second line).
+    Opened without blocking: a FIFO swapped in after the caller's check is not waited on."""
     try:
-        with path.open("rb") as f:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+        with os.fdopen(fd, "rb") as f:
             head = f.read(4096).split(b"\n")
     except OSError:
         return False
@@ -53,19 +58,32 @@ def _ours(path: Path) -> bool:
 def write(path: Path, text: str, force: bool) -> None:
     """Write the launcher to `path`, executable; an existing file is replaced only when a
     launcher wrote it (or `force`). Nothing is changed on an error."""
+    shown = display.line(str(path))
     if path.name == "git-handoff":
         raise UsageError("a launcher must not be named git-handoff: where its Python is gone it runs "
                          "`git handoff`, which would find the launcher again (name it e.g. `handoff`)")
-    if path.is_dir():
-        raise UsageError(f"{path} is a directory: give the launcher's file name")
-    if (path.exists() or path.is_symlink()) and not force and not _ours(path):
-        raise UsageError(f"{path} exists and is not a launcher of git handoff (--force replaces it)")
+    try:
+        st: os.stat_result | None = path.lstat()
+    except FileNotFoundError:
+        st = None
+    except OSError as exc:
+        raise UsageError(f"cannot write {shown}: {exc.strerror or exc}") from None
+    if st is not None and stat.S_ISDIR(st.st_mode):
+        raise UsageError(f"{shown} is a directory: give the launcher's file name")
+    if st is not None and not force:
+        if stat.S_ISLNK(st.st_mode):
+            raise UsageError(f"{shown} is a symbolic link to {display.line(os.readlink(path))}: give the file "
+                             "it names (--force replaces the link with the launcher)")
+        if not stat.S_ISREG(st.st_mode):
+            raise UsageError(f"{shown} is not a regular file (--force replaces it)")
+        if not _ours(path):
+            raise UsageError(f"{shown} exists and is not a launcher of git handoff (--force replaces it)")
     if not path.parent.is_dir():
-        raise UsageError(f"no directory {path.parent}")
+        raise UsageError(f"no directory {display.line(str(path.parent))}")
     try:
         atomic_write(path, text.encode("utf-8"), mode=0o755)
     except OSError as exc:
-        raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
+        raise UsageError(f"cannot write {shown}: {exc.strerror or exc}") from None
 
 
 @click.command("launcher")
@@ -87,7 +105,8 @@ def launcher_cmd(file: Path | None, force: bool, as_json: bool) -> None:
     server it runs the command in-process, as `git handoff` does. It names this
     Python and this installation by their paths: after an upgrade to another
     Python, write it again; once they are gone it runs the plain `git handoff`.
-    An existing FILE is replaced only when this command wrote it (or --force).
+    An existing FILE is replaced only when this command wrote it (or --force);
+    a symbolic link is not followed: give the file it names.
     """
     text = script()
     client = cmdclient.fast_command([])
@@ -100,4 +119,4 @@ def launcher_cmd(file: Path | None, force: bool, as_json: bool) -> None:
     elif file is None:
         click.echo(text, nl=False)
     else:
-        click.echo(f"Wrote {file}: runs `git handoff ARGS` through {client[0]} without site")
+        click.echo(f"Wrote {display.line(str(file))}: runs `git handoff ARGS` through {client[0]} without site")
