@@ -21,6 +21,16 @@ STALE_REF_LOCK_SECONDS = 2.0
 TMP_REFS = "refs/handoff-tmp/"  # scratch refs of fast-import, each named after its process
 
 
+
+def _lost_race(text: str) -> bool:
+    """Whether libgit2's message (lower case) says another writer got there first: a
+    lock held, the old value moved, the ref made meanwhile. Read without what it quotes
+    (a path, a ref name), where "lock" or "exists" may be a directory's name."""
+    first, last = text.find("'"), text.rfind("'")
+    if 0 <= first < last:
+        text = text[:first] + text[last + 1:]
+    return "lock" in text or "old reference value does not match" in text or "exists" in text
+
 class GitRefs(OpenRepo):
     """An open repository's refs."""
 
@@ -94,7 +104,7 @@ class GitRefs(OpenRepo):
                     # of a new clone); made again on the next try
                     time.sleep(0.001 * 2**attempt)
                     continue
-                if "lock" in text or "old reference value does not match" in text or "exists" in text:
+                if _lost_race(text):
                     return False
                 raise GitFailure(f"cannot update {name}: {exc}") from exc
         return False

@@ -55,3 +55,22 @@ def test_a_directory_that_never_can_be_made_is_still_an_error(repo: Path) -> Non
     r.raw = _Racing(r.raw, r.common_dir, failures=1000)
     with pytest.raises(GitFailure, match="cannot update refs/remotes/x/state: failed to make directory"):
         r.cas_ref("refs/remotes/x/state", _head(repo), None, "test")
+
+
+@pytest.mark.parametrize("where", ["/srv/blocks/repo/.git", "/home/me/it exists/.git", "/home/o'lock/x'exists/.git"])
+def test_a_path_that_says_lock_or_exists_does_not_turn_a_failure_into_a_lost_race(repo: Path, where: str) -> None:
+    """libgit2's message quotes the directory: a repository under `blocks/` failed the
+    same way returned False (another writer got there first) after the tries ran out,
+    and callers that ignore the result went on as if the ref were written."""
+    r = Repo.discover(repo)
+    r.raw = _Racing(r.raw, Path(where), failures=1000)
+    with pytest.raises(GitFailure, match="failed to make directory"):
+        r.cas_ref("refs/remotes/x/state", _head(repo), None, "test")
+
+
+def test_a_held_lock_is_still_a_lost_race(repo: Path) -> None:
+    r = Repo.discover(repo)
+    lock = r.common_dir / "refs" / "heads" / "held.lock"
+    lock.write_text("")  # another writer's, fresh
+    assert r.cas_ref("refs/heads/held", _head(repo), None, "test") is False
+    assert subprocess.run(["git", "rev-parse", "--verify", "-q", "refs/heads/held"], cwd=repo).returncode == 1
