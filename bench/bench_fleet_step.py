@@ -42,7 +42,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.common import fresh_dir, workdir  # noqa: E402
+from bench.common import copy_repo, fresh_dir, workdir  # noqa: E402
 from tests.support import fleet, transports  # noqa: E402
 
 _GIT = re.compile(r"(?:built-in|run_command|exec): (?:git )?(\S+)(?: (\S+))?")
@@ -150,14 +150,14 @@ def main() -> None:
                 loop_once(path)
         print(f"# set-up: {opts.rounds} rounds of {opts.k} clones in {time.monotonic() - t0:.0f} s", flush=True)
         pristine_remote = work / "remote-pristine.git"
-        shutil.copytree(bare, pristine_remote, symlinks=True)
+        copy_repo(bare, pristine_remote)
         preload()
         verbs = {"sync": ["sync", "origin", "--json"], "claim": ["claim", "--remote", "origin", "--json"]}
         for verb in opts.verbs.split(","):
             own, git, total, counts_first = [], [], [], Counter[str]()
             for rep in range(opts.reps):
                 shutil.rmtree(bare)
-                shutil.copytree(pristine_remote, bare, symlinks=True)
+                copy_repo(pristine_remote, bare)
                 copy = work / f"copy-{verb}-{rep}"
                 fleet.sh("cp", "-a", str(clones[0]), str(copy), cwd=work)
                 trace = work / f"trace-{verb}-{rep}.log"

@@ -24,7 +24,17 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import Row, fleet_world, fresh_dir, git, handoff_ok, median, ms, workdir
+from bench.common import (
+    Row,
+    copy_repo,
+    fleet_world,
+    fresh_dir,
+    git,
+    handoff_ok,
+    median,
+    ms,
+    workdir,
+)
 from tests.support.fleet_heads import publish_heads, publish_unknown_refs
 
 GIT_SHARE = ("fetch", "update-ref", "fast-import", "push")
@@ -51,8 +61,8 @@ def _timed_sync(remote: Path, c: Path, name: str, gits: list[dict[str, float]] |
     """Sync a copy of clone `c` against a copy of `remote` (so every run starts alike);
     with `gits`, the sync's git seconds are appended to it."""
     base = c.parent / name
-    shutil.copytree(remote, base / "remote.git", symlinks=True)
-    shutil.copytree(c, base / "c", symlinks=True)
+    copy_repo(remote, base / "remote.git")
+    copy_repo(c, base / "c")
     git("remote", "set-url", "origin", str(base / "remote.git"), cwd=base / "c")
     trace = base / "trace2.json"
     took = handoff_ok(["sync"], base / "c", {"GIT_TRACE2_EVENT": str(trace)} if gits is not None else None)
@@ -97,7 +107,7 @@ def unknown_refs_rows(n_refs: int, repeats: int) -> list[Row]:
     handoff_ok(["add", "one more", "--id", "more"], a)
     handoff_ok(["sync"], a)
     piled = remote.parent / "piled.git"
-    shutil.copytree(remote, piled, symlinks=True)
+    copy_repo(remote, piled)
     publish_unknown_refs(piled, n_refs, git("rev-parse", "HEAD", cwd=a))
     plain, junk = [], []
     for i in range(repeats):

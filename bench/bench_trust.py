@@ -32,6 +32,7 @@ from bench.common import (
     PY,
     Row,
     build_state,
+    copy_repo,
     fresh_dir,
     git,
     make_repo,
@@ -208,7 +209,7 @@ def _timed(verb: str, base: Path, code: Path | None, expect_rc: int,
     no per-clone task cache or claim index (the first command after a sync); None when it
     was stopped after `cap` seconds."""
     repo = fresh_dir(f"cycle-{verb}")
-    shutil.copytree(base, repo, symlinks=True)
+    copy_repo(base, repo)
     for cache in ("tasks-cache.pickle", "tasks-index.marshal", "claim-index.marshal", "claim-head.marshal",
                   "status-index.marshal"):
         (repo / ".git" / "handoff" / cache).unlink(missing_ok=True)

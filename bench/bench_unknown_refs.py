@@ -23,7 +23,17 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import Row, fleet_world, fresh_dir, git, handoff_ok, median, ms, workdir
+from bench.common import (
+    Row,
+    copy_repo,
+    fleet_world,
+    fresh_dir,
+    git,
+    handoff_ok,
+    median,
+    ms,
+    workdir,
+)
 from git_handoff.remote.transport import fetch_specs
 from tests.support.fleet_heads import publish_unknown_refs
 
@@ -42,8 +52,8 @@ SERVER = {
 
 
 def _copy(remote: Path, c: Path, base: Path, server: str) -> tuple[Path, Path]:
-    shutil.copytree(remote, base / "remote.git", symlinks=True)
-    shutil.copytree(c, base / "c", symlinks=True)
+    copy_repo(remote, base / "remote.git")
+    copy_repo(c, base / "c")
     git("remote", "set-url", "origin", str(base / "remote.git"), cwd=base / "c")
     for key, value in SERVER[server]:
         git("config", "--add", key, value, cwd=base / "remote.git")

@@ -161,8 +161,17 @@ def state_copy(name: str, n_tasks: int, *, packed: bool = True, check: str = "tr
             git("gc", "-q", cwd=tpl)
         _TEMPLATES[key] = tpl
     dest = fresh_dir(name)
-    shutil.copytree(_TEMPLATES[key], dest, symlinks=True)
+    copy_repo(_TEMPLATES[key], dest)
     return dest
+
+
+def copy_repo(src: Path, dest: Path) -> None:
+    """A copy of the repository `src` (a work tree or a bare one) once the background
+    packing its last command started is done: copied while it ran, a loose-object
+    directory it removed was gone before the copy reached it ("No such file or directory"
+    in bench/run.py's dependency-cycle scenario)."""
+    wait_for_gc(src / ".git" if (src / ".git").is_dir() else src)
+    shutil.copytree(src, dest, symlinks=True)
 
 
 def state_head(path: Path) -> str:
