@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from git_handoff.core import display, selection
 from git_handoff.core.model import Task, now_iso
@@ -142,7 +142,37 @@ def _doc_section(doc: HandoffDoc | None, cap: int) -> list[str]:
     return lines
 
 
-Approved = Callable[[Task], bool]  # whether this clone approved the task's check where it is used
+class Checked(Protocol):
+    """What approval looks at: a task's id and its check (a Task, a Line)."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def check(self) -> str | None: ...
+
+
+Approved = Callable[[Checked], bool]  # whether this clone approved the task's check where it is used
+
+
+@dataclass(frozen=True, slots=True)
+class Line:
+    """What a remaining task's line in the prompt shows: all of it in the task's row of the
+    status index but a failed task's last error, for which that one task is read."""
+
+    id: str
+    title: str
+    check: str | None
+    depends_on: Sequence[str]
+    status: str
+    claimed_by: str | None
+    attempts: int
+    max_attempts: int
+    error: str | None
+
+
+def line_of(t: Task) -> Line:
+    return Line(t.id, t.title, t.check, t.depends_on, t.status, t.claimed_by, t.attempts, t.max_attempts,
+                last_error(t) if t.status == "failed" else None)
 
 UNAPPROVED = "check NOT APPROVED on this clone"
 UNAPPROVED_NOTE = (
@@ -151,7 +181,7 @@ UNAPPROVED_NOTE = (
 )
 
 
-def check_text(t: Task, approved: Approved) -> str:
+def check_text(t: Checked, approved: Approved) -> str:
     """`check: `CMD`` for the prompt and the hooks; an unapproved check marked as such."""
     if not t.check:
         return "check: none (`done` will refuse)"
@@ -160,7 +190,7 @@ def check_text(t: Task, approved: Approved) -> str:
     return f"{UNAPPROVED} (ask a person; do not run it): {display.code(t.check)}"
 
 
-def _task_line(t: Task, detail: bool, blocked: set[str], approved: Approved) -> str:
+def _task_line(t: Line, detail: bool, blocked: set[str], approved: Approved) -> str:
     if not detail:
         return f"- [{_t(t.id)}] {_t(t.title)}"
     bits = [f"- [{_t(t.id)}] {_t(t.title)}"]
@@ -170,7 +200,7 @@ def _task_line(t: Task, detail: bool, blocked: set[str], approved: Approved) -> 
     if t.status == "in_progress":
         bits.append(f"in progress ({_t(t.claimed_by or '-')})")
     if t.status == "failed":
-        bits.append(f"failed {t.attempts}/{t.max_attempts}: {_t(last_error(t))}")
+        bits.append(f"failed {t.attempts}/{t.max_attempts}: {_t(t.error)}")
     if t.id in blocked:
         bits.append("blocked")
     return " | ".join(bits)
@@ -216,15 +246,15 @@ def _tasks_section(facts: Facts, levels: dict[str, tuple[bool, int | None]], app
 class Facts:
     """What the prompt says of the tasks: the counts, the blocked ones, the remaining ones
     (ids in the order the prompt lists them, by priority), the next eligible task and
-    whether a remaining task's check is unapproved here; `task` reads one task (only
-    those a rendering shows are read)."""
+    whether a remaining task's check is unapproved here; `task` gives one task's line
+    (only those a rendering shows are asked for)."""
 
     total: int
     counts: dict[str, int]
     blocked: set[str]
     remaining: list[str]
     groups: dict[str, list[str]]
-    task: Callable[[str], Task]
+    task: Callable[[str], Line]
     next_task: Task | None
     unapproved: bool
 
@@ -255,7 +285,7 @@ def facts_of(tasks: dict[str, Task], approved: Approved, hidden: Collection[str]
          if (t.status in ("pending", "in_progress") or (t.status == "failed" and not t.failed_for_good))
          and t.id not in hidden], lambda tid: tasks[tid].status, blocked)
     return Facts(total=len(tasks), counts=selection.counts(tasks, blocked), blocked=blocked, remaining=remaining,
-                 groups=_groups(remaining, lambda tid: tasks[tid].priority), task=tasks.__getitem__,
+                 groups=_groups(remaining, lambda tid: tasks[tid].priority), task=lambda tid: line_of(tasks[tid]),
                  next_task=selection.next_eligible(tasks, now_iso(), skip=hidden),
                  unapproved=any(tasks[tid].check and not approved(tasks[tid]) for tid in remaining))
 
@@ -337,12 +367,16 @@ def _indexed_facts(snap: Snapshot, approved: Approved, hidden: Collection[str], 
             group.append(tid)
         if not unapproved and (c := r[check_at]) and not covers(c, place(tid, "validation")):
             unapproved = True
-    read: dict[str, Task] = {}
+    title_at, attempts_at, max_at, claimed_at, deps_at = (status_index.TITLE, status_index.ATTEMPTS,
+                                                          status_index.MAX_ATTEMPTS, status_index.CLAIMED_BY,
+                                                          status_index.DEPS)
 
-    def task(tid: str) -> Task:
-        if tid not in read:
-            read[tid] = status_index.read_task(snap, tid)
-        return read[tid]
+    def task(tid: str) -> Line:
+        r = rows[tid]
+        if r[status_at] == "failed":  # its last error is in the task alone
+            return line_of(status_index.read_task(snap, tid))
+        return Line(tid, r[title_at], r[check_at], r[deps_at], r[status_at], r[claimed_at], r[attempts_at],
+                    r[max_at], None)
 
     facts = Facts(total=len(rows), counts=summary.status_counts(blocked), blocked=blocked, remaining=remaining,
                   groups=groups, task=task, next_task=claim_index.next_eligible(snap, now_iso(), skip=hidden),
