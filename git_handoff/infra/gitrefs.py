@@ -21,7 +21,6 @@ STALE_REF_LOCK_SECONDS = 2.0
 TMP_REFS = "refs/handoff-tmp/"  # scratch refs of fast-import, each named after its process
 
 
-
 def _lost_race(text: str) -> bool:
     """Whether libgit2's message (lower case) says another writer got there first: a
     lock held, the old value moved, the ref made meanwhile. Read without what it quotes
@@ -30,6 +29,7 @@ def _lost_race(text: str) -> bool:
     if 0 <= first < last:
         text = text[:first] + text[last + 1:]
     return "lock" in text or "old reference value does not match" in text or "exists" in text
+
 
 class GitRefs(OpenRepo):
     """An open repository's refs."""

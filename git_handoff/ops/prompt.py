@@ -174,6 +174,7 @@ def line_of(t: Task) -> Line:
     return Line(t.id, t.title, t.check, t.depends_on, t.status, t.claimed_by, t.attempts, t.max_attempts,
                 last_error(t) if t.status == "failed" else None)
 
+
 UNAPPROVED = "check NOT APPROVED on this clone"
 UNAPPROVED_NOTE = (
     f"A task marked \"{UNAPPROVED}\" has a check that came from another clone and that nobody approved here:"
