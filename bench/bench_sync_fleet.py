@@ -27,6 +27,7 @@ if __package__ in (None, ""):
 from bench.common import (
     Row,
     copy_repo,
+    copy_world,
     fleet_world,
     fresh_dir,
     git,
@@ -61,11 +62,9 @@ def _timed_sync(remote: Path, c: Path, name: str, gits: list[dict[str, float]] |
     """Sync a copy of clone `c` against a copy of `remote` (so every run starts alike);
     with `gits`, the sync's git seconds are appended to it."""
     base = c.parent / name
-    copy_repo(remote, base / "remote.git")
-    copy_repo(c, base / "c")
-    git("remote", "set-url", "origin", str(base / "remote.git"), cwd=base / "c")
+    _, clone = copy_world(remote, c, base)
     trace = base / "trace2.json"
-    took = handoff_ok(["sync"], base / "c", {"GIT_TRACE2_EVENT": str(trace)} if gits is not None else None)
+    took = handoff_ok(["sync"], clone, {"GIT_TRACE2_EVENT": str(trace)} if gits is not None else None)
     if gits is not None:
         gits.append(_git_seconds(trace))
     shutil.rmtree(base, ignore_errors=True)

@@ -26,6 +26,7 @@ if __package__ in (None, ""):
 from bench.common import (
     Row,
     copy_repo,
+    copy_world,
     fleet_world,
     fresh_dir,
     git,
@@ -52,12 +53,10 @@ SERVER = {
 
 
 def _copy(remote: Path, c: Path, base: Path, server: str) -> tuple[Path, Path]:
-    copy_repo(remote, base / "remote.git")
-    copy_repo(c, base / "c")
-    git("remote", "set-url", "origin", str(base / "remote.git"), cwd=base / "c")
+    copied, clone = copy_world(remote, c, base)
     for key, value in SERVER[server]:
-        git("config", "--add", key, value, cwd=base / "remote.git")
-    return base / "remote.git", base / "c"
+        git("config", "--add", key, value, cwd=copied)
+    return copied, clone
 
 
 def _timed(argv: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, int]:
@@ -106,7 +105,7 @@ def measure(n_refs: int, repeats: int, protocols: tuple[str, ...] = ("0", "2")) 
     handoff_ok(["add", "one more", "--id", "more"], a)
     handoff_ok(["sync"], a)
     piled = base / "piled.git"
-    shutil.copytree(remote, piled, symlinks=True)
+    copy_repo(remote, piled)
     publish_unknown_refs(piled, n_refs, git("rev-parse", "HEAD", cwd=a))
     rows: list[Row] = []
     k = 0

@@ -174,6 +174,15 @@ def copy_repo(src: Path, dest: Path) -> None:
     shutil.copytree(src, dest, symlinks=True)
 
 
+def copy_world(remote: Path, clone: Path, base: Path) -> tuple[Path, Path]:
+    """Copies of a bare `remote` and of a `clone` of it under `base`, the copied clone's
+    origin the copied remote (so every timed run starts alike)."""
+    copy_repo(remote, base / "remote.git")
+    copy_repo(clone, base / "c")
+    git("remote", "set-url", "origin", str(base / "remote.git"), cwd=base / "c")
+    return base / "remote.git", base / "c"
+
+
 def state_head(path: Path) -> str:
     return git("rev-parse", "refs/harness/state", cwd=path)
 
