@@ -240,7 +240,31 @@ def limit_in(cli: str, exit_status: int | None, output: str, now: datetime.datet
     return next((limit for limit in found if limit.resets_at), found[0] if found else None)
 
 
+# -- a pane at work, at rest ------------------------------------------------------------------
+
+# What each CLI shows while a turn runs (the model streaming or a tool running), on its
+# status line: Claude Code "✻ Churning… (12s · esc to interrupt)", Codex "Working (5s •
+# Esc to interrupt)", Gemini CLI "(esc to cancel, 5s)". At its prompt none of them does.
+_BUSY = re.compile(r"(?i)\besc to (?:interrupt|cancel)\b")
+_DIGITS = re.compile(r"\d+")
+
+
+def busy_in(screen: str) -> bool:
+    """Does the pane show the CLI in the middle of a turn (its working status line)?"""
+    return _BUSY.search(screen) is not None
+
+
+def screen_shape(screen: str) -> str:
+    """What of a pane a redraw does not change: the working status line (its spinner, its
+    timer, its token count) dropped, every number blanked. Two panes of one shape show
+    no progress between them (a CLI waiting on a model that never answers redraws its
+    timer every second)."""
+    kept = (line for line in screen.splitlines() if _BUSY.search(line) is None)
+    return "\n".join(_DIGITS.sub("#", line).rstrip() for line in kept).strip()
+
+
 _WORKSPACE = re.compile(r"Accessing workspace:\s*\n\s*(/[^\n]*)")
+_MCP_SERVER = re.compile(r"New MCP servers? found in this project:\s*([A-Za-z0-9_.-]{1,64})")
 _KEY_TAIL = re.compile(r"ANTHROPIC_API_KEY:\s*\S*\.\.\.(\S{1,20})")
 
 
@@ -265,6 +289,12 @@ def _claude_screen(screen: str) -> str | None:
         key = _json_string(tail.group(1)) if tail else "<the key's last 20 characters>"
         return (f'claude is asking whether to use ANTHROPIC_API_KEY: set "customApiKeyResponses": {{"approved": '
                 f'[{key}]}} in ~/.claude.json (the key\'s last 20 characters)')
+    if "New MCP server found in this project" in text or "New MCP servers found in this project" in text:
+        found = _MCP_SERVER.search(text)
+        name = _json_string(found.group(1)) if found else '"handoff"'
+        return (f"claude is asking whether to use the project's MCP server {name}: set \"enabledMcpjsonServers\": "
+                f"[{name}] in .claude/settings.local.json (`git handoff hooks install --agent claude --unattended` "
+                'writes it), or "enableAllProjectMcpServers": true there')
     if "Bypass Permissions mode" in text and ("Yes, I accept" in text or "No, exit" in text):
         return ('claude is asking to accept Bypass Permissions mode: set "bypassPermissionsModeAccepted": true in '
                 '~/.claude.json, or "skipDangerousModePermissionPrompt": true in .claude/settings.local.json '

@@ -113,12 +113,13 @@ def installed_with() -> list[str]:
 UNATTENDED_OPTION = click.option(
     "--unattended", is_flag=True,
     help="With --agent claude: also record what an unattended interactive run (relay --tmux) needs where the "
-         "project may say it: \"skipDangerousModePermissionPrompt\": true in .claude/settings.local.json (this "
-         "clone only, kept out of git by .git/info/exclude; Claude Code ignores it in the shared "
-         ".claude/settings.json), so --dangerously-skip-permissions does not stop on its warning. It cannot set "
-         "what Claude Code reads only from ~/.claude.json: hasCompletedOnboarding, "
+         "project may say it, in .claude/settings.local.json (this clone only, kept out of git by "
+         ".git/info/exclude): \"skipDangerousModePermissionPrompt\": true, so --dangerously-skip-permissions "
+         "does not stop on its warning (Claude Code ignores it in the shared .claude/settings.json), and unless "
+         "--no-mcp \"enabledMcpjsonServers\": [\"handoff\"], so the CLI does not ask whether to use the project's "
+         "MCP server. It cannot set what Claude Code reads only from ~/.claude.json: hasCompletedOnboarding, "
          "projects[\"<repo>\"].hasTrustDialogAccepted, customApiKeyResponses.approved (the key's last 20 "
-         "characters) - see docs/agent-clis.md. With uninstall: remove that setting.")
+         "characters) - see docs/agent-clis.md. With uninstall: remove those settings.")
 
 
 def _echo_unattended(result: dict[str, object]) -> None:
@@ -126,11 +127,13 @@ def _echo_unattended(result: dict[str, object]) -> None:
     if not isinstance(done, dict):
         return
     if "removed" in done:
-        click.echo(f"Unattended setting {'removed from' if done['removed'] else 'was not in'} "
-                   f"{done['local_settings']}")
+        removed = done["removed"]
+        click.echo(f"Unattended settings removed from {done['local_settings']}: {', '.join(removed)}" if removed
+                   else f"Unattended settings were not in {done['local_settings']}")
         return
-    click.echo(f"Unattended: skipDangerousModePermissionPrompt in {done['local_settings']} "
-               f"({'set' if done['set'] else 'already set'}; this clone only)")
+    added = done["set"]
+    click.echo(f"Unattended: {', '.join(added) if added else 'already set'} in {done['local_settings']} "
+               "(this clone only)")
     click.echo("  still needed in ~/.claude.json (Claude Code reads them nowhere else): "
                "hasCompletedOnboarding, projects[\"<repo>\"].hasTrustDialogAccepted, "
                "customApiKeyResponses.approved - see docs/agent-clis.md")
@@ -160,8 +163,9 @@ def hooks_install_cmd(agent: str | None, no_mcp: bool, unattended: bool, as_json
     elif agent == "claude":
         added = ", ".join(result["added"]) or "none (already installed)"
         click.echo(f"Claude Code hooks in {result['settings']}: added {added}")
-        click.echo("Commit .claude/settings.json (git add .claude/settings.json; git commit) so every clone "
-                   "and every later session gets these hooks.")
+        shared = ".claude/settings.json" + (" .mcp.json" if isinstance(result.get("mcp"), dict) else "")
+        click.echo(f"Commit {shared.replace(' ', ' and ')} (git add {shared}; git commit) so every clone "
+                   "and every later session gets these hooks" + (" and the MCP server." if " " in shared else "."))
         _echo_mcp(result)
         _echo_unattended(result)
     elif agent in LABELS:

@@ -228,6 +228,11 @@ def ack(store: StateStore, failed: str | None = None) -> AckAnswer:
         record = read_session(tx, number)
         if record is None:
             raise UsageError(f"session {number} is not in the state (`git handoff session start`)")
+        given = record.get("ack")
+        if failed is None and isinstance(given, dict) and given.get("status") == "accepted":
+            # acknowledged already (the SessionStart hook acks, and the prompt's first step
+            # asks the agent to): the same answer again is no new event for the log
+            return cast(AckAnswer, {"session": number, **given})
         # the document the prompt showed: never one an unapproved writer wrote last (writers.for_prompt)
         found = pending_doc_at(tx, before=number,
                                skip=writers.unapproved_records(tx.store.repo, tx.base.commit if tx.base else None))

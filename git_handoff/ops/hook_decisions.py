@@ -341,6 +341,7 @@ def stop(store: StateStore, event: Event) -> Outcome:
     reason = stop_reason(store)
     if reason is None:
         _write_private(store, VALVE_FILE, None)
+        turn_ended(store)
         return Outcome()
     valve = _read_private(store, VALVE_FILE)
     completed = _completed(store)
@@ -350,12 +351,26 @@ def stop(store: StateStore, event: Event) -> Outcome:
         blocks = 0
     if blocks >= SAFETY_VALVE:
         _write_private(store, VALVE_FILE, None)
+        turn_ended(store)
         return Outcome(warning=(f"git handoff: safety valve opened: {blocks} stops blocked in a row without a "
                                 "completed task; letting the agent stop with work left "
                                 "(see `git handoff status`)"))
     _write_private(store, VALVE_FILE, {"blocks": blocks + 1, "completed": completed,
                                        "agent_session": event.agent_session})
     return Outcome(block=reason)
+
+
+def turn_ended(store: StateStore) -> None:
+    """The agent a relay started may stop: its turn ends here, and an interactive CLI then
+    waits at its prompt for a person who never comes. The session's document is written
+    now, which is what tells the relay to end the pane and go on (the next session, or
+    "all N task(s) completed"); outside a relay nothing happens (the agent's own
+    SessionEnd writes the document when the person quits)."""
+    number = session_records.current_number(store)
+    if number <= 0 or relay_session() != number:
+        return
+    store.session = number
+    handoff.write_doc(store, trigger="stop")
 
 
 def subagent_stop(store: StateStore, event: Event) -> Outcome:

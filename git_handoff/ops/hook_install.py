@@ -134,7 +134,7 @@ def install(repo: Repo, agent: str | None = None, command: Sequence[str] = (), *
             unattended.check(repo)  # checked before the hooks' settings are written
         result = install_claude(repo)
         if unattended_run:
-            result["unattended"] = unattended.install(repo)
+            result["unattended"] = unattended.install(repo, mcp=mcp)
         return {**result, "mcp": mcp_config.install(repo)} if mcp else result
     if agent in AGENT_SPECS:
         spec = AGENT_SPECS[agent]
@@ -178,7 +178,7 @@ def uninstall(repo: Repo, agent: str | None = None, *, mcp: bool = True,
             unattended.check(repo)
         result = uninstall_claude(repo)
         if unattended_run:
-            result["unattended"] = unattended.uninstall(repo)
+            result["unattended"] = unattended.uninstall(repo, mcp=mcp)
         return {**result, "mcp": mcp_config.uninstall(repo)} if mcp else result
     if agent in AGENT_SPECS:
         spec = AGENT_SPECS[agent]

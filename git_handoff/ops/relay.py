@@ -171,6 +171,8 @@ class Relay:
                 return
             if failure == relay_watch.RELAUNCH:
                 attempt -= 1  # a limit waited out: no launch spent
+            else:  # killed before its ACK: the document its exit hook wrote ends nothing; the session goes on
+                relay_watch.withdraw_exit_doc(self.store, number, self.watch.launched_at)
             what = failure
         self.agent = None
         self._remember_agent()
@@ -232,12 +234,25 @@ class Relay:
                 self._failure(f"session {number}: ran longer than --session-timeout {timeout:g}s; agent killed",
                               "SESSION_TIMEOUT")
                 break
+            if (ended := self.watch.turn_ended(agent)) is not None:
+                self._turn_ended(number, ended)
+                break
             if (hung := self.watch.hung(agent)) is not None:
                 agent.kill()
                 self._failure(f"session {number}: {hung}; agent killed", relay_watch.HANG_CATEGORY)
                 break
             time.sleep(self.opts.poll)
         return None
+
+    def _turn_ended(self, number: int, ended: str) -> None:
+        """An interactive agent's turn ended without a handoff: the session ends here (the
+        next one, if work is left, starts from its document)."""
+        mine = [t.id for t in self.store.snapshot().tasks().values()
+                if t.status == "in_progress" and t.claim.session == number]
+        left = f"; {len(mine)} task(s) still in progress ({', '.join(mine[:5])}): recovery takes them" if mine else ""
+        self.say(f"relay: session {number}: {ended}{left}; ending the session")
+        update_record(self._session_store(), {}, log=("HANDOFF", f"relay: session {number}: {ended}{left}; "
+                                                      "session ended", None))
 
     def finish_session(self) -> None:
         if self.session is None:
@@ -330,7 +345,7 @@ class Relay:
                     reason = f"{idle} session(s) in a row made no progress"
                     raise Stopped(f"relay stopped: {reason}; see `git handoff log` and the agent logs in {self.relay_dir}")
         except Negative as exc:
-            reason = exc.message
+            reason = exc.message.removeprefix("relay stopped: ")  # _stop says "relay stopped: " itself
             try:
                 self.finish_session()
             finally:

@@ -45,6 +45,7 @@ RELAUNCH = "relaunch after a limit"  # what a phase returns when the agent is to
 OUTPUT_READ = 64 << 10  # the tail of a launch's output that is read for a limit
 RESET_MARGIN = 5.0  # seconds after a printed reset time before the next launch
 SCREEN_EVERY = 1.0  # seconds between two reads of a tmux pane
+TURN_IDLE = 15.0  # seconds a pane rests at its CLI's prompt, nothing changing, before its turn counts as ended
 ACTIVITY_EVERY = 1.0  # seconds between two looks at the agent's progress
 JUST_PAST = 180.0  # seconds a reset time may lie in the past and still be this one's
 MAX_WAIT = 8 * 24 * 3600.0  # a reset time further away than this is not believed: backoff instead
@@ -128,6 +129,8 @@ class Watch:
     _looked_at: float = 0.0
     _screen_at: float = 0.0
     _baseline: tuple[Any, ...] = field(default_factory=tuple)
+    _rest: tuple[Any, ...] = ()  # the pane at rest as last seen (turn_ended)
+    _rest_at: float = 0.0
 
     def __post_init__(self) -> None:
         self.cli = agent_output.cli_of(self.agent_command)
@@ -146,6 +149,7 @@ class Watch:
         self.launched_at = now_iso()
         self._seen, self._seen_at, self._looked_at, self._screen_at = (), time.monotonic(), 0.0, 0.0
         self._baseline = ()
+        self._rest, self._rest_at = (), 0.0
 
     def output(self, number: int) -> str:
         """What this launch printed (its last OUTPUT_READ bytes)."""
@@ -228,14 +232,22 @@ class Watch:
     # -- progress ------------------------------------------------------------------------
 
     def _activity(self, agent: Agent) -> tuple[Any, ...]:
+        """What moves while an agent works. Its output is the log's size for a child, and
+        for a pane the shape of its screen (agent_output.screen_shape): the pane's log
+        grows with every redraw of a spinner, which is no progress."""
         repo = self.store.repo
-        sizes = []
-        for path in (agent.status_file.with_suffix(".log"), repo.git_dir / "handoff"):
+        paths = [repo.git_dir / "handoff"]
+        if agent.tmux is None:
+            paths.insert(0, agent.status_file.with_suffix(".log"))
+        sizes: list[Any] = []
+        for path in paths:
             try:
                 info = path.stat()
                 sizes.append((info.st_size, info.st_mtime_ns))
             except OSError:
                 sizes.append((0, 0))
+        if agent.tmux is not None:
+            sizes.append(agent_output.screen_shape(self.screen(agent)))
         return (self.store.head(), repo.head(), *sizes, frozenset(procs.tree(agent.pid)))
 
     def hung(self, agent: Agent) -> str | None:
@@ -260,6 +272,30 @@ class Watch:
             return None
         return (f"hung: no progress for {span(idle)} (no output, commit, state change or new process; "
                 f"--hang-timeout {self.hang_timeout:g}s)")
+
+    def turn_ended(self, agent: Agent) -> str | None:
+        """What to report once an interactive agent's turn is over, else None (tmux only;
+        read once per SCREEN_EVERY). Over: its pane has rested at the CLI's prompt for
+        TURN_IDLE seconds: no working status line, not a screen for a person, not a limit
+        the CLI waits out by itself, and nothing changed meanwhile (the screen, the state,
+        HEAD, the agent's processes). An interactive CLI whose turn ended waits for a person
+        for ever; the relay ends its session as a handoff does."""
+        now = time.monotonic()
+        if agent.tmux is None or now - self._screen_at < SCREEN_EVERY:
+            return None
+        self._screen_at = now
+        screen = self.screen(agent)
+        if (not screen.strip() or agent_output.busy_in(screen) or agent_output.person_prompt_in(self.cli, screen)
+                or agent_output.limit_in(self.cli, None, screen, datetime.datetime.now().astimezone())):
+            self._rest, self._rest_at = (), now
+            return None
+        rest = (screen, self.store.head(), self.store.repo.head(), frozenset(procs.tree(agent.pid)))
+        if rest != self._rest:
+            self._rest, self._rest_at = rest, now
+            return None
+        if now - self._rest_at < TURN_IDLE:
+            return None
+        return f"its turn ended: the pane has rested at the CLI's prompt for {span(now - self._rest_at)}"
 
     # -- a person's screen (tmux) ----------------------------------------------------------
 
