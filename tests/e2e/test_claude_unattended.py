@@ -9,6 +9,7 @@ relay sees it.
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import re
@@ -23,7 +24,10 @@ from typing import Any
 import pytest
 
 from git_handoff.agent_cli.agent_output import person_prompt_in
+from git_handoff.agent_cli.launcher import tmux_socket_name
 from git_handoff.infra import procs
+from git_handoff.infra.gitrepo import Repo
+from git_handoff.state.store import StateStore
 from tests.support.claude_cli import claude_env, require_claude
 from tests.support.repo import run, run_exe
 from tests.support.stubs.anthropic import Lazy, StubServer, say
@@ -133,37 +137,100 @@ def test_first_run_screens_are_passed_by_doing_what_person_prompt_in_says(repo: 
             ["git", "status", "--porcelain"], cwd=repo, capture_output=True, text=True).stdout
 
 
-def _readme_recipe() -> str:
+RECIPE_ANCHOR = "### Interactive `claude` overnight: the recipe"
+CLAUDE_JSON_ALTERNATIVE = ('add\n`"bypassPermissionsModeAccepted": true` at the top of the JSON and\n'
+                           '`"enabledMcpjsonServers": ["handoff"]` beside `hasTrustDialogAccepted`')
+
+
+def recipe() -> tuple[str, str]:
+    """docs/agent-clis.md's recipe: its shell block and its ~/.claude.json block, as written."""
     text = GUIDE.read_text()
-    anchor = text.index("for an unattended interactive run")
+    anchor = text.index(RECIPE_ANCHOR)
+    shell = re.compile(r"```sh\n(.*?)```", re.S).search(text, anchor)
     block = re.compile(r"```json\n(.*?)```", re.S).search(text, anchor)
-    assert block is not None, "docs/agent-clis.md's ~/.claude.json recipe is gone"
-    return "\n".join(line[2:] if line.startswith("  ") else line for line in block.group(1).splitlines())
+    assert shell is not None and block is not None, "docs/agent-clis.md's recipe is gone"
+    assert CLAUDE_JSON_ALTERNATIVE in text[anchor:], "the recipe's way without --unattended changed: update the test"
+    return shell.group(1), block.group(1)
 
 
-def test_the_readme_recipe_as_written_lets_the_relay_run_interactive_claude_with_no_person(
-        repo: Path, stub: StubServer) -> None:
+def _completed_at(repo: Path) -> list[float]:
+    """The moments (epoch seconds) the log recorded a task completed."""
+    stamps = []
+    for line in run("log", "--json", cwd=repo).json():
+        if line.get("type") == "Completed":
+            moment = datetime.datetime.strptime(line["timestamp"], "%Y-%m-%dT%H:%M:%SZ")
+            stamps.append(moment.replace(tzinfo=datetime.timezone.utc).timestamp())
+    return stamps
+
+
+def _handoff_processes(repo: Path) -> list[str]:
+    """Processes started for this repository's relay (the agent's tree) that are still alive."""
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            env = Path(f"/proc/{name}/environ").read_bytes()
+            cwd = os.readlink(f"/proc/{name}/cwd")
+        except OSError:
+            continue
+        if b"HANDOFF_AGENT_TOKEN=" in env and cwd.startswith(str(repo)) and procs.alive(int(name)):
+            found.append(Path(f"/proc/{name}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace"))
+    return found
+
+
+@pytest.mark.parametrize("answers", ["unattended", "claude-json"])
+def test_the_overnight_recipe_run_verbatim_ends_when_the_work_ends(repo: Path, stub: StubServer, answers: str) -> None:
+    """docs/agent-clis.md's recipe, its shell lines run as written (a fresh HOME, the relay in
+    tmux with the interactive CLI): three tasks at two per session, every ACK with no
+    person, and the relay exits 0 within 30 s of the last `done` (an interactive CLI never
+    exits by itself: before, the relay waited for ever once the work was done). Once with
+    `--unattended`, once with the JSON's two extra keys in its place, as the docs say."""
     assert run("init", "--max-tasks-per-session", "2").rc == 0
-    for task_id in ("r1", "r2"):
+    for task_id in ("t1", "t2", "t3"):
         assert run("add", f"Write {task_id}", "--id", task_id, "--check", f"test -f {task_id}.txt").rc == 0
-    assert run("hooks", "install", "--agent", "claude").rc == 0
     stub.policy = Lazy("touch {id}.txt")
-    home = repo.parent / "recipe-home"
+    home = repo.parent / f"recipe-home-{answers}"
     home.mkdir()
     env = claude_env(home, stub.url)
-    recipe = _readme_recipe()
-    recipe = recipe.replace("<last 20 characters of ANTHROPIC_API_KEY>", env["ANTHROPIC_API_KEY"][-20:])
-    recipe = recipe.replace("/path/to/your/repo", str(repo))
-    (home / ".claude.json").write_text(recipe)
-    assert json.loads(recipe)["bypassPermissionsModeAccepted"] is True
-    socket_name = f"handoff-recipe-{os.getpid()}"
-    agent = 'claude --dangerously-skip-permissions "$(cat {prompt_file})"'
+    for var in ("GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL", "GIT_COMMITTER_NAME", "GIT_COMMITTER_EMAIL"):
+        env.pop(var, None)  # a fresh machine: the recipe's own `git config --global` gives the identity
+    shell, block = recipe()
+    config = json.loads(block.replace("<last 20 characters of ANTHROPIC_API_KEY>", env["ANTHROPIC_API_KEY"][-20:])
+                        .replace("/path/to/your/repo", str(repo)))
+    if answers == "claude-json":
+        assert shell.count(" --unattended") == 1
+        shell = shell.replace(" --unattended", "")
+        config = {"bypassPermissionsModeAccepted": True, **config}
+        config["projects"][str(repo)]["enabledMcpjsonServers"] = ["handoff"]
+    (home / ".claude.json").write_text(json.dumps(config))
+    socket_name = tmux_socket_name(StateStore(Repo.discover(repo)))
+    started = time.monotonic()
     try:
-        r = run_exe("relay", "--tmux", "--tmux-socket", socket_name, "--agent", agent, "--ack-timeout", "60",
-                    "--handoff-grace", "3", cwd=repo, env={**env, "HANDOFF_RELAY_TEST": "1"}, timeout=240)
+        proc = subprocess.run(["bash", "-e", "-c", shell], cwd=repo, env=env, capture_output=True, text=True,
+                              timeout=300)
     finally:
+        ended = time.time()
         subprocess.run(["tmux", "-L", socket_name, "kill-server"], capture_output=True)
-    assert r.rc == 0, r.out + r.err
-    shown = run("session", "show", "1", "--json").json()
-    assert shown["ack"]["status"] == "accepted"
-    assert {t["id"]: t["status"] for t in run("list", "--json").json()} == {"r1": "completed", "r2": "completed"}
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "all 3 task(s) completed" in proc.stdout + proc.stderr
+    assert {t["id"]: t["status"] for t in run("list", "--json").json()} == dict.fromkeys(("t1", "t2", "t3"),
+                                                                                         "completed")
+    last_done = max(_completed_at(repo))
+    assert ended - last_done < 30, f"the relay exited {ended - last_done:.0f} s after the last done"
+    count = int(run("status", "--json").json()["session_count"])
+    assert count == 2
+    acks = [line for line in run("log", "--json").json() if line.get("type") == "ACK"]
+    assert len(acks) == 2, acks  # one each: the hook's; the agent's own `ack` is no second event
+    for number in (1, 2):
+        shown = run("session", "show", str(number), "--json").json()
+        assert shown["ack"]["status"] == "accepted" and shown["ended_at"], shown
+        assert run("doc", "show", str(number), "--json").rc == 0
+    # the commit the recipe made carries the shared files, by the identity it configured
+    committed = subprocess.run(["git", "show", "--name-only", "--format=%an <%ae>", "HEAD"], cwd=repo,
+                               capture_output=True, text=True).stdout
+    assert "Your Name <you@example.com>" in committed and ".mcp.json" in committed, committed
+    # nothing left: no tmux server on the relay's socket, no agent process
+    assert subprocess.run(["tmux", "-L", socket_name, "list-sessions"], capture_output=True).returncode != 0
+    assert not _handoff_processes(repo)
+    assert time.monotonic() - started < 300
