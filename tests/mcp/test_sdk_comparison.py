@@ -74,8 +74,11 @@ def sdk_server(serving: Handlers) -> Server[Any]:
     async def list_tools(_ctx: Any, _params: Any) -> types.ListToolsResult:
         return types.ListToolsResult.model_validate({"tools": serving.tools})
 
+    one_at_a_time = anyio.Lock()  # as ours runs them: the workspace is one repository handle
+
     async def call_tool(_ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
-        result = await anyio.to_thread.run_sync(serving.call_tool, params.name, params.arguments)
+        async with one_at_a_time:
+            result = await anyio.to_thread.run_sync(serving.call_tool, params.name, params.arguments)
         return types.CallToolResult.model_validate(result)
 
     return Server(serving.info["name"], version=serving.info["version"], title=serving.info["title"],
