@@ -246,6 +246,7 @@ def limit_in(cli: str, exit_status: int | None, output: str, now: datetime.datet
 # status line: Claude Code "✻ Churning… (12s · esc to interrupt)", Codex "Working (5s •
 # Esc to interrupt)", Gemini CLI "(esc to cancel, 5s)". At its prompt none of them does.
 _BUSY = re.compile(r"(?i)\besc to (?:interrupt|cancel)\b")
+BUSY_LINES = ("claude", "codex", "gemini")  # the CLIs whose working status line _BUSY knows
 _DIGITS = re.compile(r"\d+")
 
 

@@ -45,7 +45,7 @@ RELAUNCH = "relaunch after a limit"  # what a phase returns when the agent is to
 OUTPUT_READ = 64 << 10  # the tail of a launch's output that is read for a limit
 RESET_MARGIN = 5.0  # seconds after a printed reset time before the next launch
 SCREEN_EVERY = 1.0  # seconds between two reads of a tmux pane
-TURN_IDLE = 15.0  # seconds a pane rests at its CLI's prompt, nothing changing, before its turn counts as ended
+TURN_IDLE = 10.0  # seconds a pane rests at its CLI's prompt, nothing changing, before its turn counts as ended
 ACTIVITY_EVERY = 1.0  # seconds between two looks at the agent's progress
 JUST_PAST = 180.0  # seconds a reset time may lie in the past and still be this one's
 MAX_WAIT = 8 * 24 * 3600.0  # a reset time further away than this is not believed: backoff instead
@@ -277,9 +277,10 @@ class Watch:
         """What to report once an interactive agent's turn is over, else None (tmux only;
         read once per SCREEN_EVERY). Over: its pane has rested at the CLI's prompt for
         TURN_IDLE seconds: no working status line, not a screen for a person, not a limit
-        the CLI waits out by itself, and nothing changed meanwhile (the screen, the state,
-        HEAD, the agent's processes). An interactive CLI whose turn ended waits for a person
-        for ever; the relay ends its session as a handoff does."""
+        the CLI waits out by itself, and nothing changed meanwhile (the state, HEAD, the
+        agent's processes; for a CLI whose working line is not known, its screen). An
+        interactive CLI whose turn ended waits for a person for ever; the relay ends its
+        session as a handoff does."""
         now = time.monotonic()
         if agent.tmux is None or now - self._screen_at < SCREEN_EVERY:
             return None
@@ -289,7 +290,11 @@ class Watch:
                 or agent_output.limit_in(self.cli, None, screen, datetime.datetime.now().astimezone())):
             self._rest, self._rest_at = (), now
             return None
-        rest = (screen, self.store.head(), self.store.repo.head(), frozenset(procs.tree(agent.pid)))
+        # the known CLIs show a working status line for as long as a turn runs, and change
+        # their resting screen by themselves (hints rotate below the prompt every few
+        # seconds): their screen's text is no activity; another CLI's is
+        shape = "" if self.cli in agent_output.BUSY_LINES else agent_output.screen_shape(screen)
+        rest = (shape, self.store.head(), self.store.repo.head(), frozenset(procs.tree(agent.pid)))
         if rest != self._rest:
             self._rest, self._rest_at = rest, now
             return None

@@ -10,6 +10,7 @@ git), the real `claude` under it.
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import re
@@ -344,28 +345,106 @@ def test_soak_twenty_tasks_through_the_faults_of_a_night(repo: Path, stub: StubS
     assert fsck.returncode == 0 and not fsck.stdout.strip(), fsck.stdout + fsck.stderr
 
 
+KEY_TAIL = "sk-stub-not-a-real-key"[-20:]  # claude_env's ANTHROPIC_API_KEY
+
+
+def _answered(repo: Path, *keys: str) -> dict[str, object]:
+    """~/.claude.json with the first-run screens' answers named by `keys`."""
+    config: dict[str, object] = {}
+    if "onboarding" in keys:
+        config["hasCompletedOnboarding"] = True
+    if "trust" in keys:
+        config["projects"] = {str(repo): {"hasTrustDialogAccepted": True}}
+    if "key" in keys:
+        config["customApiKeyResponses"] = {"approved": [KEY_TAIL], "rejected": []}
+    if "mcp" in keys:
+        project = config.setdefault("projects", {str(repo): {}})
+        assert isinstance(project, dict)
+        project[str(repo)]["enabledMcpjsonServers"] = ["handoff"]
+    return config
+
+
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed (.ci/run installs it)")
-@pytest.mark.parametrize(("config", "setting"), [
-    ({"hasCompletedOnboarding": True}, "hasTrustDialogAccepted"),  # the trust screen: waits for a person
-    ({}, "hasCompletedOnboarding"),  # a fresh HOME: the onboarding needs api.anthropic.com, claude exits 1
-])
+@pytest.mark.parametrize(("answered", "setting", "where"), [
+    ((), "hasCompletedOnboarding", "~/.claude.json"),  # a fresh HOME: the onboarding needs api.anthropic.com, exits 1
+    (("onboarding",), "hasTrustDialogAccepted", "~/.claude.json"),  # the trust screen: waits for a person
+    (("onboarding", "trust"), "enabledMcpjsonServers", ".claude/settings.local.json"),  # .mcp.json's server
+    (("onboarding", "trust", "mcp"), "customApiKeyResponses", "~/.claude.json"),
+    (("onboarding", "trust", "mcp", "key"), "bypassPermissionsModeAccepted", "~/.claude.json"),
+], ids=["onboarding", "trust", "mcp-server", "api-key", "bypass"])
 def test_interactive_claude_on_a_first_run_screen_stops_the_relay_naming_the_setting(
-        repo: Path, stub: StubServer, config: dict[str, object], setting: str) -> None:
+        repo: Path, stub: StubServer, answered: tuple[str, ...], setting: str, where: str) -> None:
+    """Each screen the interactive CLI shows before its prompt, met in turn: the relay names
+    it with its setting within 45 s and stops by itself (exit 1), instead of waiting out
+    its ACK timeouts and blaming the agent command (the MCP server's approval was not
+    known before)."""
     plan(repo, 1, per_session=10)
+    assert (repo / ".mcp.json").exists()  # hooks install registered the server: its approval is asked
     env = relay_env(repo, stub)
-    (Path(env["HOME"]) / ".claude.json").write_text(json.dumps(config))
-    socket_name = f"handoff-first-run-{os.getpid()}-{len(config)}"
+    (Path(env["HOME"]) / ".claude.json").write_text(json.dumps(_answered(repo, *answered)))
+    socket_name = f"handoff-first-run-{os.getpid()}-{len(answered)}"
     started = time.monotonic()
     try:
         r = relay(repo, env, "--tmux", "--tmux-socket", socket_name, "--agent",
                   'claude --dangerously-skip-permissions "$(cat {prompt_file})"', "--ack-timeout", "120",
-                  "--max-launch-failures", "1", timeout=400)
+                  timeout=400)
     finally:
         subprocess.run(["tmux", "-L", socket_name, "kill-server"], capture_output=True)
     took = time.monotonic() - started
     assert r.rc == 1, r.out + r.err
     (said,) = [line for line in r.err.splitlines() if line.startswith("error:")]
-    assert "for a person" in said and setting in said and "~/.claude.json" in said, said
-    assert took < 100 and "did not acknowledge" not in r.out + r.err  # not the ACK timeout's 120 s
+    assert "for a person" in said and setting in said and where in said, said
+    assert took < 45 and "did not acknowledge" not in r.out + r.err, (took, r.out)  # not the ACK timeout's 120 s
     assert any("[ENV_SETUP]" in line and setting in line for line in log_lines(repo, "ERROR"))
+    assert not agents_left(repo)
+    assert subprocess.run(["tmux", "-L", socket_name, "list-sessions"], capture_output=True).returncode != 0
+
+
+class IdleFirstSession(Lazy):
+    """Session 1's agent never takes a task and ends its turn (the CLI's own Stop-hook block
+    cap overrides the hook); every later session works as Lazy does. `idle_at`: the moment
+    of session 1's last model request."""
+
+    def __init__(self) -> None:
+        super().__init__("touch {id}.txt")
+        self.idle_at = 0.0
+
+    def __call__(self, req: Request) -> Reply:
+        if "No handoff document yet" in req.first_user_text() and not req.is_summary():
+            self.idle_at = time.time()
+            return say("I will not take a task now.")
+        return super().__call__(req)
+
+
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed (.ci/run installs it)")
+def test_an_interactive_agent_that_ends_its_turn_with_work_left_is_followed_by_the_next_session(
+        repo: Path, stub: StubServer) -> None:
+    """The interactive CLI ends its turn with eligible work left and nothing in progress
+    (its own block cap, 1 here, overrides the Stop hook before the hook's valve): its pane
+    rests at the prompt, and the next session starts within 30 s (before, the relay waited
+    for an exit that an interactive CLI never makes, up to --hang-timeout, and logged it
+    as hung)."""
+    plan(repo, 2, per_session=10)
+    git("add", ".mcp.json", cwd=repo)
+    git("commit", "-q", "-m", "mcp", cwd=repo)
+    policy = IdleFirstSession()
+    stub.policy = policy
+    env = relay_env(repo, stub, CLAUDE_CODE_STOP_HOOK_BLOCK_CAP="1")
+    config = {"bypassPermissionsModeAccepted": True, **_answered(repo, "onboarding", "trust", "mcp", "key")}
+    (Path(env["HOME"]) / ".claude.json").write_text(json.dumps(config))
+    socket_name = f"handoff-turn-{os.getpid()}"
+    try:
+        r = relay(repo, env, "--tmux", "--tmux-socket", socket_name, "--agent",
+                  'claude --dangerously-skip-permissions "$(cat {prompt_file})"', timeout=300)
+    finally:
+        subprocess.run(["tmux", "-L", socket_name, "kill-server"], capture_output=True)
+    assert r.rc == 0, r.out + r.err
+    assert statuses(repo) == {"t01": "completed", "t02": "completed"}
+    assert "session 1: its turn ended" in r.out, r.out
+    second = run("session", "show", "2", "--json", cwd=repo).json()
+    started = datetime.datetime.strptime(second["started_at"], "%Y-%m-%dT%H:%M:%SZ")
+    waited = started.replace(tzinfo=datetime.timezone.utc).timestamp() - policy.idle_at
+    assert policy.idle_at and waited < 30, f"session 2 started {waited:.0f} s after session 1's last turn"
+    assert assert_sessions_acked_and_closed(repo) == 2
+    assert not any("hung" in line for line in log_lines(repo, "ERROR")), log_lines(repo, "ERROR")
     assert not agents_left(repo)
