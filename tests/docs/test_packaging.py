@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import tomllib
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -36,6 +38,15 @@ def test_manual_is_installed_with_the_package() -> None:
     installed = Path(sys.prefix) / "share" / "man" / "man1" / "git-handoff.1"
     if installed.exists():  # present after a non-editable `pip install .`
         assert installed.read_text() == page
+
+
+def test_the_fast_client_checks_the_dependencies_the_package_declares() -> None:
+    """The fast client's full program runs the plain `git handoff` where its interpreter
+    cannot find one of cmdclient.REQUIRES: the same names as pyproject's dependencies."""
+    from git_handoff import cmdclient
+
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    assert sorted(cmdclient.REQUIRES) == sorted(re.split(r"[^A-Za-z0-9_.-]", d, maxsplit=1)[0] for d in declared)
 
 
 def test_module_entry_point() -> None:
