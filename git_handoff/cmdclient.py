@@ -370,13 +370,37 @@ def _profile_fits(dir_fd: int) -> list[str] | None:
 
 # `python -m git_handoff`, but of this package by its path: a launcher or hook names its
 # package by path, and the interpreter's own search (with site) may find another (an
-# installed copy beside a checkout the launcher was written from)
+# installed copy beside a checkout the launcher was written from). Where that interpreter
+# cannot import the package's dependencies, it is the plain `git handoff` (`plain_unless_importable`).
 _FULL = ("import sys, runpy, importlib.util as u\n"
          "d = sys.argv.pop(1)\n"
          "s = u.spec_from_file_location('git_handoff', d + '/__init__.py', submodule_search_locations=[d])\n"
          "m = sys.modules['git_handoff'] = u.module_from_spec(s)\n"
          "s.loader.exec_module(m)\n"
+         "sys.modules['git_handoff.cmdclient'].plain_unless_importable(sys.argv[1:])\n"
          "runpy.run_module('git_handoff', run_name='__main__', alter_sys=True)")
+
+# The top-level modules of the package's dependencies (pyproject.toml [project]
+# dependencies; tests/cli/test_command_server.py checks that the two name the same).
+REQUIRES = ("pygit2", "click", "tomlkit", "filelock")
+
+
+def plain_unless_importable(args: list[str]) -> None:
+    """The fast client's full program, before anything runs: where this interpreter cannot
+    find a dependency of the package (the interpreter a hook or launcher names is another
+    Python's now, or a virtual environment's base interpreter without its packages), exec
+    `git handoff ARGS` instead of failing on the import; return otherwise."""
+    import importlib.util
+
+    missing = [name for name in REQUIRES if importlib.util.find_spec(name) is None]
+    if not missing:
+        return
+    try:
+        os.execvp("git", ["git", "handoff", *args])
+    except OSError as exc:
+        sys.stderr.write(f"git handoff: {sys.executable} cannot import {missing[0]}, and git cannot be run: "
+                         f"{exc.strerror}\n")
+        os._exit(127)
 
 
 def run_fast(argv: list[str] | None = None) -> None:

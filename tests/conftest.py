@@ -8,12 +8,13 @@ tests/support/ (tests and bench both use it), imported as `from tests.support.â€
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 from pathlib import Path
 
 import pytest
 
-from tests.support import speed
+from tests.support import programs, speed
 from tests.support.env import make_hermetic
 from tests.support.repo import make_repo
 from tests.support.templates import Templates
@@ -24,6 +25,34 @@ def pytest_configure(config: pytest.Config) -> None:
     # read which of the two speeds this run is (tests/support/speed.py)
     speed.configure(config.getoption("markexpr", "") or "")
     keep_bytecode_outside_the_tree(config.rootpath / ".pytest_cache" / "pycache")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """The programs the suite cannot do without (tests/support/programs.py): git, and the
+    package's own `git-handoff`, whose directory goes first on PATH when it is found beside
+    this interpreter (a venv not activated); missing, the session stops saying what to do."""
+    problems = programs.session_problems(os.environ)
+    if problems:
+        raise pytest.UsageError("\n".join(problems))
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Which `git-handoff` the session ran, and the programs missing whose tests skipped."""
+    terminalreporter.write_line(f"git-handoff: {shutil.which('git-handoff')}")
+    missing = programs.missing_report()
+    if missing:
+        terminalreporter.write_line(f"programs missing here (their tests skip): {'; '.join(missing)}")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """@pytest.mark.needs("ssh-keygen"): skipped where the program is missing, saying how to
+    install it (-rs in addopts prints every skip with its reason)."""
+    for item in items:
+        for mark in item.iter_markers("needs"):
+            why = next(filter(None, map(programs.missing, mark.args)), None)
+            if why is not None:
+                item.add_marker(pytest.mark.skip(reason=why))
 
 
 def keep_bytecode_outside_the_tree(prefix: Path) -> None:

@@ -22,6 +22,7 @@ import pytest
 
 from git_handoff import cmdclient
 from tests.support.cmdserver import (
+    another_interpreter,
     blocked_reading_stdin,
     client_env,
     console_script,
@@ -602,13 +603,12 @@ def test_the_fast_client_without_a_server_runs_the_full_program_which_starts_one
 
 def test_the_fast_client_of_another_interpreter_or_switched_off_is_not_served(project: Path, bin_dir: Path,
                                                                               tmp_path: Path) -> None:
-    """The profile names the server's executable: another one (here a symlink to the same
-    binary, another sys.executable all the same) runs the full program, which the server
-    refuses too; HANDOFF_COMMAND_SERVER=0 runs it in-process at once."""
+    """The profile names the server's executable: another one (here a venv's, importing
+    what this interpreter imports) runs the full program, which the server refuses too;
+    HANDOFF_COMMAND_SERVER=0 runs it in-process at once."""
     env, pid = start_server(project, bin_dir)
     want = run_cmd(["git-handoff", "status"], project, client_env(bin_dir, server="0"))
-    other = tmp_path / "other-python"
-    other.symlink_to(sys.executable)
+    other = another_interpreter(tmp_path / "other", packages=True)
     got = run_cmd(fast(["status"], str(other)), project, env)
     assert (got.returncode, got.stdout) == (0, want.stdout)
     got = run_cmd(fast(["status"]), project, {**env, "HANDOFF_COMMAND_SERVER": "0"})
@@ -625,6 +625,24 @@ def test_the_fast_client_without_its_package_runs_git_handoff(project: Path, bin
     argv[argv.index(str(Path(cmdclient.PACKAGE_DIR).parent))] = str(tmp_path)  # no git_handoff there
     got = run_cmd(argv, project, env)
     assert (got.returncode, got.stdout, got.stderr) == (want.returncode, want.stdout, want.stderr)
+
+
+def test_the_fast_client_of_an_interpreter_without_the_dependencies_runs_git_handoff(project: Path, bin_dir: Path,
+                                                                                    tmp_path: Path) -> None:
+    """A hook or launcher names an interpreter that finds the package (by its path) but not
+    its dependencies (a venv's base interpreter, another Python): the command is the plain
+    `git handoff`, here served by the server as the console script's run is."""
+    env, pid = start_server(project, bin_dir)
+    want = run_cmd(["git-handoff", "status"], project, client_env(bin_dir, server="0"))
+    bare = another_interpreter(tmp_path / "bare", packages=False)
+    got = run_cmd(fast(["status"], str(bare)), project, env)
+    assert (got.returncode, got.stdout, got.stderr) == (0, want.stdout, want.stderr)
+    assert served(project) == ["status"]
+    assert server_pids(project) == [pid]
+    no_git = {**env, "PATH": str(tmp_path / "nowhere")}
+    got = run_cmd(fast(["status"], str(bare)), project, no_git)
+    assert got.returncode == 127 and got.stdout == ""
+    assert got.stderr == f"git handoff: {bare} cannot import pygit2, and git cannot be run: No such file or directory\n"
 
 
 def test_the_fast_client_trusts_no_profile_another_may_write(project: Path, bin_dir: Path) -> None:

@@ -136,7 +136,7 @@ def test_builtin_layout_puts_dependencies_left_and_nodes_apart() -> None:
     assert drawing.count('<g class="node"') == 6 and drawing.count('<path class="edge"') == 5
 
 
-@pytest.mark.skipif(svg.shutil.which("dot") is None, reason="Graphviz is not installed")
+@pytest.mark.needs("dot")
 def test_dot_layout_when_graphviz_is_installed() -> None:
     tasks = {t.id: t for t in [Task(id="a", title="a"), Task(id="b", title="b", depends_on=("a",))]}
     drawing = svg.render(tasks, set())

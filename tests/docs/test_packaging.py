@@ -7,6 +7,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import tomllib
+
+from tests.support import programs
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -28,6 +32,25 @@ def test_ci_runs_exactly_the_readme_test_command() -> None:
     assert tests in ci.splitlines()
 
 
+def test_ci_installs_the_package_of_every_program_a_test_needs() -> None:
+    """A test marked `needs` skips where its program is missing: CI installs each one, so no
+    test is skipped in every CI run (tests/support/programs.py)."""
+    ci = (ROOT / ".ci" / "run").read_text()
+    installed = {pkg for line in re.findall(r"apt-get install -y -qq ([^>\n]+)", ci) for pkg in line.split()}
+    assert set(programs.OPTIONAL.values()) - installed == set()
+
+
+def test_ci_runs_the_readme_test_command_again_in_a_fresh_activated_venv() -> None:
+    _, tests = readme_commands()
+    lines = (ROOT / ".ci" / "run").read_text().splitlines()
+    assert lines.count(tests) == 2
+    second = len(lines) - 1 - lines[::-1].index(tests)
+    before = lines[:second]
+    assert 'git clone -q . "$fresh/clone"' in before and 'python3 -m venv "$fresh/venv"' in before
+    assert before[-4:] == ['cd "$fresh/clone"', "# shellcheck disable=SC1091", '. "$fresh/venv/bin/activate"',
+                           "export PYTEST_ADDOPTS='-m \"not slow\"'"]
+
+
 def test_manual_is_installed_with_the_package() -> None:
     pyproject = (ROOT / "pyproject.toml").read_text()
     assert '"share/man/man1" = ["man/git-handoff.1"]' in pyproject
@@ -36,6 +59,15 @@ def test_manual_is_installed_with_the_package() -> None:
     installed = Path(sys.prefix) / "share" / "man" / "man1" / "git-handoff.1"
     if installed.exists():  # present after a non-editable `pip install .`
         assert installed.read_text() == page
+
+
+def test_the_fast_client_checks_the_dependencies_the_package_declares() -> None:
+    """The fast client's full program runs the plain `git handoff` where its interpreter
+    cannot find one of cmdclient.REQUIRES: the same names as pyproject's dependencies."""
+    from git_handoff import cmdclient
+
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    assert sorted(cmdclient.REQUIRES) == sorted(re.split(r"[^A-Za-z0-9_.-]", d, maxsplit=1)[0] for d in declared)
 
 
 def test_module_entry_point() -> None:

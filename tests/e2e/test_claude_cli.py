@@ -276,9 +276,7 @@ def test_a_failed_attempt_keeps_the_hooks(repo: Path, stub: StubServer) -> None:
 def _relay_env(repo: Path, stub: StubServer) -> dict[str, str]:
     home = repo.parent / "claude-home"
     home.mkdir(exist_ok=True)
-    env = claude_env(home, stub.url)
-    env["HANDOFF_RELAY_TEST"] = "1"
-    return env
+    return claude_env(home, stub.url)
 
 
 def _assert_relay_sessions(repo: Path, sessions: int) -> None:

@@ -111,7 +111,7 @@ def test_relay_of_six_tasks_in_three_codex_sessions(repo: Path, home: Path) -> N
         r = run_exe("relay", "--agent", README_CODEX, "--ack-timeout", "60", cwd=repo, env=codex_env(home),
                     timeout=400)
     assert r.rc == 0, r.out[-2000:] + r.err[-2000:]
-    assert_relayed(ids, sessions=3, per_session=2)
+    assert_relayed(repo, ids, sessions=3, per_session=2)
     docs = run("doc", "list", "--json").json()
     assert {d["session"] for d in docs} >= {1, 2}
 

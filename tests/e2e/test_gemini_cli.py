@@ -127,4 +127,4 @@ def test_relay_of_six_tasks_in_three_gemini_sessions(repo: Path, home: Path) -> 
         env.pop("GEMINI_CLI_TRUST_WORKSPACE")  # the example itself must trust the workspace
         r = run_exe("relay", "--agent", README_GEMINI, "--ack-timeout", "60", cwd=repo, env=env, timeout=400)
     assert r.rc == 0, r.out[-2000:] + r.err[-2000:]
-    assert_relayed(ids, sessions=3, per_session=2)
+    assert_relayed(repo, ids, sessions=3, per_session=2)

@@ -152,6 +152,7 @@ def test_a_relay_started_under_nohup_outlives_the_hang_up(repo: Path, way: str) 
     assert record["state"] == "stopped" and record["reason"] == "interrupted by SIGTERM", record
 
 
+@pytest.mark.needs("pgrep")
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP], ids=lambda s: signal.Signals(s).name)
 def test_a_signal_to_the_relay_alone_through_git_is_its_exit_status(repo: Path, sig: int) -> None:
     """`kill -TERM <relay>` (a service manager, `timeout`): git passes on the relay's own

@@ -1,7 +1,8 @@
 """The relay's limit waits with the real Codex CLI and Gemini CLI: 6 tasks, 2 per
 session, and a burst of 429s the CLI gives up on in the middle. The relay waits, then
-launches the agent again into the same session: at least 3 sessions, each task
-completed once, the waits in one session, no launch failure. Only the model is a stub (tests/support/stubs/, with the
+launches the agent again into the same session: exactly 3 sessions of 2 tasks (the
+limit spends none), the waits in one session, no launch failure, no agent process left,
+`git fsck` clean (what the Claude soak asserts). Only the model is a stub (tests/support/stubs/, with the
 scripted faults of faults.py). Claude Code: tests/e2e/test_relay_unattended.py."""
 
 from __future__ import annotations
@@ -64,7 +65,7 @@ def test_codex_rate_limit_burst_is_waited_out_in_its_session(repo: Path, tmp_pat
         holder.append(stub)
         codex_home(home, stub.port)
         r, served = relay_through_a_limit(CODEX, repo, env, stub)
-    assert_limit_waited_out(r, served, ids, "rate_limit", "rate limit")
+    assert_limit_waited_out(r, repo, served, ids, "rate_limit", "rate limit")
 
 
 def test_gemini_quota_burst_is_waited_out_in_its_session(repo: Path, tmp_path: Path) -> None:
@@ -82,4 +83,4 @@ def test_gemini_quota_burst_is_waited_out_in_its_session(repo: Path, tmp_path: P
         settings["general"]["maxAttempts"] = 2
         settings_file.write_text(json.dumps(settings))
         r, served = relay_through_a_limit(GEMINI, repo, env, stub)
-    assert_limit_waited_out(r, served, ids, "usage_limit", "usage limit")
+    assert_limit_waited_out(r, repo, served, ids, "usage_limit", "usage limit")

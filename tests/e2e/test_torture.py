@@ -481,6 +481,7 @@ def wait_for_server(remote: Path) -> None:
         time.sleep(0.02)
 
 
+@pytest.mark.needs("ps")
 def test_sigkill_sync(tmp_path: Path) -> None:
     remote, a, b = remote_and_two_clones(tmp_path)
     assert handoff(a, "init").returncode == 0
@@ -549,6 +550,7 @@ def group_processes(pgid: int) -> list[str]:
     return found
 
 
+@pytest.mark.needs("ps")
 def test_killed_sync_leaves_no_git_fetch_behind(tmp_path: Path) -> None:
     """A SIGKILLed sync must take its `git fetch` with it: left running, the fetch went on
     writing objects and moving refs/remotes/*/harness/* after the command was gone, so the

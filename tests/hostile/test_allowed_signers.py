@@ -31,6 +31,8 @@ from git_handoff.state.writers import PendingWriter
 from tests.support.repo import git, make_repo, run, state_head
 from tests.support.shapes import shape_problems
 
+pytestmark = pytest.mark.needs("ssh-keygen")  # real keys, real signatures
+
 
 @dataclass
 class Fleet:

@@ -309,6 +309,7 @@ def test_a_command_leaves_a_rollback_under_way_to_its_owner(repo: Path) -> None:
         _finish(proc, marks, repo, before)
 
 
+@pytest.mark.needs("ssh-keygen")
 def test_a_command_keeps_the_journal_of_a_fail_not_recorded_yet(repo: Path, tmp_path: Path) -> None:
     """`fail` stopped after writing its journal, before its failure is recorded (signing
     the state commit: a program that waits for a passphrase would), while `status` opens

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import os
 import signal
+import site
 import subprocess
 import sys
+import sysconfig
 import time
+import venv
 from pathlib import Path
 
 from tests.support.processes import processes_with
@@ -55,6 +58,24 @@ def log_lines(repo: Path) -> list[str]:
     except FileNotFoundError:
         return []
     return [line.split(" ", 1)[1] for line in text.splitlines()]
+
+
+def another_interpreter(where: Path, *, packages: bool) -> Path:
+    """Another Python, the same version as this one: the interpreter of a virtual
+    environment made at `where` (`python -m venv`, without pip), so another
+    `sys.executable` whether the tests run in the base interpreter or in a venv (a
+    symbolic link to this interpreter is not: in a venv it starts the base interpreter,
+    whose `sys.prefix` has none of the venv's packages). With `packages` it imports what
+    this interpreter imports (a .pth file adds this one's site directories, their own .pth
+    files included); without, only the standard library."""
+    venv.EnvBuilder(symlinks=True, with_pip=False).create(where)
+    python = where / "bin" / "python"
+    if packages:
+        purelib = sysconfig.get_path("purelib", scheme="venv", vars={"base": str(where), "platbase": str(where)})
+        dirs = [*site.getsitepackages(), *([site.getusersitepackages()] if site.ENABLE_USER_SITE else [])]
+        Path(purelib, "this-interpreters-sites.pth").write_text(
+            "".join(f"import site; site.addsitedir({d!r})\n" for d in dirs if os.path.isdir(d)))
+    return python
 
 
 def served(repo: Path) -> list[str]:

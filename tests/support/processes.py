@@ -28,6 +28,23 @@ def processes_with(marker: str) -> list[int]:
     return found
 
 
+def agents_left(repo: Path) -> list[int]:
+    """Processes still running a session of this repository's relay (the agent CLI and its
+    children: each carries HANDOFF_AGENT_TOKEN and works under `repo`)."""
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            env = Path(f"/proc/{name}/environ").read_bytes()
+            cwd = os.readlink(f"/proc/{name}/cwd")
+        except OSError:
+            continue
+        if b"HANDOFF_AGENT_TOKEN=" in env and cwd.startswith(str(repo)) and procs.alive(int(name)):
+            found.append(int(name))
+    return found
+
+
 def wait_for(predicate: Callable[[], object], timeout: float = 60.0, what: str = "condition") -> None:
     """Poll `predicate` every 50 ms; AssertionError naming `what` once `timeout` seconds passed."""
     deadline = time.monotonic() + timeout

@@ -21,6 +21,12 @@ def git(*args: str, cwd: Path, check: bool = True, input_text: str | None = None
     return proc.stdout.strip()
 
 
+def assert_fsck_clean(repo: Path) -> None:
+    """`git fsck --no-dangling` finds nothing wrong in `repo` (nothing on stdout, status 0)."""
+    fsck = subprocess.run(["git", "fsck", "--no-progress", "--no-dangling"], cwd=repo, capture_output=True, text=True)
+    assert fsck.returncode == 0 and not fsck.stdout.strip(), fsck.stdout + fsck.stderr
+
+
 def state_record(kind: str, number: int, *, cwd: Path) -> str:
     """The text of session `number`'s record of `kind` (`sessions` or `docs`) in the state:
     `<n>@<clone>.json` (or `<n>.json` in a state from before fleet ids), the only one."""
