@@ -7,7 +7,8 @@ on one repository) and the same client sessions, recorded in tests/mcp/sessions/
 line as the client wrote it: both protocol eras (the handshake at every version this
 server knows and at versions it does not, the 2026-07-28 per-request envelope), the
 tools, notifications, pings, and the error cases (lines that are no JSON-RPC message,
-a batch, unknown methods, invalid parameters, a request from the other era). The
+a batch, unknown methods before and after the handshake, invalid parameters, a request
+from the other era, the era a first request fixes even when it is refused). The
 answers are compared request by request, on what the protocol fixes:
 
 - which requests are answered (an unanswered request is a client waiting forever,
@@ -249,6 +250,9 @@ DIFFERENCES = [
                "`params` that is a string is a JSON-RPC request with invalid parameters: ours answers it "
                "-32602 with its id, as JSON-RPC 2.0 asks; the SDK's stdio transport refuses the whole line "
                "in its message model and drops it, so its client would wait for an answer forever"),
+    Difference("era-after-a-dropped-line.jsonl", 1, "answered", True, False,
+               "the same string `params` as the first line: ours answers it -32602, the SDK drops it; for "
+               "neither is it the first request, so the enveloped server/discover after it opens the era"),
 ]
 
 # Where ours answers otherwise than the SDK and should not: none now. The last ones were the
@@ -340,6 +344,9 @@ EXERCISED: dict[str, dict[Any, Any]] = {
     "era-after-a-ping.jsonl": {1: "ok", 2: -32600, 3: -32600, "end-of-session": "ok"},
     "era-after-a-refused-first-request.jsonl": {1: -32602, 2: -32600, 3: "ok", "end-of-session": "ok"},
     "era-after-a-refused-modern-request.jsonl": {1: -32022, 2: -32022, 3: -32602, "end-of-session": -32602},
+    "era-after-a-dropped-line.jsonl": {2: "ok", 3: "ok", "end-of-session": -32602},
+    "handshake-unknown-methods-first.jsonl": {1: -32601, 2: -32601, 3: -32601, 4: -32602, 5: "ok", 6: -32601,
+                                              7: "ok", "end-of-session": "ok"},
 }
 
 
