@@ -2,14 +2,25 @@
 messages, one per line, answered as the MCP specification asks of a server that
 offers tools and nothing else.
 
-Two eras of the protocol, chosen by the client's first request and kept for the
-connection, as the MCP SDK's own server keeps them:
+Two eras of the protocol, fixed by the client's first request, whatever it is and
+whether it is answered with a result or refused, and kept for the connection, as the
+MCP SDK's own server keeps them: a first request that carries the 2026-07-28 envelope
+(`params._meta` naming a protocol version) and is not `initialize` opens the
+per-request era; any other (`initialize`, `ping`, a request without the envelope, such
+as `server/discover` without it) opens the handshake era. Notifications, and lines
+that are no MCP request (not JSON-RPC; `params` that is no object, which is answered
+-32602 where the SDK's transport drops the line) decide nothing.
 - the handshake era (2024-11-05 .. 2025-11-25): `initialize` (the version the client
   asks for when it is one of these, else the newest), `notifications/initialized`,
-  `ping`, `tools/list`, `tools/call`;
+  `ping`, `tools/list`, `tools/call`; nothing but `ping` before `initialize` is
+  accepted (-32602), a method this era does not have is -32601 before and after it
+  (`server/discover` among them), and a request other than `initialize` carrying
+  the envelope is refused (-32600);
 - the per-request era (2026-07-28): every request carries the version and the client's
-  capabilities in `params._meta`; `server/discover` answers what `initialize` would,
-  and results say `resultType`, `cacheScope`, and the server's name in `_meta`.
+  capabilities in `params._meta` (else -32602, or -32022 for a version not served);
+  `server/discover` answers what `initialize` would, and results say `resultType`,
+  `cacheScope`, and the server's name in `_meta`; there is no `ping` (-32601), and
+  `initialize` is refused (-32022).
 
 A client's `notifications/cancelled` drops a call still waiting its turn; a running
 call (a git transaction, a validation command) finishes, unanswered. Lines that are
@@ -76,7 +87,8 @@ class Connection:
         self.handlers = handlers
         self._send = send
         self._sending = threading.Lock()
-        self.era: str | None = None  # "handshake" or "modern", set by the first request that says
+        self.era: str | None = None  # "handshake" or "modern", fixed by the client's first request
+        self._initialized = False  # a handshake connection's initialize accepted
         self._calls: queue.Queue[tuple[Any, str, Any] | None] = queue.Queue()
         self._cancelled: set[Any] = set()
         self._state = threading.Lock()
@@ -114,61 +126,74 @@ class Connection:
 
     def _request(self, rid: Any, method: str, params: Any) -> None:
         if params is not None and not isinstance(params, dict):
+            # No MCP request: the SDK's transport drops the line, so it decides no era either.
             raise bad_params()
         params = params or {}
         meta = params.get("_meta")
-        modern = isinstance(meta, dict) and META_VERSION in meta
+        enveloped = isinstance(meta, dict) and META_VERSION in meta
+        if self.era is None:  # the client's first request decides, whether it is then accepted or refused
+            self.era = "modern" if enveloped and method != "initialize" else "handshake"
+        if self.era == "handshake":
+            self._handshake_request(rid, method, params, enveloped)
+        else:
+            self._modern_request(rid, method, params, meta)
+
+    def _handshake_request(self, rid: Any, method: str, params: Message, enveloped: bool) -> None:
         if method == "initialize":
             self._initialize(rid, params)
             return
-        if modern or method == "server/discover":
-            self._check_modern(meta)
-        elif self.era is None and method != "ping":
-            raise bad_params()  # nothing but a ping before the handshake, as the SDK's server
-        elif self.era == "modern":
-            raise RpcError(INVALID_PARAMS, f"params._meta must be an object carrying the required "
-                                           f"{META_VERSION!r} and {META_CAPABILITIES!r} envelope keys")
-        if method == "server/discover":
-            self.answer(rid, {"capabilities": self._capabilities(), "instructions": self.handlers.instructions,
-                              "supportedVersions": list(MODERN_VERSIONS)}, cached=True)
-        elif method == "ping" and self.era != "modern":
-            self.answer(rid, {})
-        elif method == "tools/list":
-            self.answer(rid, {"tools": self.handlers.tools}, cached=True)
-        elif method == "tools/call":
-            name, arguments = params.get("name"), params.get("arguments")
-            if not isinstance(name, str) or not (arguments is None or isinstance(arguments, dict)):
-                raise bad_params()
-            self._queue_call(rid, name, arguments)
-        else:
+        if enveloped:
+            raise RpcError(INVALID_REQUEST, "this connection serves the handshake protocol era; requests carrying "
+                           f"the {MODERN_VERSIONS[-1]} envelope are not accepted on it")
+        if method not in ("ping", "tools/list", "tools/call"):  # server/discover included: not of this era
             raise RpcError(METHOD_NOT_FOUND, "Method not found", method)
+        if not self._initialized and method != "ping":
+            raise bad_params()  # nothing but a ping before the handshake, as the SDK's server
+        if method == "ping":
+            self.answer(rid, {})
+        else:
+            self._serve(rid, method, params)
 
-    def _initialize(self, rid: Any, params: Message) -> None:
-        if self.era == "modern":
+    def _modern_request(self, rid: Any, method: str, params: Message, meta: Any) -> None:
+        if method == "initialize":
             raise RpcError(UNSUPPORTED_PROTOCOL_VERSION, f"connection is serving the {MODERN_VERSIONS[-1]} protocol; "
                            "the initialize handshake is not accepted",
                            {"supported": list(MODERN_VERSIONS), "requested": params.get("protocolVersion")})
-        asked = params.get("protocolVersion")
-        if not isinstance(asked, str) or not isinstance(params.get("clientInfo", {}), dict):
-            raise bad_params()
-        self.era = "handshake"
-        version = asked if asked in HANDSHAKE_VERSIONS else HANDSHAKE_VERSIONS[-1]
-        self.answer(rid, {"capabilities": self._capabilities(), "instructions": self.handlers.instructions,
-                          "protocolVersion": version, "serverInfo": self.handlers.info})
-
-    def _check_modern(self, meta: Any) -> None:
-        if self.era == "handshake":
-            raise RpcError(INVALID_REQUEST, "this connection serves the handshake protocol era; requests carrying "
-                           f"the {MODERN_VERSIONS[-1]} envelope are not accepted on it")
         if not isinstance(meta, dict):
-            meta = {}
+            raise RpcError(INVALID_PARAMS, f"params._meta must be an object carrying the required "
+                                           f"{META_VERSION!r} and {META_CAPABILITIES!r} envelope keys")
         missing = [k for k in (META_VERSION, META_CAPABILITIES) if k not in meta]
         if missing:
             raise RpcError(INVALID_PARAMS, f"params._meta is missing the required envelope key(s): {', '.join(missing)}")
         if meta[META_VERSION] not in MODERN_VERSIONS:
             raise RpcError(UNSUPPORTED_PROTOCOL_VERSION, f"unsupported protocol version {meta[META_VERSION]!r}",
                            {"supported": list(MODERN_VERSIONS), "requested": meta[META_VERSION]})
-        self.era = "modern"
+        if method == "server/discover":
+            self.answer(rid, {"capabilities": self._capabilities(), "instructions": self.handlers.instructions,
+                              "supportedVersions": list(MODERN_VERSIONS)}, cached=True)
+        elif method in ("tools/list", "tools/call"):  # no ping in this era
+            self._serve(rid, method, params)
+        else:
+            raise RpcError(METHOD_NOT_FOUND, "Method not found", method)
+
+    def _serve(self, rid: Any, method: str, params: Message) -> None:
+        """tools/list and tools/call, the same in both eras."""
+        if method == "tools/list":
+            self.answer(rid, {"tools": self.handlers.tools}, cached=True)
+            return
+        name, arguments = params.get("name"), params.get("arguments")
+        if not isinstance(name, str) or not (arguments is None or isinstance(arguments, dict)):
+            raise bad_params()
+        self._queue_call(rid, name, arguments)
+
+    def _initialize(self, rid: Any, params: Message) -> None:
+        asked = params.get("protocolVersion")
+        if not isinstance(asked, str) or not isinstance(params.get("clientInfo", {}), dict):
+            raise bad_params()
+        self._initialized = True
+        version = asked if asked in HANDSHAKE_VERSIONS else HANDSHAKE_VERSIONS[-1]
+        self.answer(rid, {"capabilities": self._capabilities(), "instructions": self.handlers.instructions,
+                          "protocolVersion": version, "serverInfo": self.handlers.info})
 
     @staticmethod
     def _capabilities() -> Message:

@@ -91,6 +91,48 @@ def test_the_modern_era_answers_discover_and_refuses_the_handshake() -> None:
     assert w.answer(6)["error"]["data"]["supported"] == ["2026-07-28"]
 
 
+def test_the_first_request_fixes_the_era_even_when_it_is_refused() -> None:
+    """As the SDK's server: whatever the first request is, and however it is answered,
+    the connection keeps its era; a line with params that is no object is no request
+    and fixes nothing."""
+    init = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {}}
+    unsupported = {"_meta": {**MODERN, "io.modelcontextprotocol/protocolVersion": "2099-01-01"}}
+    cases: list[tuple[tuple[str, Any], int | None, str | None]] = [
+        (("ping", None), None, "handshake"),
+        (("initialize", {"capabilities": {}}), -32602, "handshake"),  # refused: no protocolVersion
+        (("initialize", {**init, "_meta": MODERN}), None, "handshake"),  # no handshake in the 2026 era
+        (("tools/list", None), -32602, "handshake"),  # before initialize
+        (("server/discover", {}), -32601, "handshake"),
+        (("tools/list", unsupported), -32022, "modern"),
+        (("tools/list", {"_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}}), -32602, "modern"),
+        (("tools/list", "not an object"), -32602, None),
+    ]
+    for (method, params), code, era in cases:
+        w = Wire()
+        w.send({"jsonrpc": "2.0", "id": 1, "method": method, **({"params": params} if params is not None else {})})
+        assert w.answer(1).get("error", {}).get("code") == code, method
+        assert w.conn.era == era, (method, params)
+        w.request(2, "server/discover", {"_meta": MODERN})
+        w.request(3, "initialize", init)
+        if era == "handshake":
+            assert w.answer(2)["error"]["code"] == -32600 and "result" in w.answer(3)
+        elif era == "modern":
+            assert w.answer(2)["result"]["supportedVersions"] == ["2026-07-28"]
+            assert w.answer(3)["error"]["code"] == -32022
+        else:
+            assert "result" in w.answer(2) and w.conn.era == "modern"
+
+
+def test_server_discover_without_the_envelope_is_an_unknown_method_of_the_handshake_era() -> None:
+    w = Wire()
+    w.request(0, "server/discover")  # the first request: a handshake connection
+    assert "result" in handshake(w)
+    w.request(2, "server/discover", {})
+    w.request(3, "server/discover", {"_meta": {"progressToken": 1}})  # a _meta, but no envelope
+    for rid in (0, 2, 3):
+        assert w.answer(rid)["error"] == {"code": -32601, "message": "Method not found", "data": "server/discover"}
+
+
 def test_calls_run_one_at_a_time_and_a_cancelled_one_is_neither_run_nor_answered() -> None:
     w = Wire()
     handshake(w)

@@ -7,7 +7,8 @@ on one repository) and the same client sessions, recorded in tests/mcp/sessions/
 line as the client wrote it: both protocol eras (the handshake at every version this
 server knows and at versions it does not, the 2026-07-28 per-request envelope), the
 tools, notifications, pings, and the error cases (lines that are no JSON-RPC message,
-a batch, unknown methods, invalid parameters, a request from the other era). The
+a batch, unknown methods before and after the handshake, invalid parameters, a request
+from the other era, the era a first request fixes even when it is refused). The
 answers are compared request by request, on what the protocol fixes:
 
 - which requests are answered (an unanswered request is a client waiting forever,
@@ -249,39 +250,17 @@ DIFFERENCES = [
                "`params` that is a string is a JSON-RPC request with invalid parameters: ours answers it "
                "-32602 with its id, as JSON-RPC 2.0 asks; the SDK's stdio transport refuses the whole line "
                "in its message model and drops it, so its client would wait for an answer forever"),
+    Difference("era-after-a-dropped-line.jsonl", 1, "answered", True, False,
+               "the same string `params` as the first line: ours answers it -32602, the SDK drops it; for "
+               "neither is it the first request, so the enveloped server/discover after it opens the era"),
 ]
 
-# Where ours answers otherwise than the SDK and than its own docstring says
-# (mcp/protocol.py: the era is "chosen by the client's first request and kept for the
-# connection, as the MCP SDK's own server keeps them"): ours decides the era at the
-# first request it accepts that says one (initialize, or a request with the 2026
-# envelope), the SDK at the client's first request whatever it is (a ping, a refused
-# initialize, a refused envelope, a server/discover without one). Reported with issue 44
-# as a change to git_handoff/mcp/protocol.py; each entry goes when the server answers
-# as the SDK, and this test then says which.
-ERA = ("the era divergence (see above): ours has not decided the era yet and lets this request decide it; "
-       "the SDK's server decided it at the session's first request")
-DIVERGENCES = [
-    Difference("handshake-errors.jsonl", 22, "error code", -32600, -32601,
-               "server/discover without the envelope on a handshake connection: the SDK answers Method not "
-               "found (the method does not exist in this era); ours answers -32600 with a message saying the "
-               "request carried the 2026-07-28 envelope, which it did not"),
-    Difference("modern-discover-first-without-envelope.jsonl", 1, "error code", -32602, -32601,
-               "server/discover without the envelope as the first request: the SDK opens a handshake "
-               "connection, where the method does not exist; ours says the envelope's keys are missing"),
-    Difference("modern-discover-first-without-envelope.jsonl", 2, "kind", "result", "error", ERA),
-    Difference("modern-discover-first-without-envelope.jsonl", 3, "kind", "error", "result", ERA),
-    Difference("modern-discover-first-without-envelope.jsonl", "end-of-session", "kind", "error", "result", ERA),
-    Difference("era-after-a-ping.jsonl", 2, "kind", "result", "error", ERA),
-    Difference("era-after-a-ping.jsonl", 3, "kind", "result", "error", ERA),
-    Difference("era-after-a-ping.jsonl", "end-of-session", "kind", "error", "result", ERA),
-    Difference("era-after-a-refused-first-request.jsonl", 2, "kind", "result", "error", ERA),
-    Difference("era-after-a-refused-first-request.jsonl", 3, "kind", "error", "result", ERA),
-    Difference("era-after-a-refused-first-request.jsonl", "end-of-session", "kind", "error", "result", ERA),
-    Difference("era-after-a-refused-modern-request.jsonl", 2, "kind", "result", "error", ERA),
-    Difference("era-after-a-refused-modern-request.jsonl", 3, "kind", "result", "error", ERA),
-    Difference("era-after-a-refused-modern-request.jsonl", "end-of-session", "kind", "result", "error", ERA),
-]
+# Where ours answers otherwise than the SDK and should not: none now. The last ones were the
+# protocol era, which ours decided at the first request it accepted that said one, and the
+# SDK (as mcp/protocol.py says it keeps it) at the client's first request whatever it is,
+# and server/discover without the envelope, which the SDK answers Method not found; the
+# era-* and modern-discover-first-without-envelope sessions hold both now.
+DIVERGENCES: list[Difference] = []
 
 
 def session_lines(name: str, version: str | None = None) -> list[str]:
@@ -365,6 +344,9 @@ EXERCISED: dict[str, dict[Any, Any]] = {
     "era-after-a-ping.jsonl": {1: "ok", 2: -32600, 3: -32600, "end-of-session": "ok"},
     "era-after-a-refused-first-request.jsonl": {1: -32602, 2: -32600, 3: "ok", "end-of-session": "ok"},
     "era-after-a-refused-modern-request.jsonl": {1: -32022, 2: -32022, 3: -32602, "end-of-session": -32602},
+    "era-after-a-dropped-line.jsonl": {2: "ok", 3: "ok", "end-of-session": -32602},
+    "handshake-unknown-methods-first.jsonl": {1: -32601, 2: -32601, 3: -32601, 4: -32602, 5: "ok", 6: -32601,
+                                              7: "ok", "end-of-session": "ok"},
 }
 
 
@@ -436,6 +418,6 @@ def test_a_server_answering_otherwise_fails_the_comparison(serving: Handlers,
     found = compare(*both_answer(serving, "handshake-errors.jsonl"))
     assert (3, "result.capabilities.tools.listChanged", True, False) in found
     assert [d for d in found if d[1] == "error code" and d[2] == -32000] == [
-        (rid, "error code", -32000, -32601) for rid in (16, 17, 18, 19, 20)]
+        (rid, "error code", -32000, -32601) for rid in (16, 17, 18, 19, 20, 22)]
     with pytest.raises(AssertionError, match="answer differently"):
         assert_only_recorded("handshake-errors.jsonl", found)
