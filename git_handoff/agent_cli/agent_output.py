@@ -248,6 +248,9 @@ def limit_in(cli: str, exit_status: int | None, output: str, now: datetime.datet
 _BUSY = re.compile(r"(?i)\besc to (?:interrupt|cancel)\b")
 BUSY_LINES = ("claude", "codex", "gemini")  # the CLIs whose working status line _BUSY knows
 _DIGITS = re.compile(r"\d+")
+# a spinner's line: an animated glyph, a verb it picks, an ellipsis ("✻ Churning… (12s · ↓ 20
+# tokens)"; Claude Code keeps its "esc to interrupt" on the status line below the prompt)
+_SPINNER = re.compile(r"^\s*\S\s+[A-Z][a-z]+(?:…|\.\.\.)")
 
 
 def busy_in(screen: str) -> bool:
@@ -256,11 +259,11 @@ def busy_in(screen: str) -> bool:
 
 
 def screen_shape(screen: str) -> str:
-    """What of a pane a redraw does not change: the working status line (its spinner, its
-    timer, its token count) dropped, every number blanked. Two panes of one shape show
+    """What of a pane a redraw does not change: the working status line and the spinner's
+    line (its glyph, its verb, its timer, its token count) dropped, every number blanked. Two panes of one shape show
     no progress between them (a CLI waiting on a model that never answers redraws its
     timer every second)."""
-    kept = (line for line in screen.splitlines() if _BUSY.search(line) is None)
+    kept = (line for line in screen.splitlines() if _BUSY.search(line) is None and _SPINNER.match(line) is None)
     return "\n".join(_DIGITS.sub("#", line).rstrip() for line in kept).strip()
 
 

@@ -366,9 +366,10 @@ def turn_ended(store: StateStore) -> None:
     now, which is what tells the relay to end the pane and go on (the next session, or
     "all N task(s) completed"); outside a relay nothing happens (the agent's own
     SessionEnd writes the document when the person quits)."""
-    number = session_records.current_number(store)
-    if number <= 0 or relay_session() != number:
-        return
+    number = relay_session()
+    opened = this_clone.open_session(store.repo)
+    if number is None or opened is None or int(opened["session"]) != number:
+        return  # no relay, or not the session it runs here now
     store.session = number
     handoff.write_doc(store, trigger="stop")
 

@@ -13,9 +13,11 @@ from git_handoff.agent_cli.agent_output import (
     OUTAGE,
     RATE_LIMIT,
     USAGE_LIMIT,
+    busy_in,
     cli_of,
     limit_in,
     person_prompt_in,
+    screen_shape,
 )
 
 UTC = datetime.timezone.utc
@@ -171,6 +173,13 @@ SCREENS = {
         f"{RULE}\n  Detected a custom API key in your environment\n\n  ANTHROPIC_API_KEY: sk-ant-...-stub-not-a-real-key"
         "\n\n  Do you want to use this API key?\n\n    Yes\n  ❯ No (recommended)\n\n  Enter to confirm · Esc to cancel\n",
         ['"customApiKeyResponses": {"approved": ["-stub-not-a-real-key"]}']),
+    "mcp server": (
+        f"{RULE}\n  New MCP server found in this project: handoff\n\n  MCP servers may execute code or access system"
+        " resources. All tool calls require approval. Learn more in the MCP documentation.\n\n    Use this MCP"
+        " server\n    Use this and all future MCP servers in this project\n  ❯ Continue without using this MCP"
+        " server\n\n  Enter to confirm · Esc to reject\n",
+        ['"enabledMcpjsonServers": ["handoff"]', ".claude/settings.local.json",
+         "hooks install --agent claude --unattended", '"enableAllProjectMcpServers": true']),
     "bypass": (
         f"{RULE}\n  WARNING: Claude Code running in Bypass Permissions mode\n\n  In Bypass Permissions mode, Claude Code"
         " will not ask for your approval before running potentially dangerous\n  commands.\n  This mode should only"
@@ -272,3 +281,24 @@ PANES = [
 def test_a_limit_on_the_pane_of_a_running_interactive_claude(pane: str, kind: str, resets_at: str | None) -> None:
     limit = limit_in("claude", None, pane, NOW)
     assert limit is not None and (limit.kind, limit.resets_at) == (kind, resets_at)
+
+
+# the pane of interactive claude 2.1.332 in a turn (the Stop hook running), then at its prompt
+WORKING = ("● Nothing more from me.\n\n* Galloping… (running Stop hook · 1s · ↓ 10 tokens)\n\n" + RULE + "\n❯ \n"
+           + RULE + "\n  ⏵⏵ bypass permissions on (shift+tab to cycle) · esc to interrupt · ← for agents\n")
+RESTING = ("● Nothing more from me.\n\n✻ Baked for 3s · done 4:13 AM\n\n" + RULE + "\n❯ \n" + RULE
+           + "\n  ⏵⏵ bypass permissions on (shift+tab to cycle)\n")
+
+
+def test_a_turn_at_work_is_told_from_a_pane_at_rest() -> None:
+    assert busy_in(WORKING) and not busy_in(RESTING)
+    assert busy_in("  Working (5s • Esc to interrupt)") and busy_in("⠋ Thinking (esc to cancel, 3s)")  # codex, gemini
+    assert not busy_in("the escape hatch: esc to leave")
+
+
+def test_a_redraw_of_the_working_line_is_not_a_new_shape_and_new_output_is() -> None:
+    later = WORKING.replace("1s · ↓ 10 tokens", "14s · ↓ 220 tokens").replace("* Galloping", "✻ Pondering")
+    assert screen_shape(later) == screen_shape(WORKING)
+    assert screen_shape(WORKING.replace("Nothing more", "Something more")) != screen_shape(WORKING)
+    assert screen_shape("a  \n\nb   \n") == screen_shape("a\n\nb\n")  # trailing blanks a resize repaints
+    assert screen_shape("⠋ Thinking... (esc to cancel, 3s)\nx") == screen_shape("⠙ Thinking... (esc to cancel, 9s)\nx")

@@ -80,3 +80,30 @@ def test_unattended_is_for_claude_only(repo: Path, agent: list[str]) -> None:
     r = run("hooks", "install", *agent, "--unattended")
     assert r.rc == 2 and r.err.startswith("error: --unattended is for --agent claude")
     assert _porcelain(repo) == before and not (repo / ".git" / "hooks" / "post-commit").exists()
+
+
+def test_install_approves_the_mcp_server_it_registers_keeping_the_users_list(repo: Path) -> None:
+    """interactive claude asks "New MCP server found in this project: handoff" before anything
+    else (the relay waited out three ACK timeouts on it); --unattended answers it where the
+    project may, beside the bypass answer, unless --no-mcp."""
+    (repo / ".claude").mkdir()
+    (repo / LOCAL).write_text(json.dumps({"enabledMcpjsonServers": ["docs"], "model": "x"}))
+    r = run("hooks", "install", "--agent", "claude", "--unattended", "--json")
+    assert r.rc == 0, r.err
+    assert r.json()["unattended"]["set"] == ["skipDangerousModePermissionPrompt", "enabledMcpjsonServers"]
+    assert json.loads((repo / LOCAL).read_text()) == {"enabledMcpjsonServers": ["docs", "handoff"], "model": "x",
+                                                      "skipDangerousModePermissionPrompt": True}
+    again = run("hooks", "install", "--agent", "claude", "--unattended", "--json")
+    assert again.rc == 0 and again.json()["unattended"]["set"] == []
+    human = run("hooks", "install", "--agent", "claude")
+    assert "git add .claude/settings.json .mcp.json" in human.out, human.out  # what to commit, both files
+    r = run("hooks", "uninstall", "--agent", "claude", "--unattended", "--json")
+    assert r.rc == 0 and r.json()["unattended"]["removed"] == ["skipDangerousModePermissionPrompt",
+                                                                "enabledMcpjsonServers"]
+    assert json.loads((repo / LOCAL).read_text()) == {"enabledMcpjsonServers": ["docs"], "model": "x"}
+
+
+def test_no_mcp_leaves_the_mcp_approval_alone(repo: Path) -> None:
+    r = run("hooks", "install", "--agent", "claude", "--unattended", "--no-mcp", "--json")
+    assert r.rc == 0 and "enabledMcpjsonServers" not in json.loads((repo / LOCAL).read_text())
+    assert "git add .claude/settings.json;" in run("hooks", "install", "--agent", "claude", "--no-mcp").out

@@ -29,6 +29,7 @@ from git_handoff.infra import procs
 from git_handoff.infra.gitrepo import Repo
 from git_handoff.state.store import StateStore
 from tests.support.claude_cli import claude_env, require_claude
+from tests.support.processes import agents_left
 from tests.support.repo import run, run_exe
 from tests.support.stubs.anthropic import Lazy, StubServer, say
 
@@ -163,22 +164,6 @@ def _completed_at(repo: Path) -> list[float]:
     return stamps
 
 
-def _handoff_processes(repo: Path) -> list[str]:
-    """Processes started for this repository's relay (the agent's tree) that are still alive."""
-    found = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            env = Path(f"/proc/{name}/environ").read_bytes()
-            cwd = os.readlink(f"/proc/{name}/cwd")
-        except OSError:
-            continue
-        if b"HANDOFF_AGENT_TOKEN=" in env and cwd.startswith(str(repo)) and procs.alive(int(name)):
-            found.append(Path(f"/proc/{name}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace"))
-    return found
-
-
 @pytest.mark.parametrize("answers", ["unattended", "claude-json"])
 def test_the_overnight_recipe_run_verbatim_ends_when_the_work_ends(repo: Path, stub: StubServer, answers: str) -> None:
     """docs/agent-clis.md's recipe, its shell lines run as written (a fresh HOME, the relay in
@@ -232,5 +217,5 @@ def test_the_overnight_recipe_run_verbatim_ends_when_the_work_ends(repo: Path, s
     assert "Your Name <you@example.com>" in committed and ".mcp.json" in committed, committed
     # nothing left: no tmux server on the relay's socket, no agent process
     assert subprocess.run(["tmux", "-L", socket_name, "list-sessions"], capture_output=True).returncode != 0
-    assert not _handoff_processes(repo)
+    assert not agents_left(repo)
     assert time.monotonic() - started < 300

@@ -25,10 +25,10 @@ from pathlib import Path
 import pytest
 
 from git_handoff.dashboard import pages
-from git_handoff.infra import procs
 from git_handoff.infra.gitrepo import Repo
 from git_handoff.state.store import StateStore
 from tests.support.claude_cli import claude_env, require_claude
+from tests.support.processes import agents_left
 from tests.support.repo import Result, git, run
 from tests.support.stubs.anthropic import Lazy, Reply, Request, StubServer, bash, say, summary
 from tests.support.stubs.faults import Fault
@@ -63,7 +63,6 @@ def relay_env(repo: Path, stub: StubServer, *, oauth: bool = False, **extra: str
     home = repo.parent / "claude-home"
     home.mkdir(exist_ok=True)
     env = claude_env(home, stub.url, extra)
-    env["HANDOFF_RELAY_TEST"] = "1"
     if oauth:
         del env["ANTHROPIC_API_KEY"]
         env["CLAUDE_CODE_OAUTH_TOKEN"] = "sk-ant-oat01-stub-not-a-real-token"
@@ -107,22 +106,6 @@ def log_lines(repo: Path, kind: str | None = None) -> list[str]:
     res = run("log", *(["--type", kind] if kind else []), cwd=repo)
     assert res.rc == 0, res.err
     return res.out.splitlines()
-
-
-def agents_left(repo: Path) -> list[int]:
-    """Processes still running a session of this repository's relay (claude and its children)."""
-    found = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            env = Path(f"/proc/{name}/environ").read_bytes()
-            cwd = os.readlink(f"/proc/{name}/cwd")
-        except OSError:
-            continue
-        if b"HANDOFF_AGENT_TOKEN=" in env and cwd.startswith(str(repo)) and procs.alive(int(name)):
-            found.append(int(name))
-    return found
 
 
 def assert_sessions_acked_and_closed(repo: Path) -> int:

@@ -207,3 +207,24 @@ def test_prompt_bound_holds_for_extreme_text(repo: Path) -> None:
     text = run("prompt").out
     assert len(text.encode()) < 10_000
     assert text.rstrip().endswith("`git handoff blocker TEXT`.")  # the protocol survives the cut
+
+
+def test_a_second_ack_of_an_accepted_session_is_no_new_event(repo: Path) -> None:
+    """The SessionStart hook acknowledges and the prompt's first step tells the agent to run
+    `git handoff ack`: the same answer again changes nothing and logs nothing (each
+    relay session logged two ACKs before)."""
+    _setup(repo)
+    run("doc", "write")
+    run("session", "start")
+    first = run("ack", "--json")
+    assert first.rc == 0, first.err
+    before = state_head(repo)
+    again = run("ack", "--json")
+    assert again.rc == 0 and again.json() == first.json()
+    assert state_head(repo) == before
+    assert [line for line in run("log").out.splitlines() if " ACK " in line] == [
+        line for line in run("log").out.splitlines() if "ACK Session 2 accepted the handoff of session 1" in line]
+    assert len([line for line in run("log").out.splitlines() if " ACK " in line]) == 1
+    # a rejection after an acceptance is still recorded: it is a different answer
+    assert run("ack", "--failed", "the facts do not match").rc == 0
+    assert run("session", "show", "--json").json()["ack"]["status"] == "failed"

@@ -203,3 +203,56 @@ def test_session_end_under_a_relay_leaves_the_ending_to_the_relay(repo: Path,
     assert run("doc", "show", "1", "--json").json()["trigger"] == "session-end"
     assert not run("session", "show", "1", "--json").json()["ended_at"]
     assert run("session", "end").rc == 0  # what the relay then does
+
+
+# -- under a relay: the end of a turn ends the session ------------------------------------
+
+
+def _relay_session(monkeypatch: pytest.MonkeyPatch) -> int:
+    assert run("session", "start").rc == 0
+    number = int(run("session", "show", "--json").json()["session"])
+    monkeypatch.setenv("HANDOFF_SESSION", str(number))
+    return number
+
+
+def test_under_a_relay_a_stop_that_is_let_through_writes_the_document(repo: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """An interactive CLI whose turn ends waits at its prompt for ever: the Stop hook that
+    lets a relay's agent stop writes the session's document, which is what tells the relay
+    to end the pane (before, nothing was written and the relay waited for an exit)."""
+    _plan("a")
+    number = _relay_session(monkeypatch)
+    assert run("claim", "a").rc == 0
+    blocked, _ = _hook("claude-stop", STOP)  # its own task in progress: held, no document
+    assert blocked is not None and blocked.get("decision") == "block"
+    assert run("doc", "show", str(number)).rc == 2
+    assert run("done", "a").rc == 0
+    assert _hook("claude-stop", STOP)[0] is None  # nothing left: let through
+    doc = run("doc", "show", str(number), "--json").json()
+    assert doc["trigger"] == "stop" and [t["id"] for t in doc["status"]["completed"]] == ["a"]
+
+
+def test_under_a_relay_the_opened_valve_writes_the_document_too(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _plan("a")
+    number = _relay_session(monkeypatch)
+    for _ in range(8):
+        blocked, _ = _hook("claude-stop", STOP)
+        assert blocked is not None and blocked.get("decision") == "block"
+        assert run("doc", "show", str(number)).rc == 2
+    released, _ = _hook("claude-stop", STOP)
+    assert released is not None and "safety valve opened" in released.get("systemMessage", "")
+    assert run("doc", "show", str(number), "--json").json()["trigger"] == "stop"
+
+
+def test_without_a_relay_a_stop_let_through_writes_no_document(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A person's own session ends when the person quits: its SessionEnd writes the document."""
+    _plan("a")
+    monkeypatch.delenv("HANDOFF_SESSION", raising=False)
+    assert run("session", "start").rc == 0
+    assert run("claim", "a").rc == 0 and run("done", "a").rc == 0
+    assert _hook("claude-stop", STOP)[0] is None
+    assert run("doc", "list", "--json").json() == []
+    # nor for a relay's other session (an agent that outlived its own)
+    monkeypatch.setenv("HANDOFF_SESSION", "99")
+    assert _hook("claude-stop", STOP)[0] is None
+    assert run("doc", "list", "--json").json() == []
