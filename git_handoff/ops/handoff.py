@@ -231,8 +231,13 @@ def ack(store: StateStore, failed: str | None = None) -> AckAnswer:
         given = record.get("ack")
         if failed is None and isinstance(given, dict) and given.get("status") == "accepted":
             # acknowledged already (the SessionStart hook acks, and the prompt's first step
-            # asks the agent to): the same answer again is no new event for the log
-            return cast(AckAnswer, {"session": number, **given})
+            # asks the agent to): the same answer again is no new event for the log. Its
+            # time is kept, as the ACK of the agent launched last (a relay's launch after a
+            # limit waits for an ACK newer than the one before it).
+            again = cast(AckEntry, {**given, "at": stamp})
+            record["ack"] = again
+            put_record(tx, session_path(tx, number), record)
+            return {"session": number, **again}
         # the document the prompt showed: never one an unapproved writer wrote last (writers.for_prompt)
         found = pending_doc_at(tx, before=number,
                                skip=writers.unapproved_records(tx.store.repo, tx.base.commit if tx.base else None))
