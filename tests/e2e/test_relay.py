@@ -394,3 +394,20 @@ def test_agent_exiting_non_zero_right_after_its_ack_is_a_launch_failure(repo: Pa
     assert "exited with status 1" in res.err and "after its ACK" in res.err
     assert "made no progress" not in res.out + res.err
     assert len(log_lines(repo, "ERROR")) >= 3
+
+
+def test_a_launch_that_fails_before_its_ack_leaves_no_document_for_the_next_launch(repo: Path) -> None:
+    """An agent whose exit hook wrote the session's document (Claude Code's SessionEnd does)
+    before it acknowledged: the session is not over, so the next launch into it must not
+    be asked to acknowledge that document as its handoff (before, it was)."""
+    setup_tasks(repo, 1, per_session=2)
+    agent = "git handoff hook claude-session-end </dev/null; exit 3"
+    res = run("relay", "--agent", agent, "--ack-timeout", "20", "--max-launch-failures", "2")
+    assert res.rc == 1 and "failed to start 2 time(s)" in res.err, res.err
+    prompt = (repo / ".git" / "handoff" / "relay" / "prompt-1.md").read_text()  # the second launch's
+    assert "Handoff document of session 1" not in prompt, prompt
+    assert "No handoff document yet" in prompt
+    # the relay's own document closes the session it stopped in
+    assert run("doc", "show", "1", "--json").json()["trigger"] == "relay"
+    stopped = [line for line in log_lines(repo, "LOCK") if "relay stopped" in line]
+    assert stopped and all(line.count("relay stopped:") == 1 for line in stopped), stopped
