@@ -213,21 +213,7 @@ class Relay:
                     self.say(f"relay: session {number}: agent exited (status {status})")
                 break
             if self._handed_off(number):
-                self.say(f"relay: session {number}: handed off; waiting for the agent to exit")
-                grace = time.monotonic() + self.opts.handoff_grace
-                while agent.running() and time.monotonic() < grace:
-                    time.sleep(self.opts.poll)
-                if agent.running():
-                    self.say(f"relay: session {number}: agent still running after the handoff: ending it")
-                    agent.kill()
-                    break
-                if self.watch.limited(agent, number, agent.exit_status()):
-                    return relay_watch.RELAUNCH
-                failed = self._failed_start(number, agent.exit_status() or 0)
-                if failed:  # its SessionEnd hook wrote the document on the way out
-                    self._failure(f"session {number}: launch failure: {failed}", "ENV_SETUP")
-                    return failed
-                break
+                return self._after_handoff(number, agent)
             timeout = self.opts.session_timeout
             if timeout is not None and time.monotonic() - started > timeout:
                 agent.kill()
@@ -243,6 +229,24 @@ class Relay:
                 break
             time.sleep(self.opts.poll)
         return None
+
+    def _after_handoff(self, number: int, agent: Agent) -> str | None:
+        """The session handed off: the agent has handoff_grace to exit (an interactive CLI
+        never does: it waits at its prompt, and is ended); what wait_session returns."""
+        self.say(f"relay: session {number}: handed off; waiting for the agent to exit")
+        grace = time.monotonic() + self.opts.handoff_grace
+        while agent.running() and time.monotonic() < grace:
+            time.sleep(self.opts.poll)
+        if agent.running():
+            self.say(f"relay: session {number}: agent still running after the handoff: ending it")
+            agent.kill()
+            return None
+        if self.watch.limited(agent, number, agent.exit_status()):
+            return relay_watch.RELAUNCH
+        failed = self._failed_start(number, agent.exit_status() or 0)
+        if failed:  # its SessionEnd hook wrote the document on the way out
+            self._failure(f"session {number}: launch failure: {failed}", "ENV_SETUP")
+        return failed
 
     def _turn_ended(self, number: int, ended: str) -> None:
         """An interactive agent's turn ended without a handoff: the session ends here (the
