@@ -323,6 +323,21 @@ DISPATCH_FIELDS: dict[str, Check] = {
 
 
 MAX_LOCK_BYTES = 4096
+
+
+class FleetLockRecord(TypedDict, total=False):
+    """`lock.json` of the fleet relay lock (refs/harness/locks/relay): which clone's relay
+    holds it, until when. Every field is required but the two times of its history."""
+
+    clone: str  # the holder's clone id (16 hex digits)
+    host: str
+    pid: int
+    acquired_at: str
+    renewed_at: str
+    expires_at: str
+    lease_seconds: int
+
+
 FLEET_LOCK_FIELDS: dict[str, Check] = {
     "clone": pattern(CLONE_ID, "a clone id (16 hex digits)"),
     "host": LINE,
@@ -334,13 +349,13 @@ FLEET_LOCK_FIELDS: dict[str, Check] = {
 }
 
 
-def fleet_lock(raw: bytes, where: str) -> dict[str, Any]:
+def fleet_lock(raw: bytes, where: str) -> FleetLockRecord:
     """`lock.json` of the fleet relay lock (refs/harness/locks/relay): every field required."""
     data = check_fields(load_json(raw, where, MAX_LOCK_BYTES), FLEET_LOCK_FIELDS, where)
     missing = [name for name in FLEET_LOCK_FIELDS if name not in data and name not in ("acquired_at", "renewed_at")]
     if missing:
         raise problem(where, f"a lock record needs {', '.join(missing)}")
-    return data  # expires_at a time: STAMP reads it as every reader does (is_time)
+    return cast(FleetLockRecord, data)  # expires_at a time: STAMP reads it as every reader does (is_time)
 
 
 def meta(raw: bytes, where: str = "meta.json") -> Meta:

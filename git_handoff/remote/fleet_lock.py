@@ -25,11 +25,11 @@ import json
 import socket
 import threading
 from datetime import datetime, timedelta
-from typing import Any
 
 from git_handoff.core import hlc, record_schemas
 from git_handoff.core.errors import Contention, InvalidState, UsageError
 from git_handoff.core.model import iso, now, parse_time
+from git_handoff.core.record_schemas import FleetLockRecord
 from git_handoff.infra.gitrepo import Repo
 
 LOCK_REF = "refs/harness/locks/relay"
@@ -71,8 +71,8 @@ class FleetLock:
         self.pid = pid
         self.lease = lease_seconds
         self.held: str | None = None  # the lock commit we pushed last
-        self.record: dict[str, Any] = {}
-        self.took_over: dict[str, Any] | None = None
+        self.record: FleetLockRecord = {}
+        self.took_over: FleetLockRecord | None = None
         self.lost: str | None = None  # why a renewal failed, if it did
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -84,7 +84,7 @@ class FleetLock:
 
     # -- the remote's lock --------------------------------------------------------------
 
-    def read(self) -> tuple[str | None, dict[str, Any] | None]:
+    def read(self) -> tuple[str | None, FleetLockRecord | None]:
         """(lock commit, its record) on the remote, or (None, None) when nobody holds it;
         (lock commit, None) when the ref there records no lock."""
         proc = self.repo.git("ls-remote", self.remote, LOCK_REF, check=False)
@@ -111,7 +111,7 @@ class FleetLock:
             # relay stopped for good
             return oid, None
 
-    def _push(self, expected: str | None, record: dict[str, Any] | None) -> bool:
+    def _push(self, expected: str | None, record: FleetLockRecord | None) -> bool:
         """Compare-and-swap the remote lock from `expected` (None: absent) to a commit of
         `record` (None: delete it). True when the remote took it; False on a lost race."""
         lease = f"--force-with-lease={LOCK_REF}:{expected or ''}"
@@ -134,14 +134,14 @@ class FleetLock:
             return False
         raise Contention(f"cannot update the fleet relay lock on {self.remote}: {_last_line(proc.stderr)}")
 
-    def _commit(self, record: dict[str, Any]) -> str:
+    def _commit(self, record: FleetLockRecord) -> str:
         data = (json.dumps(record, indent=2, sort_keys=True) + "\n").encode()
         blob = self.repo.git("hash-object", "-w", "--stdin", input=data).stdout.decode().strip()
         tree = self.repo.git("mktree", input=f"100644 blob {blob}\t{RECORD_NAME}\n".encode()).stdout.decode().strip()
         message = f"relay lock: clone {self.clone} on {record['host']}, until {record['expires_at']}\n".encode()
         return self.repo.git("commit-tree", tree, input=message).stdout.decode().strip()
 
-    def _fresh_record(self) -> dict[str, Any]:
+    def _fresh_record(self) -> FleetLockRecord:
         moment = now()
         return {
             "clone": self.clone, "host": socket.gethostname(), "pid": self.pid,
@@ -152,7 +152,7 @@ class FleetLock:
 
     # -- take, renew, release -------------------------------------------------------------
 
-    def acquire(self) -> dict[str, Any]:
+    def acquire(self) -> FleetLockRecord:
         """Take the lock (create it, or take over an expired one, or one this clone left
         behind); Contention (exit 3) naming the holder when another clone holds it."""
         for _ in range(TRIES):
@@ -219,7 +219,7 @@ class FleetLock:
             self._thread = None
 
 
-def lock_deadline(record: dict[str, Any], moment: datetime) -> datetime:
+def lock_deadline(record: FleetLockRecord, moment: datetime) -> datetime:
     """When the lock's lease ends, as this clone counts it: its `expires_at`, but no later
     than its last renewal (`renewed_at`, else `acquired_at`) plus the lease it declares
     (`lease_seconds`, at most a day); at once when that renewal is further ahead of
@@ -241,7 +241,7 @@ def lock_deadline(record: dict[str, Any], moment: datetime) -> datetime:
     return min(declared, written + timedelta(seconds=seconds))
 
 
-def read_record(repo: Repo, oid: str, what: str) -> dict[str, Any]:
+def read_record(repo: Repo, oid: str, what: str) -> FleetLockRecord:
     """The record of lock commit `oid` through its parser; InvalidState (exit 2) if the
     remote holds something else."""
     kind = repo.git("cat-file", "-t", oid, check=False).stdout.decode().strip()
@@ -255,7 +255,7 @@ def read_record(repo: Repo, oid: str, what: str) -> dict[str, Any]:
     if mode != "100644" or kind != "blob" or not size.isdigit() or int(size) > record_schemas.MAX_LOCK_BYTES:
         raise InvalidState(f"{what}: {RECORD_NAME} is not a small file; nothing was changed")
     raw = repo.git("cat-file", "blob", blob).stdout
-    return dict(record_schemas.fleet_lock(raw, f"{what}:{RECORD_NAME}"))
+    return record_schemas.fleet_lock(raw, f"{what}:{RECORD_NAME}")
 
 
 _RACE_WORDS = ("stale info", "fetch first", "non-fast-forward", "already exists", "failed to update ref",
@@ -280,7 +280,7 @@ def _last_line(stderr: bytes) -> str:
 class NoLock:
     """The relay without a fleet lock (the default: one relay per clone)."""
 
-    def acquire(self) -> dict[str, Any]:
+    def acquire(self) -> FleetLockRecord:
         return {}
 
     def start_renewing(self) -> None:
