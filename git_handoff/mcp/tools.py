@@ -33,6 +33,7 @@ from git_handoff.state.store import StateStore
 
 TRACEBACK_HINT = "set GIT_HANDOFF_DEBUG=1 for the traceback on stderr"
 JSON_TYPES: dict[str, type] = {"string": str, "integer": int, "boolean": bool, "array": list}
+ArgValue = str | int | bool | list[str]  # what check_args lets through: JSON_TYPES' values
 
 
 @dataclass(frozen=True)
@@ -60,14 +61,42 @@ class Call:
     """One tool call: its checked arguments, a fresh store, and warnings for the caller."""
 
     store: StateStore
-    args: dict[str, Any]
+    args: dict[str, ArgValue]
     warnings: list[str] = field(default_factory=list)
 
-    def get(self, name: str, default: Any = None) -> Any:
-        return self.args.get(name, default)
+    # Typed reads of the checked arguments (check_args held each to its Arg's JSON type,
+    # so a read of another type is a mistake in this table, not the client's).
+
+    def _typed(self, name: str, want: type) -> object:
+        value = self.args.get(name)
+        if value is not None and not _is_a(value, want):
+            raise TypeError(f"argument {name!r} is declared as another type than {want.__name__}")
+        return value
+
+    def text(self, name: str) -> str | None:
+        value = self._typed(name, str)
+        return value if isinstance(value, str) else None
+
+    def required(self, name: str) -> str:
+        """A required string argument (check_args refused a call without it)."""
+        value = self.text(name)
+        if value is None:
+            raise TypeError(f"argument {name!r} is not declared required")
+        return value
+
+    def number(self, name: str) -> int | None:
+        value = self._typed(name, int)
+        return value if isinstance(value, int) else None
+
+    def flag(self, name: str) -> bool:
+        return self._typed(name, bool) is True
+
+    def texts(self, name: str) -> tuple[str, ...]:
+        value = self._typed(name, list)
+        return tuple(str(v) for v in value) if isinstance(value, list) else ()
 
     def lease(self) -> int | None:
-        text = self.args.get("lease")
+        text = self.text("lease")
         return parse_duration(text) if text is not None else None
 
     def auto_sync(self) -> None:
@@ -125,46 +154,46 @@ FORCE = Arg("force", "boolean",
 
 
 def _add(c: Call) -> Any:
-    task = tasks.add(c.store, title=c.get("title"), task_id=c.get("id"), priority=c.get("priority", "P1"),
-                     after=tuple(c.get("after", ())), check=c.get("check"), timeout=c.get("timeout"),
-                     max_attempts=c.get("max_attempts"), cleanup=c.get("cleanup"), spec=c.get("spec"))
+    task = tasks.add(c.store, title=c.required("title"), task_id=c.text("id"), priority=c.text("priority") or "P1",
+                     after=c.texts("after"), check=c.text("check"), timeout=c.number("timeout"),
+                     max_attempts=c.number("max_attempts"), cleanup=c.text("cleanup"), spec=c.text("spec"))
     return views.view(task)
 
 
 def _claim(c: Call) -> Any:
-    return task_to_json(claim.claim(c.store, c.get("id"), worker=c.get("worker"), lease=c.lease(),
-                                    force=c.get("force", False), remote=c.get("remote")))
+    return task_to_json(claim.claim(c.store, c.text("id"), worker=c.text("worker"), lease=c.lease(),
+                                    force=c.flag("force"), remote=c.text("remote")))
 
 
 def _renew(c: Call) -> Any:
-    task = work.renew(c.store, c.get("id"), lease=c.lease(), force=c.get("force", False))
+    task = work.renew(c.store, c.required("id"), lease=c.lease(), force=c.flag("force"))
     c.auto_sync()
     return task_to_json(task)
 
 
 def _release(c: Call) -> Any:
-    task = work.release(c.store, c.get("id"), force=c.get("force", False))
+    task = work.release(c.store, c.required("id"), force=c.flag("force"))
     c.auto_sync()
     return task_to_json(task)
 
 
 def _checkpoint(c: Call) -> Any:
-    task = work.checkpoint(c.store, c.get("id"), c.get("message"), c.get("step"), c.get("of"),
-                           force=c.get("force", False))
+    task = work.checkpoint(c.store, c.required("id"), c.required("message"), c.number("step"), c.number("of"),
+                           force=c.flag("force"))
     c.auto_sync()
     return task_to_json(task)
 
 
 def _verify(c: Call) -> Any:
-    result = work.verify(c.store, c.get("id"))
+    result = work.verify(c.store, c.required("id"))
     if not result.ok:
-        raise work.verify_failure(c.get("id"), result)
-    return work.verify_view(c.get("id"), result)
+        raise work.verify_failure(c.required("id"), result)
+    return work.verify_view(c.required("id"), result)
 
 
 def _done(c: Call) -> Any:
     try:
-        task = work.done(c.store, c.get("id"), force=c.get("force", False))
+        task = work.done(c.store, c.required("id"), force=c.flag("force"))
     except Negative:
         c.auto_sync()  # the failed attempt was recorded: push it as the CLI does
         raise
@@ -173,14 +202,14 @@ def _done(c: Call) -> Any:
 
 
 def _fail(c: Call) -> Any:
-    outcome = attempts.fail(c.store, c.get("id"), reason=c.get("reason"), category=c.get("category", "TASK_EXEC"),
-                        keep_worktree=c.get("keep_worktree", False), force=c.get("force", False))
+    outcome = attempts.fail(c.store, c.required("id"), reason=c.required("reason"), category=c.text("category") or "TASK_EXEC",
+                        keep_worktree=c.flag("keep_worktree"), force=c.flag("force"))
     c.auto_sync()
     return outcome
 
 
 def _log(c: Call) -> Any:
-    entries = views.log(c.store, limit=c.get("n"), task=c.get("task"), session=c.get("session"), kind=c.get("type"))
+    entries = views.log(c.store, limit=c.number("n"), task=c.text("task"), session=c.number("session"), kind=c.text("type"))
     return [views.log_view(e) for e in entries]
 
 
@@ -192,10 +221,10 @@ TOOLS: dict[str, Tool] = {t.name: t for t in (
     Tool("list", "List tasks, optionally by status or only those `claim` could take now (`git handoff list --json`).",
          (Arg("status", "string", "Only tasks with this status.", choices=SHOWN_STATUSES),
           Arg("ready", "boolean", "Only tasks `claim` could take now, in the order it would.")),
-         lambda c: views.list_view(c.store.snapshot(), status=c.get("status"), ready=c.get("ready", False)),
+         lambda c: views.list_view(c.store.snapshot(), status=c.text("status"), ready=c.flag("ready")),
          read_only=True),
     Tool("show", "One task whole (`git handoff show ID --json`).", (TASK_ID,),
-         lambda c: views.show_view(c.store.snapshot(), c.get("id")), read_only=True),
+         lambda c: views.show_view(c.store.snapshot(), c.required("id")), read_only=True),
     Tool("add", "Add a task; answers the task (`git handoff add TITLE --json`).",
          (Arg("title", "string", "What the task is.", required=True),
           Arg("id", "string", "The task's id [default: assigned, unique across machines]."),
@@ -232,23 +261,23 @@ TOOLS: dict[str, Tool] = {t.name: t for t in (
           Arg("keep_worktree", "boolean", "Save the attempt but do not roll the work tree back."), FORCE), _fail,
          destructive=True),
     Tool("attempts", "The saved attempts of a task: number, time, reason, files.", (TASK_ID,),
-         lambda c: attempts.attempts(c.store, c.get("id")), read_only=True),
+         lambda c: attempts.attempts(c.store, c.required("id")), read_only=True),
     Tool("decide", "Record a decision of this session for the handoff document.",
          (Arg("what", "string", "What was decided.", required=True),
           Arg("why", "string", "Why it was chosen (a fact for the next session).", required=True)),
-         lambda c: sessions.decide(c.store, c.get("what"), c.get("why"))),
+         lambda c: sessions.decide(c.store, c.required("what"), c.required("why"))),
     Tool("blocker", "Record a blocker found in this session for the handoff document.",
-         (Arg("text", "string", "The blocker.", required=True),), lambda c: sessions.blocker(c.store, c.get("text"))),
+         (Arg("text", "string", "The blocker.", required=True),), lambda c: sessions.blocker(c.store, c.required("text"))),
     Tool("doc_write", "Write (or rewrite) this session's facts-only handoff document from git and the state.", (),
          lambda c: handoff.write_doc(c.store, trigger="manual")),
     Tool("doc_show", "The handoff document of session `number` (default: the latest).",
          (Arg("number", "integer", "The session.", minimum=0),),
-         lambda c: handoff.show_doc(c.store, c.get("number")), read_only=True),
+         lambda c: handoff.show_doc(c.store, c.number("number")), read_only=True),
     Tool("prompt", "The next session's prompt (Markdown, under 10 KB).", (),
          lambda c: prompt.prompt_view(c.store), read_only=True),
     Tool("ack", "Acknowledge the session's prompt and the pending handoff document: the first act of a session.",
          (Arg("failed", "string", "Reject the handoff instead: why the facts do not match."),),
-         lambda c: handoff.ack(c.store, failed=c.get("failed"))),
+         lambda c: handoff.ack(c.store, failed=c.text("failed"))),
     Tool("log", "The progress log, oldest first (`git handoff log --json`).",
          (Arg("n", "integer", "Only the last N lines.", minimum=0),
           Arg("task", "string", "Only lines about this task."),
