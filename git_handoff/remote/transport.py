@@ -16,8 +16,8 @@ from git_handoff.core.errors import Contention, UsageError
 from git_handoff.infra.gitrepo import Repo
 from git_handoff.remote import push_outcome
 
-# The use cases (ops/) and the benchmarks reach the layout and the fetch through this
-# module, as they did when it held them.
+# The use cases (ops/) and the benchmarks name the layout and the fetch through this
+# module: one name for "talking to a remote" above them.
 from git_handoff.remote.fetch import fetch as fetch
 from git_handoff.remote.fetch import fetch_history as fetch_history
 from git_handoff.remote.fetch import git_error
