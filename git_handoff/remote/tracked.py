@@ -6,7 +6,7 @@ moved or deleted refs on the remote (without fetching again).
 from __future__ import annotations
 
 from git_handoff.infra.gitrepo import Repo
-from git_handoff.remote.transport import Remote
+from git_handoff.remote.layout import Remote
 from git_handoff.state import quarantine
 from git_handoff.state.snapshot import ATTEMPTS_PREFIX
 

@@ -103,7 +103,8 @@ HOOK_SESSION_END = HOOK.plus("HOOK_SESSION_END", {"ops.sessions", "state.notes"}
 CODEX_SESSION_END = LAUNCH
 # The fleet's loop: a claim and a sync through the remote.
 REMOTE = {"core.ancestry", "core.field_merge", "core.merge", "ops.fleet_claims", "ops.retire", "ops.sync", "remote",
-          "remote.incoming", "remote.push_outcome", "remote.shallow", "remote.tracked", "remote.transport",
+          "remote.fetch", "remote.incoming", "remote.layout", "remote.push_outcome", "remote.shallow",
+          "remote.tracked", "remote.transport",
           "state.fold_heads", "state.integrate", "state.quarantine"}
 CLAIM_REMOTE = WORK.plus("CLAIM_REMOTE", REMOTE)
 SYNC = STATE.plus("SYNC", REMOTE | {"cli.progress", "state.notes"})
