@@ -1,5 +1,5 @@
 """Share the state through any git remote: fetch, merge, push (docs/fleet.md), laid out so
-that no ref is moved by every machine (git_handoff.remote.transport has the layout).
+that no ref is moved by every machine (git_handoff.remote.layout has the layout).
 
 - Fetch with the git CLI into remote-tracking refs (refs/remotes/<remote>/harness/*),
   checked first (git_handoff.remote.incoming) — never onto local refs, which only move by
