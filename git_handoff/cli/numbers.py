@@ -81,3 +81,5 @@ TIMEOUT = Count(1, MAX_SECONDS)  # a task's validation.timeout_seconds: whole se
 RELAY_COUNT = Count(1, 1_000_000)
 SECONDS = Seconds()
 GRACE = Seconds(zero=True)
+LOCK_LEASE = Count(1, 24 * 3600)  # the fleet relay lock's lease: whole seconds, at most a day (its record's bound)
+PORT = Count(0, 65535)  # a TCP port; 0: the system picks a free one

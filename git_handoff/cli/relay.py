@@ -35,7 +35,7 @@ from git_handoff.cli import emit_json, get_store, json_option, numbers
                    "(refs/harness/locks/relay) on the remote [default: handoff.relayLock=fleet].")
 @click.option("--lock-remote", default=None, metavar="REMOTE",
               help="The remote of --fleet-lock [default: handoff.remote, else origin].")
-@click.option("--lock-lease", type=int, default=120, show_default=True, metavar="S",
+@click.option("--lock-lease", type=numbers.LOCK_LEASE, default=120, show_default=True, metavar="S",
               help="Seconds the fleet lock lasts unless renewed (a dead machine's lock expires then).")
 @click.option("--quiet", "-q", is_flag=True, help="Print only the final line.")
 @json_option

@@ -6,7 +6,7 @@ from typing import TypedDict
 
 import click
 
-from git_handoff.cli import emit_json, get_store, json_option
+from git_handoff.cli import emit_json, get_store, json_option, numbers
 from git_handoff.core.errors import UsageError
 from git_handoff.core.model import parse_duration
 
@@ -21,7 +21,7 @@ class Serving(TypedDict):
 
 
 @click.command("serve")
-@click.option("--port", "-p", type=click.IntRange(0, 65535), default=0, show_default=True,
+@click.option("--port", "-p", type=numbers.PORT, default=0, show_default=True,
               help="TCP port; 0 picks a free one.")
 @click.option("--host", default="127.0.0.1", show_default=True,
               help="Address to listen on. Anything but loopback exposes the state to the network.")

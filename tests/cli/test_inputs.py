@@ -56,7 +56,10 @@ NUMBERS: list[tuple[tuple[str, ...], str]] = [
     (("relay", "--agent", "true", "--max-launch-failures", HUGE), "from 1 to 1000000"),
     (("dispatch", "wait", "001-a", "--timeout", "-inf"), "'--timeout': '-inf' is out of range"),
     (("dispatch", "wait", "001-a", "--timeout", "x"), "'--timeout': 'x' is not a number of seconds"),
-    (("serve", "--port", "70000"), "'--port'"),
+    (("serve", "--port", "70000"), "'--port' / '-p': '70000' is out of range: use a whole number from 0 to 65535"),
+    (("serve", "--port", "-1"), "'--port' / '-p': '-1' is out of range"),
+    (("relay", "--agent", "true", "--lock-lease", "1e3"), "'--lock-lease': '1e3' is not a whole number"),
+    (("relay", "--agent", "true", "--lock-lease", "86401"), "'--lock-lease': '86401' is out of range"),
     (("serve", "--stop-after", "0s"), "invalid duration '0s'"),
 ]
 
