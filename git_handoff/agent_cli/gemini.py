@@ -19,20 +19,52 @@ a JSON payload on stdin: `session_id`, `transcript_path`, `cwd`, `hook_event_nam
   the session transcript (the last model message's `tokens.input`) and the settings;
   when it cannot tell, it writes nothing;
 - SessionEnd -> session_end.
+
+It also holds the rest of what git handoff knows of Gemini CLI (the `AgentCli` protocol,
+agent_cli/protocol.py): its MCP configuration, the texts of its limits and outages, its
+screens that wait for a person, what its hooks still need once installed.
 """
 
 from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from git_handoff.agent_cli.hook_data import Event, Outcome, payload_event, payload_text
+from git_handoff.agent_cli.hook_data import (
+    OUTAGE,
+    RATE_LIMIT,
+    USAGE_LIMIT,
+    Event,
+    Outcome,
+    entries,
+    payload_event,
+    payload_text,
+)
+from git_handoff.core.patterns import lazy
+
+if TYPE_CHECKING:
+    from git_handoff.agent_cli.protocol import LimitRule
 
 NAME = "gemini"
+LABEL = "Gemini CLI"
+PROGRAMS = ("gemini",)
 CONFIG = ".gemini/settings.json"
 COMMAND_PREFIX = "git handoff hook gemini-"
+NAMED_HANDLERS = True  # its /hooks enable|disable name them
+TIMEOUTS: tuple[tuple[str, int], ...] = ()
+TRUSTED_HOOKS = False
+DETACHED: tuple[str, ...] = ()
+UNATTENDED = False
+# beside the hooks. Gemini waits `timeout` ms for a server to connect in `gemini mcp list` (5 s
+# when unset: our server's start-up can take longer on a loaded machine) and for each tool call
+# (600,000 when unset): the value keeps the tool-call default and gives the connection the same
+MCP_CONFIG = ".gemini/settings.json"
+MCP_KEY = "mcpServers"
+MCP_TOML = False
+MCP_EXTRA: tuple[tuple[str, Any], ...] = (("timeout", 600_000),)
 
 # hook name -> (Gemini CLI event, matcher, core event kind)
 HOOKS: dict[str, tuple[str, str | None, str]] = {
@@ -50,7 +82,7 @@ TRANSCRIPT_TAIL = 1 << 20  # bytes read from the end of a transcript
 
 def config_entries() -> dict[str, tuple[str | None, str]]:
     """What `hooks install --agent gemini` merges into .gemini/settings.json."""
-    return {event: (matcher, f"git handoff hook {hook}") for hook, (event, matcher, _) in HOOKS.items()}
+    return entries(HOOKS)
 
 
 def event(hook: str, payload: dict[str, Any]) -> Event:
@@ -130,3 +162,45 @@ def will_compress(payload: dict[str, Any], cwd: str | None) -> bool:
     count, model = last
     limit = SMALL_LIMITS.get(model or "", TOKEN_LIMIT)
     return count >= _threshold(cwd) * limit
+
+
+def setup_notes(status: Mapping[str, object]) -> Sequence[str]:
+    return ["Gemini CLI reads .gemini/settings.json only in a trusted folder: trust it when "
+            "Gemini asks, or headless set GEMINI_CLI_TRUST_WORKSPACE=true (--skip-trust comes "
+            "too late for the project's hooks)"]
+
+
+# -- what it prints (docs/agent-limits.md has the table) ------------------------------------------
+
+# Gemini CLI 0.61.0 (`gemini -p`: on stderr, exit 1, its error class then the API's error dumped)
+LIMITS: tuple[LimitRule, ...] = (
+    # a per-day quota: "TerminalQuotaError: You have exhausted your daily quota on this model."
+    (USAGE_LIMIT, lazy(r"(?i)exhausted your daily quota|QUOTA_EXHAUSTED|INSUFFICIENT_G1_CREDITS"), None),
+    # 503 after its retries: "RetryableQuotaError: The model is overloaded. Please try again later."
+    (OUTAGE, lazy(r"(?i)QuotaError: The model is overloaded|MODEL_CAPACITY_EXHAUSTED"
+                  r"|exhausted your capacity"), None),
+    # a per-minute quota past its retries or longer than 300 s: "TerminalQuotaError: You exceeded your current
+    # quota, ... Please retry in 400.0s." then "Suggested retry after 400s."
+    (RATE_LIMIT, lazy(r"(?:Terminal|Retryable)QuotaError"), "seconds"),
+    (RATE_LIMIT, lazy(r"(?i)RESOURCE_EXHAUSTED|exceeded your current quota|status 429\b"
+                      r"|\b429 Too Many Requests"), "seconds"),
+    # 500 after its retries: "_ApiError: {"error":{"code":500,"message":"An internal error has occurred. ..."
+    (OUTAGE, lazy(r'ApiError: \{"error":\{"code":5\d\d\b'), None),
+    (OUTAGE, lazy(r"(?i)model is overloaded|\b(?:status|code)\W{0,3}(?:500|502|503|504)\b"
+                  r"|An internal error has occurred|\bUNAVAILABLE\b"), None),
+)
+
+# its status line while a turn runs: "(esc to cancel, 5s)"
+BUSY = r"\besc to cancel\b"
+
+
+def person_prompt(screen: str) -> str | None:
+    """Gemini CLI 0.61.0's screens (docs/agent-limits.md)."""
+    text = " ".join(screen.split())
+    if "Do you trust the files in this folder?" in text or "Trust folder (" in text:
+        return ("gemini is asking whether to trust this folder: set GEMINI_CLI_TRUST_WORKSPACE=true in the relay's "
+                'environment, or add {"<this folder>": "TRUST_FOLDER"} to ~/.gemini/trustedFolders.json')
+    if "How would you like to authenticate" in text or "Get started" in text and "Use Gemini API Key" in text:
+        return ('gemini is asking how to log in: set "security": {"auth": {"selectedType": "gemini-api-key"}} in '
+                "~/.gemini/settings.json and GEMINI_API_KEY in the relay's environment")
+    return None

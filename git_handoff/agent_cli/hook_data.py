@@ -1,12 +1,16 @@
 """The agent-neutral terms of a hook call: what happened (`Event`) and what the agent is
 told (`Outcome`). Plain data, shared by the event core (ops/hook_decisions.py) and every
-agent CLI's adapter (agent_cli/claude.py, agent_cli/codex.py, agent_cli/gemini.py), with the two
-payload and output shapes the adapters have in common."""
+agent CLI's module (agent_cli/claude.py, agent_cli/codex.py, agent_cli/gemini.py), with the
+payload and output shapes the adapters have in common and the little else those modules
+share at run time (the kinds of limit, the plain hook entries, a setting quoted in a
+message): every agent hook imports this module, and a module more would cost each hook
+the import of one more file."""
 
 from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -87,3 +91,19 @@ def claude_shaped_output(event_name: str, kind: str, outcome: Outcome) -> str:
     if outcome.warning and not outcome.block:
         out["systemMessage"] = outcome.warning
     return json.dumps(out) if out else ""
+
+
+# what a limit a CLI printed is (agent_output.Limit.kind; the first item of a LimitRule)
+USAGE_LIMIT = "usage_limit"
+RATE_LIMIT = "rate_limit"
+OUTAGE = "outage"
+
+
+def json_string(text: str) -> str:
+    """`text` as a JSON string for a setting a message quotes (printable, at most 200 characters)."""
+    return '"' + "".join(c if c.isprintable() and c not in '"\\' else "?" for c in text.strip())[:200] + '"'
+
+
+def entries(hooks: Mapping[str, tuple[str, str | None, str]]) -> dict[str, tuple[str | None, str]]:
+    """The plain `config_entries()` of a HOOKS table: event -> (matcher, `git handoff hook HOOK`)."""
+    return {event: (matcher, f"git handoff hook {hook}") for hook, (event, matcher, _) in hooks.items()}

@@ -1,5 +1,5 @@
 """Registering `git handoff mcp` in an agent's MCP configuration, one mechanism with a
-location per agent:
+location per agent (each CLI's `MCP_*`, agent_cli/registry.py):
 
 - Claude Code: the project's `.mcp.json`, `{"mcpServers": {"handoff": {...}}}`;
 - Codex CLI: the project's `.codex/config.toml`, an `[mcp_servers.handoff]` table
@@ -24,12 +24,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from git_handoff.agent_cli import registry
 from git_handoff.core.errors import UsageError
 from git_handoff.infra.fileio import atomic_write
 from git_handoff.infra.gitrepo import Repo
 
 SERVER_NAME = "handoff"
-MCP_JSON = ".mcp.json"
 RECORD_FILE = "mcp-config.json"  # per clone: whether install created .mcp.json
 
 
@@ -39,11 +39,7 @@ class Location:
     relpath: str  # in the work tree
     key: str  # the table of servers
     toml: bool = False
-    # keys of our entry besides command and args. Gemini waits `timeout` ms for a
-    # server to connect in `gemini mcp list` (5 s when unset: our server's start-up can
-    # take longer on a loaded machine) and for each tool call (600,000 when unset): the
-    # value below keeps the tool-call default and gives the connection the same
-    extra: tuple[tuple[str, Any], ...] = ()
+    extra: tuple[tuple[str, Any], ...] = ()  # keys of our entry besides command and args
 
     @property
     def record_file(self) -> str:
@@ -55,11 +51,8 @@ class Location:
         return "mcp_json" if self.agent == "claude" else "config"
 
 
-LOCATIONS = {
-    "claude": Location("claude", MCP_JSON, "mcpServers"),
-    "codex": Location("codex", ".codex/config.toml", "mcp_servers", toml=True),
-    "gemini": Location("gemini", ".gemini/settings.json", "mcpServers", extra=(("timeout", 600_000),)),
-}
+LOCATIONS = {name: Location(name, cli.MCP_CONFIG, cli.MCP_KEY, toml=cli.MCP_TOML, extra=cli.MCP_EXTRA)
+             for name, cli in registry.CLIS.items()}
 
 
 def executable() -> str | None:
@@ -235,7 +228,7 @@ def uninstall(repo: Repo, agent: str = "claude") -> dict[str, Any]:
                 del data[where.key]  # install added the table: it goes too
             if made.get("created") and not _plain(data):
                 path.unlink()  # install created it and nothing else was put in since
-                if where.agent != "claude":
+                if "/" in where.relpath:  # its own folder (.codex/), never the work tree
                     with contextlib.suppress(OSError):
                         path.parent.rmdir()
             else:

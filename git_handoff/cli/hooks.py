@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
 import click
 
+from git_handoff.agent_cli import NAMES
 from git_handoff.cli import emit_json, json_option
 
 if TYPE_CHECKING:
@@ -23,28 +24,20 @@ class HookAnswer(TypedDict):
     problem: NotRequired[str]
 
 
-AGENT_OPTION = click.option("--agent", type=click.Choice(["claude", "codex", "gemini"]), default=None,
+# The CLIs by name only: the `hook` command must not import the adapters before it detaches.
+AGENT_OPTION = click.option("--agent", type=click.Choice(NAMES), default=None,
                             help="Instead of the git hook: the agent's own hooks (Claude Code: .claude/settings.json; "
                                  "Codex CLI: .codex/hooks.json plus their trust in $CODEX_HOME/config.toml; "
                                  "Gemini CLI: .gemini/settings.json).")
-LABELS = {"codex": "Codex CLI", "gemini": "Gemini CLI"}
 
 
 def _agent_notes(result: dict[str, object]) -> list[str]:
-    """What still stands between the installed hooks and their running, said plainly."""
-    notes = []
-    if result.get("agent") == "codex":
-        if result.get("hooks_feature") is False:
-            notes.append(f"hooks are switched off in {result['codex_config']} ([features] hooks = false): "
-                         "Codex runs none until you turn them back on")
-        if not result.get("project_trusted"):
-            notes.append("Codex loads .codex/ only in a trusted project: trust this one when Codex asks, "
-                         "or run `codex exec --trust ...` here once")
-    if result.get("agent") == "gemini":
-        notes.append("Gemini CLI reads .gemini/settings.json only in a trusted folder: trust it when "
-                     "Gemini asks, or headless set GEMINI_CLI_TRUST_WORKSPACE=true (--skip-trust comes "
-                     "too late for the project's hooks)")
-    return notes
+    """What still stands between the installed hooks and their running, said plainly (each
+    CLI's `setup_notes`)."""
+    from git_handoff.agent_cli import registry
+
+    agent = result.get("agent")
+    return list(registry.get(agent).setup_notes(result)) if isinstance(agent, str) else []
 
 
 def _repo() -> Repo:
@@ -56,19 +49,20 @@ def _repo() -> Repo:
 NO_MCP_OPTION = click.option("--no-mcp", is_flag=True,
                              help="With --agent: leave the MCP server entry alone (Claude Code: .mcp.json; "
                                   "Codex CLI: .codex/config.toml; Gemini CLI: .gemini/settings.json).")
-# The files of the project an agent's install writes, to be committed so every clone has them.
-COMMIT_FILES = {"claude": (".claude/settings.json",), "codex": (".codex/hooks.json",),
-                "gemini": (".gemini/settings.json",)}
-MCP_FILES = {"claude": ".mcp.json", "codex": ".codex/config.toml", "gemini": ".gemini/settings.json"}
 
 
 def _commit_hint(agent: str, result: dict[str, object]) -> str:
-    files = list(COMMIT_FILES[agent])
+    """Which files of the project an agent's install wrote, to be committed so every clone has
+    them: its hooks file (`CONFIG`), and its MCP configuration when our server is in it."""
+    from git_handoff.agent_cli import registry
+
+    cli = registry.get(agent)
+    files = [cli.CONFIG]
     mcp = result.get("mcp")
     registered = isinstance(mcp, dict) and bool(mcp.get("registered"))
-    if registered and MCP_FILES[agent] not in files:
-        files.append(MCP_FILES[agent])
-    label = "Claude Code" if agent == "claude" else LABELS[agent]
+    if registered and cli.MCP_CONFIG not in files:
+        files.append(cli.MCP_CONFIG)
+    label = cli.LABEL
     what = "these hooks and the MCP server" if registered else "these hooks"
     return (f"Commit {' and '.join(files)} (git add {' '.join(files)}; git commit) so every clone "
             f"and every later {label} session gets {what}.")
@@ -168,10 +162,10 @@ def hooks_install_cmd(agent: str | None, no_mcp: bool, unattended: bool, as_json
                    "and every later session gets these hooks" + (" and the MCP server." if " " in shared else "."))
         _echo_mcp(result)
         _echo_unattended(result)
-    elif agent in LABELS:
+    elif agent in hook_install.AGENT_SPECS:
         added = ", ".join(result["added"]) or "none (already installed)"
-        click.echo(f"{LABELS[agent]} hooks in {result['settings']}: added {added}")
-        if agent == "codex":
+        click.echo(f"{hook_install.AGENT_SPECS[agent].label} hooks in {result['settings']}: added {added}")
+        if "trusted" in result:  # a CLI whose hooks need their trust recorded (Codex)
             click.echo(f"  trusted in {result['codex_config']}: {'yes' if result['trusted'] else 'no'}")
         _echo_mcp(result)
         click.echo(_commit_hint(agent, result))
@@ -195,7 +189,7 @@ def hooks_uninstall_cmd(agent: str | None, no_mcp: bool, unattended: bool, as_js
     result: dict[str, Any] = dict(hook_install.uninstall(_repo(), agent=agent, mcp=not no_mcp, unattended_run=unattended))
     if as_json:
         emit_json(result)
-    elif agent in ("claude", *LABELS):
+    elif agent is not None:
         click.echo(f"Removed git handoff hooks from {result['settings']}: {', '.join(result['removed']) or 'none found'}")
         _echo_mcp(result)
         _echo_unattended(result)
@@ -209,9 +203,10 @@ def hooks_uninstall_cmd(agent: str | None, no_mcp: bool, unattended: bool, as_js
 def hooks_status_cmd(agent: str | None, as_json: bool) -> None:
     """Which hooks are installed, and the thresholds that trigger a handoff
     (with --agent NAME: only that agent's hooks)."""
+    from git_handoff.agent_cli import registry
     from git_handoff.ops import hook_install
 
-    if agent in LABELS:
+    if agent in hook_install.AGENT_SPECS:
         one: dict[str, Any] = dict(hook_install.agent_status(_repo(), hook_install.AGENT_SPECS[agent], with_mcp=True))
         if as_json:
             emit_json(one)
@@ -219,7 +214,7 @@ def hooks_status_cmd(agent: str | None, as_json: bool) -> None:
         click.echo(f"{agent} hooks: {'installed' if one['installed'] else 'not installed'} ({one['settings']})")
         for event, there in one["events"].items():
             click.echo(f"  {event}: {'yes' if there else 'no'}")
-        if agent == "codex":
+        if "trusted" in one:  # a CLI whose hooks need their trust recorded (Codex)
             click.echo(f"  trusted in {one['codex_config']}: {'yes' if one['trusted'] else 'no'}"
                        + ("" if one["trusted"] or not one["installed"] else " (run `git handoff hooks install --agent codex` again)"))
         if one.get("problem"):
@@ -256,11 +251,11 @@ def hooks_status_cmd(agent: str | None, as_json: bool) -> None:
     click.echo(f"handoff.commitsPerSession: {result['commits_per_session'] or 'unset'}")
     click.echo(f"handoff.tasksPerSession: {result['tasks_per_session'] or 'unset'}")
     click.echo(f"claude code hooks: {'installed' if result['claude'] else 'not installed'}")
-    for name in LABELS:
+    for name in hook_install.AGENT_SPECS:
         click.echo(f"{name} hooks: {'installed' if result[name] else 'not installed'}")
     click.echo(f"mcp server 'handoff' (.mcp.json): {'registered' if result['claude_mcp']['registered'] else 'not registered'}")
-    for name in LABELS:
-        click.echo(f"mcp server 'handoff' ({MCP_FILES[name]}): "
+    for name in hook_install.AGENT_SPECS:
+        click.echo(f"mcp server 'handoff' ({registry.get(name).MCP_CONFIG}): "
                    f"{'registered' if result[f'{name}_mcp']['registered'] else 'not registered'}")
 
 

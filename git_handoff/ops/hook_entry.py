@@ -1,22 +1,20 @@
 """`git handoff hook EVENT`: the one entry point every installed hook calls.
 
-It finds the adapter that owns EVENT (`claude-*`: Claude Code, `codex-*`: Codex CLI,
-`gemini-*`: Gemini CLI), lets the event core
-decide, and returns (stdout, stderr) for the caller to print. It never raises for bad
+It finds the agent CLI whose hooks include EVENT (agent_cli/registry.py: `claude-*`
+Claude Code, `codex-*` Codex CLI, `gemini-*` Gemini CLI), lets the event core decide, and returns (stdout, stderr) for the caller to print. It never raises for bad
 input: an empty, malformed or non-object payload is read as `{}`, and a repository that
 is not initialized (or no repository) gives no output at all.
 """
 
 from __future__ import annotations
 
-from git_handoff.agent_cli import claude, codex, gemini
+from git_handoff.agent_cli import registry
 from git_handoff.agent_cli.hook_data import Event, Outcome
 from git_handoff.core import decoding, display
 from git_handoff.core.errors import HandoffError, UsageError
 from git_handoff.ops import hook_decisions
 
-ADAPTERS = (claude, codex, gemini)
-EVENTS: tuple[str, ...] = ("post-commit", *(hook for adapter in ADAPTERS for hook in adapter.HOOKS))
+EVENTS: tuple[str, ...] = ("post-commit", *(hook for cli in registry.CLIS.values() for hook in cli.HOOKS))
 
 
 def parse_payload(text: str | None) -> tuple[dict[str, object], str]:
@@ -44,15 +42,15 @@ def run(hook: str, stdin_text: str | None) -> tuple[str, str]:
             return "", ""
         hook_decisions.post_commit(opened.store)
         return "", hook_decisions.with_warnings(Outcome(), opened.warnings).warning or ""
-    for adapter in ADAPTERS:
-        if hook in adapter.HOOKS:
-            payload, ignored = parse_payload(stdin_text)
-            event = adapter.event(hook, payload)
-            if event.set_aside:
-                ignored = (f"git handoff hook: payload field(s) {', '.join(event.set_aside)} ignored: not one line "
-                           "of text within its length cap")
-            outcome = hook_decisions.handle(event)
-            # one line on stderr, whatever was set aside and whatever the core warns of
-            warned = "; ".join(" ".join(w.split()) for w in (ignored, outcome.warning or "") if w)
-            return adapter.render(hook, outcome), warned
-    return "", ""
+    adapter = registry.hook_owner(hook)
+    if adapter is None:
+        return "", ""
+    payload, ignored = parse_payload(stdin_text)
+    event = adapter.event(hook, payload)
+    if event.set_aside:
+        ignored = (f"git handoff hook: payload field(s) {', '.join(event.set_aside)} ignored: not one line "
+                   "of text within its length cap")
+    outcome = hook_decisions.handle(event)
+    # one line on stderr, whatever was set aside and whatever the core warns of
+    warned = "; ".join(" ".join(w.split()) for w in (ignored, outcome.warning or "") if w)
+    return adapter.render(hook, outcome), warned

@@ -1,6 +1,11 @@
 """Installing the triggers: the git post-commit hook (chained beside a user's own hook,
-under core.hooksPath when set), the Claude Code hooks in .claude/settings.json, the Codex CLI
-hooks in .codex/hooks.json and the Gemini CLI hooks in .gemini/settings.json."""
+under core.hooksPath when set), and each agent CLI's hooks in its project file (its
+`CONFIG`, agent_cli/registry.py: .claude/settings.json, .codex/hooks.json,
+.gemini/settings.json) with our MCP server in its MCP configuration.
+
+Claude Code's answers keep the shape they had before the other CLIs came (`ClaudeHooks`,
+the `claude*` keys of `status`), and only its hooks start through the command server's
+fast client; every other CLI goes through the one shared path (`install_agent`)."""
 
 from __future__ import annotations
 
@@ -12,10 +17,10 @@ import re
 import shlex
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from git_handoff import cmdclient, cmdproto
-from git_handoff.agent_cli import agent_config, claude, codex, gemini, mcp_config, unattended
+from git_handoff.agent_cli import agent_config, claude, mcp_config, registry, unattended
 from git_handoff.agent_cli.templates import template_text
 from git_handoff.core.errors import UsageError
 from git_handoff.infra.fileio import atomic_write
@@ -23,23 +28,35 @@ from git_handoff.infra.gitrepo import Repo
 from git_handoff.ops.payloads import AgentHooks, ClaudeHooks, HooksStatus
 from git_handoff.state import this_clone
 
+if TYPE_CHECKING:
+    from git_handoff.agent_cli.protocol import AgentCli
+
 MARKER = "git-handoff post-commit hook"
 USER_SUFFIX = ".handoff-user"
 NOTES_REF = "refs/notes/harness"
-AGENTS = ("claude", "codex", "gemini")
+AGENTS = tuple(registry.CLIS)
 RECORD_FILE = "hooks.json"  # in the per-clone handoff dir: what install changed, for uninstall
 
 CLAUDE_COMMAND_PREFIX = claude.COMMAND_PREFIX
 CLAUDE_HOOKS = claude.settings_entries()
-# Claude Code's settings.json has the shape of the other two agents' files: one merge serves all
-CLAUDE_SPEC = agent_config.Spec("claude", "Claude Code", claude.SETTINGS, claude.COMMAND_PREFIX,
-                                claude.config_entries(), timeouts=tuple(claude.TIMEOUTS.items()))
-AGENT_SPECS = {
-    "codex": agent_config.Spec("codex", "Codex CLI", codex.CONFIG, codex.COMMAND_PREFIX, codex.config_entries(),
-                               timeouts=codex.TIMEOUTS),
-    "gemini": agent_config.Spec("gemini", "Gemini CLI", gemini.CONFIG, gemini.COMMAND_PREFIX,
-                                gemini.config_entries(), named=True),
-}
+
+
+def spec_of(cli: AgentCli) -> agent_config.Spec:
+    """The CLI's hooks as `agent_config` merges them into its file (every CLI's file has
+    Claude Code's shape: one merge serves all)."""
+    return agent_config.Spec(cli.NAME, cli.LABEL, cli.CONFIG, cli.COMMAND_PREFIX, cli.config_entries(),
+                             named=cli.NAMED_HANDLERS, timeouts=cli.TIMEOUTS)
+
+
+CLAUDE_SPEC = spec_of(claude)
+# the CLIs installed through the shared path
+AGENT_SPECS = {name: spec_of(cli) for name, cli in registry.CLIS.items() if name != claude.NAME}
+
+
+def _trusted_hooks(spec: agent_config.Spec) -> bool:
+    """Does the CLI run our handlers only once their trust is recorded (Codex's
+    $CODEX_HOME/config.toml, agent_config.codex_*)?"""
+    return registry.get(spec.agent).TRUSTED_HOOKS
 
 
 def template(command: Sequence[str] = ()) -> bytes:
@@ -113,7 +130,7 @@ def _check_agent(agent: str | None) -> None:
 
 
 def _check_unattended(agent: str | None, wanted: bool) -> None:
-    if wanted and agent != "claude":
+    if wanted and (agent is None or not registry.get(agent).UNATTENDED):
         raise UsageError("--unattended is for --agent claude: Codex and Gemini CLI keep their folder trust in the "
                          "user's config only (codex: trust the project once, `codex exec --trust`; gemini: "
                          "GEMINI_CLI_TRUST_WORKSPACE=true)")
@@ -127,7 +144,7 @@ def install(repo: Repo, agent: str | None = None, command: Sequence[str] = (), *
     that the project may set (agent_cli/unattended.py)."""
     _check_agent(agent)
     _check_unattended(agent, unattended_run)
-    if agent == "claude":
+    if agent == claude.NAME:
         if mcp:
             mcp_config.check(repo)  # an unreadable .mcp.json refuses before anything changes
         if unattended_run:
@@ -171,7 +188,7 @@ def uninstall(repo: Repo, agent: str | None = None, *, mcp: bool = True,
               unattended_run: bool = False) -> HooksStatus | ClaudeHooks | AgentHooks:
     _check_agent(agent)
     _check_unattended(agent, unattended_run)
-    if agent == "claude":
+    if agent == claude.NAME:
         if mcp:
             mcp_config.check(repo)
         if unattended_run:
@@ -224,11 +241,10 @@ def status(repo: Repo) -> HooksStatus:
         "claude": claude_installed(repo),
         "claude_settings": str(settings) if settings else None,
         "claude_unattended": unattended.installed(repo),
-        "codex": agent_status(repo, AGENT_SPECS["codex"])["installed"],
-        "gemini": agent_status(repo, AGENT_SPECS["gemini"])["installed"],
+        # a key per registered CLI, each one a key of HooksStatus (a new CLI adds its two there)
+        **{name: agent_status(repo, spec)["installed"] for name, spec in AGENT_SPECS.items()},  # type: ignore[typeddict-item]
         "claude_mcp": mcp_config.status(repo),
-        "codex_mcp": mcp_config.status(repo, "codex"),
-        "gemini_mcp": mcp_config.status(repo, "gemini"),
+        **{f"{name}_mcp": mcp_config.status(repo, name) for name in AGENT_SPECS},
     }
 
 
@@ -299,7 +315,7 @@ def _check_agent_files(repo: Repo, spec: agent_config.Spec) -> None:
     """Refuse (UsageError, nothing changed) when the agent's hooks file, or for Codex
     $CODEX_HOME/config.toml, cannot be merged into."""
     agent_config.load(_agent_path(repo, spec), spec)
-    if spec.agent == "codex":
+    if _trusted_hooks(spec):
         agent_config.check_codex_config(agent_config.codex_home() / "config.toml")
 
 
@@ -311,7 +327,7 @@ def install_agent(repo: Repo, spec: agent_config.Spec) -> AgentHooks:
     data = agent_config.load(path, spec)
     codex_doc = None
     config = agent_config.codex_home() / "config.toml"
-    if spec.agent == "codex":
+    if _trusted_hooks(spec):
         codex_doc = agent_config.check_codex_config(config)
     added = agent_config.merge(data, spec)
     if added or not path.exists():
@@ -333,7 +349,7 @@ def uninstall_agent(repo: Repo, spec: agent_config.Spec) -> AgentHooks:
                 path.parent.rmdir()
         elif removed:
             agent_config.write(path, data)
-    if spec.agent == "codex":
+    if _trusted_hooks(spec):
         agent_config.codex_untrust(agent_config.codex_home() / "config.toml", path.resolve(), spec)
     return {**agent_status(repo, spec), "removed": removed}
 
@@ -353,7 +369,7 @@ def agent_status(repo: Repo, spec: agent_config.Spec, *, with_mcp: bool = False)
                            "events": events}
     if problem:
         out["problem"] = problem
-    if spec.agent == "codex":
+    if _trusted_hooks(spec):
         config = agent_config.codex_home() / "config.toml"
         out["codex_config"] = str(config)
         trust = agent_config.codex_status(config, path.resolve(), data, spec, repo.workdir)

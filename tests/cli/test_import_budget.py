@@ -91,16 +91,18 @@ WORK = STATE.plus("WORK", {"cli.ids", "cli.numbers", "core.attempt_record", "inf
                            "ops.claim", "ops.handoff", "ops.payloads", "ops.work", "state.claim_checks",
                            "state.claim_index", "state.claim_journal", "state.notes", "state.trust"})
 FAIL = WORK.plus("FAIL", packages={"filelock"})
-# A hook: the adapters, the payload, the decision; no write side.
+# A hook: the adapters (through their registry, a dict of three: agent_cli/registry.py), the
+# payload, the decision; no write side.
 HOOK = STATE.plus("HOOK", {"agent_cli", "agent_cli.claude", "agent_cli.codex", "agent_cli.gemini",
-                           "agent_cli.hook_data", "ops.handoff", "ops.hook_decisions", "ops.hook_entry",
+                           "agent_cli.hook_data", "agent_cli.registry", "ops.handoff", "ops.hook_decisions", "ops.hook_entry",
                            "ops.payloads", "ops.prompt", "state.claim_index", "state.status_index", "state.trust"})
 HOOK_SESSION_START = HOOK.plus("HOOK_SESSION_START", {
     "core.attempt_record", "infra.task_commands", "ops.attempts", "ops.session_start", "ops.sessions", "ops.work",
     "state.claim_checks", "state.claim_journal", "state.notes"})
 HOOK_SESSION_END = HOOK.plus("HOOK_SESSION_END", {"ops.sessions", "state.notes"})
-# Codex's SessionEnd hook answers without opening the state (agent_cli/codex.py: its 1 s budget).
-CODEX_SESSION_END = LAUNCH
+# Codex's SessionEnd hook answers without opening the state (agent_cli/codex.py: its 1 s budget),
+# knowing the agent CLIs by name only (agent_cli/__init__.py: a tuple, no import).
+CODEX_SESSION_END = LAUNCH.plus("CODEX_SESSION_END", {"agent_cli"})
 # The fleet's loop: a claim and a sync through the remote.
 REMOTE = {"core.ancestry", "core.field_merge", "core.merge", "ops.fleet_claims", "ops.retire", "ops.sync", "remote",
           "remote.fetch", "remote.incoming", "remote.layout", "remote.push_outcome", "remote.shallow",
