@@ -32,14 +32,14 @@ import os
 import shutil
 import subprocess
 import sys
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 PRIORITY = {"P0": 0, "P1": 1, "P2": 2}
 
 
 def now() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def make_task(n: int) -> dict[str, object]:
@@ -154,7 +154,7 @@ def claim(root: Path, worker: str) -> int:
         tasks = data["tasks"]
         validate(tasks)
         by_id = {t["id"]: t for t in tasks}
-        stamp = datetime.now(timezone.utc)
+        stamp = datetime.now(UTC)
 
         def ready(t: dict) -> bool:
             return all(by_id.get(d, {}).get("status") == "completed" for d in t["depends_on"])

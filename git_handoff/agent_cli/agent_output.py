@@ -83,19 +83,19 @@ _JUST_NOW = datetime.timedelta(minutes=2)
 
 
 def _utc(moment: datetime.datetime) -> str:
-    return moment.astimezone(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return moment.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _zone(name: str | None, now: datetime.datetime) -> datetime.tzinfo:
     """The named IANA zone the CLI printed, else now's own zone."""
     if name:
         if name.upper() == "UTC":
-            return datetime.timezone.utc
+            return datetime.UTC
         try:
             return zoneinfo.ZoneInfo(name)
         except (zoneinfo.ZoneInfoNotFoundError, ValueError):
             pass
-    return now.tzinfo if now.tzinfo is not None else datetime.timezone.utc
+    return now.tzinfo if now.tzinfo is not None else datetime.UTC
 
 
 def _when_after(text: str, now: datetime.datetime) -> str | None:
@@ -158,7 +158,7 @@ def _first(rules: tuple[LimitRule, ...], output: str, now: datetime.datetime) ->
                 continue
             resets_at = None
             if when == "epoch":
-                resets_at = _utc(datetime.datetime.fromtimestamp(int(match[1]), datetime.timezone.utc))
+                resets_at = _utc(datetime.datetime.fromtimestamp(int(match[1]), datetime.UTC))
             elif when == "clock":
                 resets_at = _when_after(line[match.end():], now)
             elif when == "seconds":
@@ -180,7 +180,7 @@ def limit_in(cli: str, exit_status: int | None, output: str, now: datetime.datet
     if exit_status == 0:
         return None
     if now.tzinfo is None:
-        now = now.replace(tzinfo=datetime.timezone.utc)
+        now = now.replace(tzinfo=datetime.UTC)
     if cli in registry.CLIS:
         return _first(registry.CLIS[cli].LIMITS, output, now)
     # a wrapper script around one of them: whichever CLI's texts are there, a told reset first

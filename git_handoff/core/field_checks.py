@@ -217,7 +217,7 @@ def is_time(value: Any) -> bool:
     if not isinstance(value, str) or not _TIME.fullmatch(value):
         return False
     try:
-        year = parse_time(value).astimezone(datetime.timezone.utc).year
+        year = parse_time(value).astimezone(datetime.UTC).year
     except (UsageError, ValueError, OverflowError):
         return False
     return FIRST_YEAR <= year <= LAST_YEAR

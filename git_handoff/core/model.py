@@ -14,7 +14,7 @@ import secrets
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, Generic, Literal, TypeVar, get_args
 
 from git_handoff.core import display
@@ -108,11 +108,11 @@ def now() -> datetime:
     pinned = os.environ.get("GIT_HANDOFF_NOW")
     if pinned:
         return parse_time(pinned)
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 def iso(moment: datetime) -> str:
-    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def epoch_iso(seconds: int) -> str | None:
@@ -120,7 +120,7 @@ def epoch_iso(seconds: int) -> str | None:
     ISO-8601 UTC time; None for one outside years 1 to 9999, or that this platform's
     time functions refuse."""
     try:
-        return iso(datetime.fromtimestamp(seconds, timezone.utc))
+        return iso(datetime.fromtimestamp(seconds, UTC))
     except (ValueError, OverflowError, OSError):
         return None
 
@@ -165,7 +165,7 @@ def parse_time(text: str) -> datetime:
     except ValueError:
         raise UsageError(f"not an ISO-8601 time: {text!r}") from None
     if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
+        moment = moment.replace(tzinfo=UTC)
     return moment
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Container, Iterable, Mapping
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
 from git_handoff.core import hlc
@@ -262,7 +262,7 @@ def _written_at(task: Task) -> datetime | None:
     of a version before clocks) its updated_at."""
     stamp = task.get(hlc.FIELD)
     if hlc.is_stamp(stamp):
-        return datetime.fromtimestamp(hlc.key(str(stamp))[0] / 1000, timezone.utc)
+        return datetime.fromtimestamp(hlc.key(str(stamp))[0] / 1000, UTC)
     try:
         return parse_time(task.updated_at) if task.updated_at else None
     except (UsageError, ValueError, OverflowError):

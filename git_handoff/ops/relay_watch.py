@@ -345,7 +345,7 @@ class Watch:
         under LIMIT, the session's claims are renewed to outlast the wait, and a document
         the agent's exit wrote is withdrawn (the session goes on afterwards)."""
         self.streak = 1 if self.worked() else self.streak + 1  # a launch that worked starts the backoff over
-        now = datetime.datetime.now(datetime.timezone.utc)
+        now = datetime.datetime.now(datetime.UTC)
         seconds, at_reset = wait_seconds(limit, self.streak, self.backoff, self.backoff_max, now)
         until = now + datetime.timedelta(seconds=seconds)
         stamp = until.strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -20,7 +20,7 @@ from git_handoff.agent_cli.agent_output import (
     screen_shape,
 )
 
-UTC = datetime.timezone.utc
+UTC = datetime.UTC
 NOW = datetime.datetime(2026, 12, 2, 11, 33, tzinfo=UTC)
 GATEWAY = "This is a server-side issue, usually temporary — try again in a moment. If it persists, check your " \
           "inference gateway (127.0.0.1:41159)."

@@ -11,11 +11,11 @@ comments. The crafted inputs below are the ones that took that long before.
 from __future__ import annotations
 
 import json
+import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import tomllib
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

@@ -14,11 +14,11 @@ import re
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import grimp
 import pytest
-import tomllib
 
 ROOT = Path(__file__).resolve().parents[2]
 OPS_MAX_LINES = 450

@@ -9,11 +9,11 @@ import re
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 from types import ModuleType
 
 import pytest
-import tomllib
 
 ROOT = Path(__file__).resolve().parents[2]
 SECTIONS = ["NAME", "SYNOPSIS", "DESCRIPTION", "COMMANDS", "DISCUSSION", "EXAMPLES", "EXIT STATUS", "FILES",

@@ -160,7 +160,7 @@ def _completed_at(repo: Path) -> list[float]:
     for line in run("log", "--json", cwd=repo).json():
         if line.get("type") == "Completed":
             moment = datetime.datetime.strptime(line["timestamp"], "%Y-%m-%dT%H:%M:%SZ")
-            stamps.append(moment.replace(tzinfo=datetime.timezone.utc).timestamp())
+            stamps.append(moment.replace(tzinfo=datetime.UTC).timestamp())
     return stamps
 
 

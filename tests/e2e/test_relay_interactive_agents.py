@@ -85,7 +85,7 @@ def test_an_interactive_run_ends_when_the_work_ends(repo: Path, tmp_path: Path, 
     assert statuses() == dict.fromkeys(ids, "completed")
     assert int(run("status", "--json").json()["session_count"]) == 2
     done = [datetime.datetime.strptime(line["timestamp"], "%Y-%m-%dT%H:%M:%SZ")
-            .replace(tzinfo=datetime.timezone.utc).timestamp()
+            .replace(tzinfo=datetime.UTC).timestamp()
             for line in run("log", "--json").json() if line["type"] == "Completed"]
     assert ended - max(done) < 30, f"the relay exited {ended - max(done):.0f} s after the last done"
     for number in (1, 2):

@@ -426,7 +426,7 @@ def test_an_interactive_agent_that_ends_its_turn_with_work_left_is_followed_by_t
     assert "session 1: its turn ended" in r.out, r.out
     second = run("session", "show", "2", "--json", cwd=repo).json()
     started = datetime.datetime.strptime(second["started_at"], "%Y-%m-%dT%H:%M:%SZ")
-    waited = started.replace(tzinfo=datetime.timezone.utc).timestamp() - policy.idle_at
+    waited = started.replace(tzinfo=datetime.UTC).timestamp() - policy.idle_at
     assert policy.idle_at and waited < 30, f"session 2 started {waited:.0f} s after session 1's last turn"
     assert assert_sessions_acked_and_closed(repo) == 2
     assert not any("hung" in line for line in log_lines(repo, "ERROR")), log_lines(repo, "ERROR")

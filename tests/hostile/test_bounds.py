@@ -12,7 +12,7 @@ import json
 import subprocess
 import time
 from collections.abc import Iterator
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -146,7 +146,7 @@ def test_a_foreign_session_count_of_10_18_does_not_stop_the_relay(world: World) 
 def test_a_lease_until_8999_holds_no_longer_than_its_record_declares(world: World, written: str) -> None:
     a = world.attacker
     node = a.state_node()
-    when = datetime.now(timezone.utc) - timedelta(hours=2)
+    when = datetime.now(UTC) - timedelta(hours=2)
     record = task_record("schema", title="Write the schema", status="in_progress", claimed_by="mallory",
                          started_at_commit=git("rev-parse", "HEAD", cwd=world.victim),
                          validation={"command": "true", "timeout_seconds": 300},
@@ -170,7 +170,7 @@ def test_a_lease_until_8999_holds_no_longer_than_its_record_declares(world: Worl
 @pytest.mark.parametrize("written", ["two hours ago", "in the year 8999"])
 def test_a_fleet_relay_lock_until_8999_does_not_block_every_relay(world: World, written: str) -> None:
     a = world.attacker
-    when = datetime.now(timezone.utc) - timedelta(hours=2)
+    when = datetime.now(UTC) - timedelta(hours=2)
     at = iso(when) if written == "two hours ago" else "8999-01-01T00:00:00Z"
     lock = {"clone": "0123456789abcdef", "host": "evil", "pid": 4242, "acquired_at": at, "renewed_at": at,
             "expires_at": "8999-01-01T00:00:00Z", "lease_seconds": 120}

@@ -26,7 +26,7 @@ from git_handoff.state.session_records import waiting_lines
 from git_handoff.state.store import StateStore
 from tests.support.repo import run
 
-NOW = datetime.datetime(2026, 7, 1, 10, 0, 0, tzinfo=datetime.timezone.utc)
+NOW = datetime.datetime(2026, 7, 1, 10, 0, 0, tzinfo=datetime.UTC)
 
 
 def test_a_printed_reset_time_is_waited_for_else_a_capped_doubling_backoff() -> None:
@@ -48,7 +48,7 @@ def test_spans_read_as_people_say_them() -> None:
 
 
 def test_status_shows_the_wait_with_its_reset_and_what_the_agent_printed() -> None:
-    until = (datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(hours=3, minutes=12, seconds=30))
+    until = (datetime.datetime.now(datetime.UTC) + datetime.timedelta(hours=3, minutes=12, seconds=30))
     record: RelayRecord = {"state": "running", "waiting": {
         "kind": "usage_limit", "since": "2026-07-01T10:00:00Z", "until": until.strftime("%Y-%m-%dT%H:%M:%SZ"),
         "line": "You've hit your session limit · resets 8pm"}}
@@ -77,7 +77,7 @@ def test_the_document_an_exit_wrote_is_withdrawn_and_no_other(repo: Path) -> Non
 def test_a_reset_printed_to_the_minute_within_that_minute_is_now_not_tomorrow() -> None:
     """claude prints "resets 12:01pm (UTC)" for a reset at 12:01:40; read at 12:01:10 that
     was the same time tomorrow: a 24-hour wait (found by the relay test of the plan limit)."""
-    now = datetime.datetime(2026, 7, 1, 12, 1, 10, tzinfo=datetime.timezone.utc)
+    now = datetime.datetime(2026, 7, 1, 12, 1, 10, tzinfo=datetime.UTC)
     found = limit_in("claude", 1, "You've hit your session limit · resets 12:01pm (UTC)", now)
     assert found is not None and found.resets_at == "2026-07-01T12:01:00Z"
     later = limit_in("claude", 1, "You've hit your session limit · resets 11:30am (UTC)", now)

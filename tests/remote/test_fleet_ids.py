@@ -9,7 +9,7 @@ import json
 import os
 import subprocess
 from collections.abc import Callable
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -71,7 +71,7 @@ def test_max_sessions_counts_the_sessions_started_fleet_wide(clones: Callable[[s
 def test_a_clone_an_hour_behind_edits_after_seeing_the_other_and_wins(
         clones: Callable[[str], Path], monkeypatch: pytest.MonkeyPatch) -> None:
     a, b = shared_pair(clones, ("add", "x", "--id", "t"))
-    real = datetime.now(timezone.utc)
+    real = datetime.now(UTC)
     monkeypatch.setenv("GIT_HANDOFF_NOW", stamp(real + timedelta(minutes=1)))
     ok("edit", "t", "--title", "by a", cwd=a)
     ok("sync", cwd=a)
@@ -172,7 +172,7 @@ def test_relay_takes_the_fleet_lock_and_releases_it_at_exit(clones: Callable[[st
 def later(seconds: int) -> str:
     """A pinned clock `seconds` ahead of now (GIT_HANDOFF_NOW): a lease that runs out
     without the test waiting for it."""
-    return stamp(datetime.now(timezone.utc) + timedelta(seconds=seconds))
+    return stamp(datetime.now(UTC) + timedelta(seconds=seconds))
 
 
 def test_an_expired_lock_of_a_dead_machine_is_taken_over(clones: Callable[[str], Path],
