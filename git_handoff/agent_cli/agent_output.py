@@ -20,6 +20,7 @@ import datetime
 import math
 import re
 import zoneinfo
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -33,6 +34,8 @@ if TYPE_CHECKING:
 
 MAX_LINE = 300  # characters of the recognized line kept in a Limit
 MAX_OUTPUT = 64 * 1024  # only the output's tail is read: the CLI's last words
+FINAL_LINES = 30  # non-blank lines from the end that hold a CLI's final error (Gemini CLI dumps ~15)
+MIN_FOREIGN = 8  # characters a foreign text needs to rule a line out (not a single word)
 
 
 @dataclass(frozen=True)
@@ -144,13 +147,36 @@ def _printable(line: str) -> str:
     return clean[:MAX_LINE]
 
 
-def _lines(output: str) -> list[str]:
-    """The output's non-blank lines, last first (the latest message wins), printable."""
-    return [_printable(raw) for raw in reversed(output[-MAX_OUTPUT:].splitlines()) if raw.strip()]
+def _lines(output: str, foreign: Collection[str] = ()) -> list[str]:
+    """The CLI's final words: the output's last FINAL_LINES non-blank lines, last first
+    (the latest message wins), printable; a line that holds any of the `foreign` texts
+    (what the state and the prompt gave the agent, which it may echo) is not the CLI's."""
+    found: list[str] = []
+    for raw in reversed(output[-MAX_OUTPUT:].splitlines()):
+        if not raw.strip():
+            continue
+        if len(found) >= FINAL_LINES:
+            break
+        line = _printable(raw)
+        found.append("" if foreign and any(text in line for text in foreign) else line)
+    return [line for line in found if line]
 
 
-def _first(rules: tuple[LimitRule, ...], output: str, now: datetime.datetime) -> Limit | None:
-    lines = _lines(output)
+def foreign_texts(texts: Iterable[str]) -> frozenset[str]:
+    """The texts `limit_in` must not take for the CLI's own words, as they would show in
+    its output: printable, one line each, and long enough to be more than a word."""
+    kept = set()
+    for text in texts:
+        for line in text.splitlines():
+            shown = _printable(line)
+            if len(shown) >= MIN_FOREIGN:
+                kept.add(shown[:MAX_LINE])
+    return frozenset(kept)
+
+
+def _first(rules: tuple[LimitRule, ...], output: str, now: datetime.datetime,
+           foreign: Collection[str] = ()) -> Limit | None:
+    lines = _lines(output, foreign)
     for kind, pattern, when in rules:  # by rule first: a plan limit beats the 429 line around it
         for line in lines:
             match = pattern.search(line)
@@ -162,29 +188,37 @@ def _first(rules: tuple[LimitRule, ...], output: str, now: datetime.datetime) ->
             elif when == "clock":
                 resets_at = _when_after(line[match.end():], now)
             elif when == "seconds":
-                resets_at = _seconds_after(line, now) or _seconds_after(output[-MAX_OUTPUT:], now)
+                resets_at = _seconds_after(line, now) or _seconds_after("\n".join(reversed(lines)), now)
             return Limit(kind, resets_at, line)
     return None
 
 
-def limit_in(cli: str, exit_status: int | None, output: str, now: datetime.datetime) -> Limit | None:
+def limit_in(cli: str, exit_status: int | None, output: str, now: datetime.datetime,
+             foreign: Collection[str] = ()) -> Limit | None:
     """The limit or outage the agent stopped on, or None.
+
+    Only the CLI's own words count: its final error, in the last FINAL_LINES lines of
+    what it printed, on an exit of its own (1-127: every CLI of docs/agent-limits.md
+    exits 1 on a limit; a process killed by a signal crashed, whatever it printed
+    before), never a line holding one of the `foreign` texts (foreign_texts: what the
+    state and the prompt gave it, e.g. a fetched task's title that says "You've hit
+    your limit", echoed by the agent's tool).
 
     `cli` is what `cli_of` said; `exit_status` the agent's (None when it is still
     running, e.g. a screen captured from tmux); `output` what it printed (stdout and
-    stderr, or a pane's text; only its last 64 KiB are read); `now` an aware datetime
-    in the zone the CLI prints its times in (a "resets 8pm" is the next 8 pm after `now`
-    there; a zone the CLI printed wins; a naive `now` is UTC), normally
-    `datetime.datetime.now().astimezone()`.
+    stderr, or a pane's text); `now` an aware datetime in the zone the CLI prints its
+    times in (a "resets 8pm" is the next 8 pm after `now` there; a zone the CLI printed
+    wins; a naive `now` is UTC), normally `datetime.datetime.now().astimezone()`.
     """
-    if exit_status == 0:
+    if exit_status is not None and not 1 <= exit_status <= 127:
         return None
     if now.tzinfo is None:
         now = now.replace(tzinfo=datetime.UTC)
     if cli in registry.CLIS:
-        return _first(registry.CLIS[cli].LIMITS, output, now)
+        return _first(registry.CLIS[cli].LIMITS, output, now, foreign)
     # a wrapper script around one of them: whichever CLI's texts are there, a told reset first
-    found = [limit for known in registry.CLIS.values() if (limit := _first(known.LIMITS, output, now)) is not None]
+    found = [limit for known in registry.CLIS.values()
+             if (limit := _first(known.LIMITS, output, now, foreign)) is not None]
     return next((limit for limit in found if limit.resets_at), found[0] if found else None)
 
 

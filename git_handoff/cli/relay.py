@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from git_handoff.cli import emit_json, get_store, json_option, numbers
+
+if TYPE_CHECKING:
+    from git_handoff.state.store import StateStore
 
 
 @click.command("relay")
@@ -30,6 +35,10 @@ from git_handoff.cli import emit_json, get_store, json_option, numbers
                    "doubled for each limit in a row, before launching the agent again.")
 @click.option("--limit-backoff-max", type=numbers.SECONDS, default=1800.0, show_default=True, metavar="S",
               help="The longest of those waits.")
+@click.option("--max-limit-wait", type=numbers.SECONDS, default=None, metavar="S",
+              help="The longest wait for a limit, whatever reset time the agent's CLI printed; a reset further away "
+                   "is reported and the wait cut to S, the claims' leases never extended past it "
+                   "[default: handoff.maxLimitWait (a duration: 90s, 30m, 24h), else 86400].")
 @click.option("--fleet-lock", is_flag=True,
               help="One relay per remote, not only per clone: hold a leased lock ref "
                    "(refs/harness/locks/relay) on the remote [default: handoff.relayLock=fleet].")
@@ -41,7 +50,7 @@ from git_handoff.cli import emit_json, get_store, json_option, numbers
 @json_option
 def relay_cmd(agent: str, tmux: bool, tmux_socket: str | None, ack_timeout: float, session_timeout: float | None,
               max_launch_failures: int, handoff_grace: float, max_idle_sessions: int, hang_timeout: float,
-              limit_backoff: float, limit_backoff_max: float, fleet_lock: bool,
+              limit_backoff: float, limit_backoff_max: float, max_limit_wait: float | None, fleet_lock: bool,
               lock_remote: str | None, lock_lease: int, quiet: bool, as_json: bool) -> None:
     """Run agent sessions one after another until every task is completed.
 
@@ -94,7 +103,8 @@ def relay_cmd(agent: str, tmux: bool, tmux_socket: str | None, ack_timeout: floa
                        session_timeout=session_timeout, max_launch_failures=max_launch_failures,
                        handoff_grace=handoff_grace, max_idle_sessions=max_idle_sessions, fleet_lock=lock,
                        hang_timeout=hang_timeout or None, limit_backoff=limit_backoff,
-                       limit_backoff_max=max(limit_backoff, limit_backoff_max))
+                       limit_backoff_max=max(limit_backoff, limit_backoff_max),
+                       limit_wait_max=max_limit_wait or _configured_wait(store))
     from git_handoff.cli.progress import Progress
 
     with Progress("relay", as_json=as_json or quiet) as progress:
@@ -114,3 +124,18 @@ def relay_cmd(agent: str, tmux: bool, tmux_socket: str | None, ack_timeout: floa
         emit_json(summary)
     else:
         click.echo(f"relay finished: {summary['reason']} in {summary['sessions']} session(s)")
+
+
+def _configured_wait(store: StateStore) -> float:
+    """handoff.maxLimitWait (a duration), else a day; a value that is no duration is exit 2."""
+    from git_handoff.core.errors import UsageError
+    from git_handoff.core.model import parse_duration
+    from git_handoff.ops.relay_watch import WAIT_CAP
+
+    value = store.repo.config_get("handoff.maxLimitWait")
+    if not value:
+        return WAIT_CAP
+    try:
+        return float(parse_duration(value))
+    except UsageError as exc:
+        raise UsageError(f"handoff.maxLimitWait: {exc.message}") from None

@@ -52,6 +52,7 @@ class Options:
     hang_timeout: float | None = 1800.0  # no progress this long: a hang (ops/relay_watch.py), None: never
     limit_backoff: float = 60.0  # the first wait on a limit that printed no reset time; doubled per limit in a row
     limit_backoff_max: float = 1800.0
+    limit_wait_max: float = relay_watch.WAIT_CAP  # the longest wait for a limit, whatever reset the CLI printed
 
 
 class Stopped(Negative):
@@ -101,7 +102,8 @@ class Relay:
         self.relay_dir.mkdir(exist_ok=True)
         self.watch = relay_watch.Watch(store, self.relay_dir, opts.agent, opts.hang_timeout, opts.limit_backoff,
                                        opts.limit_backoff_max, opts.poll, say, self.waiting, self._failure,
-                                       lambda changes, log: update_record(self._session_store(), changes, log=log))
+                                       lambda changes, log: update_record(self._session_store(), changes, log=log),
+                                       wait_cap=opts.limit_wait_max)
 
     # -- helpers --
 

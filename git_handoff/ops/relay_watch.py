@@ -49,6 +49,7 @@ TURN_IDLE = 10.0  # seconds a pane rests at its CLI's prompt, nothing changing, 
 ACTIVITY_EVERY = 1.0  # seconds between two looks at the agent's progress
 JUST_PAST = 180.0  # seconds a reset time may lie in the past and still be this one's
 MAX_WAIT = 8 * 24 * 3600.0  # a reset time further away than this is not believed: backoff instead
+WAIT_CAP = 24 * 3600.0  # the longest wait for a printed reset (relay --max-limit-wait, handoff.maxLimitWait)
 KIND_WORDS = {agent_output.USAGE_LIMIT: "the usage limit", agent_output.RATE_LIMIT: "the rate limit",
               agent_output.OUTAGE: "the API outage"}
 
@@ -74,18 +75,26 @@ def clock(moment: datetime.datetime, now: datetime.datetime) -> str:
 
 
 def wait_seconds(limit: Limit, streak: int, backoff: float, backoff_max: float,
-                 now: datetime.datetime) -> tuple[float, bool]:
+                 now: datetime.datetime, cap: float = WAIT_CAP) -> tuple[float, bool]:
     """How long to wait out `limit`, the `streak`-th in a row, and whether the CLI's reset
-    time said so: until that time (and a margin), else `backoff` doubled per limit in a
-    row, at most `backoff_max`."""
+    time said so: until that time (and a margin), but never longer than `cap` (see
+    beyond_cap); else `backoff` doubled per limit in a row, at most `backoff_max`."""
     if limit.resets_at:
         try:
             left = (parse_time(limit.resets_at) - now).total_seconds()
         except HandoffError:
             left = 0.0
         if -JUST_PAST < left <= MAX_WAIT:  # a reset printed to the minute may be just past: now
-            return max(left, 0.0) + RESET_MARGIN, True
-    return float(min(backoff_max, backoff * 2 ** min(max(streak - 1, 0), 30))), False
+            return min(max(left, 0.0) + RESET_MARGIN, cap), True
+    return float(min(backoff_max, cap, backoff * 2 ** min(max(streak - 1, 0), 30))), False
+
+
+def beyond_cap(limit: Limit, now: datetime.datetime, cap: float) -> bool:
+    """Did the CLI print a reset further away than `cap` (the wait is then cut to it)?"""
+    try:
+        return bool(limit.resets_at) and (parse_time(limit.resets_at or "") - now).total_seconds() + RESET_MARGIN > cap
+    except HandoffError:
+        return False
 
 
 def progress(store: StateStore) -> tuple[int, int, int, int, str | None]:
@@ -130,6 +139,8 @@ class Watch:
     _screen_at: float = 0.0
     _baseline: tuple[Any, ...] = field(default_factory=tuple)
     _rest: tuple[Any, ...] = ()  # the pane at rest as last seen (turn_ended)
+    wait_cap: float = WAIT_CAP  # the longest wait for a limit, whatever reset the CLI printed
+    number: int = 0  # the session of the launch watched
     _rest_at: float = 0.0
 
     def __post_init__(self) -> None:
@@ -142,6 +153,7 @@ class Watch:
 
     def launched(self, number: int) -> None:
         """Before each launch: what the log holds already is an earlier launch's."""
+        self.number = number
         try:
             self.log_offset = self._log(number).stat().st_size
         except OSError:
@@ -167,7 +179,18 @@ class Watch:
 
     def limit(self, number: int, status: int | None) -> Limit | None:
         """The limit or outage this launch stopped on, read from its output."""
-        return agent_output.limit_in(self.cli, status, self.output(number), datetime.datetime.now().astimezone())
+        return agent_output.limit_in(self.cli, status, self.output(number), datetime.datetime.now().astimezone(),
+                                     self.foreign(number))
+
+    def foreign(self, number: int) -> frozenset[str]:
+        """What the agent was given and may echo, so never a limit of its CLI's: the lines
+        of this session's prompt and every task's title (fetched ones included)."""
+        try:
+            prompt_text = (self.relay_dir / f"prompt-{number}.md").read_text(errors="replace")
+        except OSError:
+            prompt_text = ""
+        titles = [t.title for t in self.store.snapshot().tasks().values()]
+        return agent_output.foreign_texts([prompt_text, *titles])
 
     # -- the ACK -------------------------------------------------------------------------
 
@@ -267,7 +290,8 @@ class Watch:
         if idle < self.hang_timeout:
             return None
         if agent.tmux is not None and agent_output.limit_in(self.cli, None, self.screen(agent),
-                                                            datetime.datetime.now().astimezone()) is not None:
+                                                            datetime.datetime.now().astimezone(),
+                                                            self.foreign(self.number)) is not None:
             self._seen_at = now  # an interactive CLI waiting out a limit on its screen resumes by itself
             return None
         return (f"hung: no progress for {span(idle)} (no output, commit, state change or new process; "
@@ -287,7 +311,8 @@ class Watch:
         self._screen_at = now
         screen = self.screen(agent)
         if (not screen.strip() or agent_output.busy_in(screen) or agent_output.person_prompt_in(self.cli, screen)
-                or agent_output.limit_in(self.cli, None, screen, datetime.datetime.now().astimezone())):
+                or agent_output.limit_in(self.cli, None, screen, datetime.datetime.now().astimezone(),
+                                         self.foreign(self.number))):
             self._rest, self._rest_at = (), now
             return None
         # the known CLIs show a working status line for as long as a turn runs, and change
@@ -346,12 +371,17 @@ class Watch:
         the agent's exit wrote is withdrawn (the session goes on afterwards)."""
         self.streak = 1 if self.worked() else self.streak + 1  # a launch that worked starts the backoff over
         now = datetime.datetime.now(datetime.UTC)
-        seconds, at_reset = wait_seconds(limit, self.streak, self.backoff, self.backoff_max, now)
+        seconds, at_reset = wait_seconds(limit, self.streak, self.backoff, self.backoff_max, now, self.wait_cap)
         until = now + datetime.timedelta(seconds=seconds)
         stamp = until.strftime("%Y-%m-%dT%H:%M:%SZ")
         words = KIND_WORDS.get(limit.kind, "the limit")
         line = printable(limit.line)[:300]
         how = "the reset time it printed" if at_reset else f"backoff, limit {self.streak} in a row"
+        if beyond_cap(limit, now, self.wait_cap):
+            how = (f"it printed a reset at {limit.resets_at}, further than --max-limit-wait "
+                   f"{span(self.wait_cap)}: the wait is cut to that")
+            self.say(f"relay: session {number}: the reset it printed ({limit.resets_at}) is further away than "
+                     f"--max-limit-wait ({span(self.wait_cap)}): waiting {span(seconds)} at most")
         withdrawn = withdraw_exit_doc(self.store, number, self.launched_at)
         self.say(f"relay: session {number}: the agent stopped on {words}: {line}")
         self.say(f"relay: waiting for {words}, resumes at {clock(until, now)} (in {span(seconds)})")
@@ -359,7 +389,7 @@ class Watch:
                     ("WARN", f"relay: session {number}: {limit.kind.replace('_', ' ')}: {line}; waiting until "
                              f"{stamp} ({how}); no session or launch counted"
                      + ("; the document its exit wrote withdrawn" if withdrawn else ""), LIMIT_CATEGORY))
-        renew_claims(self.store, number, int(seconds) + 60)
+        renew_claims(self.store, number, int(min(seconds + 60, self.wait_cap)))  # never past the cap
         deadline = time.monotonic() + seconds
         try:
             while (left := deadline - time.monotonic()) > 0:

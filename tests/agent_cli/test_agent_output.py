@@ -15,6 +15,7 @@ from git_handoff.agent_cli.agent_output import (
     USAGE_LIMIT,
     busy_in,
     cli_of,
+    foreign_texts,
     limit_in,
     person_prompt_in,
     screen_shape,
@@ -302,3 +303,37 @@ def test_a_redraw_of_the_working_line_is_not_a_new_shape_and_new_output_is() -> 
     assert screen_shape(WORKING.replace("Nothing more", "Something more")) != screen_shape(WORKING)
     assert screen_shape("a  \n\nb   \n") == screen_shape("a\n\nb\n")  # trailing blanks a resize repaints
     assert screen_shape("⠋ Thinking... (esc to cancel, 3s)\nx") == screen_shape("⠙ Thinking... (esc to cancel, 9s)\nx")
+
+
+# -- only the CLI's own words (issue 41; docs/threat-model.md) --------------------------------------
+
+TITLE = "Write t1: You've hit your session limit · resets 4am"
+
+
+def test_a_line_holding_what_the_agent_was_given_is_not_the_clis() -> None:
+    echoed = f"● Bash(git handoff show t1)\n  ⎿  t1: {TITLE} (P1)\nI will work on it.\n"
+    assert limit_in("claude", 1, echoed, NOW) is not None  # what the relay read before
+    assert limit_in("claude", 1, echoed, NOW, foreign_texts([TITLE])) is None
+    # the CLI's own limit after the echo still counts
+    own = echoed + "You've hit your 5-hour limit · resets 3pm (UTC)\n"
+    found = limit_in("claude", 1, own, NOW, foreign_texts([TITLE]))
+    assert found is not None and found.resets_at == "2026-12-02T15:00:00Z"
+    # a pane (no exit status yet) likewise
+    assert limit_in("claude", None, echoed, NOW, foreign_texts([TITLE])) is None
+
+
+def test_foreign_texts_are_lines_long_enough_to_mean_something() -> None:
+    texts = foreign_texts(["# Handoff\n\nWrite t1\n  a\n", "x" * 500])
+    assert "Write t1" in texts and "# Handoff" in texts and "a" not in texts
+    assert all(len(text) <= 300 for text in texts)
+
+
+@pytest.mark.parametrize("status", [137, 143, 129, -9, 0])
+def test_a_process_killed_by_a_signal_crashed_whatever_it_printed(status: int) -> None:
+    assert limit_in("claude", status, "You've hit your session limit · resets 8pm\n", NOW) is None
+
+
+def test_only_the_final_lines_are_the_clis_final_error() -> None:
+    early = "You've hit your session limit · resets 8pm\n" + "".join(f"step {n} done\n" for n in range(40))
+    assert limit_in("claude", 1, early, NOW) is None
+    assert limit_in("claude", 1, early + "API Error: 529 Overloaded\n", NOW) is not None

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -411,3 +413,53 @@ def test_a_launch_that_fails_before_its_ack_leaves_no_document_for_the_next_laun
     assert run("doc", "show", "1", "--json").json()["trigger"] == "relay"
     stopped = [line for line in log_lines(repo, "LOCK") if "relay stopped" in line]
     assert stopped and all(line.count("relay stopped:") == 1 for line in stopped), stopped
+
+
+# -- only the CLI's own words are a limit (docs/threat-model.md) -----------------------------------
+
+FAKE_LIMIT = "You've hit your session limit · resets 4am"
+
+
+@pytest.mark.parametrize("crash", ["kill -9 $$", "exit 1"], ids=["killed", "exit-1"])
+def test_limit_text_in_a_fetched_title_echoed_before_a_crash_is_a_crash(repo: Path, crash: str) -> None:
+    """A task whose title says "You've hit your session limit · resets 4am", shown by the
+    agent, which then crashes: before, the relay read the title as its CLI's limit and
+    waited until 4 am (up to a day), keeping the claim; the crash's recovery never ran."""
+    assert run("init").rc == 0
+    assert run("add", f"Write t1: {FAKE_LIMIT}", "--id", "t1", "--check", "test -f t1.txt").rc == 0
+    agent = ("git handoff ack; if [ \"$HANDOFF_SESSION\" = 1 ]; then git handoff claim t1 >/dev/null; "
+             f"git handoff show t1; {crash}; fi; git handoff claim t1 && touch t1.txt && git handoff done t1")
+    started = time.monotonic()
+    res = run("relay", "--agent", agent, "--ack-timeout", "30")
+    assert res.rc == 0, res.out + res.err
+    assert time.monotonic() - started < 120
+    assert not [line for line in log_lines(repo) if "[LIMIT]" in line]
+    status = "137" if "kill" in crash else "1"
+    assert any(f"agent exited with status {status} without a handoff" in line for line in log_lines(repo, "ERROR"))
+    assert session_count(repo) == 2  # the crash ended session 1; session 2 recovered t1 and did it
+    assert run("show", "t1", "--json").json()["status"] == "completed"
+
+
+def test_a_reset_days_away_is_waited_for_at_most_the_cap_and_the_lease_not_past_it(repo: Path) -> None:
+    """"resets Dec 14, 2:02am" on Dec 7 made the relay wait 168 h and extend the claim's
+    lease to 7 days, holding the task from the whole fleet: the wait is cut to
+    --max-limit-wait and said so, the lease extended by no more than that."""
+    assert run("init").rc == 0
+    assert run("add", "Write t1", "--id", "t1", "--check", "test -f t1.txt", "--max-attempts", "3").rc == 0
+    away = (datetime.datetime.now().astimezone() + datetime.timedelta(days=5)).replace(minute=2)
+    printed = f"You've hit your weekly limit · resets {away.strftime('%b')} {away.day}, {away.strftime('%I:%M%p').lower()}"
+    marker = repo / ".git" / "limit-printed"
+    agent = (f"git handoff ack; git handoff claim t1 >/dev/null 2>&1; if [ ! -e {marker} ]; then touch {marker}; "
+             f"echo {shlex.quote(printed)}; exit 1; fi; touch t1.txt && git handoff done t1")
+    res = run("relay", "--agent", agent, "--max-limit-wait", "3", "--ack-timeout", "30")
+    assert res.rc == 0, res.out + res.err
+    assert "further away than --max-limit-wait (3 s): waiting 3 s at most" in res.out, res.out
+    waits = [line for line in log_lines(repo, "WARN") if "[LIMIT]" in line and "waiting until" in line]
+    assert len(waits) == 1 and "further than --max-limit-wait" in waits[0], waits
+    renewed = [line for line in log_lines(repo, "LOCK") if "lease renewed until" in line]
+    assert renewed, log_lines(repo)
+    for line in renewed:  # "[2026-12-07T04:50:00Z] ... lease renewed until 2026-12-07T05:20:03Z ..."
+        at = datetime.datetime.strptime(line[1:21], "%Y-%m-%dT%H:%M:%SZ")
+        until = datetime.datetime.strptime(line.split("lease renewed until ")[1][:20], "%Y-%m-%dT%H:%M:%SZ")
+        assert (until - at).total_seconds() <= 30 * 60 + 3 + 2, line  # its own lease, plus the cap at most
+    assert session_count(repo) == 1  # the wait spent no session

@@ -167,3 +167,15 @@ def test_a_pane_that_prints_new_lines_is_progress(repo: Path, pane: Callable[[st
     watch = _watch(repo, "claude --dangerously-skip-permissions x", hang_timeout=2.0)
     agent = pane("i=0; while :; do i=$((i+1)); echo \"line $(printf %s $i | tr 0-9 a-j)\"; sleep 0.3; done")
     assert _first(lambda: watch.hung(agent), 5)[0] is None
+
+
+def test_a_reset_further_than_the_cap_is_waited_for_the_cap_and_said_so() -> None:
+    weekly = Limit(USAGE_LIMIT, "2026-07-08T02:02:00Z", "You've hit your weekly limit · resets Jul 8, 2:02am (UTC)")
+    assert relay_watch.wait_seconds(weekly, 1, 60, 1800, NOW) == (relay_watch.WAIT_CAP, True)
+    assert relay_watch.beyond_cap(weekly, NOW, relay_watch.WAIT_CAP)
+    assert relay_watch.wait_seconds(weekly, 1, 60, 1800, NOW, cap=3.0) == (3.0, True)
+    at_eight = Limit(USAGE_LIMIT, "2026-07-01T20:00:00Z", "resets 8pm (UTC)")
+    assert not relay_watch.beyond_cap(at_eight, NOW, relay_watch.WAIT_CAP)
+    bare = Limit(RATE_LIMIT, None, "API Error: Request rejected (429)")
+    assert relay_watch.wait_seconds(bare, 6, 60, 1800, NOW, cap=100.0) == (100.0, False)  # the backoff too
+    assert not relay_watch.beyond_cap(bare, NOW, 100.0)
