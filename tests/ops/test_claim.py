@@ -8,9 +8,13 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from git_handoff.core.errors import Contention, Negative, UsageError
+from git_handoff.core.model import Task
+from git_handoff.ops import claim as claim_ops
 from tests.support.repo import git, run, state_head
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -171,3 +175,143 @@ def test_claim_storm_five_worktrees_forty_tasks(repo: Path) -> None:
     listed = handoff("list", "--json", cwd=repo).json()
     assert {t["status"] for t in listed} == {"completed"}
     assert all(t["attempts"] == 0 for t in listed)
+
+
+# -- the plan (pure): which task, or which refusal --------------------------------------------
+#
+# plan_claim is called with plain tasks, as selection.prepare returns them: no repository, no
+# transaction. Each refusal carries the error class (hence the exit code) and the message the
+# user reads; `record` says whether what the preparation changed is written before it.
+
+NOW = "2026-07-01T10:00:00Z"
+
+
+def _task(tid: str, **fields: Any) -> Task:
+    return Task(id=tid, title=f"Task {tid}", created_at=NOW, **fields)
+
+
+def _held(tid: str, by: str = "alice", where: str = "/wt-a") -> Task:
+    """A claim of an hour written at NOW (a lease counts from the record's write time)."""
+    return _task(tid, status="in_progress", claimed_by=by, lease_expires_at="2026-07-01T11:00:00Z",
+                 updated_at=NOW, extra={"worktree": where, "lease_seconds": 3600})
+
+
+def _plan(tasks: list[Task], task_id: str | None = None, **kw: Any) -> claim_ops.Pick | claim_ops.Refusal:
+    args: dict[str, Any] = {"here": frozenset(), "mode": "concurrent", "force": False}
+    args.update(kw)
+    return claim_ops.plan_claim({t.id: t for t in tasks}, task_id=task_id, **args)
+
+
+def _refusal(plan: claim_ops.Pick | claim_ops.Refusal) -> claim_ops.Refusal:
+    assert isinstance(plan, claim_ops.Refusal), plan
+    return plan
+
+
+def _pool(plan: claim_ops.Pick | claim_ops.Refusal) -> list[str]:
+    assert isinstance(plan, claim_ops.Pick), plan
+    return [t.id for t in plan.pool]
+
+
+@pytest.fixture
+def pinned(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GIT_HANDOFF_NOW", NOW)
+
+
+def test_plan_selection_takes_the_best_priority_then_creation_order() -> None:
+    tasks = [_task("a", priority="P2"), _task("b"), _task("c", priority="P0"), _task("d", priority="P0")]
+    assert _pool(_plan(tasks)) == ["c"]
+
+
+def test_plan_selection_skips_taken_waiting_completed_and_failed_for_good_tasks() -> None:
+    tasks = [_task("done", status="completed"), _task("wait", depends_on=("open",)), _task("open"),
+             _task("gone", status="failed", attempts=3, max_attempts=3), _task("retry", status="failed", attempts=1),
+             _task("fresh", priority="P2")]
+    assert _pool(_plan(tasks, taken=frozenset({"open"}))) == ["fresh"]  # fresh before retried at any priority
+    assert _pool(_plan(tasks, taken=frozenset({"open", "fresh"}))) == ["retry"]
+
+
+def test_plan_selection_with_nothing_eligible_is_an_empty_pick() -> None:
+    assert _plan([_task("done", status="completed"), _task("wait", depends_on=("done2",))]) == claim_ops.Pick(())
+    assert _plan([]) == claim_ops.Pick(())
+
+
+def test_plan_selection_among_clones_offers_this_clones_share_of_the_best_priority() -> None:
+    tasks = [_task(f"s{n}", priority="P0") for n in range(12)] + [_task("later", priority="P2")]
+    shares = [_pool(_plan(tasks, slot=(rank, 3))) for rank in range(3)]
+    for rank, share in enumerate(shares):
+        assert share and all(claim_ops._slot_of(tid, 3) == rank for tid in share)
+    assert sorted(sum(shares, [])) == sorted(t.id for t in tasks[:12])  # each P0 in exactly one share
+    alone = [_task("only", priority="P0"), _task("later", priority="P2")]
+    other_rank = 1 - claim_ops._slot_of("only", 2)
+    assert _pool(_plan(alone, slot=(other_rank, 2))) == ["only"]  # no task of its slot: the whole best tier
+
+
+def test_plan_named_task_is_picked_alone() -> None:
+    assert _pool(_plan([_task("a", priority="P0"), _task("b")], "b")) == ["b"]
+
+
+def test_plan_refuses_a_task_that_does_not_exist() -> None:
+    refusal = _refusal(_plan([_task("a")], "zz"))
+    assert refusal == claim_ops.Refusal(UsageError, "no task 'zz' (see `git handoff list`)")
+
+
+def test_plan_refuses_a_completed_task() -> None:
+    refusal = _refusal(_plan([_task("a", status="completed")], "a"))
+    assert refusal.error is UsageError and "already completed" in refusal.message and not refusal.record
+
+
+def test_plan_refuses_a_task_in_progress_elsewhere_as_contention(pinned: None) -> None:
+    refusal = _refusal(_plan([_held("a", by="bob", where="/wt-b")], "a"))
+    assert refusal.error is Contention
+    assert refusal.message == ("task a is in progress, claimed by bob in /wt-b (lease until 2026-07-01T11:00:00Z); "
+                               "try another task or wait for the lease to expire")
+
+
+def test_plan_refuses_a_task_claimed_on_the_remote_as_contention() -> None:
+    refusal = _refusal(_plan([_task("a")], "a", taken=frozenset({"a"})))
+    assert refusal.error is Contention and "claimed on the remote by another machine" in refusal.message
+
+
+def test_plan_refuses_a_task_failed_for_good() -> None:
+    task = _task("a", status="failed", attempts=3, max_attempts=3, error_log=("[CHECK] boom",))
+    refusal = _refusal(_plan([task], "a"))
+    assert refusal.error is UsageError
+    assert refusal.message.startswith("task a failed for good (3/3 attempts; [CHECK] boom)")
+    assert "--max-attempts N" in refusal.message
+
+
+def test_plan_refuses_a_waiting_task_as_negative_and_records_the_preparation() -> None:
+    tasks = [_task("dep"), _task("done", status="completed"), _task("a", depends_on=("done", "dep", "ghost"))]
+    refusal = _refusal(_plan(tasks, "a"))
+    assert refusal == claim_ops.Refusal(Negative, "task a is not ready: it waits on dep, ghost", record=True)
+
+
+def test_plan_refuses_a_second_claim_in_the_same_worktree(pinned: None) -> None:
+    tasks = [_held("a"), _task("b")]
+    refusal = _refusal(_plan(tasks, here=frozenset({"a"})))
+    assert refusal.error is UsageError and "this worktree already holds task a (in progress)" in refusal.message
+    assert "(--force overrides)" in refusal.message
+    renew = _refusal(_plan(tasks, "a", here=frozenset({"a"})))
+    assert renew == claim_ops.Refusal(
+        UsageError, "task a is already claimed by this worktree (use `git handoff renew a`)")
+    assert _pool(_plan(tasks, here=frozenset({"a"}), force=True, mode=None)) == ["b"]
+
+
+def test_plan_refuses_a_claim_beside_another_workers_claim_in_this_worktree(
+        pinned: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HANDOFF_WORKER", "carol")
+    refusal = _refusal(_plan([_held("a"), _task("b")], here=frozenset({"a"})))
+    assert refusal.error is Contention
+    assert refusal.message.startswith("this worktree already holds task a: it is claimed by alice, another worker")
+    monkeypatch.setenv("HANDOFF_WORKER", "alice")  # its own claim: the ordinary refusal
+    assert _refusal(_plan([_held("a"), _task("b")], here=frozenset({"a"}))).error is UsageError
+
+
+def test_plan_refuses_any_second_claim_in_exclusive_mode(pinned: None) -> None:
+    tasks = [_held("a", by="bob", where="/wt-b"), _task("b")]
+    refusal = _refusal(_plan(tasks, mode="exclusive"))
+    assert refusal.error is Contention
+    assert refusal.message.startswith("exclusive mode: task a is in progress, claimed by bob in /wt-b")
+    assert _pool(_plan(tasks, mode="concurrent")) == ["b"]
+    assert _pool(_plan(tasks, mode=None, force=True)) == ["b"]
+    assert _refusal(_plan(tasks, "a", mode=None, force=True)).error is Contention  # --force takes no held task
