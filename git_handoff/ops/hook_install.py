@@ -241,8 +241,8 @@ def status(repo: Repo) -> HooksStatus:
         "claude": claude_installed(repo),
         "claude_settings": str(settings) if settings else None,
         "claude_unattended": unattended.installed(repo),
-        # a key per registered CLI, each one a key of HooksStatus (a new CLI adds its two there)
-        **{name: agent_status(repo, spec)["installed"] for name, spec in AGENT_SPECS.items()},  # type: ignore[typeddict-item]
+        **{name: agent_status(repo, spec)["installed"]  # type: ignore[typeddict-item]  # a key per registered CLI,
+           for name, spec in AGENT_SPECS.items()},  # each one of HooksStatus (a new CLI adds its two there)
         "claude_mcp": mcp_config.status(repo),
         **{f"{name}_mcp": mcp_config.status(repo, name) for name in AGENT_SPECS},
     }
