@@ -130,7 +130,7 @@ def _configured_wait(store: StateStore) -> float:
     """handoff.maxLimitWait (a duration), else a day; a value that is no duration is exit 2."""
     from git_handoff.core.errors import UsageError
     from git_handoff.core.model import parse_duration
-    from git_handoff.ops.relay_watch import WAIT_CAP
+    from git_handoff.ops.relay_wait import WAIT_CAP
 
     value = store.repo.config_get("handoff.maxLimitWait")
     if not value:

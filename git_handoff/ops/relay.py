@@ -27,7 +27,7 @@ from git_handoff.core.errors import HandoffError, Negative, Signalled, UsageErro
 from git_handoff.core.model import now_iso
 from git_handoff.core.record_schemas import RelayRecord
 from git_handoff.infra import procs
-from git_handoff.ops import handoff, prompt, relay_watch, session_start, sessions
+from git_handoff.ops import handoff, prompt, relay_wait, relay_watch, session_start, sessions
 from git_handoff.ops.payloads import AckEntry, RelaySummary
 from git_handoff.ops.relay_record import relay_lock, update_record
 from git_handoff.remote.fleet_lock import FleetLock
@@ -52,7 +52,7 @@ class Options:
     hang_timeout: float | None = 1800.0  # no progress this long: a hang (ops/relay_watch.py), None: never
     limit_backoff: float = 60.0  # the first wait on a limit that printed no reset time; doubled per limit in a row
     limit_backoff_max: float = 1800.0
-    limit_wait_max: float = relay_watch.WAIT_CAP  # the longest wait for a limit, whatever reset the CLI printed
+    limit_wait_max: float = relay_wait.WAIT_CAP  # the longest wait for a limit, whatever reset the CLI printed
 
 
 class Stopped(Negative):
@@ -174,7 +174,7 @@ class Relay:
             if failure == relay_watch.RELAUNCH:
                 attempt -= 1  # a limit waited out: no launch spent
             else:  # killed before its ACK: the document its exit hook wrote ends nothing; the session goes on
-                relay_watch.withdraw_exit_doc(self.store, number, self.watch.launched_at)
+                relay_wait.withdraw_exit_doc(self.store, number, self.watch.launched_at)
             what = failure
         self.agent = None
         self._remember_agent()
