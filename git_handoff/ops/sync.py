@@ -27,6 +27,7 @@ from git_handoff.core import field_merge, merge
 from git_handoff.core.errors import Contention, HandoffError, NotInitialized
 from git_handoff.core.model import Task, now_iso
 from git_handoff.core.selection import lease_expired
+from git_handoff.ops import sync_plan
 from git_handoff.ops.fleet_claims import CLOSED_CLAIM_SECONDS, fleet_view
 from git_handoff.ops.fleet_claims import Fleet as Fleet  # callers (ops/claim.py) know it from here
 from git_handoff.ops.fleet_claims import claims_to_prune as _claims_to_prune
@@ -36,7 +37,7 @@ from git_handoff.remote.push_outcome import ACCEPTED, ATOMIC, LOCKED, MOVED
 from git_handoff.remote.transport import Remote
 from git_handoff.state import integrate, quarantine, writers
 from git_handoff.state.integrate import MergeStep
-from git_handoff.state.snapshot import ATTEMPTS_PREFIX, NOTES_REF, STATE_REF, Snapshot
+from git_handoff.state.snapshot import ATTEMPTS_PREFIX, NOTES_REF, Snapshot
 from git_handoff.state.store import StateStore, Tx
 
 # The names callers (cli, tests) know from this module.
@@ -145,66 +146,54 @@ def _round(store: StateStore, remote: Remote, report: SyncReport,
     return _publish_round(store, remote, report, say)
 
 
-def _publish_round(store: StateStore, remote: Remote, report: SyncReport, say: Callable[[str], None]) -> bool:
-    """Push what the remote lacks: this clone's state and notes, new attempts, and the
-    deletion of finished claim refs and retired clones' refs (each under a lease)."""
+def _seen(store: StateStore, remote: Remote) -> sync_plan.Seen:
+    """What the refs hold as a round's publish begins (ops/sync_plan.py plans from it)."""
     repo = store.repo
     local = store.head()
     if local is None:
         raise NotInitialized(f"nothing to sync: neither this clone nor {remote.spec} has a git handoff state "
                              "(run `git handoff init`)")
-    specs: list[str] = []
-    leases: dict[str, str | None] = {}
     mine = repo.ref_target(remote.tracking(remote.my_state))
-    if local != mine:
-        specs.append(f"{STATE_REF}:{remote.my_state}")
-        report["outgoing"] = repo.count_commits(local, mine)
-    notes = repo.ref_target(NOTES_REF)
-    if notes is not None and notes != repo.ref_target(remote.tracking(remote.my_notes)):
-        specs.append(f"{NOTES_REF}:{remote.my_notes}")
-    legacy = repo.config_bool("handoff.legacyState")
-    if legacy and local != repo.ref_target(remote.state):
-        specs.append(f"{STATE_REF}:{STATE_REF}")
-    if legacy and notes is not None and notes != repo.ref_target(remote.notes):
-        specs.append(f"{NOTES_REF}:{NOTES_REF}")
-    remote_attempts = remote.refs(repo, remote.attempts)
-    for name, _oid in sorted(repo.refs_in(ATTEMPTS_PREFIX).items()):
-        if remote_attempts.get(remote.attempts + name[len(ATTEMPTS_PREFIX):]) is None:
-            specs.append(f"{name}:{name}")
+    legacy = None
+    if repo.config_bool("handoff.legacyState"):
+        legacy = (repo.ref_target(remote.state), repo.ref_target(remote.notes))
+    remote_attempts = frozenset(ATTEMPTS_PREFIX + name[len(remote.attempts):]
+                                for name in remote.refs(repo, remote.attempts))
     prune, close = _claims_to_prune(repo, remote, local, Snapshot(repo, local))
-    retired = retirable(repo, remote, local, mine)
-    for ref, oid in {**prune, **retired}.items():
-        specs.append(f":{ref}")
-        leases[ref] = oid
-    for ref, oid in close.items():
-        specs.append(f"{local}:{ref}")
-        leases[ref] = oid
-    if specs:
-        say(f"pushing {len(specs)} ref(s) to {remote.spec}")
-    pushed = transport.push(repo, remote, specs, leases=leases)
-    refused = pushed.refused((remote.my_state, remote.my_notes, ATTEMPTS_PREFIX))
-    if refused:
+    return sync_plan.Seen(
+        local=local, published=mine, notes=repo.ref_target(NOTES_REF),
+        notes_published=repo.ref_target(remote.tracking(remote.my_notes)),
+        my_state=remote.my_state, my_notes=remote.my_notes, legacy=legacy,
+        attempts=tuple(repo.refs_in(ATTEMPTS_PREFIX)), remote_attempts=remote_attempts,
+        prune=prune, close=close, retired=retirable(repo, remote, local, mine))
+
+
+def _publish_round(store: StateStore, remote: Remote, report: SyncReport, say: Callable[[str], None]) -> bool:
+    """Push what the remote lacks: this clone's state and notes, new attempts, and the
+    deletion of finished claim refs and retired clones' refs (each under a lease), as
+    ops/sync_plan.py plans it and reads the answer; True when state and notes got there."""
+    repo = store.repo
+    plan = sync_plan.plan(_seen(store, remote))
+    if plan.outgoing:
+        report["outgoing"] = repo.count_commits(plan.seen.local, plan.seen.published)
+    if plan.specs:
+        say(f"pushing {len(plan.specs)} ref(s) to {remote.spec}")
+    got = plan.read(transport.push(repo, remote, list(plan.specs), leases=dict(plan.leases)))
+    if got.refused:
         # a hook or policy on the remote said no: fetching again will not change that
-        raise transport.refused_error(remote, refused)
-    for ref in (remote.my_state, remote.my_notes):
-        if pushed.ok(ref):
-            value = local if ref == remote.my_state else notes
-            if value is not None:
-                tracked.track(repo, remote, ref, value)
-    accepted = sorted(ref for ref, (what, _) in pushed.refs.items() if what == ACCEPTED)
-    report["pushed"].extend(ref for ref in accepted if ref not in prune and ref not in retired and ref not in close)
-    report["claims_pruned"].extend(ref[len(transport.CLAIMS):] for ref in accepted if ref in prune)
-    report["claims_closed"] += [ref[len(transport.CLAIMS):] for ref in accepted if ref in close]
-    for ref in accepted:
-        if ref in close:
-            tracked.track(repo, remote, ref, local)
-    report["retired"] = sorted({ref[len(transport.CLONES):].partition("/")[0] for ref in accepted if ref in retired})
-    tracked.forget(repo, remote, [ref for ref in accepted if ref in prune or ref in retired])
-    report["attempts"]["pushed"].extend(ref for ref in accepted if ref.startswith(ATTEMPTS_PREFIX))
-    stuck = [ref for ref in pushed.refs if ref.startswith(ATTEMPTS_PREFIX) and not pushed.ok(ref)]
-    if stuck:
-        report["attempts"]["conflicting"] = sorted(set(report["attempts"]["conflicting"]) | set(stuck))
-    return all(pushed.outcome(ref) in (None, ACCEPTED) for ref in (remote.my_state, remote.my_notes))
+        raise transport.refused_error(remote, got.refused)
+    for ref, oid in got.track:
+        tracked.track(repo, remote, ref, oid)
+    tracked.forget(repo, remote, list(got.forget))
+    report["pushed"].extend(got.pushed)
+    report["claims_pruned"].extend(got.claims_pruned)
+    report["claims_closed"] += got.claims_closed
+    report["retired"] = list(got.retired)
+    report["attempts"]["pushed"].extend(got.attempts_pushed)
+    if got.attempts_stuck:
+        stuck = set(report["attempts"]["conflicting"]) | set(got.attempts_stuck)
+        report["attempts"]["conflicting"] = sorted(stuck)
+    return got.done
 
 
 def sync(store: StateStore, remote: str | None = None, *, tries: int = PUSH_TRIES,

@@ -35,16 +35,17 @@ from tests.support.repo import git, run
 # What no read-only command and no Stop hook may import.
 WRITE_SIDE = {
     "git_handoff.ops.tasks", "git_handoff.ops.work", "git_handoff.ops.attempts", "git_handoff.ops.claim",
-    "git_handoff.ops.sessions", "git_handoff.ops.session_start", "git_handoff.ops.sync", "git_handoff.ops.sync_merge",
-    "git_handoff.ops.sync_fold", "git_handoff.ops.history", "git_handoff.ops.relay", "git_handoff.core.merge",
-    "git_handoff.core.field_merge",
+    "git_handoff.ops.sessions", "git_handoff.ops.session_start", "git_handoff.ops.sync", "git_handoff.ops.sync_plan",
+    "git_handoff.ops.sync_merge", "git_handoff.ops.sync_fold", "git_handoff.ops.history", "git_handoff.ops.relay",
+    "git_handoff.core.merge", "git_handoff.core.field_merge",
     "git_handoff.infra.task_commands", "git_handoff.state.claim_journal", "git_handoff.state.notes",
     "tomlkit", "filelock",
 }
 # What no local command at all imports: the remote side, the other adapters.
 ELSEWHERE = {
-    "git_handoff.ops.sync", "git_handoff.ops.sync_merge", "git_handoff.ops.sync_fold", "git_handoff.core.merge",
-    "git_handoff.core.field_merge", "git_handoff.dashboard", "git_handoff.mcp", "git_handoff.ops.relay", "git_handoff.ops.dispatch",
+    "git_handoff.ops.sync", "git_handoff.ops.sync_plan", "git_handoff.ops.sync_merge", "git_handoff.ops.sync_fold",
+    "git_handoff.core.merge", "git_handoff.core.field_merge", "git_handoff.dashboard", "git_handoff.mcp",
+    "git_handoff.ops.relay", "git_handoff.ops.dispatch",
 }
 # What a local `claim` (the agent's, not the fleet's `claim --remote`) does not import either.
 NOT_IN_A_LOCAL_CLAIM = {"tomlkit", "filelock", "git_handoff.ops.session_start", "git_handoff.ops.tasks"}
@@ -104,9 +105,9 @@ HOOK_SESSION_END = HOOK.plus("HOOK_SESSION_END", {"ops.sessions", "state.notes"}
 # knowing the agent CLIs by name only (agent_cli/__init__.py: a tuple, no import).
 CODEX_SESSION_END = LAUNCH.plus("CODEX_SESSION_END", {"agent_cli"})
 # The fleet's loop: a claim and a sync through the remote.
-REMOTE = {"core.ancestry", "core.field_merge", "core.merge", "ops.fleet_claims", "ops.retire", "ops.sync", "remote",
-          "remote.fetch", "remote.incoming", "remote.layout", "remote.push_outcome", "remote.shallow",
-          "remote.tracked", "remote.transport",
+REMOTE = {"core.ancestry", "core.field_merge", "core.merge", "ops.fleet_claims", "ops.retire", "ops.sync",
+          "ops.sync_plan", "remote", "remote.fetch", "remote.incoming", "remote.layout", "remote.push_outcome",
+          "remote.shallow", "remote.tracked", "remote.transport",
           "state.fold_heads", "state.integrate", "state.quarantine"}
 CLAIM_REMOTE = WORK.plus("CLAIM_REMOTE", REMOTE)
 SYNC = STATE.plus("SYNC", REMOTE | {"cli.progress", "state.notes"})

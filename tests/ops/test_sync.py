@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from git_handoff.ops.sync_plan import Seen, plan
+from git_handoff.remote.push_outcome import ACCEPTED, LOCKED, MOVED, REFUSED, Pushed
 from tests.support.remotes import (  # noqa: F401
     clones,
     ok,
@@ -541,3 +543,103 @@ def test_a_fetch_starts_no_git_maintenance_and_the_packs_it_keeps_are_rolled_up(
     assert not marker.exists()
     assert len(list(pack_dir.glob("*.pack"))) < 10
     assert task(b, "more")["title"] == "one more"
+
+
+# -- the plan of a round's publish (ops/sync_plan.py): pure, no repository ----------------
+
+MY_STATE = "refs/harness/clones/me/state"
+MY_NOTES = "refs/harness/clones/me/notes"
+
+
+def _seen(**given: object) -> Seen:
+    """A round where the remote already has this clone's state and notes, unless `given` says otherwise."""
+    fields: dict[str, object] = {"local": "c1", "published": "c1", "notes": "n1", "notes_published": "n1",
+                                 "my_state": MY_STATE, "my_notes": MY_NOTES}
+    fields.update(given)
+    return Seen(**fields)  # type: ignore[arg-type]  # the fields' own types, checked by Seen
+
+
+def test_plan_of_a_round_with_nothing_new_pushes_nothing() -> None:
+    seen = _seen(attempts=("refs/harness/attempts/t1/1",),
+                 remote_attempts=frozenset({"refs/harness/attempts/t1/1"}))
+    got = plan(seen)
+    assert got.specs == () and dict(got.leases) == {} and not got.outgoing
+    outcome = got.read(Pushed({}))
+    assert outcome.done and outcome.refused is None
+    assert outcome.track == ()
+    assert outcome.forget == outcome.pushed == outcome.retired == ()
+    assert outcome.attempts_pushed == outcome.attempts_stuck == ()
+
+
+def test_plan_pushes_what_the_remote_lacks_in_order_with_a_lease_on_each_deletion_and_closing() -> None:
+    seen = _seen(published="c0", notes_published=None, legacy=("c0", "n1"),
+                 attempts=("refs/harness/attempts/t2/1", "refs/harness/attempts/t1/1", "refs/harness/attempts/t1/2"),
+                 remote_attempts=frozenset({"refs/harness/attempts/t1/1"}),
+                 prune={"refs/harness/claims/gone": "p1"},
+                 retired={"refs/harness/clones/old/state": "r1", "refs/harness/clones/old/notes": "r2"},
+                 close={"refs/harness/claims/done": "d1"})
+    got = plan(seen)
+    assert got.outgoing
+    assert got.specs == (
+        f"refs/harness/state:{MY_STATE}",
+        f"refs/notes/harness:{MY_NOTES}",
+        "refs/harness/state:refs/harness/state",  # the legacy state differs; its notes do not
+        "refs/harness/attempts/t1/2:refs/harness/attempts/t1/2",
+        "refs/harness/attempts/t2/1:refs/harness/attempts/t2/1",
+        ":refs/harness/claims/gone",
+        ":refs/harness/clones/old/state",
+        ":refs/harness/clones/old/notes",
+        "c1:refs/harness/claims/done",
+    )
+    assert dict(got.leases) == {"refs/harness/claims/gone": "p1", "refs/harness/clones/old/state": "r1",
+                                "refs/harness/clones/old/notes": "r2", "refs/harness/claims/done": "d1"}
+
+
+def test_plan_without_legacy_state_or_notes_leaves_those_refs_alone() -> None:
+    got = plan(_seen(published=None, notes=None, notes_published="n0"))
+    assert got.outgoing and got.specs == (f"refs/harness/state:{MY_STATE}",)
+    outcome = got.read(Pushed({MY_STATE: (ACCEPTED, ""), MY_NOTES: (ACCEPTED, "")}))
+    assert outcome.track == ((MY_STATE, "c1"),)  # no notes here: nothing to track them at
+    assert outcome.done
+
+
+def test_reading_an_accepted_push_sorts_each_ref_into_the_report() -> None:
+    seen = _seen(published="c0", prune={"refs/harness/claims/gone": "p1"},
+                 retired={"refs/harness/clones/old/state": "r1", "refs/harness/clones/old/notes": "r2"},
+                 close={"refs/harness/claims/done": "d1"})
+    refs = [MY_STATE, MY_NOTES, "refs/harness/attempts/t1/2", "refs/harness/claims/gone",
+            "refs/harness/clones/old/state", "refs/harness/clones/old/notes", "refs/harness/claims/done"]
+    outcome = plan(seen).read(Pushed({ref: (ACCEPTED, "") for ref in refs}))
+    assert outcome.refused is None and outcome.done
+    assert outcome.track == ((MY_STATE, "c1"), (MY_NOTES, "n1"), ("refs/harness/claims/done", "c1"))
+    assert outcome.forget == ("refs/harness/claims/gone", "refs/harness/clones/old/notes",
+                              "refs/harness/clones/old/state")
+    assert outcome.pushed == ("refs/harness/attempts/t1/2", MY_NOTES, MY_STATE)  # sorted, as git's answer is not
+    assert outcome.claims_pruned == ("gone",) and outcome.claims_closed == ("done",)
+    assert outcome.retired == ("old",)  # its state and notes refs: one clone
+    assert outcome.attempts_pushed == ("refs/harness/attempts/t1/2",) and outcome.attempts_stuck == ()
+
+
+@pytest.mark.parametrize("what", [MOVED, LOCKED])
+def test_reading_a_push_whose_state_did_not_land_is_another_round(what: str) -> None:
+    seen = _seen(published="c0", prune={"refs/harness/claims/gone": "p1"})
+    outcome = plan(seen).read(Pushed({MY_STATE: (what, "[rejected] (stale info)"),
+                                      "refs/harness/claims/gone": (MOVED, "[rejected] (stale info)"),
+                                      "refs/harness/attempts/t1/1": (MOVED, "[rejected] (already exists)")}))
+    assert not outcome.done and outcome.refused is None
+    assert outcome.track == ()
+    assert outcome.forget == outcome.pushed == outcome.claims_pruned == ()
+    assert outcome.attempts_stuck == ("refs/harness/attempts/t1/1",)  # differs there: both kept
+
+
+def test_reading_a_refusal_names_only_this_clones_own_refs() -> None:
+    """A rule refusing this clone's state, notes or an attempt is exit 3; one refusing the
+    deletion of another clone's claim ref is not this clone's to fight (it stays, retried later)."""
+    seen = _seen(published="c0", prune={"refs/harness/claims/gone": "p1"})
+    claim_only = plan(seen).read(Pushed({MY_STATE: (ACCEPTED, ""),
+                                         "refs/harness/claims/gone": (REFUSED, "[remote rejected] (hook declined)")}))
+    assert claim_only.refused is None and claim_only.done
+    state = plan(seen).read(Pushed({MY_STATE: (REFUSED, "[remote rejected] (hook declined)")},
+                                   (f"FATAL: W {MY_STATE} me DENIED",)))
+    assert state.refused is not None and state.refused.startswith(f"{MY_STATE}: [remote rejected] (hook declined)")
+    assert "DENIED" in state.refused and not state.done
