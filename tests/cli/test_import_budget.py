@@ -36,7 +36,7 @@ from tests.support.repo import git, run
 WRITE_SIDE = {
     "git_handoff.ops.tasks", "git_handoff.ops.work", "git_handoff.ops.attempts", "git_handoff.ops.claim",
     "git_handoff.ops.sessions", "git_handoff.ops.session_start", "git_handoff.ops.sync", "git_handoff.ops.sync_plan",
-    "git_handoff.ops.sync_merge", "git_handoff.ops.sync_fold", "git_handoff.ops.history", "git_handoff.ops.relay",
+    "git_handoff.ops.history", "git_handoff.ops.relay",
     "git_handoff.core.merge", "git_handoff.core.field_merge",
     "git_handoff.infra.task_commands", "git_handoff.state.claim_journal", "git_handoff.state.notes",
     "tomlkit", "filelock",
