@@ -43,7 +43,7 @@ WRITE_SIDE = {
 }
 # What no local command at all imports: the remote side, the other adapters.
 ELSEWHERE = {
-    "git_handoff.ops.sync", "git_handoff.ops.sync_plan", "git_handoff.ops.sync_merge", "git_handoff.ops.sync_fold",
+    "git_handoff.ops.sync", "git_handoff.ops.sync_plan",
     "git_handoff.core.merge", "git_handoff.core.field_merge", "git_handoff.dashboard", "git_handoff.mcp",
     "git_handoff.ops.relay", "git_handoff.ops.dispatch",
 }
