@@ -290,37 +290,53 @@ def _finish_line(t: Task) -> str:
 
 def stop_reason(store: StateStore) -> str | None:
     """Why this agent must go on (the next task), or None when it may stop."""
-    repo = store.repo
-    snap = store.snapshot()
-    number = session_records.current_number(store)
-    if number > 0:
-        store.session = number
-        if relay_session() == number and handoff.handed_off(store, number):
-            return None  # the relay is waiting to start the next session
-        done = len(session_records.completed_ids(snap, number))
-        per_session = this_clone.tasks_per_session(repo)
-        if session_records.limit_reached(snap, number) or (per_session is not None and done >= per_session):
-            handoff.write_doc(store, trigger="stop")
-            return None
-    elif (session_records.sessions_started(snap.meta()) >= snap.config().max_sessions
-          and session_records.sessions_started(snap.meta(), snap) >= snap.config().max_sessions):
-        return None  # max_sessions reached: SessionStart told the agent to stop; so does this
+    if _session_over(store):
+        return None
     mine = _mine_in_progress(store)
     if mine:
         return _finish_line(mine[0])
-    if snap.config().mode == "exclusive":
-        in_progress = _in_progress(store)
-        unowned = [r[status_index.ID] for r in in_progress if not r[status_index.CLAIMED_BY]]
-        if unowned:
-            t = _read(store, unowned[0])
-            return (f"git handoff: task [{t.id}] {display.line(t.title)} is in progress with no owner. Take it over with "
-                    f"`git handoff session start` (recovery decides), or finish it and run "
-                    f"`git handoff done {t.id}`.")
-        if in_progress:
-            return None  # another worker holds the one claim exclusive mode allows
+    if store.snapshot().config().mode == "exclusive":
+        held = _exclusive_hold(store)
+        if held is not None:
+            return held or None
     task = _next_task(store)
-    if task is None:
-        return None
+    return None if task is None else _next_line(store, task)
+
+
+def _session_over(store: StateStore) -> bool:
+    """May the agent stop whatever work is left? Its relay waits for the next session, its
+    session reached a limit (the document is written now), or max_sessions is reached."""
+    snap = store.snapshot()
+    number = session_records.current_number(store)
+    if number <= 0:
+        # max_sessions reached: SessionStart told the agent to stop; so does this
+        return (session_records.sessions_started(snap.meta()) >= snap.config().max_sessions
+                and session_records.sessions_started(snap.meta(), snap) >= snap.config().max_sessions)
+    store.session = number
+    if relay_session() == number and handoff.handed_off(store, number):
+        return True  # the relay is waiting to start the next session
+    done = len(session_records.completed_ids(snap, number))
+    per_session = this_clone.tasks_per_session(store.repo)
+    if session_records.limit_reached(snap, number) or (per_session is not None and done >= per_session):
+        handoff.write_doc(store, trigger="stop")
+        return True
+    return False
+
+
+def _exclusive_hold(store: StateStore) -> str | None:
+    """In exclusive mode: the line for a task in progress with no owner, "" when another
+    worker holds the one claim the mode allows (the agent may stop), None when none is held."""
+    in_progress = _in_progress(store)
+    unowned = [r[status_index.ID] for r in in_progress if not r[status_index.CLAIMED_BY]]
+    if unowned:
+        t = _read(store, unowned[0])
+        return (f"git handoff: task [{t.id}] {display.line(t.title)} is in progress with no owner. Take it over with "
+                f"`git handoff session start` (recovery decides), or finish it and run "
+                f"`git handoff done {t.id}`.")
+    return "" if in_progress else None
+
+
+def _next_line(store: StateStore, task: Task) -> str:
     retry = (f" (retry: attempt {task.attempts + 1}/{task.max_attempts}; last error: "
              f"{display.line(task.error_log[-1])})" if task.status == "failed" and task.error_log else "")
     check = f" Its {prompt.check_text(task, prompt.approval(store))}." if task.check else ""
