@@ -242,11 +242,11 @@ def _json_blobs(repo: Repo, leaf: str) -> list[tuple[str, str]]:
 class BlobPlan:
     """What bringing the index along the tree diff reads, decided from blob oids alone:
     the tasks whose blob changed or went (their rows are dropped) and, for each leaf
-    that changed, its task blobs in tree order, each with the id it already has in the
-    index when its blob is the same (None: the blob is parsed)."""
+    that changed, the id each of its task blobs already has in the index when the blob
+    is the same, in tree order (None: the blob is parsed)."""
 
     gone: tuple[str, ...]
-    leaves: dict[str, list[tuple[str, str, str | None]]]  # leaf path -> (file name, blob, known id)
+    known: dict[str, list[str | None]]  # changed leaf's path -> by blob, its id or None
     to_parse: int
 
 
@@ -256,17 +256,10 @@ def plan_blobs(prior: Mapping[str, tuple[str, str]], listed: Mapping[str, list[t
     its (file name, blob)s."""
     now = {f"{path}/{name}": blob for path, blobs in listed.items() for name, blob in blobs}
     gone = tuple(tid for where, (blob, tid) in prior.items() if now.get(where) != blob)
-    leaves: dict[str, list[tuple[str, str, str | None]]] = {}
-    to_parse = 0
-    for path, blobs in listed.items():
-        entries: list[tuple[str, str, str | None]] = []
-        for name, blob in blobs:
-            was = prior.get(f"{path}/{name}")
-            known = was[1] if was is not None and was[0] == blob else None
-            to_parse += known is None
-            entries.append((name, blob, known))
-        leaves[path] = entries
-    return BlobPlan(gone, leaves, to_parse)
+    known = {path: [was[1] if (was := prior.get(f"{path}/{name}")) is not None and was[0] == blob else None
+                    for name, blob in blobs]
+             for path, blobs in listed.items()}
+    return BlobPlan(gone, known, sum(ids.count(None) for ids in known.values()))
 
 
 @dataclass(frozen=True, slots=True)
@@ -319,21 +312,21 @@ def _drop_rows(rows: dict[str, Row], counts: dict[str, int], gone: Iterable[str]
     return before
 
 
-def _read_changed(repo: Repo, plan: BlobPlan, came: Mapping[str, str], rows: Mapping[str, Row],
-                  leaves: dict[str, list[str]]) -> dict[str, Row] | None:
+def _read_changed(repo: Repo, listed: Mapping[str, list[tuple[str, str]]], plan: BlobPlan,
+                  came: Mapping[str, str], rows: Mapping[str, Row], leaves: dict[str, list[str]]) -> dict[str, Row] | None:
     """The rows of the blobs the plan parses, by id, and each changed leaf's ids put in
     `leaves`; None: an id that is already in another row (one id in two blobs)."""
     after: dict[str, Row] = {}
-    for path, entries in plan.leaves.items():
-        ids = []
-        for name, blob, known in entries:
-            if known is None:
+    for path, blobs in listed.items():
+        ids: list[str] = []
+        for (name, blob), tid in zip(blobs, plan.known[path], strict=True):
+            if tid is None:
                 task = _parse(repo.read_blob(blob), name[:-5])
                 if task.id in rows or task.id in after:
                     return None
                 after[task.id] = row(task)
-                known = task.id
-            ids.append(known)
+                tid = task.id
+            ids.append(tid)
         leaves[came[path]] = ids
     return after
 
@@ -371,9 +364,10 @@ def _update(repo: Repo, old: Summary, tree: str) -> Summary | None:
     prior = _prior_blobs(repo, went, leaves)
     if prior is None:
         return None
-    blobs = plan_blobs(prior, {path: _json_blobs(repo, leaf) for path, leaf in came.items()})
+    listed = {path: _json_blobs(repo, leaf) for path, leaf in came.items()}
+    blobs = plan_blobs(prior, listed)
     before = _drop_rows(rows, counts, blobs.gone)
-    after = _read_changed(repo, blobs, came, rows, leaves) if before is not None else None
+    after = _read_changed(repo, listed, blobs, came, rows, leaves) if before is not None else None
     if before is None or after is None:
         return None
     _add_rows(rows, counts, before, after)

@@ -134,17 +134,16 @@ def test_the_blob_plan_parses_only_the_blobs_that_changed() -> None:
     listed = {"3/a": [("t1.json", "b1"), ("t2.json", "b2x"), ("t4.json", "b4")], "5/c": [("t9.json", "b9")]}
     plan = status_index.plan_blobs(prior, listed)
     assert plan.gone == ("t2", "t3")  # changed, went; in the old tree's order
-    assert plan.leaves == {"3/a": [("t1.json", "b1", "t1"), ("t2.json", "b2x", None), ("t4.json", "b4", None)],
-                           "5/c": [("t9.json", "b9", None)]}
+    assert plan.known == {"3/a": ["t1", None, None], "5/c": [None]}  # by blob, in tree order
     assert plan.to_parse == 3
 
 
 def test_the_blob_plan_of_a_blob_that_moved_leaf_parses_it_again() -> None:
     """An unchanged blob at another path is not known by its oid alone: it is parsed."""
     plan = status_index.plan_blobs({"3/a/t1.json": ("b1", "t1")}, {"4/b": [("t1.json", "b1")]})
-    assert (plan.gone, plan.leaves, plan.to_parse) == (("t1",), {"4/b": [("t1.json", "b1", None)]}, 1)
+    assert (plan.gone, plan.known, plan.to_parse) == (("t1",), {"4/b": [None]}, 1)
     empty = status_index.plan_blobs({}, {})
-    assert (empty.gone, empty.leaves, empty.to_parse) == ((), {}, 0)
+    assert (empty.gone, empty.known, empty.to_parse) == ((), {}, 0)
 
 
 def test_the_follow_plan_of_a_change_that_moves_nothing() -> None:
