@@ -20,6 +20,7 @@ from __future__ import annotations
 import bisect
 import sys
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from git_handoff.core import selection
@@ -237,14 +238,57 @@ def _json_blobs(repo: Repo, leaf: str) -> list[tuple[str, str]]:
     return [(name, oid) for name, oid, is_tree in repo.tree_entries(leaf) if not is_tree and name.endswith(".json")]
 
 
-def _update(repo: Repo, old: Summary, tree: str) -> Summary | None:
-    """`old` brought to `tree` from the tree diff: in the leaves that changed, only the
-    blobs that changed are parsed. None when the diff does not fit the index (an id in
-    two leaves, a leaf the index does not know): the caller then rebuilds from the tasks."""
-    top = _structure(repo, tree, old.top)
-    went, came = _changed_leaves(repo, old.tree, tree)
-    rows, counts, leaves = dict(old.rows), dict(old.counts), dict(old.leaves)
-    prior: dict[str, tuple[str, str]] = {}  # path of a blob in a leaf that changed -> (blob, task id)
+@dataclass(frozen=True, slots=True)
+class BlobPlan:
+    """What bringing the index along the tree diff reads, decided from blob oids alone:
+    the tasks whose blob changed or went (their rows are dropped) and, for each leaf
+    that changed, the id each of its task blobs already has in the index when the blob
+    is the same, in tree order (None: the blob is parsed)."""
+
+    gone: tuple[str, ...]
+    known: dict[str, list[str | None]]  # changed leaf's path -> by blob, its id or None
+    to_parse: int
+
+
+def plan_blobs(prior: Mapping[str, tuple[str, str]], listed: Mapping[str, list[tuple[str, str]]]) -> BlobPlan:
+    """`prior`: path of each blob in a leaf that changed, in the tree the index
+    describes -> (blob, task id); `listed`: each changed leaf's path in the new tree ->
+    its (file name, blob)s."""
+    now = {f"{path}/{name}": blob for path, blobs in listed.items() for name, blob in blobs}
+    gone = tuple(tid for where, (blob, tid) in prior.items() if now.get(where) != blob)
+    known = {path: [was[1] if (was := prior.get(f"{path}/{name}")) is not None and was[0] == blob else None
+                    for name, blob in blobs]
+             for path, blobs in listed.items()}
+    return BlobPlan(gone, known, sum(ids.count(None) for ids in known.values()))
+
+
+@dataclass(frozen=True, slots=True)
+class FollowPlan:
+    """What the changed rows make of the creation order and the dependency failures."""
+
+    moved: tuple[str, ...]  # ids whose place in creation order changed (came, went, or moved)
+    resort: bool  # so many moved that sorting every row again is cheaper than patching
+    recheck: bool  # a change could change which tasks dependency validation fails
+
+
+RESORT_AFTER = 64  # more moved rows than this: the order is sorted again, not patched
+
+
+def plan_follow(before: Mapping[str, Row | None], after: Mapping[str, Row], failing: Iterable[str]) -> FollowPlan:
+    """`before`: every changed id -> its row in the index (None: a task that came);
+    `after`: the ids still there -> their new row; `failing`: the index's failures."""
+    moved = tuple(tid for tid, was in before.items()
+                  if was is None or tid not in after or creation_key(was) != creation_key(after[tid]))
+    failed = set(failing)
+    recheck = not all(_neutral(was, after.get(tid), failed) for tid, was in before.items())
+    return FollowPlan(moved, len(moved) > RESORT_AFTER, recheck)
+
+
+def _prior_blobs(repo: Repo, went: Mapping[str, str], leaves: dict[str, list[str]]) -> dict[str, tuple[str, str]] | None:
+    """The blobs of the leaves that went, by path, with the ids the index holds for
+    them (those leaves are taken out of `leaves`); None: a leaf the index does not know,
+    or one it lists otherwise."""
+    prior: dict[str, tuple[str, str]] = {}
     for path, leaf in went.items():
         ids = leaves.pop(leaf, None)
         blobs = _json_blobs(repo, leaf)
@@ -252,56 +296,86 @@ def _update(repo: Repo, old: Summary, tree: str) -> Summary | None:
             return None
         for (name, blob), tid in zip(blobs, ids, strict=True):
             prior[f"{path}/{name}"] = (blob, tid)
-    listed = {path: _json_blobs(repo, leaf) for path, leaf in came.items()}
-    now = {f"{path}/{name}": blob for path, blobs in listed.items() for name, blob in blobs}
+    return prior
+
+
+def _drop_rows(rows: dict[str, Row], counts: dict[str, int], gone: Iterable[str]) -> dict[str, Row | None] | None:
+    """The rows of the tasks whose blob changed taken out (and out of the counts), by
+    id; None: an id the index has no row of."""
     before: dict[str, Row | None] = {}
-    for where, (blob, tid) in prior.items():
-        if now.get(where) != blob:
-            gone = rows.pop(tid, None)
-            if gone is None:
-                return None
-            before[tid] = gone
-            counts[gone[STATUS]] = counts.get(gone[STATUS], 0) - 1
+    for tid in gone:
+        was = rows.pop(tid, None)
+        if was is None:
+            return None
+        before[tid] = was
+        counts[was[STATUS]] = counts.get(was[STATUS], 0) - 1
+    return before
+
+
+def _read_changed(repo: Repo, listed: Mapping[str, list[tuple[str, str]]], plan: BlobPlan,
+                  came: Mapping[str, str], rows: Mapping[str, Row], leaves: dict[str, list[str]]) -> dict[str, Row] | None:
+    """The rows of the blobs the plan parses, by id, and each changed leaf's ids put in
+    `leaves`; None: an id that is already in another row (one id in two blobs)."""
     after: dict[str, Row] = {}
-    parsed = 0
     for path, blobs in listed.items():
-        ids = []
-        for name, blob in blobs:
-            was = prior.get(f"{path}/{name}")
-            if was is not None and was[0] == blob:
-                ids.append(was[1])
-                continue
-            task = _parse(repo.read_blob(blob), name[:-5])
-            parsed += 1
-            if task.id in rows or task.id in after:
-                return None
-            after[task.id] = row(task)
-            ids.append(task.id)
+        ids: list[str] = []
+        for (name, blob), tid in zip(blobs, plan.known[path], strict=True):
+            if tid is None:
+                task = _parse(repo.read_blob(blob), name[:-5])
+                if task.id in rows or task.id in after:
+                    return None
+                after[task.id] = row(task)
+                tid = task.id
+            ids.append(tid)
         leaves[came[path]] = ids
+    return after
+
+
+def _add_rows(rows: dict[str, Row], counts: dict[str, int], before: dict[str, Row | None],
+              after: Mapping[str, Row]) -> None:
     for tid, r in after.items():
         rows[tid] = r
         counts[r[STATUS]] = counts.get(r[STATUS], 0) + 1
         before.setdefault(tid, None)
-    counts = {status: n for status, n in counts.items() if n}
-    order = old.order
-    moved = [tid for tid in before if before[tid] is None or tid not in after or creation_key(before[tid] or ()) != creation_key(after[tid])]
-    if moved:
-        if len(moved) > 64:
-            order = [r[ID] for r in sorted(rows.values(), key=creation_key)]
-        else:
-            drop = set(moved)
-            order = [tid for tid in order if tid not in drop]
-            for tid in moved:
-                if tid in after:
-                    bisect.insort(order, tid, key=lambda t: creation_key(rows[t]))
-    failing = old.failing
-    failed_set = set(failing)
-    if not all(_neutral(before[tid], after.get(tid), failed_set) for tid in before):
-        failing = failing_of(rows, order)
-    else:
-        failing = [tid for tid in failing if tid in rows]
-    fresh = Summary(tree, top, leaves, rows, order, counts, failing)
-    fresh.reread = parsed
+
+
+def _reorder(order: list[str], rows: Mapping[str, Row], after: Mapping[str, Row], plan: FollowPlan) -> list[str]:
+    """The creation order with the moved ids taken out and put back in place (a new
+    list: `order` is the old index's own)."""
+    if not plan.moved:
+        return order
+    if plan.resort:
+        return [r[ID] for r in sorted(rows.values(), key=creation_key)]
+    drop = set(plan.moved)
+    order = [tid for tid in order if tid not in drop]
+    for tid in plan.moved:
+        if tid in after:
+            bisect.insort(order, tid, key=lambda t: creation_key(rows[t]))
+    return order
+
+
+def _update(repo: Repo, old: Summary, tree: str) -> Summary | None:
+    """`old` brought to `tree` from the tree diff: in the leaves that changed, only the
+    blobs that changed are parsed. None when the diff does not fit the index (an id in
+    two leaves, a leaf the index does not know): the caller then rebuilds from the tasks."""
+    top = _structure(repo, tree, old.top)
+    went, came = _changed_leaves(repo, old.tree, tree)
+    rows, counts, leaves = dict(old.rows), dict(old.counts), dict(old.leaves)
+    prior = _prior_blobs(repo, went, leaves)
+    if prior is None:
+        return None
+    listed = {path: _json_blobs(repo, leaf) for path, leaf in came.items()}
+    blobs = plan_blobs(prior, listed)
+    before = _drop_rows(rows, counts, blobs.gone)
+    after = _read_changed(repo, listed, blobs, came, rows, leaves) if before is not None else None
+    if before is None or after is None:
+        return None
+    _add_rows(rows, counts, before, after)
+    follow = plan_follow(before, after, old.failing)
+    order = _reorder(old.order, rows, after, follow)
+    failing = failing_of(rows, order) if follow.recheck else [tid for tid in old.failing if tid in rows]
+    fresh = Summary(tree, top, leaves, rows, order, {status: n for status, n in counts.items() if n}, failing)
+    fresh.reread = blobs.to_parse
     return fresh
 
 

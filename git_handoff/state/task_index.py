@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import bisect
 import operator
-from typing import Any
+from collections.abc import Container
+from dataclasses import dataclass
+from dataclasses import fields as dataclass_fields
+from typing import Any, Literal
 
 from git_handoff.core import serialization
 from git_handoff.core.errors import InvalidState, UsageError
@@ -80,36 +83,69 @@ class TaskIndex:
         return {key[2]: make(by_id[key[2]]) for key in self.order}
 
     def _update(self, tree: str) -> None:
-        repo = self.repo
-        old = self.leaves
-        used: dict[str, list[dict[str, Any]]] = {}
-        fresh: list[dict[str, Any]] = []
-        for _, l1, t1 in repo.tree_entries(tree):
-            if not t1:
-                continue
-            for _, leaf, t2 in repo.tree_entries(l1):
-                if not t2:
-                    continue
-                cached = old.get(leaf)
-                if cached is None:
-                    cached = [dict(load_task(raw, name[:-5]).__dict__) for name, raw in repo.tree_files(leaf, ".json")]
-                    fresh.extend(cached)
-                used[leaf] = cached
-        kept = {fields["id"] for leaf, tasks in used.items() if leaf in old for fields in tasks}
-        ids = [fields["id"] for tasks in used.values() for fields in tasks]
-        if len(set(ids)) != len(ids):  # one id in two leaves (a hand-made state): the plain sort decides
-            everything = sorted((_task_from_fields(f) for tasks in used.values() for f in tasks), key=_CREATION_ORDER)
-            unique = {t.id: t.__dict__ for t in everything}
-            used = {"": list(unique.values())}
-            order = [_key(f) for f in unique.values()]
-        elif len(fresh) > 64 or len(kept) < len(self.order) // 2:
+        used, fresh = _leaves_of(self.repo, tree, self.leaves)
+        plan = plan_order(used, self.leaves, len(fresh), len(self.order))
+        if plan.how == "unique":  # one id in two leaves (a hand-made state): the plain sort decides
+            used, order = _unique(used)
+        elif plan.how == "sort":
             order = sorted(_key(f) for tasks in used.values() for f in tasks)
         else:
-            order = [key for key in self.order if key[2] in kept]
+            order = [key for key in self.order if key[2] in plan.kept]
             for fields in fresh:
                 bisect.insort(order, _key(fields))
         self.tree, self.leaves, self.order = tree, used, order
         self._save()
+
+
+Leaves = dict[str, list[dict[str, Any]]]
+
+
+@dataclass(frozen=True, slots=True)
+class OrderPlan:
+    """How the creation order is brought to a new tree: "patch" (the order kept for the
+    ids of leaves that did not change, the parsed tasks put in place), "sort" (every
+    task sorted again: cheaper when many were parsed or few kept) or "unique" (an id in
+    two leaves: the tasks sorted and the last of each id kept, as the plain path does)."""
+
+    how: Literal["patch", "sort", "unique"]
+    kept: frozenset[str]  # the ids of the leaves the index held already
+
+
+def plan_order(used: Leaves, old: Container[str], fresh: int, known: int) -> OrderPlan:
+    """`used`: the new tree's leaves and their tasks' fields; `old`: the leaves the
+    index held; `fresh`: how many tasks were parsed; `known`: how many the order held."""
+    kept = frozenset(fields["id"] for leaf, tasks in used.items() if leaf in old for fields in tasks)
+    ids = [fields["id"] for tasks in used.values() for fields in tasks]
+    if len(set(ids)) != len(ids):
+        return OrderPlan("unique", kept)
+    if fresh > 64 or len(kept) < known // 2:
+        return OrderPlan("sort", kept)
+    return OrderPlan("patch", kept)
+
+
+def _leaves_of(repo: Repo, tree: str, old: Leaves) -> tuple[Leaves, list[dict[str, Any]]]:
+    """Every leaf of the tree with its tasks' fields (a leaf the index holds is not
+    read), and the fields of the tasks parsed."""
+    used: Leaves = {}
+    fresh: list[dict[str, Any]] = []
+    for _, l1, t1 in repo.tree_entries(tree):
+        if not t1:
+            continue
+        for _, leaf, t2 in repo.tree_entries(l1):
+            if not t2:
+                continue
+            cached = old.get(leaf)
+            if cached is None:
+                cached = [dict(load_task(raw, name[:-5]).__dict__) for name, raw in repo.tree_files(leaf, ".json")]
+                fresh.extend(cached)
+            used[leaf] = cached
+    return used, fresh
+
+
+def _unique(used: Leaves) -> tuple[Leaves, list[tuple[Any, ...]]]:
+    everything = sorted((_task_from_fields(f) for tasks in used.values() for f in tasks), key=_CREATION_ORDER)
+    unique = {t.id: t.__dict__ for t in everything}
+    return {"": list(unique.values())}, [_key(f) for f in unique.values()]
 
 
 def _key(fields: dict[str, Any]) -> tuple[Any, ...]:
@@ -123,7 +159,7 @@ def _task_from_fields(fields: dict[str, Any]) -> Task:
 
 
 _CREATION_ORDER = operator.attrgetter("order", "created_at", "id")
-_FIELD_NAMES = [f.name for f in __import__("dataclasses").fields(Task)]
+_FIELD_NAMES = [f.name for f in dataclass_fields(Task)]
 
 
 def load_task(raw: bytes, task_id: str) -> Task:

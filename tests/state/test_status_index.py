@@ -122,3 +122,65 @@ def test_a_stale_or_damaged_index_is_not_believed(repo: Path) -> None:
         assert status_index._load(Repo.discover(repo)) is not None  # rebuilt and written again
     cli = run("status", "--json").json()
     assert cli["counts"] == _reference(fresh_store(repo))[0] and len(cli["tasks"]) == 7
+
+
+def _row(tid: str, *, status: str = "pending", order: int = 0, deps: tuple[str, ...] = (), for_good: bool = False,
+         title: str = "T") -> status_index.Row:
+    return (tid, title, status, 0, 3, "P1", None, order, "2024-01-01T00:00:00Z", deps, for_good, None, None)
+
+
+def test_the_blob_plan_parses_only_the_blobs_that_changed() -> None:
+    prior = {"3/a/t1.json": ("b1", "t1"), "3/a/t2.json": ("b2", "t2"), "3/a/t3.json": ("b3", "t3")}
+    listed = {"3/a": [("t1.json", "b1"), ("t2.json", "b2x"), ("t4.json", "b4")], "5/c": [("t9.json", "b9")]}
+    plan = status_index.plan_blobs(prior, listed)
+    assert plan.gone == ("t2", "t3")  # changed, went; in the old tree's order
+    assert plan.known == {"3/a": ["t1", None, None], "5/c": [None]}  # by blob, in tree order
+    assert plan.to_parse == 3
+
+
+def test_the_blob_plan_of_a_blob_that_moved_leaf_parses_it_again() -> None:
+    """An unchanged blob at another path is not known by its oid alone: it is parsed."""
+    plan = status_index.plan_blobs({"3/a/t1.json": ("b1", "t1")}, {"4/b": [("t1.json", "b1")]})
+    assert (plan.gone, plan.known, plan.to_parse) == (("t1",), {"4/b": [None]}, 1)
+    empty = status_index.plan_blobs({}, {})
+    assert (empty.gone, empty.known, empty.to_parse) == ((), {}, 0)
+
+
+def test_the_follow_plan_of_a_change_that_moves_nothing() -> None:
+    """A new title, a claim: the same place in creation order, the same standing."""
+    before = {"t1": _row("t1"), "t2": _row("t2", status="pending")}
+    after = {"t1": _row("t1", title="renamed"), "t2": _row("t2", status="in_progress")}
+    plan = status_index.plan_follow(before, after, [])
+    assert plan == status_index.FollowPlan(moved=(), resort=False, recheck=False)
+
+
+def test_the_follow_plan_moves_what_came_went_or_changed_place() -> None:
+    before: dict[str, status_index.Row | None] = {"t1": _row("t1"), "t2": _row("t2"), "t3": None}
+    after = {"t2": _row("t2", order=5), "t3": _row("t3")}
+    plan = status_index.plan_follow(before, after, [])
+    assert plan.moved == ("t1", "t2", "t3") and not plan.resort
+    assert not plan.recheck  # a pending task went (failing nothing), one came with no dependency
+
+
+def test_the_follow_plan_sorts_again_past_the_threshold() -> None:
+    n = status_index.RESORT_AFTER
+    came: dict[str, status_index.Row | None] = {f"t{i}": None for i in range(n)}
+    rows = {f"t{i}": _row(f"t{i}") for i in range(n + 1)}
+    assert not status_index.plan_follow(came, rows, []).resort
+    came[f"t{n}"] = None
+    assert status_index.plan_follow(came, rows, []).resort
+
+
+@pytest.mark.parametrize(("was", "now", "failing", "recheck"), [
+    (None, _row("t1", deps=("t0",)), [], True),  # came with a dependency: may close a cycle
+    (None, _row("t1", for_good=True), [], True),  # came failed for good: what hangs off it fails
+    (_row("t1"), None, ["t1"], True),  # a task dependency validation failed went
+    (_row("t1"), None, [], False),  # one it did not fail went
+    (_row("t1", deps=("t0",)), _row("t1", deps=("t0",), status="done"), [], False),  # closed, failing nothing
+    (_row("t1", deps=("t0",)), _row("t1", deps=("t2",)), [], True),  # its dependencies changed
+    (_row("t1", status="failed"), _row("t1", status="failed", for_good=True), [], True),  # failed for good now
+])
+def test_the_follow_plan_checks_dependencies_again_only_when_a_change_can_matter(
+        was: status_index.Row | None, now: status_index.Row | None, failing: list[str], recheck: bool) -> None:
+    after = {} if now is None else {"t1": now}
+    assert status_index.plan_follow({"t1": was}, after, failing).recheck is recheck

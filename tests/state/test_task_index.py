@@ -14,7 +14,7 @@ from git_handoff.infra.gitrepo import Repo
 from git_handoff.ops import views
 from git_handoff.state import claim_index
 from git_handoff.state.store import StateStore
-from git_handoff.state.task_index import TaskIndex
+from git_handoff.state.task_index import OrderPlan, TaskIndex, plan_order
 from tests.support.repo import run
 from tests.support.state import fresh_store, random_change, tasks_from_blobs
 
@@ -96,3 +96,29 @@ def test_next_through_the_claim_index_answers_the_full_selection(repo: Path) -> 
             except Exception:  # noqa: BLE001 - Negative: nothing eligible
                 got = None
             assert (got.id if got else None) == (expected.id if expected else None), n
+
+
+def _leaf(*ids: str) -> list[dict[str, object]]:
+    return [{"id": tid, "order": 0, "created_at": "2024-01-01T00:00:00Z"} for tid in ids]
+
+
+def test_the_order_plan_patches_the_order_after_a_small_change() -> None:
+    used = {"L1": _leaf("a", "b"), "L2": _leaf("c", "d"), "L3new": _leaf("e")}
+    plan = plan_order(used, {"L1", "L2", "L3"}, fresh=1, known=5)
+    assert plan == OrderPlan("patch", frozenset({"a", "b", "c", "d"}))
+
+
+def test_the_order_plan_sorts_again_after_many_parses_or_few_kept() -> None:
+    used = {"L1": _leaf("a"), "L2new": _leaf(*(f"n{i}" for i in range(65)))}
+    assert plan_order(used, {"L1"}, fresh=65, known=1).how == "sort"
+    assert plan_order(used, {"L1"}, fresh=64, known=1).how == "patch"
+    few = {"L1": _leaf("a"), "L2new": _leaf("b", "c")}
+    assert plan_order(few, {"L1"}, fresh=2, known=3).how == "patch"  # kept 1, not under 3 // 2
+    assert plan_order(few, {"L1"}, fresh=2, known=4).how == "sort"  # kept 1 of 4: most went
+    assert plan_order({}, set(), fresh=0, known=0).how == "patch"  # an empty tree
+
+
+def test_the_order_plan_of_one_id_in_two_leaves_takes_the_plain_path() -> None:
+    used = {"L1": _leaf("a", "b"), "L2": _leaf("b")}
+    plan = plan_order(used, {"L1"}, fresh=1, known=2)
+    assert plan.how == "unique" and plan.kept == frozenset({"a", "b"})
