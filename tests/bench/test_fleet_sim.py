@@ -150,8 +150,10 @@ def test_measure_scale_measures_the_real_sync_and_join(tmp_path: Path) -> None:
     assert set(got["params"]) <= set(load_params().__dict__)  # what calibrate --scale passes to the model
 
 
+@pytest.mark.slow
 def test_calibrate_writes_the_kept_calibration_from_the_kept_measurements(tmp_path: Path) -> None:
-    """calibration.json is what calibrate.py makes of measured-daemon.jsonl, byte for byte."""
+    """calibration.json is what calibrate.py makes of measured-daemon.jsonl, byte for byte
+    (slow: its bisections run the model some hundreds of times, 6-17 s)."""
     out = tmp_path / "calibration.json"
     assert calibrate.main([str(SIM / "measured-daemon.jsonl"), "--out", str(out)]) == 0
     assert out.read_text() == CALIBRATION.read_text()
