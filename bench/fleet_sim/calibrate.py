@@ -3,7 +3,8 @@ check that it reproduces them: writes bench/fleet_sim/calibration.json (the meas
 medians, the derived costs, the background load each K ran beside, the simulated
 figures and the tolerance) and prints the calibration table.
 
-    python -m bench.fleet_sim.calibrate daemon.jsonl [delay.jsonl] [--scale scale.json] [--out cal.json]
+    python -m bench.fleet_sim.calibrate daemon.jsonl [delay.jsonl] [--scale scale.json]
+                                        [--out cal.json]
 
 (--out defaults to bench/fleet_sim/calibration.json, the file the test checks; the
 measurements it was made from are bench/fleet_sim/measured-daemon.jsonl.)

@@ -35,7 +35,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--month-machines", type=int, default=50)
     ap.add_argument("--skip-month", action="store_true")
     ap.add_argument("--bytes-per-commit", type=float, help="override (measure_scale.py's figure)")
-    ap.add_argument("--fleets", default=FLEETS, help="fixed pools to run, each K:server cores (default %(default)s)")
+    ap.add_argument("--fleets", default=FLEETS,
+                    help="fixed pools to run, each K:server cores (default %(default)s)")
     a = ap.parse_args(argv)
     p = load_params()
     if a.bytes_per_commit:

@@ -107,9 +107,10 @@ def test_calibration_reproduces_the_measured_table() -> None:
 
 def _script(module: str, *args: str) -> subprocess.CompletedProcess[str]:
     """`python -m bench.fleet_sim.<module> args` from the checkout, as the doc runs it."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-    run = subprocess.run([sys.executable, "-m", f"bench.fleet_sim.{module}", *args], cwd=ROOT, env=env,
-                         capture_output=True, text=True, timeout=600)
+    path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    run = subprocess.run([sys.executable, "-m", f"bench.fleet_sim.{module}", *args], cwd=ROOT,
+                         env={**os.environ, "PYTHONPATH": path}, capture_output=True, text=True,
+                         timeout=600)
     assert run.returncode == 0, run.stderr[-2000:]
     return run
 
@@ -124,8 +125,8 @@ def test_measure_runs_a_real_fleet_and_calibrate_reads_it(tmp_path: Path) -> Non
     (row,) = [json.loads(line) for line in jsonl.read_text().splitlines()]
     assert (row["k"], row["tasks"], row["completed"]) == (1, 2, 2)
     assert (row["double"], row["lost"], row["same_state"], row["errors"]) == (0, 0, True, [])
-    assert {v: row["per_verb"][v]["n"] for v in ("claim", "commit", "done", "sync")} == dict.fromkeys(
-        ("claim", "commit", "done", "sync"), 2)
+    verbs = ("claim", "commit", "done", "sync")
+    assert {v: row["per_verb"][v]["n"] for v in verbs} == dict.fromkeys(verbs, 2)
     kept = CALIBRATION.read_bytes()
     out = tmp_path / "calibration.json"
     assert calibrate.main([str(jsonl), "--out", str(out)]) == 0
@@ -147,7 +148,8 @@ def test_measure_scale_measures_the_real_sync_and_join(tmp_path: Path) -> None:
     assert all(h["sync_cpu"] > 0 and h["quiet_sync_cpu"] > 0 for h in got["heads"])
     assert all(j["join_bytes"] > 0 and j["join_sync_cpu"] > 0 for j in got["joins"])
     assert set(got["params"]) == {"bytes_per_commit", "cpu_per_ref"}
-    assert set(got["params"]) <= set(load_params().__dict__)  # what calibrate --scale passes to the model
+    # what calibrate --scale passes to the model
+    assert set(got["params"]) <= set(load_params().__dict__)
 
 
 @pytest.mark.slow
@@ -161,7 +163,8 @@ def test_calibrate_writes_the_kept_calibration_from_the_kept_measurements(tmp_pa
 
 def test_run_scale_at_its_smallest(tmp_path: Path) -> None:
     out = tmp_path / "results.json"
-    assert run_scale.main(["--fleets", "4:1", "--month-days", "0.1", "--month-machines", "2", "--out", str(out)]) == 0
+    smallest = ["--fleets", "4:1", "--month-days", "0.1", "--month-machines", "2"]
+    assert run_scale.main([*smallest, "--out", str(out)]) == 0
     got = json.loads(out.read_text())
     (fixed,) = got["fixed"]
     assert (fixed["k"], fixed["server_cores"], fixed["completed"]) == (4, 1, 20)
@@ -199,18 +202,22 @@ def test_every_definition_the_page_points_to_is_where_it_says() -> None:
     module exists and defines the name."""
     text = DOC.read_text()
     pointers = re.findall(r"`([\w/]+)\.py: (\w+)`", text)
-    pointers += [(m, n) for m, n in re.findall(r"`(\w+)\.(\w+)`", text) if n not in ("py", "json", "jsonl", "md")]
+    pointers += [(m, n) for m, n in re.findall(r"`(\w+)\.(\w+)`", text)
+                 if n not in ("py", "json", "jsonl", "md")]
     assert len(pointers) >= 6
     for module, name in pointers:
-        found = [p for p in [_named_file(module + ".py"), *ROOT.glob(f"git_handoff/*/{module}.py")] if p]
+        found = [p for p in [_named_file(module + ".py"), *ROOT.glob(f"git_handoff/*/{module}.py")]
+                 if p]
         assert found, module
-        assert any(re.search(rf"^(def |class )?{name}\b", p.read_text(), re.M) for p in found), (module, name)
+        defines = re.compile(rf"^(def |class )?{name}\b", re.M)
+        assert any(defines.search(p.read_text()) for p in found), (module, name)
 
 
 def test_every_command_the_page_gives_is_a_script_with_those_options() -> None:
     block = re.findall(r"^    (?:PYTHONPATH=\$PWD )?python -m (\S+)(.*)$", DOC.read_text(), re.M)
     modules = {m for m, _ in block}
-    assert {f"bench.fleet_sim.{s}" for s in ("measure", "measure_scale", "calibrate", "run_scale")} <= modules
+    scripts = ("measure", "measure_scale", "calibrate", "run_scale")
+    assert {f"bench.fleet_sim.{s}" for s in scripts} <= modules
     for module, args in block:
         if module == "pytest":
             assert all((ROOT / a).is_file() for a in args.split() if a.endswith(".py"))
@@ -221,5 +228,4 @@ def test_every_command_the_page_gives_is_a_script_with_those_options() -> None:
     smallest = re.search(r"Each script's smallest run.*?\n\n", DOC.read_text(), re.S)
     assert smallest is not None
     for option in re.findall(r"--[\w-]+", smallest.group(0)):
-        assert any(f'"{option}"' in (SIM / f"{s}.py").read_text()
-                   for s in ("measure", "measure_scale", "calibrate", "run_scale")), option
+        assert any(f'"{option}"' in (SIM / f"{s}.py").read_text() for s in scripts), option
