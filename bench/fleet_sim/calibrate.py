@@ -4,16 +4,21 @@ medians, the derived costs, the background load each K ran beside, the simulated
 figures and the tolerance) and prints the calibration table.
 
     python -m bench.fleet_sim.calibrate daemon.jsonl [delay.jsonl] [--scale scale.json]
+                                        [--out cal.json]
+
+(--out defaults to bench/fleet_sim/calibration.json, the file the test checks; the
+measurements it was made from are bench/fleet_sim/measured-daemon.jsonl.)
 
 How each cost is derived (nothing is fitted to throughput):
 - CPU per command: the median over repeats of each verb's mean CPU (wait4 of the
   process and its gits). claim and sync grow with the state heads they merge: a least-
-  squares line of the measured CPU at K = 1, 4, 8, 16 against the heads the model says
-  that command merges on average at that K (two passes, as the heads depend on the costs).
+  squares line of the measured CPU at each K measured (K = 1, 4, 8, 16) against the heads
+  the model says that command merges on average at that K (two passes, as the heads
+  depend on the costs).
 - the wall time that is no CPU (per verb): at K = 1 (a serial loop, always one process
   running), wall - (CPU + the server's share) / the share of a core the loop got.
 - the server: its CPU per task at K = 1 split over the 2 fetches and 2 pushes of a task;
-  its growth with K per new commit a fetch packs.
+  its growth with K per new commit a fetch packs (the largest K measured against K = 1).
 - round trips per fetch and push: from 100 ms delay runs (K = 1) when given: the extra
   wall per command over the daemon runs, in units of the delay; else 2 each (assumed).
 - the other users of the machine: measured during each run (/proc/stat minus ours) and
@@ -40,7 +45,6 @@ from bench.fleet_sim.model import Params  # noqa: E402
 from bench.fleet_sim.scenarios import CALIBRATION, fixed_pool  # noqa: E402
 
 SEEDS = (1, 2, 3, 4, 5)
-KS = (1, 4, 8, 16)
 TOLERANCE = 0.25  # simulated tasks/s within 25 % of the measured median (the runs' own spread is shown beside)
 CPU_START = 0.2  # a `git handoff` process starting: `python -m git_handoff --version`, measured
 
@@ -106,6 +110,9 @@ def simulate(p: Params, k: int, tasks: int, others: float, seeds: tuple[int, ...
 
 def derive(table: dict[int, dict[str, Any]], delay: dict[int, dict[str, Any]] | None,
            scale: dict[str, Any] | None) -> Params:
+    if 1 not in table:
+        raise SystemExit("calibrate: the measurements hold no K = 1 run (measure.py --ks 1,...)")
+    ks = sorted(table)  # the Ks measured: 1, 4, 8, 16 for calibration.json
     one = table[1]
     p = Params(cpu_start=CPU_START)
     srv_op = one["server_cpu_per_task"] / 4 if one["server_cpu_per_task"] else p.srv_fetch
@@ -134,18 +141,18 @@ def derive(table: dict[int, dict[str, Any]], delay: dict[int, dict[str, Any]] | 
     p = replace(p, cpu_claim=max(0.0, one["claim_cpu"] - CPU_START), cpu_sync=max(0.0, one["sync_cpu"] - CPU_START))
     for _ in range(2):
         heads: dict[str, list[float]] = {"claim": [], "sync": []}
-        for k in KS:
+        for k in ks:
             runs, _ = simulate(p, k, table[k]["tasks"], table[k]["others_cores"], seeds=SEEDS[:2])
             for verb in heads:
                 heads[verb].append(statistics.fmean(r["per_verb"][verb]["heads_mean"] for r in runs))
-        a_c, b_c = _fit_line(heads["claim"], [table[k]["claim_cpu"] for k in KS])
-        a_s, b_s = _fit_line(heads["sync"], [table[k]["sync_cpu"] for k in KS])
+        a_c, b_c = _fit_line(heads["claim"], [table[k]["claim_cpu"] for k in ks])
+        a_s, b_s = _fit_line(heads["sync"], [table[k]["sync_cpu"] for k in ks])
         p = replace(p, cpu_claim=max(0.0, a_c - CPU_START), cpu_claim_head=b_c,
                     cpu_sync=max(0.0, a_s - CPU_START), cpu_sync_head=b_s)
-    # the server's growth with K: per new commit a fetch packs (K = 16 against K = 1)
-    top = table[max(KS)]
+    # the server's growth with K: per new commit a fetch packs (the largest K against K = 1)
+    top = table[ks[-1]]
     if top["server_cpu_per_task"] and one["server_cpu_per_task"]:
-        runs, _ = simulate(p, max(KS), top["tasks"], top["others_cores"], seeds=SEEDS[:2])
+        runs, _ = simulate(p, ks[-1], top["tasks"], top["others_cores"], seeds=SEEDS[:2])
         commits_per_task = statistics.fmean(r["fetch_bytes_per_task"] for r in runs) / p.bytes_per_commit
         extra = top["server_cpu_per_task"] - one["server_cpu_per_task"]
         if commits_per_task > 0 and extra > 0:
@@ -159,7 +166,7 @@ def calibrate(daemon: list[dict[str, Any]], delay_runs: list[dict[str, Any]] | N
     delay = measured_table(delay_runs) if delay_runs else None
     p = derive(table, delay, scale)
     rows = []
-    for k in KS:
+    for k in sorted(table):
         m = table[k]
         runs, b = simulate(p, k, m["tasks"], m["others_cores"])
         sim_tps = _med([r["tasks_per_s"] for r in runs])

@@ -10,8 +10,8 @@ report through GIT_HANDOFF_STATS. The audit of tests/support/fleet.py runs at th
                                       [--transport daemon|delay] [--delay-ms 100]
 
 One JSON object per run (K, repeat) is appended to --jsonl; bench/fleet_sim/
-calibration.json is the median table the simulation is checked against (written by
-`--write-calibration` from a jsonl file).
+calibration.json is the median table the simulation is checked against (written from
+that jsonl by bench/fleet_sim/calibrate.py). The smallest run: --ks 1 --tasks 2.
 """
 
 from __future__ import annotations

@@ -11,6 +11,9 @@ simulation (bench/fleet_sim/calibrate.py --scale):
   bytes per state commit (its tree and record, deltified) and the fixed part.
 
     python -m bench.fleet_sim.measure_scale --out scale.json [--heads 100,1000] [--history 200,1000]
+
+Two sizes each (the costs are the differences); bench/fleet_sim/measured-scale.json was
+measured with --heads 100,500 --history 500,2000. The smallest run: --heads 2,4 --history 4,8.
 """
 
 from __future__ import annotations
@@ -117,6 +120,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--heads", default="100,1000")
     ap.add_argument("--history", default="200,1000")
     a = ap.parse_args(argv)
+    if len(a.heads.split(",")) < 2 or len(a.history.split(",")) < 2:
+        ap.error("--heads and --history each take two sizes (the costs are their differences)")
     workdir()
     heads = [heads_cost(int(n)) for n in a.heads.split(",")]
     joins = [join_cost(int(n)) for n in a.history.split(",")]

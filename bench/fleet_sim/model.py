@@ -1,6 +1,6 @@
 """A discrete-event model of git handoff's fleet protocol (the code it follows:
-git_handoff/ops/claim.py, ops/sync.py, ops/sync_merge.py, ops/sync_fold.py,
-ops/fleet_claims.py, ops/retire.py, git_handoff/transport.py).
+git_handoff/ops/claim.py, ops/sync.py, ops/fleet_claims.py, ops/retire.py,
+state/integrate.py, state/fold_heads.py, remote/transport.py, remote/tracked.py).
 
 What is modelled, per clone (a machine's clone of the one remote):
 
@@ -43,7 +43,7 @@ from typing import Any
 from bench.fleet_sim.engine import CPU, Sim
 
 PENDING, IN_PROGRESS, COMPLETED = 0, 1, 2
-MAX_PARENTS = 16  # ops/sync_fold.py: a merge commit takes at most 15 new heads
+MAX_PARENTS = 16  # state/fold_heads.py: a merge commit takes at most 15 new heads
 CLAIM_TRIES = 30  # sync.transact_remote
 SYNC_TRIES = 8  # sync.PUSH_TRIES
 PACKED_REFS_TIMEOUT = 1.0  # git's core.packedRefsTimeout: a deletion waits this long for packed-refs.lock
@@ -463,7 +463,7 @@ class Clone:
         def served() -> None:
             heads = r.heads_since(self.seen_u)
             if self.id in r.state_u and r.state_u[self.id] > self.seen_u:
-                heads -= 1  # our own ref: tracked at our push (sync._track)
+                heads -= 1  # our own ref: tracked at our push (remote/tracked.track)
             got = p.bytes_per_ref * refs + p.bytes_per_commit * max(0, r.commits - self.seen_commits - self.local_commits)
             w.stats.fetch_bytes += got
             if first:

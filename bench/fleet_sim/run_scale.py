@@ -3,6 +3,10 @@ each on its own machine, 100 ms round trips, one server; and a month of ephemera
 machines. Prints the figures docs/fleet-simulation.md reports (and writes them as JSON).
 
     python -m bench.fleet_sim.run_scale [--out results.json] [--month-days 30] [--seed 1]
+                                        [--fleets 16:8,100:8,...] [--skip-month]
+
+--fleets is the fixed pools to run, each K:server cores (5 x K tasks each); the
+smallest run: --fleets 4:1 --month-days 0.1 --month-machines 2.
 """
 
 from __future__ import annotations
@@ -20,6 +24,8 @@ if str(ROOT) not in sys.path:
 
 from bench.fleet_sim.scenarios import fixed_pool, load_params, month  # noqa: E402
 
+FLEETS = "16:8,100:8,100:32,1000:8,1000:32,1000:128"  # the table of docs/fleet-simulation.md
+
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -29,13 +35,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--month-machines", type=int, default=50)
     ap.add_argument("--skip-month", action="store_true")
     ap.add_argument("--bytes-per-commit", type=float, help="override (measure_scale.py's figure)")
+    ap.add_argument("--fleets", default=FLEETS,
+                    help="fixed pools to run, each K:server cores (default %(default)s)")
     a = ap.parse_args(argv)
     p = load_params()
     if a.bytes_per_commit:
         p = replace(p, bytes_per_commit=a.bytes_per_commit)
     out: dict[str, object] = {"params": p.__dict__}
     rows = []
-    for k, server_cores in ((16, 8), (100, 8), (100, 32), (1000, 8), (1000, 32), (1000, 128)):
+    fleets = [(int(k), int(cores)) for k, cores in (f.split(":") for f in a.fleets.split(","))]
+    for k, server_cores in fleets:
         t0 = time.monotonic()
         r = fixed_pool(p, k, 5 * k, seed=a.seed, rtt=0.1, shared_cores=None, server_cores=server_cores)
         r.pop("per_verb", None)

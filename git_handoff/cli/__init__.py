@@ -1,5 +1,7 @@
 """`git handoff`: the command line. Adapters only: parse, call one core function,
-render text or JSON. Exit codes come from errors.py, mapped here in one place.
+render text or JSON. Exit codes come from core/errors.py (`failure`: the one mapping of
+an exception to its exit code and message, shared with the MCP tools); `_run` only
+reads it, and gives click's own errors and interrupts theirs.
 
 Subcommands live in one module per area and are imported only when used, so
 `git handoff --help` and the hooks' entry points stay fast.

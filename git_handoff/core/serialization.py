@@ -303,7 +303,8 @@ def _well_formed(cls: type[Task], data: Any) -> Task | None:
     then the full parse runs, and it alone words the error. Parsing 50,000 tasks (the
     first command after a sync) spends most of its time in the checks, and here they
     are one pass without building a message per field. Accepts nothing the full parse
-    refuses, and builds the same task (tests/core/test_selection.py checks both)."""
+    refuses, and builds the same task (tests/ops/test_bulk_paths.py checks both:
+    test_the_quick_parse_builds_what_the_full_parse_builds)."""
     if type(data) is not dict:
         return None
     get = data.get

@@ -60,8 +60,9 @@ def _claimed_with_work(repo: Path) -> Any:
 @pytest.fixture
 def interrupted(repo: Path) -> tuple[Path, Any]:
     """A `fail` that recorded its failure and was killed before it touched the work tree
-    (its journal written, the attempt's file still there), as tests/test_rollback.py sets
-    it up; returns the repository and the picture the rollback must come back to."""
+    (its journal written, the attempt's file still there), as tests/ops/test_rollback.py
+    sets it up (test_a_killed_rollback_is_finished_by_the_next_command); returns the
+    repository and the picture the rollback must come back to."""
     before = _claimed_with_work(repo)
     handoff("fail", "t", "--reason", "no", "--keep-worktree")
     task = handoff("show", "t", "--json").json()
