@@ -3,7 +3,8 @@
 A failed attempt is saved first, whole, as a commit under refs/harness/attempts/<id>/<n>
 (the work tree's tree, untracked non-ignored files included; parents HEAD and a
 commit of the index), then counted in the state, then the worktree returned
-exactly to the claim's moment (worktree.py). `restore` brings an
+exactly to the claim's moment (git_handoff.infra.rollback). What `fail` does is
+decided first, by plan_fail, from what it read; then done. `restore` brings an
 attempt's files and staged entries back without moving HEAD.
 """
 
