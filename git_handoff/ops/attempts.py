@@ -3,7 +3,8 @@
 A failed attempt is saved first, whole, as a commit under refs/harness/attempts/<id>/<n>
 (the work tree's tree, untracked non-ignored files included; parents HEAD and a
 commit of the index), then counted in the state, then the worktree returned
-exactly to the claim's moment (worktree.py). `restore` brings an
+exactly to the claim's moment (git_handoff.infra.rollback). What `fail` does is
+decided first, by plan_fail, from what it read; then done. `restore` brings an
 attempt's files and staged entries back without moving HEAD.
 """
 
@@ -53,11 +54,9 @@ def _attempt_numbers(repo: Repo, task_id: str) -> dict[int, str]:
     return out
 
 
-def _claim_snapshot(repo: Repo, recorded: str | None) -> tuple[rollback.Snapshot | None, bool]:
-    """(the claim's snapshot, whether the claim names one at all)."""
-    if not recorded:
-        return None, False
-    return rollback.read_snapshot(repo, recorded), True
+def _claim_snapshot(repo: Repo, recorded: str | None) -> rollback.Snapshot | None:
+    """The claim's snapshot, when the claim names one and it is there."""
+    return rollback.read_snapshot(repo, recorded) if recorded else None
 
 
 def save_attempt(store: StateStore, task: Task, *, reason: str, category: str,
@@ -76,7 +75,7 @@ def save_attempt(store: StateStore, task: Task, *, reason: str, category: str,
     # the claim's moment as this worktree journalled it; without an entry, the state's
     # base only names what the attempt's file list is compared with (nothing is reset)
     base = (local.base if local else task.started_at_commit) or head
-    snap, _ = _claim_snapshot(repo, local.snapshot if local else None)
+    snap = _claim_snapshot(repo, local.snapshot if local else None)
     pic = worktree.picture(repo, head)
     files: list[FileChange] = [{"status": s, "path": p} for s, p in worktree.changed(repo, snap.worktree if snap else base, pic.worktree)]
     existing = _attempt_numbers(repo, task.id)
@@ -106,130 +105,183 @@ def save_attempt(store: StateStore, task: Task, *, reason: str, category: str,
     raise Contention(f"could not name a new attempt ref for {task.id}; retry")
 
 
-def fail(
-    store: StateStore,
-    task_id: str,
-    *,
-    reason: str,
-    category: str = "TASK_EXEC",
-    keep_worktree: bool = False,
-    force: bool = False,
-    end_operation: bool | None = None,
-    _seen: Task | None = None,
-    _run: task_commands.RunResult | None = None,
-) -> FailOutcome:
+@dataclasses.dataclass(frozen=True)
+class FailPlan:
+    """Every decision `fail` takes, from what it read before anything changes (plan_fail)."""
+
+    reason: str  # one printable line
+    category: str
+    base: str | None  # the claim's moment: this worktree's journal of it, else the shared record's
+    saves: bool  # the base is a commit here: the attempt is saved and counted (else attempts go to max)
+    snapshot: str | None  # the claim's snapshot commit, read back
+    snapshot_name: str | None  # the snapshot this worktree's journal names
+    snapshot_lost: bool  # named but missing: no rollback
+    unjournalled: bool  # no journal of the claim here: no rollback (NO_LOCAL_CLAIM)
+    rolls_back: bool
+    ends_operation: bool  # a rebase/merge/... in progress is ended after saving, not refused
+
+    def attempts(self, task: Task) -> int:
+        """The task's attempt count once this failure is recorded."""
+        return task.attempts + 1 if self.saves else max(task.max_attempts, task.attempts + 1)
+
+    def log_lines(self, operation: str | None) -> list[tuple[str, str, str | None]]:
+        """(kind, text, category) of the state's log lines for this failure."""
+        lines: list[tuple[str, str, str | None]] = [("ERROR", self.reason, self.category)]
+        if not self.saves:
+            lines.append(("ERROR", f"started_at_commit {self.base or '(none)'} is missing from the repository: "
+                          "no rollback, attempts set to max", self.category))
+        elif self.snapshot_lost:
+            lines.append(("ERROR", f"the claim's snapshot {short(self.snapshot_name)} is missing: no rollback "
+                          "(the work tree is as the attempt left it)", self.category))
+        elif self.unjournalled:
+            lines.append(("WARN", NO_LOCAL_CLAIM, None))
+        elif self.rolls_back:
+            if operation:
+                lines.append(("ROLLBACK", f"git {operation} ended (--force)", None))
+            lines.append(("ROLLBACK", f"git reset --hard {short(self.base)}"
+                          + (f"; work tree, index and untracked files as at the claim ({short(self.snapshot)})"
+                             if self.snapshot else ""), None))
+        return lines
+
+    def outcome(self, task: Task, saved: SavedAttempt | None, operation: str | None,
+                validation: task_commands.RunResult | None) -> FailOutcome:
+        """`fail --json`, before the cleanup command runs."""
+        return {
+            "task": task_to_json(task),
+            "category": self.category,
+            "reason": self.reason,
+            "attempt": saved["attempt"] if saved else None,
+            "attempt_ref": saved["ref"] if saved else None,
+            "attempt_commit": saved["commit"] if saved else None,
+            "files": saved["files"] if saved else [],
+            "base": self.base,
+            "rolled_back": self.rolls_back,
+            "snapshot": self.snapshot,
+            "snapshot_missing": self.snapshot_lost,
+            "no_local_claim": self.unjournalled,
+            "operation_ended": operation,
+            "cleanup": None,
+            "validation": validation.to_json() if validation is not None else None,
+        }
+
+
+def _reason_line(reason: str, category: str) -> str:
+    """The failure's reason as one printable line (a reason built from a command's output
+    too); refused when empty or the category is unknown."""
+    check_category(category)
+    text = printable(reason or "")
+    if not text:
+        raise UsageError("fail needs a --reason")
+    return text
+
+
+def plan_fail(*, reason: str, category: str, keep_worktree: bool, force: bool, end_operation: bool | None,
+              base: str | None, base_is_commit: bool, journalled: bool,
+              snapshot_name: str | None, snapshot: str | None) -> FailPlan:
+    """What `fail` does, from what it found: `base` (and whether it is a commit here), whether
+    this worktree journalled the claim, the snapshot its journal names and the commit read
+    back for it (None when missing). Pure."""
+    saves = bool(base) and base_is_commit
+    snapshot_lost = saves and bool(snapshot_name) and snapshot is None
+    unjournalled = saves and not journalled and not keep_worktree
+    return FailPlan(
+        reason=_reason_line(reason, category),
+        category=category,
+        base=base,
+        saves=saves,
+        snapshot=snapshot,
+        snapshot_name=snapshot_name,
+        snapshot_lost=snapshot_lost,
+        unjournalled=unjournalled,
+        rolls_back=saves and not keep_worktree and not snapshot_lost and not unjournalled,
+        ends_operation=force if end_operation is None else end_operation,
+    )
+
+
+def fail(store: StateStore, task_id: str, *, reason: str, category: str = "TASK_EXEC", keep_worktree: bool = False,
+         force: bool = False, end_operation: bool | None = None, _seen: Task | None = None,
+         _run: task_commands.RunResult | None = None) -> FailOutcome:
     """Fail a claimed attempt: save it whole, count it, return the worktree exactly to the
-    claim's moment, clean up.
+    claim's moment, clean up (fail_claim). `_seen`/`_run` are `done`'s (ops/work.py): the
+    claim its check ran under and the check's result, as fail_claim takes them."""
+    _reason_line(reason, category)  # refused before the claim is read
+    seen = _seen or claimed_task(store, task_id, "fail", force)
+    return fail_claim(store, seen, reason=reason, category=category, keep_worktree=keep_worktree, force=force,
+                      end_operation=end_operation, validation=_run)
+
+
+def fail_claim(store: StateStore, seen: Task, *, reason: str, category: str = "TASK_EXEC",
+               keep_worktree: bool = False, force: bool = False, end_operation: bool | None = None,
+               validation: task_commands.RunResult | None = None) -> FailOutcome:
+    """Fail the claim `seen` (as claimed_task read it; the state is changed only while it is
+    still that claim); `validation` is the failing check's result, when a check failed it.
 
     Refused before anything changes: a rebase/merge/... in progress (unless
     `end_operation`, default `force`: it is ended after the attempt is saved), a
     submodule with work of its own.
     """
-    check_category(category)
-    text = printable(reason or "")  # one line: a reason built from a command's output too
-    if not text:
-        raise UsageError("fail needs a --reason")
     repo = store.repo
-    seen = _seen or claimed_task(store, task_id, "fail", force)
     # What the rollback returns to comes from this worktree's own journal of the claim,
     # never from the shared record (a fetched snapshot or base would choose the files).
     local = claim_journal.of_claim(repo, seen)
     base = local.base if local else seen.started_at_commit
-    base_ok = bool(base) and repo.resolve_commit(f"{base}^{{commit}}") is not None
-    snap, recorded = _claim_snapshot(repo, local.snapshot if local else None)
-    snapshot_lost = base_ok and recorded and snap is None
-    unjournalled = base_ok and local is None and not keep_worktree
-    rolls_back = base_ok and not keep_worktree and not snapshot_lost and not unjournalled
-    operation = None
-    if rolls_back:
-        ends = force if end_operation is None else end_operation
-        operation = rollback.refuse_operation(repo, "fail", seen.id, ends)
+    snapshot_name = local.snapshot if local else None
+    snap = _claim_snapshot(repo, snapshot_name)
+    plan = plan_fail(reason=reason, category=category, keep_worktree=keep_worktree, force=force,
+                     end_operation=end_operation, base=base,
+                     base_is_commit=bool(base) and repo.resolve_commit(f"{base}^{{commit}}") is not None,
+                     journalled=local is not None, snapshot_name=snapshot_name,
+                     snapshot=snap.commit if snap else None)
+    operation = _refusals(repo, seen, plan, force)
+    task, outcome = _record(store, seen, plan, local, operation, validation)
+    if task.cleanup:
+        result = task_commands.run_command(task.cleanup, repo.root(), task.timeout_seconds, env={"HANDOFF_TASK": task.id})
+        outcome["cleanup"] = result.to_json()
+        if not result.ok:
+            _log_warning(store, task.id, f"on_failure.cleanup failed ({result.category}): {result.summary()}")
+    return outcome
+
+
+def _refusals(repo: Repo, seen: Task, plan: FailPlan, force: bool) -> str | None:
+    """Refuse before anything changes; the rebase/merge/... the rollback is to end, if any."""
+    operation = rollback.refuse_operation(repo, "fail", seen.id, plan.ends_operation) if plan.rolls_back else None
     if operation is None:
         require_branch(seen, repo, "fail", force)
-    if rolls_back:
-        assert base is not None
-        rollback.refuse_submodules(repo, base, "roll back", seen.id)
+    if plan.rolls_back:
+        assert plan.base is not None
+        rollback.refuse_submodules(repo, plan.base, "roll back", seen.id)
     if seen.cleanup:
         trust.require_trusted(repo, seen.cleanup, "cleanup command", trust.place(seen.id, "cleanup"))
+    return operation
+
+
+def _record(store: StateStore, seen: Task, plan: FailPlan, local: claim_journal.Entry | None,
+            operation: str | None, validation: task_commands.RunResult | None) -> tuple[Task, FailOutcome]:
+    """Save the attempt, record the failure, then roll the worktree back as `plan` says."""
+    repo = store.repo
     # The rollback's owner holds this worktree's rollback lock from before its journal is
     # written until it is cleared: a command opening the state meanwhile (a hook, an MCP
     # call) leaves the journal to it (open_state), never finishing or dropping it twice.
-    with rollback.rollback_owner(repo) if rolls_back else contextlib.nullcontext():
+    with rollback.rollback_owner(repo) if plan.rolls_back else contextlib.nullcontext():
         saved: SavedAttempt | None = None
-        if base_ok:
-            store.best_effort("notes", lambda: notes.note_task_commits(store, seen, outcome=f"failed [{category}]"))
-            saved = save_attempt(store, seen, reason=text, category=category, local=local)
-        plan = None
-        if rolls_back:
-            assert base is not None
-            plan = rollback.Plan(task=seen.id, base=base, snapshot=snap.commit if snap else None,
-                                 attempt_ref=saved["ref"] if saved else None, operation=operation)
-            rollback.write_journal(repo, plan)
-
-        snap_name = local.snapshot if local else None
-
-        def apply(tx: Tx) -> Task:
-            task = current(tx, seen, "failed")
-            attempts = task.attempts + 1 if base_ok else max(task.max_attempts, task.attempts + 1)
-            entry = f"[{category}] {text}"
-            new = dataclasses.replace(
-                task,
-                status="failed",
-                attempts=attempts,
-                error_log=(*task.error_log, entry),
-                claimed_by=None,
-                lease_expires_at=None,
-            ).with_extra(failed_at=now_iso(), **dict.fromkeys(CLAIM_FIELDS))
-            if saved is not None:
-                new = new.with_extra(last_attempt_ref=saved["ref"])
-            new = tx.put_task(new)
-            claim_index.carry(tx, [new], clean=not new.failed_for_good)
-            tx.log("ERROR", text, task=task.id, category=category)
-            if not base_ok:
-                tx.log(
-                    "ERROR",
-                    f"started_at_commit {base or '(none)'} is missing from the repository: no rollback, attempts set to max",
-                    task=task.id,
-                    category=category,
-                )
-            elif snapshot_lost:
-                tx.log("ERROR", f"the claim's snapshot {short(snap_name)} is missing: no rollback "
-                       "(the work tree is as the attempt left it)", task=task.id, category=category)
-            elif unjournalled:
-                tx.log("WARN", NO_LOCAL_CLAIM, task=task.id)
-            elif rolls_back:
-                if operation:
-                    tx.log("ROLLBACK", f"git {operation} ended (--force)", task=task.id)
-                tx.log("ROLLBACK", f"git reset --hard {short(base)}"
-                       + (f"; work tree, index and untracked files as at the claim ({short(snap.commit)})" if snap else ""),
-                       task=task.id)
-            return new
-
+        if plan.saves:
+            store.best_effort("notes", lambda: notes.note_task_commits(store, seen, outcome=f"failed [{plan.category}]"))
+            saved = save_attempt(store, seen, reason=plan.reason, category=plan.category, local=local)
+        journal = None
+        if plan.rolls_back:
+            assert plan.base is not None
+            journal = rollback.Plan(task=seen.id, base=plan.base, snapshot=plan.snapshot,
+                                    attempt_ref=saved["ref"] if saved else None, operation=operation)
+            rollback.write_journal(repo, journal)
         try:
-            task = store.transact(apply)
+            task = store.transact(lambda tx: _put_failed(tx, seen, plan, saved, operation))
         except BaseException:
             rollback.clear_journal(repo)  # nothing was recorded: the work tree stays as it is
             raise
-        outcome: FailOutcome = {
-            "task": task_to_json(task),
-            "category": category,
-            "reason": text,
-            "attempt": saved["attempt"] if saved else None,
-            "attempt_ref": saved["ref"] if saved else None,
-            "attempt_commit": saved["commit"] if saved else None,
-            "files": saved["files"] if saved else [],
-            "base": base,
-            "rolled_back": rolls_back,
-            "snapshot": snap.commit if snap else None,
-            "snapshot_missing": snapshot_lost,
-            "no_local_claim": unjournalled,
-            "operation_ended": operation,
-            "cleanup": None,
-            "validation": _run.to_json() if _run is not None else None,
-        }
-        if plan is not None:
+        outcome = plan.outcome(task, saved, operation, validation)
+        if journal is not None:
             try:
-                rollback.roll_back(repo, plan)
+                rollback.roll_back(repo, journal)
             except GitFailure as exc:
                 raise GitFailure(
                     f"{exc.message}; the attempt is saved as {saved['ref'] if saved else '?'}: the next "
@@ -237,15 +289,25 @@ def fail(
                 ) from None
             rollback.clear_journal(repo)
         else:
-            rollback.drop_snapshot_ref(repo, snap.commit if snap else None)
+            rollback.drop_snapshot_ref(repo, plan.snapshot)
         if local is not None:
             claim_journal.drop(repo, seen.id)
-    if task.cleanup:
-        result = task_commands.run_command(task.cleanup, repo.root(), task.timeout_seconds, env={"HANDOFF_TASK": task.id})
-        outcome["cleanup"] = result.to_json()
-        if not result.ok:
-            _log_warning(store, task.id, f"on_failure.cleanup failed ({result.category}): {result.summary()}")
-    return outcome
+    return task, outcome
+
+
+def _put_failed(tx: Tx, seen: Task, plan: FailPlan, saved: SavedAttempt | None, operation: str | None) -> Task:
+    """The claim `seen`, failed, in the transaction `tx`, with its log lines."""
+    task = current(tx, seen, "failed")
+    new = dataclasses.replace(task, status="failed", attempts=plan.attempts(task), claimed_by=None, lease_expires_at=None,
+                              error_log=(*task.error_log, f"[{plan.category}] {plan.reason}"),
+                              ).with_extra(failed_at=now_iso(), **dict.fromkeys(CLAIM_FIELDS))
+    if saved is not None:
+        new = new.with_extra(last_attempt_ref=saved["ref"])
+    new = tx.put_task(new)
+    claim_index.carry(tx, [new], clean=not new.failed_for_good)
+    for kind, text, category in plan.log_lines(operation):
+        tx.log(kind, text, task=task.id, category=category)
+    return new
 
 
 def finish_interrupted_rollback(store: StateStore) -> str | None:
