@@ -12,12 +12,11 @@ from git_handoff.cli import emit_json, get_store, json_option, numbers, visible
 from git_handoff.cli.ids import complete_task_id
 from git_handoff.core.errors import Negative
 from git_handoff.core.model import CATEGORIES, Task, parse_duration
-from git_handoff.core.record_schemas import FailOutcome
 from git_handoff.infra import task_commands
 from git_handoff.ops import attempts as attempts_ops
 from git_handoff.ops import claim as claim_ops
 from git_handoff.ops import work as ops
-from git_handoff.ops.payloads import TaskJson, task_json
+from git_handoff.ops.payloads import FailOutcome, TaskJson, task_json
 from git_handoff.state.claim_checks import short
 
 if TYPE_CHECKING:

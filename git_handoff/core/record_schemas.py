@@ -184,26 +184,6 @@ class FileChange(TypedDict):
     path: str
 
 
-class FailOutcome(TypedDict):
-    """What `fail` (and a failing `done`) reports."""
-
-    task: dict[str, Any]
-    category: str
-    reason: str
-    attempt: int | None
-    attempt_ref: str | None
-    attempt_commit: str | None
-    files: list[FileChange]
-    base: str | None
-    rolled_back: bool
-    snapshot: str | None  # the claim's snapshot commit the rollback returned to
-    snapshot_missing: bool
-    no_local_claim: bool  # no rollback: this worktree keeps no journal of the claim (claim_journal)
-    operation_ended: str | None  # the rebase/merge/... `--force` ended
-    cleanup: dict[str, Any] | None
-    validation: dict[str, Any] | None
-
-
 # -- each record kind's fields and parser ---------------------------------------------------------
 
 # a run id: NNN-slug (before fleet ids) or NNN-slug@<clone>: the clone part makes two

@@ -18,11 +18,10 @@ import re
 from git_handoff.core import attempt_record, field_checks
 from git_handoff.core.errors import Contention, GitFailure, InvalidState, UsageError
 from git_handoff.core.model import CLAIM_FIELDS, Task, check_category, check_id, now_iso, printable
-from git_handoff.core.record_schemas import FailOutcome
 from git_handoff.core.serialization import task_to_json
 from git_handoff.infra import rollback, task_commands, worktree
 from git_handoff.infra.gitrepo import Repo
-from git_handoff.ops.payloads import Attempt, FileChange, Restored, SavedAttempt
+from git_handoff.ops.payloads import Attempt, FailOutcome, FileChange, Restored, SavedAttempt
 from git_handoff.state import claim_index, claim_journal, notes, this_clone, trust
 from git_handoff.state.claim_checks import (
     claimed_task,
@@ -199,15 +198,14 @@ def plan_fail(*, reason: str, category: str, keep_worktree: bool, force: bool, e
 
 
 def fail(store: StateStore, task_id: str, *, reason: str, category: str = "TASK_EXEC", keep_worktree: bool = False,
-         force: bool = False, end_operation: bool | None = None, _seen: Task | None = None,
-         _run: task_commands.RunResult | None = None) -> FailOutcome:
+         force: bool = False, end_operation: bool | None = None) -> FailOutcome:
     """Fail a claimed attempt: save it whole, count it, return the worktree exactly to the
-    claim's moment, clean up (fail_claim). `_seen`/`_run` are `done`'s (ops/work.py): the
-    claim its check ran under and the check's result, as fail_claim takes them."""
+    claim's moment, clean up (fail_claim; a failing `done` calls that with the claim its
+    check ran under and the check's result)."""
     _reason_line(reason, category)  # refused before the claim is read
-    seen = _seen or claimed_task(store, task_id, "fail", force)
+    seen = claimed_task(store, task_id, "fail", force)
     return fail_claim(store, seen, reason=reason, category=category, keep_worktree=keep_worktree, force=force,
-                      end_operation=end_operation, validation=_run)
+                      end_operation=end_operation)
 
 
 def fail_claim(store: StateStore, seen: Task, *, reason: str, category: str = "TASK_EXEC",

@@ -25,7 +25,7 @@ from git_handoff.agent_cli.templates import template_text
 from git_handoff.core.errors import UsageError
 from git_handoff.infra.fileio import atomic_write
 from git_handoff.infra.gitrepo import Repo
-from git_handoff.ops.payloads import AgentHooks, ClaudeHooks, HooksStatus
+from git_handoff.ops.hook_payloads import AgentHooks, ClaudeHooks, HooksStatus
 from git_handoff.state import this_clone
 
 if TYPE_CHECKING:

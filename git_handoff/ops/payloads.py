@@ -14,7 +14,7 @@ core.errors.ErrorJson). An answer the CLI makes itself, with no use case behind 
 from __future__ import annotations
 
 import dataclasses
-from typing import Literal, NotRequired, TypedDict, cast
+from typing import Any, Literal, NotRequired, TypedDict, cast
 
 from git_handoff.core.model import Config, ShownStatus, Status, Task
 from git_handoff.core.record_schemas import Decision, FileChange, HandoffDoc, SessionRecord
@@ -221,6 +221,26 @@ class Attempt(TypedDict):
     unreadable: str | None
 
 
+class FailOutcome(TypedDict):
+    """What `fail` (and a failing `done`) reports."""
+
+    task: dict[str, Any]
+    category: str
+    reason: str
+    attempt: int | None
+    attempt_ref: str | None
+    attempt_commit: str | None
+    files: list[FileChange]
+    base: str | None
+    rolled_back: bool
+    snapshot: str | None  # the claim's snapshot commit the rollback returned to
+    snapshot_missing: bool
+    no_local_claim: bool  # no rollback: this worktree keeps no journal of the claim (claim_journal)
+    operation_ended: str | None  # the rebase/merge/... `--force` ended
+    cleanup: dict[str, Any] | None
+    validation: dict[str, Any] | None
+
+
 class Restored(TypedDict):
     """`restore`."""
 
@@ -365,72 +385,11 @@ class RelaySummary(TypedDict):
     completed: bool
 
 
-# -- hooks ---------------------------------------------------------------------------------
-
-
-# Our MCP server's entry in an agent CLI's config (agent_cli.mcp_config.status): its
-# keys differ by agent (the file's key names the file), so a mapping, not a TypedDict.
-McpEntry = dict[str, object]
-
-
-class AgentHooks(TypedDict):
-    """`hooks status|install|uninstall --agent codex|gemini`."""
-
-    agent: str
-    settings: str | None
-    installed: bool
-    events: dict[str, bool]
-    problem: NotRequired[str]
-    codex_config: NotRequired[str]
-    trusted: NotRequired[bool]
-    project_trusted: NotRequired[bool]
-    hooks_feature: NotRequired[bool | None]
-    mcp: NotRequired[McpEntry]
-    added: NotRequired[list[str]]
-    removed: NotRequired[list[str]]
-
-
-class ClaudeHooks(TypedDict):
-    """`hooks install|uninstall --agent claude`."""
-
-    settings: str | None
-    installed: bool
-    added: NotRequired[list[str]]
-    removed: NotRequired[list[str]]
-    unattended: NotRequired[dict[str, object]]
-    mcp: NotRequired[McpEntry]
-
-
-class HooksStatus(TypedDict):
-    """`hooks status|install|uninstall`: the post-commit hook and each agent CLI's."""
-
-    hooks_dir: str
-    post_commit: str
-    installed: bool
-    up_to_date: bool
-    starts: list[str]
-    chained_user_hook: bool
-    notes_rewrite_ref: bool
-    commits_per_session: int | None
-    tasks_per_session: int | None
-    session: int | None
-    claude: bool
-    claude_settings: str | None
-    claude_unattended: bool
-    codex: bool
-    gemini: bool
-    claude_mcp: McpEntry
-    codex_mcp: McpEntry
-    gemini_mcp: McpEntry
-    chained_now: NotRequired[bool]  # install
-    removed: NotRequired[bool]  # uninstall
-
-
 __all__ = [
-    "AckAnswer", "AckEntry", "AgentHooks", "Attempt", "Blocker", "CheckRun", "Checkpoint",
-    "ClaudeHooks", "ConfigView", "Decision", "DocRow",
-    "FileChange", "GraphNode", "GraphView", "HandoffDoc", "Health", "HooksStatus", "InitResult",
-    "LogLine", "McpEntry", "OnFailure", "PromptView", "Recovery", "RelaySummary", "Removed", "Renamed",
+    "AckAnswer", "AckEntry", "Attempt", "Blocker", "CheckRun", "Checkpoint",
+    "ConfigView", "Decision", "DocRow",
+    "FailOutcome", "FileChange", "GraphNode", "GraphView", "HandoffDoc", "Health", "InitResult",
+    "LogLine", "OnFailure", "PromptView", "Recovery", "RelaySummary", "Removed", "Renamed",
     "ReopenResult", "Reopened", "Restored", "SavedAttempt", "SessionRow", "SessionShown", "ShownDoc",
     "SessionStarted", "StatusRow", "StatusView", "TaskJson", "TaskView", "Validation", "VerifyView", "config_view",
     "task_json",

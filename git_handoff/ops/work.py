@@ -192,8 +192,8 @@ def done(store: StateStore, task_id: str, *, force: bool = False) -> Task:
     if not result.ok:
         category = result.category or "TEST_FAIL"
         reason = f"Validation failed: {result.summary()}"
-        outcome = attempts.fail(store, task_id, reason=reason, category=category, force=True, end_operation=force,
-                                _seen=seen, _run=result)
+        outcome = attempts.fail_claim(store, seen, reason=reason, category=category, force=True, end_operation=force,
+                                      validation=result)
         raise Negative(
             f"[{category}] validation of {task_id} failed ({result.summary()}); attempt "
             f"{outcome['attempt']} saved as {outcome['attempt_ref']}"

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from git_handoff.core import record_schemas
-from git_handoff.ops import payloads
+from git_handoff.ops import hook_payloads, payloads
 from tests.support.remotes import clones, remote_url  # noqa: F401
 from tests.support.repo import git, make_repo, run
 from tests.support.shapes import shape_problems
@@ -125,7 +125,7 @@ def test_each_command_json_matches_its_type(repo: Path) -> None:
     check(payloads.TaskView, "show", "t2")
     check(payloads.StatusView, "status")
     check(payloads.PromptView, "prompt")
-    check(payloads.HooksStatus, "hooks", "status")
+    check(hook_payloads.HooksStatus, "hooks", "status")
     run("trust", "--all", cwd=repo)
     check(payloads.SessionStarted, "session", "start")
     check(payloads.AckAnswer, "ack")
@@ -159,14 +159,14 @@ def test_each_command_json_matches_its_type(repo: Path) -> None:
 def test_hooks_json_matches_its_type(repo: Path) -> None:
     run("init", cwd=repo)
     problems: list[str] = []
-    for kind, args in ((payloads.HooksStatus, ("hooks", "install")),
-                       (payloads.HooksStatus, ("hooks", "status")),
-                       (payloads.HooksStatus, ("hooks", "uninstall")),
-                       (payloads.ClaudeHooks, ("hooks", "install", "--agent", "claude")),
-                       (payloads.ClaudeHooks, ("hooks", "uninstall", "--agent", "claude")),
-                       (payloads.AgentHooks, ("hooks", "status", "--agent", "gemini")),
-                       (payloads.AgentHooks, ("hooks", "install", "--agent", "gemini")),
-                       (payloads.AgentHooks, ("hooks", "uninstall", "--agent", "gemini"))):
+    for kind, args in ((hook_payloads.HooksStatus, ("hooks", "install")),
+                       (hook_payloads.HooksStatus, ("hooks", "status")),
+                       (hook_payloads.HooksStatus, ("hooks", "uninstall")),
+                       (hook_payloads.ClaudeHooks, ("hooks", "install", "--agent", "claude")),
+                       (hook_payloads.ClaudeHooks, ("hooks", "uninstall", "--agent", "claude")),
+                       (hook_payloads.AgentHooks, ("hooks", "status", "--agent", "gemini")),
+                       (hook_payloads.AgentHooks, ("hooks", "install", "--agent", "gemini")),
+                       (hook_payloads.AgentHooks, ("hooks", "uninstall", "--agent", "gemini"))):
         problems += shape_problems(_json(repo, *args), kind, " ".join(args))
     assert problems == [], "\n".join(problems)
 
@@ -202,7 +202,7 @@ def test_the_work_cycle_and_the_other_commands_json_match_their_types(repo: Path
     check(payloads.TaskJson, "done", "t1")
     check(payloads.TaskJson, "claim", "t2")
     (repo / "work.txt").write_text("some work\n")
-    check(record_schemas.FailOutcome, "fail", "t2", "--reason", "broke it")
+    check(payloads.FailOutcome, "fail", "t2", "--reason", "broke it")
     check(payloads.GraphView, "graph")
     plan = repo.parent / "plan.json"
     plan.write_text(json.dumps({"version": 2, "tasks": [{"id": "t9", "title": "imported", "depends_on": ["t1"]}]}))

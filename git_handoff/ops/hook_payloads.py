@@ -1,0 +1,64 @@
+"""The JSON shapes of `hooks status|install|uninstall` (every agent CLI's, and git's
+post-commit hook's): what `--json` answers, beside the other commands' in
+git_handoff.ops.payloads."""
+
+from __future__ import annotations
+
+from typing import NotRequired, TypedDict
+
+# Our MCP server's entry in an agent CLI's config (agent_cli.mcp_config.status): its
+# keys differ by agent (the file's key names the file), so a mapping, not a TypedDict.
+McpEntry = dict[str, object]
+
+
+class AgentHooks(TypedDict):
+    """`hooks status|install|uninstall --agent codex|gemini`."""
+
+    agent: str
+    settings: str | None
+    installed: bool
+    events: dict[str, bool]
+    problem: NotRequired[str]
+    codex_config: NotRequired[str]
+    trusted: NotRequired[bool]
+    project_trusted: NotRequired[bool]
+    hooks_feature: NotRequired[bool | None]
+    mcp: NotRequired[McpEntry]
+    added: NotRequired[list[str]]
+    removed: NotRequired[list[str]]
+
+
+class ClaudeHooks(TypedDict):
+    """`hooks install|uninstall --agent claude`."""
+
+    settings: str | None
+    installed: bool
+    added: NotRequired[list[str]]
+    removed: NotRequired[list[str]]
+    unattended: NotRequired[dict[str, object]]
+    mcp: NotRequired[McpEntry]
+
+
+class HooksStatus(TypedDict):
+    """`hooks status|install|uninstall`: the post-commit hook and each agent CLI's."""
+
+    hooks_dir: str
+    post_commit: str
+    installed: bool
+    up_to_date: bool
+    starts: list[str]
+    chained_user_hook: bool
+    notes_rewrite_ref: bool
+    commits_per_session: int | None
+    tasks_per_session: int | None
+    session: int | None
+    claude: bool
+    claude_settings: str | None
+    claude_unattended: bool
+    codex: bool
+    gemini: bool
+    claude_mcp: McpEntry
+    codex_mcp: McpEntry
+    gemini_mcp: McpEntry
+    chained_now: NotRequired[bool]  # install
+    removed: NotRequired[bool]  # uninstall
