@@ -10,7 +10,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from git_handoff.core import hlc
-from git_handoff.core.field_merge import union_in_time_order
 from git_handoff.core.merge import merge_file, merge_states
 from git_handoff.core.model import CLAIM_FIELDS
 from tests.support.speed import examples
@@ -239,15 +238,6 @@ def test_unknown_kinds() -> None:
     assert toml.data is not None
     text = toml.data.decode()
     assert "concurrent" in text and "9" in text
-
-
-def test_union_keeps_duplicates_and_time_order() -> None:
-    base = ["[2026-01-01T00:00:01Z] x"]
-    ours = base + ["[2026-01-01T00:00:05Z] y", "[2026-01-01T00:00:05Z] y"]
-    theirs = base + ["[2026-01-01T00:00:03Z] z", "[2026-01-01T00:00:05Z] y"]
-    assert union_in_time_order(base, ours, theirs) == [
-        "[2026-01-01T00:00:01Z] x", "[2026-01-01T00:00:03Z] z", "[2026-01-01T00:00:05Z] y", "[2026-01-01T00:00:05Z] y"
-    ]
 
 
 # -- concurrent claims: the claim's fields travel together ------------------------------------

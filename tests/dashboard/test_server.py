@@ -21,7 +21,6 @@ import pytest
 
 from git_handoff.core.model import Task
 from git_handoff.dashboard import server as dash_server
-from git_handoff.infra import graph_svg as svg
 from git_handoff.infra.gitrepo import Repo
 from git_handoff.state.store import StateStore, Tx
 from tests.support.browser import Browser, chromium
@@ -122,25 +121,6 @@ def test_graph_svg_one_node_per_task_one_edge_per_dependency(repo: Path, served:
     assert cli.rc == 0 and cli.out.count('<g class="node"') == 200 and cli.out.count('<path class="edge"') == edges
     page = get(served + "graph")[1]
     assert page.count('<g class="node"') == 200 and f"{edges} dependencies" in page
-
-
-def test_builtin_layout_puts_dependencies_left_and_nodes_apart() -> None:
-    tasks = {t.id: t for t in [Task(id="a", title="a"), Task(id="b", title="b", depends_on=("a",)),
-                               Task(id="c", title="c", depends_on=("a", "b")), Task(id="d", title="d"),
-                               Task(id="x", title="x", depends_on=("y",)), Task(id="y", title="y", depends_on=("x",))]}
-    pos = svg.builtin_layout(tasks)
-    assert pos["a"][0] < pos["b"][0] < pos["c"][0]
-    assert len(set(pos.values())) == len(tasks)  # no two boxes at one place, cycle included
-    drawing = svg.render(tasks, set(), use_dot=False)
-    assert 'data-layout="builtin"' in drawing
-    assert drawing.count('<g class="node"') == 6 and drawing.count('<path class="edge"') == 5
-
-
-@pytest.mark.needs("dot")
-def test_dot_layout_when_graphviz_is_installed() -> None:
-    tasks = {t.id: t for t in [Task(id="a", title="a"), Task(id="b", title="b", depends_on=("a",))]}
-    drawing = svg.render(tasks, set())
-    assert 'data-layout="dot"' in drawing and drawing.count('<g class="node"') == 2
 
 
 def test_task_and_session_pages(repo: Path, served: str) -> None:

@@ -232,31 +232,6 @@ def test_a_claim_without_a_journal_entry_is_failed_without_a_rollback(world: Wor
     assert "no journal of this claim" in run("log", "--task", "schema", cwd=v).out
 
 
-# -- the journal's life ---------------------------------------------------------------------------
-
-
-def test_the_claim_journal_lives_exactly_as_long_as_the_claim_here(repo: Path) -> None:
-    journal = repo / ".git" / "handoff" / "claims"
-    assert run("init").rc == 0
-    for task_id in ("a", "b", "c"):
-        assert run("add", f"task {task_id}", "--id", task_id, "--check", "true").rc == 0
-    for task_id, end in (("a", ("release", "a")), ("a", ("fail", "a", "--reason", "no")), ("b", ("done", "b"))):
-        assert run("claim", task_id).rc == 0
-        entry = json.loads((journal / f"{task_id}.json").read_text())
-        record = run("show", task_id, "--json").json()
-        assert (entry["base"], entry["worker"]) == (record["started_at_commit"], record["claimed_by"])
-        assert run(*end).rc == 0
-        assert sorted(p.name for p in journal.iterdir()) == []
-    # a claim the state no longer shows (here: released behind this worktree's back, as a
-    # merge would) leaves no entry behind after the next session start
-    assert run("claim", "c").rc == 0
-    entry = (journal / "c.json").read_text()
-    assert run("release", "c").rc == 0
-    (journal / "c.json").write_text(entry)
-    assert run("session", "start").rc == 0
-    assert sorted(p.name for p in journal.iterdir()) == []
-
-
 # -- the relay's agent, named by a relay record that came back ------------------------------------
 
 

@@ -131,16 +131,6 @@ def test_an_admin_may_write_the_one_ref_state(guarded: tuple[Path, Path]) -> Non
 # -- handoff.cloneId ------------------------------------------------------------------------
 
 
-def test_clone_id_setting_whole_or_a_prefix() -> None:
-    derived = "0123456789abcdef"
-    assert identity.configured_id(None, derived) == derived
-    assert identity.configured_id("AA", derived) == "aa23456789abcdef"
-    assert identity.configured_id(" ffffffffffffffff ", derived) == "f" * 16
-    for bad in ("", "xyz", "0123456789abcdef0", "a-b", "a a"):
-        with pytest.raises(identity.UsageError, match="handoff.cloneId is"):
-            identity.configured_id(bad, derived)
-
-
 def clone_of(tmp_path: Path, bare: Path, name: str, clone_id: str) -> Path:
     path = tmp_path / name
     git("clone", "-q", "-c", f"handoff.cloneId={clone_id}", str(bare), str(path), cwd=tmp_path)

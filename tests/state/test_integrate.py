@@ -1,9 +1,11 @@
-"""integrate.holds: whether our state holds a commit (a live claim ref's, in a fleet),
-known without a walk for what is near the head or a remote head remembered as merged,
-and asked of the history otherwise - the same answers either way."""
+"""Integrating fetched states (git_handoff.state.integrate): the changes a merge makes to
+our tree, and integrate.holds: whether our state holds a commit (a live claim ref's, in a
+fleet), known without a walk for what is near the head or a remote head remembered as
+merged, and asked of the history otherwise - the same answers either way."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -67,3 +69,18 @@ def test_the_commits_near_the_head_are_its_own(repo: Path) -> None:
     assert not integrate.holds(store.repo, commits[0])(commits[-1])  # a later commit is not held by an earlier one
 
 
+
+
+def test_merge_changes_takes_their_changes_and_merges_a_record_both_changed(repo: Path) -> None:
+    r = Repo.discover(repo)
+    base = r.update_tree(None, {"meta.json": r.write_blob(b'{"n": 1}'), "gone.json": r.write_blob(b"{}")})
+    ours = r.update_tree(base, {"mine.json": r.write_blob(b"{}"), "meta.json": r.write_blob(b'{"n": 1, "a": [1]}')})
+    theirs = r.update_tree(base, {"gone.json": None, "theirs.json": r.write_blob(b'{"t": 1}'),
+                                  "meta.json": r.write_blob(b'{"n": 1, "a": [2]}')})
+    changes, conflicts = integrate.merge_changes(r, base, ours, theirs)
+    assert sorted(changes) == ["gone.json", "meta.json", "theirs.json"]  # not mine.json: only ours changed it
+    assert changes["gone.json"] is None
+    assert changes["theirs.json"] == r.tree_lookup(theirs, "theirs.json")[0]
+    merged = changes["meta.json"]
+    assert isinstance(merged, bytes) and json.loads(merged)["a"] == [1, 2] and conflicts == []
+    assert integrate.merge_changes(r, base, ours, ours) == ({}, [])
