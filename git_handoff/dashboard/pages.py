@@ -11,16 +11,19 @@ from __future__ import annotations
 import html
 import json
 import re
+from collections.abc import Sequence
 from typing import Any
 from urllib.parse import quote
 
 from git_handoff.core import display, selection
 from git_handoff.core.errors import UsageError
 from git_handoff.core.model import SHOWN_STATUSES, Task, check_id
+from git_handoff.core.record_schemas import RelayRecord
 from git_handoff.core.serialization import task_to_json
 from git_handoff.infra import graph_svg as svg
 from git_handoff.ops import attempts as attempt_ops
 from git_handoff.ops import prompt
+from git_handoff.ops.payloads import Attempt
 from git_handoff.state import session_records, writers
 from git_handoff.state.snapshot import Snapshot
 from git_handoff.state.store import StateStore
@@ -167,6 +170,15 @@ def relay_html(snap: Snapshot) -> str:
         return '<p class="muted" data-relay="none">No relay has run in this repository.</p>'
     notes = session_records.relay_status_lines(snap)
     state = str(record.get("state") or "-")
+    table = "".join(f"<tr><th>{escape(k)}</th><td data-relay-field=\"{escape(k)}\">{escape(v)}</td></tr>"
+                    for k, v in _relay_rows(snap, record, state))
+    note = f'<p>{escape(notes[0])}</p>' if notes else ""
+    return f'<div data-relay="{escape(state)}">{note}<table>{table}</table>{_relay_failures(record)}</div>'
+
+
+def _relay_rows(snap: Snapshot, record: RelayRecord, state: str) -> list[tuple[str, str]]:
+    """The relay's fields: its state, its session and that session's ACK, what it waits for
+    while it runs, when and why it stopped."""
     session = record.get("session")
     ack = None
     if isinstance(session, int):
@@ -184,17 +196,19 @@ def relay_html(snap: Snapshot) -> str:
         rows.append(("waiting", waiting[0].removeprefix("relay: waiting for ")))
     if record.get("stopped_at"):
         rows.append(("stopped", f"{record.get('stopped_at')} ({record.get('reason') or '-'})"))
-    table = "".join(f"<tr><th>{escape(k)}</th><td data-relay-field=\"{escape(k)}\">{escape(v)}</td></tr>" for k, v in rows)
+    return rows
+
+
+def _relay_failures(record: RelayRecord) -> str:
+    """The relay's last ten failures as a list, or nothing."""
     failures = record.get("failures") or []
-    fail_html = ""
-    if isinstance(failures, list) and failures:
-        items = "".join(
-            f"<li>[{escape(str(f.get('at')))}] {escape(str(f.get('what')))}</li>"
-            for f in failures[-10:] if isinstance(f, dict)
-        )
-        fail_html = f'<h2>Failures</h2><ul class="s-failed">{items}</ul>'
-    note = f'<p>{escape(notes[0])}</p>' if notes else ""
-    return f'<div data-relay="{escape(state)}">{note}<table>{table}</table>{fail_html}</div>'
+    if not (isinstance(failures, list) and failures):
+        return ""
+    items = "".join(
+        f"<li>[{escape(str(f.get('at')))}] {escape(str(f.get('what')))}</li>"
+        for f in failures[-10:] if isinstance(f, dict)
+    )
+    return f'<h2>Failures</h2><ul class="s-failed">{items}</ul>'
 
 
 def log_html(store: StateStore, head: str) -> str:
@@ -343,11 +357,35 @@ def task_page(store: StateStore, task_id: str) -> str | None:
     if task is None:
         return None
     tasks = snap.tasks()
-    blocked = selection.blocked_ids(tasks)
-    state = _status_of(task, blocked)
-    deps = " ".join(f'<a href="{task_url(d)}">{escape(d)}</a>' for d in task.depends_on) or "-"
+    state = _status_of(task, selection.blocked_ids(tasks))
     dependents = [t.id for t in tasks.values() if task.id in t.depends_on]
-    rdeps = " ".join(f'<a href="{task_url(d)}">{escape(d)}</a>' for d in dependents) or "-"
+    writer = writers.unapproved(snap.repo, snap.commit).get(task.id)
+    checkpoints = "".join(
+        f"<tr><td>{escape(str(c.get('step')))}/{escape(str(c.get('total')))}</td><td>{escape(str(c.get('description')))}</td>"
+        f"<td class=muted>{escape(str(c.get('timestamp')))}</td></tr>" for c in task.checkpoints
+    )
+    errors = "".join(f"<li>{escape(e)}</li>" for e in task.error_log)
+    attempt_rows = "".join(_attempt_row(a) for a in attempt_ops.attempts(store, task.id))
+    record = json.dumps(task_to_json(task), indent=2, ensure_ascii=False, default=str)
+    body = (
+        f'<section><h2 class="s-{state}">{escape(task.id)}: {escape(task.title)}'
+        f'{unapproved_mark(writer) if writer is not None else ""}</h2>{_kv(_task_rows(task, state))}'
+        f"<p>depends on: {_task_links(task.depends_on)}</p><p>needed by: {_task_links(dependents)}</p></section>"
+        f'<section><h2>Attempts</h2><table id="attempts">{attempt_rows or "<tr><td class=muted>none saved</td></tr>"}</table></section>'
+        f'<section><h2>Checkpoints</h2><table id="checkpoints">{checkpoints or "<tr><td class=muted>none</td></tr>"}</table></section>'
+        f'<section><h2>Error log</h2><ul id="errors">{errors or "<li class=muted>empty</li>"}</ul></section>'
+        f"<section><h2>Record</h2><pre>{escape_block(record)}</pre></section>"
+    )
+    return page(task.id, body)
+
+
+def _task_links(ids: Sequence[str]) -> str:
+    """Links to the pages of the tasks `ids`, or "-"."""
+    return " ".join(f'<a href="{task_url(d)}">{escape(d)}</a>' for d in ids) or "-"
+
+
+def _task_rows(task: Task, state: str) -> list[tuple[str, str]]:
+    """The fields of a task's page table; who holds it and until when while it is in progress."""
     rows = [
         ("status", state), ("priority", task.priority), ("attempts", f"{task.attempts}/{task.max_attempts}"),
         ("check", task.check or "-"), ("timeout", f"{task.timeout_seconds}s"), ("cleanup", task.cleanup or "-"),
@@ -356,30 +394,17 @@ def task_page(store: StateStore, task_id: str) -> str | None:
     ]
     if task.status == "in_progress" and task.claimed_by:
         rows.append(("claimed by", f"{task.claimed_by} (lease until {task.lease_expires_at})"))
-    writer = writers.unapproved(snap.repo, snap.commit).get(task.id)
-    checkpoints = "".join(
-        f"<tr><td>{escape(str(c.get('step')))}/{escape(str(c.get('total')))}</td><td>{escape(str(c.get('description')))}</td>"
-        f"<td class=muted>{escape(str(c.get('timestamp')))}</td></tr>" for c in task.checkpoints
-    )
-    errors = "".join(f"<li>{escape(e)}</li>" for e in task.error_log)
-    attempt_rows = "".join(
+    return rows
+
+
+def _attempt_row(a: Attempt) -> str:
+    """One saved attempt as a table row (an attempt whose record cannot be read says why)."""
+    return (
         f'<tr class="attempt" data-attempt="{a["attempt"]}"><td>#{a["attempt"]}</td><td>{escape(str(a.get("time") or "-"))}</td>'
         f'<td>{escape(str(a.get("category") or "-"))}</td>'
         f'<td>{escape(str(a.get("reason") or ("unreadable: " + str(a["unreadable"]) if a.get("unreadable") else "")))}</td>'
         f'<td><code>{escape(str(a.get("ref")))}</code></td><td>{len(a.get("files") or [])} file(s)</td></tr>'
-        for a in attempt_ops.attempts(store, task.id)
     )
-    record = json.dumps(task_to_json(task), indent=2, ensure_ascii=False, default=str)
-    body = (
-        f'<section><h2 class="s-{state}">{escape(task.id)}: {escape(task.title)}'
-        f'{unapproved_mark(writer) if writer is not None else ""}</h2>{_kv(rows)}'
-        f"<p>depends on: {deps}</p><p>needed by: {rdeps}</p></section>"
-        f'<section><h2>Attempts</h2><table id="attempts">{attempt_rows or "<tr><td class=muted>none saved</td></tr>"}</table></section>'
-        f'<section><h2>Checkpoints</h2><table id="checkpoints">{checkpoints or "<tr><td class=muted>none</td></tr>"}</table></section>'
-        f'<section><h2>Error log</h2><ul id="errors">{errors or "<li class=muted>empty</li>"}</ul></section>'
-        f"<section><h2>Record</h2><pre>{escape_block(record)}</pre></section>"
-    )
-    return page(task.id, body)
 
 
 def sessions_page(store: StateStore) -> str:

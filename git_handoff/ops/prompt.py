@@ -39,7 +39,6 @@ def _t(value: Any) -> str:
 def render_markdown(doc: HandoffDoc, mark: str = "") -> str:
     """`doc` as Markdown, every value of it one line of data (display.line); `mark` (the
     caller's own text: who wrote it, when not approved here) ends the heading."""
-    status = doc.get("status", {})
     lines = [
         f"# Handoff document: session {_t(doc.get('session'))}{mark}",
         "",
@@ -53,26 +52,7 @@ def render_markdown(doc: HandoffDoc, mark: str = "") -> str:
                      if doc.get("accepted_by") else f"- archived at {_t(doc.get('accepted_at'))}")
     for r in doc.get("rejections") or []:
         lines.append(f"- rejected by session {_t(r.get('session'))}: {_t(r.get('reason'))}")
-    completed = status.get("completed", [])
-    lines += ["", f"## Completed ({len(completed)}; {len(doc.get('completed_this_session', []))} this session)"]
-    for c in completed:
-        mark = " (this session)" if c.get("this_session") else ""
-        lines.append(f"- [{_t(c['id'])}] {_t(c['title'])} - check {display.code(str(c.get('check')))} passed at "
-                     f"{_t(c.get('completed_at'))}{mark}")
-    lines += ["", f"## In progress ({len(status.get('in_progress', []))})"]
-    for t in status.get("in_progress", []):
-        lines.append(f"- [{_t(t['id'])}] {_t(t['title'])} (claimed by {_t(t.get('claimed_by') or '-')})")
-        for cp in t.get("checkpoints", []):
-            lines.append(f"  - step {_t(cp.get('step'))}/{_t(cp.get('total'))}: {_t(cp.get('description'))} "
-                         f"({_t(cp.get('timestamp'))})")
-    lines += ["", f"## Pending ({len(status.get('pending', []))})"]
-    for t in status.get("pending", []):
-        lines.append(f"- {_pending_line(t)}")
-    if doc.get("failed"):
-        lines += ["", f"## Failed for good ({len(doc['failed'])})"]
-        for t in doc["failed"]:
-            lines.append(f"- [{_t(t['id'])}] {_t(t['title'])} ({_t(t['attempts'])}/{_t(t['max_attempts'])}): "
-                         f"{_t(t.get('last_error'))}")
+    lines += _md_tasks(doc)
     lines += ["", "## Decisions"]
     lines += [f"- {_t(d['what'])} - why: {_t(d['why'])}" for d in doc.get("decisions", [])] or ["- none recorded"]
     lines += ["", "## Blockers"]
@@ -80,6 +60,29 @@ def render_markdown(doc: HandoffDoc, mark: str = "") -> str:
     lines += ["", f"## Files changed ({len(doc.get('files_changed', []))}, from git: base..head plus uncommitted)"]
     lines += [f"- {_t(p)}" for p in doc.get("files_changed", [])] or ["- none"]
     return "\n".join(lines) + "\n"
+
+
+def _md_tasks(doc: HandoffDoc) -> list[str]:
+    """The document's task sections: completed, in progress, pending, failed for good (when any)."""
+    status = doc.get("status", {})
+    completed = status.get("completed", [])
+    lines = ["", f"## Completed ({len(completed)}; {len(doc.get('completed_this_session', []))} this session)"]
+    for c in completed:
+        here = " (this session)" if c.get("this_session") else ""
+        lines.append(f"- [{_t(c['id'])}] {_t(c['title'])} - check {display.code(str(c.get('check')))} passed at "
+                     f"{_t(c.get('completed_at'))}{here}")
+    lines += ["", f"## In progress ({len(status.get('in_progress', []))})"]
+    for t in status.get("in_progress", []):
+        lines.append(f"- [{_t(t['id'])}] {_t(t['title'])} (claimed by {_t(t.get('claimed_by') or '-')})")
+        lines += [f"  - step {_t(cp.get('step'))}/{_t(cp.get('total'))}: {_t(cp.get('description'))} "
+                  f"({_t(cp.get('timestamp'))})" for cp in t.get("checkpoints", [])]
+    lines += ["", f"## Pending ({len(status.get('pending', []))})"]
+    lines += [f"- {_pending_line(t)}" for t in status.get("pending", [])]
+    if doc.get("failed"):
+        lines += ["", f"## Failed for good ({len(doc['failed'])})"]
+        lines += [f"- [{_t(t['id'])}] {_t(t['title'])} ({_t(t['attempts'])}/{_t(t['max_attempts'])}): "
+                  f"{_t(t.get('last_error'))}" for t in doc["failed"]]
+    return lines
 
 
 def _pending_line(t: dict[str, Any]) -> str:
@@ -340,26 +343,12 @@ def _indexed_facts(snap: Snapshot, approved: Approved, hidden: Collection[str], 
     summary = status_index.summary(snap)
     if summary is None:
         return facts_of({}, approved, hidden), handoff.spec_ref_of(snap, {}, use_config=use_config)
-    rows = summary.rows
-    blocked = summary.blocked()
-    order = summary.ids()
-    # _remaining_order in one pass: creation order within each (status, blocked) bucket,
-    # as the stable sort keeps it; the groups by priority and the first check this clone
-    # has not approved in the same pass (one loop over the rows, not four).
-    status_at, for_good_at, priority_at, check_at = (status_index.STATUS, status_index.FOR_GOOD,
-                                                     status_index.PRIORITY, status_index.CHECK)
-    buckets: list[list[str]] = [[] for _ in range(6)]
-    rank = {"in_progress": 0, "pending": 2, "failed": 4}
-    for tid in order:
-        r = rows[tid]
-        status = r[status_at]
-        if (status == "failed" and r[for_good_at]) or status not in rank or tid in hidden:
-            continue
-        buckets[rank[status] + (tid in blocked)].append(tid)
-    remaining = [tid for bucket in buckets for tid in bucket]
+    rows, blocked, order = summary.rows, summary.blocked(), summary.ids()
+    remaining = _remaining_rows(rows, order, blocked, hidden)
+    # one pass over the remaining rows: their groups by priority, and any check not approved here
+    status_at, priority_at, check_at = status_index.STATUS, status_index.PRIORITY, status_index.CHECK
     groups: dict[str, list[str]] = {"P0": [], "P1": [], "P2": []}
-    covers = trust.approvals(snap.repo)
-    place = trust.place
+    covers, place = trust.approvals(snap.repo), trust.place
     unapproved = False
     for tid in remaining:
         r = rows[tid]
@@ -382,12 +371,33 @@ def _indexed_facts(snap: Snapshot, approved: Approved, hidden: Collection[str], 
     facts = Facts(total=len(rows), counts=summary.status_counts(blocked), blocked=blocked, remaining=remaining,
                   groups=groups, task=task, next_task=claim_index.next_eligible(snap, now_iso(), skip=hidden),
                   unapproved=unapproved)
+    return facts, _spec_of_rows(snap, rows, order, hidden, use_config)
+
+
+def _remaining_rows(rows: dict[str, status_index.Row], order: list[str], blocked: set[str],
+                    hidden: Collection[str]) -> list[str]:
+    """_remaining_order in one pass over the rows: a bucket per (status, blocked), in creation order."""
+    status_at, for_good_at = status_index.STATUS, status_index.FOR_GOOD
+    buckets: list[list[str]] = [[] for _ in range(6)]
+    rank = {"in_progress": 0, "pending": 2, "failed": 4}
+    for tid in order:
+        r = rows[tid]
+        status = r[status_at]
+        if (status == "failed" and r[for_good_at]) or status not in rank or tid in hidden:
+            continue
+        buckets[rank[status] + (tid in blocked)].append(tid)
+    return [tid for bucket in buckets for tid in bucket]
+
+
+def _spec_of_rows(snap: Snapshot, rows: dict[str, status_index.Row], order: list[str],
+                  hidden: Collection[str], use_config: bool) -> str | None:
+    """The configured spec, else that of the first visible task not completed, else of any."""
     spec = snap.config().spec_ref if use_config else None
     if not spec:
         visible = [rows[tid] for tid in order if tid not in hidden]
         spec = next((r[status_index.SPEC] for r in visible if r[status_index.SPEC] and r[status_index.STATUS] != "completed"),
                     next((r[status_index.SPEC] for r in visible if r[status_index.SPEC]), None))
-    return facts, (str(spec) if spec else None)
+    return str(spec) if spec else None
 
 
 def compose(tasks: dict[str, Task], doc: HandoffDoc | None, *, number: int, spec: str | None,

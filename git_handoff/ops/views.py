@@ -4,7 +4,7 @@ Nothing here writes the state."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from json.encoder import encode_basestring as _encode_string
 from typing import cast
 
@@ -262,42 +262,51 @@ def graph_view(snap: Snapshot) -> GraphView:
 
 
 def graph(snap: Snapshot, fmt: str = "text") -> str:
+    """The task graph drawn in `fmt`: text (a tree per root), dot, mermaid or svg."""
     tasks = snap.tasks()
     blocked = selection.blocked_ids(tasks)
-
-    def state(t: Task) -> str:
-        return selection.shown_status(t.id, t.status, blocked)
-
-    if fmt == "dot":
-        lines = ["digraph handoff {", "  rankdir=LR;", "  node [shape=box];"]
-        for t in tasks.values():
-            label = f"{t.id}\\n{display.line(t.title)}\\n[{state(t)}]".replace('"', '\\"')
-            lines.append(f'  "{t.id}" [label="{label}"];')
-        for t in tasks.values():
-            for dep in t.depends_on:
-                lines.append(f'  "{dep}" -> "{t.id}";')
-        lines.append("}")
-        return "\n".join(lines) + "\n"
     if fmt == "svg":
         # imported here, not at the top: it (with html, shutil, subprocess) would cost
         # every `status` and `list` ~10-25 ms for a format they never print
         from git_handoff.infra import graph_svg  # noqa: PLC0415 - import cost, see above
 
         return graph_svg.render(tasks, blocked)
-    if fmt == "mermaid":
-        names = {tid: f"n{n}" for n, tid in enumerate(tasks)}
-        lines = ["graph TD"]
-        for t in tasks.values():
-            label = f"{t.id}: {display.line(t.title)} [{state(t)}]".replace('"', "'")
-            lines.append(f'  {names[t.id]}["{label}"]')
-        for t in tasks.values():
-            for dep in t.depends_on:
-                if dep in names:
-                    lines.append(f"  {names[dep]} --> {names[t.id]}")
-        return "\n".join(lines) + "\n"
-    if fmt != "text":
+    draw = _GRAPH_FORMATS.get(fmt)
+    if draw is None:
         raise UsageError(f"invalid format {fmt!r}: use text, dot, mermaid or svg")
-    # text: each root, then what depends on it, indented; a task reached again is shown once more as a reference
+    return draw(tasks, lambda t: selection.shown_status(t.id, t.status, blocked))
+
+
+def _graph_dot(tasks: dict[str, Task], state: Callable[[Task], str]) -> str:
+    """`graph --format dot`: a box per task (`state` its shown status), an edge per dependency."""
+    lines = ["digraph handoff {", "  rankdir=LR;", "  node [shape=box];"]
+    for t in tasks.values():
+        label = f"{t.id}\\n{display.line(t.title)}\\n[{state(t)}]".replace('"', '\\"')
+        lines.append(f'  "{t.id}" [label="{label}"];')
+    for t in tasks.values():
+        for dep in t.depends_on:
+            lines.append(f'  "{dep}" -> "{t.id}";')
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def _graph_mermaid(tasks: dict[str, Task], state: Callable[[Task], str]) -> str:
+    """`graph --format mermaid`: nodes named by position; edges only to tasks that exist."""
+    names = {tid: f"n{n}" for n, tid in enumerate(tasks)}
+    lines = ["graph TD"]
+    for t in tasks.values():
+        label = f"{t.id}: {display.line(t.title)} [{state(t)}]".replace('"', "'")
+        lines.append(f'  {names[t.id]}["{label}"]')
+    for t in tasks.values():
+        for dep in t.depends_on:
+            if dep in names:
+                lines.append(f"  {names[dep]} --> {names[t.id]}")
+    return "\n".join(lines) + "\n"
+
+
+def _graph_text(tasks: dict[str, Task], state: Callable[[Task], str]) -> str:
+    """`graph`: each root, then what depends on it, indented; a task reached again is shown
+    once more as a reference, and the tasks only reachable through a cycle (no root) last."""
     dependents: dict[str, list[str]] = {}
     for t in tasks.values():
         for dep in t.depends_on:
@@ -305,34 +314,38 @@ def graph(snap: Snapshot, fmt: str = "text") -> str:
     roots = [t.id for t in tasks.values() if not any(d in tasks for d in t.depends_on)]
     out: list[str] = []
     printed: set[str] = set()
-
-    def walk(start: str) -> None:
-        # iterative, depth first (a fetched chain 5,000 deep overflowed the recursion);
-        # the indentation stops growing at GRAPH_DEPTH levels (the depth is written
-        # instead), or a deep chain printed a prefix of its whole depth on every line
-        stack: list[tuple[str, str, bool, int]] = [(start, "", True, 0)]
-        while stack:
-            tid, prefix, last, depth = stack.pop()
-            t = tasks[tid]
-            branch = "" if depth == 0 else ("└── " if last else "├── ")
-            deep = f"({depth} deep) " if depth > GRAPH_DEPTH else ""
-            seen = tid in printed
-            suffix = " (see above)" if seen else ""
-            out.append(f"{prefix}{branch}{deep}[{state(t)}] {tid}: {display.line(t.title)}{suffix}")
-            if seen:
-                continue
-            printed.add(tid)
-            kids = dependents.get(tid, [])
-            child_prefix = prefix
-            if 0 < depth <= GRAPH_DEPTH:
-                child_prefix = prefix + ("    " if last else "│   ")
-            for n in range(len(kids) - 1, -1, -1):
-                stack.append((kids[n], child_prefix, n == len(kids) - 1, depth + 1))
-
-    for root in roots:
-        walk(root)
-    # tasks only reachable through a cycle have no root
-    for tid in tasks:
-        if tid not in printed:
-            walk(tid)
+    for start in [*roots, *tasks]:
+        if start not in printed:
+            _walk(start, tasks, dependents, state, printed, out)
     return "\n".join(out) + ("\n" if out else "")
+
+
+def _walk(start: str, tasks: dict[str, Task], dependents: dict[str, list[str]],
+          state: Callable[[Task], str], printed: set[str], out: list[str]) -> None:
+    """The lines of the tree below `start` into `out`: iterative, depth first (a fetched
+    chain 5,000 deep overflowed the recursion); the indentation stops growing at GRAPH_DEPTH
+    levels (the depth is written instead), or a deep chain printed a prefix of its whole
+    depth on every line."""
+    stack: list[tuple[str, str, bool, int]] = [(start, "", True, 0)]
+    while stack:
+        tid, prefix, last, depth = stack.pop()
+        t = tasks[tid]
+        branch = "" if depth == 0 else ("└── " if last else "├── ")
+        deep = f"({depth} deep) " if depth > GRAPH_DEPTH else ""
+        seen = tid in printed
+        suffix = " (see above)" if seen else ""
+        out.append(f"{prefix}{branch}{deep}[{state(t)}] {tid}: {display.line(t.title)}{suffix}")
+        if seen:
+            continue
+        printed.add(tid)
+        kids = dependents.get(tid, [])
+        child_prefix = prefix
+        if 0 < depth <= GRAPH_DEPTH:
+            child_prefix = prefix + ("    " if last else "│   ")
+        for n in range(len(kids) - 1, -1, -1):
+            stack.append((kids[n], child_prefix, n == len(kids) - 1, depth + 1))
+
+
+_GRAPH_FORMATS: dict[str, Callable[[dict[str, Task], Callable[[Task], str]], str]] = {
+    "text": _graph_text, "dot": _graph_dot, "mermaid": _graph_mermaid,
+}
