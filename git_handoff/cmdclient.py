@@ -3,9 +3,10 @@
 Started as a program (`git-handoff`, `git handoff`, `python -m git_handoff`), git handoff
 first asks whether a command server for this repository is running and is the same code
 under the same interpreter and settings (git_handoff/cli/command_server.py; docs/command-server.md).
-If so, it hands the server its argv, environment, working directory, umask and its three
-standard file descriptors (SCM_RIGHTS over a Unix socket); a worker forked from the server
-runs the command on them, and this process only relays signals to the worker and its exit
+If so, it hands the server its argv, environment, working directory and umask, and, once
+a worker forked from the server has answered (within cmdproto.ANSWER_SECONDS, or the
+command runs here), its three standard file descriptors (SCM_RIGHTS over a Unix socket);
+the worker runs the command on them, and this process only relays signals to the worker and its exit
 status back. On any doubt (no server, a server of other code, a socket that is not this
 user's alone, an error before the worker started) it returns and the command runs here,
 in-process: that plain path stays the reference.

@@ -6,10 +6,13 @@ command tree) once, then listens on `<git dir>/handoff/cmdserver/sock` (the dire
 0700, the socket 0600, both this user's; a peer of another uid is refused by
 SO_PEERCRED). Beside the socket it writes its profile, for the fast client
 (git_handoff/cmdproto.py). Each request carries the client's identity of the code, argv,
-environment, working directory, umask and standard file descriptors; the server forks a
-worker (git_handoff/cli/command_worker.py) that takes all of them on and runs the
-ordinary command-line entry point, then reports the worker's exit status or signal.
-One worker per request: no state of one command reaches the next.
+environment, working directory and umask; a client confined otherwise than the server
+(namespaces, cgroup, seccomp, no_new_privs... in /proc) is refused. The server forks a
+worker (git_handoff/cli/command_worker.py) that takes all of them on, answers `ok`, takes
+the client's standard file descriptors with its go and runs the ordinary command-line
+entry point; the server then reports the worker's exit status or signal. One worker per
+request: no state of one command reaches the next. No peer holds the loop: every
+connection is polled and read only when it has bytes.
 
 It exits when idle for `handoff.commandServerIdle` seconds (or HANDOFF_COMMAND_SERVER_IDLE;
 120 by default), when its socket is removed or replaced, when the switch is turned off,
