@@ -3,9 +3,10 @@
 Started as a program (`git-handoff`, `git handoff`, `python -m git_handoff`), git handoff
 first asks whether a command server for this repository is running and is the same code
 under the same interpreter and settings (git_handoff/cli/command_server.py; docs/command-server.md).
-If so, it hands the server its argv, environment, working directory, umask and its three
-standard file descriptors (SCM_RIGHTS over a Unix socket); a worker forked from the server
-runs the command on them, and this process only relays signals to the worker and its exit
+If so, it hands the server its argv, environment, working directory and umask, and, once
+a worker forked from the server has answered (within cmdproto.ANSWER_SECONDS, or the
+command runs here), its three standard file descriptors (SCM_RIGHTS over a Unix socket);
+the worker runs the command on them, and this process only relays signals to the worker and its exit
 status back. On any doubt (no server, a server of other code, a socket that is not this
 user's alone, an error before the worker started) it returns and the command runs here,
 in-process: that plain path stays the reference.
@@ -228,8 +229,9 @@ def request_fields() -> list[bytes]:
 def handoff(git_dir: str, fast: bool = False) -> int | tuple[str, int] | str | None:
     """Run this command in a worker of the server; its outcome (an exit code, or
     ("signal", n)). Nothing ran when it returns None (no server), "stale" (a server of
-    other code or config, now leaving) or "refused" (one for another interpreter or
-    environment, which stays). `fast`: this is the fast client (`run_fast`), which speaks
+    other code or config, now leaving) or "refused" (one for another interpreter,
+    environment or confinement, or one that did not answer within
+    `cmdproto.ANSWER_SECONDS`; it stays). `fast`: this is the fast client (`run_fast`), which speaks
     for a full start of the server's interpreter (its profile) when it is that one."""
     import _signal as signal
     import _socket
@@ -246,11 +248,16 @@ def handoff(git_dir: str, fast: bool = False) -> int | tuple[str, int] | str | N
             if interp is None:
                 return None
         sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+        sock.settimeout(cmdproto.ANSWER_SECONDS)  # a server that does not answer: run it here
         try:
             sock.connect(socket_address(dir_fd))
-        except OSError:
+        except OSError as exc:
             sock.close()
-            return None
+            import errno
+
+            # no one listens (a server gone): start one; a full backlog or no answer: it
+            # is there and busy, run the command here without starting another
+            return None if exc.errno in (errno.ENOENT, errno.ECONNREFUSED) else "refused"
     finally:
         os.close(dir_fd)
     creds = sock.getsockopt(_socket.SOL_SOCKET, _socket.SO_PEERCRED, 12)
@@ -277,17 +284,21 @@ def handoff(git_dir: str, fast: bool = False) -> int | tuple[str, int] | str | N
     try:
         who = cmdproto.identity(os.environ, interp) + b"\0\0" + cmdproto.config_stamp(git_dir)
         head = cmdproto.frame([who, *request_fields()])
-        fds = b"".join(fd.to_bytes(4, sys.byteorder, signed=True) for fd in (0, 1, 2))  # C ints
-        sent = sock.sendmsg([head], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, fds)])
-        if sent < len(head):
-            sock.sendall(head[sent:])
+        sock.sendall(head)
         reader = _Lines(sock)
-        first = reader.line()
+        try:
+            first = reader.line()
+        except TimeoutError:
+            return "refused"  # no answer in time: the worker, if any, never gets its go
         if not first.startswith(b"ok "):
             sock.close()  # stale, refused or gone before a worker started: nothing ran
             return "stale" if first == b"stale" else "refused" if first.startswith(b"refused") else None
-        # From here on the worker runs (or ran) the command: whatever goes wrong, this
-        # process must not return to the in-process path, which would run it a second time.
+        # The worker waits for this go before it runs anything; once it is sent, the worker
+        # runs (or ran) the command: whatever goes wrong, this process must not return to
+        # the in-process path, which would run it a second time.
+        fds = b"".join(fd.to_bytes(4, sys.byteorder, signed=True) for fd in (0, 1, 2))  # C ints
+        sock.settimeout(None)
+        sock.sendmsg([cmdproto.GO], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, fds)])
         try:
             worker.append(int(first[3:]))
             for signum in pending:
@@ -372,12 +383,17 @@ def _profile_fits(dir_fd: int) -> list[str] | None:
 # package by path, and the interpreter's own search (with site) may find another (an
 # installed copy beside a checkout the launcher was written from). Where that interpreter
 # cannot import the package's dependencies, it is the plain `git handoff` (`plain_unless_importable`).
+# A package directory marked `+` : the server was asked already and refused (or did not
+# answer), so the full program does not ask it again.
 _FULL = ("import sys, runpy, importlib.util as u\n"
          "d = sys.argv.pop(1)\n"
+         "t = d.startswith('+'); d = d[t:]\n"
          "s = u.spec_from_file_location('git_handoff', d + '/__init__.py', submodule_search_locations=[d])\n"
          "m = sys.modules['git_handoff'] = u.module_from_spec(s)\n"
          "s.loader.exec_module(m)\n"
-         "sys.modules['git_handoff.cmdclient'].plain_unless_importable(sys.argv[1:])\n"
+         "c = sys.modules['git_handoff.cmdclient']\n"
+         "c.plain_unless_importable(sys.argv[1:])\n"
+         "if t: c._tried.append(True)\n"
          "runpy.run_module('git_handoff', run_name='__main__', alter_sys=True)")
 
 # The top-level modules of the package's dependencies (pyproject.toml [project]
@@ -413,6 +429,7 @@ def run_fast(argv: list[str] | None = None) -> None:
     and starts a server where one is configured. Never returns."""
     args = sys.argv[1:] if argv is None else argv
     sys.argv = [os.path.join(PACKAGE_DIR, "__main__.py"), *args]  # as `python -m git_handoff` has it
+    asked = False
     try:
         if switch() is not False and _served(args):
             git_dir = common_git_dir()
@@ -420,9 +437,10 @@ def run_fast(argv: list[str] | None = None) -> None:
                 code = handoff(git_dir, fast=True)
                 if code is not None and not isinstance(code, str):
                     _leave_with(code)
+                asked = code == "refused"
     except Exception:  # noqa: BLE001 - any doubt: the full program
         pass
-    full = [sys.executable, "-c", _FULL, PACKAGE_DIR, *args]
+    full = [sys.executable, "-c", _FULL, ("+" if asked else "") + PACKAGE_DIR, *args]
     try:
         os.execv(full[0], full)
     except OSError as exc:

@@ -11,7 +11,12 @@ from __future__ import annotations
 import os
 import sys
 
-MAGIC = b"HANDOFF-CMDSERVER-1"
+MAGIC = b"HANDOFF-CMDSERVER-2"
+# The client's one byte after the worker's `ok`: it still waits, the worker may run the
+# command. A client that gave up on a slow answer never sends it, and runs the command itself.
+GO = b"g"
+# How long the client waits for the server's first answer before it runs the command itself.
+ANSWER_SECONDS = 2.0
 PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 
 

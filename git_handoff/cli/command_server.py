@@ -6,10 +6,13 @@ command tree) once, then listens on `<git dir>/handoff/cmdserver/sock` (the dire
 0700, the socket 0600, both this user's; a peer of another uid is refused by
 SO_PEERCRED). Beside the socket it writes its profile, for the fast client
 (git_handoff/cmdproto.py). Each request carries the client's identity of the code, argv,
-environment, working directory, umask and standard file descriptors; the server forks a
-worker (git_handoff/cli/command_worker.py) that takes all of them on and runs the
-ordinary command-line entry point, then reports the worker's exit status or signal.
-One worker per request: no state of one command reaches the next.
+environment, working directory and umask; a client confined otherwise than the server
+(namespaces, cgroup, seccomp, no_new_privs... in /proc) is refused. The server forks a
+worker (git_handoff/cli/command_worker.py) that takes all of them on, answers `ok`, takes
+the client's standard file descriptors with its go and runs the ordinary command-line
+entry point; the server then reports the worker's exit status or signal. One worker per
+request: no state of one command reaches the next. No peer holds the loop: every
+connection is polled and read only when it has bytes.
 
 It exits when idle for `handoff.commandServerIdle` seconds (or HANDOFF_COMMAND_SERVER_IDLE;
 120 by default), when its socket is removed or replaced, when the switch is turned off,
@@ -24,7 +27,7 @@ import errno
 import fcntl
 import gc
 import os
-import selectors
+import select
 import signal
 import socket
 import sys
@@ -45,6 +48,12 @@ PRELOAD = ("pygit2", "click", "json", "tomllib", "git_handoff.cli", "git_handoff
            "git_handoff.infra.worktree", "git_handoff.infra.task_commands", "git_handoff.cli.sync", "git_handoff.ops.sync")
 MAX_REQUEST = 4 << 20
 LOG_LIMIT = 1 << 20
+# A connection sends its whole request within this many seconds of its accept or is
+# dropped; at most MAX_PENDING are read at once (the oldest goes first). A client sends
+# its request in one write as it connects: only a peer that is not one waits this long.
+REQUEST_SECONDS = 5.0
+MAX_PENDING = 64
+SO_PEERPIDFD = getattr(socket, "SO_PEERPIDFD", 77)  # Linux >= 6.5; Python names it from 3.12
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -99,8 +108,11 @@ class Server:
         self.listener: socket.socket | None = None
         self.inode: tuple[int, int] | None = None
         self.workers: dict[int, socket.socket] = {}
+        self.watched: dict[int, int] = {}  # a worker's connection (fd) -> the worker's pid
+        self.pending: dict[int, _Pending] = {}  # connections whose request is still coming (by fd)
         self.stopping = False
         self.last = time.monotonic()
+        self.confinement: list[str] | None = None
 
     # -- start and stop -----------------------------------------------------------------
 
@@ -132,6 +144,7 @@ class Server:
 
         patterns.compile_all()  # the preloaded modules' regular expressions, not once per worker
         command_worker.keep_stdio()
+        self.confinement = confinement("self")
         gc.collect()
         gc.freeze()  # what the imports made is never walked again, nor copied by a worker's gc
         self._write_profile()
@@ -211,53 +224,64 @@ class Server:
     # -- the loop -------------------------------------------------------------------------
 
     def serve(self) -> None:
+        """One thread, never blocked by a peer: the listener, every request still coming and
+        every worker's connection are polled together, and each is read only when it has
+        something (docs/command-server.md, "Peers that hold the server")."""
         assert self.listener is not None
         wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         signal.set_wakeup_fd(wake_w)
         signal.signal(signal.SIGCHLD, lambda *_: None)
         for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
             signal.signal(sig, self._stop)
-        selector = selectors.DefaultSelector()
-        selector.register(self.listener, selectors.EVENT_READ, "accept")
-        selector.register(wake_r, selectors.EVENT_READ, "wake")
+        self.poller = select.poll()
+        self.poller.register(self.listener.fileno(), select.POLLIN)
+        self.poller.register(wake_r, select.POLLIN)
         self.wake_fds = (wake_r, wake_w)
-        self.selector = selector
         while True:
             self._reap()
+            self._expire()
             if self.stopping and not self.workers:
                 self.note("stop")
                 return
             if self.stopping:
                 self._stop_listening()
-            if not self.workers and time.monotonic() - self.last > self.idle:
+            if not self.workers and not self.pending and time.monotonic() - self.last > self.idle:
                 self.note("idle exit")
                 return
             if not self.stopping and not self._socket_is_ours():
                 self.stopping = True
                 continue
-            for key, _ in selector.select(timeout=min(1.0, self.idle)):
-                if key.data == "wake":
+            wait = min(1.0, self.idle)
+            if self.pending:
+                wait = min(wait, max(0.0, min(p.deadline for p in self.pending.values()) - time.monotonic()))
+            for fd, _events in self.poller.poll(wait * 1000):
+                if fd == wake_r:
                     try:
                         while os.read(wake_r, 512):
                             pass
                     except BlockingIOError:
                         pass
-                elif key.data == "accept":
+                elif self.listener is not None and fd == self.listener.fileno():
                     if not self.stopping:
                         self._accept()
-                else:
-                    self._client_readable(key.data)
+                elif fd in self.pending:
+                    self._read_request(fd)
+                elif fd in self.watched:
+                    self._client_gone(fd)
 
     def _stop(self, *_: object) -> None:
         self.stopping = True
 
     def _stop_listening(self) -> None:
         """Once stopping, while workers still run: no client may wait on a listener nobody
-        accepts on (it would hang until they end), so the socket goes now; a new client
-        then runs in its own process or starts a fresh server."""
+        accepts on (it would hang until they end), so the socket goes now, and so do the
+        requests still coming (their clients run in their own process); a new client then
+        runs in its own process or starts a fresh server."""
         if self.listener is None:
             return
-        self.selector.unregister(self.listener)
+        self.poller.unregister(self.listener.fileno())
+        for fd in list(self.pending):
+            self._drop(fd)
         self.close()
         self.listener = None
 
@@ -273,112 +297,288 @@ class Server:
             self.last = time.monotonic()
             if conn is None:
                 continue
-            try:
-                self.selector.unregister(conn)
-            except (KeyError, ValueError):
-                pass  # already, when its client went away
+            self._unwatch(conn)
             if os.WIFSIGNALED(status):
                 report = f"signal {os.WTERMSIG(status)}\n"
             else:
                 report = f"exit {os.waitstatus_to_exitcode(status)}\n"
             self.note(f"worker {pid}: {report.strip()}")
             try:
-                conn.setblocking(True)
-                conn.sendall(report.encode())
+                conn.send(report.encode())  # a few bytes into an empty buffer: never blocks
             except OSError:
                 pass
             conn.close()
 
-    def _client_readable(self, pid: int) -> None:
-        """A client says nothing after its request: readable means it is gone (killed
-        outright, SIGKILL, no chance to forward anything). Its command dies with it, as it
-        would have in-process."""
-        conn = self.workers.get(pid)
-        if conn is None:
-            return
+    def _unwatch(self, conn: socket.socket) -> None:
+        fd = conn.fileno()
+        if self.watched.pop(fd, None) is not None:
+            self.poller.unregister(fd)
+
+    def _client_gone(self, fd: int) -> None:
+        """A worker's client hung up (the poll asks only for that, never reads: what the
+        client sends after its request is the worker's). It was killed outright (SIGKILL, no
+        chance to forward anything), or it gave up before the worker started: its command
+        dies with it, as it would have in-process."""
+        pid = self.watched.pop(fd)
+        self.poller.unregister(fd)
+        self.note(f"worker {pid}: its client is gone, killed")
         try:
-            data = conn.recv(64)
-        except (BlockingIOError, InterruptedError):
-            return
+            os.kill(pid, signal.SIGKILL)
         except OSError:
-            data = b""
-        if not data:
-            self.selector.unregister(conn)
-            self.note(f"worker {pid}: its client is gone, killed")
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
+            pass
+
+    # -- requests -------------------------------------------------------------------------
 
     def _accept(self) -> None:
+        """Take every waiting connection; read none of them here. A peer of another uid is
+        closed unanswered; the others wait, each on its own, for their requests."""
         assert self.listener is not None
-        try:
-            conn, _ = self.listener.accept()
-        except (BlockingIOError, InterruptedError):
-            return
-        self.last = time.monotonic()
-        fds: list[int] = []
-        try:
-            conn.setblocking(True)
-            conn.settimeout(5)
-            creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12)
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError:
+                return  # out of fds: the connection stays in the backlog until one is free
+            self.last = time.monotonic()
+            conn.setblocking(False)
+            try:
+                creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12)
+            except OSError:
+                conn.close()
+                continue
+            pid = int.from_bytes(creds[0:4], sys.byteorder)
             uid = int.from_bytes(creds[4:8], sys.byteorder)
             if uid != os.geteuid():
                 self.note(f"refused a peer of uid {uid}")
-                return  # another user: closed unanswered
-            fields, fds = _receive(conn)
-            if len(fds) != 3 or not fields:
-                conn.sendall(b"refused bad request\n")
+                conn.close()  # another user: closed unanswered
+                continue
+            if len(self.pending) >= MAX_PENDING:
+                oldest = min(self.pending, key=lambda fd: self.pending[fd].deadline)
+                self.note("dropped a connection: too many requests still coming")
+                self._drop(oldest)
+            self.pending[conn.fileno()] = _Pending(conn, pid, _peer_pidfd(conn), time.monotonic() + REQUEST_SECONDS)
+            self.poller.register(conn.fileno(), select.POLLIN)
+
+    def _expire(self) -> None:
+        now = time.monotonic()
+        for fd in [fd for fd, p in self.pending.items() if p.deadline <= now]:
+            self.note(f"dropped a connection that sent no whole request in {REQUEST_SECONDS:g}s")
+            self._drop(fd)
+
+    def _drop(self, fd: int, answer: bytes | None = None) -> None:
+        """The request of connection `fd` is done with: answered (a refusal) or not, closed
+        with the descriptors it brought."""
+        p = self.pending.pop(fd)
+        self.poller.unregister(fd)
+        if answer is not None and p.conn is not None:
+            _send(p.conn, answer)
+        p.close()
+
+    def _read_request(self, fd: int) -> None:
+        """What connection `fd` has sent so far, without waiting; once its request is whole,
+        the answer."""
+        p = self.pending[fd]
+        assert p.conn is not None
+        try:
+            data, ancdata, _flags, _addr = p.conn.recvmsg(65536, socket.CMSG_SPACE(3 * 4))
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            data, ancdata = b"", []
+        for level, kind, payload in ancdata:
+            if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+                p.fds += [int.from_bytes(payload[i:i + 4], sys.byteorder) for i in range(0, len(payload) - 3, 4)]
+        if not data:
+            self._drop(fd)  # gone before its request was whole
+            return
+        p.data += data
+        head = len(cmdproto.MAGIC) + 8
+        if len(p.data) < head:
+            return
+        if not p.data.startswith(cmdproto.MAGIC):
+            self._drop(fd, b"refused bad request\n")
+            return
+        size = int.from_bytes(p.data[len(cmdproto.MAGIC) + 4:head], "big")
+        if size > MAX_REQUEST or len(p.data) > head + size:
+            self._drop(fd, b"refused bad request\n")
+            return
+        if len(p.data) < head + size:
+            return
+        fields = cmdproto.unframe(bytes(p.data))
+        self.pending.pop(fd)
+        self.poller.unregister(fd)
+        try:
+            self._answer(p, fields or [])
+        finally:
+            p.close()
+
+    def _answer(self, p: _Pending, fields: list[bytes]) -> None:
+        """A whole request: refused (a reason on one line), stale, or a worker forked to run
+        it, whose connection is then watched for its client's end."""
+        conn = p.conn
+        assert conn is not None
+        if p.fds or not fields:  # the descriptors come with the go, to the worker
+            _send(conn, b"refused bad request\n")
+            return
+        differs = self._confined_otherwise(p)
+        if differs:
+            _send(conn, b"refused another confinement\n")
+            self.note(f"refused a client confined otherwise ({differs}): it runs in its own process")
+            return
+        if fields[0] != self.identity + b"\0\0" + self.config:
+            if cmdproto.identity(_environ()) != self.identity or not self._config_keeps_serving():
+                _send(conn, b"stale\n")
+                self.note("stale: the code or the git config changed since the start")
+                self.stopping = True  # a fresh server will start
                 return
             if fields[0] != self.identity + b"\0\0" + self.config:
-                if cmdproto.identity(_environ()) != self.identity or not self._config_keeps_serving():
-                    conn.sendall(b"stale\n")
-                    self.note("stale: the code or the git config changed since the start")
-                    self.stopping = True  # a fresh server will start
-                    return
-                if fields[0] != self.identity + b"\0\0" + self.config:
-                    conn.sendall(b"refused another interpreter or environment\n")
-                    self.note("refused a client of another interpreter, code or environment")
-                    return
+                _send(conn, b"refused another interpreter or environment\n")
+                self.note("refused a client of another interpreter, code or environment")
+                return
+        try:
             pid = os.fork()
-            if pid == 0:
-                self._worker(conn, fields[1:], fds)  # never returns
-            self.workers[pid] = conn
-            conn.setblocking(False)
-            self.selector.register(conn, selectors.EVENT_READ, pid)
-            self.note(f"worker {pid}: {_command(fields)}")
-            conn = None  # type: ignore[assignment]  # kept for the exit report
-        except (OSError, ValueError):
-            pass
-        finally:
-            for fd in fds:  # the worker has its own copies
-                try:
-                    os.close(fd)
-                except OSError:
-                    pass
-            if conn is not None:
-                conn.close()
+        except OSError:
+            return  # closed unanswered: the client runs the command itself
+        if pid == 0:
+            self._worker(conn, fields[1:])  # never returns
+        self.workers[pid] = conn
+        self.watched[conn.fileno()] = pid
+        self.poller.register(conn.fileno(), select.POLLRDHUP)
+        self.note(f"worker {pid}: {_command(fields)}")
+        p.conn = None  # kept for the exit report
+
+    def _confined_otherwise(self, p: _Pending) -> str:
+        """What of the client's confinement differs from the server's ("" when nothing): a
+        worker runs with the server's, so a client in another sandbox is not served."""
+        if p.pid <= 0:
+            return "its process is not visible here"
+        theirs = confinement(p.pid)
+        if p.pidfd is not None and select.select([p.pidfd], [], [], 0)[0]:
+            return "its process ended"  # the pid read above may be another process's by now
+        if theirs is None or self.confinement is None:
+            return "its /proc cannot be read"
+        return ", ".join(mine.split(" ", 1)[0] for mine, other in zip(self.confinement, theirs, strict=True)
+                         if mine != other)
 
     # -- the worker ---------------------------------------------------------------------
 
-    def _worker(self, conn: socket.socket, fields: list[bytes], fds: list[int]) -> None:
+    def _worker(self, conn: socket.socket, fields: list[bytes]) -> None:
         try:
+            # the forwarded signals wait until the command runs (command_worker.run): one
+            # landing while the worker waits for its client's go would end it unreported
+            signal.pthread_sigmask(signal.SIG_BLOCK, command_worker.forwarded_signals())
             signal.set_wakeup_fd(-1)
-            self.selector.close()
             for fd in self.wake_fds:
                 os.close(fd)
             if self.listener is not None:  # gone already when the server was stopping
                 self.listener.close()
             for other in self.workers.values():
                 other.close()
+            for other_request in self.pending.values():  # nor another client's pipes
+                other_request.close()
             for fd in (self.lock_fd, self.log_fd, self.dir_fd):
                 os.close(fd)
-            conn.settimeout(None)
-            command_worker.take_on(fields, fds)
+            conn.setblocking(True)
+            command_worker.take_on(fields)
             conn.sendall(f"ok {os.getpid()}\n".encode())
+            # The client's go, with its fds 0-2: it still waits for this command (one that
+            # gave up on a slow answer runs it itself, and then this worker must not). Its
+            # descriptors travel only now: a server that never answered holds none of them
+            # (a caller reading the command's stdout to its end would wait on it).
+            go, ancdata, _flags, _addr = conn.recvmsg(len(cmdproto.GO), socket.CMSG_SPACE(3 * 4))
+            fds = [int.from_bytes(payload[i:i + 4], sys.byteorder)
+                   for level, kind, payload in ancdata if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS
+                   for i in range(0, len(payload) - 3, 4)]
+            if go != cmdproto.GO or len(fds) != 3:
+                os._exit(70)
+            command_worker.take_fds(fds)
         except BaseException:  # noqa: BLE001 - the worker must end here, never in the server's loop
             os._exit(70)
         command_worker.run()
+
+
+class _Pending:
+    """A connection whose request is still coming: what it sent so far, the descriptors it
+    passed, its peer's pid (SO_PEERCRED) and pidfd, and when it is dropped."""
+
+    __slots__ = ("conn", "data", "deadline", "fds", "pid", "pidfd")
+
+    def __init__(self, conn: socket.socket, pid: int, pidfd: int | None, deadline: float) -> None:
+        self.conn: socket.socket | None = conn
+        self.pid = pid
+        self.pidfd = pidfd
+        self.deadline = deadline
+        self.data = bytearray()
+        self.fds: list[int] = []
+
+    def close(self) -> None:
+        """Close what the server holds of it (the connection unless a worker took it)."""
+        for fd in [*self.fds, *([self.pidfd] if self.pidfd is not None else [])]:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self.fds, self.pidfd = [], None
+        if self.conn is not None:
+            self.conn.close()
+
+
+def _send(conn: socket.socket, answer: bytes) -> None:
+    try:
+        conn.send(answer)
+    except OSError:
+        pass
+
+
+def _peer_pidfd(conn: socket.socket) -> int | None:
+    """A pidfd of the connecting process (Linux >= 6.5), to know it has not ended while its
+    /proc was read; None where the kernel has none."""
+    try:
+        return int(conn.getsockopt(socket.SOL_SOCKET, SO_PEERPIDFD))
+    except OSError:
+        return None
+
+
+# -- confinement -----------------------------------------------------------------------------
+
+NAMESPACES = ("mnt", "pid", "net", "user", "ipc", "uts", "cgroup")
+# the lines of /proc/<pid>/status that say what the process may do
+STATUS_LINES = ("Uid", "Gid", "Groups", "NoNewPrivs", "Seccomp", "Seccomp_filters",
+                "CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb")
+
+
+def confinement(pid: int | str) -> list[str] | None:
+    """How process `pid` ("self": this one) is confined, as /proc shows it, one "what value"
+    item each: its namespaces, root directory, cgroups, LSM label, ids, no_new_privs,
+    seccomp mode and filter count, capabilities. None when it cannot be read (another
+    user's, gone). Two processes with the same list run under the same sandbox; Landlock
+    shows nowhere, but an unprivileged process must set no_new_privs to apply it."""
+    base = f"/proc/{pid}"
+    items = []
+    try:
+        for ns in NAMESPACES:
+            try:
+                items.append(f"ns/{ns} {os.readlink(f'{base}/ns/{ns}')}")
+            except FileNotFoundError:
+                if not os.path.isdir(base):
+                    return None
+                items.append(f"ns/{ns} -")  # a kernel without this kind of namespace
+        root = os.stat(f"{base}/root")
+        items.append(f"root {root.st_dev}:{root.st_ino}")
+        with open(f"{base}/cgroup", "rb") as f:
+            items.append(f"cgroup {f.read().decode(errors='replace')!r}")
+        try:
+            with open(f"{base}/attr/current", "rb") as f:
+                items.append(f"lsm {f.read().decode(errors='replace').strip()}")
+        except OSError:
+            items.append("lsm -")
+        with open(f"{base}/status", "rb") as f:
+            status = dict(line.decode(errors="replace").split(":", 1) for line in f if b":" in line)
+    except OSError:
+        return None
+    items += [f"{key} {status.get(key, '-').split()}" for key in STATUS_LINES]
+    return items
 
 
 def _lock(fd: int, wait: float = 10.0) -> bool:
@@ -406,38 +606,6 @@ def _command(fields: list[bytes]) -> str:
 
 def _environ() -> dict[str, str]:
     return dict(os.environ)
-
-
-def _receive(conn: socket.socket) -> tuple[list[bytes], list[int]]:
-    fds: list[int] = []
-    data, ancdata, _flags, _addr = conn.recvmsg(65536, socket.CMSG_SPACE(3 * 4))
-    for level, kind, payload in ancdata:
-        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
-            fds += [int.from_bytes(payload[i:i + 4], sys.byteorder) for i in range(0, len(payload) - 3, 4)]
-    head = len(cmdproto.MAGIC) + 8
-    while len(data) < head:
-        more = conn.recv(65536)
-        if not more:
-            return [], fds
-        data += more
-    if not data.startswith(cmdproto.MAGIC):
-        return [], fds
-    count = int.from_bytes(data[len(cmdproto.MAGIC):len(cmdproto.MAGIC) + 4], "big")
-    size = int.from_bytes(data[len(cmdproto.MAGIC) + 4:head], "big")
-    if size > MAX_REQUEST:
-        return [], fds
-    body = bytearray(data[head:])
-    while len(body) < size:
-        more = conn.recv(65536)
-        if not more:
-            return [], fds
-        body += more
-    fields, at = [], 0
-    for _ in range(count):
-        n = int.from_bytes(body[at:at + 4], "big")
-        fields.append(bytes(body[at + 4:at + 4 + n]))
-        at += 4 + n
-    return fields, fds
 
 
 def is_running(git_dir: str) -> bool:

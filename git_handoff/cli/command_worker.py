@@ -1,8 +1,7 @@
 """A command server's worker: become the client, then run the command.
 
 The server (git_handoff/cli/command_server.py) forks one worker per request. The worker
-takes on what the request carries - the client's standard file descriptors, working
-directory, umask, ignored signals, argv and whole environment (nothing of the server's
+takes on what the request carries - the working directory, umask, ignored signals, argv and whole environment (nothing of the server's
 own environment stays) - rebuilds sys.stdin/stdout/stderr as Python makes them at start,
 and runs the ordinary entry point `git_handoff.cli.main`, ending through
 `infra/exit_fast.py` with the command's status.
@@ -27,6 +26,7 @@ def run() -> NoReturn:
     """The command, as the program would run it: its exit code, or the traceback and 1."""
     code: str | int | None = 1
     try:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, forwarded_signals())  # blocked since the fork
         from git_handoff.cli import main
 
         main()
@@ -39,17 +39,17 @@ def run() -> NoReturn:
     exit_fast.leave(code)
 
 
-def take_on(fields: list[bytes], fds: list[int]) -> None:
-    """Become the client: its fds 0-2, directory, umask, signals ignored, argv and
-    environment (the server's own environment is dropped whole)."""
+def forwarded_signals() -> set[signal.Signals]:
+    """The signals the client forwards to its worker (cmdclient.FORWARDED)."""
+    return {getattr(signal, name) for name in cmdclient.FORWARDED}
+
+
+def take_on(fields: list[bytes]) -> None:
+    """Become the client: its directory, umask, signals ignored, argv and environment
+    (the server's own environment is dropped whole); its fds come with its go (`take_fds`)."""
     cwd, umask, ignored, argc = fields[0], int(fields[1]), fields[2], int(fields[3])
     argv = [a.decode("utf-8", "surrogateescape") for a in fields[4:4 + argc]]
     env = fields[4 + argc:]
-    for target, fd in enumerate(fds):
-        os.dup2(fd, target, inheritable=True)
-    for fd in fds:
-        if fd > 2:
-            os.close(fd)
     os.chdir(cwd)
     os.umask(umask)
     ignore = {int(n) for n in ignored.split(b",") if n}
@@ -64,6 +64,15 @@ def take_on(fields: list[bytes], fds: list[int]) -> None:
         if key:
             os.environb[key] = value
     sys.argv = argv
+
+
+def take_fds(fds: list[int]) -> None:
+    """The client's standard file descriptors as this process's 0-2, and sys.std* on them."""
+    for target, fd in enumerate(fds):
+        os.dup2(fd, target, inheritable=True)
+    for fd in fds:
+        if fd > 2:
+            os.close(fd)
     _new_stdio()
 
 

@@ -14,13 +14,14 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from git_handoff import cmdclient
+from git_handoff import cmdclient, cmdproto
 from tests.support.cmdserver import (
     another_interpreter,
     blocked_reading_stdin,
@@ -736,3 +737,222 @@ def test_sync_is_served_only_to_a_client_without_a_terminal(project: Path, bin_d
     # what it published is this clone's state, as an in-process sync publishes it
     heads = git("for-each-ref", "--format=%(objectname)", "refs/harness/clones/", cwd=bare).split()
     assert git("rev-parse", "refs/harness/state", cwd=project).strip() in heads
+
+
+# -- peers that hold the server, and clients confined otherwise ------------------------------
+
+HUNG = 20.0  # seconds a served status may take before the test calls it hung
+
+
+def _served_seconds(repo: Path, env: dict[str, str], timeout: float = HUNG) -> float:
+    """The wall time of one served `status` (asserted served), or the timeout when it hung."""
+    before = len(served(repo))
+    start = time.monotonic()
+    try:
+        got = run_cmd(["git-handoff", "status"], repo, env, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return timeout
+    took = time.monotonic() - start
+    assert got.returncode == 0, got.stderr
+    assert len(served(repo)) == before + 1, "not served"
+    return took
+
+
+def _median_served_seconds(repo: Path, env: dict[str, str], runs: int = 3) -> float:
+    return sorted(_served_seconds(repo, env) for _ in range(runs))[runs // 2]
+
+
+class _Peers:
+    """Two connections that never send and one that sends a byte a second, to the
+    repository's server (through its directory's fd: a test's path may pass the 107 bytes
+    a socket address holds)."""
+
+    def __init__(self, repo: Path) -> None:
+        self.dir_fd = os.open(server_dir(repo), os.O_RDONLY | os.O_DIRECTORY)
+        self.socks: list[socket.socket] = []
+        self.stop = threading.Event()
+        address = f"/proc/self/fd/{self.dir_fd}/sock"
+        for _ in range(3):
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.connect(address)
+            self.socks.append(s)
+        self.slow = threading.Thread(target=self._trickle, args=(self.socks[2],), daemon=True)
+        self.slow.start()
+
+    def _trickle(self, s: socket.socket) -> None:
+        request = cmdproto.frame([b"x" * 64] * 8)
+        for byte in request:
+            if self.stop.wait(1.0):
+                return
+            try:
+                s.send(bytes([byte]))
+            except OSError:
+                return  # dropped by the server
+
+    def close(self) -> None:
+        self.stop.set()
+        self.slow.join()
+        for s in self.socks:
+            s.close()
+        os.close(self.dir_fd)
+
+
+def test_silent_and_slow_peers_do_not_delay_a_served_command(project: Path, bin_dir: Path) -> None:
+    """Two local connections that never send and one that sends a byte a second hold no
+    served command: each served `status` with them connected takes at most its own time
+    (measured here, without them) plus 0.5 s. Medians of three; measured again once if the
+    machine stalled."""
+    env, _ = start_server(project, bin_dir)
+    for _attempt in range(2):
+        alone = _median_served_seconds(project, env)
+        peers = _Peers(project)
+        try:
+            held = _median_served_seconds(project, env)
+        finally:
+            peers.close()
+        if held <= alone + 0.5 or held >= HUNG:
+            break  # within bounds, or hung: no stall of the machine explains that
+    print(f"served status: {alone:.2f} s alone, {held:.2f} s with two silent peers and a slow sender")
+    assert held <= alone + 0.5, f"a served status took {held:.2f} s with silent and slow peers, {alone:.2f} s alone"
+
+
+# An allow-all seccomp filter, then exec: the process's Seccomp mode becomes 2 (filter) as
+# under an agent CLI's sandbox, and nothing is forbidden. Unprivileged, a filter needs
+# no_new_privs first; as root it does not, so the filter is then the only difference.
+SECCOMP_ALLOW_ALL = """
+import ctypes, os, struct, sys
+libc = ctypes.CDLL(None, use_errno=True)
+if os.geteuid() != 0 and libc.prctl(38, 1, 0, 0, 0):  # PR_SET_NO_NEW_PRIVS
+    sys.exit("no_new_privs: " + os.strerror(ctypes.get_errno()))
+allow = ctypes.create_string_buffer(struct.pack("HBBI", 0x06, 0, 0, 0x7FFF0000))  # BPF_RET|BPF_K: ALLOW
+class Prog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+if libc.prctl(22, 2, ctypes.byref(Prog(1, ctypes.addressof(allow))), 0, 0):  # PR_SET_SECCOMP, FILTER
+    sys.exit("seccomp: " + os.strerror(ctypes.get_errno()))
+os.execvp(sys.argv[1], sys.argv[1:])
+"""
+ROOT = os.geteuid() == 0
+# confinement -> (the command that applies it, what the server names as differing, the
+# line the task's check sees in its own /proc/self/status, or "mnt" for its namespace)
+CONFINED = {
+    "no_new_privs": (["setpriv", "--no-new-privs"], "NoNewPrivs", "NoNewPrivs:\t1"),
+    "mount-namespace": (["unshare", "--mount"] if ROOT else ["unshare", "--user", "--map-root-user", "--mount"],
+                        "ns/mnt", "mnt"),
+    "seccomp-filter": ([sys.executable, "-c", SECCOMP_ALLOW_ALL], "Seccomp", "Seccomp:\t2"),
+}
+
+
+def _confine(name: str) -> list[str]:
+    wrapper = CONFINED[name][0]
+    probe = subprocess.run([*wrapper, "true"], capture_output=True, text=True)
+    if probe.returncode != 0:
+        pytest.skip(f"{name} cannot be applied here: {probe.stderr.strip()}")
+    return wrapper
+
+
+@pytest.mark.needs("setpriv")
+@pytest.mark.needs("unshare")
+@pytest.mark.parametrize("name", CONFINED)
+def test_a_client_confined_otherwise_runs_in_its_own_process_inside_its_confinement(
+        project: Path, bin_dir: Path, tmp_path: Path, name: str) -> None:
+    """An agent CLI's sandbox around the client (no_new_privs, another mount namespace, a
+    seccomp filter): the server refuses it, and the command runs in the client's own
+    process, with the output and exit code of the in-process path; `done` runs the task's
+    check inside the sandbox (its /proc/self says so), not in the server's worker."""
+    wrapper = _confine(name)
+    _, differs, seen = CONFINED[name]
+    report = tmp_path / "report"
+    assert run("done", "t1").rc == 0
+    assert run("add", "probe", "--id", "probe", "--check",
+               f'cat /proc/self/status > "{report}"; readlink /proc/self/ns/mnt >> "{report}"').rc == 0
+    env, server = start_server(project, bin_dir)
+    plain = client_env(bin_dir, server="0")
+    assert run_cmd(["git-handoff", "status"], project, env).returncode == 0
+    assert served(project) == ["status"]  # unconfined: served
+    want = run_cmd(["git-handoff", "status"], project, plain)
+    for argv in (["git-handoff", "status"], ["git", "handoff", "status"], fast(["status"])):
+        got = run_cmd([*wrapper, *argv], project, env)
+        assert (got.returncode, got.stdout) == (want.returncode, want.stdout), (argv, got.stderr)
+    assert run_cmd([*wrapper, "git-handoff", "claim", "probe"], project, env).returncode == 0
+    got = run_cmd([*wrapper, "git-handoff", "done", "probe"], project, env)
+    assert got.returncode == 0, got.stderr
+    assert served(project) == ["status"]  # none of the confined ones
+    refusals = [line for line in log_lines(project) if line.startswith("refused a client confined otherwise")]
+    assert len(refusals) == 5 and all(differs in line for line in refusals), refusals
+    checked = report.read_text()
+    if seen == "mnt":
+        assert checked.splitlines()[-1] != os.readlink(f"/proc/{server}/ns/mnt")
+    else:
+        assert seen in checked.splitlines()
+    assert server_pids(project) == [server]  # the server stays for its equals
+    assert run_cmd(["git-handoff", "status"], project, env).returncode == 0
+    assert served(project) == ["status", "status"]
+
+
+def test_a_server_that_does_not_answer_is_given_up_and_the_command_runs_here(project: Path, bin_dir: Path) -> None:
+    """A socket that accepts nothing (a server stopped, or stuck): the client, full or
+    fast, waits `cmdproto.ANSWER_SECONDS` for an answer, then runs the command itself, with
+    the in-process path's output, starting no other server; the fast one asks only once."""
+    env = client_env(bin_dir, server="1")
+    where = server_dir(project)
+    where.mkdir(parents=True, mode=0o700)
+    dir_fd = os.open(where, os.O_RDONLY | os.O_DIRECTORY)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        old = os.umask(0o177)
+        try:
+            listener.bind(f"/proc/self/fd/{dir_fd}/sock")
+        finally:
+            os.umask(old)
+        listener.listen(8)
+        want = run_cmd(["git-handoff", "status"], project, client_env(bin_dir, server="0"))
+        for argv in (["git-handoff", "status"], fast(["status"])):
+            start = time.monotonic()
+            got = run_cmd(argv, project, env, timeout=60)
+            took = time.monotonic() - start
+            assert (got.returncode, got.stdout) == (want.returncode, want.stdout), got.stderr
+            assert cmdproto.ANSWER_SECONDS <= took < cmdproto.ANSWER_SECONDS + 20, took
+        listener.setblocking(False)
+        asked = 0
+        while True:
+            try:
+                listener.accept()[0].close()
+            except BlockingIOError:
+                break
+            asked += 1
+        assert asked == 2  # one connection each
+        assert not server_pids(project)
+    finally:
+        listener.close()
+        os.close(dir_fd)
+
+
+def test_a_client_that_gives_up_after_the_worker_started_has_nothing_run(project: Path, bin_dir: Path) -> None:
+    """The worker answers `ok`, then waits for the client's go before it runs anything: a
+    client that gave up (and runs the command itself) never sends it, so the command is
+    not run twice. Here a raw client sends `done t1` and hangs up on the `ok`."""
+    env, _ = start_server(project, bin_dir)
+    git_dir = str((project / ".git").resolve())
+    dir_fd = os.open(server_dir(project), os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        profile = cmdproto.read_profile(dir_fd)
+        assert profile is not None
+        who = cmdproto.identity(env, profile[0]) + b"\0\0" + cmdproto.config_stamp(git_dir)
+        argv = [str(bin_dir / "git-handoff"), "done", "t1"]
+        fields = [who, str(project).encode(), b"18", b"", str(len(argv)).encode(), *(a.encode() for a in argv),
+                  *(f"{k}={v}".encode() for k, v in env.items())]
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            s.settimeout(30)
+            s.connect(f"/proc/self/fd/{dir_fd}/sock")
+            s.sendall(cmdproto.frame(fields))
+            answer = s.recv(100)  # and no go (nor the fds that come with it)
+        assert answer.startswith(b"ok "), answer
+        worker = int(answer.split()[1])
+        wait_for(lambda: any(line.startswith(f"worker {worker}: ") and line.split(": ", 1)[1].startswith(("exit", "signal"))
+                             for line in log_lines(project)), "the worker's end")
+    finally:
+        os.close(dir_fd)
+    assert served(project) == ["done t1"]
+    shown = json.loads(run("show", "t1", "--json").out)
+    assert shown["status"] != "done", shown  # not run
+    assert run("done", "t1").rc == 0  # still the claim's to end

@@ -35,6 +35,8 @@ OPTIONAL = {
     "tmux": "tmux",
     "zsh": "zsh",
     "man": "man-db",
+    "setpriv": "util-linux",  # a client under no_new_privs, as an agent CLI's sandbox starts it
+    "unshare": "util-linux",  # a client in another mount namespace
 }
 
 
