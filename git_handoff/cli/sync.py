@@ -123,9 +123,8 @@ def trust_cmd(ids: tuple[str, ...], approve_all: bool, list_approved: bool, list
     from git_handoff.ops import approvals
 
     store = get_store()
-    request = approvals.plan(ids=ids, approve_all=approve_all, list_approved=list_approved,
-                             list_writers=list_writers, writer_keys=writer_keys)
-    answer = approvals.trust(store, request, with_writers=not as_json)
+    answer = approvals.trust(store, ids=ids, approve_all=approve_all, list_approved=list_approved,
+                             list_writers=list_writers, writer_keys=writer_keys, with_writers=not as_json)
     if as_json:
         emit_json(_trust_json(answer))
         return

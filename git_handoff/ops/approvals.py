@@ -1,7 +1,7 @@
 """`trust`: what came from elsewhere, listed or approved - the commands other clones put in
 the state (state/trust.py) and the writers handoff.allowedSigners does not list
 (state/writers.py). `plan` reads the options into one request (pure: it refuses a mix of
-them); `trust` carries it out."""
+them) that `trust` carries out."""
 
 from __future__ import annotations
 
@@ -63,9 +63,13 @@ def plan(*, ids: tuple[str, ...] = (), approve_all: bool = False, list_approved:
     return TrustRequest("approve", ids=ids, approve_all=approve_all)
 
 
-def trust(store: StateStore, request: TrustRequest, *, with_writers: bool = False) -> TrustAnswer:
-    """Carry out `request` on this clone. `with_writers`: a listing of the untrusted commands
-    also names the writers waiting for an approval (what its text closes with)."""
+def trust(store: StateStore, *, ids: tuple[str, ...] = (), approve_all: bool = False, list_approved: bool = False,
+          list_writers: bool = False, writer_keys: tuple[str, ...] = (), with_writers: bool = False) -> TrustAnswer:
+    """`trust` with these options (`plan`), carried out on this clone. `with_writers`: a
+    listing of the untrusted commands also names the writers waiting for an approval (what
+    its text closes with)."""
+    request = plan(ids=ids, approve_all=approve_all, list_approved=list_approved, list_writers=list_writers,
+                   writer_keys=writer_keys)
     mode = request.mode
     if mode == "approve-writers":
         return TrustAnswer(mode, keys=writers.approve_keys(store.repo, request.keys))
