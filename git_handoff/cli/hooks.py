@@ -203,60 +203,73 @@ def hooks_uninstall_cmd(agent: str | None, no_mcp: bool, unattended: bool, as_js
 def hooks_status_cmd(agent: str | None, as_json: bool) -> None:
     """Which hooks are installed, and the thresholds that trigger a handoff
     (with --agent NAME: only that agent's hooks)."""
-    from git_handoff.agent_cli import registry
     from git_handoff.ops import hook_install
 
-    if agent in hook_install.AGENT_SPECS:
-        one: dict[str, Any] = dict(hook_install.agent_status(_repo(), hook_install.AGENT_SPECS[agent], with_mcp=True))
-        if as_json:
-            emit_json(one)
-            return
-        click.echo(f"{agent} hooks: {'installed' if one['installed'] else 'not installed'} ({one['settings']})")
-        for event, there in one["events"].items():
-            click.echo(f"  {event}: {'yes' if there else 'no'}")
-        if "trusted" in one:  # a CLI whose hooks need their trust recorded (Codex)
-            click.echo(f"  trusted in {one['codex_config']}: {'yes' if one['trusted'] else 'no'}"
-                       + ("" if one["trusted"] or not one["installed"] else " (run `git handoff hooks install --agent codex` again)"))
-        if one.get("problem"):
-            click.echo(f"  problem: {one['problem']}")
-        mcp = one["mcp"]
-        click.echo(f"  mcp server 'handoff': {'registered' if mcp['registered'] else 'not registered'} "
-                   f"({mcp['config']})" + (f"; {mcp['problem']}" if mcp.get("problem") else ""))
-        for note in _agent_notes(one):
-            click.echo(f"  note: {note}")
-        return
-    result: dict[str, Any] = dict(hook_install.status(_repo()))
-    if agent == "claude":
-        claude = {"agent": "claude", "settings": result["claude_settings"], "installed": result["claude"],
-                  "mcp": result["claude_mcp"], "unattended": result["claude_unattended"]}
-        if as_json:
-            emit_json(claude)
-        else:
-            state = "installed" if claude["installed"] else "not installed"
-            click.echo(f"claude code hooks: {state} ({claude['settings']})")
-            mcp = result["claude_mcp"]
-            click.echo(f"mcp server 'handoff': {'registered' if mcp['registered'] else 'not registered'} "
-                       f"({mcp['mcp_json']})" + (f"; {mcp['problem']}" if mcp.get("problem") else ""))
-            click.echo(f"unattended (skipDangerousModePermissionPrompt in .claude/settings.local.json): "
-                       f"{'yes' if claude['unattended'] else 'no'}")
-        return
+    # the text below reads whichever of the three shapes `status_of` answered: a plain mapping
+    found: dict[str, Any] = dict(hook_install.status_of(_repo(), agent))
     if as_json:
-        emit_json(result)
+        emit_json(found)
         return
-    state = "installed" if result["installed"] else "not installed"
-    click.echo(f"post-commit: {state} ({result['post_commit']})")
+    lines = (_status_lines(found) if agent is None else _claude_status_lines(found) if agent == "claude"
+             else _agent_status_lines(agent, found))
+    for line in lines:
+        click.echo(line)
+
+
+def _yes(value: object) -> str:
+    return "yes" if value else "no"
+
+
+def _installed(value: object) -> str:
+    return "installed" if value else "not installed"
+
+
+def _registered(value: object) -> str:
+    return "registered" if value else "not registered"
+
+
+def _agent_status_lines(agent: str, one: dict[str, Any]) -> list[str]:
+    """`hooks status --agent codex|gemini`."""
+    lines = [f"{agent} hooks: {_installed(one['installed'])} ({one['settings']})"]
+    lines += [f"  {event}: {_yes(there)}" for event, there in one["events"].items()]
+    if "trusted" in one:  # a CLI whose hooks need their trust recorded (Codex)
+        again = "" if one["trusted"] or not one["installed"] else " (run `git handoff hooks install --agent codex` again)"
+        lines.append(f"  trusted in {one['codex_config']}: {_yes(one['trusted'])}{again}")
+    if one.get("problem"):
+        lines.append(f"  problem: {one['problem']}")
+    mcp = one["mcp"]
+    lines.append(f"  mcp server 'handoff': {_registered(mcp['registered'])} ({mcp['config']})"
+                 + (f"; {mcp['problem']}" if mcp.get("problem") else ""))
+    return lines + [f"  note: {note}" for note in _agent_notes(one)]
+
+
+def _claude_status_lines(claude: dict[str, Any]) -> list[str]:
+    """`hooks status --agent claude`."""
+    mcp = claude["mcp"]
+    return [f"claude code hooks: {_installed(claude['installed'])} ({claude['settings']})",
+            f"mcp server 'handoff': {_registered(mcp['registered'])} ({mcp['mcp_json']})"
+            + (f"; {mcp['problem']}" if mcp.get("problem") else ""),
+            "unattended (skipDangerousModePermissionPrompt in .claude/settings.local.json): "
+            f"{_yes(claude['unattended'])}"]
+
+
+def _status_lines(result: dict[str, Any]) -> list[str]:
+    """`hooks status`: the post-commit hook, the thresholds, each agent CLI's hooks and MCP entry."""
+    from git_handoff.agent_cli import registry
+    from git_handoff.ops.hook_install import AGENT_SPECS
+
+    others = list(AGENT_SPECS)  # the CLIs besides Claude Code, each with its two keys
+    lines = [f"post-commit: {_installed(result['installed'])} ({result['post_commit']})"]
     if result["chained_user_hook"]:
-        click.echo("  chained: your own post-commit hook runs first")
-    click.echo(f"notes.rewriteRef refs/notes/harness: {'yes' if result['notes_rewrite_ref'] else 'no'}")
-    click.echo(f"handoff.commitsPerSession: {result['commits_per_session'] or 'unset'}")
-    click.echo(f"handoff.tasksPerSession: {result['tasks_per_session'] or 'unset'}")
-    click.echo(f"claude code hooks: {'installed' if result['claude'] else 'not installed'}")
-    for name in hook_install.AGENT_SPECS:
-        click.echo(f"{name} hooks: {'installed' if result[name] else 'not installed'}")
-    click.echo(f"mcp server 'handoff' (.mcp.json): {'registered' if result['claude_mcp']['registered'] else 'not registered'}")
-    for name in hook_install.AGENT_SPECS:
-        click.echo(f"mcp server 'handoff' ({registry.get(name).MCP_CONFIG}): "
-                   f"{'registered' if result[f'{name}_mcp']['registered'] else 'not registered'}")
+        lines.append("  chained: your own post-commit hook runs first")
+    lines += [f"notes.rewriteRef refs/notes/harness: {_yes(result['notes_rewrite_ref'])}",
+              f"handoff.commitsPerSession: {result['commits_per_session'] or 'unset'}",
+              f"handoff.tasksPerSession: {result['tasks_per_session'] or 'unset'}",
+              f"claude code hooks: {_installed(result['claude'])}"]
+    lines += [f"{name} hooks: {_installed(result[name])}" for name in others]
+    lines.append(f"mcp server 'handoff' (.mcp.json): {_registered(result['claude_mcp']['registered'])}")
+    return lines + [f"mcp server 'handoff' ({registry.get(name).MCP_CONFIG}): "
+                    f"{_registered(result[f'{name}_mcp']['registered'])}" for name in others]
 
 
 @click.command("hook")

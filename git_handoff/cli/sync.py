@@ -10,8 +10,11 @@ from git_handoff.cli import emit_json, get_store, json_option, visible
 from git_handoff.cli.progress import Progress
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from git_handoff.ops.approvals import TrustAnswer
     from git_handoff.ops.sync import SyncReport
-    from git_handoff.state.store import StateStore
+    from git_handoff.state.writers import PendingWriter
 
 
 class ApprovedWriters(TypedDict):
@@ -117,100 +120,93 @@ def trust_cmd(ids: tuple[str, ...], approve_all: bool, list_approved: bool, list
     each further line of a script marked `    | `: read it before you approve it. An
     agent is never told to approve a command: it is told to ask a person.
     """
-    from git_handoff.state import trust as ops
+    from git_handoff.ops import approvals
 
     store = get_store()
-    if list_writers or writer_keys:
-        _trust_writers(store, ids, approve_all or list_approved, writer_keys, as_json)
-        return
-    if list_approved:
-        if ids or approve_all:
-            from git_handoff.core.errors import UsageError
-
-            raise UsageError("--approved lists; it takes no task IDs and no --all")
-        given = ops.approved(store.repo)
-        if as_json:
-            emit_json(given)
-            return
-        for entry in given:
-            click.echo(visible(entry["command"], lines=True))
-            click.echo(f"    at {', '.join(entry['places']) or '(no place: approved before places were kept)'}")
-        return
-    if not ids and not approve_all:
-        from git_handoff.ops.history import ensure_history
-
-        ensure_history(store)  # where each command came from may lie below a shallow join's cut
-        items = ops.untrusted(store)
-        if as_json:
-            emit_json(items)
-            return
-        if not items:
-            click.echo("every command in the state is trusted on this clone")
-            _writers_note(store)
-            return
-        for item in items:
-            who = visible(item.get("introduced_by") or "?")
-            when = item.get("introduced_at") or "?"
-            uses = item["uses"]
-            more = f" (and {len(uses) - 1} more use(s))" if len(uses) > 1 else ""
-            click.echo(f"{item['id']} {item['kind']}: {visible(item['command'], lines=True)}{more}")
-            click.echo(f"    at {', '.join(u['place'] for u in uses[:5])}" + (", ..." if len(uses) > 5 else ""))
-            if item.get("trusted_at"):
-                click.echo(f"    (this text is approved at {', '.join(item['trusted_at'][:5])}, not here)")
-            click.echo(f"    introduced by {who} at {when}" + (f" ({commit[:10]})" if (commit := item.get("commit")) else ""))
-        click.echo("read each command whole before you approve it: `git handoff trust ID...` approves the ones "
-                   "listed for those tasks, `git handoff trust --all` every one listed")
-        _writers_note(store)
-        return
-    approved = ops.approve(store, ids, approve_all=approve_all)
+    answer = approvals.trust(store, ids=ids, approve_all=approve_all, list_approved=list_approved,
+                             list_writers=list_writers, writer_keys=writer_keys, with_writers=not as_json)
     if as_json:
-        emit_json(approved)
+        emit_json(_trust_json(answer))
         return
-    if not approved:
-        click.echo("nothing to trust")
-    for item in approved:
-        click.echo(f"trusted {item['id']} {item['kind']}: {visible(item['command'], lines=True)}")
+    for line in _TRUST_TEXT[answer.mode](answer):
+        click.echo(line)
 
 
-def _writers_note(store: StateStore) -> None:
-    from git_handoff.state import writers
+def _trust_json(answer: TrustAnswer) -> object:
+    """`trust --json`: the list of its mode, or for `--writer KEY` the keys approved."""
+    if answer.mode == "approve-writers":
+        approved: ApprovedWriters = {"approved_writers": answer.keys}
+        return approved
+    return {"untrusted": answer.commands, "approve": answer.commands, "approved": answer.approvals,
+            "writers": answer.writers}[answer.mode]
 
-    pending = writers.pending_writers(store.repo)
-    if pending:
-        count = sum(len(p["tasks"]) for p in pending)
-        click.echo(f"{count} task(s) were last written by {len(pending)} writer(s) this clone has not approved: "
-                   "`git handoff trust --writers` lists them")
+
+def _untrusted_lines(answer: TrustAnswer) -> list[str]:
+    """`trust`: each command from elsewhere, where it is used and who brought it."""
+    items = answer.commands
+    if not items:
+        return ["every command in the state is trusted on this clone", *_writers_note(answer.writers)]
+    lines = []
+    for item in items:
+        who = visible(item.get("introduced_by") or "?")
+        when = item.get("introduced_at") or "?"
+        uses = item["uses"]
+        more = f" (and {len(uses) - 1} more use(s))" if len(uses) > 1 else ""
+        lines.append(f"{item['id']} {item['kind']}: {visible(item['command'], lines=True)}{more}")
+        lines.append(f"    at {', '.join(u['place'] for u in uses[:5])}" + (", ..." if len(uses) > 5 else ""))
+        if item.get("trusted_at"):
+            lines.append(f"    (this text is approved at {', '.join(item['trusted_at'][:5])}, not here)")
+        lines.append(f"    introduced by {who} at {when}" + (f" ({commit[:10]})" if (commit := item.get("commit")) else ""))
+    lines.append("read each command whole before you approve it: `git handoff trust ID...` approves the ones "
+                 "listed for those tasks, `git handoff trust --all` every one listed")
+    return lines + _writers_note(answer.writers)
 
 
-def _trust_writers(store: StateStore, ids: tuple[str, ...], other: bool, keys: tuple[str, ...], as_json: bool) -> None:
-    """`trust --writers` (list) and `trust --writer KEY` (approve)."""
-    from git_handoff.core.errors import UsageError
-    from git_handoff.state import writers
+def _approved_lines(answer: TrustAnswer) -> list[str]:
+    """`trust --approved`: each approved command and the places it is approved for."""
+    lines = []
+    for entry in answer.approvals:
+        lines.append(visible(entry["command"], lines=True))
+        lines.append(f"    at {', '.join(entry['places']) or '(no place: approved before places were kept)'}")
+    return lines
 
-    if ids or other:
-        raise UsageError("--writers and --writer take no task IDs, --all or --approved")
-    if keys:
-        approved = writers.approve_keys(store.repo, keys)
-        if as_json:
-            answer: ApprovedWriters = {"approved_writers": approved}
-            emit_json(answer)
-            return
-        for key in approved:
-            click.echo(f"approved writer {key}: the tasks it writes are offered to agents on this clone")
-        return
-    if not writers.enabled(store.repo):
-        raise UsageError("handoff.allowedSigners is not set: every writer's tasks are offered (see "
-                         "docs/allowed-signers.md)")
-    pending = writers.pending_writers(store.repo)
-    if as_json:
-        emit_json(pending)
-        return
+
+def _approve_lines(answer: TrustAnswer) -> list[str]:
+    """`trust ID...` and `trust --all`: what was approved."""
+    return [f"trusted {item['id']} {item['kind']}: {visible(item['command'], lines=True)}"
+            for item in answer.commands] or [
+        "nothing to trust"]
+
+
+def _writers_note(pending: list[PendingWriter]) -> list[str]:
     if not pending:
-        click.echo("every task was last written by an approved writer")
-        return
+        return []
+    count = sum(len(p["tasks"]) for p in pending)
+    return [f"{count} task(s) were last written by {len(pending)} writer(s) this clone has not approved: "
+            "`git handoff trust --writers` lists them"]
+
+
+def _approved_writers_lines(answer: TrustAnswer) -> list[str]:
+    """`trust --writer KEY`."""
+    return [f"approved writer {key}: the tasks it writes are offered to agents on this clone" for key in answer.keys]
+
+
+def _pending_writers_lines(answer: TrustAnswer) -> list[str]:
+    """`trust --writers`: each writer this clone has not approved, and the tasks it wrote last."""
+    pending = answer.writers
+    if not pending:
+        return ["every task was last written by an approved writer"]
+    lines = []
     for item in pending:
         ids_shown = ", ".join(item["tasks"][:10]) + (", ..." if len(item["tasks"]) > 10 else "")
-        click.echo(f"{visible(item['writer'])}: {len(item['tasks'])} task(s): {visible(ids_shown)}")
+        lines.append(f"{visible(item['writer'])}: {len(item['tasks'])} task(s): {visible(ids_shown)}")
     if any(item["key"] for item in pending):
-        click.echo("a person who knows the key approves it: `git handoff trust --writer SHA256:...`, or adds it "
-                   "to the allowed-signers file; an unsigned writer's tasks wait until it signs")
+        lines.append("a person who knows the key approves it: `git handoff trust --writer SHA256:...`, or adds it "
+                     "to the allowed-signers file; an unsigned writer's tasks wait until it signs")
+    return lines
+
+
+_TRUST_TEXT: dict[str, Callable[[TrustAnswer], list[str]]] = {
+    "untrusted": _untrusted_lines, "approved": _approved_lines, "approve": _approve_lines,
+    "writers": _pending_writers_lines, "approve-writers": _approved_writers_lines,
+}

@@ -25,7 +25,7 @@ from git_handoff.agent_cli.templates import template_text
 from git_handoff.core.errors import UsageError
 from git_handoff.infra.fileio import atomic_write
 from git_handoff.infra.gitrepo import Repo
-from git_handoff.ops.hook_payloads import AgentHooks, ClaudeHooks, HooksStatus
+from git_handoff.ops.hook_payloads import AgentHooks, ClaudeHooks, ClaudeHooksStatus, HooksStatus
 from git_handoff.state import this_clone
 
 if TYPE_CHECKING:
@@ -246,6 +246,19 @@ def status(repo: Repo) -> HooksStatus:
         "claude_mcp": mcp_config.status(repo),
         **{f"{name}_mcp": mcp_config.status(repo, name) for name in AGENT_SPECS},
     }
+
+
+def status_of(repo: Repo, agent: str | None = None) -> HooksStatus | ClaudeHooksStatus | AgentHooks:
+    """`hooks status [--agent NAME]`: every trigger (`status`), or one agent CLI's hooks with
+    our MCP server's entry; Claude Code's keeps the shape it had before the other CLIs came
+    (its keys of `status`, named as `hooks install --agent claude` names them)."""
+    if agent in AGENT_SPECS:
+        return agent_status(repo, AGENT_SPECS[agent], with_mcp=True)
+    every = status(repo)
+    if agent != claude.NAME:
+        return every
+    return {"agent": claude.NAME, "settings": every["claude_settings"], "installed": every["claude"],
+            "mcp": every["claude_mcp"], "unattended": every["claude_unattended"]}
 
 
 # -- Claude Code ---------------------------------------------------------------------

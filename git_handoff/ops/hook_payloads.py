@@ -39,6 +39,16 @@ class ClaudeHooks(TypedDict):
     mcp: NotRequired[McpEntry]
 
 
+class ClaudeHooksStatus(TypedDict):
+    """`hooks status --agent claude`: the Claude Code part of `HooksStatus`."""
+
+    agent: str
+    settings: str | None
+    installed: bool
+    mcp: McpEntry
+    unattended: bool
+
+
 class HooksStatus(TypedDict):
     """`hooks status|install|uninstall`: the post-commit hook and each agent CLI's."""
 

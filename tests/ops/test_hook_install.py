@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from git_handoff.infra.gitrepo import Repo
+from git_handoff.ops import hook_install
 from tests.support.repo import git, make_repo, run, run_exe
 
 USER_HOOK = b"#!/bin/sh\n# my own hook\necho user-hook-ran >> user-hook.log\n"
@@ -263,3 +265,17 @@ def test_post_commit_hook_starts_the_git_handoff_it_was_installed_with(repo: Pat
     (fake / "git-handoff").chmod(0o755)
     _commit_in_env(repo, "two.txt", {**os.environ, "PATH": f"{fake}{os.pathsep}{os.environ['PATH']}"})
     assert calls.read_text() == "hook post-commit\n"
+
+
+def test_status_of_answers_each_shape(repo: Path) -> None:
+    """`hooks status [--agent NAME]`: every trigger, Claude Code's part of it, or one other
+    CLI's hooks with its MCP entry."""
+    here = Repo.discover()
+    every = hook_install.status_of(here)
+    assert every == hook_install.status(here)
+    claude = hook_install.status_of(here, "claude")
+    assert claude == {"agent": "claude", "settings": every["claude_settings"], "installed": every["claude"],
+                      "mcp": every["claude_mcp"], "unattended": every["claude_unattended"]}
+    codex = hook_install.status_of(here, "codex")
+    assert codex == hook_install.agent_status(here, hook_install.AGENT_SPECS["codex"], with_mcp=True)
+    assert "mcp" in codex and codex["installed"] is False
