@@ -152,13 +152,13 @@ def doc_cmd() -> None:
 @json_option
 def doc_write_cmd(as_json: bool) -> None:
     """Write (or rewrite) this session's handoff document from git and the state."""
-    from git_handoff.ops import handoff, prompt
+    from git_handoff.ops import doc_markdown, handoff
 
     doc = handoff.write_doc(get_store(), trigger="manual")
     if as_json:
         emit_json(doc)
     else:
-        click.echo(prompt.render_markdown(doc), nl=False)
+        click.echo(doc_markdown.render_markdown(doc), nl=False)
 
 
 @doc_cmd.command("show")
@@ -166,14 +166,14 @@ def doc_write_cmd(as_json: bool) -> None:
 @json_option
 def doc_show_cmd(number: int | None, as_json: bool) -> None:
     """Show the handoff document of session NUMBER (default: the latest)."""
-    from git_handoff.ops import handoff, prompt
+    from git_handoff.ops import doc_markdown, handoff
 
     doc = handoff.show_doc(get_store(), number)
     if as_json:
         emit_json(doc)
     else:
         who = doc.get("unapproved_writer")
-        click.echo(prompt.render_markdown(doc, writer_mark(who) if who is not None else ""), nl=False)
+        click.echo(doc_markdown.render_markdown(doc, writer_mark(who) if who is not None else ""), nl=False)
 
 
 @doc_cmd.command("list")

@@ -22,7 +22,7 @@ from git_handoff.core.record_schemas import RelayRecord
 from git_handoff.core.serialization import task_to_json
 from git_handoff.infra import graph_svg as svg
 from git_handoff.ops import attempts as attempt_ops
-from git_handoff.ops import prompt
+from git_handoff.ops import doc_markdown
 from git_handoff.ops.payloads import Attempt
 from git_handoff.state import session_records, writers
 from git_handoff.state.snapshot import Snapshot
@@ -427,7 +427,7 @@ def session_page(store: StateStore, number: int) -> str | None:
     done = " ".join(f'<a href="{task_url(str(t))}">{escape(str(t))}</a>' for t in rec.get("completed") or []) or "-"
     facts = "".join(f"<li>{escape(str(d.get('what')))} — {escape(str(d.get('why')))}</li>"
                     for d in rec.get("decisions") or [] if isinstance(d, dict))
-    doc_html = (f'<pre id="handoff-doc">{escape_block(prompt.render_markdown(doc))}</pre>' if isinstance(doc, dict)
+    doc_html = (f'<pre id="handoff-doc">{escape_block(doc_markdown.render_markdown(doc))}</pre>' if isinstance(doc, dict)
                 else '<p class="muted">No handoff document for this session.</p>')
     left = writers.unapproved_records(snap.repo, snap.commit)
     record_by = _by_session(left, session_records.SESSIONS_DIR).get(number)

@@ -1,17 +1,20 @@
-"""Rendering: a handoff document as Markdown, and the next session's prompt (under
-10 KB: progressively shorter renderings until it fits). Reads only; writes nothing.
+"""The next session's prompt (under 10 KB: progressively shorter renderings until it
+fits). Reads only; writes nothing. The handoff document as Markdown, and the one-line
+rendering of a state's value both use, are git_handoff.ops.doc_markdown.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 from git_handoff.core import display, selection
 from git_handoff.core.model import Task, now_iso
 from git_handoff.core.record_schemas import HandoffDoc
 from git_handoff.ops import handoff
+from git_handoff.ops.doc_markdown import short as _short
+from git_handoff.ops.doc_markdown import text as _t
 from git_handoff.ops.handoff import last_error
 from git_handoff.ops.payloads import PromptView
 from git_handoff.state import claim_index, status_index, trust, writers
@@ -24,74 +27,7 @@ HIDDEN_NOTE = ("Not listed: {n} task(s) last written by a writer this clone has 
                "to take (a person reviews them with `git handoff trust`).")
 
 
-# -- rendering -------------------------------------------------------------------------
-
-
-def _short(oid: Any) -> str:
-    return _t(oid[:7]) if isinstance(oid, str) and oid else "-"
-
-
-def _t(value: Any) -> str:
-    """A value of the state (another clone's, perhaps) as one line of data: display.line."""
-    return display.line(value if isinstance(value, str) else str(value))
-
-
-def render_markdown(doc: HandoffDoc, mark: str = "") -> str:
-    """`doc` as Markdown, every value of it one line of data (display.line); `mark` (the
-    caller's own text: who wrote it, when not approved here) ends the heading."""
-    lines = [
-        f"# Handoff document: session {_t(doc.get('session'))}{mark}",
-        "",
-        f"- spec: {_t(doc.get('spec_ref') or '-')}",
-        f"- session: {_t(doc.get('session'))} (worker {_t(doc.get('worker') or '-')})",
-        f"- base: {_short(doc.get('base'))}  head: {_short(doc.get('head'))}",
-        f"- written: {_t(doc.get('written_at'))} (trigger: {_t(doc.get('trigger'))})",
-    ]
-    if doc.get("archived"):
-        lines.append(f"- archived: accepted by session {_t(doc.get('accepted_by'))} at {_t(doc.get('accepted_at'))}"
-                     if doc.get("accepted_by") else f"- archived at {_t(doc.get('accepted_at'))}")
-    for r in doc.get("rejections") or []:
-        lines.append(f"- rejected by session {_t(r.get('session'))}: {_t(r.get('reason'))}")
-    lines += _md_tasks(doc)
-    lines += ["", "## Decisions"]
-    lines += [f"- {_t(d['what'])} - why: {_t(d['why'])}" for d in doc.get("decisions", [])] or ["- none recorded"]
-    lines += ["", "## Blockers"]
-    lines += [f"- {_t(b)}" for b in doc.get("blockers", [])] or ["- none recorded"]
-    lines += ["", f"## Files changed ({len(doc.get('files_changed', []))}, from git: base..head plus uncommitted)"]
-    lines += [f"- {_t(p)}" for p in doc.get("files_changed", [])] or ["- none"]
-    return "\n".join(lines) + "\n"
-
-
-def _md_tasks(doc: HandoffDoc) -> list[str]:
-    """The document's task sections: completed, in progress, pending, failed for good (when any)."""
-    status = doc.get("status", {})
-    completed = status.get("completed", [])
-    lines = ["", f"## Completed ({len(completed)}; {len(doc.get('completed_this_session', []))} this session)"]
-    for c in completed:
-        here = " (this session)" if c.get("this_session") else ""
-        lines.append(f"- [{_t(c['id'])}] {_t(c['title'])} - check {display.code(str(c.get('check')))} passed at "
-                     f"{_t(c.get('completed_at'))}{here}")
-    lines += ["", f"## In progress ({len(status.get('in_progress', []))})"]
-    for t in status.get("in_progress", []):
-        lines.append(f"- [{_t(t['id'])}] {_t(t['title'])} (claimed by {_t(t.get('claimed_by') or '-')})")
-        lines += [f"  - step {_t(cp.get('step'))}/{_t(cp.get('total'))}: {_t(cp.get('description'))} "
-                  f"({_t(cp.get('timestamp'))})" for cp in t.get("checkpoints", [])]
-    lines += ["", f"## Pending ({len(status.get('pending', []))})"]
-    lines += [f"- {_pending_line(t)}" for t in status.get("pending", [])]
-    if doc.get("failed"):
-        lines += ["", f"## Failed for good ({len(doc['failed'])})"]
-        lines += [f"- [{_t(t['id'])}] {_t(t['title'])} ({_t(t['attempts'])}/{_t(t['max_attempts'])}): "
-                  f"{_t(t.get('last_error'))}" for t in doc["failed"]]
-    return lines
-
-
-def _pending_line(t: dict[str, Any]) -> str:
-    text = f"[{_t(t['id'])}] {_t(t['title'])} ({_t(t.get('priority'))})"
-    if t.get("status") == "failed":
-        text += f" failed {_t(t.get('attempts'))}/{_t(t.get('max_attempts'))}: {_t(t.get('last_error'))}"
-    if t.get("blocked"):
-        text += " [blocked]"
-    return text
+# -- the prompt --------------------------------------------------------------------------
 
 
 PROTOCOL = """\

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from git_handoff.core import display
 from git_handoff.core.model import Task
 from git_handoff.core.record_schemas import HandoffDoc
-from git_handoff.ops import prompt
+from git_handoff.ops import doc_markdown, prompt
 from tests.support.speed import examples
 
 # what no rendered text may hold (a prompt keeps its own line breaks, nothing else)
@@ -120,8 +120,8 @@ def test_a_fetched_string_adds_no_section_line_or_instruction_to_the_prompt(s: s
     assert _own(text) == _own(plain), text
     assert not RAW.search(text), repr(RAW.search(text))
     assert text.endswith(prompt.PROTOCOL) and text.split("\n").count("## Protocol") == 1
-    md = prompt.render_markdown(_doc(s))
-    assert _own(md) == _own(prompt.render_markdown(_doc("x" if s else ""))) and not RAW.search(md)
+    md = doc_markdown.render_markdown(_doc(s))
+    assert _own(md) == _own(doc_markdown.render_markdown(_doc("x" if s else ""))) and not RAW.search(md)
 
 
 def test_an_unapproved_check_is_shown_as_unapproved_never_as_the_check_to_run() -> None:
