@@ -283,29 +283,30 @@ class _RecordMerge:
         if ot and ob:
             return o
         if isinstance(o, dict) and isinstance(t, dict):
-            bd = b if isinstance(b, dict) else {}
-            out = {}
-            for k in sorted(set(o) | set(t)):
-                v = self.key(f"{name}.{k}", bd.get(k, _MISSING), o.get(k, _MISSING), t.get(k, _MISSING),
-                             how if how in ("union", "max") else "lww")
-                if v is not _MISSING:
-                    out[k] = v
-            limit = self.limits.get(name)
-            if limit is not None and len(out) > limit:  # counters by clone: see _largest_counts
-                out, dropped = _largest_counts(out, limit)
-                self.dropped += dropped
-            return out
+            return self.object(name, b, o, t, how)
         if ot or ob or _eq(t, b):
             return self.keep(name, b, o, t)
-        if isinstance(o, list) and isinstance(t, list):
-            bl = b if isinstance(b, list) else []
-            if how == "set":
-                return set_merge(bl, o, t, self.limits.get(name))
-            if how in ("log", "union", "max"):
-                return union_in_time_order(bl, o, t, self.limits.get(name))
-        if how == "max" and _is_num(o) and _is_num(t):
-            return max(o, t)
-        return self.lww(name, o, t)
+        return self.both_changed(name, b, o, t, how)
+
+    def object(self, name: str, b: Any, o: dict[str, Any], t: dict[str, Any], how: str) -> dict[str, Any]:
+        """Two objects merged key by key (what the edge allows of them)."""
+        bd = b if isinstance(b, dict) else {}
+        inner = _nested_rule(how)
+        out = {}
+        for k in sorted(set(o) | set(t)):
+            v = self.key(f"{name}.{k}", bd.get(k, _MISSING), o.get(k, _MISSING), t.get(k, _MISSING), inner)
+            if v is not _MISSING:
+                out[k] = v
+        limit = self.limits.get(name)
+        if limit is not None and len(out) > limit:  # counters by clone: see _largest_counts
+            out, dropped = _largest_counts(out, limit)
+            self.dropped += dropped
+        return out
+
+    def both_changed(self, name: str, b: Any, o: Any, t: Any, how: str) -> Any:
+        """A value both sides changed, differently, and not two objects."""
+        merged = _combined(b, o, t, how, self.limits.get(name))
+        return self.lww(name, o, t) if merged is _MISSING else merged
 
     def finish(self, out: dict[str, Any]) -> dict[str, Any]:
         clock: dict[str, list[str]] = {}
@@ -337,6 +338,26 @@ class _RecordMerge:
         else:
             out.pop(CLOCK, None)
         return out
+
+
+def _nested_rule(how: str) -> str:
+    """The rule of the keys of an object merged by `how`: unions and maxima go down
+    to the keys, any other rule is written-last-wins there."""
+    return how if how in ("union", "max") else "lww"
+
+
+def _combined(b: Any, o: Any, t: Any, how: str, limit: int | None) -> Any:
+    """Two changed values that `how` merges without a winner (lists as sets or unions,
+    numbers by maximum), or _MISSING: written last wins."""
+    if isinstance(o, list) and isinstance(t, list):
+        bl = b if isinstance(b, list) else []
+        if how == "set":
+            return set_merge(bl, o, t, limit)
+        if how in ("log", "union", "max"):
+            return union_in_time_order(bl, o, t, limit)
+    if how == "max" and _is_num(o) and _is_num(t):
+        return max(o, t)
+    return _MISSING
 
 
 def field_time(record: Mapping[str, Any], name: str, value: Any, tracked: bool = False) -> str:
@@ -390,25 +411,43 @@ def merge_objects(path: str, base: dict[str, Any] | None, ours: dict[str, Any], 
     out: dict[str, Any] = {}
     for key in sorted((set(ours) | set(theirs)) - {CLOCK}):
         o, t = ours.get(key, _MISSING), theirs.get(key, _MISSING)
-        if key == "updated_at" and isinstance(o, str) and isinstance(t, str):
+        rule = _object_rule(key, o, t, numbers_max=numbers_max)
+        if rule == "updated_at":
             out[key] = _updated_at(ours, theirs)
-            continue
-        if key == hlc.FIELD and isinstance(o, str) and isinstance(t, str):
+        elif rule == "hlc":
             out[key] = _later(o, t)
-            continue
-        # meta.json: counters, and counters by clone (sessions_by_clone), take the maximum
-        counters = (_is_num(o) and _is_num(t)) or (isinstance(o, dict) and isinstance(t, dict))
-        how = "max" if numbers_max and counters else "union"
-        v = m.key(key, b.get(key, _MISSING), o, t, how)
-        if v is not _MISSING:
-            out[key] = v
-    if m.dropped and path == META_PATH:
+        else:
+            v = m.key(key, b.get(key, _MISSING), o, t, rule)
+            if v is not _MISSING:
+                out[key] = v
+    if path == META_PATH:
+        _keep_sessions_counted(out, ours, theirs, m.dropped, numbers_max=numbers_max)
+    return m.finish(out), m.conflicts
+
+
+def _object_rule(key: str, o: Any, t: Any, *, numbers_max: bool) -> str:
+    """How merge_objects merges the top-level `key` of two objects: "updated_at" and
+    "hlc" (the record's own times: the later), else the rule for _RecordMerge.key."""
+    if key == "updated_at" and isinstance(o, str) and isinstance(t, str):
+        return "updated_at"
+    if key == hlc.FIELD and isinstance(o, str) and isinstance(t, str):
+        return "hlc"
+    # meta.json: counters, and counters by clone (sessions_by_clone), take the maximum
+    counters = (_is_num(o) and _is_num(t)) or (isinstance(o, dict) and isinstance(t, dict))
+    return "max" if numbers_max and counters else "union"
+
+
+def _keep_sessions_counted(out: dict[str, Any], ours: dict[str, Any], theirs: dict[str, Any], dropped: int,
+                           *, numbers_max: bool) -> None:
+    """meta.json merged: its `sessions_legacy` raised so that the sessions counted (the
+    next session's number) never go down, in either order of the sides."""
+    if dropped:
         # the sessions of clones left out of sessions_by_clone still count: the sum (the
         # next session's number) never goes down, so no clone mints a number twice
         legacy = out.get("sessions_legacy")
         legacy = legacy if isinstance(legacy, int) and not isinstance(legacy, bool) else 0
-        out["sessions_legacy"] = min(model.MAX_COUNT, legacy + m.dropped)
-    if path == META_PATH and numbers_max:
+        out["sessions_legacy"] = min(model.MAX_COUNT, legacy + dropped)
+    if numbers_max:
         # per-key maxima can still sum to less than one side (a clone counted in one side's
         # sessions_by_clone and, dropped at its cap, in the other's sessions_legacy): the
         # difference goes to sessions_legacy, so the sum never goes down, in either order
@@ -416,7 +455,6 @@ def merge_objects(path: str, base: dict[str, Any] | None, ours: dict[str, Any], 
         short = floor - _sessions_counted(out)
         if short > 0:
             out["sessions_legacy"] = min(model.MAX_COUNT, _count(out.get("sessions_legacy")) + short)
-    return m.finish(out), m.conflicts
 
 
 def _count(value: Any) -> int:

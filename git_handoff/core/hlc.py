@@ -164,33 +164,62 @@ def stamp_write(old: Mapping[str, Any] | None, new: dict[str, Any], now_ms: int,
     field the write changed, so that a later merge knows when *that field* was written,
     not only when the record last changed. `fields=False` (meta.json, whose numbers are
     counters merged by maximum): the stamp only."""
-    seen = highest(t for t in (seen_in(old), seen_in(new)) if credible(t, now_ms))
-    when = next_stamp(seen, now_ms, node)
+    when = next_stamp(_seen_credible(old, new, now_ms), now_ms, node)
     out = dict(new)
     out[FIELD] = when
     if not fields:
         return out
-    before = old or {}
-    clock = dict(out.get(CLOCK) or {}) if isinstance(out.get(CLOCK), dict) else {}
-    # entries stamped beyond the skew are not carried into this clone's write
-    clock = {k: v for k, v in clock.items() if not (isinstance(v, list) and v and is_stamp(v[0])
-                                                     and not credible(v[0], now_ms))}
-    names = set(out) | set(before)
-    if task:
-        names -= _CLAIM_SET
-        unit_old = {k: before[k] for k in CLAIM_UNIT if k in before}
-        unit_new = {k: out[k] for k in CLAIM_UNIT if k in out}
-        if old is not None and unit_old != unit_new:
-            clock["claim"] = [when, digest(unit_new)]
-    for name in names - _UNTIMED:
-        value = out.get(name, MISSING)
-        if old is not None and not same(before.get(name, MISSING), value):
-            clock[name] = [when, digest(value)]  # a removal too: when it was removed
-            # entries of a nested key of a changed field no longer describe it
-            for key in [k for k in clock if k.startswith(name + ".")]:
-                del clock[key]
+    clock = _carried_clock(out.get(CLOCK), now_ms)
+    if old is not None:  # a new record has no entries: each field has the value it was created with
+        _clock_changes(clock, old, out, when, task=task)
     if clock:
         out[CLOCK] = dict(sorted(clock.items()))
     else:
         out.pop(CLOCK, None)
     return out
+
+
+def _seen_credible(old: Mapping[str, Any] | None, new: Mapping[str, Any], now_ms: int) -> str | None:
+    """The highest stamp `old` or `new` carries that is within the skew of `now_ms`."""
+    return highest(t for t in (seen_in(old), seen_in(new)) if credible(t, now_ms))
+
+
+def _beyond_skew(entry: Any, now_ms: int) -> bool:
+    """A field clock entry stamped further ahead of `now_ms` than MAX_SKEW_MS."""
+    return isinstance(entry, list) and bool(entry) and is_stamp(entry[0]) and not credible(entry[0], now_ms)
+
+
+def _carried_clock(clock: Any, now_ms: int) -> dict[str, Any]:
+    """The field clock a write starts from: the record's, less the entries stamped
+    beyond the skew (not carried into this clone's write)."""
+    if not isinstance(clock, dict):
+        return {}
+    return {k: v for k, v in clock.items() if not _beyond_skew(v, now_ms)}
+
+
+def _clock_changes(clock: dict[str, Any], old: Mapping[str, Any], out: Mapping[str, Any], when: str,
+                   *, task: bool) -> None:
+    """Enter in `clock` the fields `out` changed from `old` (written at `when`); for a
+    task the claim fields as one entry, "claim"."""
+    names = set(out) | set(old)
+    if task:
+        names -= _CLAIM_SET
+        _clock_claim(clock, old, out, when)
+    for name in names - _UNTIMED:
+        value = out.get(name, MISSING)
+        if not same(old.get(name, MISSING), value):
+            _clock_field(clock, name, value, when)  # a removal too: when it was removed
+
+
+def _clock_claim(clock: dict[str, Any], old: Mapping[str, Any], out: Mapping[str, Any], when: str) -> None:
+    unit_old = {k: old[k] for k in CLAIM_UNIT if k in old}
+    unit_new = {k: out[k] for k in CLAIM_UNIT if k in out}
+    if unit_old != unit_new:
+        clock["claim"] = [when, digest(unit_new)]
+
+
+def _clock_field(clock: dict[str, Any], name: str, value: Any, when: str) -> None:
+    clock[name] = [when, digest(value)]
+    # entries of a nested key of a changed field no longer describe it
+    for key in [k for k in clock if k.startswith(name + ".")]:
+        del clock[key]

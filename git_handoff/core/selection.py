@@ -157,7 +157,19 @@ def dependency_failures(tasks: Mapping[str, DepNode]) -> list[tuple[str, str]]:
     """
     open_ids = {tid for tid, t in tasks.items() if t.status in ("pending", "failed") and not t.failed_for_good}
     deps = {tid: tasks[tid].depends_on for tid in open_ids}
-    cyclic = _cyclic_nodes(_not_peelable(deps))
+    messages = _cycle_messages(deps, _cyclic_nodes(_not_peelable(deps)))
+    failed = set(messages) | {tid for tid, t in tasks.items() if t.failed_for_good}
+    blocked = _blocked_by(deps, failed)
+    gone = failed | blocked
+    for tid in blocked:
+        first = next(d for d in tasks[tid].depends_on if d in gone)
+        messages[tid] = f"[DEPENDENCY] Blocked by failed {first}"
+    return [(tid, messages[tid]) for tid in tasks if tid in messages]
+
+
+def _cycle_messages(deps: Mapping[str, Iterable[str]], cyclic: set[str]) -> dict[str, str]:
+    """{task id: its circular dependency message} for every task of `cyclic` that a
+    cycle within `cyclic` runs through."""
     messages: dict[str, str] = {}
     for tid in cyclic:
         if tid in messages:
@@ -171,11 +183,16 @@ def dependency_failures(tasks: Mapping[str, DepNode]) -> list[tuple[str, str]]:
         for i, member in enumerate(ring):
             if member not in messages:
                 messages[member] = "[DEPENDENCY] Circular dependency detected: " + cycle_text(ring, i)
-    gone = set(messages) | {tid for tid, t in tasks.items() if t.failed_for_good}
+    return messages
+
+
+def _blocked_by(deps: Mapping[str, Iterable[str]], failed: set[str]) -> set[str]:
+    """The tasks of `deps` not in `failed` that depend, transitively, on one that is."""
     dependents: dict[str, list[str]] = {}
-    for tid in open_ids:
-        for dep in deps[tid]:
+    for tid, ds in deps.items():
+        for dep in ds:
             dependents.setdefault(dep, []).append(tid)
+    gone = set(failed)
     queue = list(gone)
     blocked: set[str] = set()
     while queue:
@@ -185,10 +202,7 @@ def dependency_failures(tasks: Mapping[str, DepNode]) -> list[tuple[str, str]]:
                 gone.add(tid)
                 blocked.add(tid)
                 queue.append(tid)
-    for tid in blocked:
-        first = next(d for d in tasks[tid].depends_on if d in gone)
-        messages[tid] = f"[DEPENDENCY] Blocked by failed {first}"
-    return [(tid, messages[tid]) for tid in tasks if tid in messages]
+    return blocked
 
 
 def blocked_ids(tasks: Mapping[str, Task]) -> set[str]:

@@ -286,8 +286,9 @@ def restore_picture(
     other index entries stay as they are.
 
     Refuses (nothing changed) when a file it would write or remove has uncommitted
-    changes of its own here (other than what `since` holds), unless `force`. Removes only files whose content git holds (as in
-    `since`, or anything with `force`) and never an ignored file.
+    changes of its own here (other than what `since` holds), unless `force`. Removes only
+    files whose content git holds (as in `since` or as committed at HEAD, `force` or
+    not) and never an ignored file.
 
     Every path it would write, remove or stage passes the one path rule (paths.confine;
     `foreign`: the attempt is another clone's) before anything is touched: UsageError
@@ -299,24 +300,70 @@ def restore_picture(
         raise UsageError("this worktree has no commit yet")
     changes = changed_paths(repo, since, source)
     current = picture(repo, head).worktree
-    # uncommitted here and not simply as the rollback left it (files untracked at the claim)
-    head_tree = repo.commit_tree(head)
-    mine = {p for _, p in changed_paths(repo, head_tree, current)
-            if repo.tree_lookup(since, p) != repo.tree_lookup(current, p)}
-    touched = [p for _, p in changes if p in mine]
-    if touched and not force:
-        raise UsageError(
-            f"uncommitted changes would be overwritten ({', '.join(touched[:3])}{'...' if len(touched) > 3 else ''}): "
-            "commit or stash them, or --force"
-        )
-    written = [p for s, p in changes if s != "D"]
-    dropped = [p for s, p in changes if s == "D"]
-    staged = sorted({p for _, p in changes} | {p for _, p in changed_paths(repo, since_index or since, index)}) \
-        if index is not None else []
-    targets = dict(zip(dropped, paths.confine_all(root, dropped, foreign=foreign), strict=True))
-    paths.confine_all(root, written + staged, foreign=foreign)
-    # read both trees into throwaway indexes first: git refuses a tree with a bad path
-    # before anything in the work tree has changed
+    here = _Here(head_tree=repo.commit_tree(head), current=current)
+    refusal = _overwrite_refusal(_overwritten(changes, _uncommitted_here(repo, here, since)), force=force)
+    if refusal:
+        raise UsageError(refusal)
+    plan = _restore_plan(changes, None if index is None else changed_paths(repo, since_index or since, index))
+    targets = dict(zip(plan.dropped, paths.confine_all(root, plan.dropped, foreign=foreign), strict=True))
+    paths.confine_all(root, plan.written + plan.staged, foreign=foreign)
+    _write_files(repo, source, index, plan.written)
+    deleted = [path for path in plan.dropped
+               if _git_holds(repo, here, since, path) and _unlink_file(targets[path])]
+    if index is not None:
+        _stage_from(repo, index, plan.staged)
+    return Restored(written=plan.written, deleted=deleted, index=index is not None)
+
+
+@dataclass(frozen=True)
+class _Here:
+    """The work tree a restore writes into: HEAD's tree, and a picture of the work tree."""
+
+    head_tree: str
+    current: str
+
+
+@dataclass(frozen=True)
+class _RestorePlan:
+    """What a restore writes, removes and stages, decided before anything is touched."""
+
+    written: list[str]
+    dropped: list[str]
+    staged: list[str]
+
+
+def _restore_plan(changes: list[tuple[str, str]], index_changes: list[tuple[str, str]] | None) -> _RestorePlan:
+    """The plan of a restore from the attempt's `changes` (status, path) and, when it
+    restores an index, the attempt's `index_changes` (None: the index is left alone)."""
+    staged = sorted({p for _, p in changes} | {p for _, p in index_changes}) if index_changes is not None else []
+    return _RestorePlan(written=[p for s, p in changes if s != "D"], dropped=[p for s, p in changes if s == "D"],
+                        staged=staged)
+
+
+def _uncommitted_here(repo: Repo, here: _Here, since: str) -> set[str]:
+    """The paths uncommitted here and not simply as the rollback left them (files
+    untracked at the claim, which `since` holds)."""
+    return {p for _, p in changed_paths(repo, here.head_tree, here.current)
+            if repo.tree_lookup(since, p) != repo.tree_lookup(here.current, p)}
+
+
+def _overwritten(changes: list[tuple[str, str]], mine: set[str]) -> list[str]:
+    """The paths of `changes` that have uncommitted changes here (`mine`), in order."""
+    return [p for _, p in changes if p in mine]
+
+
+def _overwrite_refusal(touched: list[str], *, force: bool) -> str | None:
+    """Why a restore that would overwrite `touched` refuses, or None when it goes ahead."""
+    if not touched or force:
+        return None
+    return (f"uncommitted changes would be overwritten ({', '.join(touched[:3])}{'...' if len(touched) > 3 else ''}): "
+            "commit or stash them, or --force")
+
+
+def _write_files(repo: Repo, source: str, index: str | None, written: list[str]) -> None:
+    """Check out `written` from tree `source`. Both trees are read into throwaway
+    indexes first: git refuses a tree with a bad path before anything in the work tree
+    has changed."""
     with TempIndex(repo) as ix:
         ix.git("read-tree", source)
         if index is not None:
@@ -325,22 +372,29 @@ def restore_picture(
         if written:
             ix.git("checkout-index", "-f", "-z", "--stdin",
                    input=b"\0".join(p.encode(errors="surrogateescape") for p in written) + b"\0")
-    deleted = []
-    for path in dropped:
-        here = repo.tree_lookup(current, path)
-        if here is None or here[1]:
-            continue  # not a non-ignored file here (absent, ignored, or a directory)
-        # only what git holds: as in `since`, or as committed at HEAD (never content that
-        # exists nowhere else, --force or not)
-        if here not in (repo.tree_lookup(since, path), repo.tree_lookup(head_tree, path)):
-            continue
-        target = targets[path]
-        if target.is_file() or target.is_symlink():
-            target.unlink()
-            deleted.append(path)
-    if index is not None:
-        _stage_from(repo, index, staged)
-    return Restored(written=written, deleted=deleted, index=index is not None)
+
+
+def _git_holds(repo: Repo, here: _Here, since: str, path: str) -> bool:
+    """Whether `path` is a file here whose content git holds: as in `since`, or as
+    committed at HEAD (never content that exists nowhere else, --force or not)."""
+    entry = repo.tree_lookup(here.current, path)
+    if not _a_file(entry):
+        return False
+    return entry in (repo.tree_lookup(since, path), repo.tree_lookup(here.head_tree, path))
+
+
+def _a_file(entry: tuple[str, bool] | None) -> bool:
+    """Whether a picture's entry (oid, is a tree) at a path is a file: not absent (or
+    ignored, which a picture leaves out), not a directory."""
+    return entry is not None and not entry[1]
+
+
+def _unlink_file(target: Path) -> bool:
+    """Remove `target` if it is a file or a symlink (True), never a directory."""
+    if target.is_file() or target.is_symlink():
+        target.unlink()
+        return True
+    return False
 
 
 def _stage_from(repo: Repo, tree: str, paths: list[str]) -> None:

@@ -124,3 +124,21 @@ def test_task_files_are_laid_out_exactly_as_json_dumps_does(value: object) -> No
     assert json_indented(value) == json.dumps(value, indent=2, ensure_ascii=False)
     task = Task(id="a1", title="one", extra={"x": value, "y": [value, {"z": value}]})
     assert dump_task(task) == (json.dumps(task_to_json(task), indent=2, ensure_ascii=False) + "\n").encode()
+
+
+def test_the_tasks_blocked_by_a_failed_one_are_its_transitive_dependents_and_the_argument_stays() -> None:
+    deps = {"a": ("f",), "b": ("a",), "c": ("b", "x"), "d": ("x",), "e": ()}
+    failed = {"f"}
+    assert selection._blocked_by(deps, failed) == {"a", "b", "c"}
+    assert failed == {"f"}
+
+
+def test_every_task_on_a_ring_gets_its_own_rotation_of_the_cycle() -> None:
+    deps = {"a": ("b",), "b": ("c",), "c": ("a",), "s": ("s",)}
+    messages = selection._cycle_messages(deps, {"a", "b", "c", "s"})
+    assert messages == {
+        "a": "[DEPENDENCY] Circular dependency detected: a -> b -> c -> a",
+        "b": "[DEPENDENCY] Circular dependency detected: b -> c -> a -> b",
+        "c": "[DEPENDENCY] Circular dependency detected: c -> a -> b -> c",
+        "s": "[DEPENDENCY] Circular dependency detected: s -> s",
+    }
