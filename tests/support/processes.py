@@ -20,7 +20,7 @@ def processes_with(marker: str) -> list[int]:
     for name in os.listdir("/proc"):
         if name.isdigit():
             try:
-                cmdline = Path(f"/proc/{name}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+                cmdline = Path(f"/proc/{name}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
             except OSError:
                 continue
             if marker in cmdline and procs.alive(int(name)):
