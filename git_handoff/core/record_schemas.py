@@ -111,6 +111,7 @@ class HandoffDoc(TypedDict, total=False):
     updated_at: str
     hlc: str
     field_clock: dict[str, list[str]]
+    omitted: dict[str, int]  # entries of a list ("status.pending", ...) counted, not listed, for want of room
 
 
 class WrittenDoc(HandoffDoc, total=False):
@@ -254,6 +255,8 @@ DOC_FIELDS: dict[str, Check] = {
     "accepted_at": opt(STAMP),
     "rejections": capped("doc", "rejections", obj({"session": integer(0), "reason": opt(LINE), "at": opt(STAMP)})),
     "updated_at": opt(STAMP),
+    "omitted": opt(obj({name: integer(0) for name in ("status.completed", "status.in_progress", "status.pending",
+                                                      "failed", "files_changed")})),
 }
 RELAY_FIELDS: dict[str, Check] = {
     "state": one_of("running", "stopped"),

@@ -4,20 +4,37 @@ of data: `text` (git_handoff.core.display.line) and `short`, which the prompt
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from git_handoff.core import display
 from git_handoff.core.record_schemas import HandoffDoc
 
 
-def short(oid: Any) -> str:
+def short(oid: object) -> str:
     """A commit id as its 7-character start, one line of data; "-" when none."""
     return text(oid[:7]) if isinstance(oid, str) and oid else "-"
 
 
-def text(value: Any) -> str:
+def text(value: object) -> str:
     """A value of the state (another clone's, perhaps) as one line of data: display.line."""
     return display.line(value if isinstance(value, str) else str(value))
+
+
+def listed(doc: Mapping[str, object], name: str) -> list[object]:
+    """List `name` of a document ("status.pending", "files_changed"); [] when it has none."""
+    where: object = doc
+    for part in name.split("."):
+        where = where.get(part) if isinstance(where, Mapping) else None
+    return where if isinstance(where, list) else []
+
+
+def listed_total(doc: Mapping[str, object], name: str) -> int:
+    """How many entries list `name` of `doc` ("status.pending", "files_changed", ...) had:
+    the ones it holds and the ones it counted in `omitted` for want of room."""
+    omitted = doc.get("omitted")
+    more = omitted.get(name) if isinstance(omitted, dict) else None
+    return len(listed(doc, name)) + (more if type(more) is int and more > 0 else 0)
 
 
 def render_markdown(doc: HandoffDoc, mark: str = "") -> str:
@@ -41,8 +58,9 @@ def render_markdown(doc: HandoffDoc, mark: str = "") -> str:
     lines += [f"- {text(d['what'])} - why: {text(d['why'])}" for d in doc.get("decisions", [])] or ["- none recorded"]
     lines += ["", "## Blockers"]
     lines += [f"- {text(b)}" for b in doc.get("blockers", [])] or ["- none recorded"]
-    lines += ["", f"## Files changed ({len(doc.get('files_changed', []))}, from git: base..head plus uncommitted)"]
+    lines += ["", f"## Files changed ({listed_total(doc, 'files_changed')}, from git: base..head plus uncommitted)"]
     lines += [f"- {text(p)}" for p in doc.get("files_changed", [])] or ["- none"]
+    lines += _unlisted(doc, "files_changed")
     return "\n".join(lines) + "\n"
 
 
@@ -50,22 +68,27 @@ def _md_tasks(doc: HandoffDoc) -> list[str]:
     """The document's task sections: completed, in progress, pending, failed for good (when any)."""
     status = doc.get("status", {})
     completed = status.get("completed", [])
-    lines = ["", f"## Completed ({len(completed)}; {len(doc.get('completed_this_session', []))} this session)"]
+    lines = ["", f"## Completed ({listed_total(doc, 'status.completed')}; "
+                 f"{len(doc.get('completed_this_session', []))} this session)"]
     for c in completed:
         here = " (this session)" if c.get("this_session") else ""
         lines.append(f"- [{text(c['id'])}] {text(c['title'])} - check {display.code(str(c.get('check')))} passed at "
                      f"{text(c.get('completed_at'))}{here}")
-    lines += ["", f"## In progress ({len(status.get('in_progress', []))})"]
+    lines += _unlisted(doc, "status.completed")
+    lines += ["", f"## In progress ({listed_total(doc, 'status.in_progress')})"]
     for t in status.get("in_progress", []):
         lines.append(f"- [{text(t['id'])}] {text(t['title'])} (claimed by {text(t.get('claimed_by') or '-')})")
         lines += [f"  - step {text(cp.get('step'))}/{text(cp.get('total'))}: {text(cp.get('description'))} "
                   f"({text(cp.get('timestamp'))})" for cp in t.get("checkpoints", [])]
-    lines += ["", f"## Pending ({len(status.get('pending', []))})"]
+    lines += _unlisted(doc, "status.in_progress")
+    lines += ["", f"## Pending ({listed_total(doc, 'status.pending')})"]
     lines += [f"- {_pending_line(t)}" for t in status.get("pending", [])]
+    lines += _unlisted(doc, "status.pending")
     if doc.get("failed"):
-        lines += ["", f"## Failed for good ({len(doc['failed'])})"]
+        lines += ["", f"## Failed for good ({listed_total(doc, 'failed')})"]
         lines += [f"- [{text(t['id'])}] {text(t['title'])} ({text(t['attempts'])}/{text(t['max_attempts'])}): "
                   f"{text(t.get('last_error'))}" for t in doc["failed"]]
+        lines += _unlisted(doc, "failed")
     return lines
 
 
@@ -76,3 +99,9 @@ def _pending_line(t: dict[str, Any]) -> str:
     if t.get("blocked"):
         line += " [blocked]"
     return line
+
+
+def _unlisted(doc: HandoffDoc, name: str) -> list[str]:
+    """The line for what list `name` counted but could not hold (a record stays under 1 MiB)."""
+    more = listed_total(doc, name) - len(listed(doc, name))
+    return [f"- ... and {more} more, not listed (the document holds what fits in a record)"] if more > 0 else []

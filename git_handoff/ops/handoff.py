@@ -9,6 +9,7 @@ rendered as Markdown. There is deliberately no next-steps field.
 
 from __future__ import annotations
 
+import json
 from typing import cast
 
 from git_handoff.core import selection
@@ -18,6 +19,7 @@ from git_handoff.core.model import Task, now_iso
 from git_handoff.core.record_schemas import HandoffDoc, WrittenDoc
 from git_handoff.infra import worktree
 from git_handoff.infra.gitrepo import Repo
+from git_handoff.ops.doc_markdown import listed, listed_total
 from git_handoff.ops.payloads import AckAnswer, AckEntry, DocRow, ShownDoc
 from git_handoff.state import writers
 from git_handoff.state.session_records import (
@@ -37,6 +39,11 @@ from git_handoff.state.store import StateStore, Tx, format_log_line
 from git_handoff.state.this_clone import tasks_per_session
 
 TRIGGERS = ("manual", "commits", "tasks", "pre-compact", "stop", "relay", "session-end")
+# A document stays well under a record's 1 MiB (model.MAX_RECORD_BYTES), which every
+# reader enforces: at 10,000 pending tasks it was 2.6 MB, and the prompt, `doc show` and
+# every other clone's sync refused the state. What it cannot list, it counts (`omitted`).
+DOC_BYTES = 768 << 10
+LISTS = ("status.completed", "status.in_progress", "status.pending", "failed", "files_changed")
 
 
 # -- building the document -----------------------------------------------------------
@@ -104,6 +111,32 @@ def build(source: StateReader, repo: Repo, number: int, trigger: str) -> Handoff
     }
 
 
+def _size(doc: HandoffDoc) -> int:
+    return len(json.dumps(doc, indent=2, ensure_ascii=False, sort_keys=True).encode())
+
+
+def bounded(doc: HandoffDoc, limit: int = DOC_BYTES) -> HandoffDoc:
+    """`doc` within `limit` bytes as stored: while it is larger, the longest of its LISTS
+    keeps its first half (completed this session first, pending by priority: what the
+    next session reads first) and `omitted` counts what went."""
+    if _size(doc) <= limit:
+        return doc
+    status = doc["status"]
+    status["completed"].sort(key=lambda c: not c.get("this_session"))
+    status["pending"].sort(key=lambda t: str(t.get("priority")))
+    omitted: dict[str, int] = {}
+    while _size(doc) > limit:
+        name = max(LISTS, key=lambda n: len(json.dumps(listed(doc, n))))
+        items = listed(doc, name)
+        if not items:
+            break  # nothing left to cut: the fixed fields alone (bounded by their own limits)
+        keep = len(items) // 2
+        omitted[name] = omitted.get(name, 0) + len(items) - keep
+        del items[keep:]
+    doc["omitted"] = omitted
+    return doc
+
+
 def write_doc(store: StateStore, trigger: str = "manual") -> WrittenDoc:
     """Write the current session's handoff document.
 
@@ -120,18 +153,18 @@ def write_doc(store: StateStore, trigger: str = "manual") -> WrittenDoc:
         existing = tx.read_json(doc_path(tx, number))
         if automatic and isinstance(existing, dict):
             return cast(WrittenDoc, {**existing, "written": False})
-        doc = build(tx, repo, number, trigger)
+        doc = bounded(build(tx, repo, number, trigger))
         put_record(tx, doc_path(tx, number), doc)
         record = read_session(tx, number)
         if record is not None:
             record["handoff"] = {"written_at": doc["written_at"], "trigger": trigger}
             put_record(tx, session_path(tx, number), record)
-        c = doc["status"]
         tx.lines.append(format_log_line(
             number, "HANDOFF",
-            f"Document written for session {number} (trigger={trigger}, completed={len(c['completed'])}, "
-            f"in_progress={len(c['in_progress'])}, pending={len(c['pending'])}, "
-            f"files_changed={len(doc['files_changed'])})"))
+            f"Document written for session {number} (trigger={trigger}, "
+            f"completed={listed_total(doc, 'status.completed')}, "
+            f"in_progress={listed_total(doc, 'status.in_progress')}, pending={listed_total(doc, 'status.pending')}, "
+            f"files_changed={listed_total(doc, 'files_changed')})"))
         return {**doc, "written": True}
 
     return store.transact(apply)
@@ -159,8 +192,8 @@ def list_docs(store: StateStore) -> list[DocRow]:
         row = DocRow({
             "session": n, "clone": clone, "written_at": doc.get("written_at"), "trigger": doc.get("trigger"),
             "archived": bool(doc.get("archived")), "accepted_by": doc.get("accepted_by"),
-            "completed": len(doc.get("status", {}).get("completed", [])),
-            "files_changed": len(doc.get("files_changed", [])),
+            "completed": listed_total(doc, "status.completed"),
+            "files_changed": listed_total(doc, "files_changed"),
         })
         if path in unapproved:
             row["unapproved_writer"] = unapproved[path]

@@ -13,6 +13,7 @@ from git_handoff.core import display, selection
 from git_handoff.core.model import Task, now_iso
 from git_handoff.core.record_schemas import HandoffDoc
 from git_handoff.ops import handoff
+from git_handoff.ops.doc_markdown import listed_total
 from git_handoff.ops.doc_markdown import short as _short
 from git_handoff.ops.doc_markdown import text as _t
 from git_handoff.ops.handoff import last_error
@@ -57,7 +58,7 @@ def _doc_section(doc: HandoffDoc | None, cap: int) -> list[str]:
         f"## Handoff document of session {session} ({state})",
         f"base {_short(doc.get('base'))}, head {_short(doc.get('head'))}, written {_t(doc.get('written_at'))} "
         f"(trigger: {_t(doc.get('trigger'))}); full text: {display.code(f'git handoff doc show {session}')}",
-        f"Completed overall: {len(status.get('completed', []))}; in session {session}:",
+        f"Completed overall: {listed_total(doc, 'status.completed')}; in session {session}:",
     ]
     here = [f"- [{_t(c['id'])}] {_t(c['title'])}" for c in status.get("completed", []) if c.get("this_session")]
     lines += _cap(here, cap, "`git handoff doc show`") or ["- none"]
@@ -75,7 +76,7 @@ def _doc_section(doc: HandoffDoc | None, cap: int) -> list[str]:
                   "`git handoff doc show`") or ["- none"]
     lines.append("Blockers:")
     lines += _cap([f"- {_t(b)}" for b in doc.get("blockers", [])], cap, "`git handoff doc show`") or ["- none"]
-    lines.append(f"Files changed ({len(doc.get('files_changed', []))}):")
+    lines.append(f"Files changed ({listed_total(doc, 'files_changed')}):")
     lines += _cap([f"- {_t(p)}" for p in doc.get("files_changed", [])], cap * 2, "`git handoff doc show`") or ["- none"]
     lines.append("")
     return lines

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
+from git_handoff.state.store import Tx
 from tests.support.repo import git, run, state_head, state_record
 
 
@@ -227,3 +230,43 @@ def test_a_second_ack_of_an_accepted_session_is_no_new_event(repo: Path) -> None
     # a rejection after an acceptance is still recorded: it is a different answer
     assert run("ack", "--failed", "the facts do not match").rc == 0
     assert run("session", "show", "--json").json()["ack"]["status"] == "failed"
+
+
+@pytest.mark.slow  # 6,000 tasks written in one transaction, each record checked as written
+def test_a_document_of_thousands_of_tasks_stays_a_record_every_reader_takes(repo: Path) -> None:
+    """At 10,000 pending tasks the document was 2.6 MB: more than the 1 MiB a record may
+    hold, so the prompt, `doc show` and every other clone's sync refused it. The document
+    now lists what fits, the next session's first (pending by priority), and counts the rest."""
+    from git_handoff.core.model import MAX_RECORD_BYTES, Task, now_iso
+    from git_handoff.infra.gitrepo import Repo
+    from git_handoff.ops import handoff
+    from git_handoff.state.session_records import doc_path
+    from git_handoff.state.store import StateStore
+
+    assert run("init").rc == 0
+    store = StateStore(Repo.discover(repo))
+    stamp, count = now_iso(), 6000
+
+    def apply(tx: Tx) -> None:
+        for n in range(count):
+            tx.put_task(Task(id=f"t{n:05d}", title=f"Task {n}: " + "a long title of many words " * 11,
+                             priority="P0" if n == count - 1 else "P2", created_at=stamp, order=n + 1))
+
+    store.transact(apply)
+    assert run("session", "start").rc == 0
+    written = run("doc", "write", "--json")
+    assert written.rc == 0, written.err
+    snap = store.snapshot()
+    raw = snap.read(doc_path(snap, 1))
+    assert raw is not None and len(raw) <= handoff.DOC_BYTES < MAX_RECORD_BYTES
+    doc = run("doc", "show", "1", "--json").json()
+    pending = doc["status"]["pending"]
+    assert 0 < len(pending) < count and doc["omitted"]["status.pending"] == count - len(pending)
+    assert pending[0]["id"] == f"t{count - 1:05d}"  # the P0 task first: what the next session takes first
+    shown = run("doc", "show", "1")
+    assert f"## Pending ({count})" in shown.out
+    assert f"... and {count - len(pending)} more, not listed" in shown.out
+    assert f"pending={count}" in run("log", "--type", "HANDOFF").out
+    assert run("session", "end").rc == 0 and run("session", "start").rc == 0
+    prompt = run("prompt")
+    assert prompt.rc == 0 and "Handoff document of session 1" in prompt.out, prompt.err
