@@ -7,6 +7,7 @@ import json
 import shlex
 import sys
 from pathlib import Path
+from typing import Any, TypedDict
 
 import pytest
 
@@ -16,10 +17,28 @@ STOP = json.dumps({"session_id": "abc", "hook_event_name": "Stop", "stop_hook_ac
 STOP_ACTIVE = json.dumps({"session_id": "abc", "hook_event_name": "Stop", "stop_hook_active": True})
 
 
-def _stop(payload: str = STOP, event: str = "claude-stop") -> dict | None:
+class HookOutput(TypedDict, total=False):
+    """The hook JSON Claude Code reads, and Codex and Gemini CLI in the same shape
+    (hook_data.claude_shaped_output, gemini.render; Gemini's block says "deny")."""
+
+    decision: str
+    reason: str
+    systemMessage: str
+    hookSpecificOutput: dict[str, str]
+
+
+def _stop(payload: str = STOP, event: str = "claude-stop") -> HookOutput | None:
     r = run("hook", event, stdin=payload)
     assert r.rc == 0, r.err
-    return json.loads(r.out) if r.out.strip() else None
+    out: HookOutput | None = json.loads(r.out) if r.out.strip() else None
+    return out
+
+
+def _answered(payload: str = STOP, event: str = "claude-stop") -> HookOutput:
+    """`_stop` where the hook must say something (a block or a warning)."""
+    out = _stop(payload, event)
+    assert out is not None
+    return out
 
 
 def _plan(*tasks: tuple[str, str]) -> None:
@@ -81,7 +100,7 @@ def test_subagent_stop_is_not_held_on_pending_work(repo: Path) -> None:
     """The harness holds a subagent only on in-progress work its worker owns."""
     _plan(("first", "true"))
     assert _stop(event="claude-subagent-stop") is None
-    assert _stop(event="claude-stop")["decision"] == "block"  # the main agent still is
+    assert _answered(event="claude-stop")["decision"] == "block"  # the main agent still is
 
 
 def test_subagent_stop_held_on_own_claim_once(repo: Path) -> None:
@@ -129,7 +148,7 @@ def test_stop_allowed_when_session_limit_reached_and_document_written(repo: Path
     run("init", "--max-tasks-per-session", "2")
     run("session", "start")
     _complete("a")
-    assert _stop()["decision"] == "block"
+    assert _answered()["decision"] == "block"
     _complete("b")
     assert _stop() is None
     doc = run("doc", "show", "--json").json()
@@ -141,16 +160,16 @@ def test_stop_still_blocks_after_a_document_without_a_relay(repo: Path) -> None:
     agent is kept working while eligible work remains and its limits allow."""
     _plan(("a", "true"), ("b", "true"))
     run("session", "start")
-    assert _stop()["decision"] == "block"
+    assert _answered()["decision"] == "block"
     run("doc", "write")
-    assert _stop()["decision"] == "block"
+    assert _answered()["decision"] == "block"
 
 
 def test_stop_allowed_after_a_document_when_a_relay_waits(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _plan(("a", "true"), ("b", "true"))
     run("session", "start")
     monkeypatch.setenv("HANDOFF_SESSION", "1")  # what the relay's launcher exports
-    assert _stop()["decision"] == "block"
+    assert _answered()["decision"] == "block"
     run("doc", "write")
     assert _stop() is None
 
@@ -165,12 +184,12 @@ def test_stop_allowed_at_tasks_per_session(repo: Path) -> None:
 
 def test_safety_valve_after_eight_blocks_without_progress(repo: Path) -> None:
     _plan(("a", "true"), ("b", "true"))
-    assert _stop(STOP)["decision"] == "block"
+    assert _answered(STOP)["decision"] == "block"
     for _ in range(7):
-        assert _stop(STOP_ACTIVE)["decision"] == "block"
+        assert _answered(STOP_ACTIVE)["decision"] == "block"
     _assert_valve_opens()  # 8 consecutive blocks without progress: let it stop, and say so
     # a fresh stop (not continuing from a block) is blocked again
-    assert _stop(STOP)["decision"] == "block"
+    assert _answered(STOP)["decision"] == "block"
 
 
 def test_state_progress_resets_the_safety_valve(repo: Path) -> None:
@@ -180,7 +199,7 @@ def test_state_progress_resets_the_safety_valve(repo: Path) -> None:
         _stop(STOP_ACTIVE)
     _complete("a")  # progress
     for _ in range(8):
-        assert _stop(STOP_ACTIVE)["decision"] == "block"
+        assert _answered(STOP_ACTIVE)["decision"] == "block"
     _assert_valve_opens()
 
 
@@ -209,7 +228,7 @@ def test_a_new_agent_conversation_starts_the_valve_afresh(repo: Path) -> None:
         _stop(STOP_ACTIVE)
     other = json.dumps({"session_id": "other", "hook_event_name": "Stop", "stop_hook_active": True})
     for _ in range(8):
-        assert _stop(other)["decision"] == "block"
+        assert _answered(other)["decision"] == "block"
     _assert_valve_opens_for(other)
 
 
@@ -305,7 +324,7 @@ def test_compact_with_nothing_to_compact_writes_no_document(repo: Path) -> None:
 
 # -- settings.json -------------------------------------------------------------------------
 
-USER_SETTINGS = {
+USER_SETTINGS: dict[str, Any] = {
     "permissions": {"allow": ["Bash(npm test:*)"], "deny": ["Read(./.env)"]},
     "hooks": {
         "Stop": [{"hooks": [{"type": "command", "command": "./my-stop.sh"}]}],

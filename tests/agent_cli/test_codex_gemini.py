@@ -8,9 +8,11 @@ import hashlib
 import json
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from tests.agent_cli.test_claude import HookOutput
 from tests.support.repo import run, run_exe, state_head
 
 SESSION = "01a2311b-6bde-7e51-911c-a02f362276fb"
@@ -28,10 +30,11 @@ def _gemini(event: str, **fields: object) -> str:
     return json.dumps({**base, **fields})
 
 
-def _hook(name: str, payload: str) -> dict | None:
+def _hook(name: str, payload: str) -> HookOutput | None:
     r = run("hook", name, stdin=payload)
     assert r.rc == 0, r.err
-    return json.loads(r.out) if r.out.strip() else None
+    out: HookOutput | None = json.loads(r.out) if r.out.strip() else None
+    return out
 
 
 def _plan(*ids: str) -> None:
@@ -91,6 +94,7 @@ def test_codex_stop_blocks_with_the_next_task_then_lets_go(repo: Path) -> None:
     _plan("a", "b")
     _hook("codex-session-start", _codex("SessionStart", source="startup"))
     out = _hook("codex-stop", _codex("Stop", stop_hook_active=False, last_assistant_message="done"))
+    assert out is not None
     assert out == {"decision": "block", "reason": out["reason"]}
     assert "Next task: [a] Title of a" in out["reason"]
     _complete("a")
@@ -224,9 +228,10 @@ def test_unknown_hook_event_is_a_warning_and_exit_0(repo: Path) -> None:
 # -- install / uninstall / status -------------------------------------------------------------
 
 
-USER_CODEX = {"hooks": {"Stop": [{"hooks": [{"type": "command", "command": "my-own-stop.sh", "timeout": 5}]}],
-                        "PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": "guard.sh"}]}]},
-              "other": {"kept": True}}
+USER_CODEX: dict[str, Any] = {
+    "hooks": {"Stop": [{"hooks": [{"type": "command", "command": "my-own-stop.sh", "timeout": 5}]}],
+              "PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": "guard.sh"}]}]},
+    "other": {"kept": True}}
 USER_CONFIG = '# my codex config\nmodel = "o3"\n\n[projects."/elsewhere"]\ntrust_level = "trusted"\n'
 
 
@@ -326,8 +331,9 @@ def test_codex_status_reports_project_trust_and_the_feature_switch(repo: Path, c
     assert "hooks = false" in run("hooks", "status", "--agent", "codex").out
 
 
-USER_GEMINI = {"theme": "Dracula", "hooks": {"AfterAgent": [{"hooks": [{"type": "command", "command": "x.sh"}]}]},
-               "hooksConfig": {"notifications": False}}
+USER_GEMINI: dict[str, Any] = {
+    "theme": "Dracula", "hooks": {"AfterAgent": [{"hooks": [{"type": "command", "command": "x.sh"}]}]},
+    "hooksConfig": {"notifications": False}}
 
 
 def test_gemini_install_keeps_user_settings(repo: Path) -> None:

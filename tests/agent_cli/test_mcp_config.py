@@ -6,42 +6,51 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from git_handoff.agent_cli import mcp_config
-from tests.support.repo import run
+from tests.support.repo import Result, run
 
 
-def handoff(*args: str, rc: int = 0) -> object:
+def handoff(*args: str, rc: int = 0) -> Result:
     result = run(*args)
     assert result.rc == rc, f"git handoff {' '.join(args)}: rc={result.rc} err={result.err}"
-    return result.json() if "--json" in args else result
+    return result
 
 
-def mcp_json(repo: Path) -> dict:
-    return json.loads((repo / ".mcp.json").read_text())
+def handoff_json(*args: str, rc: int = 0) -> dict[str, Any]:
+    """`handoff(*args)` of a command given --json: its answer parsed (the hooks commands
+    answer a dict of their own, with no TypedDict in the package)."""
+    answer: dict[str, Any] = handoff(*args, rc=rc).json()
+    return answer
+
+
+def mcp_json(repo: Path) -> dict[str, Any]:
+    config: dict[str, Any] = json.loads((repo / ".mcp.json").read_text())
+    return config
 
 
 def test_install_registers_the_installed_executable_and_status_reports_it(repo: Path) -> None:
-    result = handoff("hooks", "install", "--agent", "claude", "--json")
+    result = handoff_json("hooks", "install", "--agent", "claude", "--json")
     entry = mcp_json(repo)["mcpServers"]["handoff"]
     exe = Path(sys.executable).parent / "git-handoff"
     assert exe.exists()  # the console script of this very installation
     assert entry == {"command": str(exe), "args": ["mcp"]}
     assert result["mcp"]["registered"] is True and result["mcp"]["added"] is True
-    status = handoff("hooks", "status", "--agent", "claude", "--json")
+    status = handoff_json("hooks", "status", "--agent", "claude", "--json")
     assert status["mcp"] == {"mcp_json": str(repo / ".mcp.json"), "registered": True, "server": entry}
     text = run("hooks", "status", "--agent", "claude").out
     assert "mcp server 'handoff': registered" in text
 
     before = (repo / ".mcp.json").read_bytes()
-    again = handoff("hooks", "install", "--agent", "claude", "--json")
+    again = handoff_json("hooks", "install", "--agent", "claude", "--json")
     assert again["mcp"]["added"] is False and (repo / ".mcp.json").read_bytes() == before
 
 
 def test_every_user_entry_is_kept_and_uninstall_removes_only_ours(repo: Path) -> None:
-    mine = {"mcpServers": {"db": {"command": "db-mcp", "args": ["--ro"], "env": {"X": "1"}}},
+    mine: dict[str, Any] = {"mcpServers": {"db": {"command": "db-mcp", "args": ["--ro"], "env": {"X": "1"}}},
             "someOtherKey": [1, 2, 3]}
     (repo / ".mcp.json").write_text(json.dumps(mine, indent=4))
     handoff("hooks", "install", "--agent", "claude")
@@ -49,7 +58,7 @@ def test_every_user_entry_is_kept_and_uninstall_removes_only_ours(repo: Path) ->
     assert merged["mcpServers"]["db"] == mine["mcpServers"]["db"] and merged["someOtherKey"] == [1, 2, 3]
     assert list(merged["mcpServers"]) == ["db", "handoff"]
 
-    out = handoff("hooks", "uninstall", "--agent", "claude", "--json")
+    out = handoff_json("hooks", "uninstall", "--agent", "claude", "--json")
     assert out["mcp"]["removed"] is True and out["mcp"]["registered"] is False
     assert mcp_json(repo) == {**mine}
     assert not (repo / ".claude" / "settings.json").exists() or "handoff" not in (
@@ -97,4 +106,4 @@ def test_without_an_installed_executable_the_entry_is_git_handoff_mcp(repo: Path
     monkeypatch.setattr(mcp_config, "executable", lambda: None)
     handoff("hooks", "install", "--agent", "claude")
     assert mcp_json(repo)["mcpServers"]["handoff"] == {"command": "git", "args": ["handoff", "mcp"]}
-    assert handoff("hooks", "status", "--agent", "claude", "--json")["mcp"]["registered"] is True
+    assert handoff_json("hooks", "status", "--agent", "claude", "--json")["mcp"]["registered"] is True

@@ -10,10 +10,11 @@ import json
 import sys
 import tomllib
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from tests.support.repo import run
+from tests.support.repo import Result, run
 
 EXE = str(Path(sys.executable).parent / "git-handoff")
 OURS = {"command": EXE, "args": ["mcp"]}
@@ -37,38 +38,46 @@ def codex_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return path
 
 
-def ok(*args: str) -> object:
+def ok(*args: str) -> Result:
     result = run(*args)
     assert result.rc == 0, f"git handoff {' '.join(args)}: rc={result.rc} err={result.err}"
-    return result.json() if "--json" in args else result
+    return result
 
 
-def codex_toml(repo: Path) -> dict:
+def ok_json(*args: str) -> dict[str, Any]:
+    """`ok(*args)` of a command given --json: its answer parsed (the hooks commands answer a
+    dict of their own, with no TypedDict in the package)."""
+    answer: dict[str, Any] = ok(*args).json()
+    return answer
+
+
+def codex_toml(repo: Path) -> dict[str, Any]:
     return tomllib.loads((repo / ".codex" / "config.toml").read_text())
 
 
-def gemini_json(repo: Path) -> dict:
-    return json.loads((repo / ".gemini" / "settings.json").read_text())
+def gemini_json(repo: Path) -> dict[str, Any]:
+    config: dict[str, Any] = json.loads((repo / ".gemini" / "settings.json").read_text())
+    return config
 
 
 def test_codex_install_keeps_the_users_toml_and_its_comments(repo: Path) -> None:
     (repo / ".codex").mkdir()
     (repo / ".codex" / "config.toml").write_text(USER_TOML)
-    result = ok("hooks", "install", "--agent", "codex", "--json")
+    result = ok_json("hooks", "install", "--agent", "codex", "--json")
     config = repo / ".codex" / "config.toml"
     assert result["mcp"] == {"config": str(config), "registered": True, "server": OURS, "added": True}
     text = config.read_text()
     assert text.startswith(USER_TOML)  # comments, order and layout untouched; ours appended
     assert codex_toml(repo)["mcp_servers"] == {"db": {"command": "db-mcp", "args": ["--ro"]}, "handoff": OURS}
 
-    status = ok("hooks", "status", "--agent", "codex", "--json")
+    status = ok_json("hooks", "status", "--agent", "codex", "--json")
     assert status["mcp"] == {"config": str(config), "registered": True, "server": OURS}
     assert "mcp server 'handoff': registered" in ok("hooks", "status", "--agent", "codex").out
     assert "mcp server 'handoff' (.codex/config.toml): registered" in ok("hooks", "status").out
-    assert ok("hooks", "install", "--agent", "codex", "--json")["mcp"]["added"] is False
+    assert ok_json("hooks", "install", "--agent", "codex", "--json")["mcp"]["added"] is False
     assert config.read_text() == text  # a second install changes nothing
 
-    out = ok("hooks", "uninstall", "--agent", "codex", "--json")
+    out = ok_json("hooks", "uninstall", "--agent", "codex", "--json")
     assert out["mcp"]["removed"] is True and out["mcp"]["registered"] is False
     assert config.read_text() == USER_TOML
     assert "not registered" in ok("hooks", "status", "--agent", "codex").out
@@ -84,16 +93,16 @@ def test_codex_a_file_install_created_goes_with_uninstall(repo: Path) -> None:
 
 
 def test_gemini_shares_settings_json_with_the_hooks_and_keeps_user_entries(repo: Path) -> None:
-    mine = {"mcpServers": {"db": {"command": "db-mcp", "env": {"X": "1"}}}, "theme": "dark",
+    mine: dict[str, Any] = {"mcpServers": {"db": {"command": "db-mcp", "env": {"X": "1"}}}, "theme": "dark",
             "hooks": {"BeforeTool": [{"hooks": [{"type": "command", "command": "my-check"}]}]}}
     (repo / ".gemini").mkdir()
     (repo / ".gemini" / "settings.json").write_text(json.dumps(mine, indent=4))
-    result = ok("hooks", "install", "--agent", "gemini", "--json")
+    result = ok_json("hooks", "install", "--agent", "gemini", "--json")
     assert result["installed"] is True and result["mcp"]["registered"] is True
     merged = gemini_json(repo)
     assert merged["mcpServers"] == {**mine["mcpServers"], "handoff": OURS_GEMINI}
     assert merged["theme"] == "dark" and merged["hooks"]["BeforeTool"] == mine["hooks"]["BeforeTool"]
-    assert ok("hooks", "status", "--agent", "gemini", "--json")["mcp"]["registered"] is True
+    assert ok_json("hooks", "status", "--agent", "gemini", "--json")["mcp"]["registered"] is True
 
     ok("hooks", "uninstall", "--agent", "gemini")
     assert gemini_json(repo) == mine
@@ -118,7 +127,7 @@ def test_no_mcp_leaves_the_mcp_configuration_alone(repo: Path, agent: str) -> No
         assert "mcpServers" not in gemini_json(repo)
     ok("hooks", "install", "--agent", agent)
     ok("hooks", "uninstall", "--agent", agent, "--no-mcp")
-    assert ok("hooks", "status", "--agent", agent, "--json")["mcp"]["registered"] is True
+    assert ok_json("hooks", "status", "--agent", agent, "--json")["mcp"]["registered"] is True
 
 
 @pytest.mark.parametrize("agent", ["codex", "gemini"])
