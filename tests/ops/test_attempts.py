@@ -13,8 +13,8 @@ import pytest
 from git_handoff.core.errors import UsageError
 from git_handoff.core.model import Task
 from git_handoff.infra.task_commands import RunResult
-from git_handoff.ops import attempts
 from git_handoff.ops.attempts import NO_LOCAL_CLAIM, FailPlan, plan_fail
+from git_handoff.ops.payloads import FailOutcome
 
 BASE = "a" * 40
 SNAP = "b" * 40
@@ -148,4 +148,4 @@ def test_the_outcome_of_an_unsaved_attempt_names_none() -> None:
     out = plan(base="0" * 40, base_is_commit=False).outcome(Task(id="t1", title="t"), None, None, None)
     assert (out["attempt"], out["attempt_ref"], out["attempt_commit"], out["files"]) == (None, None, None, [])
     assert (out["base"], out["rolled_back"], out["validation"], out["cleanup"]) == ("0" * 40, False, None, None)
-    assert list(out) == list(attempts.FailOutcome.__annotations__)
+    assert list(out) == list(FailOutcome.__annotations__)

@@ -166,7 +166,7 @@ NICE = {
     "spec_ref": None, "order": 4, "updated_at": "2026-07-01T10:00:01Z", "hlc": "1764590354123.000002.ab",
     "field_clock": {"title": ["x", "y"]}, "failed_at": "2026-07-01T10:00:01Z",
 }
-odd_values = st.sampled_from([
+odd_values: st.SearchStrategy[object] = st.sampled_from([
     None, 0, 1, -1, True, False, "", " ", "P1", "pending", "in_progress", "x..y", "a.lock", "ok-id", "t\n",
     "12", [], ["a"], ["a", 1], ["bad id"], [{}], {}, {"command": 5}, {"timeout_seconds": "30"},
     {"timeout_seconds": 0}, {"cleanup": 3}, 2**63, 10_001, 1.5, Text("P0"), Number(3),

@@ -15,12 +15,12 @@ import pytest
 from git_handoff.core.errors import Contention, Negative, UsageError
 from git_handoff.core.model import Task
 from git_handoff.ops import claim as claim_ops
-from tests.support.repo import git, run, state_head
+from tests.support.repo import Result, git, run, state_head
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def handoff(*args: str, cwd: Path, rc: int = 0):
+def handoff(*args: str, cwd: Path, rc: int = 0) -> Result:
     result = run(*args, cwd=cwd)
     assert result.rc == rc, f"git handoff {' '.join(args)}: rc={result.rc}\nout={result.out}\nerr={result.err}"
     return result

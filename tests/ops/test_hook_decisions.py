@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.agent_cli.test_claude import HookOutput
 from tests.ops.test_tasks import harness_tasks_json
 from tests.support.repo import git, make_repo, run
 
@@ -18,10 +19,11 @@ STOP_ACTIVE = json.dumps({"session_id": "s1", "hook_event_name": "Stop", "stop_h
 START = json.dumps({"session_id": "s1", "hook_event_name": "SessionStart", "source": "startup"})
 
 
-def _hook(event: str, payload: str, cwd: Path | None = None) -> tuple[dict | None, str]:
+def _hook(event: str, payload: str, cwd: Path | None = None) -> tuple[HookOutput | None, str]:
     r = run("hook", event, stdin=payload, cwd=cwd)
     assert r.rc == 0, r.err
-    return (json.loads(r.out) if r.out.strip() else None), r.err
+    out: HookOutput | None = json.loads(r.out) if r.out.strip() else None
+    return out, r.err
 
 
 def _plan(*ids: str, check: str | None = "true") -> None:

@@ -16,6 +16,7 @@ from typing import Any
 import anyio
 import pytest
 from mcp import Client, StdioServerParameters
+from mcp.types import TextContent
 
 from git_handoff.core.errors import (
     Contention,
@@ -78,6 +79,12 @@ def rolled_back(repo: Path, before: Any) -> bool:
     return picture(repo) == before and not rollback.has_journal(Repo.discover(repo))
 
 
+def _text(block: object) -> str:
+    """A block of a tool's result: the server answers in text blocks only."""
+    assert isinstance(block, TextContent), block
+    return block.text
+
+
 @pytest.mark.slow  # a real `git handoff mcp` server process over stdio
 def test_the_mcp_server_finishes_an_interrupted_rollback(interrupted: tuple[Path, Any]) -> None:
     repo, before = interrupted
@@ -90,7 +97,7 @@ def test_the_mcp_server_finishes_an_interrupted_rollback(interrupted: tuple[Path
             first = await client.call_tool("status", {})
             assert not first.is_error
             second = await client.call_tool("status", {})
-            return [[block.text for block in r.content] for r in (first, second)]
+            return [[_text(block) for block in r.content] for r in (first, second)]
 
     first, second = anyio.run(go)
     assert rolled_back(repo, before)

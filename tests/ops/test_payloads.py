@@ -148,7 +148,7 @@ def test_each_command_json_matches_its_type(repo: Path) -> None:
     check(record_schemas.WrittenDoc, "doc", "write")
     check(list[payloads.DocRow], "doc", "list")
     check(payloads.ShownDoc, "doc", "show")
-    check(payloads.SessionRecord, "session", "end")
+    check(record_schemas.SessionRecord, "session", "end")
     check(list[payloads.LogLine], "log", "-n", "5")
 
     problems = [p for args, value, kind in seen for p in shape_problems(value, kind, args)]

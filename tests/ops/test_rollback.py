@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.repo import git, run, state_head
+from tests.support.repo import Result, git, run, state_head
 
 
-def handoff(*args: str, cwd: Path | None = None, rc: int = 0):
+def handoff(*args: str, cwd: Path | None = None, rc: int = 0) -> Result:
     result = run(*args, cwd=cwd)
     assert result.rc == rc, f"git handoff {' '.join(args)}: rc={result.rc}\nout={result.out}\nerr={result.err}"
     return result

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from git_handoff.ops.payloads import SessionStarted, TaskView
 from git_handoff.ops.session_start import decide
 from tests.support.repo import git, run
 
@@ -20,14 +21,16 @@ def _interrupted(repo: Path, check: str, *, mode: str = "exclusive") -> str:
     return git("rev-parse", "HEAD", cwd=repo)
 
 
-def _restart() -> dict:
+def _restart() -> SessionStarted:
     r = run("session", "start", "--json")
     assert r.rc == 0, r.err
-    return r.json()
+    started: SessionStarted = r.json()
+    return started
 
 
-def _task() -> dict:
-    return run("show", "t", "--json").json()
+def _task() -> TaskView:
+    shown: TaskView = run("show", "t", "--json").json()
+    return shown
 
 
 def _recovery_line(action: str) -> str:

@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -13,7 +14,7 @@ from git_handoff.core import errors
 from git_handoff.core.model import Task, check_id, new_id
 from git_handoff.infra.gitrepo import Repo
 from git_handoff.state.snapshot import STATE_REF, task_path
-from git_handoff.state.store import StateStore
+from git_handoff.state.store import StateStore, Tx
 from tests.support.repo import git, make_repo, run, run_exe, state_head
 
 
@@ -137,15 +138,19 @@ def test_unknown_fields_are_kept(inited: Path) -> None:
     store = StateStore(Repo.discover(inited))
     repo = store.repo
 
-    def sneak(tx):  # a newer writer adds a field we do not know
-        raw = json.loads(tx.read(task_path("x")))
+    def sneak(tx: Tx) -> None:  # a newer writer adds a field we do not know
+        stored = tx.read(task_path("x"))
+        assert stored is not None
+        raw = json.loads(stored)
         raw["future_field"] = {"kept": True}
         tx.put(task_path("x"), json.dumps(raw).encode())
         tx.log("WARN", "future writer")
 
     store.transact(sneak)
     assert run("edit", "x", "-p", "P2").rc == 0
-    blob = json.loads(repo.read_blob(repo.tree_lookup(store.snapshot().tree, task_path("x"))[0]))
+    found = repo.tree_lookup(store.snapshot().tree, task_path("x"))
+    assert found is not None
+    blob = json.loads(repo.read_blob(found[0]))
     assert blob["future_field"] == {"kept": True} and blob["priority"] == "P2"
 
 
@@ -182,7 +187,7 @@ def test_import_toml_plan(inited: Path) -> None:
     assert tasks[1]["depends_on"] == ["schema"] and tasks[1]["id"].startswith("t-")
 
 
-def harness_tasks_json() -> dict:
+def harness_tasks_json() -> dict[str, Any]:
     return {
         "version": 2,
         "created": "2025-07-01T10:00:00Z",
@@ -370,7 +375,12 @@ def test_not_initialized(repo: Path) -> None:
 
 def test_newer_format_is_refused(inited: Path) -> None:
     store = StateStore(Repo.discover(inited))
-    store.transact(lambda tx: (tx.put("format", b"git-handoff-state 99\n"), tx.log("WARN", "from the future")))
+
+    def from_the_future(tx: Tx) -> None:
+        tx.put("format", b"git-handoff-state 99\n")
+        tx.log("WARN", "from the future")
+
+    store.transact(from_the_future)
     head = state_head(inited)
     for args in (["status"], ["add", "x"], ["list"]):
         r = run(*args)
@@ -382,7 +392,12 @@ def test_corrupt_task_blob_is_invalid_state(inited: Path, monkeypatch: pytest.Mo
     add("A", "--id", "a")
     monkeypatch.delenv("HANDOFF_CHECK_WRITES")  # this test writes a broken record on purpose
     store = StateStore(Repo.discover(inited))
-    store.transact(lambda tx: (tx.put(task_path("a"), b"{broken"), tx.log("WARN", "corrupt")))
+
+    def corrupt(tx: Tx) -> None:
+        tx.put(task_path("a"), b"{broken")
+        tx.log("WARN", "corrupt")
+
+    store.transact(corrupt)
     r = run("list")
     assert r.rc == 2 and r.err.count("\n") == 1 and "not valid JSON" in r.err
 
@@ -429,7 +444,7 @@ def test_graph_formats(inited: Path) -> None:
 def test_one_task_change_rewrites_few_objects(inited: Path) -> None:
     store = StateStore(Repo.discover(inited))
 
-    def many(tx):
+    def many(tx: Tx) -> None:
         for n in range(600):
             tx.put_task(Task(id=f"t{n}", title=f"task {n}", created_at="2026-01-01T00:00:00Z", order=n))
         tx.log("INIT", "bulk")
@@ -478,8 +493,8 @@ def test_executable_end_to_end(tmp_path: Path) -> None:
     assert json.loads(r.out)["counts"]["pending"] == 1
     r = run_exe("show", "nope", cwd=repo)
     assert r.rc == 2 and r.err.strip().startswith("error: no task") and "Traceback" not in r.err
-    r = subprocess.run([sys.executable, "-m", "git_handoff", "--version"], capture_output=True, text=True)
-    assert r.returncode == 0 and "git handoff" in r.stdout
+    proc = subprocess.run([sys.executable, "-m", "git_handoff", "--version"], capture_output=True, text=True)
+    assert proc.returncode == 0 and "git handoff" in proc.stdout
 
 
 def test_help_teaches(repo: Path) -> None:

@@ -9,17 +9,19 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.repo import git, run, state_head
+from git_handoff.ops.payloads import TaskView
+from tests.support.repo import Result, git, run, state_head
 
 
-def handoff(*args: str, cwd: Path | None = None, rc: int = 0):
+def handoff(*args: str, cwd: Path | None = None, rc: int = 0) -> Result:
     result = run(*args, cwd=cwd)
     assert result.rc == rc, f"git handoff {' '.join(args)}: rc={result.rc}\nout={result.out}\nerr={result.err}"
     return result
 
 
-def task(task_id: str, cwd: Path | None = None) -> dict:
-    return handoff("show", task_id, "--json", cwd=cwd).json()
+def task(task_id: str, cwd: Path | None = None) -> TaskView:
+    shown: TaskView = handoff("show", task_id, "--json", cwd=cwd).json()
+    return shown
 
 
 def log_lines(cwd: Path | None = None) -> list[str]:
@@ -154,6 +156,7 @@ def test_done_without_check_is_a_config_error_and_changes_nothing(ready: Path) -
     # as the harness skill does: the refusal is logged, so `log --type ERROR` finds it; that
     # log line is the only change: one commit on top, the same tree
     after = state_head(ready)
+    assert after is not None
     assert git("rev-parse", f"{after}^", cwd=ready) == before
     assert git("rev-parse", f"{after}^{{tree}}", cwd=ready) == git("rev-parse", f"{before}^{{tree}}", cwd=ready)
     assert "ERROR [nc] [CONFIG] Missing validation.command" in git("log", "-1", "--format=%B", after, cwd=ready)
