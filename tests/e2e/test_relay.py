@@ -164,7 +164,8 @@ def test_an_agent_command_of_several_lines_stops_the_relay_into_a_record_it_read
     assert res.rc == 1, res.err
     raw = subprocess.run(["git", "show", "refs/harness/state:relay.json"], cwd=repo, capture_output=True,
                          check=True).stdout
-    assert record_schemas.relay(raw)["reason"].endswith("check the agent command: echo hi exit 3")
+    reason = record_schemas.relay(raw)["reason"]
+    assert reason is not None and reason.endswith("check the agent command: echo hi exit 3")
     assert run("status").rc == 0
 
 
@@ -177,7 +178,8 @@ def test_agent_crashing_mid_task_is_recovered_in_the_next_session(repo: Path) ->
     assert len(crash) == 1 and "[SESSION-1]" in crash[0]
     recovered = [line for line in log_lines(repo, "RECOVERY") if "task-003" in line]
     assert recovered and all("[SESSION-2]" in line for line in recovered)
-    assert store_of(repo).snapshot().task("task-003").status == "completed"
+    crashed = store_of(repo).snapshot().task("task-003")
+    assert crashed is not None and crashed.status == "completed"
     assert_every_session_acked_and_handed_off(repo, minimum=2)
 
 

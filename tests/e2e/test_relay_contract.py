@@ -135,7 +135,8 @@ def test_a_relay_killed_with_sigkill_and_started_again_adopts_what_it_left(repo:
     assert handoff.handed_off(store, 1) and handoff.handed_off(store, 2)
     recovered = [line for line in run("log", "--type", "RECOVERY").out.splitlines() if "[a]" in line]
     assert recovered and all("[SESSION-2]" in line for line in recovered), run("log").out
-    assert store.snapshot().task("a").status == "completed"
+    task = store.snapshot().task("a")
+    assert task is not None and task.status == "completed"
     assert int(store.snapshot().meta().get("session_count") or 0) == 2
 
 
@@ -166,4 +167,5 @@ def test_a_restarted_relay_never_waits_on_or_signals_a_process_that_only_has_its
         bystander.kill()
         bystander.wait()
     store = StateStore(Repo.discover(repo), session=0)
-    assert store.snapshot().task("a").status == "completed"
+    task = store.snapshot().task("a")
+    assert task is not None and task.status == "completed"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.remotes import clones, ok, remote_url, shared_pair  # noqa: F401
+from tests.support.remotes import clones, ok, remote_url, shared_pair, task  # noqa: F401
 from tests.support.repo import git, run, state_head
 
 
@@ -104,7 +104,7 @@ def test_rm_survives_sync_to_another_clone(clones: Callable[[str], Path]) -> Non
     ok("sync", cwd=a)
     ok("sync", cwd=b)
     assert ids(b) == ["keep", "needs"]
-    assert ok("show", "needs", "--json", cwd=b)["depends_on"] == []  # type: ignore[index]
+    assert task(b, "needs")["depends_on"] == []
     assert any("Removed Drop" in line for line in log_of("--task", "drop", cwd=b))
 
 
@@ -160,7 +160,7 @@ def test_rename_survives_sync_to_another_clone(clones: Callable[[str], Path]) ->
     ok("sync", cwd=a)
     ok("sync", cwd=b)
     assert ids(b) == ["bottom", "top"]
-    assert ok("show", "top", "--json", cwd=b)["depends_on"] == ["bottom"]  # type: ignore[index]
+    assert task(b, "top")["depends_on"] == ["bottom"]
     assert any("Renamed base to bottom" in line for line in log_of(cwd=b))
 
 
@@ -217,9 +217,9 @@ def test_reopen_survives_sync_to_another_clone(clones: Callable[[str], Path]) ->
     ok("done", "oops", cwd=a)
     ok("sync", cwd=a)
     ok("sync", cwd=b)
-    assert ok("show", "oops", "--json", cwd=b)["status"] == "completed"  # type: ignore[index]
+    assert task(b, "oops")["status"] == "completed"
     ok("reopen", "oops", "--reason", "not really done", cwd=b)
     ok("sync", cwd=b)
     ok("sync", cwd=a)
-    assert ok("show", "oops", "--json", cwd=a)["status"] == "pending"  # type: ignore[index]
+    assert task(a, "oops")["status"] == "pending"
     assert any("Reopened (was completed" in line for line in log_of("--task", "oops", cwd=a))

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from git_handoff.ops.sync import SyncReport
 from git_handoff.ops.sync_plan import Seen, plan
 from git_handoff.remote.push_outcome import ACCEPTED, LOCKED, MOVED, REFUSED, Pushed
 from tests.support.remotes import (  # noqa: F401
@@ -30,7 +31,7 @@ def test_fresh_clone_adopts_state_and_first_push(clones: Callable[[str], Path]) 
     ok("init", cwd=a)
     for n in range(3):
         ok("add", f"task {n}", "--id", f"t{n}", "--check", "true", cwd=a)
-    first = ok("sync", "--json", cwd=a)
+    first: SyncReport = ok("sync", "--json", cwd=a)
     assert first["action"] == "pushed" and published(a) in first["pushed"]
     assert remote_state(a) == state_head(a)
     assert "refs/harness/state" not in git("ls-remote", "origin", cwd=a)  # no ref that every clone moves
@@ -47,7 +48,7 @@ def test_fresh_clone_adopts_state_and_first_push(clones: Callable[[str], Path]) 
     configured = git("config", "--get-all", "remote.origin.fetch", cwd=b)
     assert "+refs/harness/clones/*:refs/handoff-fetched/origin/harness/clones/*" in configured
     assert "refs/remotes/origin/harness" not in configured
-    again = ok("sync", "--json", cwd=b)
+    again: SyncReport = ok("sync", "--json", cwd=b)
     assert again["action"] == "up-to-date" and again["pushed"] == []
     assert ok("sync", cwd=b) == "sync origin: up to date; 0 commit(s) in, 0 out\n"
 
@@ -74,7 +75,7 @@ def test_offline_divergence_converges(clones: Callable[[str], Path]) -> None:
     ok("add", "only on a", "--id", "a1", cwd=a)
     ok("add", "only on b", "--id", "b1", cwd=b)
     ok("sync", cwd=a)
-    merged = ok("sync", "--json", cwd=b)
+    merged: SyncReport = ok("sync", "--json", cwd=b)
     assert merged["action"] == "merged"
     ok("sync", cwd=a)
     assert tree(a) == tree(b)
@@ -90,6 +91,7 @@ def test_offline_divergence_converges(clones: Callable[[str], Path]) -> None:
     assert git("rev-parse", "refs/harness/attempts/t2/1", cwd=a) == git("rev-parse", "refs/harness/attempts/t2/1", cwd=b)
     # the merge commit has both parents and says what it did in SYNC lines
     head = state_head(b)
+    assert head is not None
     assert len(git("rev-list", "--parents", "-n1", head, cwd=b).split()) == 3
     assert "SYNC merged origin" in git("log", "-1", "--format=%B", head, cwd=b)
     # every log line of both sides survives in the history
@@ -107,7 +109,7 @@ def test_same_field_conflict_is_reported(clones: Callable[[str], Path], monkeypa
     monkeypatch.setenv("GIT_HANDOFF_NOW", "2026-07-01T12:00:00Z")
     ok("edit", "t", "--title", "late", cwd=b)
     ok("sync", cwd=b)
-    r = ok("sync", "--json", cwd=a)
+    r: SyncReport = ok("sync", "--json", cwd=a)
     assert [(c["record"], c["field"], c["kept"]) for c in r["conflicts"]] == [("t", "title", "late")]
     assert task(a, "t")["title"] == "late"
     assert "SYNC [t] conflict title" in git("log", "-1", "--format=%B", "refs/harness/state", cwd=a)
@@ -140,7 +142,7 @@ def test_notes_travel(clones: Callable[[str], Path]) -> None:
     git("notes", "--ref=harness", "add", "-m", "task: t2 session: 2", other, cwd=b)
     git("notes", "--ref=harness", "add", "-m", "seen on b", commit, cwd=b)
     ok("sync", cwd=a)
-    r = ok("sync", "--json", cwd=b)
+    r: SyncReport = ok("sync", "--json", cwd=b)
     assert r["notes"] == "merged"
     ok("sync", cwd=a)
     assert "task: t1 session: 1" in git("notes", "--ref=harness", "show", commit, cwd=b)
@@ -157,7 +159,7 @@ def test_attempt_refs_travel(clones: Callable[[str], Path]) -> None:
     b = clones("b")
     head = git("rev-parse", "HEAD", cwd=a)
     git("update-ref", "refs/harness/attempts/t1/1", head, cwd=a)
-    r = ok("sync", "--json", cwd=a)
+    r: SyncReport = ok("sync", "--json", cwd=a)
     assert r["attempts"]["pushed"] == ["refs/harness/attempts/t1/1"]
     r = ok("sync", "--json", cwd=b)
     assert r["attempts"]["fetched"] == ["refs/harness/attempts/t1/1"]
@@ -228,7 +230,7 @@ def test_two_independent_inits_merge(clones: Callable[[str], Path]) -> None:
     ok("init", "--mode", "concurrent", cwd=b)
     ok("add", "from b", "--id", "tb", cwd=b)
     ok("sync", cwd=a)
-    r = ok("sync", "--json", cwd=b)
+    r: SyncReport = ok("sync", "--json", cwd=b)
     assert r["action"] == "merged"
     ok("sync", cwd=a)
     assert tree(a) == tree(b)
@@ -244,6 +246,8 @@ def test_transaction_during_sync_is_kept(clones: Callable[[str], Path]) -> None:
     from git_handoff.infra.gitrepo import Repo
     from git_handoff.ops import sync as sync_ops
     from git_handoff.ops import tasks as task_ops
+    from git_handoff.remote.layout import Remote
+    from git_handoff.state.quarantine import Held
     from git_handoff.state.store import StateStore
 
     a, b = shared_pair(clones)
@@ -252,15 +256,16 @@ def test_transaction_during_sync_is_kept(clones: Callable[[str], Path]) -> None:
     store = StateStore(Repo.discover(b))
     real_fetch = sync_ops.fetch
 
-    def fetch_then_local_write(repo, remote):  # type: ignore[no-untyped-def]
-        real_fetch(repo, remote)
+    def fetch_then_local_write(repo: Repo, remote: Remote, *, everything: bool = True) -> list[Held]:
+        held = real_fetch(repo, remote, everything=everything)
         task_ops.add(StateStore(Repo.discover(b)), title="raced in", task_id="l1")
+        return held
 
-    sync_ops.fetch = fetch_then_local_write  # type: ignore[assignment]
+    sync_ops.fetch = fetch_then_local_write
     try:
         sync_ops.sync(store, "origin")
     finally:
-        sync_ops.fetch = real_fetch  # type: ignore[assignment]
+        sync_ops.fetch = real_fetch
     ok("sync", cwd=a)
     for where in (a, b):
         assert {"r1", "l1"} <= {t["id"] for t in json.loads(run("list", "--json", cwd=where).out)}
@@ -352,25 +357,28 @@ def test_someone_pushing_meanwhile_rejects_nothing(clones: Callable[[str], Path]
     so nothing is rejected; the next sync brings their change, and the clones converge."""
     from git_handoff.infra.gitrepo import Repo
     from git_handoff.ops import sync as sync_ops
+    from git_handoff.remote.layout import Remote
+    from git_handoff.state.quarantine import Held
     from git_handoff.state.store import StateStore
 
     a, b = shared_pair(clones)
     ok("add", "mine, local only", "--id", "mine", cwd=a)
     ok("add", "theirs", "--id", "theirs", cwd=b)
     real_fetch = sync_ops.fetch
-    calls = []
+    calls: list[int] = []
 
-    def fetch_then_someone_pushes(repo, remote):  # type: ignore[no-untyped-def]
-        real_fetch(repo, remote)
+    def fetch_then_someone_pushes(repo: Repo, remote: Remote, *, everything: bool = True) -> list[Held]:
+        held = real_fetch(repo, remote, everything=everything)
         if not calls:
             calls.append(1)
             assert run("sync", cwd=b).rc == 0
+        return held
 
-    sync_ops.fetch = fetch_then_someone_pushes  # type: ignore[assignment]
+    sync_ops.fetch = fetch_then_someone_pushes
     try:
         report = sync_ops.sync(StateStore(Repo.discover(a)), "origin")
     finally:
-        sync_ops.fetch = real_fetch  # type: ignore[assignment]
+        sync_ops.fetch = real_fetch
     assert report["retries"] == 0 and remote_state(a) == state_head(a)
     assert "theirs" not in {t["id"] for t in json.loads(run("list", "--json", cwd=a).out)}
     ok("sync", cwd=a)
@@ -406,7 +414,7 @@ def test_a_ref_lock_on_the_server_is_waited_out(clones: Callable[[str], Path], t
         lock.unlink()
 
     threading.Thread(target=unlock_after_a_refused_push, daemon=True).start()
-    got = ok("sync", "--json", cwd=a)
+    got: SyncReport = ok("sync", "--json", cwd=a)
     assert got["retries"] >= 1 and remote_state(a) == state_head(a)
 
 

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from git_handoff.ops.payloads import TaskJson
+from git_handoff.ops.sync import SyncReport
 from git_handoff.state import quarantine
 from tests.support.remotes import clones, ok, remote_state, remote_url, shared_pair, task  # noqa: F401
 from tests.support.repo import git, run, run_exe, state_head
@@ -131,7 +133,7 @@ def test_sync_claims_config_and_lost_claim_notice(clones: Callable[[str], Path],
     monkeypatch.setenv("GIT_HANDOFF_NOW", "2026-07-01T11:05:00Z")
     ok("claim", "t", cwd=b)
     ok("sync", cwd=b)
-    r = ok("sync", "--json", cwd=a)
+    r: SyncReport = ok("sync", "--json", cwd=a)
     assert [(c["task"], c["worker"]) for c in r["claims_lost"]] == [("t", "alice")]
     told = run("list", cwd=a)  # the next command tells the loser
     assert "your claim of t (as alice) was lost to bob" in told.err
@@ -141,7 +143,7 @@ def test_sync_claims_config_and_lost_claim_notice(clones: Callable[[str], Path],
     ok("add", "z", "--id", "z", "--check", "true", cwd=b)
     ok("sync", cwd=b)
     git("config", "handoff.syncClaims", "true", cwd=a)
-    got = ok("claim", "z", "--json", cwd=a)
+    got: TaskJson = ok("claim", "z", "--json", cwd=a)
     assert got["claimed_by"] == "alice"
     assert remote_state(a) == state_head(a)
     # a lost race for a named task is contention (exit 3), nothing changed
@@ -151,8 +153,8 @@ def test_sync_claims_config_and_lost_claim_notice(clones: Callable[[str], Path],
     git("config", "handoff.syncClaims", "true", cwd=b)
     ok("claim", "w", "--force", cwd=a)
     before = state_head(b)
-    r = run("claim", "w", "--force", cwd=b)
-    assert r.rc == 3 and "claimed by alice" in r.err
+    refused = run("claim", "w", "--force", cwd=b)
+    assert refused.rc == 3 and "claimed by alice" in refused.err
     assert task(b, "w")["claimed_by"] == "alice"
     assert state_head(b) != before  # it did merge the remote's state in, and claimed nothing
     # b published nothing: its own ref on the remote is where its last sync left it
@@ -237,7 +239,7 @@ def test_a_remote_claim_fetches_the_states_and_claims_and_leaves_the_notes_to_sy
     git("notes", "--ref=harness", "append", "-m", "second note", commit, cwd=a)
     ok("add", "two", "--id", "t2", "--check", "true", cwd=a)
     ok("sync", cwd=a)
-    claimed = ok("claim", "--remote", "origin", "--json", cwd=b)
+    claimed: TaskJson = ok("claim", "--remote", "origin", "--json", cwd=b)
     assert claimed["id"] in ("t1", "t2")
     assert task(b, "t2")["title"] == "two"  # the state came
     assert _tracked_notes(b) == before  # the notes did not, and what was tracked stays
