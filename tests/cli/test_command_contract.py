@@ -60,7 +60,7 @@ def test_json_dispatch_result_of_unfinished_run_prints_the_record(repo: Path) ->
     assert len(unfinished.err.splitlines()) == 1
 
 
-def test_interrupt_exits_130_with_exactly_one_error_line(repo: Path, monkeypatch) -> None:
+def test_interrupt_exits_130_with_exactly_one_error_line(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from git_handoff.ops import views as ops
 
     assert run("init").rc == 0

@@ -17,6 +17,7 @@ import time
 from collections import Counter
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -30,7 +31,7 @@ KILL_CHANCE = 0.5
 DEAD_LEASE = "15s"  # long enough to see the dead claims held, short enough to wait out
 
 
-def held(lists: list[list[dict]]) -> list[tuple[str, str]]:
+def held(lists: list[list[dict[str, Any]]]) -> list[tuple[str, str]]:  # fleet.task_list's type
     """(task, holder) of every in-progress task as one clone sees it."""
     return [(t["id"], str(t["claimed_by"])) for t in lists[0] if t["status"] == "in_progress"]
 

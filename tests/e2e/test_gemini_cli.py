@@ -4,6 +4,7 @@ against the loopback Gemini-API stub: only the model is a stub."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -33,7 +34,7 @@ def home(tmp_path: Path) -> Path:
     return path
 
 
-def _user_texts(body: dict) -> list[str]:
+def _user_texts(body: dict[str, Any]) -> list[str]:  # a request to the Gemini API, its JSON
     return [p["text"] for c in body.get("contents", []) if c.get("role") == "user"
             for p in c.get("parts", []) if isinstance(p.get("text"), str)]
 

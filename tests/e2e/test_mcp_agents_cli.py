@@ -48,7 +48,7 @@ def test_codex_mcp_list_shows_the_server_of_the_projects_config(repo: Path, tmp_
     with (home / "config.toml").open("a") as f:  # the project trusted, as the user would when Codex asks
         f.write(f'\n[projects."{repo.resolve()}"]\ntrust_level = "trusted"\n')
 
-    def listed() -> dict[str, dict]:
+    def listed() -> dict[str, dict[str, Any]]:  # `codex mcp list --json`: Codex's own JSON
         proc = subprocess.run([exe, "mcp", "list", "--json"], cwd=repo, env=codex_env(home), capture_output=True,
                               text=True, timeout=60, stdin=subprocess.DEVNULL)
         assert proc.returncode == 0, proc.stderr

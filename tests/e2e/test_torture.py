@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from git_handoff.ops.payloads import TaskView
 from tests.support.remotes import published
 from tests.support.repo import git, make_repo
 
@@ -79,7 +80,7 @@ def fsck_clean(repo: Path) -> None:
     assert not noisy, noisy
 
 
-def state_tasks(repo: Path) -> dict[str, dict]:
+def state_tasks(repo: Path) -> dict[str, TaskView]:
     r = handoff(repo, "list", "--json")
     assert r.returncode == 0, r.stderr
     return {t["id"]: t for t in json.loads(r.stdout)}
