@@ -16,8 +16,9 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TypedDict, Unpack
 
 import pytest
 
@@ -70,8 +71,15 @@ def project(repo: Path, bin_dir: Path) -> Iterator[Path]:
         stop_servers(repo)
 
 
-def start_server(repo: Path, bin_dir: Path, **kw: object) -> tuple[dict[str, str], int]:
-    env = client_env(bin_dir, server="1", **kw)  # type: ignore[arg-type]
+class ClientOptions(TypedDict, total=False):
+    """The keywords of client_env that start_server passes on."""
+
+    idle: float
+    pythonpath: Path
+
+
+def start_server(repo: Path, bin_dir: Path, **kw: Unpack[ClientOptions]) -> tuple[dict[str, str], int]:
+    env = client_env(bin_dir, server="1", **kw)
     first = run_cmd(["git-handoff", "status"], repo, env)  # in-process, and starts the server
     assert first.returncode == 0, first.stderr
     return env, wait_until_serving(repo)
@@ -175,7 +183,7 @@ def test_signals_reach_the_worker_and_its_status_comes_back(project: Path, bin_d
         assert statuses[0] == direct
 
 
-def _reader(client: int, repo: Path, served_before: int | None):  # type: ignore[no-untyped-def]
+def _reader(client: int, repo: Path, served_before: int | None) -> Callable[[], int | None]:
     """The process that will read the payload: the worker (served) or the Python process
     (in-process: the client, or git's child)."""
     def find() -> int | None:

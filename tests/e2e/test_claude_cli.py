@@ -15,6 +15,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TypedDict, Unpack
 
 import pytest
 
@@ -49,8 +50,18 @@ def _plan(repo: Path, count: int, *, per_session: int = 100, mode: str = "exclus
     return ids
 
 
-def _claude(repo: Path, stub: StubServer, prompt: str = "Work on this repository.", **kw: object) -> ClaudeRun:
-    result = run_claude(repo, stub.url, prompt, home=repo.parent / "claude-home", **kw)  # type: ignore[arg-type]
+class ClaudeOptions(TypedDict, total=False):
+    """The keywords of run_claude that _claude passes on."""
+
+    extra_args: list[str] | None
+    env: dict[str, str] | None
+    timeout: float
+    permission: str
+
+
+def _claude(repo: Path, stub: StubServer, prompt: str = "Work on this repository.",
+            **kw: Unpack[ClaudeOptions]) -> ClaudeRun:
+    result = run_claude(repo, stub.url, prompt, home=repo.parent / "claude-home", **kw)
     result.assert_hooks_accepted()
     return result
 

@@ -139,6 +139,8 @@ def sdk_answers(serving: Handlers, lines: list[str], expected: set[Any]) -> list
         wire = _Wire()
         for line in [*lines, END_OF_SESSION]:
             wire.feed(line)
+        # the casts: stdio_server takes anyio.AsyncFile[str]; _Wire has the part it uses
+        # (async iteration, write, flush) and nothing else
         async with anyio.create_task_group() as tg, stdio_server(cast(Any, wire), cast(Any, wire)) as (read, write):
             tg.start_soon(server.run, read, write, server.create_initialization_options())
             with anyio.fail_after(60):

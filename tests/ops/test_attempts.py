@@ -14,7 +14,7 @@ from git_handoff.core.errors import UsageError
 from git_handoff.core.model import Task
 from git_handoff.infra.task_commands import RunResult
 from git_handoff.ops.attempts import NO_LOCAL_CLAIM, FailPlan, plan_fail
-from git_handoff.ops.payloads import FailOutcome
+from git_handoff.ops.payloads import FailOutcome, SavedAttempt
 
 BASE = "a" * 40
 SNAP = "b" * 40
@@ -86,7 +86,7 @@ def test_an_unknown_category_is_refused_before_the_reason() -> None:
 
 def test_the_plan_is_frozen() -> None:
     with pytest.raises(dataclasses.FrozenInstanceError):
-        plan().rolls_back = False  # type: ignore[misc]
+        plan().rolls_back = False  # type: ignore[misc]  # a frozen field: the assignment must fail
 
 
 @pytest.mark.parametrize(
@@ -131,10 +131,10 @@ def test_a_kept_worktree_logs_the_reason_only() -> None:
 
 def test_the_outcome_reports_the_plan_the_saved_attempt_and_the_check() -> None:
     task = Task(id="t1", title="t", status="failed", attempts=1)
-    saved = {"attempt": 2, "ref": "refs/harness/attempts/t1/2", "commit": "c" * 40,
-             "files": [{"status": "A", "path": "x"}], "base": BASE, "head": BASE}
+    saved: SavedAttempt = {"attempt": 2, "ref": "refs/harness/attempts/t1/2", "commit": "c" * 40,
+                           "files": [{"status": "A", "path": "x"}], "base": BASE, "head": BASE}
     check = RunResult(ok=False, category="TEST_FAIL", exit_code=1, timed_out=False, output_tail="no")
-    out = plan(snapshot_name=SNAP, snapshot=SNAP).outcome(task, saved, "merge", check)  # type: ignore[arg-type]
+    out = plan(snapshot_name=SNAP, snapshot=SNAP).outcome(task, saved, "merge", check)
     assert out["task"]["id"] == "t1" and out["task"]["status"] == "failed"
     assert {k: v for k, v in out.items() if k != "task"} == {
         "category": "TASK_EXEC", "reason": "broke it", "attempt": 2, "attempt_ref": "refs/harness/attempts/t1/2",
