@@ -181,7 +181,7 @@ class World:
         return _files(self.outside)
 
     def pwned(self) -> list[str]:
-        found = []
+        found: list[str] = []
         for dirpath, dirnames, filenames in os.walk(self.root):  # git may pack objects meanwhile
             dirnames[:] = [d for d in dirnames if d != "objects"]
             found.extend(os.path.join(dirpath, n) for n in dirnames + filenames if n.startswith("PWNED"))
