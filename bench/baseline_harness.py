@@ -34,6 +34,10 @@ import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
+
+# a task of the old harness's tasks.json, as JSON: the baseline reads and writes it by key
+TaskRecord = dict[str, Any]
 
 PRIORITY = {"P0": 0, "P1": 1, "P2": 2}
 
@@ -105,7 +109,7 @@ class Lock:
         shutil.rmtree(self.path, ignore_errors=True)
 
 
-def validate(tasks: list[dict]) -> None:
+def validate(tasks: list[TaskRecord]) -> None:
     """Cycle detection, then blocked propagation (the harness's selection preamble)."""
     by_id = {t["id"]: t for t in tasks}
     for t in tasks:
@@ -138,7 +142,7 @@ def validate(tasks: list[dict]) -> None:
                     changed = True
 
 
-def write(state: Path, data: dict) -> None:
+def write(state: Path, data: dict[str, Any]) -> None:
     path = state / "tasks.json"
     shutil.copyfile(path, state / "tasks.json.bak")
     tmp = state / "tasks.json.tmp"
@@ -156,12 +160,14 @@ def claim(root: Path, worker: str) -> int:
         by_id = {t["id"]: t for t in tasks}
         stamp = datetime.now(UTC)
 
-        def ready(t: dict) -> bool:
+        def ready(t: TaskRecord) -> bool:
             return all(by_id.get(d, {}).get("status") == "completed" for d in t["depends_on"])
 
-        def expired(t: dict) -> bool:
-            lease = t.get("lease_expires_at")
-            return bool(lease) and datetime.fromisoformat(lease.replace("Z", "+00:00")) <= stamp
+        def expired(t: TaskRecord) -> bool:
+            lease: str | None = t.get("lease_expires_at")
+            if not lease:
+                return False
+            return datetime.fromisoformat(lease.replace("Z", "+00:00")) <= stamp
 
         fresh = sorted((t for t in tasks if t["status"] == "pending" and ready(t)),
                        key=lambda t: (PRIORITY[t["priority"]], t["id"]))
@@ -226,17 +232,17 @@ def done(root: Path, task_id: str) -> int:
     return 0 if ok else 1
 
 
-def _select(tasks: list[dict]) -> dict | None:
+def _select(tasks: list[TaskRecord]) -> TaskRecord | None:
     validate(tasks)
     by_id = {t["id"]: t for t in tasks}
 
-    def ready(t: dict) -> bool:
+    def ready(t: TaskRecord) -> bool:
         return all(by_id.get(d, {}).get("status") == "completed" for d in t["depends_on"])
 
     fresh = sorted((t for t in tasks if t["status"] == "pending" and ready(t)),
                    key=lambda t: (PRIORITY[t["priority"]], t["id"]))
     retry = [t for t in tasks if t["status"] == "failed" and t["attempts"] < t["max_attempts"] and ready(t)]
-    return (fresh or retry or [None])[0]
+    return next(iter(fresh or retry), None)
 
 
 def next_task(root: Path) -> int:

@@ -73,7 +73,7 @@ def setup_ours(path: Path, count: int) -> None:
         deps = json.dumps(t["depends_on"])
         lines.append(
             f'[[task]]\nid = "{t["id"]}"\ntitle = "{t["title"]}"\npriority = "{t["priority"]}"\n'
-            f'depends_on = {deps}\ncheck = "{t["validation"]["command"]}"\n'  # type: ignore[index]
+            f'depends_on = {deps}\ncheck = "{t["validation"]["command"]}"\n'
         )
     plan = path.parent / f"plan-{count}.toml"
     plan.write_text("\n".join(lines))

@@ -7,9 +7,11 @@ Run alone: python bench/bench_core.py [--quick]
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -42,7 +44,7 @@ def _whole_blob_baseline(path: Path, repeats: int) -> tuple[list[float], list[in
     store = store_for(path)
     repo = store.repo
     tasks = [task_to_json(t) for t in store.snapshot().tasks().values()]
-    doc = {"version": 2, "tasks": tasks}
+    doc: dict[str, Any] = {"version": 2, "tasks": tasks}  # the rejected design's tasks.json
     times: list[float] = []
     sizes: list[int] = []
     head: list[str | None] = [None]
@@ -58,7 +60,7 @@ def _whole_blob_baseline(path: Path, repeats: int) -> tuple[list[float], list[in
     change(0)
     for i in range(1, repeats + 1):
         before = head[0]
-        times.extend(time_call(lambda i=i: change(i), 1, warmup=0))
+        times.extend(time_call(functools.partial(change, i), 1, warmup=0))
         sizes.append(new_objects(path, before, str(head[0]))[1])
     return times, sizes
 
@@ -77,7 +79,7 @@ def one_task_change(quick: bool) -> list[Row]:
         for i in range(repeats):
             before = state_head(path)
             tid = task_id((i * 7919) % n)
-            times.extend(time_call(lambda tid=tid, i=i, store=store: ops.edit(store, tid, title=f"changed {i}"), 1, warmup=0))
+            times.extend(time_call(functools.partial(ops.edit, store, tid, title=f"changed {i}"), 1, warmup=0))
             count, content, on_disk = new_objects(path, before, state_head(path))
             sizes.append(content)
             disk.append(on_disk)

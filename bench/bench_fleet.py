@@ -135,7 +135,7 @@ import tempfile
 import time
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
@@ -144,8 +144,19 @@ if str(ROOT) not in sys.path:
 from bench.common import Row, fresh_dir, workdir  # noqa: E402
 from tests.support import cmdserver, fleet, transports  # noqa: E402
 
-FULL = {"ks": [1, 4, 8, 16, 32], "tasks": 200, "http_k": [4], "delay_ks": [1, 16], "transport_tasks": 100}
-QUICK = {"ks": [1, 4], "tasks": 12, "http_k": [4], "delay_ks": [1, 4], "transport_tasks": 8}
+
+class Sizes(TypedDict):
+    """The runs of a scenario: clone counts and tasks, per transport."""
+
+    ks: list[int]  # clone counts of the daemon runs
+    tasks: int  # tasks in each daemon run
+    http_k: list[int]  # clone counts of the smart-HTTP runs
+    delay_ks: list[int]  # clone counts of the delay-proxy runs
+    transport_tasks: int  # tasks in each http/delay run
+
+
+FULL: Sizes = {"ks": [1, 4, 8, 16, 32], "tasks": 200, "http_k": [4], "delay_ks": [1, 16], "transport_tasks": 100}
+QUICK: Sizes = {"ks": [1, 4], "tasks": 12, "http_k": [4], "delay_ks": [1, 4], "transport_tasks": 8}
 
 
 def load() -> str:
@@ -341,7 +352,7 @@ def main(argv: list[str] | None = None) -> int:
                              "`git handoff launcher` (both: each run twice in a row)")
     parser.add_argument("--jsonl", type=Path, help="append every run's figures, one JSON object a line")
     args = parser.parse_args(argv)
-    p = dict(QUICK if args.quick else FULL)
+    p = QUICK if args.quick else FULL  # read only
 
     def ints(text: str | None, default: list[int]) -> list[int]:
         return [int(x) for x in text.split(",") if x] if text else default

@@ -39,7 +39,7 @@ def grow_state(repo: Path, count: int) -> None:
     raw = pygit2.Repository(str(repo))
     ref = raw.references["refs/harness/state"]
     tip = ref.target
-    tree = raw[tip].tree_id
+    tree = raw[tip].peel(pygit2.Commit).tree_id
     sig = pygit2.Signature("bench", "bench@example.com")
     for n in range(count):
         msg = f"[2026-07-01T10:00:00Z] [SESSION-0] WARN bench filler {n}\n"

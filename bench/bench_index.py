@@ -16,13 +16,24 @@ if __package__ in (None, ""):
 
 from bench import baseline_harness
 from bench.bench_cmdserver import start_server, stop_server
-from bench.common import HANDOFF, PY, ROOT, Row, fresh_dir, median, ms, run_proc, state_copy
+from bench.common import (
+    HANDOFF,
+    PY,
+    ROOT,
+    ProcRun,
+    Row,
+    fresh_dir,
+    median,
+    ms,
+    run_proc,
+    state_copy,
+)
 from git_handoff import cmdclient
 
 HARNESS = [PY, str(ROOT / "bench" / "baseline_harness.py")]
 
 
-def _check(r: object, what: str) -> None:
+def _check(r: ProcRun, what: str) -> None:
     rc = r.rc
     if rc not in (0, 1):
         raise RuntimeError(f"{what} exited {rc}: {r.err.decode(errors='replace')[-300:]}")

@@ -69,7 +69,7 @@ def _sync_once(remote: Path, tmp: Path, name: str, edge: bool) -> float:
     store = store_for(clone)
     saved = incoming.check_state
     if not edge:
-        incoming.check_state = _old_check  # type: ignore[assignment]
+        incoming.check_state = _old_check
     sync_ops._CHECKED.clear() if hasattr(sync_ops, "_CHECKED") else None
     incoming.forget_checked()
     try:
@@ -77,7 +77,7 @@ def _sync_once(remote: Path, tmp: Path, name: str, edge: bool) -> float:
         sync_ops.sync(store, "origin")
         return time.perf_counter() - start
     finally:
-        incoming.check_state = saved  # type: ignore[assignment]
+        incoming.check_state = saved
 
 
 def sync_through_parsers(quick: bool) -> list[Row]:
@@ -153,7 +153,9 @@ def _recognized(repo_path: Path) -> int:
     from git_handoff.infra.gitrepo import Repo
 
     repo = Repo.discover(repo_path)
-    tree = repo.commit_tree(repo.ref_target("refs/harness/state"))
+    head = repo.ref_target("refs/harness/state")
+    assert head is not None, f"no state at {repo_path}"
+    tree = repo.commit_tree(head)
     return sum(1 for path, (_, new) in repo.tree_diff(None, tree).items()
                if new is not None and path.startswith("tasks/")
                and task_file.written_task_id(repo.read_blob(new)) is not None)

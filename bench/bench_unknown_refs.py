@@ -125,7 +125,8 @@ def measure(n_refs: int, repeats: int, protocols: tuple[str, ...] = ("0", "2")) 
                 rows.append(Row(label, f"{ms(j)} ({junk[0][1] // 1024} KiB adv.)",
                                 f"{ms(p)} ({plain[0][1] // 1024} KiB adv.)", j / p, "<= 1.2x", j / p <= 1.2))
     for server in SERVER:
-        plain_s, junk_s = [], []
+        plain_s: list[float] = []
+        junk_s: list[float] = []
         for _ in range(repeats):
             for source, out_s in ((remote, plain_s), (piled, junk_s)):
                 k += 1

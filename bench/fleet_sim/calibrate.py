@@ -119,10 +119,12 @@ def derive(table: dict[int, dict[str, Any]], delay: dict[int, dict[str, Any]] | 
     # the serial K = 1 loop is always running one process: the share of a core it got is
     # its CPU (and the server's, which it waits for) per second; wall - work / share is
     # what no CPU explains (on a busy machine, ~0)
-    share = min(1.0, (one["cpu_per_task"] + one["server_cpu_per_task"]) * one["tasks_per_s"])
+    share: float = min(1.0, (one["cpu_per_task"] + one["server_cpu_per_task"]) * one["tasks_per_s"])
 
     def gap(verb: str, server: float) -> float:
-        return max(0.0, one[f"{verb}_wall"] - (one[f"{verb}_cpu"] + server) / share)
+        wall: float = one[f"{verb}_wall"]  # seconds, as measure.py wrote them
+        cpu: float = one[f"{verb}_cpu"]
+        return max(0.0, wall - (cpu + server) / share)
 
     p = replace(p, cpu_done=max(0.0, one["done_cpu"] - CPU_START), cpu_commit=one["commit_cpu"],
                 srv_fetch=srv_op, srv_push=srv_op, wall_done=gap("done", 0.0), wall_commit=gap("commit", 0.0),

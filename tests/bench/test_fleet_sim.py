@@ -61,7 +61,10 @@ def test_a_claim_without_compare_and_swap_is_caught() -> None:
             w.add_task()
         for _ in range(8):
             w.start_clone()
-        w.sim.run(stop=lambda w=w: not w.live)
+        def idle(w: World = w) -> bool:
+            return not w.live
+
+        w.sim.run(stop=idle)
         found += w.stats.double_claims + audit(w)["double_done"]
     assert found > 0
 

@@ -47,6 +47,7 @@ def base_state() -> dict[str, bytes]:
 
 
 # One edit: (kind, task, value). Applied by a replica with its own clock.
+Edit = tuple[str, str, int]  # (kind, task id, value): one step of a replica
 EDITS = st.tuples(
     st.sampled_from(["title", "priority", "claim", "release", "complete", "fail", "checkpoint", "timeout",
                      "command", "add", "session", "doc", "dep"]),
@@ -55,7 +56,7 @@ EDITS = st.tuples(
 )
 
 
-def apply_edits(state: dict[str, bytes], edits: list[tuple[str, str, int]], replica: int,
+def apply_edits(state: dict[str, bytes], edits: list[Edit], replica: int,
                 start: int) -> dict[str, bytes]:
     out = dict(state)
     for step, (kind, tid, value) in enumerate(edits):
@@ -68,7 +69,7 @@ def apply_edits(state: dict[str, bytes], edits: list[tuple[str, str, int]], repl
             continue
         if kind == "doc":
             path = f"docs/{value}.json"
-            doc = json.loads(out[path]) if path in out else {"decisions": [], "created_at": now}
+            doc: dict[str, Any] = json.loads(out[path]) if path in out else {"decisions": [], "created_at": now}
             doc["decisions"].append({"what": f"r{replica} {step}", "at": now})
             doc["updated_at"] = now
             out[path] = dump(doc)
@@ -127,7 +128,7 @@ def tasks_of(state: dict[str, bytes]) -> dict[str, dict[str, Any]]:
 
 @settings(max_examples=examples(150), deadline=None)
 @given(edit_lists, edit_lists)
-def test_commutative(e1: list, e2: list) -> None:
+def test_commutative(e1: list[Edit], e2: list[Edit]) -> None:
     base = base_state()
     x, y = replicas(base, e1, e2)
     assert merged(base, x, y) == merged(base, y, x)
@@ -135,7 +136,7 @@ def test_commutative(e1: list, e2: list) -> None:
 
 @settings(max_examples=examples(100), deadline=None)
 @given(edit_lists, edit_lists)
-def test_idempotent(e1: list, e2: list) -> None:
+def test_idempotent(e1: list[Edit], e2: list[Edit]) -> None:
     base = base_state()
     x, y = replicas(base, e1, e2)
     assert merged(base, x, x) == x
@@ -148,7 +149,7 @@ def test_idempotent(e1: list, e2: list) -> None:
 
 @settings(max_examples=examples(150), deadline=None)
 @given(edit_lists, edit_lists)
-def test_nothing_lost(e1: list, e2: list) -> None:
+def test_nothing_lost(e1: list[Edit], e2: list[Edit]) -> None:
     base = base_state()
     x, y = replicas(base, e1, e2)
     m = tasks_of(merged(base, x, y))
@@ -173,7 +174,7 @@ def test_nothing_lost(e1: list, e2: list) -> None:
 
 @settings(max_examples=examples(200), deadline=None)
 @given(edit_lists, edit_lists, edit_lists)
-def test_three_replicas_any_order(e1: list, e2: list, e3: list) -> None:
+def test_three_replicas_any_order(e1: list[Edit], e2: list[Edit], e3: list[Edit]) -> None:
     base = base_state()
     x, y, z = replicas(base, e1, e2, e3)
     results = [

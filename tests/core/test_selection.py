@@ -10,11 +10,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from git_handoff.core import selection
-from git_handoff.core.model import Task
+from git_handoff.core.model import Status, Task
 from git_handoff.core.serialization import dump_task, load_task, task_to_json
 from tests.support.speed import examples
 
 NOW = "2026-07-01T12:00:00Z"
+
+
+STATUSES: list[Status] = ["pending", "pending", "completed", "failed", "in_progress"]
 
 
 @st.composite
@@ -25,7 +28,7 @@ def graphs(draw: st.DrawFn) -> dict[str, Task]:
     ids = [f"t{i}" for i in range(n)]
     tasks: dict[str, Task] = {}
     for i, tid in enumerate(ids):
-        status = draw(st.sampled_from(["pending", "pending", "completed", "failed", "in_progress"]))
+        status: Status = draw(st.sampled_from(STATUSES))
         deps = tuple(draw(st.lists(st.sampled_from([*ids, "gone"]), max_size=3, unique=True))) if ids else ()
         max_attempts = draw(st.integers(1, 3))
         attempts = draw(st.integers(0, max_attempts)) if status in ("failed", "in_progress") else 0
@@ -75,7 +78,7 @@ def test_prepare_fails_what_dependency_validation_names(tasks: dict[str, Task]) 
 def test_evolve_is_replace() -> None:
     task = Task(id="a1", title="one", depends_on=("b",), extra={"k": 1})
     for changes in ({"status": "failed"}, {"error_log": ("x",), "attempts": 2}, {"extra": {"k": 2}}, {}):
-        assert task.evolve(**changes) == dataclasses.replace(task, **changes)  # type: ignore[arg-type]
+        assert task.evolve(**changes) == dataclasses.replace(task, **changes)
     assert task.status == "pending"
     try:
         task.evolve(colour="red")

@@ -20,7 +20,8 @@ def test_relay_failures_lists_the_last_ten_records_escaped() -> None:
 
 
 def test_relay_failures_none_or_not_a_list_is_nothing() -> None:
-    for record in ({}, {"failures": []}, {"failures": "many"}, {"failures": None}):
+    records: list[dict[str, object]] = [{}, {"failures": []}, {"failures": "many"}, {"failures": None}]
+    for record in records:
         assert pages._relay_failures(cast(RelayRecord, record)) == ""
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from git_handoff.ops.payloads import TaskView
 from tests.support.remotes import published
 from tests.support.repo import git
 
@@ -45,9 +46,10 @@ def test_the_readme_tour_runs_as_written(tmp_path: Path) -> None:
                           timeout=300)
     assert proc.returncode == 0, f"the tour stopped:\n{proc.stderr[-3000:]}"
 
-    def show(task: str) -> dict:
-        return json.loads(subprocess.run(["git", "handoff", "show", task, "--json"], cwd=work, capture_output=True,
-                                         text=True, check=True).stdout)
+    def show(task: str) -> TaskView:
+        view: TaskView = json.loads(subprocess.run(["git", "handoff", "show", task, "--json"], cwd=work,
+                                                   capture_output=True, text=True, check=True).stdout)
+        return view
 
     assert show("schema")["status"] == "completed"
     api = show("api")

@@ -89,10 +89,10 @@ def test_a_far_future_clock_is_not_adopted_by_the_victims_writes(world: World, w
     a = world.attacker
     node = a.state_node()
     for task_id in ("schema", "api"):
-        record = json.loads(a.repo[node["tasks"][task_path(task_id).split("/")[1]][task_path(task_id).split("/")[2]]
-                                   [f"{task_id}.json"][1]].data)
+        record = json.loads(a.blob_data(node["tasks"][task_path(task_id).split("/")[1]][task_path(task_id).split("/")[2]]
+                                        [f"{task_id}.json"][1]))
         put(node, task_path(task_id), (BLOB, a.blob(jbytes(far_future(record)))))
-    meta = json.loads(a.repo[node["meta.json"][1]].data)
+    meta = json.loads(a.blob_data(node["meta.json"][1]))
     put(node, "meta.json", (BLOB, a.blob(jbytes(dict(meta, hlc=FAR)))))
     a.push_state(node)
     ok(world, "trust", "--all")
@@ -113,7 +113,7 @@ def test_a_far_future_clock_is_not_adopted_by_the_victims_writes(world: World, w
 def _exhausted_counter(w: World) -> None:
     a = w.attacker
     node = a.state_node()
-    meta = json.loads(a.repo[node["meta.json"][1]].data)
+    meta = json.loads(a.blob_data(node["meta.json"][1]))
     meta.update(session_count=10**18 - 1, sessions_by_clone={"0123456789abcdef": 10**18 - 1})
     put(node, "meta.json", (BLOB, a.blob(jbytes(meta))))
     a.push_state(node)

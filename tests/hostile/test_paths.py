@@ -21,7 +21,7 @@ import pytest
 
 from git_handoff.core.errors import UsageError
 from git_handoff.infra import paths
-from tests.support.hostile import BLOB, LINK, World, make_world
+from tests.support.hostile import BLOB, LINK, Node, World, make_world
 from tests.support.repo import git, run
 from tests.support.templates import Templates
 
@@ -51,7 +51,7 @@ def world(tmp_path: Path, templates: Templates) -> Iterator[World]:
     yield from make_world(tmp_path, templates)
 
 
-def _put(node: dict, path: str, entry: tuple[str, str]) -> None:
+def _put(node: Node, path: str, entry: tuple[str, str]) -> None:
     *dirs, name = path.split("/")
     for d in dirs:
         node = node.setdefault(d, {})
@@ -70,7 +70,7 @@ def _attempt(w: World, *, add: dict[str, tuple[str, str]], base_extra: dict[str,
     files = {"README": (BLOB, a.blob("hello\n")), "app.py": (BLOB, a.blob("print('app')\n"))}
     base = _root(w)
     if base_extra:
-        node: dict = {}
+        node: Node = {}
         for p, e in {**files, **base_extra}.items():
             _put(node, p, e)
         base = a.commit(a.raw_tree(node), [base], "base")

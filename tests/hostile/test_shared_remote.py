@@ -541,7 +541,7 @@ def craft_session_numbers_used_up(w: World) -> dict[str, Any]:
     node = a.state_node()
     put(node, "meta.json", (BLOB, a.blob(jbytes({"created": "2026-07-01T09:00:00Z", "session_count": 10**18 - 1,
                                                  "sessions_legacy": 10**18 - 1, "sessions_by_clone": {}}))))
-    config = a.repo[node["config.toml"][1]].data.decode()
+    config = a.blob_data(node["config.toml"][1]).decode()
     put(node, "config.toml", (BLOB, a.blob(config.replace("max_sessions = 50", f"max_sessions = {2**63 - 1}"))))
     a.push_state(node)
     return {"task": "schema"}
@@ -613,7 +613,7 @@ def _config_with(w: World, *lines: str) -> list[str]:
     """One state commit per line, each on the current state, its config.toml with the line added."""
     a = w.attacker
     base = a.state()
-    text = a.repo[a.state_node()["config.toml"][1]].data.decode()
+    text = a.blob_data(a.state_node()["config.toml"][1]).decode()
     commits = []
     for i, line in enumerate(lines):
         node = a.state_node()

@@ -168,6 +168,7 @@ def test_1000_clone_heads_merge_into_commits_of_bounded_fan_in(clones: Callable[
     listed = {t["id"] for t in json.loads(run("list", "--json", cwd=b).out)}
     assert set(ids) <= listed
     head = state_head(b)
+    assert head is not None
     fan_in = git("rev-list", "--parents", "--merges", head, cwd=b).splitlines()
     assert fan_in and max(len(line.split()) - 1 for line in fan_in) <= 16
     heads = git("ls-remote", "origin", "refs/harness/clones/*", cwd=b).splitlines()

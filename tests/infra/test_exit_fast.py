@@ -103,8 +103,10 @@ def test_exit_codes_are_kept(repo: Path, env: dict[str, str]) -> None:
     assert code("done", "t001") == 1  # its check failed: a negative answer
     proc = subprocess.Popen(["git-handoff", "hook", "claude-stop"], cwd=repo, env=env, stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    reader = (lambda: _worker(repo)) if env["_MODE"] == "served" else (lambda: proc.pid)
-    wait_for(lambda: reader() is not None and blocked_reading_stdin(reader()), "the hook to read its payload")
+    def reader() -> int | None:
+        return _worker(repo) if env["_MODE"] == "served" else proc.pid
+
+    wait_for(lambda: (pid := reader()) is not None and blocked_reading_stdin(pid), "the hook to read its payload")
     proc.send_signal(signal.SIGINT)
     proc.communicate(timeout=30)
     assert proc.returncode == 130

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from git_handoff.infra import fileio
 from git_handoff.infra.fileio import atomic_write
 
 
@@ -27,7 +26,7 @@ def test_a_file_planted_under_the_temporary_name_is_never_written_through(tmp_pa
                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     """Another user of a shared directory guesses the name (the pid was all of it): the
     write fails and neither the file the link names nor the planted file changes."""
-    monkeypatch.setattr(fileio.os, "urandom", lambda n: b"\x01" * n)
+    monkeypatch.setattr(os, "urandom", lambda n: b"\x01" * n)
     victim = tmp_path / "victim"
     victim.write_text("precious\n")
     victim.chmod(0o600)

@@ -27,9 +27,11 @@ def test_update_tree_sets_and_removes_paths_and_tree_diff_sees_it(repo: Path) ->
     a, b = r.write_blob(b"a"), r.write_blob(b"b")
     first = r.update_tree(None, {"tasks/x/a.json": a, "meta.json": b})
     assert r.tree_lookup(first, "tasks/x/a.json") == (a, False)
-    assert r.tree_lookup(first, "tasks")[1] is True and r.tree_lookup(first, "nope") is None
+    tasks, x = r.tree_lookup(first, "tasks"), r.tree_lookup(first, "tasks/x")
+    assert tasks is not None and x is not None
+    assert tasks[1] is True and r.tree_lookup(first, "nope") is None
     assert r.tree_mode(first, "meta.json") == 0o100644
-    assert r.tree_files(r.tree_lookup(first, "tasks/x")[0], ".json") == [("a.json", b"a")]
+    assert r.tree_files(x[0], ".json") == [("a.json", b"a")]
     second = r.update_tree(first, {"tasks/x/a.json": None, "tasks/y/b.json": b})
     assert r.tree_lookup(second, "tasks/x") is None  # an emptied directory goes
     assert r.tree_diff(first, second) == {"tasks/x/a.json": (a, None), "tasks/y/b.json": (None, b)}

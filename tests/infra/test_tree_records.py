@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pygit2
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -35,7 +36,8 @@ names = st.binary(min_size=1, max_size=6).filter(lambda b: b"\0" not in b and b"
 
 @settings(max_examples=examples(60), deadline=None)
 @given(st.lists(st.tuples(st.sampled_from(MODES), names), max_size=12, unique_by=lambda e: e[1]))
-def test_records_read_as_libgit2_reads_the_entries(tmp_path_factory, entries) -> None:
+def test_records_read_as_libgit2_reads_the_entries(tmp_path_factory: pytest.TempPathFactory,
+                                                   entries: list[tuple[bytes, bytes]]) -> None:
     repo = _repo(tmp_path_factory.mktemp("r"))
     blob = repo.raw.create_blob(b"x").raw
     empty = repo.raw.TreeBuilder().write().raw
@@ -67,7 +69,8 @@ def _reference(repo: Repo, new: str, olds: list[str]) -> list[tuple[str, str, in
 
 @settings(max_examples=examples(60), deadline=None)
 @given(st.data())
-def test_differing_is_the_entries_no_known_tree_holds(tmp_path_factory, data) -> None:
+def test_differing_is_the_entries_no_known_tree_holds(tmp_path_factory: pytest.TempPathFactory,
+                                                      data: st.DataObject) -> None:
     repo = _repo(tmp_path_factory.mktemp("r"))
     blobs = [repo.raw.create_blob(f"{i}".encode()).raw for i in range(3)]
     subs = [_tree(repo, [(b"100644", b"f", b)]) for b in blobs]
@@ -107,7 +110,8 @@ def _flat(repo: Repo, tree: str | None, prefix: str = "") -> dict[str, str]:
 
 @settings(max_examples=examples(80), deadline=None)
 @given(st.data())
-def test_tree_diff_is_the_difference_of_the_flat_trees(tmp_path_factory, data) -> None:
+def test_tree_diff_is_the_difference_of_the_flat_trees(tmp_path_factory: pytest.TempPathFactory,
+                                                       data: st.DataObject) -> None:
     """Whatever the trees hold (a file become a directory, modes libgit2 normalises, a
     submodule, a name that is not UTF-8), tree_diff is {path: (old, new)} of the paths
     whose objects differ."""
@@ -134,7 +138,7 @@ def test_tree_diff_is_the_difference_of_the_flat_trees(tmp_path_factory, data) -
     assert repo.tree_diff(ta, tb) == want
 
 
-def test_the_trees_kept_stay_within_their_bound_of_entries(tmp_path: Path, monkeypatch) -> None:
+def test_the_trees_kept_stay_within_their_bound_of_entries(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Split trees are kept by oid for the next reader, at most RECORDS_KEPT entries in all
     (a long-lived process reads trees of thousands of notes), the newest always."""
     from git_handoff.infra import gitrepo

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.remotes import clones, ok, published, remote_state, remote_url, task  # noqa: F401
-from tests.support.repo import git, run, run_exe, state_head
+from tests.support.repo import Result, git, run, run_exe, state_head
 
 
 def remote_refs(path: Path, prefix: str = "refs/harness/") -> dict[str, str]:
@@ -68,6 +68,7 @@ def test_a_sync_merges_every_new_clone_state_in_one_commit(clones: Callable[[str
     report = ok("sync", "--json", cwd=a)
     assert report["action"] == "merged" and report["states"] == 3
     merge = state_head(a)
+    assert merge is not None
     parents = git("rev-list", "--parents", "-n", "1", merge, cwd=a).split()[1:]
     assert parents[0] == before and set(parents[1:]) == {remote_state(b), remote_state(c)}
     assert git("rev-list", "--count", f"{before}..{merge}", "--not", remote_state(b), remote_state(c),
@@ -182,7 +183,8 @@ def test_done_on_an_expired_lease_loses_to_a_takeover_racing_it(clones: Callable
     monkeypatch.setenv("GIT_HANDOFF_NOW", "2026-07-01T10:00:00Z")
     ok("claim", "t1", "--remote", "origin", "--lease", "60s", cwd=a)
     monkeypatch.setenv("GIT_HANDOFF_NOW", "2026-07-01T10:05:00Z")
-    real_fetch, fetches, took = sync.fetch, [0], []
+    real_fetch, fetches = sync.fetch, [0]
+    took: list[Result] = []
 
     def fetch_then_b_takes_over(*args: object, **kwargs: object) -> object:
         got = real_fetch(*args, **kwargs)  # type: ignore[arg-type]

@@ -14,7 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from git_handoff.core.record_schemas import SessionRecord
 from git_handoff.infra.gitrepo import Repo
+from git_handoff.ops.payloads import SessionRow, SessionShown, SessionStarted
 from git_handoff.remote import fleet_lock
 from git_handoff.state import identity
 from tests.support.remotes import clones, ok, remote_url, shared_pair, task  # noqa: F401
@@ -27,8 +29,8 @@ def stamp(moment: datetime) -> str:
 
 def test_two_clones_start_a_session_offline_and_both_are_kept(clones: Callable[[str], Path]) -> None:
     a, b = shared_pair(clones, ("add", "x", "--id", "t"))
-    first = ok("session", "start", "--json", cwd=a)
-    second = ok("session", "start", "--json", cwd=b)
+    first: SessionStarted = ok("session", "start", "--json", cwd=a)
+    second: SessionStarted = ok("session", "start", "--json", cwd=b)
     assert first["session"] == second["session"] == 1  # each minted 1, offline
     ok("decide", "use a", "--why", "clone a", cwd=a)
     ok("decide", "use b", "--why", "clone b", cwd=b)
@@ -36,7 +38,7 @@ def test_two_clones_start_a_session_offline_and_both_are_kept(clones: Callable[[
     ok("sync", cwd=b)
     ok("sync", cwd=a)
     for where in (a, b):
-        rows = ok("session", "list", "--json", cwd=where)
+        rows: list[SessionRow] = ok("session", "list", "--json", cwd=where)
         assert sorted((r["session"], r["clone"]) for r in rows) == sorted(
             [(1, first["clone"]), (1, second["clone"])])
         assert first["clone"] != second["clone"]
@@ -44,13 +46,13 @@ def test_two_clones_start_a_session_offline_and_both_are_kept(clones: Callable[[
         # each record kept its own facts: nothing was fused
         names = git("ls-tree", "--name-only", "refs/harness/state:sessions", cwd=where).splitlines()
         assert sorted(names) == sorted(f"1@{c}.json" for c in (first["clone"], second["clone"]))
-        records = [json.loads(git("show", f"refs/harness/state:sessions/{n}", cwd=where)) for n in names]
+        records: list[SessionRecord] = [json.loads(git("show", f"refs/harness/state:sessions/{n}", cwd=where)) for n in names]
         assert sorted(d["what"] for r in records for d in r["decisions"]) == ["use a", "use b"]
         # both show in the log, and max_sessions counts both
         log = ok("log", "--session", "1", cwd=where)
         assert log.count("Session 1 started") == 2
         assert ok("status", "--json", cwd=where)["session_count"] == 2
-        shown = ok("session", "show", "1", "--json", cwd=where)
+        shown: SessionShown = ok("session", "show", "1", "--json", cwd=where)
         assert shown["clone"] == identity.clone_id(Repo.discover(where)) and len(shown["also"]) == 1
     # the next session anywhere is numbered after both
     ok("session", "end", cwd=a)

@@ -14,14 +14,15 @@ from pathlib import Path
 from bench.bench_join import _grow
 from git_handoff.infra.gitrepo import Repo
 from git_handoff.state.identity import clone_id
-from tests.support.remotes import clones, ok, remote_url  # noqa: F401
+from tests.support.remotes import Clones, clones, ok, remote_url  # noqa: F401
 from tests.support.repo import git, run, state_head
 
 
 def _joiner(clones: Callable[[str], Path], name: str, mode: str = "shallow") -> Path:
     """A new machine: the project cloned over git's transport (a local clone would copy
     every object), handoff.join = `mode`."""
-    first = clones.made[0]  # type: ignore[attr-defined]
+    assert isinstance(clones, Clones)  # the fixture's: it knows the clones it made
+    first = clones.made[0]
     url = git("config", "remote.origin.url", cwd=first)
     where = first.parent / name
     git("clone", "-q", "--no-local", url, str(where), cwd=first.parent)

@@ -36,8 +36,8 @@ def test_track_and_forget_keep_the_tracking_refs_as_the_push_left_the_remote(rep
     tracked.track(r, remote, "refs/harness/claims/t1", one)
     tracked.track(r, remote, "refs/harness/claims/t1", two)
     assert r.ref_target(remote.claims + "t1") == two and remote.tracked == {remote.claims + "t1": two}
-    why = {"ref": "refs/harness/claims/t1", "oid": one, "why": "bad"}
-    keep = {"ref": "refs/harness/claims/t2", "oid": one, "why": "bad too"}
+    why: quarantine.Held = {"ref": "refs/harness/claims/t1", "oid": one, "why": "bad"}
+    keep: quarantine.Held = {"ref": "refs/harness/claims/t2", "oid": one, "why": "bad too"}
     quarantine.write(r, remote.track, {why["ref"]: why, keep["ref"]: keep})
     tracked.forget(r, remote, ["refs/harness/claims/t1"])
     assert r.ref_target(remote.claims + "t1") is None and remote.tracked == {}

@@ -4,18 +4,22 @@ from __future__ import annotations
 
 import random
 from pathlib import Path
+from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from git_handoff.core import selection
-from git_handoff.core.model import Task
+from git_handoff.core.model import Status, Task
 from git_handoff.infra.gitrepo import Repo
 from git_handoff.ops import claim
 from git_handoff.state import claim_index
 from git_handoff.state.store import StateStore
 from tests.support.repo import run
 from tests.support.speed import examples
+
+STATUSES: list[Status] = ["pending", "pending", "completed", "failed", "in_progress"]
 
 
 @st.composite
@@ -24,7 +28,7 @@ def task_sets(draw: st.DrawFn) -> dict[str, Task]:
     tasks: dict[str, Task] = {}
     ids = [f"t{i}" for i in range(n)]
     for i, tid in enumerate(ids):
-        status = draw(st.sampled_from(["pending", "pending", "completed", "failed", "in_progress"]))
+        status: Status = draw(st.sampled_from(STATUSES))
         deps = tuple(draw(st.lists(st.sampled_from(ids[:i]), max_size=3, unique=True))) if i else ()
         max_attempts = draw(st.integers(1, 3))
         attempts = draw(st.integers(0, max_attempts)) if status == "failed" else 0
@@ -79,15 +83,18 @@ def _index_tree(repo: Path) -> str | None:
         data = claim_index.decode((repo / ".git" / "handoff" / claim_index.INDEX_FILE).read_bytes())
     except OSError:
         return None
-    return data["tree"]
+    tree: str | None = data["tree"]
+    return tree
 
 
-def _state_tasks_tree(repo: Path) -> str | None:
+def _state_tasks_tree(repo: Path) -> str:
     store = StateStore(Repo.discover(repo))
-    return claim_index.tasks_tree(store, store.snapshot().tree)
+    tree = claim_index.tasks_tree(store, store.snapshot().tree)
+    assert tree is not None, "no state yet"  # every test here has run init
+    return tree
 
 
-def test_claims_follow_the_full_selection_through_a_random_run(repo: Path, monkeypatch) -> None:
+def test_claims_follow_the_full_selection_through_a_random_run(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert run("init").rc == 0
     rng = random.Random(7)
     for i in range(24):
@@ -97,10 +104,10 @@ def test_claims_follow_the_full_selection_through_a_random_run(repo: Path, monke
         for d in deps:
             args += ["--after", d]
         assert run(*args).rc == 0, args
-    used = []
+    used: list[bool] = []
     real_pick = claim._quick_pick
 
-    def spy(*a, **k):
+    def spy(*a: Any, **k: Any) -> tuple[Task, dict[str, Any]] | None:
         found = real_pick(*a, **k)
         used.append(found is not None)
         return found
@@ -162,7 +169,7 @@ def _head(repo: Path) -> Path:
     return repo / ".git" / "handoff" / claim_index.HEAD_FILE
 
 
-def _write_head(repo: Path, head: dict) -> None:
+def _write_head(repo: Path, head: dict[str, Any]) -> None:
     import hashlib
     import marshal
 

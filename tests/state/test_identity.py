@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from git_handoff.core.errors import UsageError
 from git_handoff.core.model import Task
 from git_handoff.infra.gitrepo import Repo
 from git_handoff.state import identity
@@ -20,7 +21,7 @@ def test_clone_id_setting_whole_or_a_prefix() -> None:
     assert identity.configured_id("AA", derived) == "aa23456789abcdef"
     assert identity.configured_id(" ffffffffffffffff ", derived) == "f" * 16
     for bad in ("", "xyz", "0123456789abcdef0", "a-b", "a a"):
-        with pytest.raises(identity.UsageError, match="handoff.cloneId is"):
+        with pytest.raises(UsageError, match="handoff.cloneId is"):
             identity.configured_id(bad, derived)
 
 

@@ -80,7 +80,8 @@ def test_merge_changes_takes_their_changes_and_merges_a_record_both_changed(repo
     changes, conflicts = integrate.merge_changes(r, base, ours, theirs)
     assert sorted(changes) == ["gone.json", "meta.json", "theirs.json"]  # not mine.json: only ours changed it
     assert changes["gone.json"] is None
-    assert changes["theirs.json"] == r.tree_lookup(theirs, "theirs.json")[0]
+    found = r.tree_lookup(theirs, "theirs.json")
+    assert found is not None and changes["theirs.json"] == found[0]
     merged = changes["meta.json"]
     assert isinstance(merged, bytes) and json.loads(merged)["a"] == [1, 2] and conflicts == []
     assert integrate.merge_changes(r, base, ours, ours) == ({}, [])

@@ -25,7 +25,7 @@ def commit_file(repo: Path, name: str, text: str) -> str:
     return git("rev-parse", "HEAD", cwd=repo)
 
 
-def test_checkpoint_and_done_note_the_commits_of_the_claim(repo: Path, monkeypatch) -> None:
+def test_checkpoint_and_done_note_the_commits_of_the_claim(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HANDOFF_SESSION", "4")
     assert run("init").rc == 0
     assert run("add", "Notes", "--id", "n1", "--check", "true").rc == 0

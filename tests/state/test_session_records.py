@@ -5,6 +5,7 @@ state."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from git_handoff.infra.gitrepo import Repo
 from git_handoff.state import session_records as records
@@ -19,7 +20,7 @@ def test_sessions_started_counts_legacy_and_per_clone() -> None:
 
 
 def test_a_session_start_is_counted_for_its_clone() -> None:
-    meta: dict = {"session_count": 2}
+    meta: dict[str, Any] = {"session_count": 2}
     assert records.count_session_start(meta, "c1") == 3
     assert meta == {"session_count": 3, "sessions_legacy": 2, "sessions_by_clone": {"c1": 1}}
     assert records.count_session_start(meta, "c0") == 4
@@ -27,7 +28,7 @@ def test_a_session_start_is_counted_for_its_clone() -> None:
 
 
 def test_an_imported_count_raises_the_count_never_lowers_it() -> None:
-    meta: dict = {"sessions_by_clone": {"a": 2}}
+    meta: dict[str, Any] = {"sessions_by_clone": {"a": 2}}
     records.carry_session_count(meta, 5)
     assert records.sessions_started(meta) == 5 and meta["session_count"] == 5
     records.carry_session_count(meta, 1)

@@ -44,7 +44,7 @@ def _literal_counts(tree: ast.Module) -> list[str]:
     """The properties of a module that state a literal `max_examples` and are not slow."""
     module_slow = any(isinstance(node, ast.Assign) and any(ast.unparse(t) == "pytestmark" for t in node.targets)
                       and "pytest.mark.slow" in ast.unparse(node.value) for node in tree.body)
-    found = []
+    found: list[str] = []
     for node in ast.walk(tree):
         if not isinstance(node, ast.FunctionDef) or module_slow or _marked_slow(node.decorator_list):
             continue
@@ -52,7 +52,7 @@ def _literal_counts(tree: ast.Module) -> list[str]:
             if isinstance(dec, ast.Call) and ast.unparse(dec.func) == "settings":
                 for kw in dec.keywords:
                     if kw.arg == "max_examples" and isinstance(kw.value, ast.Constant):
-                        found.append(f"{node.name} (max_examples={kw.value.value})")
+                        found.append(f"{node.name} (max_examples={kw.value.value!r})")  # an int: !r reads the same
     return found
 
 

@@ -20,7 +20,7 @@ def test_every_handoff_variable_a_test_names_is_read_or_documented() -> None:
     tests = _texts("tests/**/*.py", "bench/**/*.py")
     meaning = "\n".join(_texts("git_handoff/**/*", "docs/*.md", "README.md", "CONTRIBUTING.md").values())
     reads = "\n".join(text for text in tests.values())
-    unread = {}
+    unread: dict[str, list[str]] = {}
     for path, text in tests.items():
         for name in set(NAME.findall(text)):
             read_by_a_test = re.search(rf"\${{?{name}\b|environ\.get\(\"{name}\"|getenv\(\"{name}\"", reads)

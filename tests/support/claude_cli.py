@@ -120,6 +120,7 @@ class ClaudeRun:
         return out
 
     def result(self) -> dict[str, Any] | None:
+        e: dict[str, Any]  # mypy types reversed() of a list of dict[str, Any] as Any
         for e in reversed(self.events):
             if e.get("type") == "result":
                 return e

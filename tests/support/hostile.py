@@ -60,12 +60,21 @@ class Attacker:
 
     def read_tree(self, oid: str) -> Node:
         node: Node = {}
-        for entry in self.repo[oid]:  # type: ignore[attr-defined]
+        tree = self.repo[oid]
+        assert isinstance(tree, pygit2.Tree), f"{oid} is a {tree.type_str}, not a tree"
+        for entry in tree:
+            assert entry.name is not None  # an object read from a tree has its entry's name
             if entry.type_str == "tree":
                 node[entry.name] = self.read_tree(str(entry.id))
             else:
                 node[entry.name] = (f"{entry.filemode:o}", str(entry.id))
         return node
+
+    def blob_data(self, oid: str) -> bytes:
+        """The content of the blob `oid`."""
+        blob = self.repo[oid]
+        assert isinstance(blob, pygit2.Blob), f"{oid} is a {blob.type_str}, not a blob"
+        return blob.data
 
     def commit(self, tree: str, parents: list[str], message: str) -> str:
         sig = pygit2.Signature("Mallory", "mallory@example.com", 1782900000, 0)
@@ -82,7 +91,7 @@ class Attacker:
         return str(self.repo.references["refs/harness/state"].target)
 
     def state_node(self) -> Node:
-        return self.read_tree(str(self.repo[self.state()].tree_id))  # type: ignore[attr-defined]
+        return self.read_tree(str(self.repo[self.state()].peel(pygit2.Commit).tree_id))
 
     def push(self, oid: str, ref: str) -> None:
         git("push", "-q", "--no-verify", "origin", f"+{oid}:{ref}", cwd=self.path)
@@ -181,7 +190,7 @@ class World:
         return _files(self.outside)
 
     def pwned(self) -> list[str]:
-        found = []
+        found: list[str] = []
         for dirpath, dirnames, filenames in os.walk(self.root):  # git may pack objects meanwhile
             dirnames[:] = [d for d in dirnames if d != "objects"]
             found.extend(os.path.join(dirpath, n) for n in dirnames + filenames if n.startswith("PWNED"))

@@ -12,11 +12,15 @@ import subprocess
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from tests.support.repo import git, make_repo, run
 from tests.support.templates import Templates
+
+if TYPE_CHECKING:
+    from git_handoff.ops.payloads import TaskView
 
 
 def _free_port() -> int:
@@ -127,7 +131,10 @@ def clones(tmp_path: Path, remote_url: str, templates: Templates) -> Clones:
     return Clones(tmp_path, remote_url, templates)
 
 
-def ok(*args: str, cwd: Path) -> dict | str:
+def ok(*args: str, cwd: Path) -> Any:
+    """Run `git handoff ARGS`, which must succeed: its `--json` answer parsed when asked for
+    one (any JSON value: its shape is the command's, git_handoff/ops/payloads.py), else its
+    standard output."""
     r = run(*args, cwd=cwd)
     assert r.rc == 0, f"{args}: rc={r.rc} err={r.err} out={r.out}"
     return r.json() if "--json" in args else r.out
@@ -204,5 +211,7 @@ def tree(path: Path) -> str:
     return git("rev-parse", "refs/harness/state^{tree}", cwd=path)
 
 
-def task(path: Path, tid: str) -> dict:
-    return ok("show", tid, "--json", cwd=path)  # type: ignore[return-value]
+def task(path: Path, tid: str) -> TaskView:
+    """The task as `show --json` gives it."""
+    view: TaskView = ok("show", tid, "--json", cwd=path)
+    return view

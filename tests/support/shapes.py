@@ -30,7 +30,8 @@ def shape_problems(value: object, kind: object, where: str) -> list[str]:
         hints = typing.get_type_hints(kind, include_extras=True)
         # NotRequired[...] read from the hints: under postponed annotations Python 3.11
         # counts such keys in __required_keys__
-        required = {k for k in kind.__required_keys__ if get_origin(hints[k]) is not NotRequired}
+        declared: frozenset[str] = kind.__required_keys__  # type: ignore[attr-defined]  # a TypedDict (is_typeddict above) has it; mypy does not narrow `object` by is_typeddict
+        required = {k for k in declared if get_origin(hints[k]) is not NotRequired}
         required |= {k for k, h in hints.items() if get_origin(h) is Required}
         out = [f"{where}: missing {k!r}" for k in sorted(required - value.keys())]
         out += [f"{where}: unexpected {k!r}" for k in sorted(value.keys() - hints.keys())]

@@ -216,6 +216,8 @@ def _stream(reply: Reply) -> bytes:
         "stop_reason": None, "stop_sequence": None,
         "usage": {"input_tokens": reply.input_tokens, "output_tokens": 1}}})]
     for index, block in enumerate(reply.blocks):
+        start: dict[str, Any]  # a content block: its keys depend on its type
+        delta: dict[str, str]
         if block["type"] == "text":
             start = {"type": "text", "text": ""}
             delta = {"type": "text_delta", "text": block["text"]}
