@@ -15,7 +15,7 @@ import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Self
 
 from tests.support.stubs import faults as faults_mod
 
@@ -218,7 +218,7 @@ class StubBase:
         self.faults = faults_mod.Faults()
 
     # -- lifecycle
-    def start(self) -> StubBase:
+    def start(self) -> Self:
         self._server = LoopbackServer(self)
         threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
         self._timer = threading.Timer(self.lifetime, self.stop)
@@ -233,7 +233,7 @@ class StubBase:
             self._server.shutdown()
             self._server.server_close()
 
-    def __enter__(self) -> StubBase:
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
