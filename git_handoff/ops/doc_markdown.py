@@ -4,11 +4,11 @@ of data: `text` (git_handoff.core.display.line) and `short`, which the prompt
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from git_handoff.core import display
 from git_handoff.core.record_schemas import HandoffDoc
+from git_handoff.ops.handoff import listed, listed_total
 
 
 def short(oid: object) -> str:
@@ -19,22 +19,6 @@ def short(oid: object) -> str:
 def text(value: object) -> str:
     """A value of the state (another clone's, perhaps) as one line of data: display.line."""
     return display.line(value if isinstance(value, str) else str(value))
-
-
-def listed(doc: Mapping[str, object], name: str) -> list[object]:
-    """List `name` of a document ("status.pending", "files_changed"); [] when it has none."""
-    where: object = doc
-    for part in name.split("."):
-        where = where.get(part) if isinstance(where, Mapping) else None
-    return where if isinstance(where, list) else []
-
-
-def listed_total(doc: Mapping[str, object], name: str) -> int:
-    """How many entries list `name` of `doc` ("status.pending", "files_changed", ...) had:
-    the ones it holds and the ones it counted in `omitted` for want of room."""
-    omitted = doc.get("omitted")
-    more = omitted.get(name) if isinstance(omitted, dict) else None
-    return len(listed(doc, name)) + (more if type(more) is int and more > 0 else 0)
 
 
 def render_markdown(doc: HandoffDoc, mark: str = "") -> str:

@@ -10,6 +10,7 @@ rendered as Markdown. There is deliberately no next-steps field.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import cast
 
 from git_handoff.core import selection
@@ -19,7 +20,6 @@ from git_handoff.core.model import Task, now_iso
 from git_handoff.core.record_schemas import HandoffDoc, WrittenDoc
 from git_handoff.infra import worktree
 from git_handoff.infra.gitrepo import Repo
-from git_handoff.ops.doc_markdown import listed, listed_total
 from git_handoff.ops.payloads import AckAnswer, AckEntry, DocRow, ShownDoc
 from git_handoff.state import writers
 from git_handoff.state.session_records import (
@@ -109,6 +109,22 @@ def build(source: StateReader, repo: Repo, number: int, trigger: str) -> Handoff
         "accepted_at": None,
         "rejections": [],
     }
+
+
+def listed(doc: Mapping[str, object], name: str) -> list[object]:
+    """List `name` of a document ("status.pending", "files_changed"); [] when it has none."""
+    where: object = doc
+    for part in name.split("."):
+        where = where.get(part) if isinstance(where, Mapping) else None
+    return where if isinstance(where, list) else []
+
+
+def listed_total(doc: Mapping[str, object], name: str) -> int:
+    """How many entries list `name` of `doc` ("status.pending", "files_changed", ...) had:
+    the ones it holds and the ones it counted in `omitted` for want of room."""
+    omitted = doc.get("omitted")
+    more = omitted.get(name) if isinstance(omitted, dict) else None
+    return len(listed(doc, name)) + (more if type(more) is int and more > 0 else 0)
 
 
 def _size(doc: HandoffDoc) -> int:

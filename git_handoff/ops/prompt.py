@@ -13,10 +13,9 @@ from git_handoff.core import display, selection
 from git_handoff.core.model import Task, now_iso
 from git_handoff.core.record_schemas import HandoffDoc
 from git_handoff.ops import handoff
-from git_handoff.ops.doc_markdown import listed_total
 from git_handoff.ops.doc_markdown import short as _short
 from git_handoff.ops.doc_markdown import text as _t
-from git_handoff.ops.handoff import last_error
+from git_handoff.ops.handoff import last_error, listed_total
 from git_handoff.ops.payloads import PromptView
 from git_handoff.state import claim_index, status_index, trust, writers
 from git_handoff.state.session_records import current_number
