@@ -57,8 +57,9 @@ from git_handoff import cmdclient
 # this Python (its site-packages and .pth files, as git handoff runs), and `python -c pass`
 # (the floor); and the hook exactly as `hooks install --agent claude` writes it in a fresh
 # copy of the state, run as Claude Code runs it (`sh -c`, the user's environment: nothing
-# of HANDOFF_*), whatever that install turned on
-VARIANTS = ("plain", "served", "fast", "installed", "harness", "harness-site", "python")
+# of HANDOFF_*), whatever that install turned on; and as `--no-command-server` writes it
+# (what every install wrote before it turned the server on: the plain command, no server)
+VARIANTS = ("plain", "served", "fast", "installed", "installed-off", "harness", "harness-site", "python")
 HOOKS = (("Stop", "claude-stop", "harness-stop.py"), ("SessionStart", "claude-session-start", "harness-sessionstart.py"))
 WORKER = "bench-worker"
 
@@ -97,10 +98,10 @@ def harness_state(n: int) -> Path:
     return root
 
 
-def installed_hooks(path: Path) -> dict[str, str]:
-    """`hooks install --agent claude` in `path`, as a user runs it in a fresh repository:
-    event -> the command it wrote into .claude/settings.json."""
-    handoff_ok(["hooks", "install", "--agent", "claude"], path)
+def installed_hooks(path: Path, *options: str) -> dict[str, str]:
+    """`hooks install --agent claude [OPTIONS]` in `path`, as a user runs it in a fresh
+    repository: event -> the command it wrote into .claude/settings.json."""
+    handoff_ok(["hooks", "install", "--agent", "claude", *options], path)
     settings = json.loads((path / ".claude" / "settings.json").read_text())
     commands = {event: entries[0]["hooks"][0]["command"] for event, entries in settings["hooks"].items()}
     # its first run starts the server where the install turned it on: wait for it, as an
@@ -166,6 +167,8 @@ def hooks_scenario(quick: bool) -> list[Row]:
         ours = handoff_state(n)
         as_installed = handoff_state(n)
         commands = installed_hooks(as_installed)
+        installed_off = handoff_state(n)
+        commands_off = installed_hooks(installed_off, "--no-command-server")
         theirs = harness_state(n) if have_harness else None
         plain_env = {"HANDOFF_COMMAND_SERVER": "0"}
         served_env = {"HANDOFF_COMMAND_SERVER": "1", "HANDOFF_COMMAND_SERVER_IDLE": "600"}
@@ -183,10 +186,11 @@ def hooks_scenario(quick: bool) -> list[Row]:
                             r = run_proc([bare if variant == "harness" else PY, str(Path(hooks_dir) / script)],  # type: ignore[arg-type]
                                          theirs, env={"HARNESS_WORKER_ID": WORKER, "CLAUDE_PROJECT_DIR": str(theirs)},
                                          input=payload(event, theirs))
-                        elif variant == "installed":
-                            r = run_proc(["sh", "-c", commands[event]], as_installed,
-                                         env={"CLAUDE_PROJECT_DIR": str(as_installed)},
-                                         input=payload(event, as_installed))
+                        elif variant.startswith("installed"):
+                            where, how = ((as_installed, commands) if variant == "installed"
+                                          else (installed_off, commands_off))
+                            r = run_proc(["sh", "-c", how[event]], where, env={"CLAUDE_PROJECT_DIR": str(where)},
+                                         input=payload(event, where))
                         elif variant == "python":
                             r = run_proc([PY, "-c", "pass"], ours)
                         elif variant == "fast":
@@ -213,6 +217,9 @@ def hooks_scenario(quick: bool) -> list[Row]:
                     installed = median(times["installed"])
                     rows.append(Row(f"{label}: as `hooks install --agent claude` writes it", ms(installed),
                                     f"harness's own {ms(base)}", installed / base, "<= 1.0x", installed / base <= 1.0))
+                    off = median(times["installed-off"])
+                    rows.append(Row(f"{label}: as `hooks install --agent claude --no-command-server` writes it",
+                                    ms(off), f"harness's own {ms(base)}", off / base))
                     rows.append(Row(f"{label}: served, fast client", ms(fast), f"harness's own {ms(base)}", fast / base,
                                     "<= 1.0x", fast / base <= 1.0))
                     rows.append(Row(f"{label}: served", ms(served), f"harness's own {ms(base)}", served / base))
