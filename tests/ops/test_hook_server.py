@@ -17,6 +17,13 @@ from tests.support.repo import git, run
 TURN_OFF = "git config handoff.commandServer false"
 
 
+@pytest.fixture(autouse=True)
+def config_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The config's answers, not this environment's: the suite's second way
+    (HANDOFF_COMMAND_SERVER=1, tests/conftest.py) would add its variable to each."""
+    monkeypatch.delenv("HANDOFF_COMMAND_SERVER", raising=False)
+
+
 def local_value(repo: Path) -> str | None:
     return git("config", "--local", "--get", "handoff.commandServer", cwd=repo, check=False) or None
 
@@ -144,3 +151,12 @@ def test_a_refused_install_leaves_the_config_as_it_was(repo: Path) -> None:
     r = run("hooks", "install", "--agent", "claude")
     assert r.rc == 2 and r.err.startswith("error:")
     assert _snapshot(repo) == before and local_value(repo) is None
+
+
+def test_status_says_when_this_environment_overrides_the_config(repo: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    assert run("hooks", "install", "--agent", "claude", "--no-mcp").rc == 0
+    monkeypatch.setenv("HANDOFF_COMMAND_SERVER", "0")
+    status = run("hooks", "status", "--json").json()["command_server"]
+    assert status["on"] is True and status["environment"] == "HANDOFF_COMMAND_SERVER=0"
+    assert "HANDOFF_COMMAND_SERVER=0 in this environment wins over it" in run("hooks", "status").out
