@@ -13,6 +13,11 @@ part of this repository) are taken from the directory HARNESS_HOOKS names; witho
 these rows are "n/a". They run under a bare venv of the same Python (no site-packages),
 as a user of the skill would run them.
 
+The hooks as a user gets them: `hooks install --agent claude` in a fresh copy of the
+state, and each command it wrote run through `sh -c` as Claude Code runs it, in the
+user's environment (no HANDOFF_* variable), against the same harness scripts; the
+row's target is the issue's: <= 1.0x.
+
 Also `-X importtime` for a hook and for `next`: the modules each path imports.
 
     HARNESS_HOOKS=DIR PYTHONPATH=$PWD python bench/bench_cmdserver.py [--quick]
@@ -37,6 +42,7 @@ from bench.common import (
     PY,
     Row,
     fresh_dir,
+    git,
     handoff_ok,
     median,
     ms,
@@ -49,8 +55,11 @@ from git_handoff import cmdclient
 # in-process, served, served through the fast client (`python -I -S`, what the hooks
 # install writes when the server is on), the harness's script under a bare venv and under
 # this Python (its site-packages and .pth files, as git handoff runs), and `python -c pass`
-# (the floor)
-VARIANTS = ("plain", "served", "fast", "harness", "harness-site", "python")
+# (the floor); and the hook exactly as `hooks install --agent claude` writes it in a fresh
+# copy of the state, run as Claude Code runs it (`sh -c`, the user's environment: nothing
+# of HANDOFF_*), whatever that install turned on; and as `--no-command-server` writes it
+# (what every install wrote before it turned the server on: the plain command, no server)
+VARIANTS = ("plain", "served", "fast", "installed", "installed-off", "harness", "harness-site", "python")
 HOOKS = (("Stop", "claude-stop", "harness-stop.py"), ("SessionStart", "claude-session-start", "harness-sessionstart.py"))
 WORKER = "bench-worker"
 
@@ -87,6 +96,23 @@ def harness_state(n: int) -> Path:
     tasks_path.write_text(json.dumps(data, indent=2) + "\n")
     (root / ".harness" / "active").write_text("1\n")
     return root
+
+
+def installed_hooks(path: Path, *options: str) -> dict[str, str]:
+    """`hooks install --agent claude [OPTIONS]` in `path`, as a user runs it in a fresh
+    repository: event -> the command it wrote into .claude/settings.json."""
+    handoff_ok(["hooks", "install", "--agent", "claude", *options], path)
+    settings = json.loads((path / ".claude" / "settings.json").read_text())
+    commands = {event: entries[0]["hooks"][0]["command"] for event, entries in settings["hooks"].items()}
+    # its first run starts the server where the install turned it on: wait for it, as an
+    # agent session's second turn would find it
+    run_proc(["sh", "-c", commands["Stop"]], path, input=payload("Stop", path))
+    if git("config", "--get", "handoff.commandServer", cwd=path, check=False) == "true":
+        sock = path / ".git" / "handoff" / "cmdserver" / "sock"
+        deadline = time.monotonic() + 60
+        while not sock.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+    return commands
 
 
 def bare_python() -> str:
@@ -139,6 +165,10 @@ def hooks_scenario(quick: bool) -> list[Row]:
     bare = bare_python() if have_harness else ""
     for n in sizes:
         ours = handoff_state(n)
+        as_installed = handoff_state(n)
+        commands = installed_hooks(as_installed)
+        installed_off = handoff_state(n)
+        commands_off = installed_hooks(installed_off, "--no-command-server")
         theirs = harness_state(n) if have_harness else None
         plain_env = {"HANDOFF_COMMAND_SERVER": "0"}
         served_env = {"HANDOFF_COMMAND_SERVER": "1", "HANDOFF_COMMAND_SERVER_IDLE": "600"}
@@ -156,6 +186,11 @@ def hooks_scenario(quick: bool) -> list[Row]:
                             r = run_proc([bare if variant == "harness" else PY, str(Path(hooks_dir) / script)],  # type: ignore[arg-type]
                                          theirs, env={"HARNESS_WORKER_ID": WORKER, "CLAUDE_PROJECT_DIR": str(theirs)},
                                          input=payload(event, theirs))
+                        elif variant.startswith("installed"):
+                            where, how = ((as_installed, commands) if variant == "installed"
+                                          else (installed_off, commands_off))
+                            r = run_proc(["sh", "-c", how[event]], where, env={"CLAUDE_PROJECT_DIR": str(where)},
+                                         input=payload(event, where))
                         elif variant == "python":
                             r = run_proc([PY, "-c", "pass"], ours)
                         elif variant == "fast":
@@ -179,6 +214,12 @@ def hooks_scenario(quick: bool) -> list[Row]:
                 floor = median(times["python"])
                 if theirs is not None:
                     base, same = median(times["harness"]), median(times["harness-site"])
+                    installed = median(times["installed"])
+                    rows.append(Row(f"{label}: as `hooks install --agent claude` writes it", ms(installed),
+                                    f"harness's own {ms(base)}", installed / base, "<= 1.0x", installed / base <= 1.0))
+                    off = median(times["installed-off"])
+                    rows.append(Row(f"{label}: as `hooks install --agent claude --no-command-server` writes it",
+                                    ms(off), f"harness's own {ms(base)}", off / base))
                     rows.append(Row(f"{label}: served, fast client", ms(fast), f"harness's own {ms(base)}", fast / base,
                                     "<= 1.0x", fast / base <= 1.0))
                     rows.append(Row(f"{label}: served", ms(served), f"harness's own {ms(base)}", served / base))
@@ -193,6 +234,7 @@ def hooks_scenario(quick: bool) -> list[Row]:
                 rows.append(Row(f"{label}: served vs in-process", ms(served), f"in-process {ms(plain)}", served / plain))
         finally:
             stop_server(ours)
+            stop_server(as_installed)
     return rows
 
 

@@ -74,9 +74,13 @@ def keep_bytecode_outside_the_tree(prefix: Path) -> None:
 
 # HANDOFF_COMMAND_SERVER=1 given to pytest runs every `git handoff` process a test starts
 # through the command server (docs/command-server.md): the suite's second way, which
-# .ci/run takes for the hooks and CLI contract tests. Each repository's server exits 5 s
-# after its last command, so none outlives its test by more.
+# .ci/run takes for the hooks and CLI contract tests. Without it a server still starts
+# wherever a test turns it on, `hooks install --agent NAME` included (ops/hook_server.py).
+# Either way each repository's server exits 5 s after its last command (the variable
+# travels to the hooks the real agent CLIs run: tests/support/claude_cli.py and
+# agent_clis.py keep it), so none outlives its test by more.
 COMMAND_SERVER = os.environ.get("HANDOFF_COMMAND_SERVER", "")
+SERVER_IDLE = "5"
 
 
 @pytest.fixture(autouse=True)
@@ -85,7 +89,7 @@ def hermetic(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.Monke
     make_hermetic(home, monkeypatch.setenv, lambda var: monkeypatch.delenv(var, raising=False))
     if COMMAND_SERVER:
         monkeypatch.setenv("HANDOFF_COMMAND_SERVER", COMMAND_SERVER)
-        monkeypatch.setenv("HANDOFF_COMMAND_SERVER_IDLE", "5")
+    monkeypatch.setenv("HANDOFF_COMMAND_SERVER_IDLE", SERVER_IDLE)
     # every record a transaction writes must pass the parser other clones read it with
     # (git_handoff.state.store._check_writes): the whole suite checks every writer
     monkeypatch.setenv("HANDOFF_CHECK_WRITES", "1")

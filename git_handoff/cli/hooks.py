@@ -133,12 +133,42 @@ def _echo_unattended(result: dict[str, object]) -> None:
                "customApiKeyResponses.approved - see docs/agent-clis.md")
 
 
+NO_COMMAND_SERVER_OPTION = click.option(
+    "--no-command-server", is_flag=True,
+    help="With --agent: do not turn the command server on for this repository (by default the install sets "
+         "handoff.commandServer true in .git/config, where the key is set nowhere yet, so the hooks that fire at "
+         "every turn are served by a warm process: docs/command-server.md). A value you set is never changed; "
+         "turn it off later with `git config handoff.commandServer false`.")
+
+
+def command_server_line(found: dict[str, Any]) -> str:
+    """`command_server` of `hooks install|uninstall|status` (ops/hook_server.py) in one line:
+    on or off, who set it, and the command that turns it off (or on)."""
+    changed = found.get("changed")
+    value = found["value"]
+    env = f"; {found['environment']} in this environment wins over it" if found.get("environment") else ""
+    if found["on"]:
+        how = ("turned on now: handoff.commandServer true in .git/config" if changed == "set"
+               else "handoff.commandServer true, set by hooks install" if found["set_by_install"]
+               else "handoff.commandServer true, as you set it")
+        return f"command server: on for this repository ({how}){env}; turn it off: {found['turn_off']}"
+    if changed == "unset":
+        why = "handoff.commandServer unset: hooks install had turned it on"
+    elif value is not None:
+        why = f"handoff.commandServer {value}, as you set it"
+    else:
+        why = "handoff.commandServer unset" + (", as --no-command-server asked" if changed == "not set" else "")
+    return f"command server: off ({why}){env}; turn it on: {found['turn_on']}"
+
+
 @hooks_cmd.command("install")
 @AGENT_OPTION
 @NO_MCP_OPTION
 @UNATTENDED_OPTION
+@NO_COMMAND_SERVER_OPTION
 @json_option
-def hooks_install_cmd(agent: str | None, no_mcp: bool, unattended: bool, as_json: bool) -> None:
+def hooks_install_cmd(agent: str | None, no_mcp: bool, unattended: bool, no_command_server: bool,
+                      as_json: bool) -> None:
     """Install the post-commit hook (chained beside an existing one), or with --agent
     merge that agent's hooks into its own config, keeping every entry of yours:
     claude -> .claude/settings.json, codex -> .codex/hooks.json (and their trust in
@@ -146,12 +176,18 @@ def hooks_install_cmd(agent: str | None, no_mcp: bool, unattended: bool, as_json
     .gemini/settings.json; and, unless --no-mcp, `git handoff mcp` registered as the
     MCP server `handoff` (claude: .mcp.json; codex: [mcp_servers.handoff] in the
     project's .codex/config.toml, read in a trusted project; gemini:
-    mcpServers.handoff in .gemini/settings.json)."""
+    mcpServers.handoff in .gemini/settings.json).
+
+    With --agent it also turns the command server on for this repository
+    (handoff.commandServer true in .git/config) unless --no-command-server or the key
+    is already set anywhere: the hooks then run in a warm process, not a fresh Python
+    each turn. Turn it off with `git config handoff.commandServer false`; `hooks
+    uninstall` unsets it when install set it and no agent's hooks remain."""
     from git_handoff.ops import hook_install
 
     # the text below reads the answer of whichever hooks were installed: a plain mapping
     result: dict[str, Any] = dict(hook_install.install(_repo(), agent=agent, command=installed_with(), mcp=not no_mcp,
-                           unattended_run=unattended))
+                           unattended_run=unattended, command_server=not no_command_server))
     if as_json:
         emit_json(result)
     elif agent == "claude":
@@ -162,6 +198,7 @@ def hooks_install_cmd(agent: str | None, no_mcp: bool, unattended: bool, as_json
                    "and every later session gets these hooks" + (" and the MCP server." if " " in shared else "."))
         _echo_mcp(result)
         _echo_unattended(result)
+        click.echo(command_server_line(result["command_server"]))
     elif agent in hook_install.AGENT_SPECS:
         added = ", ".join(result["added"]) or "none (already installed)"
         click.echo(f"{hook_install.AGENT_SPECS[agent].label} hooks in {result['settings']}: added {added}")
@@ -171,6 +208,7 @@ def hooks_install_cmd(agent: str | None, no_mcp: bool, unattended: bool, as_json
         click.echo(_commit_hint(agent, result))
         for note in _agent_notes(result):
             click.echo(f"  note: {note}")
+        click.echo(command_server_line(result["command_server"]))
     else:
         chained = " (your existing hook is kept and runs first)" if result["chained_user_hook"] else ""
         click.echo(f"Installed {result['post_commit']}{chained}")
@@ -183,7 +221,8 @@ def hooks_install_cmd(agent: str | None, no_mcp: bool, unattended: bool, as_json
 @json_option
 def hooks_uninstall_cmd(agent: str | None, no_mcp: bool, unattended: bool, as_json: bool) -> None:
     """Remove what `hooks install` added (a chained hook is put back as it was; of
-    the agent's MCP configuration only our `handoff` server goes)."""
+    the agent's MCP configuration only our `handoff` server goes; handoff.commandServer
+    is unset when the install set it and no agent's hooks remain, a value you set kept)."""
     from git_handoff.ops import hook_install
 
     result: dict[str, Any] = dict(hook_install.uninstall(_repo(), agent=agent, mcp=not no_mcp, unattended_run=unattended))
@@ -193,6 +232,7 @@ def hooks_uninstall_cmd(agent: str | None, no_mcp: bool, unattended: bool, as_js
         click.echo(f"Removed git handoff hooks from {result['settings']}: {', '.join(result['removed']) or 'none found'}")
         _echo_mcp(result)
         _echo_unattended(result)
+        click.echo(command_server_line(result["command_server"]))
     else:
         click.echo(f"Removed {result['post_commit']}" if result["removed"] else "No git handoff hook was installed")
 
@@ -201,8 +241,9 @@ def hooks_uninstall_cmd(agent: str | None, no_mcp: bool, unattended: bool, as_js
 @AGENT_OPTION
 @json_option
 def hooks_status_cmd(agent: str | None, as_json: bool) -> None:
-    """Which hooks are installed, and the thresholds that trigger a handoff
-    (with --agent NAME: only that agent's hooks)."""
+    """Which hooks are installed, the thresholds that trigger a handoff, and whether the
+    command server is on and how to turn it off (with --agent NAME: only that agent's
+    hooks)."""
     from git_handoff.ops import hook_install
 
     # the text below reads whichever of the three shapes `status_of` answered: a plain mapping
@@ -212,7 +253,7 @@ def hooks_status_cmd(agent: str | None, as_json: bool) -> None:
         return
     lines = (_status_lines(found) if agent is None else _claude_status_lines(found) if agent == "claude"
              else _agent_status_lines(agent, found))
-    for line in lines:
+    for line in [*lines, command_server_line(found["command_server"])]:
         click.echo(line)
 
 

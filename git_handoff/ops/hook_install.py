@@ -25,6 +25,7 @@ from git_handoff.agent_cli.templates import template_text
 from git_handoff.core.errors import UsageError
 from git_handoff.infra.fileio import atomic_write
 from git_handoff.infra.gitrepo import Repo
+from git_handoff.ops import hook_server
 from git_handoff.ops.hook_payloads import AgentHooks, ClaudeHooks, ClaudeHooksStatus, HooksStatus
 from git_handoff.state import this_clone
 
@@ -108,8 +109,8 @@ def _ours(path: Path) -> bool:
 
 
 def _record(repo: Repo) -> dict[str, Any]:
-    try:
-        data = json.loads((repo.handoff_dir / RECORD_FILE).read_text())
+    try:  # read without making the directory (`handoff_dir` would): a refused install changes nothing
+        data = json.loads((repo.common_dir / "handoff" / RECORD_FILE).read_text())
         return data if isinstance(data, dict) else {}
     except (OSError, ValueError):
         return {}
@@ -137,30 +138,32 @@ def _check_unattended(agent: str | None, wanted: bool) -> None:
 
 
 def install(repo: Repo, agent: str | None = None, command: Sequence[str] = (), *,
-            mcp: bool = True, unattended_run: bool = False) -> HooksStatus | ClaudeHooks | AgentHooks:
+            mcp: bool = True, unattended_run: bool = False,
+            command_server: bool = True) -> HooksStatus | ClaudeHooks | AgentHooks:
     """Install the post-commit hook (or an agent's hooks). `command`: how the hook starts
     git handoff (absolute; see `template`); empty: through `git handoff` on PATH.
     `unattended_run` (claude only): also what an unattended interactive run needs
-    that the project may set (agent_cli/unattended.py)."""
+    that the project may set (agent_cli/unattended.py). An agent's hooks also turn the
+    command server on for the repository unless `command_server` is false or the key is
+    set already (ops/hook_server.py): first, so Claude Code's hooks take its fast form."""
     _check_agent(agent)
     _check_unattended(agent, unattended_run)
-    if agent == claude.NAME:
-        if mcp:
-            mcp_config.check(repo)  # an unreadable .mcp.json refuses before anything changes
-        if unattended_run:
-            unattended.check(repo)  # checked before the hooks' settings are written
-        result = install_claude(repo)
-        if unattended_run:
-            result["unattended"] = unattended.install(repo, mcp=mcp)
-        return {**result, "mcp": mcp_config.install(repo)} if mcp else result
-    if agent in AGENT_SPECS:
-        spec = AGENT_SPECS[agent]
-        if not mcp:
-            return install_agent(repo, spec)
-        _check_agent_files(repo, spec)  # every file refuses before any is written
-        mcp_config.check(repo, agent)
-        registered = mcp_config.install(repo, agent)  # first: a file it creates is its to remove
-        return {**install_agent(repo, spec), "mcp": registered}
+    if agent is None and not command_server:
+        raise UsageError("--no-command-server is for --agent: the post-commit hook does not turn the command "
+                         "server on")
+    if agent is not None:
+        if repo.workdir is None:
+            raise UsageError(f"the {registry.get(agent).LABEL} hooks need a work tree (the repository is bare)")
+        record = _record(repo)
+        server = hook_server.turn_on(repo, record, command_server)
+        try:
+            result = _install_agent(repo, agent, mcp=mcp, unattended_run=unattended_run)
+        except BaseException:
+            hook_server.undo(repo, server.get("changed", ""))
+            raise
+        _save_record(repo, record)
+        result["command_server"] = server
+        return result
     directory = hooks_dir(repo)
     directory.mkdir(parents=True, exist_ok=True)
     target = directory / "post-commit"
@@ -184,27 +187,38 @@ def install(repo: Repo, agent: str | None = None, command: Sequence[str] = (), *
     return {**status(repo), "chained_now": chained}
 
 
-def uninstall(repo: Repo, agent: str | None = None, *, mcp: bool = True,
-              unattended_run: bool = False) -> HooksStatus | ClaudeHooks | AgentHooks:
-    _check_agent(agent)
-    _check_unattended(agent, unattended_run)
+def _install_agent(repo: Repo, agent: str, *, mcp: bool, unattended_run: bool) -> ClaudeHooks | AgentHooks:
     if agent == claude.NAME:
         if mcp:
-            mcp_config.check(repo)
+            mcp_config.check(repo)  # an unreadable .mcp.json refuses before anything changes
         if unattended_run:
-            unattended.check(repo)
-        result = uninstall_claude(repo)
+            unattended.check(repo)  # checked before the hooks' settings are written
+        result = install_claude(repo)
         if unattended_run:
-            result["unattended"] = unattended.uninstall(repo, mcp=mcp)
-        return {**result, "mcp": mcp_config.uninstall(repo)} if mcp else result
-    if agent in AGENT_SPECS:
-        spec = AGENT_SPECS[agent]
-        if not mcp:
-            return uninstall_agent(repo, spec)
-        _check_agent_files(repo, spec)
-        mcp_config.check(repo, agent)
-        unregistered = mcp_config.uninstall(repo, agent)
-        return {**uninstall_agent(repo, spec), "mcp": unregistered}
+            result["unattended"] = unattended.install(repo, mcp=mcp)
+        return {**result, "mcp": mcp_config.install(repo)} if mcp else result
+    spec = AGENT_SPECS[agent]
+    if not mcp:
+        return install_agent(repo, spec)
+    _check_agent_files(repo, spec)  # every file refuses before any is written
+    mcp_config.check(repo, agent)
+    registered = mcp_config.install(repo, agent)  # first: a file it creates is its to remove
+    return {**install_agent(repo, spec), "mcp": registered}
+
+
+def uninstall(repo: Repo, agent: str | None = None, *, mcp: bool = True,
+              unattended_run: bool = False) -> HooksStatus | ClaudeHooks | AgentHooks:
+    """Remove what `install` added; an agent's: and the command server's setting, when
+    install set it and no agent's hooks remain (ops/hook_server.py)."""
+    _check_agent(agent)
+    _check_unattended(agent, unattended_run)
+    if agent is not None:
+        result = _uninstall_agent(repo, agent, mcp=mcp, unattended_run=unattended_run)
+        record = _record(repo)
+        server = hook_server.turn_off(repo, record, agents_left=any_agent_installed(repo))
+        _save_record(repo, record)
+        result["command_server"] = server
+        return result
     directory = hooks_dir(repo)
     target = directory / "post-commit"
     saved = directory / ("post-commit" + USER_SUFFIX)
@@ -219,6 +233,31 @@ def uninstall(repo: Repo, agent: str | None = None, *, mcp: bool = True,
         repo.git("config", "--fixed-value", "--unset", "notes.rewriteRef", NOTES_REF, check=False)
     _save_record(repo, record)
     return {**status(repo), "removed": removed}
+
+
+def _uninstall_agent(repo: Repo, agent: str, *, mcp: bool, unattended_run: bool) -> ClaudeHooks | AgentHooks:
+    if agent == claude.NAME:
+        if mcp:
+            mcp_config.check(repo)
+        if unattended_run:
+            unattended.check(repo)
+        result = uninstall_claude(repo)
+        if unattended_run:
+            result["unattended"] = unattended.uninstall(repo, mcp=mcp)
+        return {**result, "mcp": mcp_config.uninstall(repo)} if mcp else result
+    spec = AGENT_SPECS[agent]
+    if not mcp:
+        return uninstall_agent(repo, spec)
+    _check_agent_files(repo, spec)
+    mcp_config.check(repo, agent)
+    unregistered = mcp_config.uninstall(repo, agent)
+    return {**uninstall_agent(repo, spec), "mcp": unregistered}
+
+
+def any_agent_installed(repo: Repo) -> bool:
+    """Does any agent CLI's file still hold one of our hooks?"""
+    return claude_installed(repo) or any(any(agent_status(repo, spec)["events"].values())
+                                         for spec in AGENT_SPECS.values())
 
 
 def status(repo: Repo) -> HooksStatus:
@@ -245,6 +284,7 @@ def status(repo: Repo) -> HooksStatus:
            for name, spec in AGENT_SPECS.items()},  # each one of HooksStatus (a new CLI adds its two there)
         "claude_mcp": mcp_config.status(repo),
         **{f"{name}_mcp": mcp_config.status(repo, name) for name in AGENT_SPECS},
+        "command_server": hook_server.setting(repo, _record(repo)),
     }
 
 
@@ -253,12 +293,14 @@ def status_of(repo: Repo, agent: str | None = None) -> HooksStatus | ClaudeHooks
     our MCP server's entry; Claude Code's keeps the shape it had before the other CLIs came
     (its keys of `status`, named as `hooks install --agent claude` names them)."""
     if agent in AGENT_SPECS:
-        return agent_status(repo, AGENT_SPECS[agent], with_mcp=True)
+        return {**agent_status(repo, AGENT_SPECS[agent], with_mcp=True),
+                "command_server": hook_server.setting(repo, _record(repo))}
     every = status(repo)
     if agent != claude.NAME:
         return every
     return {"agent": claude.NAME, "settings": every["claude_settings"], "installed": every["claude"],
-            "mcp": every["claude_mcp"], "unattended": every["claude_unattended"]}
+            "mcp": every["claude_mcp"], "unattended": every["claude_unattended"],
+            "command_server": every["command_server"]}
 
 
 # -- Claude Code ---------------------------------------------------------------------

@@ -4,11 +4,27 @@ git_handoff.ops.payloads."""
 
 from __future__ import annotations
 
-from typing import NotRequired, TypedDict
+from typing import Literal, NotRequired, TypedDict
 
 # Our MCP server's entry in an agent CLI's config (agent_cli.mcp_config.status): its
 # keys differ by agent (the file's key names the file), so a mapping, not a TypedDict.
 McpEntry = dict[str, object]
+
+
+class CommandServerSetting(TypedDict):
+    """`command_server` of `hooks install|uninstall|status`: whether the repository's git
+    config turns the command server on (`handoff.commandServer`, every level), whether
+    `hooks install --agent` set it, what this run did ("set", "unset", "kept", "not set":
+    install and uninstall only), the commands that turn it off and on, and the variable
+    of this environment that overrides the config (`HANDOFF_COMMAND_SERVER=0|1`)."""
+
+    on: bool
+    value: str | None
+    set_by_install: bool
+    turn_off: str
+    turn_on: str
+    changed: NotRequired[Literal["set", "unset", "kept", "not set"]]
+    environment: NotRequired[str]
 
 
 class AgentHooks(TypedDict):
@@ -26,6 +42,7 @@ class AgentHooks(TypedDict):
     mcp: NotRequired[McpEntry]
     added: NotRequired[list[str]]
     removed: NotRequired[list[str]]
+    command_server: NotRequired[CommandServerSetting]
 
 
 class ClaudeHooks(TypedDict):
@@ -37,6 +54,7 @@ class ClaudeHooks(TypedDict):
     removed: NotRequired[list[str]]
     unattended: NotRequired[dict[str, object]]
     mcp: NotRequired[McpEntry]
+    command_server: NotRequired[CommandServerSetting]
 
 
 class ClaudeHooksStatus(TypedDict):
@@ -47,6 +65,7 @@ class ClaudeHooksStatus(TypedDict):
     installed: bool
     mcp: McpEntry
     unattended: bool
+    command_server: CommandServerSetting
 
 
 class HooksStatus(TypedDict):
@@ -70,5 +89,6 @@ class HooksStatus(TypedDict):
     claude_mcp: McpEntry
     codex_mcp: McpEntry
     gemini_mcp: McpEntry
+    command_server: CommandServerSetting
     chained_now: NotRequired[bool]  # install
     removed: NotRequired[bool]  # uninstall

@@ -335,12 +335,13 @@ USER_SETTINGS: dict[str, Any] = {
 
 
 def test_settings_merge_keeps_user_hooks_and_permissions(repo: Path) -> None:
+    """The plain form (the command server left off); the fast form is the next test's."""
     settings = repo / ".claude" / "settings.json"
     settings.parent.mkdir()
     settings.write_text(json.dumps(USER_SETTINGS, indent=2))
-    assert run("hooks", "install", "--agent", "claude").rc == 0
+    assert run("hooks", "install", "--agent", "claude", "--no-command-server").rc == 0
     first = settings.read_bytes()
-    assert run("hooks", "install", "--agent", "claude").rc == 0
+    assert run("hooks", "install", "--agent", "claude", "--no-command-server").rc == 0
     assert settings.read_bytes() == first  # idempotent
     data = json.loads(first)
     assert data["permissions"] == USER_SETTINGS["permissions"] and data["model"] == "opus"

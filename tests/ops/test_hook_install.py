@@ -275,7 +275,9 @@ def test_status_of_answers_each_shape(repo: Path) -> None:
     assert every == hook_install.status(here)
     claude = hook_install.status_of(here, "claude")
     assert claude == {"agent": "claude", "settings": every["claude_settings"], "installed": every["claude"],
-                      "mcp": every["claude_mcp"], "unattended": every["claude_unattended"]}
+                      "mcp": every["claude_mcp"], "unattended": every["claude_unattended"],
+                      "command_server": every["command_server"]}
     codex = hook_install.status_of(here, "codex")
-    assert codex == hook_install.agent_status(here, hook_install.AGENT_SPECS["codex"], with_mcp=True)
+    assert codex == {**hook_install.agent_status(here, hook_install.AGENT_SPECS["codex"], with_mcp=True),
+                     "command_server": every["command_server"]}
     assert "mcp" in codex and codex["installed"] is False

@@ -55,7 +55,8 @@ def require_gemini() -> str:
 
 def _clean_env() -> dict[str, str]:
     drop = ("OPENAI_", "CODEX_", "GEMINI_", "GOOGLE_", "HANDOFF_", "ANTHROPIC_")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(drop)}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(drop)
+           or k.startswith("HANDOFF_COMMAND_SERVER")}  # the suite's server settings (conftest: its idle time)
     env["NO_PROXY"] = "127.0.0.1,localhost"
     return env
 
