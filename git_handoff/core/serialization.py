@@ -111,40 +111,54 @@ _ITEM_TYPE: dict[str, type] = {"ids": str, "texts": str, "objects": dict}
 _PARSE_ORDER = sorted(TASK_TABLE, key=lambda row: row.kind == "text" and row.sub is None)
 
 
-def _parse_field(row: TaskField, value: Any, where: str) -> Any:
-    """`value` (the stored one, or _ABSENT) by `row`'s rule: the field's value in the Task,
-    or a UsageError naming it."""
-    kind = row.kind
-    if kind == "id":  # task_from_json asks it first, to name the task in every other refusal
-        return value
-    if kind == "text":
-        label = row.key if row.sub is None else f"{row.key}.{row.sub}"
-        text = optional_text(None if value is _ABSENT else value, f"{where}: {label}")
-        return row.default if text is None else text
-    if value is _ABSENT and kind in ("count", "choice", "order"):
-        value = row.default
-    if kind == "count":
-        return whole_number(value, f"{where}: {row.sub or row.key}", minimum=row.low, maximum=row.high)
-    if kind == "choice":
-        if row.check is not None:
-            return row.check(value, where)
-        if value not in row.choices:
-            raise UsageError(f"{where}: {row.key} must be one of {', '.join(row.choices)}")
-        return value
-    if kind == "title":
-        if not isinstance(value, str) or not value.strip():
-            raise UsageError(f"{where}: title must be non-empty text")
-        return value
-    if kind == "order":
-        return value if isinstance(value, int) and not isinstance(value, bool) else row.default
-    items = [] if value is _ABSENT else value or []  # a list: "ids", "texts" or "objects"
-    if not isinstance(items, list) or not all(isinstance(x, _ITEM_TYPE[kind]) for x in items):
-        raise UsageError(f"{where}: {row.key} must be a list of {_LISTS[kind]}")
-    if kind == "ids":
+def _parse_text(row: TaskField, value: Any, where: str) -> Any:
+    label = row.key if row.sub is None else f"{row.key}.{row.sub}"
+    text = optional_text(None if value is _ABSENT else value, f"{where}: {label}")
+    return row.default if text is None else text
+
+
+def _parse_count(row: TaskField, value: Any, where: str) -> Any:
+    value = row.default if value is _ABSENT else value
+    return whole_number(value, f"{where}: {row.sub or row.key}", minimum=row.low, maximum=row.high)
+
+
+def _parse_choice(row: TaskField, value: Any, where: str) -> Any:
+    value = row.default if value is _ABSENT else value
+    if row.check is not None:
+        return row.check(value, where)
+    if value not in row.choices:
+        raise UsageError(f"{where}: {row.key} must be one of {', '.join(row.choices)}")
+    return value
+
+
+def _parse_title(row: TaskField, value: Any, where: str) -> Any:
+    if not isinstance(value, str) or not value.strip():
+        raise UsageError(f"{where}: title must be non-empty text")
+    return value
+
+
+def _parse_order(row: TaskField, value: Any, where: str) -> Any:
+    return value if isinstance(value, int) and not isinstance(value, bool) else row.default
+
+
+def _parse_list(row: TaskField, value: Any, where: str) -> Any:
+    items = [] if value is _ABSENT else value or []
+    if not isinstance(items, list) or not all(isinstance(x, _ITEM_TYPE[row.kind]) for x in items):
+        raise UsageError(f"{where}: {row.key} must be a list of {_LISTS[row.kind]}")
+    if row.kind == "ids":
         for item in items:
             check_id(item)
     return tuple(items)
 
+
+# The full parse of each kind: (row, the stored value or _ABSENT, where) to the Task's value,
+# or a UsageError naming the field. The id is asked first, by task_from_json itself (every
+# other refusal names the task).
+_PARSE: dict[str, Callable[[TaskField, Any, str], Any]] = {
+    "id": lambda row, value, where: value, "title": _parse_title, "choice": _parse_choice,
+    "count": _parse_count, "text": _parse_text, "order": _parse_order,
+    "ids": _parse_list, "texts": _parse_list, "objects": _parse_list,
+}
 
 
 # -- a task -------------------------------------------------------------------------
@@ -214,7 +228,7 @@ def task_from_json(data: Any, *, source: str = "task") -> Task:
                     raise UsageError(f"{where}: {row.key} must be an object")
                 objects[row.key] = found
             value = objects[row.key].get(row.sub, _ABSENT)
-        values[row.name] = _parse_field(row, value, where)
+        values[row.name] = _PARSE[row.kind](row, value, where)
     values = {row.name: values[row.name] for row in TASK_TABLE}  # the Task's order
     values["extra"] = d
     return _assemble(Task, values)
