@@ -188,14 +188,14 @@ def parse_duration(text: str) -> int:
 _ID = lazy(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")  # the whole string: fullmatch, never `$`
 
 
-def _id_ok(text: str) -> bool:
+def is_task_id(text: str) -> bool:
     """The task id rule (check_id words the refusal; the quick parse asks it too)."""
     return _ID.fullmatch(text) is not None and ".." not in text and not text.endswith(".lock")
 
 
 def check_id(task_id: str) -> str:
     """Refuse ids outside the id rule (docs/git-handoff.md, `add`): `[A-Za-z0-9][A-Za-z0-9._-]{0,63}`, no `..`, no `.lock` end."""
-    if not isinstance(task_id, str) or not _id_ok(task_id):
+    if not isinstance(task_id, str) or not is_task_id(task_id):
         shown = task_id if isinstance(task_id, str) else repr(task_id)
         raise UsageError(
             f"invalid task id {shown!r}: use 1-64 of A-Z a-z 0-9 . _ -, starting with a letter or digit, "

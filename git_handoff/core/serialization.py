@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from git_handoff.core.errors import UsageError
@@ -25,47 +26,150 @@ from git_handoff.core.model import (
     MAX_ATTEMPTS,
     MAX_COUNT,
     MAX_SECONDS,
+    MAX_TITLE,
     MODES,
     PRIORITIES,
     STATUSES,
     Config,
     Task,
-    _id_ok,
     check_id,
-    check_max_attempts,
     check_priority,
-    check_timeout,
+    is_task_id,
     optional_text,
     whole_number,
 )
 
-# The harness's task fields, in the order task_to_json writes them.
-TASK_FIELDS = (
-    "id",
-    "title",
-    "status",
-    "priority",
-    "depends_on",
-    "attempts",
-    "max_attempts",
-    "started_at_commit",
-    "validation",
-    "on_failure",
-    "error_log",
-    "checkpoints",
-    "completed_at",
-    "claimed_by",
-    "lease_expires_at",
-    "created_at",
-    "spec_ref",
+# -- the task's fields: one table ------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class TaskField:
+    """One field of a task, the one definition of its rule: the full parse
+    (task_from_json, which words a refusal), the quick parse (_well_formed) and the
+    stored form (task_to_json; task_file's check_task_text and its one-pass recognizer)
+    all read it from here.
+
+    `kind` is the type and the parse's rule: "id" (a task id, required), "title"
+    (non-blank text, required), "choice" (one of `choices`), "ids" / "texts" / "objects"
+    (a list of task ids / text / objects; absent or empty is none), "count" (a whole
+    number in [low, high]), "text" (text or null; absent is `default`), "order" (a whole
+    number, anything else read as `default`; the edge holds it to [low, high]). `key` is
+    where it is stored, inside the object `key` when `sub` is set. `form` is the edge's
+    rule for a text (check_task_text): "line" (one line, at most `cap`), "time" (an
+    ISO-8601 time when set), "command" (any text, at most `cap`), "oid" (an object id)."""
+
+    name: str
+    kind: str
+    key: str
+    sub: str | None = None
+    default: Any = None
+    low: int = 0
+    high: int = MAX_COUNT
+    choices: tuple[str, ...] = ()
+    form: str | None = None
+    cap: int = 0
+    check: Callable[[Any, str], Any] | None = None  # the model's check that words a refusal
+
+
+_ABSENT: Any = object()  # a field the record does not hold (null is a value: None)
+
+
+# In the order task_to_json writes them (the Task's order too). A new field is one row here,
+# its Task attribute (model), its merge rule (field_merge) and its views (ops/payloads).
+TASK_TABLE = (
+    TaskField("id", "id", "id"),
+    TaskField("title", "title", "title", form="line", cap=MAX_TITLE),
+    TaskField("status", "choice", "status", default="pending", choices=STATUSES),
+    TaskField("priority", "choice", "priority", default="P1", choices=PRIORITIES, check=check_priority),
+    TaskField("depends_on", "ids", "depends_on", default=()),
+    TaskField("attempts", "count", "attempts", default=0),
+    TaskField("max_attempts", "count", "max_attempts", default=DEFAULT_MAX_ATTEMPTS, low=1, high=MAX_ATTEMPTS),
+    TaskField("started_at_commit", "text", "started_at_commit", form="oid"),
+    TaskField("check", "text", "validation", "command", form="command", cap=4096),
+    TaskField("timeout_seconds", "count", "validation", "timeout_seconds", default=DEFAULT_TIMEOUT, low=1,
+              high=MAX_SECONDS),
+    TaskField("cleanup", "text", "on_failure", "cleanup", form="command", cap=4096),
+    TaskField("error_log", "texts", "error_log", default=()),
+    TaskField("checkpoints", "objects", "checkpoints", default=()),
+    TaskField("completed_at", "text", "completed_at", form="time"),
+    TaskField("claimed_by", "text", "claimed_by", form="line", cap=4096),
+    TaskField("lease_expires_at", "text", "lease_expires_at", form="time"),
+    TaskField("created_at", "text", "created_at", default="", form="time"),
+    TaskField("spec_ref", "text", "spec_ref", form="line", cap=4096),
+    TaskField("order", "order", "order", default=0, high=2**64),
+    TaskField("updated_at", "text", "updated_at", default="", form="time"),
 )
+
+# The keys task_from_json reads (everything else is kept in `extra`).
+TASK_READ_KEYS = frozenset(row.key for row in TASK_TABLE)
+# The harness's task fields, in the order task_to_json writes them (the bookkeeping after).
+TASK_FIELDS = tuple(dict.fromkeys(row.key for row in TASK_TABLE if row.name not in ("order", "updated_at")))
+_LISTS = {"ids": "task ids", "texts": "text", "objects": "objects"}
+_ITEM_TYPE: dict[str, type] = {"ids": str, "texts": str, "objects": dict}
+# A record with several bad fields is refused for the first in this order: the table's, its
+# top-level texts last (as task_from_json always checked them).
+_PARSE_ORDER = sorted(TASK_TABLE, key=lambda row: row.kind == "text" and row.sub is None)
+
+
+def _parse_text(row: TaskField, value: Any, where: str) -> Any:
+    label = row.key if row.sub is None else f"{row.key}.{row.sub}"
+    text = optional_text(None if value is _ABSENT else value, f"{where}: {label}")
+    return row.default if text is None else text
+
+
+def _parse_count(row: TaskField, value: Any, where: str) -> Any:
+    value = row.default if value is _ABSENT else value
+    return whole_number(value, f"{where}: {row.sub or row.key}", minimum=row.low, maximum=row.high)
+
+
+def _parse_choice(row: TaskField, value: Any, where: str) -> Any:
+    value = row.default if value is _ABSENT else value
+    if row.check is not None:
+        return row.check(value, where)
+    if value not in row.choices:
+        raise UsageError(f"{where}: {row.key} must be one of {', '.join(row.choices)}")
+    return value
+
+
+def _parse_title(row: TaskField, value: Any, where: str) -> Any:
+    if not isinstance(value, str) or not value.strip():
+        raise UsageError(f"{where}: title must be non-empty text")
+    return value
+
+
+def _parse_order(row: TaskField, value: Any, where: str) -> Any:
+    return value if isinstance(value, int) and not isinstance(value, bool) else row.default
+
+
+def _parse_list(row: TaskField, value: Any, where: str) -> Any:
+    items = [] if value is _ABSENT else value or []
+    if not isinstance(items, list) or not all(isinstance(x, _ITEM_TYPE[row.kind]) for x in items):
+        raise UsageError(f"{where}: {row.key} must be a list of {_LISTS[row.kind]}")
+    if row.kind == "ids":
+        for item in items:
+            check_id(item)
+    return tuple(items)
+
+
+# The full parse of each kind: (row, the stored value or _ABSENT, where) to the Task's value,
+# or a UsageError naming the field. The id is asked first, by task_from_json itself (every
+# other refusal names the task).
+_PARSE: dict[str, Callable[[TaskField, Any, str], Any]] = {
+    "id": lambda row, value, where: value, "title": _parse_title, "choice": _parse_choice,
+    "count": _parse_count, "text": _parse_text, "order": _parse_order,
+    "ids": _parse_list, "texts": _parse_list, "objects": _parse_list,
+}
 
 
 # -- a task -------------------------------------------------------------------------
 
 
 def task_to_json(task: Task) -> dict[str, Any]:
-    """The task as the harness tasks.json names its fields (plus bookkeeping and unknown fields after)."""
+    """The task as the harness tasks.json names its fields (plus bookkeeping and unknown fields after).
+
+    TASK_TABLE's rows in its order, written out: a loop over the table cost twice the time
+    (2 us a task against 4; a claim that fails 50,000 tasks writes each), and
+    tests/core/test_serialization.py holds the two to the same keys."""
     out: dict[str, Any] = {
         "id": task.id,
         "title": task.title,
@@ -99,71 +203,35 @@ def dump_task(task: Task) -> bytes:
 
 
 def task_from_json(data: Any, *, source: str = "task") -> Task:
-    """Parse and check one task object; a bad field is a UsageError naming it."""
+    """Parse and check one task object; a bad field is a UsageError naming it (the first in
+    _PARSE_ORDER). The quick parse first: it builds the same task from a file as git
+    handoff writes it, and None for anything else."""
     quick = _well_formed(Task, data)
     if quick is not None:
         return quick
     if not isinstance(data, dict):
         raise UsageError(f"{source}: a task must be an object")
     d = dict(data)
-    task_id = d.pop("id", None)
+    task_id = d.get("id")
     if not isinstance(task_id, str):
         raise UsageError(f"{source}: missing or non-text task id")
-    check_id(task_id)
-    where = f"{source}: task {task_id}"
-    title = d.pop("title", None)
-    if not isinstance(title, str) or not title.strip():
-        raise UsageError(f"{where}: title must be non-empty text")
-    status = d.pop("status", "pending")
-    if status not in STATUSES:
-        raise UsageError(f"{where}: status must be one of {', '.join(STATUSES)}")
-    priority = check_priority(d.pop("priority", "P1"), where)
-    deps = d.pop("depends_on", []) or []
-    if not isinstance(deps, list) or not all(isinstance(x, str) for x in deps):
-        raise UsageError(f"{where}: depends_on must be a list of task ids")
-    for dep in deps:
-        check_id(dep)
-    attempts = whole_number(d.pop("attempts", 0), f"{where}: attempts", minimum=0)
-    max_attempts = check_max_attempts(d.pop("max_attempts", DEFAULT_MAX_ATTEMPTS), where)
-    validation = d.pop("validation", None) or {}
-    if not isinstance(validation, dict):
-        raise UsageError(f"{where}: validation must be an object")
-    check = optional_text(validation.get("command"), f"{where}: validation.command")
-    timeout = check_timeout(validation.get("timeout_seconds", DEFAULT_TIMEOUT), where)
-    on_failure = d.pop("on_failure", None) or {}
-    if not isinstance(on_failure, dict):
-        raise UsageError(f"{where}: on_failure must be an object")
-    cleanup = optional_text(on_failure.get("cleanup"), f"{where}: on_failure.cleanup")
-    error_log = d.pop("error_log", []) or []
-    if not isinstance(error_log, list) or not all(isinstance(x, str) for x in error_log):
-        raise UsageError(f"{where}: error_log must be a list of text")
-    checkpoints = d.pop("checkpoints", []) or []
-    if not isinstance(checkpoints, list) or not all(isinstance(x, dict) for x in checkpoints):
-        raise UsageError(f"{where}: checkpoints must be a list of objects")
-    order = d.pop("order", 0)
-    return _assemble(Task, dict(
-        id=task_id,
-        title=title,
-        status=status,
-        priority=priority,
-        depends_on=tuple(deps),
-        attempts=attempts,
-        max_attempts=max_attempts,
-        started_at_commit=optional_text(d.pop("started_at_commit", None), f"{where}: started_at_commit"),
-        check=check,
-        timeout_seconds=timeout,
-        cleanup=cleanup,
-        error_log=tuple(error_log),
-        checkpoints=tuple(checkpoints),
-        completed_at=optional_text(d.pop("completed_at", None), f"{where}: completed_at"),
-        claimed_by=optional_text(d.pop("claimed_by", None), f"{where}: claimed_by"),
-        lease_expires_at=optional_text(d.pop("lease_expires_at", None), f"{where}: lease_expires_at"),
-        created_at=optional_text(d.pop("created_at", None), f"{where}: created_at") or "",
-        spec_ref=optional_text(d.pop("spec_ref", None), f"{where}: spec_ref"),
-        order=order if isinstance(order, int) and not isinstance(order, bool) else 0,
-        updated_at=optional_text(d.pop("updated_at", None), f"{where}: updated_at") or "",
-        extra=d,
-    ))
+    where = f"{source}: task {check_id(task_id)}"
+    values: dict[str, Any] = {}
+    objects: dict[str, dict[str, Any]] = {}
+    for row in _PARSE_ORDER:
+        if row.sub is None:
+            value = d.pop(row.key, _ABSENT)
+        else:  # a field inside an object (validation.command): the object checked first
+            if row.key not in objects:
+                found = d.pop(row.key, None) or {}
+                if not isinstance(found, dict):
+                    raise UsageError(f"{where}: {row.key} must be an object")
+                objects[row.key] = found
+            value = objects[row.key].get(row.sub, _ABSENT)
+        values[row.name] = _PARSE[row.kind](row, value, where)
+    values = {row.name: values[row.name] for row in TASK_TABLE}  # the Task's order
+    values["extra"] = d
+    return _assemble(Task, values)
 
 
 def load_task(raw: bytes, *, source: str = "task") -> Task:
@@ -275,91 +343,77 @@ def json_indented(value: Any) -> str:
 
 _TASK_FIELDS = frozenset(f.name for f in dataclasses.fields(Task))
 
-# The keys task_from_json reads (everything else is kept in `extra`).
-TASK_READ_KEYS = frozenset((
-    "id", "title", "status", "priority", "depends_on", "attempts", "max_attempts", "validation",
-    "on_failure", "error_log", "checkpoints", "order", "started_at_commit", "completed_at",
-    "claimed_by", "lease_expires_at", "created_at", "spec_ref", "updated_at",
-))
-_OPTIONAL_TEXT = ("started_at_commit", "completed_at", "claimed_by", "lease_expires_at", "spec_ref")
+
+def _ids_ok(items: list[Any]) -> bool:
+    return all(type(x) is str and is_task_id(x) for x in items)
 
 
-def _good_id(value: Any) -> bool:
-    return type(value) is str and _id_ok(value)
-
-
-def _plain_list(value: Any, ok: Callable[[Any], bool]) -> tuple[Any, ...] | None:
-    """An absent list as (), a list whose every item is `ok` as a tuple, else None."""
-    if value is None:
-        return ()
-    if type(value) is list and all(ok(item) for item in value):
-        return tuple(value)
-    return None
+_ITEMS_OK: dict[str, Callable[[list[Any]], bool]] = {
+    "ids": _ids_ok,
+    "texts": lambda items: all(type(x) is str for x in items),
+    "objects": lambda items: all(type(x) is dict for x in items),
+}
+# The quick parse's reading of the table: each row as a plain tuple.
+_QUICK = tuple((row.name, row.key, row.sub, row.kind, row.default, row.low, row.high, row.choices)
+               for row in TASK_TABLE)
 
 
 def _well_formed(cls: type[Task], data: Any) -> Task | None:
     """The task `task_from_json` builds from `data` when every field is of the exact plain
-    type and in the range it checks (a task file as git handoff writes it), else None:
-    then the full parse runs, and it alone words the error. Parsing 50,000 tasks (the
-    first command after a sync) spends most of its time in the checks, and here they
-    are one pass without building a message per field. Accepts nothing the full parse
-    refuses, and builds the same task (tests/ops/test_bulk_paths.py checks both:
-    test_the_quick_parse_builds_what_the_full_parse_builds)."""
+    type and inside its row's rule (a task file as git handoff writes it), else None: then
+    the full parse runs, and it alone words the error. Parsing 50,000 tasks (the first
+    command after a sync) spends most of its time in the checks, and here they are one
+    pass without building a message per field. Accepts nothing the full parse refuses, and
+    builds the same task (tests/ops/test_bulk_paths.py checks both)."""
     if type(data) is not dict:
         return None
     get = data.get
-    task_id = get("id")
-    title = get("title")
-    status = get("status", "pending")
-    priority = get("priority", "P1")
-    if not _good_id(task_id) or type(title) is not str or not title.strip() \
-            or type(status) is not str or status not in STATUSES \
-            or type(priority) is not str or priority not in PRIORITIES:
-        return None
-    deps = _plain_list(get("depends_on"), _good_id)
-    if deps is None:
-        return None
-    attempts = get("attempts", 0)
-    max_attempts = get("max_attempts", DEFAULT_MAX_ATTEMPTS)
-    order = get("order", 0)
-    if type(attempts) is not int or not 0 <= attempts <= MAX_COUNT or type(max_attempts) is not int \
-            or not 1 <= max_attempts <= MAX_ATTEMPTS or type(order) is not int:
-        return None
-    validation = get("validation")
-    on_failure = get("on_failure")
-    if validation is None:
-        validation = {}
-    if on_failure is None:
-        on_failure = {}
-    if type(validation) is not dict or type(on_failure) is not dict:
-        return None
-    check = validation.get("command")
-    timeout = validation.get("timeout_seconds", DEFAULT_TIMEOUT)
-    cleanup = on_failure.get("cleanup")
-    if (check is not None and type(check) is not str) or type(timeout) is not int \
-            or not 1 <= timeout <= MAX_SECONDS or (cleanup is not None and type(cleanup) is not str):
-        return None
-    error_log = _plain_list(get("error_log"), lambda e: type(e) is str)
-    checkpoints = _plain_list(get("checkpoints"), lambda c: type(c) is dict)
-    if error_log is None or checkpoints is None:
-        return None
-    texts = [get(name) for name in _OPTIONAL_TEXT]
-    created_at = get("created_at")
-    updated_at = get("updated_at")
-    for text in (*texts, created_at, updated_at):
-        if text is not None and type(text) is not str:
+    fields: dict[str, Any] = {}
+    for name, key, sub, kind, default, low, high, choices in _QUICK:
+        value = get(key, _ABSENT)
+        if sub is not None:  # inside an object: absent or null is an empty one
+            if value is _ABSENT or value is None:
+                value = _ABSENT
+            elif type(value) is not dict:
+                return None
+            else:
+                value = value.get(sub, _ABSENT)
+        if kind == "text":
+            if value is _ABSENT or value is None:
+                value = default
+            elif type(value) is not str:
+                return None
+        elif kind == "count":
+            if value is _ABSENT:
+                value = default
+            if type(value) is not int or not low <= value <= high:
+                return None
+        elif kind == "choice":
+            if value is _ABSENT:
+                value = default
+            if type(value) is not str or value not in choices:
+                return None
+        elif kind == "id":
+            if type(value) is not str or not is_task_id(value):
+                return None
+        elif kind == "title":
+            if type(value) is not str or not value.strip():
+                return None
+        elif kind == "order":
+            if value is _ABSENT:
+                value = default
+            elif type(value) is not int:
+                return None
+        elif value is _ABSENT or value is None:
+            value = ()
+        elif type(value) is not list or not _ITEMS_OK[kind](value):
             return None
-    started_at_commit, completed_at, claimed_by, lease_expires_at, spec_ref = texts
+        else:
+            value = tuple(value)
+        fields[name] = value
+    fields["extra"] = {k: v for k, v in data.items() if k not in TASK_READ_KEYS}
     task = object.__new__(cls)
-    object.__setattr__(task, "__dict__", {
-        "id": task_id, "title": title, "status": status, "priority": priority, "depends_on": deps,
-        "attempts": attempts, "max_attempts": max_attempts, "started_at_commit": started_at_commit,
-        "check": check, "timeout_seconds": timeout, "cleanup": cleanup, "error_log": error_log,
-        "checkpoints": checkpoints, "completed_at": completed_at, "claimed_by": claimed_by,
-        "lease_expires_at": lease_expires_at, "created_at": created_at or "", "spec_ref": spec_ref,
-        "order": order, "updated_at": updated_at or "",
-        "extra": {k: v for k, v in data.items() if k not in TASK_READ_KEYS},
-    })
+    object.__setattr__(task, "__dict__", fields)
     return task
 
 

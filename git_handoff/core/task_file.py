@@ -40,7 +40,7 @@ from git_handoff.core.field_checks import (
 )
 from git_handoff.core.model import LIST_LIMITS, MAX_COUNT, MAX_LIST, MAX_SECONDS, MAX_TITLE, Task
 from git_handoff.core.patterns import lazy
-from git_handoff.core.serialization import TASK_READ_KEYS, task_from_json
+from git_handoff.core.serialization import TASK_READ_KEYS, TASK_TABLE, task_from_json
 
 # -- tasks: the claim bookkeeping ------------------------------------------------------------------
 
@@ -63,9 +63,10 @@ _CHECKPOINT = obj({"step": opt(integer(0)), "total": opt(integer(0)), "descripti
 # The task's fields of one line of text and their caps (each entry of error_log too, at
 # MAX_TEXT), checked together by lines_problem; its times (ISO-8601 when set) and its
 # commands (any text, capped: a command may be a script of several lines).
-TASK_LINES = (("title", MAX_TITLE), ("claimed_by", 4096), ("spec_ref", 4096))
-TASK_TIMES = ("completed_at", "lease_expires_at", "created_at", "updated_at")
-TASK_COMMANDS = (("check", 4096), ("cleanup", 4096))
+# Each from its rows' `form` in serialization.TASK_TABLE (the one definition of a field).
+TASK_LINES = tuple((row.name, row.cap) for row in TASK_TABLE if row.form == "line")
+TASK_TIMES = tuple(row.name for row in TASK_TABLE if row.form == "time")
+TASK_COMMANDS = tuple((row.name, row.cap) for row in TASK_TABLE if row.form == "command")
 
 
 def lines_problem(lines: list[tuple[str, str, int]], *, escapes: bool = True) -> str | None:
@@ -208,7 +209,7 @@ def _json_list(item: str, indent: int, limit: int = MAX_LIST) -> str:
     return rf"(?:\[\]|\[{inner}{item}(?:,{inner}{item}){{0,{limit - 1}}}+{outer}\])"
 
 
-# model._id_ok: no `..` and no `.lock` end within an id's 64 characters (the lookaheads look no
+# model.is_task_id: no `..` and no `.lock` end within an id's 64 characters (the lookaheads look no
 # further: an id longer than that is refused by the match itself)
 _W_ID = r'(?![A-Za-z0-9._-]{0,64}?\.\.)(?![A-Za-z0-9._-]{0,64}?\.lock")[A-Za-z0-9][A-Za-z0-9._-]{0,63}+'
 # is_time, in the layout now_iso writes (and with a fraction, an offset): a day that every

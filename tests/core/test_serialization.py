@@ -3,6 +3,7 @@ to its file and back, the checks of a task's fields, the layout of the file, the
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -10,6 +11,8 @@ import pytest
 from git_handoff.core.errors import UsageError
 from git_handoff.core.model import Config, Task
 from git_handoff.core.serialization import (
+    TASK_READ_KEYS,
+    TASK_TABLE,
     config_from_dict,
     dump_task,
     json_indented,
@@ -37,6 +40,21 @@ def test_task_to_json_names_the_harness_fields_in_their_order() -> None:
     keys = list(task_to_json(Task(id="a", title="A")))
     assert keys[:4] == ["id", "title", "status", "priority"]
     assert keys[-2:] == ["order", "updated_at"]
+
+
+def test_task_to_json_writes_the_table_of_fields_and_nothing_else() -> None:
+    # task_to_json is the table written out (a loop over it cost twice the time): a row
+    # added to TASK_TABLE and not to the writer, or the reverse, fails here
+    data = task_to_json(Task(id="a", title="A"))
+    assert list(data) == list(dict.fromkeys(row.key for row in TASK_TABLE))
+    assert set(data) == TASK_READ_KEYS
+    for row in TASK_TABLE:
+        stored = data[row.key] if row.sub is None else data[row.key][row.sub]
+        assert stored == row.default or row.kind in ("id", "title") or (row.kind in ("ids", "texts", "objects")
+                                                                        and stored == [])
+    assert {row.key: sorted(data[row.key]) for row in TASK_TABLE if row.sub is not None} == {
+        key: sorted(row.sub for row in TASK_TABLE if row.key == key and row.sub) for key in ("validation", "on_failure")}
+    assert [f.name for f in dataclasses.fields(Task)] == [row.name for row in TASK_TABLE] + ["extra"]
 
 
 def test_task_from_json_fills_defaults() -> None:

@@ -255,7 +255,7 @@ def test_past_the_limit_the_recognizer_declines_and_the_parser_refuses(changes: 
     assert task_file.written_task_id(raw) is None
     task_id = changes.get("id", "t1")
     with pytest.raises(InvalidState):
-        state_tree.check_record(task_path(task_id) if model._id_ok(task_id) else "tasks/0/0/x.json", raw, "task")
+        state_tree.check_record(task_path(task_id) if model.is_task_id(task_id) else "tasks/0/0/x.json", raw, "task")
 
 
 @pytest.mark.parametrize("raw", [

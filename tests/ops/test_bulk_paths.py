@@ -212,6 +212,85 @@ def test_the_quick_parse_builds_what_the_full_parse_builds(data: dict[str, Any])
     assert answer == full  # the same task, or the same error
 
 
+# A corpus for each row of the task's table: values both parses take (the quick one
+# included: it stays the fast path for every value git handoff writes), and values the full
+# parse refuses naming the field, which the quick one must answer None to. Held to the table,
+# so a new row needs its values here.
+_TAKEN: dict[str, list[Any]] = {
+    "id": ["a", "t-1.x_2", "A" * 64], "title": ["x", " x ", "t" * 500], "choice": [None], "ids": [None, [], ["a", "b.c"]],
+    "count": [None], "text": [None, "", "x"], "texts": [None, [], ["e", ""]], "objects": [None, [], [{}, {"a": 1}]],
+    "order": [0, -5, 2**70],
+}
+_REFUSED: dict[str, list[Any]] = {
+    "id": [None, 5, "", "a..b", "x.lock", "-a", "a b", "A" * 65], "title": [None, "", "  ", 3, ["t"]],
+    "choice": [None, "lost", 1, "p1", "Pending"], "ids": ["b", 3, ["a", 1], ["a..b"], [None]],
+    "count": [None, -1, "x", 1.5, True, [], {}], "text": [3, True, [], {}, 1.5], "texts": ["x", 3, [1], [None], [[]]],
+    "objects": ["x", 3, ["x"], [None], [[]]], "order": [],
+}
+
+
+def _corpus(table: dict[str, list[Any]], refused: bool) -> list[Any]:
+    cases = []
+    for row in serialization.TASK_TABLE:
+        values = list(table[row.kind])
+        if row.kind == "count":
+            values = [v for v in values if v is not None] + (
+                [row.low - 1, row.high + 1] if refused else [row.default, row.low, row.high])
+        if row.kind == "choice" and not refused:
+            values += list(row.choices)
+        if refused and row.sub is not None:
+            values += [_Parent(v) for v in ("make", 3, ["x"], True)]
+        cases += [pytest.param(row, v, id=f"{row.name}={v!r}"[:60]) for v in values]
+    return cases
+
+
+@dataclasses.dataclass(frozen=True)
+class _Parent:
+    """The object a field is inside (validation) set to `value`, not an object."""
+
+    value: Any
+
+
+def _with(row: serialization.TaskField, value: Any, *, none_is_absent: bool) -> dict[str, Any]:
+    data = json.loads(json.dumps(NICE))
+    if isinstance(value, _Parent):
+        data[row.key] = value.value
+    elif value is None and none_is_absent:
+        data.pop(row.key) if row.sub is None else data[row.key].pop(row.sub)  # absent
+    elif row.sub is None:
+        data[row.key] = value
+    else:
+        data[row.key][row.sub] = value
+    return data
+
+
+@pytest.mark.parametrize(("row", "value"), _corpus(_TAKEN, refused=False))
+def test_the_quick_parse_and_the_full_parse_take_each_good_value_alike(row: Any, value: Any) -> None:
+    data = _with(row, value, none_is_absent=row.kind in ("choice", "count"))
+    with pytest.MonkeyPatch.context() as mp:
+        full = _full_parse(data, mp)
+    quick = serialization._well_formed(Task, data)
+    assert isinstance(full, Task) and quick is not None, full
+    assert quick.__dict__ == full.__dict__ and serialization.dump_task(quick) == serialization.dump_task(full)
+
+
+@pytest.mark.parametrize(("row", "value"), _corpus(_REFUSED, refused=True))
+def test_the_quick_parse_refuses_what_the_full_parse_refuses(row: Any, value: Any) -> None:
+    data = _with(row, value, none_is_absent=row.kind in ("id", "title"))
+    with pytest.MonkeyPatch.context() as mp:
+        full = _full_parse(data, mp)
+    assert isinstance(full, str), full  # refused, naming the field (or the id it asks first)
+    named = row.key if isinstance(value, _Parent) or row.sub is None else row.sub
+    assert named in full or "task id" in full, full
+    assert serialization._well_formed(Task, data) is None
+    try:
+        serialization.task_from_json(data, source="t")
+    except UsageError as exc:
+        assert "error: " + exc.message == full  # the same refusal through the quick path's fallback
+    else:
+        raise AssertionError("task_from_json took it")
+
+
 def test_the_quick_parse_takes_the_task_files_git_handoff_writes() -> None:
     task = Task(id="a1", title="one", depends_on=("b",), error_log=("e",), order=3, created_at="c",
                 check="true", extra={"failed_at": "x", "hlc": "1.2.3"})
