@@ -252,7 +252,7 @@ class _Parent:
 
 
 def _with(row: serialization.TaskField, value: Any, *, none_is_absent: bool) -> dict[str, Any]:
-    data = json.loads(json.dumps(NICE))
+    data: dict[str, Any] = json.loads(json.dumps(NICE))  # a deep copy of a JSON object
     if isinstance(value, _Parent):
         data[row.key] = value.value
     elif value is None and none_is_absent:
