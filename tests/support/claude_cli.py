@@ -20,10 +20,12 @@ from typing import Any
 
 import pytest
 
-PINNED_VERSION = "2.1.332"
+PINNED_VERSION = "2.1.332"  # the version .ci/run installs; raise both on purpose
 # two forms in 2.1.332's debug log: "Hooks: Stop [cmd] finished with status 0" and
 # "PreCompact:manual [cmd] completed with status 0" (PreCompact, SessionEnd)
-HOOK_RUN = re.compile(r"\[DEBUG\] (?:Hooks: )?([A-Za-z]+(?::[a-z_]+)?) \[(.*?)\] (?:finished|completed) with status (-?\d+)")  # the version .ci/run installs; raise both on purpose
+# A message holding a quote or a newline (the fast client's command, as `hooks install` writes
+# it with the command server on) is logged JSON-quoted: `[DEBUG] "Hooks: Stop [...] finished ..."`.
+HOOK_RUN = re.compile(r'\[DEBUG\] "?(?:Hooks: )?([A-Za-z]+(?::[a-z_]+)?) \[(.*?)\] (?:finished|completed) with status (-?\d+)')
 
 
 def claude_path() -> str | None:
