@@ -200,6 +200,12 @@ def person_prompt(screen: str) -> str | None:
     if "Do you trust the files in this folder?" in text or "Trust folder (" in text:
         return ("gemini is asking whether to trust this folder: set GEMINI_CLI_TRUST_WORKSPACE=true in the relay's "
                 'environment, or add {"<this folder>": "TRUST_FOLDER"} to ~/.gemini/trustedFolders.json')
+    if "Gemini CLI is not running in a trusted directory" in text:
+        # headless (CI=true or GITHUB_ACTIONS=true in its environment, or no terminal) it asks
+        # nobody: it exits 55 with this line
+        return ("gemini refuses an untrusted folder when it runs headless (CI=true or GITHUB_ACTIONS=true, or no "
+                "terminal): set GEMINI_CLI_TRUST_WORKSPACE=true in the relay's environment, or add "
+                '{"<this folder>": "TRUST_FOLDER"} to ~/.gemini/trustedFolders.json')
     if "How would you like to authenticate" in text or "Get started" in text and "Use Gemini API Key" in text:
         return ('gemini is asking how to log in: set "security": {"auth": {"selectedType": "gemini-api-key"}} in '
                 "~/.gemini/settings.json and GEMINI_API_KEY in the relay's environment")

@@ -252,6 +252,13 @@ OTHER_SCREENS = {
                "    1. Sign in with Google", "  ● 2. Use Gemini API Key", "    3. Vertex AI", "",
                '  Existing API key detected (GEMINI_API_KEY). Select "Gemini API Key" option to use it.'),
         ['"selectedType": "gemini-api-key"', "GEMINI_API_KEY"]),
+    # gemini 0.61.0 headless (CI=true in its environment, even in a terminal) in an untrusted
+    # folder: no screen, exit 55 with this (a CI run met it)
+    ("gemini", "headless trust"): (
+        "Gemini CLI is not running in a trusted directory. To proceed, either use `--skip-trust`, set the\n"
+        "`GEMINI_CLI_TRUST_WORKSPACE=true` environment variable, or trust this directory in interactive mode. For\n"
+        "more details, see https://geminicli.com/docs/cli/trusted-folders/#headless-and-automated-environments\n",
+        ["GEMINI_CLI_TRUST_WORKSPACE=true", "headless", "CI=true"]),
 }
 
 

@@ -117,3 +117,27 @@ def test_the_folder_trust_screen_is_named_and_the_relay_stops(repo: Path, tmp_pa
     assert "for a person" in said and setting in said, said
     assert took < 45, (took, r.out)
     assert not agents_left(repo)
+
+
+def test_gemini_headless_under_ci_refuses_an_untrusted_folder_and_the_relay_names_it(
+        repo: Path, tmp_path: Path) -> None:
+    """Under CI=true Gemini CLI is headless whatever its terminal: no trust screen, it exits 55.
+    The relay stops at the first exit, naming the setting, rather than relaunching it."""
+    plan(1)
+    socket_name = f"handoff-gemini-ci-{os.getpid()}"
+    with _stub("gemini") as stub:
+        env = _setup("gemini", repo, tmp_path / "gemini-home", stub, trusted=False)
+        env["CI"] = "true"
+        started = time.monotonic()
+        try:
+            r = run_exe("relay", "--tmux", "--tmux-socket", socket_name, "--agent", AGENTS["gemini"],
+                        "--ack-timeout", "120", cwd=repo, env=env, timeout=300)
+        finally:
+            subprocess.run(["tmux", "-L", socket_name, "kill-server"], capture_output=True)
+    assert r.rc == 1, r.out[-2000:] + r.err[-2000:]
+    (said,) = [line for line in r.err.splitlines() if line.startswith("error:")]
+    assert "headless" in said and "GEMINI_CLI_TRUST_WORKSPACE=true" in said, said
+    assert "3 time(s)" not in said, said
+    assert time.monotonic() - started < 45, r.out
+    assert statuses() == {next(iter(statuses())): "pending"}
+    assert not agents_left(repo)

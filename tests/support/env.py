@@ -29,9 +29,13 @@ def hermetic_env(home: Path) -> dict[str, str]:
 
 def leaked_vars(environ: dict[str, str] | None = None) -> list[str]:
     """Variables of the calling environment that would leak in (GIT_*, HANDOFF_*, the harness
-    skill's worker name)."""
+    skill's worker name, and a CI service's markers: Gemini CLI runs headless under CI=true
+    or GITHUB_ACTIONS=true, whatever its terminal, so a test of its screens would see none)."""
     return [v for v in (os.environ if environ is None else environ)
-            if v.startswith(("GIT_", "HANDOFF_")) or v == "HARNESS_WORKER_ID"]
+            if v.startswith(("GIT_", "HANDOFF_")) or v in CI_MARKERS]
+
+
+CI_MARKERS = frozenset({"HARNESS_WORKER_ID", "CI", "GITHUB_ACTIONS"})
 
 
 def make_hermetic(home: Path, setenv: Callable[[str, str], None], delenv: Callable[[str], None]) -> None:
