@@ -20,6 +20,7 @@ from git_handoff.core.errors import Contention, Negative, UsageError
 from git_handoff.core.model import Task, check_id, now_iso
 from git_handoff.infra import rollback, worktree
 from git_handoff.infra.gitrepo import Repo
+from git_handoff.ops import claim_base
 from git_handoff.state import claim_index, claim_journal, identity, session_records, writers
 from git_handoff.state.claim_checks import (
     DEFAULT_LEASE_SECONDS,
@@ -46,6 +47,13 @@ class ClaimContext:
     lease_seconds: int
     snapshot: str | None = None  # the work tree at the claim, when not clean
     clone: str = ""  # this clone's public identity (git_handoff.state.identity)
+    forward: str | None = None  # the target's tip this clean worktree moves to (ops/claim_base.py)
+    target: str | None = None  # the target as a person names it (origin/main), for messages
+
+    @property
+    def base(self) -> str:
+        """The commit the claim starts from."""
+        return self.forward or self.head
 
 
 def claim_context(repo: Repo, *, worker: str | None = None, lease: int | None = None) -> ClaimContext:
@@ -108,6 +116,9 @@ def claim_in_tx(
         taken = taken | frozenset(hidden)
     if task_id is None and not taken and slot[1] <= 1:
         quick = _quick_pick(tx, ctx, force, stamp)
+        if quick is not None and claim_base.WorkAt(tx.store.repo, ctx.base).lacking(
+                quick[0], {d: t for d in quick[0].depends_on if (t := tx.task(d)) is not None}):
+            quick = None  # the full selection passes it over, saying why
         if quick is not None:
             task, rows = quick
             claimed = _take(tx, task, ctx, stamp)
@@ -133,7 +144,8 @@ def _claim_full(
                      if t.status == "in_progress" and held_here(t, ctx.worktree, ctx.worker, tx.store.repo))
     # a forced claim never reads the mode, as it never needed it
     mode = None if force else tx.config().mode
-    plan = plan_claim(prepared, task_id=task_id, here=here, mode=mode, force=force, taken=taken, slot=slot)
+    plan = plan_claim(prepared, task_id=task_id, here=here, mode=mode, force=force, taken=taken, slot=slot,
+                      work=claim_base.WorkAt(tx.store.repo, ctx.base), target=ctx.target)
     if isinstance(plan, Refusal):
         if plan.record:
             record_prepare(tx, changes)
@@ -141,6 +153,8 @@ def _claim_full(
     if not plan.pool:
         record_prepare(tx, changes)
         claim_index.rebuild(tx, prepared)
+        if plan.held:
+            raise WorkMissing(f"nothing eligible here: {plan.held}")
         return None
     return _take_prepared(tx, _draw(plan.pool), ctx=ctx, stamp=stamp, prepared=prepared, changes=changes)
 
@@ -179,6 +193,12 @@ class Pick:
     """The tasks the claim takes one of, at random (`_draw`); empty when nothing is eligible."""
 
     pool: tuple[Task, ...]
+    held: str | None = None  # eligible tasks passed over: their dependencies' work is not in the base
+
+
+class WorkMissing(Negative):
+    """A claim that found tasks eligible but none whose dependencies' work its base holds
+    (exit 1): fetching the target may change that."""
 
 
 def plan_claim(
@@ -190,6 +210,8 @@ def plan_claim(
     force: bool,
     taken: frozenset[str] = frozenset(),
     slot: tuple[int, int] = (0, 1),
+    work: claim_base.WorkAt | None = None,
+    target: str | None = None,
 ) -> Pick | Refusal:
     """What a full claim does with the tasks `selection.prepare` returned: a refusal, or
     the pick (the named task, or this clone's share of the eligible ones: `_slot_pool`).
@@ -202,8 +224,20 @@ def plan_claim(
     if refusal is not None:
         return refusal
     if task_id is not None:
-        return _named_plan(prepared, task_id, taken)
+        named = _named_plan(prepared, task_id, taken)
+        if isinstance(named, Pick) and work is not None and (lacking := work.lacking(named.pool[0], prepared)):
+            return Refusal(WorkMissing, claim_base.missing_message(named.pool[0], lacking, work.base, target),
+                           record=True)
+        return named
     found = selection.eligible(prepared, skip=taken)
+    if work is not None and found:
+        passed = [(t, lacking) for t in found if (lacking := work.lacking(t, prepared))]
+        if passed:
+            skipped = {p[0].id for p in passed}
+            found = [t for t in found if t.id not in skipped]
+            if not found:
+                task, lacking = passed[0]
+                return Pick((), held=claim_base.missing_message(task, lacking, work.base, target))
     return Pick(tuple(_slot_pool(found, slot)) if found else ())
 
 
@@ -325,7 +359,7 @@ def _take(tx: Tx, task: Task, ctx: ClaimContext, stamp: str) -> Task:
     claimed = dataclasses.replace(
         task,
         status="in_progress",
-        started_at_commit=ctx.head,
+        started_at_commit=ctx.base,
         claimed_by=ctx.worker,
         lease_expires_at=expires(ctx.lease_seconds),
         completed_at=None,
@@ -337,10 +371,11 @@ def _take(tx: Tx, task: Task, ctx: ClaimContext, stamp: str) -> Task:
         claim_session=tx.session,
         claim_snapshot=ctx.snapshot,
         clone=ctx.clone or None,
-        clone_seal=identity.claim_seal(tx.store.repo, task.id, stamp, ctx.worktree, ctx.head, ctx.worker),
+        clone_seal=identity.claim_seal(tx.store.repo, task.id, stamp, ctx.worktree, ctx.base, ctx.worker),
     )
     claimed = tx.put_task(claimed)
-    tx.log("Starting", f"{claimed.title} (base={short(ctx.head)})", task=claimed.id)
+    moved = f", brought forward from {short(ctx.head)} to the target {ctx.target}" if ctx.forward else ""
+    tx.log("Starting", f"{claimed.title} (base={short(ctx.base)}{moved})", task=claimed.id)
     return claimed
 
 
@@ -363,6 +398,33 @@ def claim(
     if task_id is not None:
         check_id(task_id)
     ctx = with_snapshot(store.repo, claim_context(store.repo, worker=worker, lease=lease))
+    goal = claim_base.target_of(store.repo)
+    ctx = dataclasses.replace(claim_base.forward(store.repo, ctx, goal), target=goal.name if goal else None)
+    try:
+        task = _claim_once(store, task_id, ctx=ctx, force=force, remote=remote)
+    except WorkMissing:
+        if goal is None or goal.remote is None:
+            raise
+        # the dependency's work may have landed since this clone last looked: look once
+        from git_handoff.remote import landing  # noqa: PLC0415  (a fetch: only here)
+
+        landing.bring(store.repo, goal)
+        again = claim_base.forward(store.repo, dataclasses.replace(ctx, forward=None), goal)
+        if again.base == ctx.base:
+            raise
+        task = _claim_once(store, task_id, ctx=again, force=force, remote=remote)
+        ctx = again
+    why = claim_base.bring_forward(store.repo, ctx)
+    if why is not None:
+        claim_base.undo(store, task)
+        raise Contention(f"claimed {task.id} but could not bring this worktree to its base {short(ctx.base)} on "
+                         f"{ctx.target}: {why}; the claim was released")
+    return task
+
+
+def _claim_once(store: StateStore, task_id: str | None, *, ctx: ClaimContext, force: bool,
+                remote: str | None) -> Task:
+    """One claim's transaction (local, or through the remote) from the context `ctx`."""
     target = claims_sync_remote(store, remote)
 
     def apply(tx: Tx) -> Task | None:

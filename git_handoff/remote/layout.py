@@ -12,6 +12,7 @@ many machines fail on the server's ref lock):
   claimer's state commit, created (or an expired one taken over) by one compare-and-swap
   push, so two machines contend only when they want the same task;
 - refs/harness/attempts/<task-id>/<n>    failed attempts (created, never moved);
+- refs/harness/work/<task-id>/<n>        a task's work as `done` completed it (likewise);
 - refs/harness/state, refs/notes/harness the one-ref layout of earlier versions: still
   fetched and merged; pushed (when it fast-forwards) only with `handoff.legacyState`.
 
@@ -38,7 +39,7 @@ UNCHECKED = "refs/handoff-fetched/"
 # other refs (any number, anywhere under refs/harness/) are neither fetched nor tracked.
 # The one-ref state and the notes are patterns so that a remote without them is no
 # error (an exact refspec fails when the ref is missing).
-READ_NAMESPACES = ("harness/clones/", "harness/claims/", "harness/attempts/")
+READ_NAMESPACES = ("harness/clones/", "harness/claims/", "harness/attempts/", "harness/work/")
 
 
 class Remote:
@@ -124,6 +125,10 @@ class Remote:
     def attempts(self) -> str:
         return f"refs/remotes/{self.track}/harness/attempts/"
 
+    def kept(self, local_prefix: str) -> str:
+        """Where the remote's refs of a created-once namespace (KEPT_PREFIXES) are tracked."""
+        return f"refs/remotes/{self.track}/{local_prefix[len('refs/'):]}"
+
     @property
     def clones(self) -> str:
         return f"refs/remotes/{self.track}/harness/clones/"
@@ -203,8 +208,9 @@ def claim_specs(dst: str) -> list[str]:
 
 
 def state_specs(dst: str) -> list[str]:
-    """`fetch_specs` without the attempts: what a shallow join fetches one commit deep."""
-    return [spec for spec in fetch_specs(dst) if "harness/attempts/" not in spec]
+    """`fetch_specs` without the attempts and the work: what a shallow join fetches one
+    commit deep."""
+    return [spec for spec in fetch_specs(dst) if "harness/attempts/" not in spec and "harness/work/" not in spec]
 
 
 def remote_rest(staged_rest: str) -> str:
