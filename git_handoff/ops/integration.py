@@ -117,7 +117,7 @@ def _round(store: StateStore, target: targets.Target, say: Callable[[str], None]
         if "how" in outcome:
             report["landed"].append(cast(Landed, outcome))
         else:
-            report["returned"].append(cast(Returned, outcome))
+            report["returned"].append(outcome)
             held.add(task.id)
     if target.remote is not None and (report["landed"] or report["returned"]):
         from git_handoff.ops import sync  # noqa: PLC0415
