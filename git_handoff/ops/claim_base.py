@@ -16,18 +16,14 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
 
 from git_handoff.core.errors import UsageError
 from git_handoff.core.model import CLAIM_FIELDS, Task
 from git_handoff.infra import merge_tree
 from git_handoff.infra.gitrepo import Repo
-from git_handoff.remote import target as targets
 from git_handoff.state import claim_index, claim_journal
+from git_handoff.state import target as targets
 from git_handoff.state.store import StateStore, Tx
-
-if TYPE_CHECKING:
-    from git_handoff.ops.claim import ClaimContext
 
 
 class WorkAt:
@@ -79,15 +75,15 @@ def target_of(repo: Repo) -> targets.Target | None:
         return None
 
 
-def forward(repo: Repo, ctx: ClaimContext, target: targets.Target | None) -> ClaimContext:
-    """The claim context, with `forward` set to the target's tip when this worktree is
-    clean and its HEAD is behind that tip (an ancestor of it)."""
-    if target is None or ctx.snapshot is not None:
-        return ctx
+def forward(repo: Repo, head: str, snapshot: str | None, target: targets.Target | None) -> str | None:
+    """The target's tip, when this worktree (at `head`, `snapshot` None: clean) is behind it
+    (an ancestor of it) and may start from it instead; else None."""
+    if target is None or snapshot is not None:
+        return None
     tip = targets.tip(repo, target)
-    if tip is None or tip == ctx.head or not repo.is_ancestor(ctx.head, tip):
-        return ctx
-    return dataclasses.replace(ctx, forward=tip)
+    if tip is None or tip == head or not repo.is_ancestor(head, tip):
+        return None
+    return tip
 
 
 def undo(store: StateStore, claimed: Task) -> None:
@@ -106,8 +102,8 @@ def undo(store: StateStore, claimed: Task) -> None:
     claim_journal.drop(store.repo, claimed.id)
 
 
-def bring_forward(repo: Repo, ctx: ClaimContext) -> str | None:
-    """Move this worktree to the claim's base (`ctx.forward`): None, or why it could not."""
-    if ctx.forward is None:
+def bring_forward(repo: Repo, base: str | None) -> str | None:
+    """Move this worktree to the claim's base `base` (None: stay): None, or why it could not."""
+    if base is None:
         return None
-    return merge_tree.fast_forward(repo.root(), ctx.forward)
+    return merge_tree.fast_forward(repo.root(), base)

@@ -36,8 +36,8 @@ from git_handoff.infra.file_lock import StateLock
 from git_handoff.infra.gitrepo import Repo
 from git_handoff.ops.attempts import attempt_ref
 from git_handoff.remote import landing
-from git_handoff.remote import target as targets
 from git_handoff.state import claim_index, trust, writers
+from git_handoff.state import target as targets
 from git_handoff.state.claim_checks import short
 from git_handoff.state.snapshot import ATTEMPTS_PREFIX
 from git_handoff.state.store import StateStore, Tx
@@ -95,8 +95,8 @@ def _round(store: StateStore, target: targets.Target, say: Callable[[str], None]
     if target.remote is not None:
         from git_handoff.ops import sync  # noqa: PLC0415  (sync imports this module's callers)
 
-        say(f"syncing with {target.remote.spec}")
-        sync.sync(store, target.remote.spec)
+        say(f"syncing with {target.remote}")
+        sync.sync(store, target.remote)
         say(f"fetching {target.name}")
     tip = landing.bring(repo, target)
     report: IntegrateReport = {"target": target.name, "tip": tip, "landed": [], "returned": [], "waiting": []}
@@ -122,7 +122,7 @@ def _round(store: StateStore, target: targets.Target, say: Callable[[str], None]
     if target.remote is not None and (report["landed"] or report["returned"]):
         from git_handoff.ops import sync  # noqa: PLC0415
 
-        sync.sync(store, target.remote.spec)
+        sync.sync(store, target.remote)
     report["tip"] = targets.tip(repo, target)
     return report
 

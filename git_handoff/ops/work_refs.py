@@ -14,7 +14,7 @@ from __future__ import annotations
 from git_handoff.core.errors import Contention, UsageError
 from git_handoff.core.model import Task
 from git_handoff.infra.gitrepo import Repo
-from git_handoff.remote import target as targets
+from git_handoff.state import target as targets
 from git_handoff.state.snapshot import WORK_PREFIX
 
 

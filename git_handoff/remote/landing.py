@@ -1,7 +1,7 @@
 """Fetching the target branch and moving it (SPEC §10): by a push that names the tip the
 work was checked on, never a force push (the new tip always descends from the old one);
 without a remote, by a compare-and-swap of this repository's branch. Which branch is the
-target is git_handoff.remote.target.
+target is git_handoff.state.target.
 """
 
 from __future__ import annotations
@@ -11,14 +11,15 @@ from git_handoff.infra import merge_tree
 from git_handoff.infra.gitrepo import Repo
 from git_handoff.remote import push_outcome, transport
 from git_handoff.remote.fetch import git_error
-from git_handoff.remote.target import BRANCH_PREFIX, Target, tip
+from git_handoff.remote.layout import Remote
+from git_handoff.state.target import BRANCH_PREFIX, Target, tip
 
 
 def bring(repo: Repo, target: Target) -> str | None:
     """Fetch the target's tip from its remote (nothing to do without one); the tip."""
     if target.remote is not None:
         proc = repo.git("fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--refmap=",
-                        target.remote.spec, f"+{BRANCH_PREFIX}{target.branch}:{target.ref}", check=False,
+                        target.remote, f"+{BRANCH_PREFIX}{target.branch}:{target.ref}", check=False,
                         env={"GIT_TERMINAL_PROMPT": "0"})
         if proc.returncode != 0:
             missing = b"couldn't find remote ref" in proc.stderr
@@ -38,13 +39,13 @@ def move(repo: Repo, target: Target, new: str, old: str | None, also: list[str] 
         _move_local(repo, target.branch, new, old)
         return
     specs = [f"{new}:{remote_ref}", *(also or [])]
-    pushed = transport.push(repo, target.remote, specs, leases={remote_ref: old}, atomic=True)
+    pushed = transport.push(repo, Remote(repo, target.remote), specs, leases={remote_ref: old}, atomic=True)
     what = pushed.outcome(remote_ref)
     if what == push_outcome.ACCEPTED:
         repo.cas_ref(target.ref, new, repo.ref_target(target.ref), "handoff: integrated")
         return
     if what == push_outcome.REFUSED:
-        raise Contention(f"{target.remote.spec} refused to move {target.branch} (a protected branch, or a rule on "
+        raise Contention(f"{target.remote} refused to move {target.branch} (a protected branch, or a rule on "
                          "the server): the work stays published under refs/harness/work/; let the forge's merge "
                          "queue or a pull request land it (docs/many-agents.md)")
     raise Contention(f"{target.name} moved while this work was being checked; fetch and try again")

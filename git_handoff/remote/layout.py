@@ -21,12 +21,11 @@ Talking to the remote is git_handoff.remote.fetch and git_handoff.remote.transpo
 
 from __future__ import annotations
 
-import hashlib
 import os
 
 from git_handoff.core.errors import UsageError
 from git_handoff.infra.gitrepo import Repo
-from git_handoff.state import identity
+from git_handoff.state import identity, target
 from git_handoff.state.snapshot import NOTES_REF
 
 CLONES = "refs/harness/clones/"
@@ -58,10 +57,8 @@ class Remote:
             raise UsageError(f"invalid remote {spec!r}")
         self.spec = spec
         self.named = spec in names
-        if self.named:
-            self.track = spec
-        elif "/" in spec or ":" in spec or os.path.isdir(spec):
-            self.track = "handoff-" + hashlib.sha1(spec.encode()).hexdigest()[:10]
+        if self.named or "/" in spec or ":" in spec or os.path.isdir(spec):
+            self.track = target.track_of(spec, self.named)
         else:
             raise UsageError(f"unknown remote {spec!r} (see `git remote -v`)")
         self.clone = identity.clone_id(repo)

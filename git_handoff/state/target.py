@@ -1,6 +1,6 @@
 """The target branch: where finished work lands (SPEC §10). Which branch it is and where
-this clone reads its tip (git_handoff.remote.landing fetches and moves it: this module
-is light enough for every claim).
+this clone reads its tip (git_handoff.remote.landing fetches and moves it; this module
+reads git config and refs only, as every claim does).
 
 `handoff.target` names the branch; without it, the remote's default branch (its
 `refs/remotes/<remote>/HEAD`, as `git clone` sets it), else the branch the main worktree
@@ -13,32 +13,38 @@ descends from the old). Without one, the target is this repository's own branch.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 
 from git_handoff.core.errors import UsageError
 from git_handoff.core.patterns import lazy
 from git_handoff.infra.gitrepo import Repo
-from git_handoff.remote.layout import Remote
 
 BRANCH_PREFIX = "refs/heads/"
+
+
+def track_of(spec: str, named: bool) -> str:
+    """The name under refs/remotes/ where a remote's refs are tracked here: its own name, or
+    for a URL or path given directly, `handoff-` and a digest of it."""
+    return spec if named else "handoff-" + hashlib.sha1(spec.encode()).hexdigest()[:10]
 
 
 @dataclass(frozen=True)
 class Target:
     branch: str  # the branch's short name (main)
-    remote: Remote | None  # None: this repository's own branch is the target
+    remote: str | None  # the remote's name; None: this repository's own branch is the target
 
     @property
     def ref(self) -> str:
         """Where this clone reads the target's tip: the remote-tracking ref, or the branch."""
         if self.remote is None:
             return BRANCH_PREFIX + self.branch
-        return f"refs/remotes/{self.remote.track}/{self.branch}"
+        return f"refs/remotes/{self.remote}/{self.branch}"
 
     @property
     def name(self) -> str:
         """The target as a person names it: origin/main, or main."""
-        return self.branch if self.remote is None else f"{self.remote.spec}/{self.branch}"
+        return self.branch if self.remote is None else f"{self.remote}/{self.branch}"
 
 
 _BRANCH = lazy(r"(?!-)(?!.*(?:\.\.|@\{|//|/\.|\.lock(?:/|$)))[^\x00-\x20\x7f~^:?*\[\\]+(?<![./])")
@@ -61,8 +67,10 @@ def _symbolic(repo: Repo, name: str) -> str | None:
 def resolve(repo: Repo, remote: str | None = None) -> Target:
     """The target of this clone (the module's docstring); `remote` overrides handoff.remote."""
     names = set(repo.raw.remotes.names())
-    spec = remote or repo.config_get("handoff.remote") or ("origin" if "origin" in names else None)
-    where = Remote(repo, spec) if spec is not None else None
+    where = remote or repo.config_get("handoff.remote") or ("origin" if "origin" in names else None)
+    if where is not None and where not in names:
+        raise UsageError(f"no remote {where!r} to integrate through (see `git remote -v`); the target's remote "
+                         "is handoff.remote, else origin")
     configured = repo.config_get("handoff.target")
     if configured:
         branch = configured[len(BRANCH_PREFIX):] if configured.startswith(BRANCH_PREFIX) else configured
@@ -70,8 +78,8 @@ def resolve(repo: Repo, remote: str | None = None) -> Target:
             raise UsageError(f"handoff.target is {configured!r}, not a branch name")
         return Target(branch, where)
     if where is not None:
-        default = _symbolic(repo, f"refs/remotes/{where.track}/HEAD")
-        prefix = f"refs/remotes/{where.track}/"
+        default = _symbolic(repo, f"refs/remotes/{where}/HEAD")
+        prefix = f"refs/remotes/{where}/"
         if default is not None and default.startswith(prefix):
             return Target(default[len(prefix):], where)
     # the main worktree's branch: for one worktree, the branch it is on; for linked
