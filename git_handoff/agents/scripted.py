@@ -132,8 +132,8 @@ def main(argv: list[str] | None = None) -> int:
         shared = [word[len("append:"):] for word in title.split() if word.startswith("append:")]
         for name in shared:
             if name and "/" not in name and not name.startswith("."):
-                with open(root / name, "a", encoding="utf-8") as out:
-                    out.write(f"{task_id}\n")
+                with open(root / name, "a", encoding="utf-8") as shared_file:
+                    shared_file.write(f"{task_id}\n")
                 git(root, "add", name)
         crash_mark = marks / f"scripted-crashed-{task_id}"
         if task_id in args.crash_on and not crash_mark.exists():

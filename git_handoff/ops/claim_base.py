@@ -15,7 +15,6 @@ it is.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
 
 from git_handoff.core.errors import UsageError
 from git_handoff.core.model import CLAIM_FIELDS, Task
@@ -24,47 +23,8 @@ from git_handoff.infra.gitrepo import Repo
 from git_handoff.state import claim_index, claim_journal
 from git_handoff.state import target as targets
 from git_handoff.state.store import StateStore, Tx
-
-
-class WorkAt:
-    """Which dependencies' work a base holds (each commit asked once)."""
-
-    def __init__(self, repo: Repo, base: str) -> None:
-        self.repo = repo
-        self.base = base
-        self._holds: dict[str, bool] = {}
-
-    def holds(self, commit: str) -> bool:
-        known = self._holds.get(commit)
-        if known is None:
-            known = commit == self.base or (self.repo.has_object(commit) and self.repo.is_ancestor(commit, self.base))
-            self._holds[commit] = known
-        return known
-
-    def lacking(self, task: Task, tasks: Mapping[str, Task]) -> list[Task]:
-        """The dependencies of `task` whose work this base does not hold."""
-        out = []
-        for dep_id in task.depends_on:
-            dep = tasks.get(dep_id)
-            commit = dep.get("completed_commit") if dep is not None else None
-            if dep is not None and isinstance(commit, str) and not self.holds(commit):
-                out.append(dep)
-        return out
-
-
-def missing_message(task: Task, lacking: list[Task], base: str, target: str | None) -> str:
-    """Why `task` cannot start from `base`: each dependency's missing work, and where it is."""
-    parts = []
-    for dep in lacking:
-        commit = str(dep.get("completed_commit") or "")[:7]
-        where = dep.get("work_ref") or "not published"
-        landed = dep.get("integrated_commit")
-        parts.append(f"{dep.id}'s work (commit {commit}, {where}"
-                     + (f", landed as {str(landed)[:7]}" if landed else ", not on the target yet") + ")")
-    on = f" nor on {target}" if target else ""
-    return (f"task {task.id} cannot start from {base[:7]}: it lacks {'; '.join(parts)}, which is not in this "
-            f"worktree's history{on}. Run `git handoff integrate` (or let the relay's queue land it), then claim "
-            "again from a clean worktree")
+from git_handoff.state.target import WorkAt as WorkAt  # where claim and claim_plan name it
+from git_handoff.state.target import missing_message as missing_message
 
 
 def target_of(repo: Repo) -> targets.Target | None:

@@ -14,9 +14,11 @@ descends from the old). Without one, the target is this repository's own branch.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from git_handoff.core.errors import UsageError
+from git_handoff.core.model import Task
 from git_handoff.core.patterns import lazy
 from git_handoff.infra.gitrepo import Repo
 
@@ -104,3 +106,45 @@ def tip(repo: Repo, target: Target) -> str | None:
     return repo.ref_target(target.ref)
 
 
+# -- what a base holds of its dependencies' work (ops/claim_base.py, `next`) --------------------
+
+
+class WorkAt:
+    """Which dependencies' work a base holds (each commit asked once)."""
+
+    def __init__(self, repo: Repo, base: str) -> None:
+        self.repo = repo
+        self.base = base
+        self._holds: dict[str, bool] = {}
+
+    def holds(self, commit: str) -> bool:
+        known = self._holds.get(commit)
+        if known is None:
+            known = commit == self.base or (self.repo.has_object(commit) and self.repo.is_ancestor(commit, self.base))
+            self._holds[commit] = known
+        return known
+
+    def lacking(self, task: Task, tasks: Mapping[str, Task]) -> list[Task]:
+        """The dependencies of `task` whose work this base does not hold."""
+        out = []
+        for dep_id in task.depends_on:
+            dep = tasks.get(dep_id)
+            commit = dep.get("completed_commit") if dep is not None else None
+            if dep is not None and isinstance(commit, str) and not self.holds(commit):
+                out.append(dep)
+        return out
+
+
+def missing_message(task: Task, lacking: list[Task], base: str, target: str | None) -> str:
+    """Why `task` cannot start from `base`: each dependency's missing work, and where it is."""
+    parts = []
+    for dep in lacking:
+        commit = str(dep.get("completed_commit") or "")[:7]
+        where = dep.get("work_ref") or "not published"
+        landed = dep.get("integrated_commit")
+        parts.append(f"{dep.id}'s work (commit {commit}, {where}"
+                     + (f", landed as {str(landed)[:7]}" if landed else ", not on the target yet") + ")")
+    on = f" nor on {target}" if target else ""
+    return (f"task {task.id} cannot start from {base[:7]}: it lacks {'; '.join(parts)}, which is not in this "
+            f"worktree's history{on}. Run `git handoff integrate` (or let the relay's queue land it), then claim "
+            "again from a clean worktree")

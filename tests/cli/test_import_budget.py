@@ -86,7 +86,7 @@ STATE = LAUNCH.plus("STATE", {
     "state.this_clone", "state.writers",
 }, {"pygit2", "_cffi_backend"})
 READ = STATE.plus("READ", {"cli.ids", "cli.numbers", "cli.progress", "ops.payloads", "ops.views", "state.claim_index",
-                           "state.quarantine", "state.status_index"})
+                           "state.quarantine", "state.status_index", "state.target"})
 ACK = STATE.plus("ACK", {"cli.numbers", "ops.handoff", "ops.payloads"})
 # (the target branch, ops/claim_base.py and ops/work_refs.py: a claim starts from its
 # dependencies' work, `done` publishes its own; git config and refs only, no fetch)
