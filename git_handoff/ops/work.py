@@ -228,9 +228,7 @@ def done(store: StateStore, task_id: str, *, force: bool = False) -> Task:
         if uncommitted:
             tx.log("WARN", f"completed with {len(uncommitted)} uncommitted file(s), not in commit {short(head)}: "
                    + ", ".join(uncommitted[:5]), task=task.id)
-        tx.log("Completed", f"(commit {short(head)})", task=task.id)
-        if landed:
-            tx.log("INTEGRATE", f"already on the target at {short(head)} (done on it)", task=task.id)
+        tx.log("Completed", f"(commit {short(head)})", task=task.id)  # landed or not: the field says
         tx.after_commit("notes", lambda: notes.note_task_commits(store, seen, head=head, outcome="completed"))
         tx.after_commit("the tasks-per-session handoff document", lambda: handoff.after_done(store))
         return new
