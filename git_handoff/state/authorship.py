@@ -45,6 +45,7 @@ from git_handoff.infra import signing
 from git_handoff.infra.fileio import atomic_write
 from git_handoff.infra.gitrepo import Repo
 from git_handoff.state.snapshot import CONFIG_PATH, TASKS_DIR
+from git_handoff.state.snapshot import task_id_of as task_id
 
 CACHE_FILE = "writers-cache.pickle"
 CACHE_VERSION = 3  # 1 judged tasks only; 2 made the carrier of any change the writer
@@ -71,10 +72,6 @@ def judged(path: str) -> bool:
 
 def _sticky(path: str) -> bool:
     return path == CONFIG_PATH or path.startswith(_STICKY)
-
-
-def task_id(path: str) -> str:
-    return path.rsplit("/", 1)[-1][: -len(".json")]
 
 
 def shallow_cut(repo: Repo) -> frozenset[str]:

@@ -30,9 +30,8 @@ from git_handoff.infra import signing
 from git_handoff.infra.fileio import atomic_write
 from git_handoff.infra.gitrepo import Repo
 from git_handoff.state import session_records
-from git_handoff.state.authorship import Judge
-from git_handoff.state.authorship import task_id as _task_id
 from git_handoff.state.snapshot import CONFIG_PATH, STATE_REF, TASKS_DIR, StateReader
+from git_handoff.state.snapshot import task_id_of as _task_id
 
 APPROVALS_FILE = "writers.json"
 _TASKS = TASKS_DIR + "/"
@@ -52,6 +51,9 @@ def unapproved_records(repo: Repo, commit: str | None) -> dict[str, str]:
     documents, session records and config; {} when the setting is off."""
     if commit is None or not enabled(repo):
         return {}
+    # Only with the setting on: every hook and read comes here.
+    from git_handoff.state.authorship import Judge
+
     allowed = signing.allowed_signers(repo)
     assert allowed is not None
     judge = Judge(repo, allowed, approvals(repo))
