@@ -95,3 +95,14 @@ def fast_forward(where: Path, new: str) -> str | None:
         return None
     said = merged.stderr.decode(errors="replace").strip().splitlines()
     return said[-1] if said else "git merge --ff-only failed"
+
+
+def reset_keep(where: Path, new: str) -> str | None:
+    """`git reset --keep new` in the worktree at `where` (its branch moves to `new`; local
+    changes are kept or the reset refused): None, or git's last line of why not."""
+    moved = subprocess.run(["git", "-C", str(where), "reset", "--keep", "--quiet", new],
+                           capture_output=True, check=False)
+    if moved.returncode == 0:
+        return None
+    said = moved.stderr.decode(errors="replace").strip().splitlines()
+    return said[-1] if said else "git reset --keep failed"

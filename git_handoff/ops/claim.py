@@ -44,13 +44,13 @@ class ClaimContext:
     lease_seconds: int
     snapshot: str | None = None  # the work tree at the claim, when not clean
     clone: str = ""  # this clone's public identity (git_handoff.state.identity)
-    forward: str | None = None  # the target's tip this clean worktree moves to (ops/claim_base.py)
+    forward: claim_base.Forward | None = None  # where this clean worktree moves to (ops/claim_base.py)
     target: str | None = None  # the target as a person names it (origin/main), for messages
 
     @property
     def base(self) -> str:
         """The commit the claim starts from."""
-        return self.forward or self.head
+        return self.forward.tip if self.forward else self.head
 
 
 def claim_context(repo: Repo, *, worker: str | None = None, lease: int | None = None) -> ClaimContext:
@@ -216,7 +216,9 @@ def _take(tx: Tx, task: Task, ctx: ClaimContext, stamp: str) -> Task:
         clone_seal=identity.claim_seal(tx.store.repo, task.id, stamp, ctx.worktree, ctx.base, ctx.worker),
     )
     claimed = tx.put_task(claimed)
-    moved = f", brought forward from {short(ctx.head)} to the target {ctx.target}" if ctx.forward else ""
+    moved = "" if ctx.forward is None else (
+        f", brought forward from {short(ctx.head)} to the target {ctx.target}" if ctx.forward.leaving is None else
+        f", moved from {short(ctx.head)} to the target {ctx.target}: it held refused work {ctx.forward.leaving}")
     tx.log("Starting", f"{claimed.title} (base={short(ctx.base)}{moved})", task=claimed.id)
     return claimed
 
@@ -241,7 +243,7 @@ def claim(
         check_id(task_id)
     ctx = with_snapshot(store.repo, claim_context(store.repo, worker=worker, lease=lease))
     goal = claim_base.target_of(store.repo)
-    ctx = dataclasses.replace(ctx, forward=claim_base.forward(store.repo, ctx.head, ctx.snapshot, goal),
+    ctx = dataclasses.replace(ctx, forward=claim_base.forward(store, ctx.head, ctx.snapshot, goal),
                               target=goal.name if goal else None)
     try:
         task = _claim_once(store, task_id, ctx=ctx, force=force, remote=remote)
@@ -252,12 +254,12 @@ def claim(
         from git_handoff.remote import landing  # noqa: PLC0415  (a fetch: only here)
 
         landing.bring(store.repo, goal)
-        again = dataclasses.replace(ctx, forward=claim_base.forward(store.repo, ctx.head, ctx.snapshot, goal))
+        again = dataclasses.replace(ctx, forward=claim_base.forward(store, ctx.head, ctx.snapshot, goal))
         if again.base == ctx.base:
             raise
         task = _claim_once(store, task_id, ctx=again, force=force, remote=remote)
         ctx = again
-    why = claim_base.bring_forward(store.repo, ctx.forward)
+    why = claim_base.bring_forward(store.repo, ctx.head, ctx.forward)
     if why is not None:
         claim_base.undo(store, task)
         raise Contention(f"claimed {task.id} but could not bring this worktree to its base {short(ctx.base)} on "

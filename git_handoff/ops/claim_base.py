@@ -6,8 +6,11 @@ done in this worktree's history, or its work has landed on the target branch and
 base is on the target (`git handoff integrate`). Before the claim's transaction,
 `forward` finds whether this worktree can start from the target's tip instead of its
 HEAD: a clean work tree whose HEAD the tip descends from (the worktree is then brought
-forward with `git merge --ff-only` once the claim holds, `bring_forward`). A worktree
-with changes of its own is never moved; a task whose dependency's work is then missing
+forward with `git merge --ff-only` once the claim holds, `bring_forward`) — or a clean
+work tree whose HEAD holds work the queue refused, every commit of it the tip lacks kept
+by a work or attempt ref (ops/work_refs.py): building on refused work would be refused
+again, so the worktree leaves it for the tip (`git reset --keep`; nothing is lost, the
+refs hold it). A worktree with changes of its own is never moved; a task whose dependency's work is then missing
 is not taken, and a claim naming it is refused, saying which work is missing and where
 it is.
 """
@@ -20,6 +23,7 @@ from git_handoff.core.errors import UsageError
 from git_handoff.core.model import CLAIM_FIELDS, Task
 from git_handoff.infra import merge_tree
 from git_handoff.infra.gitrepo import Repo
+from git_handoff.ops import work_refs
 from git_handoff.state import claim_index, claim_journal
 from git_handoff.state import target as targets
 from git_handoff.state.store import StateStore, Tx
@@ -35,15 +39,30 @@ def target_of(repo: Repo) -> targets.Target | None:
         return None
 
 
-def forward(repo: Repo, head: str, snapshot: str | None, target: targets.Target | None) -> str | None:
-    """The target's tip, when this worktree (at `head`, `snapshot` None: clean) is behind it
-    (an ancestor of it) and may start from it instead; else None."""
+@dataclasses.dataclass(frozen=True)
+class Forward:
+    """Where a clean worktree moves before its claim: the target's `tip`; `leaving`: the
+    refused work ref its HEAD held (None: HEAD was behind the tip, a fast-forward)."""
+
+    tip: str
+    leaving: str | None = None
+
+
+def forward(store: StateStore, head: str, snapshot: str | None, target: targets.Target | None) -> Forward | None:
+    """Where this worktree (at `head`, `snapshot` None: clean) may start from instead of
+    its HEAD (the module's docstring), or None."""
     if target is None or snapshot is not None:
         return None
+    repo = store.repo
     tip = targets.tip(repo, target)
-    if tip is None or tip == head or not repo.is_ancestor(head, tip):
+    if tip is None or tip == head:
         return None
-    return tip
+    if repo.is_ancestor(head, tip):
+        return Forward(tip)
+    refused = work_refs.built_on(repo, head, work_refs.refused(repo, store.snapshot().tasks(), tip))
+    if refused is None or not work_refs.all_kept(repo, head, tip):
+        return None
+    return Forward(tip, refused)
 
 
 def undo(store: StateStore, claimed: Task) -> None:
@@ -62,8 +81,12 @@ def undo(store: StateStore, claimed: Task) -> None:
     claim_journal.drop(store.repo, claimed.id)
 
 
-def bring_forward(repo: Repo, base: str | None) -> str | None:
-    """Move this worktree to the claim's base `base` (None: stay): None, or why it could not."""
-    if base is None:
+def bring_forward(repo: Repo, head: str, to: Forward | None) -> str | None:
+    """Move this worktree from `head` to the claim's base (None: stay): None, or why it could not."""
+    if to is None:
         return None
-    return merge_tree.fast_forward(repo.root(), base)
+    if to.leaving is None:
+        return merge_tree.fast_forward(repo.root(), to.tip)
+    if repo.head() != head:
+        return "its HEAD moved while the claim was taken"
+    return merge_tree.reset_keep(repo.root(), to.tip)

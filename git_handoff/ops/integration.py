@@ -13,7 +13,10 @@ order (core/landing.py: dependencies first, then priority, then completion time)
 3. a conflict, or a check that fails on the merged tree, sends the task back as a new
    attempt (pending, or failed for good once its attempts are spent): the attempt is saved
    under refs/harness/attempts/ (`restore` brings its files back), and the error names the
-   target commit and the conflicting files or the failing output.
+   target commit and the conflicting files or the failing output;
+4. work built on work the queue refused (a dependency's sent-back attempt:
+   ops/work_refs.py) goes back too, without spending an attempt: landing it would put the
+   refused work on the target unchecked by its own task's check.
 
 A task waits, and says why, while its work is not here (not published or not fetched), its
 writer is not approved (handoff.allowedSigners), its check is not approved here (`git
@@ -34,6 +37,7 @@ from git_handoff.core.model import Task, now_iso
 from git_handoff.infra import merge_tree, task_commands
 from git_handoff.infra.file_lock import StateLock
 from git_handoff.infra.gitrepo import Repo
+from git_handoff.ops import work_refs
 from git_handoff.ops.attempts import attempt_ref
 from git_handoff.remote import landing
 from git_handoff.state import claim_index, trust, writers
@@ -104,12 +108,21 @@ def _round(store: StateStore, target: targets.Target, say: Callable[[str], None]
     tasks = snap.tasks()
     hidden = writers.unapproved(repo, store.head())
     order = queue_order.queue(tasks)
-    report["waiting"] += [{"task": tid, "why": why} for tid, why in order.waiting]
+    refused = work_refs.refused(repo, tasks, tip) if order.order or order.waiting else {}
     held: set[str] = set()  # tasks of this round that did not land: their dependents wait
+    for tid, why in order.waiting:
+        if (back := _if_stale(store, target, tasks[tid], refused)) is not None:
+            report["returned"].append(back)
+        else:
+            report["waiting"].append({"task": tid, "why": why})
     for task in order.order:
         why = _not_ready(repo, task, hidden, held)
         if why is not None:
             report["waiting"].append({"task": task.id, "why": why})
+            held.add(task.id)
+            continue
+        if (back := _if_stale(store, target, task, refused)) is not None:
+            report["returned"].append(back)
             held.add(task.id)
             continue
         say(f"landing {task.id} on {target.name}")
@@ -125,6 +138,16 @@ def _round(store: StateStore, target: targets.Target, say: Callable[[str], None]
         sync.sync(store, target.remote)
     report["tip"] = targets.tip(repo, target)
     return report
+
+
+def _if_stale(store: StateStore, target: targets.Target, task: Task, refused: dict[str, str]) -> Returned | None:
+    """Send `task` back when its work was built on refused work (module docstring, 4)."""
+    stale = work_refs.built_on(store.repo, str(task.get("completed_commit")), refused)
+    if stale is None:
+        return None
+    return _send_back(store, task, "CONFLICT", f"its work ({task.get('work_ref')}) was built on {stale}, work the "
+                      f"queue refused: claim it again (the claim starts from {target.name}); no attempt spent",
+                      spend=False)
 
 
 def _not_ready(repo: Repo, task: Task, hidden: dict[str, str], held: set[str]) -> str | None:
@@ -250,8 +273,9 @@ def _save_attempt(repo: Repo, task: Task, category: str, reason: str, session: i
     raise Contention(f"could not name a new attempt ref for {task.id}; retry")
 
 
-def _send_back(store: StateStore, task: Task, category: str, reason: str) -> Returned:
-    """The task back to work as a new attempt (module docstring, 3)."""
+def _send_back(store: StateStore, task: Task, category: str, reason: str, *, spend: bool = True) -> Returned:
+    """The task back to work as a new attempt (module docstring, 3; 4 with `spend` False:
+    the attempt is saved but not counted)."""
     ref = _save_attempt(store.repo, task, category, reason, store.session)
     n = ref.rpartition("/")[2]
     reason = reason.replace(f"restore {task.id} N` (N: the attempt this saves)", f"restore {task.id} {n}`")
@@ -261,8 +285,9 @@ def _send_back(store: StateStore, task: Task, category: str, reason: str) -> Ret
         now = _still(tx, task)
         if now is None:
             return
-        spent = now.attempts + 1 >= now.max_attempts
-        new = dataclasses.replace(now, status="failed" if spent else "pending", attempts=now.attempts + 1,
+        attempts = now.attempts + (1 if spend else 0)
+        spent = spend and attempts >= now.max_attempts
+        new = dataclasses.replace(now, status="failed" if spent else "pending", attempts=attempts,
                                   completed_at=None, error_log=(*now.error_log, f"[{category}] {reason}"))
         new = new.with_extra(completed_commit=None, completed_session=None, uncommitted_at_completion=None,
                              work_ref=None, failed_at=now_iso(), last_attempt_ref=ref)

@@ -47,6 +47,7 @@ class Lander:
     patience: float = PATIENCE
     _since: float = field(default_factory=time.monotonic)
     _seen: tuple[int, int, int] = (-1, -1, -1)
+    _held: tuple[tuple[str, str], ...] = ()
 
     def land(self) -> None:
         """One round of the queue; what it did said in one line, a failure too (never fatal:
@@ -61,6 +62,11 @@ class Lander:
         if report["landed"] or report["returned"]:
             self.say(f"relay: integrate {report['target']}: {len(report['landed'])} landed, "
                      f"{len(report['returned'])} sent back, {len(report['waiting'])} waiting")
+        held = tuple((w["task"], w["why"]) for w in report["waiting"])
+        if held and held != self._held:  # why work does not land, said once each time it changes
+            shown = "; ".join(f"{tid}: {why}" for tid, why in held[:3]) + (" …" if len(held) > 3 else "")
+            self.say(f"relay: integrate {report['target']}: {len(held)} waiting ({shown})")
+        self._held = held
 
     def waiting(self) -> str | None:
         """Why this clone should wait rather than start a session, or None."""
@@ -84,9 +90,10 @@ class Lander:
         elsewhere = [t.id for t in prepared.values() if t.status == "in_progress" and t.id not in hidden]
         if elsewhere:
             return f"{len(elsewhere)} task(s) in progress on other machines"
-        unlanded = [t.id for t in prepared.values() if landing.to_land(t)]
+        # work that can land (a task behind a dependency that failed waits for a person, not for time)
+        unlanded = landing.queue(prepared).order
         if unlanded:
-            return f"{len(unlanded)} task(s)' work waits to land"
+            return f"{len(unlanded)} task(s)' work waits to land ({', '.join(t.id for t in unlanded[:5])})"
         return None
 
     def pause(self, why: str) -> None:

@@ -164,7 +164,11 @@ def test_four_clones_through_git_daemon_land_30_dependent_tasks_on_one_green_bra
     for r in ran:
         assert r.returncode in (0, 1), r.stderr[-2000:]
         assert "Traceback" not in r.stderr and "unexpected" not in r.stderr, r.stderr[-2000:]
-    audit(made, server_reflog(bare))
+    try:
+        audit(made, server_reflog(bare))
+    except AssertionError as exc:  # what each relay said, to tell why
+        said = "\n".join(f"--- relay {i}\n{r.stdout[-1500:]}{r.stderr[-1500:]}" for i, r in enumerate(ran))
+        raise AssertionError(f"{exc}\n{said}") from None
     returned = json.loads(ok(made[0], "log", "--json", "--type", "ERROR", "-n", "100000"))
     conflicts = sum(1 for line in returned if "[CONFLICT]" in line["line"] or "merged onto" in line["line"])
     print(f"{TASKS} tasks on {K} clones in {took:.0f} s; {conflicts} integration(s) sent back")

@@ -60,3 +60,19 @@ def test_a_checked_out_branch_is_found_and_brought_forward_only_when_it_can_be(t
     (path / "w.txt").unlink()
     assert merge_tree.clean(path) and merge_tree.fast_forward(path, ahead) is None
     assert git("rev-parse", "main", cwd=path).strip() == ahead
+
+
+def test_reset_keep_moves_the_branch_off_diverged_work_and_never_over_a_change(tmp_path: Path) -> None:
+    path = make_repo(tmp_path / "r")
+    base = git("rev-parse", "HEAD", cwd=path).strip()
+    mine = _commit(path, "refused.txt", "refused\n")
+    git("update-ref", "refs/harness/work/T/1", mine, cwd=path)
+    git("checkout", "-q", "-b", "other", base, cwd=path)
+    tip = _commit(path, "tip.txt", "tip\n")
+    git("checkout", "-q", "main", cwd=path)
+    (path / "tip.txt").write_text("a change of mine\n")  # untracked, and the tip has it: refused
+    assert merge_tree.reset_keep(path, tip) is not None
+    assert git("rev-parse", "main", cwd=path).strip() == mine and (path / "tip.txt").read_text() == "a change of mine\n"
+    (path / "tip.txt").unlink()
+    assert merge_tree.reset_keep(path, tip) is None
+    assert git("rev-parse", "main", cwd=path).strip() == tip and not (path / "refused.txt").exists()

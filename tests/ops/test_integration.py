@@ -134,13 +134,46 @@ def test_a_conflict_names_the_files_and_restore_brings_the_work_back(clones: Clo
     (back,) = got.json()["returned"]
     assert back["category"] == "CONFLICT" and "conflicts in shared.txt" in back["reason"]
     assert "git handoff restore Y 1" in back["reason"]
-    # the next claim of Y starts from the target (which holds X's version); restore brings Y's back
-    git("checkout", "-q", "--detach", "origin/main~1", cwd=b)  # a clean worktree behind the target
+    # b's HEAD is Y's refused work: the next claim of Y leaves it for the target's tip (which
+    # holds X's version) instead of building on it again; restore brings Y's back
+    refused_head = git("rev-parse", "HEAD", cwd=b).strip()
     claimed = ok("claim", "Y", "--json", cwd=b)
-    assert claimed["started_at_commit"] == remote_tip(b)
+    assert claimed["started_at_commit"] == remote_tip(b) == git("rev-parse", "HEAD", cwd=b).strip()
     assert (b / "shared.txt").read_text() == "from x\n"
+    said = ok("log", "--json", "--type", "Starting", cwd=b)[-1]["line"]
+    assert "held refused work refs/harness/work/Y/1" in said, said
+    assert git("rev-parse", "refs/harness/work/Y/1", cwd=b).strip() == refused_head  # nothing lost
     ok("restore", "Y", "1", "--force", cwd=b)
     assert (b / "shared.txt").read_text() == "from y\n"
+
+
+def test_work_built_on_refused_work_goes_back_without_spending_an_attempt(clones: Clones) -> None:  # noqa: F811
+    """Y is refused (a conflict with X); Z, done on top of Y's refused work before that, is
+    sent back rather than landed (its merge would carry Y's refused commits onto the target
+    unchecked by Y's check), its attempts untouched; its next claim starts from the tip."""
+    a, b = _two_siblings(clones, "test -s shared.txt", "test -s shared.txt")
+    ok("add", "z", "--id", "Z", "--after", "Y", "--check", "test -s z.txt", cwd=b)
+    ok("claim", "X", cwd=a)
+    commit_file(a, "shared.txt", "from x\n")
+    ok("done", "X", cwd=a)
+    ok("integrate", cwd=a)
+    ok("claim", "Y", cwd=b)
+    commit_file(b, "shared.txt", "from y\n")
+    ok("done", "Y", cwd=b)
+    ok("claim", "Z", cwd=b)  # Y's work is in b's history: Z may start on it
+    commit_file(b, "z.txt", "z\n")
+    ok("done", "Z", cwd=b)
+    first = run("integrate", "--json", cwd=b)
+    assert first.rc == 1 and [r["task"] for r in first.json()["returned"]] == ["Y"]
+    assert {w["task"] for w in first.json()["waiting"]} == {"Z"}  # behind Y, this round
+    second = run("integrate", "--json", cwd=b)
+    (back,) = second.json()["returned"]
+    assert second.rc == 1 and back["task"] == "Z" and "was built on refs/harness/work/Y/1" in back["reason"]
+    z = task(b, "Z")
+    assert z["status"] == "pending" and z["attempts"] == 0 and z.get("work_ref") is None
+    assert remote_tip(b) == git("rev-parse", "origin/main", cwd=a).strip()  # the target never took Y's work
+    ok("claim", "Y", cwd=b)
+    assert git("rev-parse", "HEAD", cwd=b).strip() == remote_tip(b)
 
 
 def test_one_worktree_without_a_remote_sees_only_integrated_commit(tmp_path: Path) -> None:
