@@ -110,11 +110,11 @@ def _round(store: StateStore, target: targets.Target, say: Callable[[str], None]
     order = queue_order.queue(tasks)
     refused = work_refs.refused(repo, tasks, tip) if order.order or order.waiting else {}
     held: set[str] = set()  # tasks of this round that did not land: their dependents wait
-    for tid, why in order.waiting:
+    for tid, behind in order.waiting:
         if (back := _if_stale(store, target, tasks[tid], refused)) is not None:
             report["returned"].append(back)
         else:
-            report["waiting"].append({"task": tid, "why": why})
+            report["waiting"].append({"task": tid, "why": behind})
     for task in order.order:
         why = _not_ready(repo, task, hidden, held)
         if why is not None:
