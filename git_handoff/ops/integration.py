@@ -132,6 +132,7 @@ def _round(store: StateStore, target: targets.Target, say: Callable[[str], None]
         else:
             report["returned"].append(outcome)
             held.add(task.id)
+            refused[str(task.get("completed_commit"))] = str(task.get("work_ref"))  # refused from now on
     if target.remote is not None and (report["landed"] or report["returned"]):
         from git_handoff.ops import sync  # noqa: PLC0415
 

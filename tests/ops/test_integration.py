@@ -169,6 +169,7 @@ def test_work_built_on_refused_work_goes_back_without_spending_an_attempt(clones
     second = run("integrate", "--json", cwd=b)
     (back,) = second.json()["returned"]
     assert second.rc == 1 and back["task"] == "Z" and "was built on refs/harness/work/Y/1" in back["reason"]
+    assert "no attempt spent" in back["reason"]
     z = task(b, "Z")
     assert z["status"] == "pending" and z["attempts"] == 0 and z.get("work_ref") is None
     assert remote_tip(b) == git("rev-parse", "origin/main", cwd=a).strip()  # the target never took Y's work
@@ -246,3 +247,28 @@ def test_a_malformed_work_ref_on_the_remote_is_quarantined(clones: Clones, bad: 
     report = ok("sync", "--json", cwd=b)
     assert [item["ref"] for item in report["quarantined"]] == [bad]
     assert not git("for-each-ref", "refs/harness/work/", cwd=b).strip()
+
+
+def test_independent_work_on_top_of_work_refused_in_the_same_round_goes_back_unspent(
+        clones: Clones) -> None:  # noqa: F811
+    """W needs nothing of Y but was done after it in one worktree (its work holds Y's
+    commits); Y is refused in a round: W, later in that round, goes back unspent rather than
+    conflicting on Y's commits and spending an attempt."""
+    a, b = _two_siblings(clones, "test -s shared.txt", "test -s shared.txt")
+    ok("add", "w", "--id", "W", "--priority", "P2", "--check", "test -s w.txt", cwd=b)
+    ok("claim", "X", cwd=a)
+    commit_file(a, "shared.txt", "from x\n")
+    ok("done", "X", cwd=a)
+    ok("integrate", cwd=a)
+    ok("claim", "Y", cwd=b)
+    commit_file(b, "shared.txt", "from y\n")
+    ok("done", "Y", cwd=b)
+    ok("claim", "W", cwd=b)
+    commit_file(b, "w.txt", "w\n")
+    ok("done", "W", cwd=b)
+    got = run("integrate", "--json", cwd=b)
+    returned = {r["task"]: r for r in got.json()["returned"]}
+    assert got.rc == 1 and set(returned) == {"Y", "W"}, got.out
+    assert "conflicts in shared.txt" in returned["Y"]["reason"]
+    assert "was built on refs/harness/work/Y/1" in returned["W"]["reason"]
+    assert task(b, "Y")["attempts"] == 1 and task(b, "W")["attempts"] == 0
