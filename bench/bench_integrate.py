@@ -122,6 +122,7 @@ class Loop:
     moves: int = 0  # landings this clone's integrates made (fast-forward or merge)
     target_pushes: int = 0  # pushes of main its integrates ran
     claim_exit3: int = 0
+    contention: list[str] = field(default_factory=list)  # what each integrate that exited 3 said
     errors: list[str] = field(default_factory=list)
 
 
@@ -141,7 +142,9 @@ def _integrate(path: Path, loop: Loop) -> None:
         loop.target_pushes += sum(1 for line in f if "built-in: git push" in line and ":refs/heads/main" in line)
     if ran.returncode in (0, 1):
         loop.moves += sum(1 for x in json.loads(ran.stdout)["landed"] if x["how"] != "already")
-    elif ran.returncode != 3:
+    elif ran.returncode == 3:
+        loop.contention.append(" ".join(ran.stderr.split())[:160])
+    else:
         loop.errors.append(f"integrate exit {ran.returncode}: {ran.stderr.strip()[:300]}")
 
 
@@ -216,6 +219,12 @@ class FleetResult:
     loops: list[Loop]
     forward_only: bool
     checks_pass: bool
+    cpu: float  # user+sys seconds of every process the loops ran
+    load: str  # load averages at the start and the end of the loops
+
+    @property
+    def cpu_per_task(self) -> float:
+        return self.cpu / self.landed if self.landed else float("nan")
 
     @property
     def throughput(self) -> float:
@@ -229,21 +238,26 @@ class FleetResult:
         return sum(max(0, loop.target_pushes - loop.moves) for loop in self.loops)
 
 
+def _load() -> str:
+    return "/".join(f"{x:.1f}" for x in os.getloadavg())
+
+
 def fleet_run(k: int, n_tasks: int) -> FleetResult:
     work = fresh_dir(f"integrate-k{k}")
     work.mkdir(parents=True)
     bare = seed_remote(work / "served", n_tasks)
     with transports.git_daemon(work / "served") as url:
         clones = clones_of(work, f"{url}/{fleet.REMOTE_NAME}", k)
-        start = time.time()
+        load_start, cpu0, start = _load(), fleet.children_cpu(), time.time()
         with ThreadPoolExecutor(k) as pool:
             loops = list(pool.map(work_loop, clones))
+        cpu, load = fleet.children_cpu() - cpu0, f"{load_start} -> {_load()}"
     landed_at, forward = landing_times(bare)
     latencies = [landed_at[loop.commits[tid]] - done for loop in loops for tid, done in loop.done_at.items()
                  if loop.commits[tid] in landed_at]
     last = max((landed_at[c] for loop in loops for c in loop.commits.values() if c in landed_at), default=start)
     result = FleetResult(k, n_tasks, len(latencies), latencies, last - start, loops, forward,
-                         checks_pass_at_tip(bare, n_tasks))
+                         checks_pass_at_tip(bare, n_tasks), cpu, load)
     shutil.rmtree(work, ignore_errors=True)
     return result
 
@@ -251,22 +265,23 @@ def fleet_run(k: int, n_tasks: int) -> FleetResult:
 # -- the baselines ---------------------------------------------------------------------
 
 
-def plain_loop(n_tasks: int) -> float:
-    """One clone, the N tasks in sequence by hand: commit, fetch, merge, check, push; seconds."""
+def plain_loop(n_tasks: int) -> tuple[float, float]:
+    """One clone, the N tasks in sequence by hand: commit, fetch, merge, check, push;
+    seconds, and CPU seconds of the processes."""
     work = fresh_dir("integrate-plain")
     work.mkdir(parents=True)
     seed_remote(work / "served", n_tasks)
     with transports.git_daemon(work / "served") as url:
         c = work / "c"
         fleet.sh("git", "clone", "-q", f"{url}/{fleet.REMOTE_NAME}", str(c), cwd=work)
-        t0 = time.perf_counter()
+        t0, cpu0 = time.perf_counter(), fleet.children_cpu()
         for n in range(n_tasks):
             tid = fleet.task_id(n)
             commit_work(c, tid)
             fleet.sh("sh", "-c", PLAIN.format(check=check_of(tid)), cwd=c)
-        seconds = time.perf_counter() - t0
+        seconds, cpu = time.perf_counter() - t0, fleet.children_cpu() - cpu0
     shutil.rmtree(work, ignore_errors=True)
-    return seconds
+    return seconds, cpu
 
 
 def one_task_world(work: Path, url: str) -> Path:
@@ -282,15 +297,14 @@ def one_task_world(work: Path, url: str) -> Path:
     return c
 
 
-def one_integration(repeats: int) -> tuple[list[float], list[float]]:
-    """Seconds of c's `integrate` and of the plain sequence, alternately, each on a fresh
-    copy of the one-task world."""
+def one_integration(repeats: int) -> dict[str, list[tuple[float, float]]]:
+    """Seconds and CPU seconds of c's `integrate` and of the plain sequence, alternately,
+    each on a fresh copy of the one-task world."""
     work = fresh_dir("integrate-one")
     work.mkdir(parents=True)
     served = work / "served"
     bare = seed_remote(served, 2)
-    ours: list[float] = []
-    plain: list[float] = []
+    runs: dict[str, list[tuple[float, float]]] = {"plain": [], "integrate": []}
     with transports.git_daemon(served) as url:
         c = one_task_world(work, f"{url}/{fleet.REMOTE_NAME}")
         for run in range(repeats + 1):  # the first pair warms up, not counted
@@ -301,28 +315,28 @@ def one_integration(repeats: int) -> tuple[list[float], list[float]]:
                 shutil.copytree(c, copy, symlinks=True)
                 fleet.sh("git", "remote", "set-url", "origin", f"{url}/{name}.git", cwd=copy)
                 before = fleet.sh("git", "rev-parse", "main", cwd=served / f"{name}.git").strip()
-                t0 = time.perf_counter()
+                t0, cpu0 = time.perf_counter(), fleet.children_cpu()
                 if kind == "plain":
                     fleet.sh("sh", "-c", PLAIN.format(check=check_of("t0001")), cwd=copy)
                 else:
                     report = json.loads(fleet.sh(*fleet.handoff_argv("integrate", "--json"), cwd=copy))
                     if [(x["task"], x["how"]) for x in report["landed"]] != [("t0001", "merged")]:
                         raise RuntimeError(f"integrate did not merge t0001: {report}")
-                seconds = time.perf_counter() - t0
+                seconds, cpu = time.perf_counter() - t0, fleet.children_cpu() - cpu0
                 after = fleet.sh("git", "rev-parse", "main", cwd=served / f"{name}.git").strip()
                 if after == before:
                     raise RuntimeError(f"{kind} did not move main")
                 if run:
-                    (plain if kind == "plain" else ours).append(seconds)
+                    runs[kind].append((seconds, cpu))
                 shutil.rmtree(copy, ignore_errors=True)
     shutil.rmtree(work, ignore_errors=True)
-    return ours, plain
+    return runs
 
 
 # -- the rows --------------------------------------------------------------------------
 
 
-def fleet_rows(results: list[FleetResult], plain_rate: float) -> list[Row]:
+def fleet_rows(results: list[FleetResult], plain: tuple[float, float], n: int) -> list[Row]:
     rows: list[Row] = []
     base = results[0].throughput if results and results[0].k == 1 else None
     for r in results:
@@ -335,14 +349,22 @@ def fleet_rows(results: list[FleetResult], plain_rate: float) -> list[Row]:
         rows.append(Row(f"  K = {r.k}: integrate runs (exit 0/1/3), target pushes lost to another clone",
                         f"{runs} ({r.count(0)}/{r.count(1)}/{r.count(3)}), {r.refused_pushes} lost",
                         f"integrate median {ms(median([s for loop in r.loops for s in loop.integrate_seconds]))}"))
+        said = sorted({c for loop in r.loops for c in loop.contention})
+        if said:
+            rows.append(Row(f"  K = {r.k}: what exit 3 said", "; ".join(said[:3])))
+        rows.append(Row(f"  K = {r.k}: client CPU per task landed (every process of the loops)",
+                        ms(r.cpu_per_task), f"load {r.load}"))
         errors = [e for loop in r.loops for e in loop.errors]
         good = r.landed == r.tasks and r.forward_only and r.checks_pass and not errors
         rows.append(Row(f"  K = {r.k}: every task landed, main only fast-forwarded, every check passes at the tip",
                         f"{r.landed}/{r.tasks} landed, forward only: {r.forward_only}, checks: {r.checks_pass}"
                         + (f", errors: {errors[:2]}" if errors else ""), target="all", ok=good))
     if base:
+        rate = n / plain[0]
         rows.append(Row("plain loop, 1 clone: commit + fetch/merge/check/push per task: tasks/s",
-                        f"{plain_rate:.2f}/s", f"integrate K = 1: {base:.2f}/s", plain_rate / base))
+                        f"{rate:.2f}/s", f"integrate K = 1: {base:.2f}/s", rate / base))
+        rows.append(Row("  plain loop: client CPU per task", ms(plain[1] / n),
+                        f"integrate K = 1: {ms(results[0].cpu_per_task)}", plain[1] / n / results[0].cpu_per_task))
     return rows
 
 
@@ -351,14 +373,17 @@ def integrate_rows(quick: bool, ks: list[int] | None = None, tasks: int | None =
     workdir()
     ks = ks or ([1, 4] if quick else [1, 4, 8])
     n = tasks or (8 if quick else 24)
-    ours, plain = one_integration(repeats or (5 if quick else 7))
+    one = one_integration(repeats or (5 if quick else 7))
+    ours, plain = [s for s, _ in one["integrate"]], [s for s, _ in one["plain"]]
     a, b = median(ours), median(plain)
+    cpu_a, cpu_b = median([c for _, c in one["integrate"]]), median([c for _, c in one["plain"]])
     rows = [Row("one integration (a merge): `git handoff integrate` vs plain fetch+merge+check+push", ms(a),
                 f"{ms(b)} (runs: {', '.join(ms(x) for x in plain)})", a / b),
-            Row("  integrate runs", ", ".join(ms(x) for x in ours))]
-    plain_rate = n / plain_loop(n)
+            Row("  integrate runs", ", ".join(ms(x) for x in ours)),
+            Row("  one integration: client CPU", ms(cpu_a), ms(cpu_b), cpu_a / cpu_b)]
+    by_hand = plain_loop(n)
     results = [fleet_run(k, n) for k in ks]
-    return rows + fleet_rows(results, plain_rate)
+    return rows + fleet_rows(results, by_hand, n)
 
 
 def integrate_scenario(quick: bool) -> list[Row]:
@@ -372,10 +397,10 @@ def main() -> None:
     parser.add_argument("--tasks", type=int)
     parser.add_argument("--repeats", type=int)
     opts = parser.parse_args()
-    print(f"load {'/'.join(f'{x:.1f}' for x in os.getloadavg())}", file=sys.stderr)
+    print(f"load {_load()}", file=sys.stderr)
     rows = integrate_rows(opts.quick, [int(x) for x in opts.ks.split(",")] if opts.ks else None, opts.tasks,
                           opts.repeats)
-    print(f"load {'/'.join(f'{x:.1f}' for x in os.getloadavg())}", file=sys.stderr)
+    print(f"load {_load()}", file=sys.stderr)
     from bench.run import print_table
 
     print_table(rows)
