@@ -6,7 +6,7 @@ What is modelled, per clone (a machine's clone of the one remote):
 
 - `claim --remote` (sync.transact_remote): fetch every ref under refs/harness/ (the
   server advertises them all: ls-refs), merge the state heads that moved since the last
-  fetch (one fold, cost growing with the heads), pick a task (claim._slot_pick: a hash
+  fetch (one fold, cost growing with the heads), pick a task (claim_plan._slot_pick: a hash
   of the task id modulo the publishing clones; the clone's rank among them), then ONE
   atomic push: the claim ref refs/harness/claims/<task> by compare-and-swap against what
   the fetch saw (absent, or an expired claim taken over) and the clone's own state ref.
@@ -124,7 +124,7 @@ class Stats:
 
 
 def slot_of(task: int, clones: int) -> int:
-    """A fixed hash of the task id modulo the clones (claim._slot_of's role)."""
+    """A fixed hash of the task id modulo the clones (claim_plan._slot_of's role)."""
     x = (task + 0x9E3779B97F4A7C15) & 0xFFFFFFFFFFFFFFFF
     x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & 0xFFFFFFFFFFFFFFFF
     x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & 0xFFFFFFFFFFFFFFFF
@@ -374,7 +374,7 @@ class World:
         return rec
 
     def pick(self, seen: float, rank: int, n: int) -> tuple[int, Rec] | None:
-        """claim._slot_pick on the view fetched at `seen`: at random among the eligible
+        """claim_plan._slot_pick on the view fetched at `seen`: at random among the eligible
         tasks of this clone's slot, else among all eligible ones."""
         extra = []
         cutoff = False

@@ -5,7 +5,9 @@
 It acknowledges its session, then claims, does, commits and completes tasks until
 `claim` says to stop (nothing eligible, or the session's task limit) or the session
 has handed off. "Doing" task ID means writing `ID.txt` holding `done-ID`, which is
-what the demo's and the tests' validation commands check.
+what the demo's and the tests' validation commands check; a task whose title holds
+`append:NAME` also appends the line `ID` to the file NAME (two such tasks built from one
+base conflict when their work is brought together: tests/e2e/test_work_fleet.py).
 
 Misbehaviour on request, to exercise the relay's failure paths:
   --never-ack          start, then hang without acknowledging
@@ -127,6 +129,12 @@ def main(argv: list[str] | None = None) -> int:
             fail_mark.write_text("")
             content = f"not yet {task_id}\n"
         (root / f"{task_id}.txt").write_text(content)
+        shared = [word[len("append:"):] for word in title.split() if word.startswith("append:")]
+        for name in shared:
+            if name and "/" not in name and not name.startswith("."):
+                with open(root / name, "a", encoding="utf-8") as shared_file:
+                    shared_file.write(f"{task_id}\n")
+                git(root, "add", name)
         crash_mark = marks / f"scripted-crashed-{task_id}"
         if task_id in args.crash_on and not crash_mark.exists():
             crash_mark.write_text("")

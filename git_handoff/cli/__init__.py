@@ -66,6 +66,7 @@ COMMANDS: dict[str, str] = {
     "hook": "hooks",
     "sync": "sync",
     "trust": "sync",
+    "integrate": "sync",
     "relay": "relay",
     "dispatch": "dispatch",
     "demo": "demo",

@@ -46,12 +46,19 @@ if TYPE_CHECKING:
               help="The remote of --fleet-lock [default: handoff.remote, else origin].")
 @click.option("--lock-lease", type=numbers.LOCK_LEASE, default=120, show_default=True, metavar="S",
               help="Seconds the fleet lock lasts unless renewed (a dead machine's lock expires then).")
+@click.option("--integrate/--no-integrate", default=None,
+              help="Land finished work on the target between sessions (`git handoff integrate`), and wait while "
+                   "this clone has nothing to claim but other machines' work is on its way "
+                   "[default: handoff.integrate, else on when handoff.target is set].")
+@click.option("--wait-patience", type=numbers.SECONDS, default=1800.0, show_default=True, metavar="S",
+              help="With --integrate: stop after waiting S seconds for other machines' work with no progress anywhere.")
 @click.option("--quiet", "-q", is_flag=True, help="Print only the final line.")
 @json_option
 def relay_cmd(agent: str, tmux: bool, tmux_socket: str | None, ack_timeout: float, session_timeout: float | None,
               max_launch_failures: int, handoff_grace: float, max_idle_sessions: int, hang_timeout: float,
               limit_backoff: float, limit_backoff_max: float, max_limit_wait: float | None, fleet_lock: bool,
-              lock_remote: str | None, lock_lease: int, quiet: bool, as_json: bool) -> None:
+              lock_remote: str | None, lock_lease: int, integrate: bool | None, wait_patience: float, quiet: bool,
+              as_json: bool) -> None:
     """Run agent sessions one after another until every task is completed.
 
     Each session: `session start` (recovery included), the handoff prompt written to a
@@ -104,7 +111,8 @@ def relay_cmd(agent: str, tmux: bool, tmux_socket: str | None, ack_timeout: floa
                        handoff_grace=handoff_grace, max_idle_sessions=max_idle_sessions, fleet_lock=lock,
                        hang_timeout=hang_timeout or None, limit_backoff=limit_backoff,
                        limit_backoff_max=max(limit_backoff, limit_backoff_max),
-                       limit_wait_max=max_limit_wait or _configured_wait(store))
+                       limit_wait_max=max_limit_wait or _configured_wait(store), integrate=integrate,
+                       wait_patience=wait_patience)
     from git_handoff.cli.progress import Progress
 
     with Progress("relay", as_json=as_json or quiet) as progress:

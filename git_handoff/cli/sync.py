@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from git_handoff.ops.approvals import TrustAnswer
+    from git_handoff.ops.integration import IntegrateReport
     from git_handoff.ops.sync import SyncReport
     from git_handoff.state.writers import PendingWriter
 
@@ -44,6 +45,12 @@ def _sync_text(r: SyncReport) -> list[str]:
         lines.append(f"  attempts: {len(att['fetched'])} fetched, {len(att['pushed'])} pushed")
     for ref in att["conflicting"]:
         lines.append(f"  attempt {ref} differs on the remote; both kept (the remote's under refs/remotes/)")
+    work = r.get("work") or {"fetched": [], "pushed": [], "conflicting": []}
+    if work["fetched"] or work["pushed"]:
+        lines.append(f"  work: {len(work['fetched'])} task(s)' work fetched, {len(work['pushed'])} published")
+    for ref in work["conflicting"]:
+        lines.append(f"  work {ref} differs on the remote; both kept (the remote's under refs/remotes/); "
+                     "this clone integrates only its own")
     if r["notes"] not in ("none", "up-to-date"):
         lines.append(f"  notes: {r['notes']}")
     if r.get("retired"):
@@ -97,6 +104,54 @@ def sync_cmd(remote: str | None, as_json: bool) -> None:
         return
     for line in _sync_text(result):
         click.echo(line)
+
+
+@click.command("integrate")
+@click.argument("remote", required=False)
+@json_option
+def integrate_cmd(remote: str | None, as_json: bool) -> None:
+    """Land finished tasks' work on the target branch, one task at a time, each checked.
+
+    The target is `git config handoff.target` (default: the remote's default branch, else
+    the branch of the main worktree). With a remote (REMOTE, else handoff.remote, else
+    origin) this syncs first, so that every clone's published work (refs/harness/work/...)
+    is here. Then, dependencies first, then priority, then completion time, each task's
+    work is merged onto the target's tip, the task's check runs on the merged tree in a
+    scratch worktree (.git/handoff/scratch/), and only if it passes is the target moved:
+    by a push that names the tip it was checked on, never a force push.
+
+    A conflict, or a check that fails on the merged tree, sends the task back as a new
+    attempt (its work saved: `git handoff restore ID N`), named in the task's error and the
+    next session's prompt. Exit 0: everything landed, or nothing to do; 1: a task went back
+    to work; 3: another integrate runs here, the target kept moving, or the server refused
+    to move it (a protected branch: the work stays published for the forge's own queue).
+    """
+    from git_handoff.ops import integration
+
+    with Progress("integrate", as_json=as_json) as progress:
+        report = integration.integrate(get_store(), remote=remote, say=progress)
+    code = integration.exit_code(report)
+    if as_json:
+        emit_json(report)
+    else:
+        for line in _integrate_text(report):
+            click.echo(line)
+    if code:
+        raise SystemExit(code)
+
+
+def _integrate_text(r: IntegrateReport) -> list[str]:
+    landed, returned, waiting = r["landed"], r["returned"], r["waiting"]
+    if not (landed or returned or waiting):
+        return [f"integrate {r['target']}: nothing to land (tip {str(r['tip'] or '-')[:7]})"]
+    lines = [f"integrate {r['target']}: {len(landed)} landed, {len(returned)} sent back, {len(waiting)} waiting"
+             f" (tip {str(r['tip'] or '-')[:7]})"]
+    how = {"already": "already there", "fast-forward": "fast-forward", "merged": "merged"}
+    lines += [f"  landed {item['task']} at {item['commit'][:7]} ({how[item['how']]})" for item in landed]
+    lines += [f"  sent back {item['task']} ({item['status']}): [{item['category']}] {visible(item['reason'])}"
+              for item in returned]
+    lines += [f"  waiting {item['task']}: {visible(item['why'])}" for item in waiting]
+    return lines
 
 
 @click.command("trust")

@@ -44,6 +44,7 @@ CLAIM_UNIT = (
     *CLAIM_FIELDS,
     "completed_at",
     "completed_commit",
+    "work_ref",
     "completed_session",
     "uncommitted_at_completion",
     "failed_at",

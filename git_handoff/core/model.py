@@ -38,6 +38,7 @@ CATEGORIES = (
     "TIMEOUT",
     "DEPENDENCY",
     "SESSION_TIMEOUT",
+    "CONFLICT",  # the task's work does not merge onto the target (git handoff integrate)
 )
 LOG_TYPES = (
     "INIT",
@@ -53,6 +54,7 @@ LOG_TYPES = (
     "HANDOFF",
     "ACK",
     "SYNC",
+    "INTEGRATE",  # a task's work landed on the target branch
 )
 MODES = ("exclusive", "concurrent")
 DEFAULT_MAX_ATTEMPTS = 3

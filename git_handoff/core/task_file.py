@@ -57,6 +57,8 @@ TASK_EXTRA_FIELDS: dict[str, Check] = {
     "claim_snapshot": opt(OID),
     "failed_at": opt(STAMP),
     "last_attempt_ref": opt(PATH_TEXT),
+    "work_ref": opt(PATH_TEXT),
+    "integrated_commit": opt(OID),
     "hlc": opt(pattern(HLC_STAMP, "a clock stamp (ms.counter.clone)")),
 }
 _CHECKPOINT = obj({"step": opt(integer(0)), "total": opt(integer(0)), "description": LINE, "timestamp": opt(STAMP)})
@@ -241,6 +243,8 @@ _W_EXTRA_VALUES = {
     "claim_snapshot": _null_or(r'"[0-9a-f]{40}(?:[0-9a-f]{24})?"'),
     "failed_at": _null_or(_W_TIME),
     "last_attempt_ref": _null_or(_line_string(PATH_MAX)),
+    "work_ref": _null_or(_line_string(PATH_MAX)),
+    "integrated_commit": _null_or(r'"[0-9a-f]{40}(?:[0-9a-f]{24})?"'),
     "hlc": _null_or(rf'"{HLC_STAMP.pattern}+"'),
 }
 _W_RULED_KEYS = sorted(TASK_READ_KEYS | TASK_EXTRA_FIELDS.keys(), key=len, reverse=True)

@@ -10,8 +10,6 @@ recorded in the same transaction.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import secrets
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,6 +18,8 @@ from git_handoff.core.errors import Contention, Negative, UsageError
 from git_handoff.core.model import Task, check_id, now_iso
 from git_handoff.infra import rollback, worktree
 from git_handoff.infra.gitrepo import Repo
+from git_handoff.ops import claim_base
+from git_handoff.ops.claim_plan import Refusal, WorkMissing, _draw, plan_claim
 from git_handoff.state import claim_index, claim_journal, identity, session_records, writers
 from git_handoff.state.claim_checks import (
     DEFAULT_LEASE_SECONDS,
@@ -27,8 +27,6 @@ from git_handoff.state.claim_checks import (
     expires,
     held_by,
     held_here,
-    holder,
-    other_workers,
     short,
 )
 from git_handoff.state.store import StateStore, Tx
@@ -46,6 +44,13 @@ class ClaimContext:
     lease_seconds: int
     snapshot: str | None = None  # the work tree at the claim, when not clean
     clone: str = ""  # this clone's public identity (git_handoff.state.identity)
+    forward: claim_base.Forward | None = None  # where this clean worktree moves to (ops/claim_base.py)
+    target: str | None = None  # the target as a person names it (origin/main), for messages
+
+    @property
+    def base(self) -> str:
+        """The commit the claim starts from."""
+        return self.forward.tip if self.forward else self.head
 
 
 def claim_context(repo: Repo, *, worker: str | None = None, lease: int | None = None) -> ClaimContext:
@@ -108,6 +113,9 @@ def claim_in_tx(
         taken = taken | frozenset(hidden)
     if task_id is None and not taken and slot[1] <= 1:
         quick = _quick_pick(tx, ctx, force, stamp)
+        if quick is not None and claim_base.WorkAt(tx.store.repo, ctx.base).lacking(
+                quick[0], {d: t for d in quick[0].depends_on if (t := tx.task(d)) is not None}):
+            quick = None  # the full selection passes it over, saying why
         if quick is not None:
             task, rows = quick
             claimed = _take(tx, task, ctx, stamp)
@@ -133,7 +141,8 @@ def _claim_full(
                      if t.status == "in_progress" and held_here(t, ctx.worktree, ctx.worker, tx.store.repo))
     # a forced claim never reads the mode, as it never needed it
     mode = None if force else tx.config().mode
-    plan = plan_claim(prepared, task_id=task_id, here=here, mode=mode, force=force, taken=taken, slot=slot)
+    plan = plan_claim(prepared, task_id=task_id, here=here, mode=mode, force=force, taken=taken, slot=slot,
+                      work=claim_base.WorkAt(tx.store.repo, ctx.base), target=ctx.target)
     if isinstance(plan, Refusal):
         if plan.record:
             record_prepare(tx, changes)
@@ -141,6 +150,8 @@ def _claim_full(
     if not plan.pool:
         record_prepare(tx, changes)
         claim_index.rebuild(tx, prepared)
+        if plan.held:
+            raise WorkMissing(f"nothing eligible here: {plan.held}")
         return None
     return _take_prepared(tx, _draw(plan.pool), ctx=ctx, stamp=stamp, prepared=prepared, changes=changes)
 
@@ -159,141 +170,6 @@ def _take_prepared(tx: Tx, task: Task, *, ctx: ClaimContext, stamp: str, prepare
     final[claimed.id] = claimed
     claim_index.rebuild(tx, final)
     return claimed
-
-
-# -- the plan: which task, or which refusal (pure) ----------------------------------------
-
-
-@dataclass(frozen=True)
-class Refusal:
-    """A claim refused: the error it raises, with its message. `record`: what the
-    selection's preparation changed (expired leases, failed dependencies) is written first."""
-
-    error: type[Contention] | type[UsageError] | type[Negative]
-    message: str
-    record: bool = False
-
-
-@dataclass(frozen=True)
-class Pick:
-    """The tasks the claim takes one of, at random (`_draw`); empty when nothing is eligible."""
-
-    pool: tuple[Task, ...]
-
-
-def plan_claim(
-    prepared: dict[str, Task],
-    *,
-    task_id: str | None,
-    here: frozenset[str],
-    mode: str | None,
-    force: bool,
-    taken: frozenset[str] = frozenset(),
-    slot: tuple[int, int] = (0, 1),
-) -> Pick | Refusal:
-    """What a full claim does with the tasks `selection.prepare` returned: a refusal, or
-    the pick (the named task, or this clone's share of the eligible ones: `_slot_pool`).
-
-    `here`: the in-progress tasks this worktree holds (`held_here`); `mode`: the
-    repository's (None: not read, as a forced claim needs none). Pure but for the clock
-    and HANDOFF_WORKER, which the wording of a refusal reads (`holder`, `other_workers`).
-    """
-    refusal = None if force else _holding_refusal(prepared, task_id=task_id, here=here, mode=mode)
-    if refusal is not None:
-        return refusal
-    if task_id is not None:
-        return _named_plan(prepared, task_id, taken)
-    found = selection.eligible(prepared, skip=taken)
-    return Pick(tuple(_slot_pool(found, slot)) if found else ())
-
-
-def _holding_refusal(prepared: dict[str, Task], *, task_id: str | None, here: frozenset[str],
-                     mode: str | None) -> Refusal | None:
-    """The refusal of an unforced claim for what is held already: by this worktree (one
-    claim per worktree), or by anyone in exclusive mode."""
-    holders = [t for t in prepared.values() if t.status == "in_progress"]
-    mine = [t for t in holders if t.id in here]
-    if mine:
-        held = mine[0]
-        other = other_workers(held)
-        if other is not None:
-            return Refusal(Contention, f"this worktree already holds task {held.id}: {other}. One claim per worktree "
-                           "(a rollback would undo the other's work): wait for it, or claim from a worktree of your "
-                           "own (`git worktree add`)")
-        if task_id == held.id:
-            return Refusal(UsageError,
-                           f"task {held.id} is already claimed by this worktree (use `git handoff renew {held.id}`)")
-        return Refusal(
-            UsageError,
-            f"this worktree already holds task {held.id} (in progress): finish it with `git handoff done` or "
-            f"`git handoff fail`, or `git handoff release` it, before claiming another (--force overrides)",
-        )
-    others = [t for t in holders if t.id not in here]
-    if mode == "exclusive" and others:
-        return Refusal(
-            Contention,
-            f"exclusive mode: {holder(others[0])}; one claim at a time in this repository "
-            "(`git handoff init --mode concurrent` allows one per worktree)",
-        )
-    return None
-
-
-def _named_plan(prepared: dict[str, Task], task_id: str, taken: frozenset[str]) -> Pick | Refusal:
-    """The named task, or why it cannot be claimed."""
-    task = prepared.get(task_id)
-    if task is None:
-        return Refusal(UsageError, f"no task {task_id!r} (see `git handoff list`)")
-    if task.status == "completed":
-        return Refusal(UsageError, f"task {task_id} is already completed; a completed task cannot be claimed")
-    if task.status == "in_progress":
-        return Refusal(Contention, f"{holder(task)}; try another task or wait for the lease to expire")
-    if task_id in taken:
-        return Refusal(Contention, f"task {task_id} is claimed on the remote by another machine; try another task "
-                       "or wait for its lease to expire")
-    if task.failed_for_good:
-        reason = task.error_log[-1] if task.error_log else "attempts exhausted"
-        return Refusal(
-            UsageError,
-            f"task {task_id} failed for good ({task.attempts}/{task.max_attempts} attempts; {reason}); "
-            f"raise its limit with `git handoff edit {task_id} --max-attempts N` to retry it",
-        )
-    waiting = [d for d in task.depends_on if d not in prepared or prepared[d].status != "completed"]
-    if waiting:
-        return Refusal(Negative, f"task {task_id} is not ready: it waits on {', '.join(waiting)}", record=True)
-    return Pick((task,))
-
-
-def _slot_of(task_id: str, clones: int) -> int:
-    """The slot of a task among `clones` (by a hash of its id: the same on every clone,
-    and unchanged when other tasks come and go)."""
-    return int.from_bytes(hashlib.sha1(task_id.encode()).digest()[:8], "big") % clones
-
-
-def _slot_pick(found: list[Task], slot: tuple[int, int]) -> Task:
-    """The first eligible task; or, for the clone of rank r among n > 1 clones, one at
-    random among `_slot_pool`."""
-    return _draw(_slot_pool(found, slot))
-
-
-def _slot_pool(found: list[Task], slot: tuple[int, int]) -> list[Task]:
-    """The tasks a clone picks from: the first eligible task alone; or, for the clone of
-    rank r among n > 1 clones, the eligible tasks of the same priority and kind (fresh or
-    retried) as the first whose slot (`_slot_of`) is r, else, when none is, all of those.
-
-    Two clones want the same task only when one of them has run out of its own: a task's
-    slot depends on its id alone, so views fetched a few claims apart still agree on it.
-    At random within the slot (`_draw`), so that two worktrees of one clone rarely meet either."""
-    first = found[0]
-    rank, clones = slot
-    if clones <= 1:
-        return [first]
-    same = [t for t in found if t.priority == first.priority and t.status == first.status]
-    return [t for t in same if _slot_of(t.id, clones) == rank] or same
-
-
-def _draw(pool: list[Task] | tuple[Task, ...]) -> Task:
-    """One of `pool` at random (the only one without a draw)."""
-    return pool[0] if len(pool) == 1 else pool[secrets.randbelow(len(pool))]
 
 
 def _quick_pick(tx: Tx, ctx: ClaimContext, force: bool, stamp: str) -> tuple[Task, dict[str, Any]] | None:
@@ -325,7 +201,7 @@ def _take(tx: Tx, task: Task, ctx: ClaimContext, stamp: str) -> Task:
     claimed = dataclasses.replace(
         task,
         status="in_progress",
-        started_at_commit=ctx.head,
+        started_at_commit=ctx.base,
         claimed_by=ctx.worker,
         lease_expires_at=expires(ctx.lease_seconds),
         completed_at=None,
@@ -337,10 +213,13 @@ def _take(tx: Tx, task: Task, ctx: ClaimContext, stamp: str) -> Task:
         claim_session=tx.session,
         claim_snapshot=ctx.snapshot,
         clone=ctx.clone or None,
-        clone_seal=identity.claim_seal(tx.store.repo, task.id, stamp, ctx.worktree, ctx.head, ctx.worker),
+        clone_seal=identity.claim_seal(tx.store.repo, task.id, stamp, ctx.worktree, ctx.base, ctx.worker),
     )
     claimed = tx.put_task(claimed)
-    tx.log("Starting", f"{claimed.title} (base={short(ctx.head)})", task=claimed.id)
+    moved = "" if ctx.forward is None else (
+        f", brought forward from {short(ctx.head)} to the target {ctx.target}" if ctx.forward.leaving is None else
+        f", moved from {short(ctx.head)} to the target {ctx.target}: it held refused work {ctx.forward.leaving}")
+    tx.log("Starting", f"{claimed.title} (base={short(ctx.base)}{moved})", task=claimed.id)
     return claimed
 
 
@@ -363,6 +242,34 @@ def claim(
     if task_id is not None:
         check_id(task_id)
     ctx = with_snapshot(store.repo, claim_context(store.repo, worker=worker, lease=lease))
+    goal = claim_base.target_of(store.repo)
+    ctx = dataclasses.replace(ctx, forward=claim_base.forward(store, ctx.head, ctx.snapshot, goal),
+                              target=goal.name if goal else None)
+    try:
+        task = _claim_once(store, task_id, ctx=ctx, force=force, remote=remote)
+    except WorkMissing:
+        if goal is None or goal.remote is None:
+            raise
+        # the dependency's work may have landed since this clone last looked: look once
+        from git_handoff.remote import landing  # noqa: PLC0415  (a fetch: only here)
+
+        landing.bring(store.repo, goal)
+        again = dataclasses.replace(ctx, forward=claim_base.forward(store, ctx.head, ctx.snapshot, goal))
+        if again.base == ctx.base:
+            raise
+        task = _claim_once(store, task_id, ctx=again, force=force, remote=remote)
+        ctx = again
+    why = claim_base.bring_forward(store.repo, ctx.head, ctx.forward)
+    if why is not None:
+        claim_base.undo(store, task)
+        raise Contention(f"claimed {task.id} but could not bring this worktree to its base {short(ctx.base)} on "
+                         f"{ctx.target}: {why}; the claim was released")
+    return task
+
+
+def _claim_once(store: StateStore, task_id: str | None, *, ctx: ClaimContext, force: bool,
+                remote: str | None) -> Task:
+    """One claim's transaction (local, or through the remote) from the context `ctx`."""
     target = claims_sync_remote(store, remote)
 
     def apply(tx: Tx) -> Task | None:

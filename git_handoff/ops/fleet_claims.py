@@ -70,7 +70,7 @@ class Fleet:
 
     @property
     def slot(self) -> tuple[int, int]:
-        """(rank, clones) for the claim's pick (ops.claim._slot_pick)."""
+        """(rank, clones) for the claim's pick (ops.claim_plan._slot_pick)."""
         return self.rank, self.others + 1
 
 

@@ -78,6 +78,8 @@ class TaskJson(TypedDict):
     checkpoint_tree: NotRequired[str | None]
     completed_commit: NotRequired[str | None]
     completed_session: NotRequired[int | None]
+    work_ref: NotRequired[str | None]  # refs/harness/work/<id>/<n>: the work `done` published
+    integrated_commit: NotRequired[str | None]  # where the work landed on the target
     uncommitted_at_completion: NotRequired[bool | list[str] | None]
     failed_at: NotRequired[str | None]
     last_attempt_ref: NotRequired[str | None]

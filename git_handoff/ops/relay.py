@@ -27,7 +27,15 @@ from git_handoff.core.errors import HandoffError, Negative, Signalled, UsageErro
 from git_handoff.core.model import now_iso
 from git_handoff.core.record_schemas import RelayRecord
 from git_handoff.infra import procs
-from git_handoff.ops import handoff, prompt, relay_wait, relay_watch, session_start, sessions
+from git_handoff.ops import (
+    handoff,
+    prompt,
+    relay_land,
+    relay_wait,
+    relay_watch,
+    session_start,
+    sessions,
+)
 from git_handoff.ops.payloads import AckEntry, RelaySummary
 from git_handoff.ops.relay_record import relay_lock, update_record
 from git_handoff.remote.fleet_lock import FleetLock
@@ -53,6 +61,9 @@ class Options:
     limit_backoff: float = 60.0  # the first wait on a limit that printed no reset time; doubled per limit in a row
     limit_backoff_max: float = 1800.0
     limit_wait_max: float = relay_wait.WAIT_CAP  # the longest wait for a limit, whatever reset the CLI printed
+    integrate: bool | None = None  # land finished work between sessions (ops/relay_land.py); None: as configured
+    wait_poll: float = relay_land.POLL
+    wait_patience: float = relay_land.PATIENCE
 
 
 class Stopped(Negative):
@@ -323,7 +334,14 @@ class Relay:
                 self.adopt(previous)
             idle = 0
             failed_starts = 0
+            lander = (relay_land.Lander(self.store, self.say, self.opts.wait_poll, self.opts.wait_patience)
+                      if relay_land.wanted(self.store.repo, self.opts.integrate) else None)
             while True:
+                if lander is not None:
+                    lander.land()
+                    if (wait := lander.waiting()) is not None:
+                        lander.pause(wait)
+                        continue
                 more, why = work_left(self.store)
                 if not more:
                     reason = why

@@ -37,7 +37,13 @@ from git_handoff.remote.push_outcome import ACCEPTED, ATOMIC, LOCKED, MOVED
 from git_handoff.remote.transport import Remote
 from git_handoff.state import integrate, quarantine, writers
 from git_handoff.state.integrate import MergeStep
-from git_handoff.state.snapshot import ATTEMPTS_PREFIX, NOTES_REF, Snapshot
+from git_handoff.state.snapshot import (
+    ATTEMPTS_PREFIX,
+    KEPT_PREFIXES,
+    NOTES_REF,
+    WORK_PREFIX,
+    Snapshot,
+)
 from git_handoff.state.store import StateStore, Tx
 
 # The names callers (cli, tests) know from this module.
@@ -75,6 +81,7 @@ class SyncReport(MergedReport, total=False):
     outgoing: int
     pushed: list[str]
     attempts: AttemptsReport
+    work: AttemptsReport  # the tasks' published work (refs/harness/work/...), as the attempts
     retries: int
     claims_pruned: list[str]  # tasks whose finished claim refs this push deleted
     claims_closed: list[str]  # tasks whose claim refs this push moved to the commit that finished them
@@ -140,9 +147,11 @@ def _round(store: StateStore, remote: Remote, report: SyncReport,
     report["quarantined"] = fetch(repo, remote)
     say("merging the remote's state")
     _merge_remote(store, remote, report)
-    fetched, clashing = tracked.take_attempts(repo, remote)
-    report["attempts"]["fetched"].extend(fetched)
-    report["attempts"]["conflicting"] = clashing
+    for prefix, key in ((ATTEMPTS_PREFIX, "attempts"), (WORK_PREFIX, "work")):
+        fetched, clashing = tracked.take_attempts(repo, remote, prefix)
+        kept = report["work"] if key == "work" else report["attempts"]
+        kept["fetched"].extend(fetched)
+        kept["conflicting"] = clashing
     return _publish_round(store, remote, report, say)
 
 
@@ -157,14 +166,14 @@ def _seen(store: StateStore, remote: Remote) -> sync_plan.Seen:
     legacy = None
     if repo.config_bool("handoff.legacyState"):
         legacy = (repo.ref_target(remote.state), repo.ref_target(remote.notes))
-    remote_attempts = frozenset(ATTEMPTS_PREFIX + name[len(remote.attempts):]
-                                for name in remote.refs(repo, remote.attempts))
+    remote_attempts = frozenset(prefix + name[len(remote.kept(prefix)):] for prefix in KEPT_PREFIXES
+                                for name in remote.refs(repo, remote.kept(prefix)))
     prune, close = _claims_to_prune(repo, remote, local, Snapshot(repo, local))
     return sync_plan.Seen(
         local=local, published=mine, notes=repo.ref_target(NOTES_REF),
         notes_published=repo.ref_target(remote.tracking(remote.my_notes)),
         my_state=remote.my_state, my_notes=remote.my_notes, legacy=legacy,
-        attempts=tuple(repo.refs_in(ATTEMPTS_PREFIX)), remote_attempts=remote_attempts,
+        attempts=tuple(repo.refs_in(*KEPT_PREFIXES)), remote_attempts=remote_attempts,
         prune=prune, close=close, retired=retirable(repo, remote, local, mine))
 
 
@@ -189,10 +198,11 @@ def _publish_round(store: StateStore, remote: Remote, report: SyncReport, say: C
     report["claims_pruned"].extend(got.claims_pruned)
     report["claims_closed"] += got.claims_closed
     report["retired"] = list(got.retired)
-    report["attempts"]["pushed"].extend(got.attempts_pushed)
-    if got.attempts_stuck:
-        stuck = set(report["attempts"]["conflicting"]) | set(got.attempts_stuck)
-        report["attempts"]["conflicting"] = sorted(stuck)
+    for prefix, kept in ((ATTEMPTS_PREFIX, report["attempts"]), (WORK_PREFIX, report["work"])):
+        kept["pushed"].extend(ref for ref in got.attempts_pushed if ref.startswith(prefix))
+        stuck = [ref for ref in got.attempts_stuck if ref.startswith(prefix)]
+        if stuck:
+            kept["conflicting"] = sorted(set(kept["conflicting"]) | set(stuck))
     return got.done
 
 
@@ -206,7 +216,7 @@ def sync(store: StateStore, remote: str | None = None, *, tries: int = PUSH_TRIE
     report: SyncReport = {
         "remote": remote_obj.spec, "action": "", "incoming": 0, "outgoing": 0, "conflicts": [],
         "claims_lost": [], "pushed": [], "attempts": {"fetched": [], "pushed": [], "conflicting": []},
-        "notes": "none", "retries": 0, "states": 0, "claims_pruned": [], "claims_closed": [], "quarantined": [], "retired": [],
+        "work": {"fetched": [], "pushed": [], "conflicting": []}, "notes": "none", "retries": 0, "states": 0, "claims_pruned": [], "claims_closed": [], "quarantined": [], "retired": [],
     }
     for attempt in range(tries):
         if _round(store, remote_obj, report, say):

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from git_handoff.remote.layout import CLAIMS, CLONES
 from git_handoff.remote.push_outcome import ACCEPTED, Pushed
-from git_handoff.state.snapshot import ATTEMPTS_PREFIX, NOTES_REF, STATE_REF
+from git_handoff.state.snapshot import KEPT_PREFIXES, NOTES_REF, STATE_REF
 
 
 @dataclass(frozen=True)
@@ -33,7 +33,7 @@ class Seen:
     # handoff.legacyState: where the remote's one-ref state and notes of earlier versions
     # are (as fetched); None when the setting is off
     legacy: tuple[str | None, str | None] | None = None
-    attempts: tuple[str, ...] = ()  # the attempt refs here (refs/harness/attempts/...)
+    attempts: tuple[str, ...] = ()  # the created-once refs here (attempts and work: KEPT_PREFIXES)
     remote_attempts: frozenset[str] = frozenset()  # those the remote has, named as there
     # {remote ref: the oid it must still have}: finished claim refs to delete, to close
     # (move to `local`), and retired clones' refs to delete (ops/fleet_claims.py, retire.py)
@@ -76,7 +76,7 @@ class PublishPlan:
         closed = _among(accepted, seen.close)
         moved_by_lease = {**seen.prune, **seen.retired, **seen.close}
         return Outcome(
-            refused=pushed.refused((*mine, ATTEMPTS_PREFIX)),
+            refused=pushed.refused((*mine, *KEPT_PREFIXES)),
             track=_mine_moved(seen, pushed) + tuple((ref, seen.local) for ref in closed),
             forget=_among(accepted, {**seen.prune, **seen.retired}),
             pushed=tuple(ref for ref in accepted if ref not in moved_by_lease),
@@ -84,9 +84,9 @@ class PublishPlan:
             claims_closed=_names(CLAIMS, closed),
             retired=tuple(sorted({name.partition("/")[0]
                                   for name in _names(CLONES, _among(accepted, seen.retired))})),
-            attempts_pushed=tuple(ref for ref in accepted if ref.startswith(ATTEMPTS_PREFIX)),
+            attempts_pushed=tuple(ref for ref in accepted if ref.startswith(KEPT_PREFIXES)),
             attempts_stuck=tuple(ref for ref in pushed.refs
-                                 if ref.startswith(ATTEMPTS_PREFIX) and not pushed.ok(ref)),
+                                 if ref.startswith(KEPT_PREFIXES) and not pushed.ok(ref)),
             done=all(pushed.outcome(ref) in (None, ACCEPTED) for ref in mine),
         )
 

@@ -26,6 +26,7 @@ from git_handoff.state import (
     quarantine,
     session_records,
     status_index,
+    target,
     this_clone,
     writers,
 )
@@ -97,12 +98,44 @@ def next_task(snap: Snapshot) -> Task:
     """The task `claim` would take; Negative (exit 1) when none."""
     hidden = unapproved(snap)
     found = claim_index.next_eligible(snap, now_iso(), skip=hidden)
+    held: list[str] = []
+    if found is not None and found.depends_on:
+        found, held = _with_its_work(snap, found, hidden)
+    if found is None and held:
+        raise Negative(f"nothing eligible here: {held[0]}")
     if found is None:
         if hidden:
             raise Negative(f"nothing eligible from approved writers: {len(hidden)} task(s) were last written by a "
                            "writer this clone has not approved (`git handoff trust` lists them)")
         raise Negative("nothing eligible: every task is completed, in progress, or waiting on failed dependencies")
     return found
+
+
+def _with_its_work(snap: Snapshot, found: Task, hidden: dict[str, str]) -> tuple[Task | None, list[str]]:
+    """The first eligible task whose dependencies' work this worktree's HEAD or the target
+    holds (what `claim` takes: ops/claim_base.py), and why each passed over was."""
+    repo = snap.repo
+    head = repo.head()
+    try:
+        goal = target.resolve(repo)
+        tip = target.tip(repo, goal)
+    except UsageError:
+        goal, tip = None, None
+    bases = [target.WorkAt(repo, base) for base in dict.fromkeys((head, tip)) if base]
+    skip: dict[str, str] = dict(hidden)
+    held: list[str] = []
+    current: Task | None = found
+    for _ in range(50):
+        if current is None:
+            return None, held
+        tasks = {d: t for d in current.depends_on if (t := snap.task(d)) is not None}
+        lacking = [b.lacking(current, tasks) for b in bases]
+        if not bases or any(not missing for missing in lacking):
+            return current, held
+        held.append(target.missing_message(current, lacking[-1], bases[0].base, goal.name if goal else None))
+        skip[current.id] = "lacks its dependencies' work"
+        current = claim_index.next_eligible(snap, now_iso(), skip=skip)
+    return None, held
 
 
 def status(store: StateStore) -> StatusView:

@@ -11,13 +11,14 @@ overwritten.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import cast
 
 from git_handoff.core.errors import Negative, UsageError
 from git_handoff.core.model import CLAIM_FIELDS, CLAIM_KEPT_WHEN_DONE, Task, check_id, now_iso
 from git_handoff.core.selection import lease_expired
 from git_handoff.infra import rollback, task_commands, worktree
-from git_handoff.ops import attempts, handoff
+from git_handoff.ops import attempts, handoff, work_refs
 from git_handoff.ops.payloads import VerifyView
 from git_handoff.state import claim_index, claim_journal, notes, session_records, trust
 from git_handoff.state.claim_checks import (
@@ -201,8 +202,13 @@ def done(store: StateStore, task_id: str, *, force: bool = False) -> Task:
             payload=outcome,
         )
     head = store.repo.head()
+    assert head is not None  # a claim needs a commit (claim_context)
     # The check ran on the work tree; what is not committed is not in `completed_commit`.
     uncommitted = worktree.dirty(store.repo)
+    # the work, published under its own ref (ops/work_refs.py): on the target already
+    # when the target is this very branch
+    published = work_refs.publish(store.repo, seen, head)
+    landed = work_refs.landed_here(store.repo, head)
 
     def apply(tx: Tx) -> Task:
         task = current(tx, seen, "completed")
@@ -210,6 +216,8 @@ def done(store: StateStore, task_id: str, *, force: bool = False) -> Task:
             task, status="completed", completed_at=now_iso(), lease_expires_at=None
         ).with_extra(
             completed_commit=head,
+            work_ref=published,
+            integrated_commit=landed,
             completed_session=tx.session,
             uncommitted_at_completion=uncommitted[:50] or None,
             **dict.fromkeys(k for k in CLAIM_FIELDS if k not in CLAIM_KEPT_WHEN_DONE),
@@ -220,11 +228,22 @@ def done(store: StateStore, task_id: str, *, force: bool = False) -> Task:
         if uncommitted:
             tx.log("WARN", f"completed with {len(uncommitted)} uncommitted file(s), not in commit {short(head)}: "
                    + ", ".join(uncommitted[:5]), task=task.id)
-        tx.log("Completed", f"(commit {short(head)})", task=task.id)
+        tx.log("Completed", f"(commit {short(head)})", task=task.id)  # landed or not: the field says
         tx.after_commit("notes", lambda: notes.note_task_commits(store, seen, head=head, outcome="completed"))
         tx.after_commit("the tasks-per-session handoff document", lambda: handoff.after_done(store))
         return new
 
+    try:
+        task = _record_done(store, apply, through)
+    except BaseException:
+        work_refs.withdraw(store.repo, published, head)
+        raise
+    _forget_claim(store, seen)
+    return task
+
+
+def _record_done(store: StateStore, apply: Callable[[Tx], Task], through: str | None) -> Task:
+    """The completion's transaction: here, or through the remote the claim was taken over on."""
     if through is None:
         task = store.transact(apply)
     else:
@@ -234,7 +253,6 @@ def done(store: StateStore, task_id: str, *, force: bool = False) -> Task:
         from git_handoff.ops import sync  # noqa: PLC0415  (import cost, as above)
 
         task = sync.transact_remote(store, lambda tx, _fleet: apply(tx), lambda t: t.id, through)
-    _forget_claim(store, seen)
     return task
 
 

@@ -26,6 +26,7 @@ from git_handoff.infra.gitrepo import Repo
 from git_handoff.state.snapshot import STATE_REF, Snapshot
 
 ATTEMPTS = "harness/attempts/"
+WORK = "harness/work/"
 CLONES = "harness/clones/"
 CLAIMS = "harness/claims/"
 CLONE_ID = re.compile(r"[0-9a-f]{16}")
@@ -71,18 +72,19 @@ def _ref_checks(repo: Repo, rest: str, oid: str, what: str) -> None:
         except Exception:  # noqa: BLE001 - any refusal of the id is the same answer
             raise InvalidState(f"{what}: not a claim of a valid task id") from None
         _require(repo, oid, "commit", what)
-    elif rest.startswith(ATTEMPTS):
-        task_id, _, number = rest[len(ATTEMPTS):].rpartition("/")
+    elif rest.startswith((ATTEMPTS, WORK)):
+        kind = "an attempt" if rest.startswith(ATTEMPTS) else "a task's work"
+        task_id, _, number = rest[len(ATTEMPTS if rest.startswith(ATTEMPTS) else WORK):].rpartition("/")
         try:
             check_id(task_id)
         except Exception:  # noqa: BLE001 - any refusal of the id is the same answer
-            raise InvalidState(f"{what}: not an attempt of a valid task id") from None
+            raise InvalidState(f"{what}: not {kind} of a valid task id") from None
         if not state_tree.is_number_name(number) or int(number) > 1_000_000:
             raise InvalidState(f"{what}: attempts are numbered 1, 2, ... (not {_shown(number[:20])!r})")
         _require(repo, oid, "commit", what)
         found = repo.object_kind(oid)
         if found is not None and found[1] > MAX_ATTEMPT_MESSAGE:
-            raise InvalidState(f"{what}: the attempt commit is larger than {MAX_ATTEMPT_MESSAGE} bytes")
+            raise InvalidState(f"{what}: the commit is larger than {MAX_ATTEMPT_MESSAGE} bytes")
     elif rest == RELAY_LOCK:
         _require(repo, oid, "commit", what)
         found = repo.object_kind(oid)

@@ -12,6 +12,7 @@ many machines fail on the server's ref lock):
   claimer's state commit, created (or an expired one taken over) by one compare-and-swap
   push, so two machines contend only when they want the same task;
 - refs/harness/attempts/<task-id>/<n>    failed attempts (created, never moved);
+- refs/harness/work/<task-id>/<n>        a task's work as `done` completed it (likewise);
 - refs/harness/state, refs/notes/harness the one-ref layout of earlier versions: still
   fetched and merged; pushed (when it fast-forwards) only with `handoff.legacyState`.
 
@@ -20,12 +21,11 @@ Talking to the remote is git_handoff.remote.fetch and git_handoff.remote.transpo
 
 from __future__ import annotations
 
-import hashlib
 import os
 
 from git_handoff.core.errors import UsageError
 from git_handoff.infra.gitrepo import Repo
-from git_handoff.state import identity
+from git_handoff.state import identity, target
 from git_handoff.state.snapshot import NOTES_REF
 
 CLONES = "refs/harness/clones/"
@@ -38,7 +38,7 @@ UNCHECKED = "refs/handoff-fetched/"
 # other refs (any number, anywhere under refs/harness/) are neither fetched nor tracked.
 # The one-ref state and the notes are patterns so that a remote without them is no
 # error (an exact refspec fails when the ref is missing).
-READ_NAMESPACES = ("harness/clones/", "harness/claims/", "harness/attempts/")
+READ_NAMESPACES = ("harness/clones/", "harness/claims/", "harness/attempts/", "harness/work/")
 
 
 class Remote:
@@ -57,10 +57,8 @@ class Remote:
             raise UsageError(f"invalid remote {spec!r}")
         self.spec = spec
         self.named = spec in names
-        if self.named:
-            self.track = spec
-        elif "/" in spec or ":" in spec or os.path.isdir(spec):
-            self.track = "handoff-" + hashlib.sha1(spec.encode()).hexdigest()[:10]
+        if self.named or "/" in spec or ":" in spec or os.path.isdir(spec):
+            self.track = target.track_of(spec, self.named)
         else:
             raise UsageError(f"unknown remote {spec!r} (see `git remote -v`)")
         self.clone = identity.clone_id(repo)
@@ -123,6 +121,10 @@ class Remote:
     @property
     def attempts(self) -> str:
         return f"refs/remotes/{self.track}/harness/attempts/"
+
+    def kept(self, local_prefix: str) -> str:
+        """Where the remote's refs of a created-once namespace (KEPT_PREFIXES) are tracked."""
+        return f"refs/remotes/{self.track}/{local_prefix[len('refs/'):]}"
 
     @property
     def clones(self) -> str:
@@ -203,8 +205,9 @@ def claim_specs(dst: str) -> list[str]:
 
 
 def state_specs(dst: str) -> list[str]:
-    """`fetch_specs` without the attempts: what a shallow join fetches one commit deep."""
-    return [spec for spec in fetch_specs(dst) if "harness/attempts/" not in spec]
+    """`fetch_specs` without the attempts and the work: what a shallow join fetches one
+    commit deep."""
+    return [spec for spec in fetch_specs(dst) if "harness/attempts/" not in spec and "harness/work/" not in spec]
 
 
 def remote_rest(staged_rest: str) -> str:

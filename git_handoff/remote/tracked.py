@@ -11,14 +11,16 @@ from git_handoff.state import quarantine
 from git_handoff.state.snapshot import ATTEMPTS_PREFIX
 
 
-def take_attempts(repo: Repo, remote: Remote) -> tuple[list[str], list[str]]:
-    """Create local attempt refs for the remote's attempts we lack; report clashes."""
+def take_attempts(repo: Repo, remote: Remote, prefix: str = ATTEMPTS_PREFIX) -> tuple[list[str], list[str]]:
+    """Create local refs for the remote's refs of a created-once namespace (`prefix`: the
+    attempts, or the tasks' work) that we lack; report clashes (both kept: ours here)."""
     fetched, clashing = [], []
-    for name, oid in sorted(remote.refs(repo, remote.attempts).items()):
-        local = ATTEMPTS_PREFIX + name[len(remote.attempts):]
+    tracking = remote.kept(prefix)
+    for name, oid in sorted(remote.refs(repo, tracking).items()):
+        local = prefix + name[len(tracking):]
         mine = repo.ref_target(local)
         if mine is None:
-            if repo.cas_ref(local, oid, None, f"handoff: attempt from {remote.spec}"):
+            if repo.cas_ref(local, oid, None, f"handoff: {prefix[len('refs/harness/'):-1]} from {remote.spec}"):
                 fetched.append(local)
         elif mine != oid:
             clashing.append(local)

@@ -28,6 +28,11 @@ from git_handoff.state.task_index import TaskIndex, load_task
 
 STATE_REF = "refs/harness/state"
 ATTEMPTS_PREFIX = "refs/harness/attempts/"
+# a task's published work: refs/harness/work/<task-id>/<attempt>, the commit `done`
+# completed it at (created once, never moved, like the attempts)
+WORK_PREFIX = "refs/harness/work/"
+# the namespaces of refs created once and never moved, which sync fetches and pushes alike
+KEPT_PREFIXES = (ATTEMPTS_PREFIX, WORK_PREFIX)
 NOTES_REF = "refs/notes/harness"
 FORMAT_PATH = "format"
 FORMAT_NAME = "git-handoff-state"

@@ -86,11 +86,14 @@ STATE = LAUNCH.plus("STATE", {
     "state.this_clone", "state.writers",
 }, {"pygit2", "_cffi_backend"})
 READ = STATE.plus("READ", {"cli.ids", "cli.numbers", "cli.progress", "ops.payloads", "ops.views", "state.claim_index",
-                           "state.quarantine", "state.status_index"})
+                           "state.quarantine", "state.status_index", "state.target"})
 ACK = STATE.plus("ACK", {"cli.numbers", "ops.handoff", "ops.payloads"})
-WORK = STATE.plus("WORK", {"cli.ids", "cli.numbers", "core.attempt_record", "infra.task_commands", "ops.attempts",
-                           "ops.claim", "ops.handoff", "ops.payloads", "ops.work", "state.claim_checks",
-                           "state.claim_index", "state.claim_journal", "state.notes", "state.trust"})
+# (the target branch, ops/claim_base.py and ops/work_refs.py: a claim starts from its
+# dependencies' work, `done` publishes its own; git config and refs only, no fetch)
+WORK = STATE.plus("WORK", {"cli.ids", "cli.numbers", "core.attempt_record", "infra.merge_tree", "infra.task_commands",
+                           "ops.attempts", "ops.claim", "ops.claim_base", "ops.claim_plan", "ops.handoff",
+                           "ops.payloads", "ops.work", "ops.work_refs", "state.claim_checks", "state.claim_index",
+                           "state.claim_journal", "state.notes", "state.target", "state.trust"})
 FAIL = WORK.plus("FAIL", packages={"filelock"})
 # A hook: the adapters (through their registry, a dict of three: agent_cli/registry.py), the
 # payload, the decision; no write side. (ops.doc_markdown: the prompt's one-line rendering of
@@ -101,7 +104,7 @@ HOOK = STATE.plus("HOOK", {"agent_cli", "agent_cli.claude", "agent_cli.codex", "
                            "state.trust"})
 HOOK_SESSION_START = HOOK.plus("HOOK_SESSION_START", {
     "core.attempt_record", "infra.task_commands", "ops.attempts", "ops.session_start", "ops.sessions", "ops.work",
-    "state.claim_checks", "state.claim_journal", "state.notes"})
+    "ops.work_refs", "state.claim_checks", "state.claim_journal", "state.notes", "state.target"})
 HOOK_SESSION_END = HOOK.plus("HOOK_SESSION_END", {"ops.sessions", "state.notes"})
 # Codex's SessionEnd hook answers without opening the state (agent_cli/codex.py: its 1 s budget),
 # knowing the agent CLIs by name only (agent_cli/__init__.py: a tuple, no import).
@@ -110,7 +113,7 @@ CODEX_SESSION_END = LAUNCH.plus("CODEX_SESSION_END", {"agent_cli"})
 REMOTE = {"core.ancestry", "core.field_merge", "core.merge", "ops.fleet_claims", "ops.retire", "ops.sync",
           "ops.sync_plan", "remote", "remote.fetch", "remote.incoming", "remote.layout", "remote.push_outcome",
           "remote.shallow", "remote.tracked", "remote.transport",
-          "state.fold_heads", "state.integrate", "state.quarantine"}
+          "state.fold_heads", "state.integrate", "state.quarantine", "state.target"}
 CLAIM_REMOTE = WORK.plus("CLAIM_REMOTE", REMOTE)
 SYNC = STATE.plus("SYNC", REMOTE | {"cli.progress", "state.notes"})
 

@@ -115,7 +115,7 @@ def test_sync_fetches_in_protocol_2_whatever_the_users_config_says(clones: Calla
 
 
 SERVER_HIDING = [("receive.hideRefs", "refs/harness/"),
-                 *[("receive.hideRefs", f"!refs/harness/{ns}") for ns in ("clones/", "claims/", "attempts/",
+                 *[("receive.hideRefs", f"!refs/harness/{ns}") for ns in ("clones/", "claims/", "attempts/", "work/",
                                                                          "locks/", "state")],
                  ("core.alternateRefsPrefixes", "refs/heads/")]
 

@@ -14,7 +14,7 @@ import pytest
 
 from git_handoff.core.errors import Contention, Negative, UsageError
 from git_handoff.core.model import Task
-from git_handoff.ops import claim as claim_ops
+from git_handoff.ops import claim_plan
 from tests.support.repo import Result, git, run, state_head
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -196,19 +196,19 @@ def _held(tid: str, by: str = "alice", where: str = "/wt-a") -> Task:
                  updated_at=NOW, extra={"worktree": where, "lease_seconds": 3600})
 
 
-def _plan(tasks: list[Task], task_id: str | None = None, **kw: Any) -> claim_ops.Pick | claim_ops.Refusal:
+def _plan(tasks: list[Task], task_id: str | None = None, **kw: Any) -> claim_plan.Pick | claim_plan.Refusal:
     args: dict[str, Any] = {"here": frozenset(), "mode": "concurrent", "force": False}
     args.update(kw)
-    return claim_ops.plan_claim({t.id: t for t in tasks}, task_id=task_id, **args)
+    return claim_plan.plan_claim({t.id: t for t in tasks}, task_id=task_id, **args)
 
 
-def _refusal(plan: claim_ops.Pick | claim_ops.Refusal) -> claim_ops.Refusal:
-    assert isinstance(plan, claim_ops.Refusal), plan
+def _refusal(plan: claim_plan.Pick | claim_plan.Refusal) -> claim_plan.Refusal:
+    assert isinstance(plan, claim_plan.Refusal), plan
     return plan
 
 
-def _pool(plan: claim_ops.Pick | claim_ops.Refusal) -> list[str]:
-    assert isinstance(plan, claim_ops.Pick), plan
+def _pool(plan: claim_plan.Pick | claim_plan.Refusal) -> list[str]:
+    assert isinstance(plan, claim_plan.Pick), plan
     return [t.id for t in plan.pool]
 
 
@@ -231,18 +231,18 @@ def test_plan_selection_skips_taken_waiting_completed_and_failed_for_good_tasks(
 
 
 def test_plan_selection_with_nothing_eligible_is_an_empty_pick() -> None:
-    assert _plan([_task("done", status="completed"), _task("wait", depends_on=("done2",))]) == claim_ops.Pick(())
-    assert _plan([]) == claim_ops.Pick(())
+    assert _plan([_task("done", status="completed"), _task("wait", depends_on=("done2",))]) == claim_plan.Pick(())
+    assert _plan([]) == claim_plan.Pick(())
 
 
 def test_plan_selection_among_clones_offers_this_clones_share_of_the_best_priority() -> None:
     tasks = [_task(f"s{n}", priority="P0") for n in range(12)] + [_task("later", priority="P2")]
     shares = [_pool(_plan(tasks, slot=(rank, 3))) for rank in range(3)]
     for rank, share in enumerate(shares):
-        assert share and all(claim_ops._slot_of(tid, 3) == rank for tid in share)
+        assert share and all(claim_plan._slot_of(tid, 3) == rank for tid in share)
     assert sorted(sum(shares, [])) == sorted(t.id for t in tasks[:12])  # each P0 in exactly one share
     alone = [_task("only", priority="P0"), _task("later", priority="P2")]
-    other_rank = 1 - claim_ops._slot_of("only", 2)
+    other_rank = 1 - claim_plan._slot_of("only", 2)
     assert _pool(_plan(alone, slot=(other_rank, 2))) == ["only"]  # no task of its slot: the whole best tier
 
 
@@ -252,7 +252,7 @@ def test_plan_named_task_is_picked_alone() -> None:
 
 def test_plan_refuses_a_task_that_does_not_exist() -> None:
     refusal = _refusal(_plan([_task("a")], "zz"))
-    assert refusal == claim_ops.Refusal(UsageError, "no task 'zz' (see `git handoff list`)")
+    assert refusal == claim_plan.Refusal(UsageError, "no task 'zz' (see `git handoff list`)")
 
 
 def test_plan_refuses_a_completed_task() -> None:
@@ -283,7 +283,7 @@ def test_plan_refuses_a_task_failed_for_good() -> None:
 def test_plan_refuses_a_waiting_task_as_negative_and_records_the_preparation() -> None:
     tasks = [_task("dep"), _task("done", status="completed"), _task("a", depends_on=("done", "dep", "ghost"))]
     refusal = _refusal(_plan(tasks, "a"))
-    assert refusal == claim_ops.Refusal(Negative, "task a is not ready: it waits on dep, ghost", record=True)
+    assert refusal == claim_plan.Refusal(Negative, "task a is not ready: it waits on dep, ghost", record=True)
 
 
 def test_plan_refuses_a_second_claim_in_the_same_worktree(pinned: None) -> None:
@@ -292,7 +292,7 @@ def test_plan_refuses_a_second_claim_in_the_same_worktree(pinned: None) -> None:
     assert refusal.error is UsageError and "this worktree already holds task a (in progress)" in refusal.message
     assert "(--force overrides)" in refusal.message
     renew = _refusal(_plan(tasks, "a", here=frozenset({"a"})))
-    assert renew == claim_ops.Refusal(
+    assert renew == claim_plan.Refusal(
         UsageError, "task a is already claimed by this worktree (use `git handoff renew a`)")
     assert _pool(_plan(tasks, here=frozenset({"a"}), force=True, mode=None)) == ["b"]
 

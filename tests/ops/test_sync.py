@@ -508,6 +508,7 @@ def test_sync_adds_only_the_refspecs_it_needs_and_says_so_once(repo: Path, tmp_p
                      f"+refs/harness/clones/*:{fetched}/clones/*",
                      f"+refs/harness/claims/*:{fetched}/claims/*",
                      f"+refs/harness/attempts/*:{fetched}/attempts/*",
+                     f"+refs/harness/work/*:{fetched}/work/*",
                      f"+refs/harness/state*:{fetched}/state*",
                      f"+refs/notes/harness*:{fetched}/notes/harness*"]
     second = run("sync")

@@ -321,11 +321,11 @@ def _eligible(n_p0: int, n_p1: int) -> list[Any]:
        gone=st.sets(st.integers(0, 79), max_size=30), a=st.integers(0, 23), b=st.integers(0, 23))
 def test_clones_never_want_the_same_task_while_their_slots_last(n_p0: int, n_p1: int, clones: int,
                                                                gone: set[int], a: int, b: int) -> None:
-    """The claim's pick in a fleet (ops.claim._slot_pick): two clones of different rank,
+    """The claim's pick in a fleet (ops.claim_plan._slot_pick): two clones of different rank,
     one looking at the state and one at a later view with some tasks claimed (`gone`),
     never want the same task while each still has eligible tasks in its own slot; a pick
     is never of a worse priority than the best eligible; alone, a clone takes the first."""
-    from git_handoff.ops.claim import _slot_of, _slot_pick
+    from git_handoff.ops.claim_plan import _slot_of, _slot_pick
 
     found = _eligible(n_p0, n_p1)
     later = [t for n, t in enumerate(found) if n not in gone]

@@ -1,0 +1,75 @@
+"""The integration queue's order (SPEC §10), pure: which completed tasks' work is still to
+land on the target, dependencies first, then priority, then completion time.
+
+A task waits (and says why) while a dependency of its own is not landed and not ahead of
+it in this queue: its work was built on the dependency's, and landing it first would put
+the dependency's work on the target unchecked by the dependency's own check.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from git_handoff.core.model import PRIORITIES, Task
+
+
+@dataclass(frozen=True)
+class Queue:
+    order: tuple[Task, ...]  # to land, in this order
+    waiting: tuple[tuple[str, str], ...]  # (task id, why it is not in the order)
+
+
+def landed(task: Task) -> bool:
+    return isinstance(task.get("integrated_commit"), str)
+
+
+def to_land(task: Task) -> bool:
+    """A completed task whose work is published and not on the target yet (a task completed
+    by a version before the queue has no work ref: it is never queued)."""
+    return (task.status == "completed" and not landed(task) and isinstance(task.get("completed_commit"), str)
+            and isinstance(task.get("work_ref"), str))
+
+
+def _rank(task: Task) -> tuple[int, str, str]:
+    priority = PRIORITIES.index(task.priority) if task.priority in PRIORITIES else len(PRIORITIES)
+    return priority, task.completed_at or "", task.id
+
+
+def queue(tasks: Mapping[str, Task]) -> Queue:
+    """The landing order of the tasks `to_land`, and the ones that wait (`Queue`)."""
+    todo = {t.id: t for t in tasks.values() if to_land(t)}
+    waiting: list[tuple[str, str]] = []
+    blocked: dict[str, str] = {}
+    for task in todo.values():
+        for dep in task.depends_on:
+            needed = tasks.get(dep)
+            if needed is None or landed(needed) or dep in todo:
+                continue
+            blocked[task.id] = f"its dependency {dep} is {needed.status}, its work not on the target"
+            break
+    # Kahn's order over the tasks to land, ready ones by rank
+    needs = {tid: {d for d in t.depends_on if d in todo} for tid, t in todo.items() if tid not in blocked}
+    after: dict[str, list[str]] = {}
+    for tid, deps in needs.items():
+        for dep in deps:
+            after.setdefault(dep, []).append(tid)
+    ready = [(_rank(todo[tid]), tid) for tid, deps in needs.items() if not deps]
+    heapq.heapify(ready)
+    order: list[Task] = []
+    while ready:
+        _, tid = heapq.heappop(ready)
+        order.append(todo[tid])
+        for other in after.get(tid, ()):
+            deps = needs[other]
+            deps.discard(tid)
+            if not deps:
+                heapq.heappush(ready, (_rank(todo[other]), other))
+    placed = {t.id for t in order}
+    for tid in sorted(todo):
+        if tid in blocked:
+            waiting.append((tid, blocked[tid]))
+        elif tid not in placed:
+            waiting.append((tid, "waits on a dependency that cannot land first"))
+    return Queue(tuple(order), tuple(waiting))

@@ -1,0 +1,274 @@
+"""The work travels (SPEC §10): `done` publishes a task's work, `integrate` lands it on the
+target one task at a time with the task's check run on the merged tree, and a claim never
+starts from a base missing a dependency's work. Real clones of a real shared remote (a
+bare repository; through `git daemon` in the slow layer), real worktrees."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.support.remotes import Clones, clones, ok, remote_url  # noqa: F401  (fixtures)
+from tests.support.repo import git, make_repo, run
+
+SCHEMA = ("add", "schema", "--id", "A", "--check", "test -s schema.sql")
+API = ("add", "api", "--id", "B", "--after", "A", "--check", "grep -q users schema.sql && test -s api.py")
+
+
+def commit_file(where: Path, name: str, text: str) -> str:
+    (where / name).write_text(text)
+    git("add", name, cwd=where)
+    git("commit", "-q", "-m", f"write {name}", cwd=where)
+    return git("rev-parse", "HEAD", cwd=where).strip()
+
+
+def remote_tip(where: Path, branch: str = "main") -> str:
+    return git("ls-remote", "origin", f"refs/heads/{branch}", cwd=where).split()[0]
+
+
+def task(where: Path, task_id: str) -> dict[str, object]:
+    shown: dict[str, object] = ok("show", task_id, "--json", cwd=where)
+    return shown
+
+
+def test_the_two_clone_case_b_starts_from_a_base_holding_a_work(clones: Clones) -> None:  # noqa: F811
+    """The issue's case, through `git handoff`, exactly as written, then the queue."""
+    a = clones("a")
+    ok("init", cwd=a)
+    ok(*SCHEMA, cwd=a)
+    ok(*API, cwd=a)
+    ok("claim", "A", cwd=a)
+    work = commit_file(a, "schema.sql", "create table users;\n")
+    ok("done", "A", cwd=a)
+    ok("sync", cwd=a)
+    shown = task(a, "A")
+    assert shown["work_ref"] == "refs/harness/work/A/1" and shown["completed_commit"] == work
+    assert shown.get("integrated_commit") is None  # the target is origin/main: not landed yet
+    # the work is published: the remote holds it under its own ref
+    assert git("ls-remote", "origin", "refs/harness/work/A/1", cwd=a).split()[0] == work
+
+    b = clones("b")
+    ok("sync", cwd=b)
+    refused = run("claim", cwd=b)
+    assert refused.rc == 1, refused.out + refused.err
+    assert "A's work" in refused.err and "refs/harness/work/A/1" in refused.err and work[:7] in refused.err
+    assert not (b / "schema.sql").exists() and task(b, "B")["status"] == "pending"
+
+    # any clone may land anyone's work, once this clone approved the check it runs
+    waits = ok("integrate", "--json", cwd=b)
+    assert waits["landed"] == [] and "git handoff trust A" in waits["waiting"][0]["why"]
+    ok("trust", "--all", cwd=b)
+    landed = run("integrate", "--json", cwd=b)
+    assert landed.rc == 0, landed.err
+    report = landed.json()
+    assert [(x["task"], x["how"]) for x in report["landed"]] == [("A", "fast-forward")]
+    assert remote_tip(b) == work
+
+    claimed = ok("claim", "--json", cwd=b)
+    assert claimed["id"] == "B" and claimed["started_at_commit"] == work
+    assert (b / "schema.sql").read_text() == "create table users;\n"  # the worktree was brought forward
+    commit_file(b, "api.py", "users = []\n")
+    ok("done", "B", cwd=b)
+    ok("integrate", cwd=b)
+    tip = remote_tip(b)
+    for name in ("A", "B"):
+        assert task(b, name).get("integrated_commit"), name
+        assert git("merge-base", "--is-ancestor", str(task(b, name)["completed_commit"]), tip, cwd=b) == ""
+    # and clone a learns it all at its next sync
+    ok("sync", cwd=a)
+    assert task(a, "B").get("integrated_commit") == task(b, "B").get("integrated_commit")
+
+
+def _two_siblings(clones: Clones, x_check: str, y_check: str) -> tuple[Path, Path]:  # noqa: F811
+    a = clones("a")
+    ok("init", cwd=a)
+    ok("add", "x", "--id", "X", "--check", x_check, cwd=a)
+    ok("add", "y", "--id", "Y", "--check", y_check, cwd=a)
+    ok("sync", cwd=a)
+    b = clones("b")
+    ok("sync", cwd=b)
+    ok("trust", "--all", cwd=b)
+    return a, b
+
+
+def test_a_red_merge_never_reaches_the_target_and_comes_back_as_an_attempt(clones: Clones) -> None:  # noqa: F811
+    # each branch passes alone; merged, two notes exist and each check wants at most one
+    check = "test $(ls *.note | wc -l) -le 1"
+    a, b = _two_siblings(clones, check, check)
+    ok("claim", "X", cwd=a)
+    ok("claim", "Y", cwd=b)
+    commit_file(a, "x.note", "x\n")
+    y_work = commit_file(b, "y.note", "y\n")
+    ok("done", "X", cwd=a)
+    ok("done", "Y", cwd=b)
+    assert run("integrate", cwd=a).rc == 0  # X only: Y's work is not published yet
+    x_tip = remote_tip(a)
+    red = run("integrate", "--json", cwd=b)
+    assert red.rc == 1, red.out + red.err
+    (back,) = red.json()["returned"]
+    assert back["task"] == "Y" and back["status"] == "pending" and back["category"] == "TEST_FAIL"
+    assert x_tip[:7] in back["reason"] and "merged onto origin/main" in back["reason"]
+    assert remote_tip(b) == x_tip  # the red merge never reached the target
+    shown = task(b, "Y")
+    assert shown["status"] == "pending" and shown["attempts"] == 1
+    assert "merged onto origin/main" in str(shown["error_log"])
+    # the work is restorable: the saved attempt holds it
+    (saved,) = ok("attempts", "Y", "--json", cwd=b)
+    assert saved["head"] == y_work and saved["category"] == "TEST_FAIL"
+    listed = git("log", "--format=%H", "-n", "50", "origin/main", cwd=b).split()
+    assert y_work not in listed
+
+
+def test_a_conflict_names_the_files_and_restore_brings_the_work_back(clones: Clones) -> None:  # noqa: F811
+    a, b = _two_siblings(clones, "test -s shared.txt", "test -s shared.txt")
+    ok("claim", "X", cwd=a)
+    ok("claim", "Y", cwd=b)
+    commit_file(a, "shared.txt", "from x\n")
+    commit_file(b, "shared.txt", "from y\n")
+    ok("done", "X", cwd=a)
+    ok("done", "Y", cwd=b)
+    ok("integrate", cwd=a)
+    got = run("integrate", "--json", cwd=b)
+    assert got.rc == 1
+    (back,) = got.json()["returned"]
+    assert back["category"] == "CONFLICT" and "conflicts in shared.txt" in back["reason"]
+    assert "git handoff restore Y 1" in back["reason"]
+    # b's HEAD is Y's refused work: the next claim of Y leaves it for the target's tip (which
+    # holds X's version) instead of building on it again; restore brings Y's back
+    refused_head = git("rev-parse", "HEAD", cwd=b).strip()
+    claimed = ok("claim", "Y", "--json", cwd=b)
+    assert claimed["started_at_commit"] == remote_tip(b) == git("rev-parse", "HEAD", cwd=b).strip()
+    assert (b / "shared.txt").read_text() == "from x\n"
+    said = ok("log", "--json", "--type", "Starting", cwd=b)[-1]["line"]
+    assert "held refused work refs/harness/work/Y/1" in said, said
+    assert git("rev-parse", "refs/harness/work/Y/1", cwd=b).strip() == refused_head  # nothing lost
+    ok("restore", "Y", "1", "--force", cwd=b)
+    assert (b / "shared.txt").read_text() == "from y\n"
+
+
+def test_work_built_on_refused_work_goes_back_without_spending_an_attempt(clones: Clones) -> None:  # noqa: F811
+    """Y is refused (a conflict with X); Z, done on top of Y's refused work before that, is
+    sent back rather than landed (its merge would carry Y's refused commits onto the target
+    unchecked by Y's check), its attempts untouched; its next claim starts from the tip."""
+    a, b = _two_siblings(clones, "test -s shared.txt", "test -s shared.txt")
+    ok("add", "z", "--id", "Z", "--after", "Y", "--check", "test -s z.txt", cwd=b)
+    ok("claim", "X", cwd=a)
+    commit_file(a, "shared.txt", "from x\n")
+    ok("done", "X", cwd=a)
+    ok("integrate", cwd=a)
+    ok("claim", "Y", cwd=b)
+    commit_file(b, "shared.txt", "from y\n")
+    ok("done", "Y", cwd=b)
+    ok("claim", "Z", cwd=b)  # Y's work is in b's history: Z may start on it
+    commit_file(b, "z.txt", "z\n")
+    ok("done", "Z", cwd=b)
+    first = run("integrate", "--json", cwd=b)
+    assert first.rc == 1 and [r["task"] for r in first.json()["returned"]] == ["Y"]
+    assert {w["task"] for w in first.json()["waiting"]} == {"Z"}  # behind Y, this round
+    second = run("integrate", "--json", cwd=b)
+    (back,) = second.json()["returned"]
+    assert second.rc == 1 and back["task"] == "Z" and "was built on refs/harness/work/Y/1" in back["reason"]
+    assert "no attempt spent" in back["reason"]
+    z = task(b, "Z")
+    assert z["status"] == "pending" and z["attempts"] == 0 and z.get("work_ref") is None
+    assert remote_tip(b) == git("rev-parse", "origin/main", cwd=a).strip()  # the target never took Y's work
+    ok("claim", "Y", cwd=b)
+    assert git("rev-parse", "HEAD", cwd=b).strip() == remote_tip(b)
+
+
+def test_one_worktree_without_a_remote_sees_only_integrated_commit(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "solo")
+    ok("init", cwd=repo)
+    ok(*SCHEMA, cwd=repo)
+    ok(*API, cwd=repo)
+    ok("claim", cwd=repo)
+    first = commit_file(repo, "schema.sql", "create table users;\n")
+    ok("done", "A", cwd=repo)
+    assert task(repo, "A")["integrated_commit"] == first
+    claimed = ok("claim", "--json", cwd=repo)
+    assert claimed["id"] == "B" and claimed["started_at_commit"] == first
+    commit_file(repo, "api.py", "x = 1\n")
+    ok("done", "B", cwd=repo)
+    report = ok("integrate", "--json", cwd=repo)
+    assert report["landed"] == [] and report["returned"] == [] and report["waiting"] == []
+    assert not (repo / ".git" / "handoff" / "scratch").exists()  # nothing was checked again
+
+
+def test_worktrees_of_one_machine_land_on_one_target(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "main")
+    ok("init", "--mode", "concurrent", cwd=repo)
+    ok(*SCHEMA, cwd=repo)
+    ok(*API, cwd=repo)
+    w1, w2 = tmp_path / "w1", tmp_path / "w2"
+    git("worktree", "add", "-q", "-b", "w1", str(w1), cwd=repo)
+    git("worktree", "add", "-q", "-b", "w2", str(w2), cwd=repo)
+    ok("claim", "A", cwd=w1)
+    work = commit_file(w1, "schema.sql", "create table users;\n")
+    ok("done", "A", cwd=w1)
+    assert task(w1, "A").get("integrated_commit") is None  # on w1, not on main
+    refused = run("claim", "B", cwd=w2)
+    assert refused.rc == 1 and "A's work" in refused.err
+    landed = ok("integrate", "--json", cwd=w2)
+    assert [x["task"] for x in landed["landed"]] == ["A"]
+    assert git("rev-parse", "main", cwd=repo).strip() == work
+    assert (repo / "schema.sql").exists()  # the main worktree, clean, was brought forward
+    claimed = ok("claim", "B", "--json", cwd=w2)
+    assert claimed["started_at_commit"] == work and (w2 / "schema.sql").exists()
+
+
+def test_a_dirty_worktree_is_never_moved_and_the_claim_says_what_is_missing(clones: Clones) -> None:  # noqa: F811
+    a = clones("a")
+    ok("init", cwd=a)
+    ok(*SCHEMA, cwd=a)
+    ok(*API, cwd=a)
+    ok("claim", "A", cwd=a)
+    commit_file(a, "schema.sql", "create table users;\n")
+    ok("done", "A", cwd=a)
+    ok("integrate", cwd=a)
+    b = clones("b")
+    ok("sync", cwd=b)
+    git("reset", "-q", "--hard", "HEAD~1", cwd=b)  # behind the target
+    (b / "notes.txt").write_text("mine\n")  # untracked: the tree is not clean
+    head = git("rev-parse", "HEAD", cwd=b).strip()
+    refused = run("claim", "B", cwd=b)
+    assert refused.rc == 1 and "A's work" in refused.err and "clean worktree" in refused.err
+    assert git("rev-parse", "HEAD", cwd=b).strip() == head and (b / "notes.txt").read_text() == "mine\n"
+
+
+@pytest.mark.parametrize("bad", ["refs/harness/work/-x/1", "refs/harness/work/A/zero", "refs/harness/work/A/1/2"])
+def test_a_malformed_work_ref_on_the_remote_is_quarantined(clones: Clones, bad: str) -> None:  # noqa: F811
+    a = clones("a")
+    ok("init", cwd=a)
+    ok("sync", cwd=a)
+    head = git("rev-parse", "HEAD", cwd=a).strip()
+    git("push", "-q", "origin", f"{head}:{bad}", cwd=a)
+    b = clones("b")
+    report = ok("sync", "--json", cwd=b)
+    assert [item["ref"] for item in report["quarantined"]] == [bad]
+    assert not git("for-each-ref", "refs/harness/work/", cwd=b).strip()
+
+
+def test_independent_work_on_top_of_work_refused_in_the_same_round_goes_back_unspent(
+        clones: Clones) -> None:  # noqa: F811
+    """W needs nothing of Y but was done after it in one worktree (its work holds Y's
+    commits); Y is refused in a round: W, later in that round, goes back unspent rather than
+    conflicting on Y's commits and spending an attempt."""
+    a, b = _two_siblings(clones, "test -s shared.txt", "test -s shared.txt")
+    ok("add", "w", "--id", "W", "--priority", "P2", "--check", "test -s w.txt", cwd=b)
+    ok("claim", "X", cwd=a)
+    commit_file(a, "shared.txt", "from x\n")
+    ok("done", "X", cwd=a)
+    ok("integrate", cwd=a)
+    ok("claim", "Y", cwd=b)
+    commit_file(b, "shared.txt", "from y\n")
+    ok("done", "Y", cwd=b)
+    ok("claim", "W", cwd=b)
+    commit_file(b, "w.txt", "w\n")
+    ok("done", "W", cwd=b)
+    got = run("integrate", "--json", cwd=b)
+    returned = {r["task"]: r for r in got.json()["returned"]}
+    assert got.rc == 1 and set(returned) == {"Y", "W"}, got.out
+    assert "conflicts in shared.txt" in returned["Y"]["reason"]
+    assert "was built on refs/harness/work/Y/1" in returned["W"]["reason"]
+    assert task(b, "Y")["attempts"] == 1 and task(b, "W")["attempts"] == 0
