@@ -8,8 +8,9 @@ COPILOT_ALLOW_ALL=true). Its events are camelCase and so is part of its payload:
 for sessionStart, `stopReason` and `stop_hook_active` for agentStop, `reason` for
 sessionEnd. It reads `{"additionalContext": …}` from a sessionStart hook (sent to the
 model as a user message before the prompt) and `{"decision": "block", "reason": …}`
-from agentStop (the reason comes back as the next prompt); its preCompact runs "before
-context compaction begins" and cannot block it.
+from agentStop (the reason comes back as the next prompt); its preCompact (`trigger`
+auto | manual) runs "before context compaction begins" and cannot block it, with no event
+after: the core's `compacting` (the document now, while the context is whole).
 
 It also holds the rest of what git handoff knows of Copilot CLI (the `AgentCli` protocol,
 agent_cli/protocol.py): its MCP configuration, the texts of its limits and outages, its
@@ -59,7 +60,7 @@ HOOKS: dict[str, tuple[str, str | None, str]] = {
     "copilot-session-start": ("sessionStart", None, "session_start"),
     "copilot-agent-stop": ("agentStop", None, "stop"),
     "copilot-subagent-stop": ("subagentStop", None, "subagent_stop"),
-    "copilot-pre-compact": ("preCompact", None, "pre_compact"),
+    "copilot-pre-compact": ("preCompact", None, "compacting"),
     "copilot-session-end": ("sessionEnd", None, "session_end"),
 }
 
@@ -120,13 +121,14 @@ BUSY = r"\besc to cancel\b"
 
 
 def person_prompt(screen: str) -> str | None:
-    """Copilot CLI 1.0.102's screens that wait for a person (docs/agent-limits.md)."""
+    """What Copilot CLI 1.0.102 says when it waits for a person (docs/agent-limits.md):
+    its folder-trust question, and with no login and no provider of your own (exit 1)
+    "Error: No authentication information found." """
     text = " ".join(screen.split())
     if "Do you trust the files in this folder?" in text or "Confirm folder trust" in text:
-        return ("copilot is asking whether to trust this folder: pass --trust-folder in prompt mode, set "
-                "COPILOT_ALLOW_ALL=true in the relay's environment, or add the folder to trusted_folders in "
-                "~/.copilot/config.json")
-    if "Please use /login" in text or "Not logged in" in text or "to sign in" in text:
-        return ("copilot wants a GitHub login: set COPILOT_GITHUB_TOKEN in the relay's environment, or point it at "
-                "a provider of your own with COPILOT_PROVIDER_BASE_URL (and COPILOT_PROVIDER_API_KEY)")
+        return ("copilot is asking whether to trust this folder: pass --trust-folder in prompt mode, or set "
+                "COPILOT_ALLOW_ALL=true in the relay's environment")
+    if "No authentication information found" in text:
+        return ("copilot is not logged in: set COPILOT_GITHUB_TOKEN in the relay's environment, or point it at a "
+                "provider of your own with COPILOT_PROVIDER_BASE_URL (and COPILOT_PROVIDER_API_KEY)")
     return None

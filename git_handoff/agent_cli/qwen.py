@@ -7,7 +7,9 @@ Claude Code) with Claude Code's payload on stdin (`session_id`, `transcript_path
 for PreCompact, `reason` for SessionEnd) and reads Claude Code's output: context as
 `hookSpecificOutput.additionalContext`, `{"decision": "block", "reason"}` to keep a turn
 going (the reason comes back as the next prompt), `systemMessage` for the person. Its
-PreCompact fires only when it really compacts ("before conversation compaction begins").
+PreCompact fires only when it really compacts ("before conversation compaction begins")
+and no event says when it is done: the core's `compacting` (the document now, while the
+context is whole).
 
 Two differences matter to the relay: headless (`qwen -p`) it never runs SessionEnd (only
 its interactive UI does, on exit), so the relay ends the session when the agent exits;
@@ -62,7 +64,7 @@ HOOKS: dict[str, tuple[str, str | None, str]] = {
     "qwen-session-start": ("SessionStart", None, "session_start"),
     "qwen-stop": ("Stop", None, "stop"),
     "qwen-subagent-stop": ("SubagentStop", None, "subagent_stop"),
-    "qwen-pre-compact": ("PreCompact", None, "pre_compact"),
+    "qwen-pre-compact": ("PreCompact", None, "compacting"),
     "qwen-session-end": ("SessionEnd", None, "session_end"),
 }
 
@@ -115,13 +117,11 @@ BUSY = r"\besc to cancel\b"
 
 
 def person_prompt(screen: str) -> str | None:
-    """Qwen Code 0.24.4's screens that wait for a person (docs/agent-limits.md)."""
+    """What Qwen Code 0.24.4 says when it waits for a person (docs/agent-limits.md): headless
+    with no auth type it exits 1 with the line below."""
     text = " ".join(screen.split())
-    if "Do you trust this folder?" in text or "Trust folder (" in text:
-        return ('qwen is asking whether to trust this folder: add {"<this folder>": "TRUST_FOLDER"} to '
-                "~/.qwen/trustedFolders.json, or leave security.folderTrust.enabled off")
-    if "How would you like to authenticate" in text or "Get started" in text and "OpenAI" in text:
-        return ("qwen is asking how to log in: set OPENAI_API_KEY, OPENAI_BASE_URL and OPENAI_MODEL in the relay's "
-                'environment and "security": {"auth": {"selectedType": "openai"}} in ~/.qwen/settings.json '
-                "(or run it with --auth-type openai)")
+    if "No auth type is selected" in text:
+        return ("qwen has no auth type: run it with --auth-type openai (OPENAI_API_KEY, OPENAI_BASE_URL and "
+                'OPENAI_MODEL in the relay\'s environment), or set "security": {"auth": {"selectedType": "openai"}} '
+                "in ~/.qwen/settings.json")
     return None
