@@ -13,9 +13,9 @@ context is whole).
 
 Two differences matter to the relay: headless (`qwen -p`) it never runs SessionEnd (only
 its interactive UI does, on exit), so the relay ends the session when the agent exits;
-and it ends a turn by itself after 8 consecutive Stop blocks
-(`QWEN_CODE_STOP_HOOK_BLOCK_CAP`, settings `stopHookBlockingCap`), printing "Stop hook
-blocked continuation 8 consecutive times; overriding and ending the turn."
+and it ends a turn by itself at the 8th Stop block of one prompt, tasks completed in
+between or not (`QWEN_CODE_STOP_HOOK_BLOCK_CAP`, settings `stopHookBlockingCap`), printing
+"Stop hook blocked continuation 8 consecutive times; overriding and ending the turn."
 
 It also holds the rest of what git handoff knows of Qwen Code (the `AgentCli` protocol,
 agent_cli/protocol.py): its MCP configuration, the texts of its limits and outages, its
@@ -71,7 +71,8 @@ HOOKS: dict[str, tuple[str, str | None, str]] = {
 # the document and the session's end are two state transactions: room for both (seconds)
 TIMEOUTS = (("SessionEnd", 30),)
 
-# its own cap on consecutive Stop blocks (0.24.4's default) and where the user sets another
+# its own cap on a prompt's Stop blocks (0.24.4's default; the block reaching it is overridden)
+# and where the user sets another
 STOP_BLOCK_CAP = 8
 STOP_BLOCK_CAP_ENV = "QWEN_CODE_STOP_HOOK_BLOCK_CAP"
 

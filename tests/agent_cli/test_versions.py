@@ -74,3 +74,16 @@ def test_the_pins_agree_with_ci_and_the_test_support() -> None:
     assert pinned == others
     assert agent_clis.PACKAGES == {
         name: (cli.PACKAGE, cli.VERSION) for name, cli in registry.CLIS.items() if name != "claude"}
+
+
+def test_the_newest_release_job_runs_test_files_that_exist_for_every_cli() -> None:
+    """.ci/agent-clis-latest (docs/agent-clis.md, "Keeping up with the CLIs"): a renamed
+    or removed test file would leave it running nothing, and every supported CLI has a
+    file of real-CLI tests there."""
+    script = (ROOT / ".ci" / "agent-clis-latest").read_text()
+    named = re.findall(r"\btests/\S+\.py\b", script)
+    assert named and all((ROOT / path).is_file() for path in named), named
+    texts = "\n".join((ROOT / path).read_text() for path in named)
+    for name in registry.CLIS:
+        require = "require_claude" if name == "claude" else f"require_{name}"
+        assert require in texts, f"no real-{name} test in .ci/agent-clis-latest's files"

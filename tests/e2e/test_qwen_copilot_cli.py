@@ -135,3 +135,23 @@ def test_hooks_install_writes_the_clis_own_files(repo: Path, cli: str) -> None:
     assert status["installed"] and all(status["events"].values())
     assert run("hooks", "uninstall", "--agent", cli).rc == 0
     assert not run("hooks", "status", "--agent", cli, "--json").json()["installed"]
+
+
+def test_qwen_ends_the_turn_at_its_own_stop_block_cap_whatever_was_completed(repo: Path) -> None:
+    """Qwen Code counts the Stop blocks of one prompt, tasks completed or not, and the
+    block that reaches its cap is overridden: one `qwen -p` works through the first task
+    and cap - 1 more, then ends the turn saying so (docs/agent-clis.md). With the cap of
+    3 set in its environment (its default, 8, is qwen.STOP_BLOCK_CAP): 3 of 5 tasks."""
+    from git_handoff.agent_cli import qwen
+
+    require_qwen()
+    ids = plan(5)
+    install_hooks("qwen")
+    with ChatStub(lazy_agent()) as stub:
+        env = qwen_env(stub.port)
+        env[qwen.STOP_BLOCK_CAP_ENV] = "3"
+        r = run_qwen(repo, stub.port, "Work on the tasks git handoff gives you.", env=env)
+    assert r.rc == 0, r.stderr[-2000:]
+    assert statuses() == {**dict.fromkeys(ids, "pending"), **dict.fromkeys(ids[:3], "completed")}
+    assert "Stop hook blocked continuation 3 consecutive times; overriding and ending the turn." in r.stdout + r.stderr
+    assert qwen.STOP_BLOCK_CAP == 8
