@@ -120,3 +120,17 @@ def test_install_refuses_a_broken_file_and_changes_nothing(repo: Path) -> None:
     r = run("hooks", "install", "--agent", "copilot")
     assert r.rc == 2 and r.err.startswith("error: ") and len(r.err.strip().splitlines()) == 1
     assert path.read_text() == "{broken" and not (repo / ".github" / "mcp.json").exists()
+
+
+@pytest.mark.parametrize(("agent", "files"), [
+    ("qwen", [".qwen/settings.json"]),
+    ("copilot", [".github/hooks/handoff.json", ".github/mcp.json"]),
+])
+def test_uninstall_removes_the_files_install_created(repo: Path, agent: str, files: list[str]) -> None:
+    """Copilot's hooks file is one of our own among the repository's (docs/agent-clis.md):
+    uninstall takes it away when nothing else was put in it, and so for Qwen's settings."""
+    _plan("a")
+    assert run("hooks", "install", "--agent", agent).rc == 0
+    assert all((repo / f).is_file() for f in files)
+    assert run("hooks", "uninstall", "--agent", agent).rc == 0
+    assert [f for f in files if (repo / f).exists()] == []
