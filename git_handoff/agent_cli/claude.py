@@ -34,6 +34,8 @@ if TYPE_CHECKING:
 NAME = "claude"
 LABEL = "Claude Code"
 PROGRAMS = ("claude",)
+PACKAGE = "@anthropic-ai/claude-code"
+VERSION = "2.1.332"  # the suite proves it (.ci/run installs it): raise both on purpose
 CONFIG = ".claude/settings.json"
 COMMAND_PREFIX = "git handoff hook claude-"
 NAMED_HANDLERS = False

@@ -41,6 +41,8 @@ if TYPE_CHECKING:
 NAME = "codex"
 LABEL = "Codex CLI"
 PROGRAMS = ("codex",)
+PACKAGE = "@openai/codex"
+VERSION = "0.171.0"  # the suite proves it (.ci/run installs it): raise both on purpose
 CONFIG = ".codex/hooks.json"
 COMMAND_PREFIX = "git handoff hook codex-"
 NAMED_HANDLERS = False

@@ -51,6 +51,8 @@ if TYPE_CHECKING:
 NAME = "gemini"
 LABEL = "Gemini CLI"
 PROGRAMS = ("gemini",)
+PACKAGE = "@google/gemini-cli"
+VERSION = "0.61.0"  # the suite proves it (.ci/run installs it): raise both on purpose
 CONFIG = ".gemini/settings.json"
 COMMAND_PREFIX = "git handoff hook gemini-"
 NAMED_HANDLERS = True  # its /hooks enable|disable name them

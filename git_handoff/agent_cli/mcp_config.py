@@ -6,7 +6,9 @@ location per agent (each CLI's `MCP_*`, agent_cli/registry.py):
   (codex-cli 0.171.0 reads a project's `.codex/config.toml`, mcp_servers included, once
   the project is trusted; `codex mcp list` then lists it; edited with tomlkit so the
   user's comments and layout survive);
-- Gemini CLI: the project's `.gemini/settings.json`, `mcpServers.handoff`.
+- Gemini CLI: the project's `.gemini/settings.json`, `mcpServers.handoff`;
+- Qwen Code: the project's `.qwen/settings.json`, `mcpServers.handoff`;
+- Copilot CLI: the project's `.github/mcp.json`, `mcpServers.handoff`.
 
 Every other server and key of the file is kept as it was; uninstall removes only our
 entry (and the file only when install created it and nothing else was added since).

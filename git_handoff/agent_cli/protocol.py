@@ -43,6 +43,10 @@ class AgentCli(Protocol):
     def LABEL(self) -> str: ...  # as the CLI calls itself in our messages ("Codex CLI")
     @property
     def PROGRAMS(self) -> tuple[str, ...]: ...  # the executables that start it (agent_output.cli_of reads a launch command)
+    @property
+    def PACKAGE(self) -> str: ...  # the npm package that installs it
+    @property
+    def VERSION(self) -> str: ...  # the version the suite proves (.ci/run installs it; `git handoff hooks versions`)
     # -- its hooks: `git handoff hook NAME-…` in the file CONFIG of the project ----------------
     @property
     def HOOKS(self) -> dict[str, tuple[str, str | None, str]]: ...  # hook -> (its event, matcher, the core's event kind)

@@ -28,7 +28,8 @@ class HookAnswer(TypedDict):
 AGENT_OPTION = click.option("--agent", type=click.Choice(NAMES), default=None,
                             help="Instead of the git hook: the agent's own hooks (Claude Code: .claude/settings.json; "
                                  "Codex CLI: .codex/hooks.json plus their trust in $CODEX_HOME/config.toml; "
-                                 "Gemini CLI: .gemini/settings.json).")
+                                 "Gemini CLI: .gemini/settings.json; Qwen Code: .qwen/settings.json; Copilot CLI: "
+                                 ".github/hooks/handoff.json).")
 
 
 def _agent_notes(result: dict[str, object]) -> list[str]:
@@ -48,7 +49,8 @@ def _repo() -> Repo:
 
 NO_MCP_OPTION = click.option("--no-mcp", is_flag=True,
                              help="With --agent: leave the MCP server entry alone (Claude Code: .mcp.json; "
-                                  "Codex CLI: .codex/config.toml; Gemini CLI: .gemini/settings.json).")
+                                  "Codex CLI: .codex/config.toml; Gemini CLI and Qwen Code: their settings.json; "
+                                  "Copilot CLI: .github/mcp.json).")
 
 
 def _commit_hint(agent: str, result: dict[str, object]) -> str:
@@ -173,10 +175,11 @@ def hooks_install_cmd(agent: str | None, no_mcp: bool, unattended: bool, no_comm
     merge that agent's hooks into its own config, keeping every entry of yours:
     claude -> .claude/settings.json, codex -> .codex/hooks.json (and their trust in
     $CODEX_HOME/config.toml, which `codex exec` needs to run them), gemini ->
-    .gemini/settings.json; and, unless --no-mcp, `git handoff mcp` registered as the
+    .gemini/settings.json, qwen -> .qwen/settings.json, copilot ->
+    .github/hooks/handoff.json; and, unless --no-mcp, `git handoff mcp` registered as the
     MCP server `handoff` (claude: .mcp.json; codex: [mcp_servers.handoff] in the
-    project's .codex/config.toml, read in a trusted project; gemini:
-    mcpServers.handoff in .gemini/settings.json).
+    project's .codex/config.toml, read in a trusted project; gemini, qwen:
+    mcpServers.handoff in their settings.json; copilot: .github/mcp.json).
 
     With --agent it also turns the command server on for this repository
     (handoff.commandServer true in .git/config) unless --no-command-server or the key
@@ -257,6 +260,31 @@ def hooks_status_cmd(agent: str | None, as_json: bool) -> None:
         click.echo(line)
 
 
+@hooks_cmd.command("versions")
+@click.option("--check", is_flag=True, help="Exit 1 when an installed CLI is not the version the suite proves.")
+@json_option
+def hooks_versions_cmd(check: bool, as_json: bool) -> None:
+    """For each supported agent CLI: the version the test suite proves (pinned), the one
+    installed here (`PROGRAM --version`), and whether they differ. A CLI not installed is
+    shown as such and is no difference. To run the suite's CLI tests against the newest
+    release of each, see docs/agent-clis.md ("Keeping up with the CLIs")."""
+    from git_handoff.agent_cli import versions
+
+    found = versions.report()
+    if as_json:
+        emit_json(found)
+    else:
+        for one in found:
+            state = ("DIFFERS" if one["differs"] else "same") if one["installed"] else "not installed"
+            click.echo(f"{one['agent']:<8} {one['label']:<12} pinned {one['pinned']:<9} installed "
+                       f"{one['installed'] or '-':<9} {state}" + (f" ({one['program']})" if one["program"] else ""))
+    if check and any(one["differs"] for one in found):
+        names = ", ".join(f"{one['agent']} {one['installed']} (pinned {one['pinned']})" for one in found if one["differs"])
+        if not as_json:
+            click.echo(f"error: installed CLIs differ from the versions the suite proves: {names}", err=True)
+        sys.exit(1)
+
+
 def _yes(value: object) -> str:
     return "yes" if value else "no"
 
@@ -270,7 +298,7 @@ def _registered(value: object) -> str:
 
 
 def _agent_status_lines(agent: str, one: dict[str, Any]) -> list[str]:
-    """`hooks status --agent codex|gemini`."""
+    """`hooks status --agent NAME` for a CLI other than Claude Code."""
     lines = [f"{agent} hooks: {_installed(one['installed'])} ({one['settings']})"]
     lines += [f"  {event}: {_yes(there)}" for event, there in one["events"].items()]
     if "trusted" in one:  # a CLI whose hooks need their trust recorded (Codex)
@@ -321,8 +349,10 @@ def hook_cmd(event: str, as_json: bool) -> None:
     claude-session-start, claude-stop, claude-subagent-stop, claude-pre-compact,
     claude-session-end; for Codex CLI codex-session-start, codex-stop,
     codex-subagent-stop, codex-pre-compact, codex-session-end; for Gemini CLI
-    gemini-session-start, gemini-after-agent, gemini-pre-compress, gemini-session-end
-    (JSON payload on stdin). Never fails the caller: exit 0, also for an event it does
+    gemini-session-start, gemini-after-agent, gemini-pre-compress, gemini-session-end;
+    for Qwen Code qwen-session-start, qwen-stop, qwen-subagent-stop, qwen-pre-compact,
+    qwen-session-end; for Copilot CLI copilot-session-start, copilot-agent-stop,
+    copilot-subagent-stop, copilot-pre-compact, copilot-session-end (JSON payload on stdin). Never fails the caller: exit 0, also for an event it does
     not know (a warning on stderr; to Claude Code, exit 2 would mean "block")."""
     if event in DETACHED and not os.environ.get(DETACHED_ENV) and not as_json:
         _detach(event)

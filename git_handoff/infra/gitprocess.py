@@ -67,6 +67,19 @@ def _die_with_parent() -> Callable[[], None] | None:
     return child
 
 
+def _in_git_dir(where: Path, git_dir: Path, workdir: Path | None) -> bool:
+    """Is `where` in the repository's git directory (or in the `.git` holding a linked
+    worktree's)? Anywhere else git discovers the repository as it always did."""
+    try:
+        place = where.resolve()
+        if place.is_relative_to(git_dir.resolve()) or place.name == ".git" and git_dir.resolve().is_relative_to(place):
+            return True
+        return workdir is not None and place.is_relative_to(workdir.resolve()) and \
+            ".git" in place.relative_to(workdir.resolve()).parts
+    except (OSError, ValueError):
+        return False
+
+
 def run(args: tuple[str, ...], *, git_dir: Path, workdir: Path | None, cwd: Path | None = None,
         check: bool = True, input: bytes | None = None,
         env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[bytes]:
@@ -81,9 +94,15 @@ def run(args: tuple[str, ...], *, git_dir: Path, workdir: Path | None, cwd: Path
         run_env.pop("GIT_WORK_TREE", None)
         if workdir is not None:
             run_env["GIT_WORK_TREE"] = str(workdir)
+    where = cwd or workdir or git_dir
+    if "GIT_DIR" not in run_env and _in_git_dir(Path(where), git_dir, workdir):
+        # started in a git directory, git would find it as a bare repository, which
+        # safe.bareRepository=explicit refuses (Copilot CLI's shell sets it): name it
+        run_env["GIT_DIR"] = str(git_dir)
+        if workdir is not None:
+            run_env["GIT_WORK_TREE"] = str(workdir)
     if env:
         run_env.update(env)
-    where = cwd or workdir or git_dir
     proc = subprocess.run(
         ["git", *args], cwd=where, input=input, capture_output=True, env=run_env,
         preexec_fn=_die_with_parent() if args and args[0] in OUTLIVING_COMMANDS else None,

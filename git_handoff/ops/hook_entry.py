@@ -1,7 +1,8 @@
 """`git handoff hook EVENT`: the one entry point every installed hook calls.
 
 It finds the agent CLI whose hooks include EVENT (agent_cli/registry.py: `claude-*`
-Claude Code, `codex-*` Codex CLI, `gemini-*` Gemini CLI), lets the event core decide, and returns (stdout, stderr) for the caller to print. It never raises for bad
+Claude Code, `codex-*` Codex CLI, `gemini-*` Gemini CLI, `qwen-*` Qwen Code, `copilot-*` Copilot
+CLI), lets the event core decide, and returns (stdout, stderr) for the caller to print. It never raises for bad
 input: an empty, malformed or non-object payload is read as `{}`, and a repository that
 is not initialized (or no repository) gives no output at all.
 """

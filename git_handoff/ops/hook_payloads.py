@@ -86,9 +86,13 @@ class HooksStatus(TypedDict):
     claude_unattended: bool
     codex: bool
     gemini: bool
+    qwen: bool
+    copilot: bool
     claude_mcp: McpEntry
     codex_mcp: McpEntry
     gemini_mcp: McpEntry
+    qwen_mcp: McpEntry
+    copilot_mcp: McpEntry
     command_server: CommandServerSetting
     chained_now: NotRequired[bool]  # install
     removed: NotRequired[bool]  # uninstall

@@ -344,3 +344,59 @@ def test_only_the_final_lines_are_the_clis_final_error() -> None:
     early = "You've hit your session limit · resets 8pm\n" + "".join(f"step {n} done\n" for n in range(40))
     assert limit_in("claude", 1, early, NOW) is None
     assert limit_in("claude", 1, early + "API Error: 529 Overloaded\n", NOW) is not None
+
+
+COPILOT_RETRIED = "Failed to get response from the AI model; retried 5 times (total retry wait time: 59.24 seconds) " \
+                  "Last error: "
+COPILOT_TAIL = "\n\nChanges    +0 -0\nDuration   1m 0s\nResume     copilot --resume=a23ab29a-b764-4131-b7b9-d15c5f38c221\n"
+QWEN_QUOTA_NOTE = "Possible quota limitations in place or slow response times detected. Please wait and try again later.\n"
+# what qwen 0.24.4 and copilot 1.0.102 printed against the chat-completions stub's faults (docs/agent-limits.md;
+# tests/e2e/test_agent_limits_qwen_copilot.py runs them)
+CAPTURED_CHAT = [
+    ("copilot", "429 Rate limit reached for stub-model in organization org-stub on requests per min (RPM): Limit 50, "
+                f"Used 50, Requested 1. Please try again in 3m20s.\n{COPILOT_TAIL}", RATE_LIMIT, "2026-12-02T11:36:20Z"),
+    ("copilot", f"{COPILOT_RETRIED}429 The usage limit has been reached\n{COPILOT_TAIL}", USAGE_LIMIT, None),
+    ("copilot", f"{COPILOT_RETRIED}429 You exceeded your current quota, please check your plan and billing details.\n"
+                f"{COPILOT_TAIL}", USAGE_LIMIT, None),
+    ("copilot", "● Request failed due to a transient API error. Retrying...\n\n"
+                f"{COPILOT_RETRIED}503 The server is overloaded or not ready yet.\n{COPILOT_TAIL}", OUTAGE, None),
+    ("copilot", f"{COPILOT_RETRIED}500 The server had an error while processing your request. Sorry about that!\n"
+                f"{COPILOT_TAIL}", OUTAGE, None),
+    ("qwen", "Retrying in 1s (attempt 1/1): [API Error: 429 The usage limit has been reached]\nRetrying provider "
+             f"attempt (0 buffered tool call(s) discarded).\n[API Error: 429 The usage limit has been reached]\n"
+             f"{QWEN_QUOTA_NOTE}", USAGE_LIMIT, None),
+    ("qwen", "[API Error: 429 You exceeded your current quota, please check your plan and billing details.]\n"
+             f"{QWEN_QUOTA_NOTE}", USAGE_LIMIT, None),
+    ("qwen", "Retrying in 1s (attempt 1/1): [API Error: 429 Rate limit reached for stub-model in organization "
+             "org-stub on requests per min (RPM): Limit 50, Used 50, Requested 1. Please try again in 2s.]\n"
+             "[API Error: 429 Rate limit reached for stub-model in organization org-stub on requests per min (RPM): "
+             f"Limit 50, Used 50, Requested 1. Please try again in 75s.]\n{QWEN_QUOTA_NOTE}", RATE_LIMIT,
+     "2026-12-02T11:34:15Z"),
+    ("qwen", "[API Error: 500 The server had an error while processing your request. Sorry about that!]\n", OUTAGE, None),
+    ("qwen", "[API Error: 503 The server is overloaded or not ready yet.]\n", OUTAGE, None),
+]
+
+
+@pytest.mark.parametrize(("cli", "output", "kind", "resets_at"), CAPTURED_CHAT)
+def test_what_qwen_and_copilot_printed_is_recognized(cli: str, output: str, kind: str, resets_at: str | None) -> None:
+    limit = limit_in(cli, 1, output, NOW)
+    assert limit is not None
+    assert (limit.kind, limit.resets_at) == (kind, resets_at)
+    assert limit.line and limit.line in output
+    assert limit_in("other", 1, output, NOW) is not None  # a wrapper script around it: some limit all the same
+
+
+@pytest.mark.parametrize("cli", ["qwen", "copilot"])
+def test_qwen_and_copilot_print_no_limit_on_other_errors(cli: str) -> None:
+    assert limit_in(cli, 1, "[API Error: 400 invalid model]\nError: bad request\n", NOW) is None
+    assert limit_in(cli, 0, "[API Error: 429 The usage limit has been reached]\n", NOW) is None
+
+
+def test_qwen_and_copilot_screens_are_named() -> None:
+    qwen_said = ("No auth type is selected. Please configure an auth type (e.g. via settings or `--auth-type`) "
+                 "before running in non-interactive mode.")
+    copilot_said = ("Error: No authentication information found.\n\nCopilot can be authenticated with GitHub using an "
+                    "OAuth Token or a Fine-Grained Personal Access Token.")
+    assert "--auth-type openai" in (person_prompt_in("qwen", qwen_said) or "")
+    assert "COPILOT_PROVIDER_BASE_URL" in (person_prompt_in("copilot", copilot_said) or "")
+    assert person_prompt_in("copilot", "Do you trust the files in this folder?") is not None

@@ -95,10 +95,11 @@ WORK = STATE.plus("WORK", {"cli.ids", "cli.numbers", "core.attempt_record", "inf
                            "ops.payloads", "ops.work", "ops.work_refs", "state.claim_checks", "state.claim_index",
                            "state.claim_journal", "state.notes", "state.target", "state.trust"})
 FAIL = WORK.plus("FAIL", packages={"filelock"})
-# A hook: the adapters (through their registry, a dict of three: agent_cli/registry.py), the
+# A hook: the adapters (through their registry, a dict of five: agent_cli/registry.py), the
 # payload, the decision; no write side. (ops.doc_markdown: the prompt's one-line rendering of
 # a value, split out of ops.prompt with the document's Markdown: the same code, one file more.)
-HOOK = STATE.plus("HOOK", {"agent_cli", "agent_cli.claude", "agent_cli.codex", "agent_cli.gemini",
+HOOK = STATE.plus("HOOK", {"agent_cli", "agent_cli.claude", "agent_cli.codex", "agent_cli.gemini", "agent_cli.qwen",
+                           "agent_cli.copilot",
                            "agent_cli.hook_data", "agent_cli.registry", "ops.handoff", "ops.hook_decisions", "ops.hook_entry",
                            "ops.payloads", "ops.prompt", "ops.doc_markdown", "state.claim_index", "state.status_index",
                            "state.trust"})
@@ -252,14 +253,24 @@ HOOK_EVENTS: dict[str, list[tuple[str, str, dict[str, object], Budget]]] = {  # 
                ("gemini-after-agent", "AfterAgent", {"stop_hook_active": False}, HOOK),
                ("gemini-pre-compress", "PreCompress", {"trigger": "auto"}, HOOK),
                ("gemini-session-end", "SessionEnd", {"reason": "other"}, HOOK_SESSION_END)],
+    "qwen": [("qwen-session-start", "SessionStart", {"source": "startup"}, HOOK_SESSION_START),
+             ("qwen-stop", "Stop", {"stop_hook_active": False}, HOOK),
+             ("qwen-subagent-stop", "SubagentStop", {"stop_hook_active": False}, HOOK),
+             ("qwen-pre-compact", "PreCompact", {"trigger": "auto"}, HOOK),
+             ("qwen-session-end", "SessionEnd", {"reason": "other"}, HOOK_SESSION_END)],
+    "copilot": [("copilot-session-start", "sessionStart", {"source": "new"}, HOOK_SESSION_START),
+                ("copilot-agent-stop", "agentStop", {"stop_hook_active": False}, HOOK),
+                ("copilot-subagent-stop", "subagentStop", {"stop_hook_active": False}, HOOK),
+                ("copilot-pre-compact", "preCompact", {"trigger": "auto"}, HOOK),
+                ("copilot-session-end", "sessionEnd", {"reason": "complete"}, HOOK_SESSION_END)],
 }
 
 
 def test_every_hook_event_is_checked() -> None:
-    from git_handoff.agent_cli import claude, codex, gemini
+    from git_handoff.agent_cli import registry
 
     assert {agent: [h for h, *_ in events] for agent, events in HOOK_EVENTS.items()} == {
-        "claude": list(claude.HOOKS), "codex": list(codex.HOOKS), "gemini": list(gemini.HOOKS)}
+        name: list(cli.HOOKS) for name, cli in registry.CLIS.items()}
 
 
 @pytest.mark.parametrize("agent", sorted(HOOK_EVENTS))

@@ -36,7 +36,13 @@ def test_ci_installs_the_package_of_every_program_a_test_needs() -> None:
     test is skipped in every CI run (tests/support/programs.py)."""
     ci = (ROOT / ".ci" / "run").read_text()
     installed = {pkg for line in re.findall(r"apt-get install -y -qq ([^>\n]+)", ci) for pkg in line.split()}
-    assert set(programs.OPTIONAL.values()) - installed == set()
+    assert {pkg for pkg in programs.OPTIONAL.values() if not pkg.startswith("npm:")} - installed == set()
+    # the agent CLIs from npm: Claude Code on its own line, the others on AGENT_CLIS
+    claude = re.search(r"^CLAUDE_CODE_VERSION=(\S+)$", ci, re.M)
+    others = re.search(r'^AGENT_CLIS="([^"]*)"$', ci, re.M)
+    assert claude is not None and others is not None
+    from_npm = {f"npm:@anthropic-ai/claude-code@{claude.group(1)}", *(f"npm:{pkg}" for pkg in others.group(1).split())}
+    assert {pkg for pkg in programs.OPTIONAL.values() if pkg.startswith("npm:")} == from_npm
 
 
 def test_ci_runs_the_readme_test_command_again_in_a_fresh_activated_venv() -> None:

@@ -67,6 +67,32 @@ def test_run_answers_git_and_a_failure_names_the_command_and_its_last_line(tmp_p
     assert gitprocess.run(("cat-file", "-p", "nope"), git_dir=git_dir, workdir=None, check=False).returncode != 0
 
 
+@pytest.mark.parametrize("linked", [False, True])
+def test_git_started_in_the_git_directory_works_where_bare_repositories_must_be_named(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, linked: bool) -> None:
+    """Copilot CLI's shell sets safe.bareRepository=explicit: git started in a .git
+    directory (fast-import is, in the common one) would find a bare repository there and
+    refuse it; run names the repository instead."""
+    _git(tmp_path, "init", "-q", "repo")
+    _git(tmp_path / "repo", "commit", "-q", "--allow-empty", "-m", "one")
+    git_dir, workdir = tmp_path / "repo" / ".git", tmp_path / "repo"
+    if linked:
+        _git(workdir, "worktree", "add", "-q", str(tmp_path / "wt"))
+        git_dir, workdir = git_dir / "worktrees" / "wt", tmp_path / "wt"
+    for key in ("GIT_DIR", "GIT_WORK_TREE"):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("GIT_CONFIG_COUNT", "1")
+    monkeypatch.setenv("GIT_CONFIG_KEY_0", "safe.bareRepository")
+    monkeypatch.setenv("GIT_CONFIG_VALUE_0", "explicit")
+    common = tmp_path / "repo" / ".git"
+    assert subprocess.run(["git", "rev-parse", "HEAD"], cwd=common, capture_output=True).returncode != 0
+    done = gitprocess.run(("fast-import", "--quiet"), git_dir=git_dir, workdir=workdir, cwd=common,
+                          input=gitprocess.blobs_input([b"blob\n"]))
+    assert done.returncode == 0
+    top = gitprocess.run(("rev-parse", "--show-toplevel"), git_dir=git_dir, workdir=workdir)
+    assert Path(top.stdout.decode().strip()) == workdir.resolve()
+
+
 def test_fast_import_paths_are_quoted_when_git_needs_it() -> None:
     assert gitprocess.fast_import_path(b"plain/path.json") == b"plain/path.json"
     assert gitprocess.fast_import_path(b'a b') == b'"a b"'

@@ -1,7 +1,8 @@
-"""Run the real Codex CLI and Gemini CLI hermetically against their loopback model stubs.
+"""Run the real Codex CLI, Gemini CLI, Qwen Code and Copilot CLI hermetically against
+their loopback model stubs.
 
-Each runner gives the CLI a private home (``CODEX_HOME`` / ``GEMINI_CLI_HOME``) whose
-settings point at the stub and switch off everything that would reach the network
+Each runner gives the CLI a private home (``CODEX_HOME`` / ``GEMINI_CLI_HOME``; Qwen Code
+and Copilot CLI keep theirs under the test's own HOME) whose settings point at the stub and switch off everything that would reach the network
 (plugin sync, apps, update checks, telemetry), runs it under a timeout with stdin
 closed, and returns its exit code and output. The tests skip, saying how to install
 it, only when the executable is missing.
@@ -23,9 +24,15 @@ from tests.support.processes import agents_left
 from tests.support.repo import Result, assert_fsck_clean, run, run_exe
 from tests.support.stubs import gemini as gemini_stub
 from tests.support.stubs import openai_responses
+from tests.support.stubs.openai_chat import MODEL as CHAT_MODEL
 
 CODEX_VERSION = "0.171.0"  # what .ci/run installs; raise both on purpose
 GEMINI_VERSION = "0.61.0"
+QWEN_VERSION = "0.24.4"
+COPILOT_VERSION = "1.0.102"
+# the npm packages .ci/run installs (its AGENT_CLIS line), each at the version above
+PACKAGES = {"codex": ("@openai/codex", CODEX_VERSION), "gemini": ("@google/gemini-cli", GEMINI_VERSION),
+            "qwen": ("@qwen-code/qwen-code", QWEN_VERSION), "copilot": ("@github/copilot", COPILOT_VERSION)}
 
 # Codex features that reach the network on their own (curated plugin sync, apps).
 CODEX_OFFLINE = "[features]\nplugins = false\napps = false\nremote_plugin = false\n"
@@ -53,8 +60,17 @@ def require_gemini() -> str:
     return require("gemini", "@google/gemini-cli", GEMINI_VERSION)
 
 
+def require_qwen() -> str:
+    return require("qwen", "@qwen-code/qwen-code", QWEN_VERSION)
+
+
+def require_copilot() -> str:
+    return require("copilot", "@github/copilot", COPILOT_VERSION)
+
+
 def _clean_env() -> dict[str, str]:
-    drop = ("OPENAI_", "CODEX_", "GEMINI_", "GOOGLE_", "HANDOFF_", "ANTHROPIC_")
+    drop = ("OPENAI_", "CODEX_", "GEMINI_", "GOOGLE_", "HANDOFF_", "ANTHROPIC_", "QWEN_", "COPILOT_", "GH_",
+            "GITHUB_")
     env = {k: v for k, v in os.environ.items() if not k.startswith(drop)
            or k.startswith("HANDOFF_COMMAND_SERVER")}  # the suite's server settings (conftest: its idle time)
     env["NO_PROXY"] = "127.0.0.1,localhost"
@@ -150,6 +166,54 @@ def run_gemini(cwd: Path, home: Path, port: int, prompt: str, *, timeout: float 
     env = gemini_env(home, port, compression_threshold=compression_threshold)
     proc = subprocess.run([exe, "--yolo", "-p", prompt], cwd=cwd, env=env, capture_output=True, text=True,
                           timeout=timeout, stdin=subprocess.DEVNULL)
+    return CliRun(proc.returncode, proc.stdout, proc.stderr)
+
+
+# -- Qwen Code ---------------------------------------------------------------------------------
+
+
+def qwen_env(port: int) -> dict[str, str]:
+    """Qwen Code against the chat-completions stub (with `--auth-type openai`: no login
+    screen), the yolo warning silenced."""
+    env = _clean_env()
+    env.update({"OPENAI_API_KEY": "stub-key", "OPENAI_BASE_URL": f"http://127.0.0.1:{port}/v1",
+                "OPENAI_MODEL": CHAT_MODEL,
+                "QWEN_CODE_SUPPRESS_YOLO_WARNING": "1"})
+    return env
+
+
+def run_qwen(cwd: Path, port: int, prompt: str, *, timeout: float = 180,
+             env: dict[str, str] | None = None) -> CliRun:
+    """`qwen --yolo --auth-type openai -p PROMPT` in `cwd`."""
+    exe = require_qwen()
+    proc = subprocess.run([exe, "--yolo", "--auth-type", "openai", "-p", prompt], cwd=cwd,
+                          env=env or qwen_env(port), capture_output=True, text=True, timeout=timeout,
+                          stdin=subprocess.DEVNULL)
+    return CliRun(proc.returncode, proc.stdout, proc.stderr)
+
+
+# -- Copilot CLI -------------------------------------------------------------------------------
+
+# Copilot CLI unpacks its 200 MB package into its cache on first run: one cache for the whole suite
+COPILOT_CACHE = Path(os.environ.get("TMPDIR") or "/tmp") / "handoff-tests-copilot-cache"
+
+
+def copilot_env(port: int) -> dict[str, str]:
+    """Copilot CLI offline against the chat-completions stub (its BYOK provider: no GitHub
+    login), no auto-update, the working folder trusted and every tool allowed."""
+    env = _clean_env()
+    env.update({"COPILOT_PROVIDER_BASE_URL": f"http://127.0.0.1:{port}/v1", "COPILOT_PROVIDER_API_KEY": "stub-key",
+                "COPILOT_MODEL": CHAT_MODEL, "COPILOT_OFFLINE": "true", "COPILOT_AUTO_UPDATE": "false",
+                "COPILOT_ALLOW_ALL": "true", "COPILOT_CACHE_HOME": str(COPILOT_CACHE)})
+    return env
+
+
+def run_copilot(cwd: Path, port: int, prompt: str, *, timeout: float = 180,
+                env: dict[str, str] | None = None) -> CliRun:
+    """`copilot --allow-all-tools -p PROMPT` in `cwd`."""
+    exe = require_copilot()
+    proc = subprocess.run([exe, "--allow-all-tools", "-p", prompt], cwd=cwd, env=env or copilot_env(port),
+                          capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
     return CliRun(proc.returncode, proc.stdout, proc.stderr)
 
 

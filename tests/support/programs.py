@@ -8,8 +8,8 @@ scripts directory; found there, that directory goes first on PATH for the sessio
 found nowhere, the session stops with one sentence saying what to put on PATH.
 
 Every other program is optional: a test marked `@pytest.mark.needs("ssh-keygen")` is
-skipped where it is missing, the reason naming the Debian package that installs it
-(.ci/run installs them all). The tmux, chromium, zsh, man, gitolite and agent-CLI tests
+skipped where it is missing, the reason naming the Debian package that installs it, or
+for an agent CLI its npm package and version (.ci/run installs them all). The tmux, chromium, zsh, man, gitolite and agent-CLI tests
 skip the same way through their own checks (tests/support/browser.py, gitolite.py,
 agent_clis.py, claude_cli.py).
 """
@@ -37,6 +37,13 @@ OPTIONAL = {
     "man": "man-db",
     "setpriv": "util-linux",  # a client under no_new_privs, as an agent CLI's sandbox starts it
     "unshare": "util-linux",  # a client in another mount namespace
+    # the agent CLIs, from npm at the versions the suite proves (each CLI's VERSION in
+    # git_handoff/agent_cli/; .ci/run's CLAUDE_CODE_VERSION and AGENT_CLIS lines)
+    "claude": "npm:@anthropic-ai/claude-code@2.1.332",
+    "codex": "npm:@openai/codex@0.171.0",
+    "gemini": "npm:@google/gemini-cli@0.61.0",
+    "qwen": "npm:@qwen-code/qwen-code@0.24.4",
+    "copilot": "npm:@github/copilot@1.0.102",
 }
 
 
@@ -44,7 +51,9 @@ def missing(program: str) -> str | None:
     """Why the tests that run `program` skip here (None: it is on PATH)."""
     if shutil.which(program) is not None:
         return None
-    return f"{program} is not installed (`apt-get install {OPTIONAL[program]}`; .ci/run installs it)"
+    package = OPTIONAL[program]
+    install = f"npm install -g {package[4:]}" if package.startswith("npm:") else f"apt-get install {package}"
+    return f"{program} is not installed (`{install}`; .ci/run installs it)"
 
 
 def script_dirs(executable: str = sys.executable) -> list[Path]:
