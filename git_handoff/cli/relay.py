@@ -46,12 +46,16 @@ if TYPE_CHECKING:
               help="The remote of --fleet-lock [default: handoff.remote, else origin].")
 @click.option("--lock-lease", type=numbers.LOCK_LEASE, default=120, show_default=True, metavar="S",
               help="Seconds the fleet lock lasts unless renewed (a dead machine's lock expires then).")
+@click.option("--budget", "budget", multiple=True, metavar="KEY=VALUE",
+              help="A budget, repeatable: tokens, cost, time, sessions (the run's), session-tokens, session-cost, "
+                   "session-time, task-tokens; claim=release|keep (a session a budget ends) "
+                   "[default: handoff.budget.*].")
 @click.option("--quiet", "-q", is_flag=True, help="Print only the final line.")
 @json_option
 def relay_cmd(agent: str, tmux: bool, tmux_socket: str | None, ack_timeout: float, session_timeout: float | None,
               max_launch_failures: int, handoff_grace: float, max_idle_sessions: int, hang_timeout: float,
               limit_backoff: float, limit_backoff_max: float, max_limit_wait: float | None, fleet_lock: bool,
-              lock_remote: str | None, lock_lease: int, quiet: bool, as_json: bool) -> None:
+              lock_remote: str | None, lock_lease: int, budget: tuple[str, ...], quiet: bool, as_json: bool) -> None:
     """Run agent sessions one after another until every task is completed.
 
     Each session: `session start` (recovery included), the handoff prompt written to a
@@ -86,6 +90,7 @@ def relay_cmd(agent: str, tmux: bool, tmux_socket: str | None, ack_timeout: floa
     signals that come meanwhile (git passes a Ctrl-C on a second time) are ignored
     until that is done.
     """
+    from git_handoff.ops import budgets
     from git_handoff.ops import relay as ops
     from git_handoff.remote.fleet_lock import FleetLock
     from git_handoff.remote.fleet_lock import wanted as fleet_lock_wanted
@@ -104,7 +109,8 @@ def relay_cmd(agent: str, tmux: bool, tmux_socket: str | None, ack_timeout: floa
                        handoff_grace=handoff_grace, max_idle_sessions=max_idle_sessions, fleet_lock=lock,
                        hang_timeout=hang_timeout or None, limit_backoff=limit_backoff,
                        limit_backoff_max=max(limit_backoff, limit_backoff_max),
-                       limit_wait_max=max_limit_wait or _configured_wait(store))
+                       limit_wait_max=max_limit_wait or _configured_wait(store),
+                       budgets=budgets.configured(store.repo, budget))
     from git_handoff.cli.progress import Progress
 
     with Progress("relay", as_json=as_json or quiet) as progress:

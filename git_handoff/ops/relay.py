@@ -28,6 +28,7 @@ from git_handoff.core.model import now_iso
 from git_handoff.core.record_schemas import RelayRecord
 from git_handoff.infra import procs
 from git_handoff.ops import handoff, prompt, relay_wait, relay_watch, session_start, sessions
+from git_handoff.ops.budgets import Budgets, Tracker
 from git_handoff.ops.payloads import AckEntry, RelaySummary
 from git_handoff.ops.relay_record import relay_lock, update_record
 from git_handoff.remote.fleet_lock import FleetLock
@@ -53,6 +54,7 @@ class Options:
     limit_backoff: float = 60.0  # the first wait on a limit that printed no reset time; doubled per limit in a row
     limit_backoff_max: float = 1800.0
     limit_wait_max: float = relay_wait.WAIT_CAP  # the longest wait for a limit, whatever reset the CLI printed
+    budgets: Budgets | None = None  # tokens, money, time, sessions (ops/budgets.py)
 
 
 class Stopped(Negative):
@@ -100,6 +102,7 @@ class Relay:
         self.progress_at_ack: tuple[int, int] | None = None
         self.relay_dir = store.repo.handoff_dir / "relay"
         self.relay_dir.mkdir(exist_ok=True)
+        self.budget = Tracker(store, opts.budgets or Budgets(), self.relay_dir)
         self.watch = relay_watch.Watch(store, self.relay_dir, opts.agent, opts.hang_timeout, opts.limit_backoff,
                                        opts.limit_backoff_max, opts.poll, say, self.waiting, self._failure,
                                        lambda changes, log: update_record(self._session_store(), changes, log=log),
@@ -222,6 +225,9 @@ class Relay:
                 self._failure(f"session {number}: ran longer than --session-timeout {timeout:g}s; agent killed",
                               "SESSION_TIMEOUT")
                 break
+            if (spent := self.budget.over(number)) is not None:
+                self.budget.end_session(number, spent, agent, self.say)
+                break
             if (ended := self.watch.turn_ended(agent)) is not None:
                 self._turn_ended(number, ended)
                 break
@@ -269,7 +275,8 @@ class Relay:
         if not self._handed_off(number):
             handoff.write_doc(self._session_store(), trigger="relay")
             self.say(f"relay: session {number}: no handoff document from the agent; written from git facts")
-        sessions.end(self._session_store())
+        sessions.end(self._session_store(), cost=self.budget.cost_of(number))
+        self.budget.session_ended(number)
         self.say(f"relay: session {number} ended")
         self.agent = None
         self.session = None
@@ -331,6 +338,7 @@ class Relay:
                 if self.opts.fleet_lock is not None and self.opts.fleet_lock.taken_over:
                     raise Stopped(f"relay stopped: {self.opts.fleet_lock.lost}")  # no new session without the lock
                 before = _progress(self.store)
+                self.budget.check_run()  # a run budget reached: Negative, the relay stops
                 self.start_session()
                 sessions_run += 1
                 self.launch_and_ack()
