@@ -134,6 +134,7 @@ class Tracker:
     checked_at: float = 0.0
     run_over: str | None = None  # a run budget reached during a session: the relay stops after it
     over_tasks: list[str] = field(default_factory=list)
+    ended: tuple[int, str] | None = None  # the session a budget ended, and why
 
     def check_run(self) -> None:
         """Before a session: Negative (the relay stops, exit 1) once a run budget is reached."""
@@ -188,25 +189,30 @@ class Tracker:
         return f"task {task.id}: " + _reached("task-tokens", used, limit)
 
     def end_session(self, number: int, reason: str, agent: Agent, say: Callable[[str], None]) -> None:
-        """A budget ends session `number`: its agent ended, logged (category BUDGET), recorded,
-        its claims released (or kept), a task over its own budget set aside."""
+        """A budget ends session `number`: its agent ended, logged (category BUDGET) and
+        recorded; its claims are released (or kept) and a task over its own budget set aside
+        once the session ended (`session_ended`: its tokens are charged to them first)."""
         agent.kill()
         what = "kept" if self.budgets.keep_claim else "released"
         say(f"relay: session {number}: {reason}; ending the session (its claims {what})")
-        store = StateStore(self.store.repo, session=number)
-        over = list(self.over_tasks)
+        self.ended = (number, reason)
 
-        def apply(tx: Tx) -> list[str]:
+        def apply(tx: Tx) -> None:
             record = read_session(tx, number)
             if record is not None:
                 record["budget"] = reason
                 put_record(tx, session_path(tx, number), record)
             tx.log("WARN", f"relay: session {number}: {reason}; session ended, its claims {what}",
                    category=CATEGORY)
-            return [t.id for t in tx.tasks().values()
-                    if t.status == "in_progress" and t.claim.session == number]
 
-        claimed = store.transact(apply)
+        StateStore(self.store.repo, session=number).transact(apply)
+
+    def _after_budget(self, number: int, reason: str) -> None:
+        store = StateStore(self.store.repo, session=number)
+        over = list(self.over_tasks)
+        self.over_tasks = []
+        claimed = [t.id for t in store.snapshot().tasks().values()
+                   if t.status == "in_progress" and t.claim.session == number]
         for task_id in claimed:
             if task_id in over or not self.budgets.keep_claim:
                 try:
@@ -215,7 +221,6 @@ class Tracker:
                     continue  # no longer claimed (completed meanwhile)
             if task_id in over:
                 store.transact(functools.partial(_set_aside, task_id=task_id, reason=reason))
-        self.over_tasks = []
 
     def cost_of(self, number: int) -> float | None:
         """The cost the agent of session `number` printed in its output, where it printed one
@@ -236,6 +241,9 @@ class Tracker:
         cost = used.get("cost_usd")
         self.spent = self.spent + Usage(int(used.get("input_tokens") or 0), int(used.get("output_tokens") or 0),
                                         int(used.get("turns") or 0), cost if isinstance(cost, float | int) else None)
+        if self.ended is not None and self.ended[0] == number:
+            self._after_budget(*self.ended)
+        self.ended = None
 
 
 def _set_aside(tx: Tx, task_id: str, reason: str) -> None:

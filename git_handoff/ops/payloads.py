@@ -126,6 +126,17 @@ class StatusRow(TypedDict):
     unapproved_writer: NotRequired[str]
 
 
+class UsageTotal(TypedDict):
+    """What every session's agent used, as the session records say, summed (ops/usage.py)."""
+
+    tokens: int
+    input_tokens: int
+    output_tokens: int
+    turns: int
+    cost_usd: float | None
+    sessions: int  # the sessions that recorded a use
+
+
 class StatusView(TypedDict):
     """`status`."""
 
@@ -137,6 +148,7 @@ class StatusView(TypedDict):
     config: ConfigView
     state_commit: str
     notes: list[str]
+    usage: UsageTotal  # what the sessions' agents used (ops/usage.py)
 
 
 class LogLine(TypedDict):

@@ -153,3 +153,4 @@ def line(used: Usage, tasks: list[str]) -> str:
     shared = f" tasks={','.join(tasks[:20])}" if tasks else ""
     return (f"usage tokens={used.tokens} input_tokens={used.input_tokens} output_tokens={used.output_tokens} "
             f"turns={used.turns}{cost}{shared}")
+

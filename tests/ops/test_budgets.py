@@ -1,0 +1,100 @@
+"""The relay's budgets: how they are set (handoff.budget.*, `relay --budget KEY=VALUE`), bad
+values refused before anything runs, and the run's budgets checked before each session.
+The budgets against a real agent CLI: tests/e2e/test_budgets.py."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from git_handoff.core.errors import Negative, UsageError
+from git_handoff.infra.gitrepo import Repo
+from git_handoff.ops import budgets
+from git_handoff.state.store import StateStore
+from tests.support.repo import git, run, run_exe
+
+
+def _store(repo: Path) -> StateStore:
+    return StateStore(Repo.discover(str(repo)))
+
+
+def test_config_keys_and_options_set_the_budgets(repo: Path) -> None:
+    assert run("init").rc == 0
+    git("config", "handoff.budget.tokens", "2M", cwd=repo)
+    git("config", "handoff.budget.sessionTime", "30m", cwd=repo)
+    git("config", "handoff.budget.claim", "keep", cwd=repo)
+    found = budgets.configured(_store(repo).repo, ["task-tokens=50k", "cost=$2.50", "tokens=1000", "sessions=3"])
+    assert found.limits == {"tokens": 1000, "session-time": 1800, "task-tokens": 50_000, "cost": 2.5, "sessions": 3}
+    assert found.keep_claim
+    assert not budgets.configured(_store(repo).repo, ["claim=release"]).keep_claim
+
+
+@pytest.mark.parametrize(("option", "said"), [
+    ("tokens", "use KEY=VALUE"), ("bananas=3", "use KEY=VALUE"), ("tokens=lots", "is not a whole number"),
+    ("tokens=0", "must be positive"), ("time=soon", "is not a duration"), ("cost=free", "is not an amount"),
+    ("claim=maybe", "claim is release or keep"), ("session-tokens=-5", "must be positive"),
+])
+def test_a_bad_budget_is_refused(repo: Path, option: str, said: str) -> None:
+    assert run("init").rc == 0
+    with pytest.raises(UsageError, match=said):
+        budgets.configured(_store(repo).repo, [option])
+
+
+def test_the_relay_refuses_a_bad_budget_with_one_line_and_changes_nothing(repo: Path) -> None:
+    assert run("init").rc == 0
+    assert run("add", "A", "--id", "a", "--check", "true").rc == 0
+    before = git("rev-parse", "refs/harness/state", cwd=repo)
+    r = run_exe("relay", "--agent", "true", "--budget", "tokens=many", cwd=repo)
+    assert r.rc == 2 and r.err.strip() == "error: --budget tokens: 'many' is not a whole number (50000, 200k, 2M)"
+    git("config", "handoff.budget.time", "forever", cwd=repo)
+    r = run_exe("relay", "--agent", "true", cwd=repo)
+    assert r.rc == 2 and r.err.strip().startswith("error: handoff.budget.time: 'forever' is not a duration")
+    assert git("rev-parse", "refs/harness/state", cwd=repo) == before
+
+
+def test_a_run_sessions_budget_is_checked_before_each_session(repo: Path, tmp_path: Path) -> None:
+    assert run("init").rc == 0
+    tracker = budgets.Tracker(_store(repo), budgets.Budgets({"sessions": 2}), tmp_path)
+    tracker.check_run()
+    tracker.check_run()
+    with pytest.raises(Negative, match=r"^relay stopped: the run's sessions budget reached \(2 of 2; --budget "
+                                       r"sessions\) after 2 session\(s\)$"):
+        tracker.check_run()
+
+
+def test_a_run_time_budget_is_checked_before_each_session(repo: Path, tmp_path: Path) -> None:
+    assert run("init").rc == 0
+    tracker = budgets.Tracker(_store(repo), budgets.Budgets({"time": 60}), tmp_path)
+    tracker.check_run()
+    tracker.started = time.monotonic() - 61
+    with pytest.raises(Negative, match=r"the run's time budget reached \(61s of 60s"):
+        tracker.check_run()
+
+
+def test_a_run_token_budget_counts_the_ended_sessions(repo: Path, tmp_path: Path) -> None:
+    assert run("init").rc == 0
+    assert run("session", "start").rc == 0
+    transcript = tmp_path / "t.jsonl"
+    transcript.write_text(json.dumps({"type": "assistant", "message": {"id": "m", "usage": {
+        "input_tokens": 900, "output_tokens": 100}}}) + "\n")
+    payload = {"session_id": "s", "cwd": str(repo), "transcript_path": str(transcript)}
+    assert run("hook", "claude-stop", stdin=json.dumps(payload)).rc == 0
+    tracker = budgets.Tracker(_store(repo), budgets.Budgets({"tokens": 1000}), tmp_path)
+    tracker.sessions = 1
+    assert tracker.over(1) == "the run's tokens budget reached (1000 of 1000; --budget tokens)"
+    assert run("session", "end").rc == 0
+    tracker.run_over = None
+    tracker.session_ended(1)
+    with pytest.raises(Negative, match="the run's tokens budget reached"):
+        tracker.check_run()
+
+
+def test_the_cost_an_agent_printed_is_read_from_its_output(repo: Path, tmp_path: Path) -> None:
+    assert run("init").rc == 0
+    tracker = budgets.Tracker(_store(repo), budgets.Budgets(), tmp_path)
+    (tmp_path / "session-3.log").write_text('noise\n{"type": "result", "total_cost_usd": 0.25}\n')
+    assert tracker.cost_of(3) == 0.25
+    assert tracker.cost_of(4) is None
