@@ -7,15 +7,28 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.support.agent_clis import (
+    codex_home,
+    install_hooks,
+    plan,
+    require_codex,
+    require_gemini,
+    run_codex,
+    run_gemini,
+)
 from tests.support.claude_cli import claude_env, require_claude
 from tests.support.repo import Result, run, run_exe
 from tests.support.stubs.anthropic import Lazy, Reply, Request, RunEach, StubServer
+from tests.support.stubs.gemini import GeminiStub
+from tests.support.stubs.loopback import lazy_agent
+from tests.support.stubs.openai_responses import ResponsesStub
 
 pytestmark = pytest.mark.slow
 
@@ -192,3 +205,57 @@ def test_a_run_cost_budget_stops_the_relay_before_the_next_session(repo: Path, s
     (session,) = _sessions(repo)  # the cost is printed when the agent exits: the next session is not started
     assert session["usage"]["cost_usd"] > 0
     assert json.loads(json.dumps(session["usage"]))["clis"] == ["claude"]
+
+
+# -- Codex and Gemini CLI: their hooks name their transcripts as Claude Code's do ----------------
+
+
+def test_codex_sessions_record_the_tokens_its_stub_served(repo: Path, tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    require_codex()
+    home = tmp_path / "codex-home"
+    home.mkdir()
+    monkeypatch.setenv("CODEX_HOME", str(home))  # hooks install records the hooks' trust there
+    plan(3)
+    assert install_hooks("codex")["trusted"]
+    with ResponsesStub(lazy_agent(), usage_tokens=lambda n: 100 + 7 * n) as stub:
+        codex_home(home, stub.port)
+        r = run_codex(repo, home, "Work on the tasks git handoff gives you.")
+        served = list(stub.served)
+    assert r.rc == 0, r.stderr[-2000:]
+    session = _ended(repo)
+    assert session["usage"]["clis"] == ["codex"]
+    assert (session["usage"]["input_tokens"], session["usage"]["output_tokens"]) == \
+        (sum(i for i, _ in served), sum(o for _, o in served))
+    assert session["usage"]["turns"] == len(served)
+    assert sum(t["tokens"] for t in _tasks(repo).values()) == session["usage"]["tokens"]
+
+
+def test_gemini_sessions_record_the_tokens_of_its_model_turns(repo: Path, tmp_path: Path) -> None:
+    require_gemini()
+    home = tmp_path / "gemini-home"
+    home.mkdir()
+    plan(3)
+    install_hooks("gemini")
+    with GeminiStub(lazy_agent(), prompt_tokens=lambda n: 100 + 7 * n) as stub:
+        r = run_gemini(repo, home, stub.port, "Work on the tasks git handoff gives you.")
+        served = list(stub.served)
+    assert r.rc == 0, r.stderr[-2000:]
+    session = _ended(repo)
+    assert session["usage"]["clis"] == ["gemini"]
+    # its chat file holds its model turns; its side calls (routing, next speaker) are not in it
+    assert (session["usage"]["input_tokens"], session["usage"]["output_tokens"]) == \
+        (sum(i for i, _ in served), sum(o for _, o in served))
+    assert session["usage"]["turns"] == len(served)
+    assert sum(t["tokens"] for t in _tasks(repo).values()) == session["usage"]["tokens"]
+
+
+def _ended(repo: Path) -> dict[str, Any]:
+    """Session 1 once its SessionEnd hook closed it (Codex runs that hook detached)."""
+    deadline = time.monotonic() + 30
+    session: dict[str, Any] = run("session", "show", "1", "--json", cwd=repo).json()
+    while not session.get("ended_at") and time.monotonic() < deadline:
+        time.sleep(0.2)
+        session = run("session", "show", "1", "--json", cwd=repo).json()
+    assert session.get("ended_at") and "usage" in session, session
+    return session
