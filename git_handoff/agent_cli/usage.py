@@ -132,9 +132,10 @@ def gemini_chat(transcript: str) -> Usage | None:
 
 
 def result_cost(output: str) -> float | None:
-    """The `total_cost_usd` of the last `{"type": "result", ...}` line in an agent's output
-    (Claude Code's `-p --output-format json` or `stream-json`), else None."""
-    for line in reversed(output.splitlines()):
+    """The sum of the `total_cost_usd` of the `{"type": "result", ...}` lines in an agent's
+    output (Claude Code's `-p --output-format json` or `stream-json`: one per launch), else None."""
+    total: float | None = None
+    for line in output.splitlines():
         line = line.strip()
         if not (line.startswith("{") and '"total_cost_usd"' in line):
             continue
@@ -144,5 +145,5 @@ def result_cost(output: str) -> float | None:
             continue
         cost = record.get("total_cost_usd") if isinstance(record, dict) and record.get("type") == "result" else None
         if isinstance(cost, int | float) and not isinstance(cost, bool) and 0 <= cost < 1e9:
-            return float(cost)
-    return None
+            total = (total or 0.0) + float(cost)
+    return total

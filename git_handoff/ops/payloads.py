@@ -64,6 +64,7 @@ class TaskJson(TypedDict):
     lease_expires_at: str | None
     created_at: str
     spec_ref: str | None
+    tokens: int  # its share of its sessions' agents' tokens (ops/usage.py)
     order: int
     updated_at: str
     # the claim (git_handoff.core.model.CLAIM_FIELDS) and what a claim leaves behind

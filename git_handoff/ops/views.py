@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Mapping
 from json.encoder import encode_basestring as _encode_string
-from typing import Any, cast
+from typing import cast
 
 from git_handoff.core import display, selection
 from git_handoff.core.errors import Negative, UsageError
@@ -200,7 +200,7 @@ def _status_view(store: StateStore, snap: Snapshot, counts: dict[str, int], rows
     return out
 
 
-def summary_line(total: Mapping[str, Any]) -> str:
+def summary_line(total: Mapping[str, object]) -> str:
     """`tokens: 1234 (in 1000, out 234), cost $0.0123` ("" when nothing was recorded)."""
     if not total.get("tokens") and not total.get("turns"):
         return ""

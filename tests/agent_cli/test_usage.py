@@ -89,6 +89,7 @@ def test_usages_add_and_the_cost_stays_unknown_until_one_is_known() -> None:
 def test_the_cost_claude_codes_json_result_prints() -> None:
     result = {"type": "result", "subtype": "success", "total_cost_usd": 0.0012, "num_turns": 3}
     assert result_cost("some output\n" + json.dumps(result) + "\n") == 0.0012
+    assert result_cost(json.dumps(result) + "\nlimit\n" + json.dumps({**result, "total_cost_usd": 0.5})) == 0.5012
     assert result_cost(json.dumps({**result, "type": "assistant"})) is None
     assert result_cost(json.dumps({**result, "total_cost_usd": -1})) is None
     assert result_cost('{"total_cost_usd": broken') is None
