@@ -47,8 +47,8 @@ if TYPE_CHECKING:
 @click.option("--lock-lease", type=numbers.LOCK_LEASE, default=120, show_default=True, metavar="S",
               help="Seconds the fleet lock lasts unless renewed (a dead machine's lock expires then).")
 @click.option("--budget", "budget", multiple=True, metavar="KEY=VALUE",
-              help="A budget, repeatable: tokens, cost, time, sessions (the run's), session-tokens, session-cost, "
-                   "session-time, task-tokens; claim=release|keep (a session a budget ends) "
+              help="A budget, repeatable: tokens, cost, time, sessions (the run's), session-tokens, session-time, "
+                   "task-tokens; claim=release|keep (a session a budget ends) "
                    "[default: handoff.budget.*].")
 @click.option("--quiet", "-q", is_flag=True, help="Print only the final line.")
 @json_option

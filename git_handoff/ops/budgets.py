@@ -37,7 +37,6 @@ KINDS: dict[str, tuple[str, str, str]] = {
     "time": ("run", "time", "handoff.budget.time"),
     "sessions": ("run", "sessions", "handoff.budget.sessions"),
     "session-tokens": ("session", "tokens", "handoff.budget.sessionTokens"),
-    "session-cost": ("session", "cost", "handoff.budget.sessionCost"),
     "session-time": ("session", "time", "handoff.budget.sessionTime"),
     "task-tokens": ("task", "tokens", "handoff.budget.taskTokens"),
 }
@@ -166,8 +165,8 @@ class Tracker:
         self.checked_at = now
         live, _ = usage.of_session(self.store.repo, number)
         live = live or Usage()
-        session = {"tokens": float(live.tokens), "cost": live.cost_usd, "time": now - self.session_started}
-        for key in ("session-tokens", "session-cost", "session-time"):
+        session = {"tokens": float(live.tokens), "time": now - self.session_started}
+        for key in ("session-tokens", "session-time"):
             used = session[KINDS[key][1]]
             if key in limits and used is not None and used >= limits[key]:
                 return _reached(key, used, limits[key])
