@@ -155,6 +155,18 @@ class Tracker:
                 return _reached(key, used, limits[key])
         return None
 
+    def wait_passes_run(self, seconds: float) -> str | None:
+        """The run's time budget a wait of `seconds` (a usage limit's) would reach, else None:
+        the relay stops now rather than wait past its budget and launch the agent again."""
+        limit = self.budgets.limits.get("time")
+        if limit is None:
+            return None
+        at = time.monotonic() - self.started + seconds
+        if at < limit:
+            return None
+        return (f"the run's time budget would be reached while waiting {seconds:.0f}s for a limit "
+                f"({_amount('time', at)} of {_amount('time', limit)}; --budget time)")
+
     def over(self, number: int) -> str | None:
         """The budget the running session `number` reached, else None (read at most once
         every CHECK_EVERY seconds)."""

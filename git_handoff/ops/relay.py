@@ -106,7 +106,7 @@ class Relay:
         self.watch = relay_watch.Watch(store, self.relay_dir, opts.agent, opts.hang_timeout, opts.limit_backoff,
                                        opts.limit_backoff_max, opts.poll, say, self.waiting, self._failure,
                                        lambda changes, log: update_record(self._session_store(), changes, log=log),
-                                       wait_cap=opts.limit_wait_max)
+                                       wait_cap=opts.limit_wait_max, before_wait=self._before_wait)
 
     # -- helpers --
 
@@ -237,6 +237,14 @@ class Relay:
                 break
             time.sleep(self.opts.poll)
         return None
+
+    def _before_wait(self, number: int, seconds: float) -> None:
+        """A limit's wait that would pass the run's time budget ends the session as a budget
+        does and stops the relay (exit 1), before any of the wait."""
+        reason = self.budget.wait_passes_run(seconds)
+        if reason is not None and self.agent is not None:
+            self.budget.end_session(number, reason, self.agent, self.say)
+            raise Negative(f"relay stopped: {reason} after {self.budget.sessions} session(s)")
 
     def _after_handoff(self, number: int, agent: Agent) -> str | None:
         """The session handed off: the agent has handoff_grace to exit (an interactive CLI

@@ -5,8 +5,10 @@ session (or the run) where it should. Only the model is a stub
 
 from __future__ import annotations
 
+import datetime
 import json
 import re
+import shlex
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -205,6 +207,25 @@ def test_a_run_cost_budget_stops_the_relay_before_the_next_session(repo: Path, s
     (session,) = _sessions(repo)  # the cost is printed when the agent exits: the next session is not started
     assert session["usage"]["cost_usd"] > 0
     assert json.loads(json.dumps(session["usage"]))["clis"] == ["claude"]
+
+
+def test_a_limit_wait_past_the_run_time_budget_stops_the_relay_at_once(repo: Path) -> None:
+    """A limit that resets in hours, a run's time budget of a minute: the relay stopped (exit 1,
+    one line) instead of waiting hours and launching the agent again (it waited the whole reset)."""
+    assert run("init").rc == 0
+    assert run("add", "Write t1", "--id", "t1", "--check", "test -f t1.txt").rc == 0
+    away = (datetime.datetime.now().astimezone() + datetime.timedelta(hours=5)).replace(minute=2)
+    printed = f"You've hit your weekly limit · resets {away.strftime('%b')} {away.day}, {away.strftime('%I:%M%p').lower()}"
+    agent = f"git handoff ack; git handoff claim t1 >/dev/null 2>&1; echo {shlex.quote(printed)}; exit 1"
+    r = run_exe("relay", "--agent", agent, "--ack-timeout", "30", "--budget", "time=60s", cwd=repo, timeout=50)
+    assert r.rc == 1, r.out + r.err
+    assert r.err.startswith("error: relay stopped: the run's time budget would be reached while waiting ") \
+        and r.err.count("\n") == 1, r.err
+    (session,) = _sessions(repo)
+    assert session["budget"].startswith("the run's time budget would be reached") and session["handoff"] is not None
+    assert _tasks(repo)["t1"]["status"] == "pending" and _tasks(repo)["t1"]["attempts"] == 0  # released, no attempt
+    log = run("log", cwd=repo).out
+    assert log.count("[BUDGET]") == 1 and "waiting until" not in log, log
 
 
 # -- Codex and Gemini CLI: their hooks name their transcripts as Claude Code's do ----------------

@@ -98,3 +98,13 @@ def test_the_cost_an_agent_printed_is_read_from_its_output(repo: Path, tmp_path:
     (tmp_path / "session-3.log").write_text('noise\n{"type": "result", "total_cost_usd": 0.25}\n')
     assert tracker.cost_of(3) == 0.25
     assert tracker.cost_of(4) is None
+
+
+def test_a_limit_wait_that_would_pass_the_run_time_budget_is_named(repo: Path, tmp_path: Path) -> None:
+    assert run("init").rc == 0
+    tracker = budgets.Tracker(_store(repo), budgets.Budgets({"time": 3600}), tmp_path)
+    assert tracker.wait_passes_run(600) is None
+    said = tracker.wait_passes_run(7200)
+    assert said is not None and said.startswith("the run's time budget would be reached while waiting 7200s for a limit")
+    assert said.endswith("of 3600s; --budget time)")
+    assert budgets.Tracker(_store(repo), budgets.Budgets({"tokens": 10}), tmp_path).wait_passes_run(1e9) is None
