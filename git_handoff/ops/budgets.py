@@ -260,7 +260,7 @@ class Tracker:
 def _set_aside(tx: Tx, task_id: str, reason: str) -> None:
     """A task over its own budget, its claim released: failed for good, its work tree left as
     it is (no rollback:
-    `git handoff retry ID` gives it back, the budget raised first)."""
+    `git handoff reopen ID --reason TEXT` gives it back, the budget raised first)."""
     task: Task | None = tx.task(task_id)
     if task is None or task.status != "pending":  # released just before
         return

@@ -108,3 +108,28 @@ def test_a_limit_wait_that_would_pass_the_run_time_budget_is_named(repo: Path, t
     assert said is not None and said.startswith("the run's time budget would be reached while waiting 7200s for a limit")
     assert said.endswith("of 3600s; --budget time)")
     assert budgets.Tracker(_store(repo), budgets.Budgets({"tokens": 10}), tmp_path).wait_passes_run(1e9) is None
+
+
+def test_a_task_over_its_budget_is_set_aside_and_reopen_gives_it_back(repo: Path, tmp_path: Path) -> None:
+    assert run("init").rc == 0
+    assert run("add", "A", "--id", "t1", "--check", "true").rc == 0
+    assert run("session", "start").rc == 0
+    assert run("claim", "t1").rc == 0
+    transcript = tmp_path / "t.jsonl"
+    transcript.write_text(json.dumps({"type": "assistant", "message": {"id": "m", "usage": {
+        "input_tokens": 900, "output_tokens": 100}}}) + "\n")
+    payload = {"session_id": "s", "cwd": str(repo), "transcript_path": str(transcript)}
+    assert run("hook", "claude-stop", stdin=json.dumps(payload)).rc == 0
+    tracker = budgets.Tracker(_store(repo), budgets.Budgets({"task-tokens": 500}), tmp_path)
+    tracker.check_run()
+    reason = tracker.over(1)
+    assert reason == "task t1: a task's tokens budget reached (1000 of 500; --budget task-tokens)"
+    tracker.ended = (1, reason)  # as end_session leaves it, its agent ended
+    assert run("session", "end").rc == 0
+    tracker.session_ended(1)
+    task = run("show", "t1", "--json").json()
+    assert task["status"] == "failed" and task["tokens"] == 1000
+    assert task["error_log"][-1].startswith(f"[BUDGET] {reason} at ")
+    assert run("reopen", "t1", "--reason", "budget raised").rc == 0
+    assert run("show", "t1", "--json").json()["status"] == "pending"
+    assert run("claim", "t1").rc == 0  # claimable again, its attempts notwithstanding
