@@ -167,6 +167,11 @@ class Tracker:
         return (f"the run's time budget would be reached while waiting {seconds:.0f}s for a limit "
                 f"({_amount('time', at)} of {_amount('time', limit)}; --budget time)")
 
+    def waited(self, seconds: float) -> None:
+        """A limit's wait of `seconds` (the session stays open through it) is not the
+        session's time: the session-time budget holds the agent's own time."""
+        self.session_started += seconds
+
     def over(self, number: int) -> str | None:
         """The budget the running session `number` reached, else None (read at most once
         every CHECK_EVERY seconds)."""

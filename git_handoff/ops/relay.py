@@ -240,11 +240,13 @@ class Relay:
 
     def _before_wait(self, number: int, seconds: float) -> None:
         """A limit's wait that would pass the run's time budget ends the session as a budget
-        does and stops the relay (exit 1), before any of the wait."""
+        does and stops the relay (exit 1), before any of the wait; else the wait is not
+        counted in the session's time."""
         reason = self.budget.wait_passes_run(seconds)
         if reason is not None and self.agent is not None:
             self.budget.end_session(number, reason, self.agent, self.say)
             raise Negative(f"relay stopped: {reason} after {self.budget.sessions} session(s)")
+        self.budget.waited(seconds)
 
     def _after_handoff(self, number: int, agent: Agent) -> str | None:
         """The session handed off: the agent has handoff_grace to exit (an interactive CLI

@@ -133,3 +133,19 @@ def test_a_task_over_its_budget_is_set_aside_and_reopen_gives_it_back(repo: Path
     assert run("reopen", "t1", "--reason", "budget raised").rc == 0
     assert run("show", "t1", "--json").json()["status"] == "pending"
     assert run("claim", "t1").rc == 0  # claimable again, its attempts notwithstanding
+
+
+def test_a_limit_waited_out_is_not_the_session_time(repo: Path, tmp_path: Path) -> None:
+    """A session that waited an hour for a limit is not ended by a session-time budget of a
+    minute as soon as its agent is launched again."""
+    assert run("init").rc == 0
+    assert run("session", "start").rc == 0
+    tracker = budgets.Tracker(_store(repo), budgets.Budgets({"session-time": 60}), tmp_path)
+    tracker.check_run()
+    tracker.session_started -= 50  # the agent ran 50 s
+    tracker.waited(3600)
+    tracker.session_started -= 3600  # the wait
+    assert tracker.over(1) is None
+    tracker.session_started -= 11
+    tracker.checked_at = 0.0
+    assert tracker.over(1) == "the session's time budget reached (61s of 60s; --budget session-time)"
