@@ -21,16 +21,20 @@ counts cache reads and writes apart, and they are added back); output tokens inc
 model's thinking where the CLI counts it apart. None of the three writes a cost into its
 transcript; Claude Code's `-p --output-format json` result does (`total_cost_usd`), which
 `result_cost` reads from the agent's output. Plain functions, imported only when a
-session's use is read (never by a hook's decision on its own).
+session's use is read (never by a hook's decision on its own). The transcripts only grow
+while their agent runs: a process that reads one again (the relay, every second) reads
+only what was appended since (`_fold`), a file rewritten or put in its place afresh.
 """
 
 from __future__ import annotations
 
+import copy
 import json
-from collections.abc import Iterator
+import os
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 MAX_TRANSCRIPT = 256 << 20  # bytes of a transcript read at most (a longer one is read to here)
 
@@ -60,14 +64,23 @@ def _count(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
 
 
-def _lines(transcript: str) -> Iterator[dict[str, Any]]:
-    """The JSON objects of a JSON-lines file, a line that is not one skipped (a line being
-    written while we read, a line of another shape)."""
-    try:
-        with Path(transcript).open("rb") as f:
-            data = f.read(MAX_TRANSCRIPT)
-    except OSError:
-        return
+@dataclass
+class _Read:
+    """How far one transcript was read, and what its reader made of it so far."""
+
+    ident: tuple[int, int]  # the file's device and inode (a file put in its place is read afresh)
+    offset: int  # bytes read: whole lines only
+    mark: bytes  # the MARK bytes before `offset` (a file rewritten in place is read afresh)
+    state: Any
+
+
+MARK = 64
+MAX_READS = 256  # transcripts whose reading is kept at most (then forgotten, read afresh)
+_READS: dict[tuple[str, str], _Read] = {}
+
+
+def _records(data: bytes) -> Iterator[dict[str, Any]]:
+    """The JSON objects of JSON lines, a line that is not one skipped (a line of another shape)."""
     for line in data.splitlines():
         if not line.strip():
             continue
@@ -79,56 +92,103 @@ def _lines(transcript: str) -> Iterator[dict[str, Any]]:
             yield record
 
 
-def claude_transcript(transcript: str) -> Usage | None:
-    """Claude Code's session transcript: `usage` per assistant message, once per message id."""
-    seen: dict[str, tuple[int, int]] = {}
-    for record in _lines(transcript):
-        message = record.get("message")
-        if record.get("type") != "assistant" or not isinstance(message, dict):
-            continue
-        usage = message.get("usage")
-        if not isinstance(usage, dict):
-            continue
-        key = message.get("id")
-        key = key if isinstance(key, str) and key else f"line-{len(seen)}"
-        seen[key] = (_count(usage.get("input_tokens")) + _count(usage.get("cache_creation_input_tokens"))
-                     + _count(usage.get("cache_read_input_tokens")), _count(usage.get("output_tokens")))
+def _fold(name: str, transcript: str, fresh: Callable[[], Any], step: Callable[[Any, dict[str, Any]], None]) -> Any:
+    """`step` applied to a fresh state and each JSON object of a JSON-lines transcript, in
+    order; None when there is no such file. The transcripts only grow while their agent
+    runs, and the relay reads them every second: each call reads only what was appended
+    since the last (whole lines; a last line not ended yet counts now and is read again)."""
+    try:
+        with Path(transcript).open("rb") as f:
+            st = os.fstat(f.fileno())
+            read = _READS.get((name, transcript))
+            if read is not None and (read.ident != (st.st_dev, st.st_ino) or st.st_size < read.offset
+                                     or not _marked(f, read)):
+                read = None
+            if read is None:
+                read = _Read((st.st_dev, st.st_ino), 0, b"", fresh())
+            f.seek(read.offset)
+            data = f.read(max(0, MAX_TRANSCRIPT - read.offset))
+    except OSError:
+        return None
+    end = data.rfind(b"\n") + 1
+    for record in _records(data[:end]):
+        step(read.state, record)
+    read.offset += end
+    read.mark = (read.mark + data[:end])[-MARK:]
+    if len(_READS) >= MAX_READS:
+        _READS.clear()
+    _READS[(name, transcript)] = read
+    if not data[end:].strip():
+        return read.state
+    state = copy.copy(read.state)
+    for record in _records(data[end:]):
+        step(state, record)
+    return state
+
+
+def _marked(f: BinaryIO, read: _Read) -> bool:
+    if not read.mark:
+        return True
+    f.seek(read.offset - len(read.mark))
+    return f.read(len(read.mark)) == read.mark
+
+
+def _claude_step(seen: dict[str, tuple[int, int]], record: dict[str, Any]) -> None:
+    message = record.get("message")
+    if record.get("type") != "assistant" or not isinstance(message, dict):
+        return
+    usage = message.get("usage")
+    if not isinstance(usage, dict):
+        return
+    key = message.get("id")
+    key = key if isinstance(key, str) and key else f"line-{len(seen)}"
+    seen[key] = (_count(usage.get("input_tokens")) + _count(usage.get("cache_creation_input_tokens"))
+                 + _count(usage.get("cache_read_input_tokens")), _count(usage.get("output_tokens")))
+
+
+def _summed(seen: dict[str, tuple[int, int]] | None) -> Usage | None:
     if not seen:
         return None
     return Usage(sum(i for i, _ in seen.values()), sum(o for _, o in seen.values()), len(seen))
+
+
+def claude_transcript(transcript: str) -> Usage | None:
+    """Claude Code's session transcript: `usage` per assistant message, once per message id."""
+    return _summed(_fold("claude", transcript, dict, _claude_step))
+
+
+def _codex_step(last: list[Any], record: dict[str, Any]) -> None:
+    """`last`: [the last running total, the turns]."""
+    payload = record.get("payload")
+    if record.get("type") != "event_msg" or not isinstance(payload, dict) or payload.get("type") != "token_count":
+        return
+    info = payload.get("info")
+    total = info.get("total_token_usage") if isinstance(info, dict) else None
+    if isinstance(total, dict) and total != last[0]:
+        last[0] = total
+        last[1] += 1
 
 
 def codex_rollout(transcript: str) -> Usage | None:
     """Codex's rollout file: the last `token_count` event's running total; a turn per new total."""
-    last: dict[str, Any] | None = None
-    turns = 0
-    for record in _lines(transcript):
-        payload = record.get("payload")
-        if record.get("type") != "event_msg" or not isinstance(payload, dict) or payload.get("type") != "token_count":
-            continue
-        info = payload.get("info")
-        total = info.get("total_token_usage") if isinstance(info, dict) else None
-        if isinstance(total, dict) and total != last:
-            last = total
-            turns += 1
-    if last is None:
+    found = _fold("codex", transcript, lambda: [None, 0], _codex_step)
+    if found is None or found[0] is None:
         return None
-    return Usage(_count(last.get("input_tokens")), _count(last.get("output_tokens")), turns)
+    return Usage(_count(found[0].get("input_tokens")), _count(found[0].get("output_tokens")), found[1])
+
+
+def _gemini_step(seen: dict[str, tuple[int, int]], record: dict[str, Any]) -> None:
+    tokens = record.get("tokens")
+    if record.get("type") != "gemini" or not isinstance(tokens, dict):
+        return
+    key = record.get("id")
+    key = key if isinstance(key, str) and key else f"line-{len(seen)}"
+    seen[key] = (_count(tokens.get("input")), _count(tokens.get("output")) + _count(tokens.get("thoughts")))
 
 
 def gemini_chat(transcript: str) -> Usage | None:
     """Gemini CLI's chat file: `tokens` of each model message, the last line of each id."""
-    seen: dict[str, tuple[int, int]] = {}
-    for record in _lines(transcript):
-        tokens = record.get("tokens")
-        if record.get("type") != "gemini" or not isinstance(tokens, dict):
-            continue
-        key = record.get("id")
-        key = key if isinstance(key, str) and key else f"line-{len(seen)}"
-        seen[key] = (_count(tokens.get("input")), _count(tokens.get("output")) + _count(tokens.get("thoughts")))
-    if not seen:
-        return None
-    return Usage(sum(i for i, _ in seen.values()), sum(o for _, o in seen.values()), len(seen))
+    return _summed(_fold("gemini", transcript, dict, _gemini_step))
 
 
 def result_cost(output: str) -> float | None:

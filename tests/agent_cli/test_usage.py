@@ -94,3 +94,45 @@ def test_the_cost_claude_codes_json_result_prints() -> None:
     assert result_cost(json.dumps({**result, "total_cost_usd": -1})) is None
     assert result_cost('{"total_cost_usd": broken') is None
     assert result_cost("") is None
+
+
+def _fresh(name: str, path: str) -> Usage | None:
+    """What a first reading of the file gives (nothing remembered of an earlier one)."""
+    from git_handoff.agent_cli import usage as reader
+
+    reader._READS.clear()
+    return registry.get(name).usage(path)
+
+
+def test_a_growing_transcript_is_read_from_where_the_last_reading_stopped(tmp_path: Path) -> None:
+    """The relay reads a running session's transcripts every second: each reading takes only
+    what was appended, and says what a reading of the whole file says, a line being written
+    (no newline yet) included now and read again once ended."""
+    path = tmp_path / "s.jsonl"
+    lines = [json.dumps(r) + "\n" for r in
+             [_claude("msg_1", 50, 10), _claude("msg_1", 50, 10), _claude("msg_2", 41, 6), _claude("msg_3", 7, 1)]]
+    text = "".join(lines)
+    claude = registry.get("claude")
+    path.write_text("")
+    assert claude.usage(str(path)) is None
+    for cut in [len(lines[0]) - 9, len(lines[0]), len(lines[0]) + len(lines[1]) + 3, len(text) - 1, len(text)]:
+        with path.open("a") as f:
+            f.write(text[path.stat().st_size:cut])
+        assert claude.usage(str(path)) == _fresh("claude", str(path)), cut
+        claude.usage(str(path))  # remembered again
+    assert claude.usage(str(path)) == Usage(input_tokens=98, output_tokens=17, turns=3)
+
+
+def test_a_transcript_rewritten_or_replaced_is_read_afresh(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    claude = registry.get("claude")
+    _write(path, [_claude("a", 10, 1), _claude("b", 10, 1)])
+    assert claude.usage(str(path)) == Usage(20, 2, 2)
+    _write(path, [_claude("c", 30, 3), _claude("d", 30, 3), _claude("e", 30, 3)])  # in place, longer
+    assert claude.usage(str(path)) == Usage(90, 9, 3)
+    other = tmp_path / "other.jsonl"
+    _write(other, [_claude("c", 30, 3), _claude("d", 30, 3), _claude("e", 30, 3), _claude("f", 1, 1)])
+    other.replace(path)  # a new file in its place
+    assert claude.usage(str(path)) == Usage(91, 10, 4)
+    _write(path, [_claude("g", 5, 5)])  # shorter
+    assert claude.usage(str(path)) == Usage(5, 5, 1)
