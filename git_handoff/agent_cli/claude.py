@@ -30,6 +30,7 @@ from git_handoff.core.patterns import lazy
 
 if TYPE_CHECKING:
     from git_handoff.agent_cli.protocol import LimitRule
+    from git_handoff.agent_cli.usage import Usage
 
 NAME = "claude"
 LABEL = "Claude Code"
@@ -103,6 +104,13 @@ def render(hook: str, outcome: Outcome) -> str:
     """Claude Code's JSON for the outcome ("" when there is nothing to say)."""
     name, _, kind = HOOKS[hook]
     return claude_shaped_output(name, kind, outcome)
+
+
+def usage(transcript: str) -> Usage | None:
+    """Its use as its transcript tells it (agent_cli/usage.py reads the form)."""
+    from git_handoff.agent_cli import usage as reader  # not imported by the hooks themselves
+
+    return reader.claude_transcript(transcript)
 
 
 def setup_notes(status: Mapping[str, object]) -> Sequence[str]:

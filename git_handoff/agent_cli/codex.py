@@ -37,6 +37,7 @@ from git_handoff.core.patterns import lazy
 
 if TYPE_CHECKING:
     from git_handoff.agent_cli.protocol import LimitRule
+    from git_handoff.agent_cli.usage import Usage
 
 NAME = "codex"
 LABEL = "Codex CLI"
@@ -88,6 +89,13 @@ def render(hook: str, outcome: Outcome) -> str:
     """Codex's JSON for the outcome ("" when there is nothing to say): Claude Code's shapes."""
     name, _, kind = HOOKS[hook]
     return claude_shaped_output(name, kind, outcome)
+
+
+def usage(transcript: str) -> Usage | None:
+    """Its use as its transcript tells it (agent_cli/usage.py reads the form)."""
+    from git_handoff.agent_cli import usage as reader  # not imported by the hooks themselves
+
+    return reader.codex_rollout(transcript)
 
 
 def setup_notes(status: Mapping[str, object]) -> Sequence[str]:

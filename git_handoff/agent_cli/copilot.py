@@ -36,6 +36,7 @@ from git_handoff.core.patterns import lazy
 
 if TYPE_CHECKING:
     from git_handoff.agent_cli.protocol import LimitRule
+    from git_handoff.agent_cli.usage import Usage
 
 NAME = "copilot"
 LABEL = "Copilot CLI"
@@ -98,6 +99,12 @@ def render(hook: str, outcome: Outcome) -> str:
     if outcome.warning and not outcome.block:
         out["systemMessage"] = outcome.warning
     return json.dumps(out) if out else ""
+
+
+def usage(transcript: str) -> Usage | None:
+    """None: what Copilot CLI's transcript holds of its use was not measured yet, so nothing is
+    read from it (the session records no tokens; docs/agent-clis.md, "Budgets and cost")."""
+    return None
 
 
 def setup_notes(status: Mapping[str, object]) -> Sequence[str]:

@@ -47,6 +47,7 @@ from git_handoff.core.patterns import lazy
 
 if TYPE_CHECKING:
     from git_handoff.agent_cli.protocol import LimitRule
+    from git_handoff.agent_cli.usage import Usage
 
 NAME = "gemini"
 LABEL = "Gemini CLI"
@@ -164,6 +165,13 @@ def will_compress(payload: dict[str, Any], cwd: str | None) -> bool:
     count, model = last
     limit = SMALL_LIMITS.get(model or "", TOKEN_LIMIT)
     return count >= _threshold(cwd) * limit
+
+
+def usage(transcript: str) -> Usage | None:
+    """Its use as its transcript tells it (agent_cli/usage.py reads the form)."""
+    from git_handoff.agent_cli import usage as reader  # not imported by the hooks themselves
+
+    return reader.gemini_chat(transcript)
 
 
 def setup_notes(status: Mapping[str, object]) -> Sequence[str]:

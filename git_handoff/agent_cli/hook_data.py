@@ -28,6 +28,8 @@ class Event:
     agent_session: str | None = None  # the agent's own conversation id
     trigger: str | None = None  # pre_compact: manual | auto; session_end: the reason
     set_aside: tuple[str, ...] = ()  # payload fields dropped by the text rules (payload_text)
+    transcript: str | None = None  # the agent's transcript file (its usage: ops/usage.py)
+    cli: str | None = None  # the agent CLI whose hook this is (its NAME; hook_entry sets it)
 
 
 @dataclass(frozen=True)
@@ -74,6 +76,7 @@ def payload_event(kind: str, payload: dict[str, Any], *, project_env: str | None
                  stop_hook_active=payload.get("stop_hook_active") is True,
                  agent_session=payload_text(payload, "session_id"),
                  trigger=payload_text(payload, "trigger") or payload_text(payload, "reason"),
+                 transcript=payload_text(payload, "transcript_path"),
                  set_aside=set_aside(payload, ("cwd", "source", "session_id", "trigger", "reason",
                                                "transcript_path")))
 

@@ -24,6 +24,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, TypeAlias
 
 from git_handoff.agent_cli.hook_data import Event, Outcome
+from git_handoff.agent_cli.usage import Usage
 from git_handoff.core.patterns import LazyPattern
 
 # One text a CLI prints when it stops on a limit or an outage: (its kind: hook_data.USAGE_LIMIT |
@@ -94,6 +95,11 @@ class AgentCli(Protocol):
     def person_prompt(self, screen: str) -> str | None:
         """One line saying what to set when `screen` (a pane's text) shows the CLI waiting for a
         person (first run, login, trust, an approval); None when it shows none."""
+        ...
+
+    def usage(self, transcript: str) -> Usage | None:
+        """What the CLI's transcript at `transcript` (a hook payload's `transcript_path`) says it
+        used: tokens in and out, model turns (agent_cli/usage.py); None when it tells nothing."""
         ...
 
     def setup_notes(self, status: Mapping[str, object]) -> Sequence[str]:

@@ -41,6 +41,7 @@ from git_handoff.core.patterns import lazy
 
 if TYPE_CHECKING:
     from git_handoff.agent_cli.protocol import LimitRule
+    from git_handoff.agent_cli.usage import Usage
 
 NAME = "qwen"
 LABEL = "Qwen Code"
@@ -90,6 +91,12 @@ def render(hook: str, outcome: Outcome) -> str:
     """Qwen Code's JSON for the outcome ("" when there is nothing to say): Claude Code's shapes."""
     name, _, kind = HOOKS[hook]
     return claude_shaped_output(name, kind, outcome)
+
+
+def usage(transcript: str) -> Usage | None:
+    """None: what Qwen Code's transcript holds of its use was not measured yet, so nothing is
+    read from it (the session records no tokens; docs/agent-clis.md, "Budgets and cost")."""
+    return None
 
 
 def setup_notes(status: Mapping[str, object]) -> Sequence[str]:

@@ -52,13 +52,17 @@ if TYPE_CHECKING:
                    "[default: handoff.integrate, else on when handoff.target is set].")
 @click.option("--wait-patience", type=numbers.SECONDS, default=1800.0, show_default=True, metavar="S",
               help="With --integrate: stop after waiting S seconds for other machines' work with no progress anywhere.")
+@click.option("--budget", "budget", multiple=True, metavar="KEY=VALUE",
+              help="A budget, repeatable: tokens, cost, time, sessions (the run's), session-tokens, session-time, "
+                   "task-tokens; claim=release|keep (a session a budget ends) "
+                   "[default: handoff.budget.*].")
 @click.option("--quiet", "-q", is_flag=True, help="Print only the final line.")
 @json_option
 def relay_cmd(agent: str, tmux: bool, tmux_socket: str | None, ack_timeout: float, session_timeout: float | None,
               max_launch_failures: int, handoff_grace: float, max_idle_sessions: int, hang_timeout: float,
               limit_backoff: float, limit_backoff_max: float, max_limit_wait: float | None, fleet_lock: bool,
-              lock_remote: str | None, lock_lease: int, integrate: bool | None, wait_patience: float, quiet: bool,
-              as_json: bool) -> None:
+              lock_remote: str | None, lock_lease: int, integrate: bool | None, wait_patience: float,
+              budget: tuple[str, ...], quiet: bool, as_json: bool) -> None:
     """Run agent sessions one after another until every task is completed.
 
     Each session: `session start` (recovery included), the handoff prompt written to a
@@ -93,6 +97,7 @@ def relay_cmd(agent: str, tmux: bool, tmux_socket: str | None, ack_timeout: floa
     signals that come meanwhile (git passes a Ctrl-C on a second time) are ignored
     until that is done.
     """
+    from git_handoff.ops import budgets
     from git_handoff.ops import relay as ops
     from git_handoff.remote.fleet_lock import FleetLock
     from git_handoff.remote.fleet_lock import wanted as fleet_lock_wanted
@@ -112,7 +117,7 @@ def relay_cmd(agent: str, tmux: bool, tmux_socket: str | None, ack_timeout: floa
                        hang_timeout=hang_timeout or None, limit_backoff=limit_backoff,
                        limit_backoff_max=max(limit_backoff, limit_backoff_max),
                        limit_wait_max=max_limit_wait or _configured_wait(store), integrate=integrate,
-                       wait_patience=wait_patience)
+                       wait_patience=wait_patience, budgets=budgets.configured(store.repo, budget))
     from git_handoff.cli.progress import Progress
 
     with Progress("relay", as_json=as_json or quiet) as progress:

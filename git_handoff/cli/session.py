@@ -32,6 +32,16 @@ def _session_text(record: Mapping[str, Any]) -> str:
     if isinstance(written, dict):
         lines.append(f"  handoff:    written {visible(str(written.get('written_at')))} "
                      f"({visible(str(written.get('trigger')))})")
+    used = record.get("usage")
+    if isinstance(used, dict):
+        cost = used.get("cost_usd")
+        lines.append(f"  usage:      {used.get('tokens')} tokens (in {used.get('input_tokens')}, out "
+                     f"{used.get('output_tokens')}), {used.get('turns')} turns"
+                     + (f", {used['seconds']}s" if isinstance(used.get("seconds"), int) else "")
+                     + (f", ${cost:.4f}" if isinstance(cost, int | float) else "")
+                     + f" ({visible(', '.join(str(c) for c in used.get('clis') or []))})")
+    if record.get("budget"):
+        lines.append(f"  budget:     {visible(str(record['budget']))}")
     for d in record.get("decisions") or []:
         lines.append(f"  decision:   {visible(str(d.get('what')))} (why: {visible(str(d.get('why')))})")
     for b in record.get("blockers") or []:

@@ -69,6 +69,8 @@ def describe(task: Task) -> str:
         lines.append(f"  last claimed:  {visible(task.claimed_by)}")
     if task.completed_at:
         lines.append(f"  completed:     {task.completed_at}")
+    if task.tokens:
+        lines.append(f"  tokens:        {task.tokens} (its share of its sessions' agents' tokens)")
     for cp in task.checkpoints:
         said = visible(str(cp.get("description")))
         lines.append(f"  checkpoint:    step={cp.get('step')}/{cp.get('total')} \"{said}\" at {cp.get('timestamp')}")
@@ -253,7 +255,9 @@ def status_cmd(as_json: bool) -> None:
         click.echo("\nlast log lines:")
         for line in result["log"]:
             click.echo(f"  {visible(line)}")
-    click.echo(f"\nsessions: {result['session_count']}  last session: {result['last_session'] or '-'}")
+    used = views.summary_line(result["usage"])
+    click.echo(f"\nsessions: {result['session_count']}  last session: {result['last_session'] or '-'}"
+               + (f"  {used}" if used else ""))
     for note in result.get("notes", []):
         click.echo(visible(note))
 

@@ -317,6 +317,7 @@ class Task:
     lease_expires_at: str | None = None
     created_at: str = ""
     spec_ref: str | None = None
+    tokens: int = 0  # the agent's tokens spent on it (ops/usage.py shares each session's among its tasks)
     # Bookkeeping beyond the harness task fields (serialized after them).
     order: int = 0  # creation order; ties between machines broken by id
     updated_at: str = ""

@@ -36,6 +36,7 @@ from git_handoff.core.field_checks import (
     check_fields,
     either,
     integer,
+    list_of,
     obj,
     one_of,
     opt,
@@ -83,6 +84,8 @@ class SessionRecord(TypedDict, total=False):
     ack: Any
     handoff: Any
     stats: str
+    usage: dict[str, Any]  # what its agent used (ops/usage.py UsageRecord)
+    budget: str  # the budget that ended it (ops/budgets.py)
     updated_at: str
     hlc: str  # the clock stamp of its last write (git_handoff.core.hlc)
     field_clock: dict[str, list[str]]  # {field: [stamp, digest of the value]}
@@ -194,6 +197,18 @@ _DECISION = obj({"what": LINE, "why": LINE, "at": opt(STAMP)})
 _BLOCKER = either(LINE, obj({"text": LINE, "at": opt(STAMP)}))
 
 
+def dollars(value: Any, at: str) -> None:
+    """A cost in US dollars: a number in [0, 1e9)."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < 1e9:
+        raise InvalidState(f"{at} must be a cost in dollars (a number from 0), not {shown(value)}")
+
+
+# a session's use of its agent CLI (ops/usage.py)
+_USAGE = obj({"input_tokens": integer(0), "output_tokens": integer(0), "tokens": integer(0), "turns": integer(0),
+              "cost_usd": opt(dollars), "seconds": integer(0),
+              "clis": list_of(pattern(lazy(r"[a-z][a-z0-9-]{0,31}"), "an agent CLI's name"), 16)})
+
+
 def counts_by_clone(value: Any, at: str) -> None:
     """{clone id: count}: how many sessions each clone started (a grow-only counter)."""
     if not isinstance(value, dict):
@@ -234,6 +249,8 @@ SESSION_FIELDS: dict[str, Check] = {
     "ack": opt(obj({"status": one_of("accepted", "failed"), "at": opt(STAMP), "reason": opt(LINE),
                     "handoff": opt(integer(0, MAX_SESSION))})),
     "handoff": opt(obj({"written_at": opt(STAMP), "trigger": opt(LINE)})),
+    "usage": opt(_USAGE),
+    "budget": opt(LINE),
     "updated_at": opt(STAMP),
 }
 DOC_FIELDS: dict[str, Check] = {

@@ -96,6 +96,7 @@ TASK_TABLE = (
     TaskField("lease_expires_at", "text", "lease_expires_at", form="time"),
     TaskField("created_at", "text", "created_at", default="", form="time"),
     TaskField("spec_ref", "text", "spec_ref", form="line", cap=4096),
+    TaskField("tokens", "count", "tokens", default=0),
     TaskField("order", "order", "order", default=0, high=2**64),
     TaskField("updated_at", "text", "updated_at", default="", form="time"),
 )
@@ -188,6 +189,7 @@ def task_to_json(task: Task) -> dict[str, Any]:
         "lease_expires_at": task.lease_expires_at,
         "created_at": task.created_at,
         "spec_ref": task.spec_ref,
+        "tokens": task.tokens,
         "order": task.order,
         "updated_at": task.updated_at,
     }

@@ -275,6 +275,7 @@ _WRITTEN_TASK = lazy(
     + r',\n  "lease_expires_at": ' + _W_TIME_OR_EMPTY
     + r',\n  "created_at": ' + _W_TIME_OR_EMPTY
     + r',\n  "spec_ref": ' + _null_or(_line_string(dict(TASK_LINES)["spec_ref"]))
+    + r'(?:,\n  "tokens": ' + _W_COUNT + ")?"  # absent from the files of earlier versions
     + r',\n  "order": ' + _whole(0, 2**64)
     + r',\n  "updated_at": ' + _W_TIME_OR_EMPTY
     + r"(?:,\n  " + _W_EXTRA + r")*+\n\}\n?")

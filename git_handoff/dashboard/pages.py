@@ -240,11 +240,24 @@ def sessions_html(snap: Snapshot) -> str:
             f'<br><span class="muted">{escape(str(rec.get("started_at") or "-"))}</span>'
             f'<br>{escape(str(rec.get("worker") or "-"))}'
             f'<br>completed {done} · ACK {escape(str(ack_text))}'
-            f'<br>{"handoff document" if isinstance(doc, dict) else "<span class=muted>no document</span>"}'
+            + (f'<br><span data-tokens="{n}">{_usage_text(rec["usage"])}</span>'
+               if isinstance(rec.get("usage"), dict) else "")
+            + (f'<br><b>budget</b>: {escape(str(rec["budget"]))}' if rec.get("budget") else "")
+            + f'<br>{"handoff document" if isinstance(doc, dict) else "<span class=muted>no document</span>"}'
             + (f"<br>record{unapproved_mark(left_sessions[n])}" if n in left_sessions else "")
             + (f"<br>document{unapproved_mark(left_docs[n])}" if n in left_docs else "") + "</a>"
         )
-    return f'<p><b data-count="sessions">{len(numbers)}</b> session(s)</p><div class="timeline">{"".join(cards)}</div>'
+    total = session_records.usage_totals(snap)
+    used = f' · <span data-count="tokens">{_usage_text(total)}</span>' if total["sessions"] else ""
+    return (f'<p><b data-count="sessions">{len(numbers)}</b> session(s){used}</p>'
+            f'<div class="timeline">{"".join(cards)}</div>')
+
+
+def _usage_text(used: dict[str, Any]) -> str:
+    """`1234 tokens (in 1000, out 234), $0.0123`, escaped."""
+    cost = used.get("cost_usd")
+    return escape(f"{used.get('tokens')} tokens (in {used.get('input_tokens')}, out {used.get('output_tokens')})"
+                  + (f", ${cost:.4f}" if isinstance(cost, int | float) else ""))
 
 
 def inline_graph_html(tasks: dict[str, Task], blocked: set[str]) -> str:
@@ -391,6 +404,7 @@ def _task_rows(task: Task, state: str) -> list[tuple[str, str]]:
         ("check", task.check or "-"), ("timeout", f"{task.timeout_seconds}s"), ("cleanup", task.cleanup or "-"),
         ("spec", task.spec_ref or "-"), ("created", task.created_at or "-"),
         ("started at", task.started_at_commit or "-"), ("completed", task.completed_at or "-"),
+        ("tokens", str(task.tokens)),
     ]
     if task.status == "in_progress" and task.claimed_by:
         rows.append(("claimed by", f"{task.claimed_by} (lease until {task.lease_expires_at})"))
@@ -424,6 +438,13 @@ def session_page(store: StateStore, number: int) -> str | None:
         ("ended", str(rec.get("ended_at") or "-")), ("base", str(rec.get("base") or "-")),
         ("ACK", str(ack.get("status")) if isinstance(ack, dict) else "-"),
     ]
+    if isinstance(rec.get("usage"), dict):
+        rows.append(("usage", f"{rec['usage'].get('tokens')} tokens (in {rec['usage'].get('input_tokens')}, out "
+                              f"{rec['usage'].get('output_tokens')}), {rec['usage'].get('turns')} turns"
+                              + (f", ${rec['usage']['cost_usd']:.4f}"
+                                 if isinstance(rec["usage"].get("cost_usd"), int | float) else "")))
+    if rec.get("budget"):
+        rows.append(("budget", str(rec["budget"])))
     done = " ".join(f'<a href="{task_url(str(t))}">{escape(str(t))}</a>' for t in rec.get("completed") or []) or "-"
     facts = "".join(f"<li>{escape(str(d.get('what')))} — {escape(str(d.get('why')))}</li>"
                     for d in rec.get("decisions") or [] if isinstance(d, dict))

@@ -32,7 +32,7 @@ from git_handoff.core import display
 from git_handoff.core.errors import HandoffError, Negative, NotARepository, NotInitialized
 from git_handoff.core.model import Task, now_iso
 from git_handoff.infra.fileio import atomic_write
-from git_handoff.ops import handoff, prompt
+from git_handoff.ops import handoff, prompt, usage
 from git_handoff.ops.open_state import Opened, open_state
 from git_handoff.state import claim_index, session_records, status_index, this_clone, writers
 from git_handoff.state.store import StateStore
@@ -96,7 +96,11 @@ def _decide(store: StateStore, event: Event) -> Outcome:
     except HandoffError as exc:
         return damaged(event, f"the state cannot be read ({exc.message})")
     try:
-        return _dispatch(store, event)
+        usage.note(store, event)  # before session_end closes the session, after session_start opens it
+        outcome = _dispatch(store, event)
+        if event.kind == "session_start":
+            usage.note(store, event)
+        return outcome
     except HandoffError as exc:
         return damaged(event, exc.message)
 

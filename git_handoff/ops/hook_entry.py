@@ -9,6 +9,8 @@ is not initialized (or no repository) gives no output at all.
 
 from __future__ import annotations
 
+import dataclasses
+
 from git_handoff.agent_cli import registry
 from git_handoff.agent_cli.hook_data import Event, Outcome
 from git_handoff.core import decoding, display
@@ -47,7 +49,7 @@ def run(hook: str, stdin_text: str | None) -> tuple[str, str]:
     if adapter is None:
         return "", ""
     payload, ignored = parse_payload(stdin_text)
-    event = adapter.event(hook, payload)
+    event = dataclasses.replace(adapter.event(hook, payload), cli=adapter.NAME)
     if event.set_aside:
         ignored = (f"git handoff hook: payload field(s) {', '.join(event.set_aside)} ignored: not one line "
                    "of text within its length cap")

@@ -64,6 +64,7 @@ class TaskJson(TypedDict):
     lease_expires_at: str | None
     created_at: str
     spec_ref: str | None
+    tokens: int  # its share of its sessions' agents' tokens (ops/usage.py)
     order: int
     updated_at: str
     # the claim (git_handoff.core.model.CLAIM_FIELDS) and what a claim leaves behind
@@ -128,6 +129,17 @@ class StatusRow(TypedDict):
     unapproved_writer: NotRequired[str]
 
 
+class UsageTotal(TypedDict):
+    """What every session's agent used, as the session records say, summed (ops/usage.py)."""
+
+    tokens: int
+    input_tokens: int
+    output_tokens: int
+    turns: int
+    cost_usd: float | None
+    sessions: int  # the sessions that recorded a use
+
+
 class StatusView(TypedDict):
     """`status`."""
 
@@ -139,6 +151,7 @@ class StatusView(TypedDict):
     config: ConfigView
     state_commit: str
     notes: list[str]
+    usage: UsageTotal  # what the sessions' agents used (ops/usage.py)
 
 
 class LogLine(TypedDict):

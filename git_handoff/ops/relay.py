@@ -22,7 +22,6 @@ from typing import Any
 
 from git_handoff.agent_cli import launcher
 from git_handoff.agent_cli.launcher import Agent, launch, stop_tmux_server, tmux_socket_name
-from git_handoff.core import selection
 from git_handoff.core.errors import HandoffError, Negative, Signalled, UsageError
 from git_handoff.core.model import now_iso
 from git_handoff.core.record_schemas import RelayRecord
@@ -36,10 +35,10 @@ from git_handoff.ops import (
     session_start,
     sessions,
 )
+from git_handoff.ops.budgets import Budgets, Tracker
 from git_handoff.ops.payloads import AckEntry, RelaySummary
 from git_handoff.ops.relay_record import relay_lock, update_record
 from git_handoff.remote.fleet_lock import FleetLock
-from git_handoff.state import writers
 from git_handoff.state.store import StateStore
 from git_handoff.state.this_clone import open_session
 
@@ -64,6 +63,7 @@ class Options:
     integrate: bool | None = None  # land finished work between sessions (ops/relay_land.py); None: as configured
     wait_poll: float = relay_land.POLL
     wait_patience: float = relay_land.PATIENCE
+    budgets: Budgets | None = None  # tokens, money, time, sessions (ops/budgets.py)
 
 
 class Stopped(Negative):
@@ -71,31 +71,6 @@ class Stopped(Negative):
 
 
 # -- the loop ------------------------------------------------------------------------
-
-
-def _progress(store: StateStore) -> tuple[int, int]:
-    tasks = store.snapshot().tasks()
-    return (sum(1 for t in tasks.values() if t.status == "completed"), sum(t.attempts for t in tasks.values()))
-
-
-def work_left(store: StateStore) -> tuple[bool, str]:
-    """(is there work a session could do, why not)."""
-    tasks = store.snapshot().tasks()
-    if not tasks:
-        return False, "there are no tasks (add some with `git handoff add` or `git handoff import`)"
-    if all(t.status == "completed" for t in tasks.values()):
-        return False, f"all {len(tasks)} task(s) completed"
-    prepared, _ = selection.prepare(tasks, now_iso())
-    hidden = writers.unapproved_at_head(store.repo)  # an unapproved writer's tasks are no work for an agent
-    if selection.eligible(prepared, skip=hidden) or any(
-            t.status == "in_progress" and t.id not in hidden for t in prepared.values()):
-        return True, ""
-    counts = selection.counts(prepared)
-    if hidden:
-        return False, (f"no eligible task left from approved writers: {len(hidden)} task(s) were last written by a "
-                       "writer this clone has not approved (`git handoff trust --writers`)")
-    return False, (f"no eligible task left: {counts['failed']} failed, {counts['blocked']} blocked, "
-                   f"{counts['completed']} completed")
 
 
 class Relay:
@@ -111,10 +86,11 @@ class Relay:
         self.progress_at_ack: tuple[int, int] | None = None
         self.relay_dir = store.repo.handoff_dir / "relay"
         self.relay_dir.mkdir(exist_ok=True)
+        self.budget = Tracker(store, opts.budgets or Budgets(), self.relay_dir)
         self.watch = relay_watch.Watch(store, self.relay_dir, opts.agent, opts.hang_timeout, opts.limit_backoff,
                                        opts.limit_backoff_max, opts.poll, say, self.waiting, self._failure,
                                        lambda changes, log: update_record(self._session_store(), changes, log=log),
-                                       wait_cap=opts.limit_wait_max)
+                                       wait_cap=opts.limit_wait_max, before_wait=self._before_wait)
 
     # -- helpers --
 
@@ -179,7 +155,7 @@ class Relay:
             if failure is None:
                 self.say(f"relay: session {number}: acknowledged")
                 self.acked_at = time.monotonic()
-                self.progress_at_ack = _progress(self.store)
+                self.progress_at_ack = relay_land.progress(self.store)
                 self.watch.acknowledged()
                 return
             if failure == relay_watch.RELAUNCH:
@@ -200,7 +176,7 @@ class Relay:
         if status == 0 or self.acked_at is None or status > 128 or status < 0 or self.watch.worked():
             return None  # killed by a signal, or it did something: it started
         after = time.monotonic() - self.acked_at
-        if after > self.opts.launch_grace or _progress(self.store) != self.progress_at_ack:
+        if after > self.opts.launch_grace or relay_land.progress(self.store) != self.progress_at_ack:
             return None
         return f"agent exited with status {status} {after:.1f}s after its ACK, having done nothing"
 
@@ -233,6 +209,9 @@ class Relay:
                 self._failure(f"session {number}: ran longer than --session-timeout {timeout:g}s; agent killed",
                               "SESSION_TIMEOUT")
                 break
+            if (spent := self.budget.over(number)) is not None:
+                self.budget.end_session(number, spent, agent, self.say)
+                break
             if (ended := self.watch.turn_ended(agent)) is not None:
                 self._turn_ended(number, ended)
                 break
@@ -242,6 +221,16 @@ class Relay:
                 break
             time.sleep(self.opts.poll)
         return None
+
+    def _before_wait(self, number: int, seconds: float) -> None:
+        """A limit's wait that would pass the run's time budget ends the session as a budget
+        does and stops the relay (exit 1), before any of the wait; else the wait is not
+        counted in the session's time."""
+        reason = self.budget.wait_passes_run(seconds)
+        if reason is not None and self.agent is not None:
+            self.budget.end_session(number, reason, self.agent, self.say)
+            raise Negative(f"relay stopped: {reason} after {self.budget.sessions} session(s)")
+        self.budget.waited(seconds)
 
     def _after_handoff(self, number: int, agent: Agent) -> str | None:
         """The session handed off: the agent has handoff_grace to exit (an interactive CLI
@@ -280,7 +269,8 @@ class Relay:
         if not self._handed_off(number):
             handoff.write_doc(self._session_store(), trigger="relay")
             self.say(f"relay: session {number}: no handoff document from the agent; written from git facts")
-        sessions.end(self._session_store())
+        sessions.end(self._session_store(), cost=self.budget.cost_of(number))
+        self.budget.session_ended(number)
         self.say(f"relay: session {number} ended")
         self.agent = None
         self.session = None
@@ -342,13 +332,14 @@ class Relay:
                     if (wait := lander.waiting()) is not None:
                         lander.pause(wait)
                         continue
-                more, why = work_left(self.store)
+                more, why = relay_land.work_left(self.store)
                 if not more:
                     reason = why
                     break
                 if self.opts.fleet_lock is not None and self.opts.fleet_lock.taken_over:
                     raise Stopped(f"relay stopped: {self.opts.fleet_lock.lost}")  # no new session without the lock
-                before = _progress(self.store)
+                before = relay_land.progress(self.store)
+                self.budget.check_run()  # a run budget reached: Negative, the relay stops
                 self.start_session()
                 sessions_run += 1
                 self.launch_and_ack()
@@ -364,7 +355,7 @@ class Relay:
                         f"check the agent command: {self.opts.agent}")
                 if failed:
                     continue
-                idle = idle + 1 if _progress(self.store) == before else 0
+                idle = idle + 1 if relay_land.progress(self.store) == before else 0
                 if idle >= self.opts.max_idle_sessions:
                     reason = f"{idle} session(s) in a row made no progress"
                     raise Stopped(f"relay stopped: {reason}; see `git handoff log` and the agent logs in {self.relay_dir}")

@@ -1,4 +1,5 @@
-"""The relay and the integration queue (SPEC §10): between sessions the relay lands finished
+"""The relay between sessions: whether work is left for a session (`work_left`), and the
+integration queue (SPEC §10): between sessions the relay lands finished
 work on the target (ops/integration.py), and while this clone has nothing it may claim but
 other machines' work is on its way — tasks in progress elsewhere, dependencies whose work
 has not landed yet, work waiting to land — it waits and looks again instead of starting
@@ -27,6 +28,32 @@ from git_handoff.state.this_clone import worker_identity
 
 POLL = 5.0  # seconds between two looks while waiting for other machines' work
 PATIENCE = 1800.0  # seconds without any progress anywhere after which a waiting relay stops
+
+
+def progress(store: StateStore) -> tuple[int, int]:
+    """(completed tasks, attempts spent): what a session changed."""
+    tasks = store.snapshot().tasks()
+    return (sum(1 for t in tasks.values() if t.status == "completed"), sum(t.attempts for t in tasks.values()))
+
+
+def work_left(store: StateStore) -> tuple[bool, str]:
+    """(is there work a session could do, why not)."""
+    tasks = store.snapshot().tasks()
+    if not tasks:
+        return False, "there are no tasks (add some with `git handoff add` or `git handoff import`)"
+    if all(t.status == "completed" for t in tasks.values()):
+        return False, f"all {len(tasks)} task(s) completed"
+    prepared, _ = selection.prepare(tasks, now_iso())
+    hidden = writers.unapproved_at_head(store.repo)  # an unapproved writer's tasks are no work for an agent
+    if selection.eligible(prepared, skip=hidden) or any(
+            t.status == "in_progress" and t.id not in hidden for t in prepared.values()):
+        return True, ""
+    counts = selection.counts(prepared)
+    if hidden:
+        return False, (f"no eligible task left from approved writers: {len(hidden)} task(s) were last written by a "
+                       "writer this clone has not approved (`git handoff trust --writers`)")
+    return False, (f"no eligible task left: {counts['failed']} failed, {counts['blocked']} blocked, "
+                   f"{counts['completed']} completed")
 
 
 def wanted(repo: Repo, flag: bool | None) -> bool:

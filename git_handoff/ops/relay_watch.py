@@ -105,6 +105,9 @@ class Watch:
     wait_cap: float = WAIT_CAP  # the longest wait for a limit, whatever reset the CLI printed
     number: int = 0  # the session of the launch watched
     _rest_at: float = 0.0
+    # called with (session, seconds) before a limit is waited out: it may stop the relay
+    # (a run's time budget the wait would pass: ops/budgets.py)
+    before_wait: Callable[[int, float], None] | None = None
 
     def __post_init__(self) -> None:
         self.cli = agent_output.cli_of(self.agent_command)
@@ -335,6 +338,8 @@ class Watch:
         self.streak = 1 if self.worked() else self.streak + 1  # a launch that worked starts the backoff over
         now = datetime.datetime.now(datetime.UTC)
         seconds, at_reset = wait_seconds(limit, self.streak, self.backoff, self.backoff_max, now, self.wait_cap)
+        if self.before_wait is not None:
+            self.before_wait(number, seconds)
         until = now + datetime.timedelta(seconds=seconds)
         stamp = until.strftime("%Y-%m-%dT%H:%M:%SZ")
         words = KIND_WORDS.get(limit.kind, "the limit")

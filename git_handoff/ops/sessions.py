@@ -14,8 +14,9 @@ from typing import Any, Literal, TypeVar, cast
 from git_handoff.core import selection
 from git_handoff.core.errors import Negative, UsageError
 from git_handoff.core.field_checks import one_line
-from git_handoff.core.model import now_iso
+from git_handoff.core.model import now_iso, parse_time
 from git_handoff.core.record_schemas import Decision, SessionRecord
+from git_handoff.ops import usage
 from git_handoff.ops.payloads import Blocker, SessionRow, SessionShown
 from git_handoff.state import identity, notes
 from git_handoff.state.session_records import (
@@ -121,8 +122,10 @@ def begin(store: StateStore, worker: str | None = None) -> SessionRecord:
     return cast(SessionRecord, dict(record))
 
 
-def end(store: StateStore) -> SessionRecord:
-    """`session end`: notes for the session's commits, the STATS line, the session closed."""
+def end(store: StateStore, *, cost: float | None = None) -> SessionRecord:
+    """`session end`: notes for the session's commits, the STATS line, the session closed;
+    what its agent used recorded (ops/usage.py), and shared among the tasks it worked on.
+    `cost`: in dollars, where the agent's output printed it (the relay reads it)."""
     repo = store.repo
     opened = open_session(repo)
     if opened is None:
@@ -130,6 +133,8 @@ def end(store: StateStore) -> SessionRecord:
     number = int(opened["session"])
     store.session = number
     _note_open_claims(store)
+    used, clis = usage.of_session(repo, number)
+    used = usage.with_cost(used, cost)
     stamp = now_iso()
 
     def apply(tx: Tx) -> SessionRecord:
@@ -139,6 +144,10 @@ def end(store: StateStore) -> SessionRecord:
         record["completed"] = completed_ids(tx, number)
         stats = _stats(tx)
         record["stats"] = stats  # kept, so a refused next start need not log the same figures again
+        if used is not None:
+            record["usage"] = dict(usage.as_record(used, _seconds(record.get("started_at"), stamp), clis))
+            charged = usage.charge_tasks(tx, number, used.tokens)
+            tx.log("STATS", usage.line(used, charged), session=number)
         put_record(tx, session_path(tx, number), record)
         meta = tx.meta()
         meta["last_session"] = stamp
@@ -150,6 +159,13 @@ def end(store: StateStore) -> SessionRecord:
     write_private(repo, SESSION_FILE, json.dumps({**opened, "ended_at": stamp}) + "\n")
     clear_hook_state(repo)
     return record
+
+
+def _seconds(start: str | None, end: str) -> int | None:
+    try:
+        return max(0, int((parse_time(end) - parse_time(start)).total_seconds())) if start else None
+    except UsageError:
+        return None
 
 
 def _note_open_claims(store: StateStore) -> None:

@@ -4,7 +4,7 @@ Nothing here writes the state."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from json.encoder import encode_basestring as _encode_string
 from typing import cast
 
@@ -18,6 +18,7 @@ from git_handoff.ops.payloads import (
     StatusRow,
     StatusView,
     TaskView,
+    UsageTotal,
     config_view,
 )
 from git_handoff.state import (
@@ -221,6 +222,7 @@ def _status_view(store: StateStore, snap: Snapshot, counts: dict[str, int], rows
         "config": config_view(snap.config()),
         "state_commit": snap.commit,
         "notes": _notes(store, snap),
+        "usage": cast(UsageTotal, session_records.usage_totals(snap)),
     }
     note = writers.file_note(store.repo)
     if note:
@@ -229,6 +231,15 @@ def _status_view(store: StateStore, snap: Snapshot, counts: dict[str, int], rows
         out["notes"].append(f"{len(hidden)} task(s) last written by a writer this clone has not approved are shown "
                             "but not offered to agents: `git handoff trust` lists the writers")
     return out
+
+
+def summary_line(total: Mapping[str, object]) -> str:
+    """`tokens: 1234 (in 1000, out 234), cost $0.0123` ("" when nothing was recorded)."""
+    if not total.get("tokens") and not total.get("turns"):
+        return ""
+    cost = total.get("cost_usd")
+    return (f"tokens: {total.get('tokens', 0)} (in {total.get('input_tokens', 0)}, out {total.get('output_tokens', 0)})"
+            + (f", cost ${cost:.4f}" if isinstance(cost, int | float) else ""))
 
 
 def _notes(store: StateStore, snap: Snapshot) -> list[str]:

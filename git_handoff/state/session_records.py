@@ -347,3 +347,22 @@ def waiting_lines(record: RelayRecord) -> list[str]:
         text += f", resumes at {until}" + (f" (in {left // 3600} h {left % 3600 // 60} min)" if left >= 3600 else
                                          f" (in {max(left, 0) // 60} min {max(left, 0) % 60} s)")
     return [text + (f": {waiting['line']}" if waiting.get("line") else "")]
+
+
+def usage_totals(source: StateReader) -> dict[str, Any]:
+    """What every session record's `usage` says, summed (ops/payloads.UsageTotal)."""
+    out: dict[str, Any] = {"tokens": 0, "input_tokens": 0, "output_tokens": 0, "turns": 0, "cost_usd": None,
+                           "sessions": 0}
+    for _, path, _ in session_keys(source):
+        record = source.read_json(path)
+        used = record.get("usage") if isinstance(record, dict) else None
+        if not isinstance(used, dict):
+            continue
+        out["sessions"] += 1
+        for key in ("tokens", "input_tokens", "output_tokens", "turns"):
+            value = used.get(key)
+            out[key] += value if isinstance(value, int) else 0
+        cost = used.get("cost_usd")
+        if isinstance(cost, int | float):
+            out["cost_usd"] = (out["cost_usd"] or 0.0) + cost
+    return out

@@ -101,12 +101,12 @@ FAIL = WORK.plus("FAIL", packages={"filelock"})
 HOOK = STATE.plus("HOOK", {"agent_cli", "agent_cli.claude", "agent_cli.codex", "agent_cli.gemini", "agent_cli.qwen",
                            "agent_cli.copilot",
                            "agent_cli.hook_data", "agent_cli.registry", "ops.handoff", "ops.hook_decisions", "ops.hook_entry",
-                           "ops.payloads", "ops.prompt", "ops.doc_markdown", "state.claim_index", "state.status_index",
+                           "ops.payloads", "ops.prompt", "ops.doc_markdown", "ops.usage", "state.claim_index", "state.status_index",
                            "state.trust"})
 HOOK_SESSION_START = HOOK.plus("HOOK_SESSION_START", {
     "core.attempt_record", "infra.task_commands", "ops.attempts", "ops.session_start", "ops.sessions", "ops.work",
     "ops.work_refs", "state.claim_checks", "state.claim_journal", "state.notes", "state.target"})
-HOOK_SESSION_END = HOOK.plus("HOOK_SESSION_END", {"ops.sessions", "state.notes"})
+HOOK_SESSION_END = HOOK.plus("HOOK_SESSION_END", {"agent_cli.usage", "ops.sessions", "state.notes"})  # the session's use read
 # Codex's SessionEnd hook answers without opening the state (agent_cli/codex.py: its 1 s budget),
 # knowing the agent CLIs by name only (agent_cli/__init__.py: a tuple, no import).
 CODEX_SESSION_END = LAUNCH.plus("CODEX_SESSION_END", {"agent_cli"})

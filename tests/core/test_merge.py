@@ -50,7 +50,7 @@ def base_state() -> dict[str, bytes]:
 Edit = tuple[str, str, int]  # (kind, task id, value): one step of a replica
 EDITS = st.tuples(
     st.sampled_from(["title", "priority", "claim", "release", "complete", "fail", "checkpoint", "timeout",
-                     "command", "add", "session", "doc", "dep"]),
+                     "command", "add", "session", "doc", "dep", "tokens"]),
     st.sampled_from(TASK_IDS),
     st.integers(0, 3),
 )
@@ -89,6 +89,8 @@ def apply_edits(state: dict[str, bytes], edits: list[Edit], replica: int,
             t["validation"]["timeout_seconds"] = 100 + value
         elif kind == "command":
             t["validation"]["command"] = f"check {value}"
+        elif kind == "tokens":  # a session's share charged (ops/usage.py)
+            t["tokens"] = t.get("tokens", 0) + 10 * (value + 1)
         elif kind == "dep":
             other = TASK_IDS[value % 3]
             if other != tid and other not in t["depends_on"]:
@@ -197,6 +199,16 @@ def test_different_fields_both_survive() -> None:
     assert t["validation"]["timeout_seconds"] == 102
     assert t["priority"] == "P0"
     assert conflicts == []
+
+
+def test_tokens_take_the_later_write() -> None:
+    """A task's tokens are a plain field: two clones charging one task offline keep the later
+    charge (docs/agent-clis.md, "Budgets and cost"), the same whatever the merge's order."""
+    base = base_state()
+    x = apply_edits(base, [("tokens", "a", 0)], 1, 100)
+    y = apply_edits(base, [("tokens", "a", 2)], 2, 100)
+    assert json.loads(merge_states(base, x, y)[0][tpath("a")])["tokens"] == 30
+    assert json.loads(merge_states(base, y, x)[0][tpath("a")])["tokens"] == 30
 
 
 def test_same_field_latest_wins_and_is_reported() -> None:

@@ -147,3 +147,29 @@ def test_relay_numbers_must_be_finite_and_in_range(repo: Path, args: tuple[str, 
     res = run("relay", "--agent", "true", *args, "--json")
     assert res.rc == 2 and res.err.startswith("error: ") and args[0] in res.err
     assert json.loads(res.out)["exit_code"] == 2
+
+
+_USAGE = {"input_tokens": 100, "output_tokens": 10, "tokens": 110, "turns": 2, "cost_usd": 0.0012, "seconds": 3,
+          "clis": ["claude", "codex"]}
+
+
+@pytest.mark.parametrize("usage", [_USAGE, {**_USAGE, "cost_usd": None}, {**_USAGE, "cost_usd": 0}, {"tokens": 0}, None])
+def test_a_session_records_its_agents_use(usage: Any) -> None:
+    record = record_schemas.session(json.dumps({"session": 1, "usage": usage, "budget": "the run's tokens budget "
+                                                "reached (300 of 300; --budget tokens)"}).encode(), "sessions/1.json")
+    assert record.get("usage") == usage
+
+
+@pytest.mark.parametrize(("change", "said"), [
+    ({"tokens": -1}, "usage.tokens must be between 0"), ({"turns": 1.5}, "usage.turns must be a whole number"),
+    ({"cost_usd": -0.5}, "usage.cost_usd must be a cost in dollars"), ({"cost_usd": True}, "a cost in dollars"),
+    ({"cost_usd": 1e12}, "a cost in dollars"), ({"clis": "claude"}, "usage.clis must be a list"),
+    ({"clis": ["Claude Code"]}, "an agent CLI's name"), ({"clis": ["x"] * 17}, "more than 16"),
+])
+def test_a_bad_use_in_a_session_record_is_refused(change: dict[str, Any], said: str) -> None:
+    with pytest.raises(InvalidState, match=said):
+        record_schemas.session(json.dumps({"session": 1, "usage": {**_USAGE, **change}}).encode(), "sessions/1.json")
+    with pytest.raises(InvalidState, match="usage must be an object"):
+        record_schemas.session(b'{"session": 1, "usage": [1]}', "sessions/1.json")
+    with pytest.raises(InvalidState, match="budget"):
+        record_schemas.session(b'{"session": 1, "budget": "two\\nlines"}', "sessions/1.json")

@@ -377,3 +377,21 @@ def test_serve_shows_a_read_only_repository(repo: Path, private: str) -> None:
         assert add.returncode == 2 and add.stderr.count("\n") == 1, add
         assert "cannot write here" in add.stderr and "read-only to this process" in add.stderr, add
     assert (repo / ".git" / "handoff").exists() == (private == "present")
+
+
+def test_the_use_of_each_session_and_task_is_shown(repo: Path, served: str, tmp_path: Path) -> None:
+    assert run("init").rc == 0
+    assert run("add", "Used", "--id", "u1", "--check", "true").rc == 0
+    assert run("session", "start").rc == 0
+    transcript = tmp_path / "t.jsonl"
+    transcript.write_text(json.dumps({"type": "assistant", "message": {"id": "m", "usage": {
+        "input_tokens": 1200, "output_tokens": 34}}}) + "\n")
+    payload = {"session_id": "s", "cwd": str(repo), "transcript_path": str(transcript)}
+    assert run("hook", "claude-stop", stdin=json.dumps(payload)).rc == 0
+    assert run("claim", "u1").rc == 0 and run("done", "u1").rc == 0
+    assert run("session", "end").rc == 0
+    overview = get(served)[1]
+    assert 'data-tokens="1">1234 tokens (in 1200, out 34)<' in overview
+    assert '<span data-count="tokens">1234 tokens (in 1200, out 34)</span>' in overview
+    assert "<th>usage</th><td>1234 tokens (in 1200, out 34), 1 turns</td>" in get(served + "session/1")[1]
+    assert "<th>tokens</th><td>1234</td>" in get(served + "task/u1")[1]

@@ -28,7 +28,7 @@ EXCEPTION_NAME = re.compile(r"\b[A-Z]\w*(Error|Exception)\b|Traceback|unexpected
 
 SPEC_KEYS = ["id", "title", "status", "priority", "depends_on", "attempts", "max_attempts", "started_at_commit",
              "validation", "on_failure", "error_log", "checkpoints", "completed_at", "claimed_by",
-             "lease_expires_at", "created_at", "spec_ref", "order", "updated_at"]
+             "lease_expires_at", "created_at", "spec_ref", "tokens", "order", "updated_at"]
 PLAN_KEYS = ["id", "title", "priority", "depends_on", "check", "timeout", "max_attempts", "cleanup", "spec"]
 
 scalars = st.one_of(

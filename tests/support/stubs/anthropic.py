@@ -120,9 +120,11 @@ class Request:
 class Reply:
     blocks: list[dict[str, Any]] = field(default_factory=list)
     input_tokens: int = 50  # report near the context window to make the CLI compact
+    output_tokens: int = 10  # the `usage` the answer reports (the stub's `served` counts both)
 
     def __add__(self, other: Reply) -> Reply:
-        return Reply(self.blocks + other.blocks, max(self.input_tokens, other.input_tokens))
+        return Reply(self.blocks + other.blocks, max(self.input_tokens, other.input_tokens),
+                     max(self.output_tokens, other.output_tokens))
 
     @property
     def stop_reason(self) -> str:
@@ -229,7 +231,7 @@ def _stream(reply: Reply) -> bytes:
         out.append(_sse("content_block_stop", {"type": "content_block_stop", "index": index}))
     out.append(_sse("message_delta", {"type": "message_delta",
                                       "delta": {"stop_reason": reply.stop_reason, "stop_sequence": None},
-                                      "usage": {"output_tokens": 10}}))
+                                      "usage": {"output_tokens": reply.output_tokens}}))
     out.append(_sse("message_stop", {"type": "message_stop"}))
     return b"".join(out)
 
@@ -238,7 +240,7 @@ def _whole(reply: Reply) -> bytes:
     return json.dumps({
         "id": f"msg_stub{next(_ids):06d}", "type": "message", "role": "assistant", "model": MODEL,
         "content": reply.blocks, "stop_reason": reply.stop_reason, "stop_sequence": None,
-        "usage": {"input_tokens": reply.input_tokens, "output_tokens": 10},
+        "usage": {"input_tokens": reply.input_tokens, "output_tokens": reply.output_tokens},
     }).encode()
 
 
@@ -251,6 +253,7 @@ class StubServer:
         self.lifetime = lifetime
         self.requests: list[Request] = []
         self.errors: list[str] = []
+        self.served: list[tuple[int, int]] = []  # (input, output) tokens each model answer reported
         self.faults = faults_mod.Faults()  # scripted 429/529/5xx answers: see faults.py
         self._lock = threading.Lock()
         stub = self
@@ -302,6 +305,8 @@ class StubServer:
                 except Exception as exc:  # noqa: BLE001 - a policy bug must show in the test, not hang the CLI
                     stub.errors.append(f"{type(exc).__name__}: {exc}")
                     reply = say(f"stub policy error: {exc}")
+                with stub._lock:
+                    stub.served.append((reply.input_tokens, reply.output_tokens))
                 if req.body.get("stream"):
                     self._send(200, _stream(reply), "text/event-stream")
                 else:

@@ -140,7 +140,9 @@ class GeminiStub(StubBase):
             parts = [self._part(self.next_turn(exchange_of(request.body)), request.body)]
         tokens = self.prompt_tokens(self.model_turns - 1) if callable(self.prompt_tokens) else self.prompt_tokens
         if kind is not None:
-            tokens = 100
+            tokens = 100  # a side call (routing, next speaker, compression): not in the CLI's chat file
+        else:
+            self.served.append((tokens, 10))
         chunk = {
             "candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": "STOP", "index": 0}],
             "usageMetadata": {"promptTokenCount": tokens, "candidatesTokenCount": 10,

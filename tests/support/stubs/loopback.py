@@ -215,6 +215,7 @@ class StubBase:
         self._server: LoopbackServer | None = None
         self._timer: threading.Timer | None = None
         self.model_turns = 0
+        self.served: list[tuple[int, int]] = []  # (input, output) tokens each model answer reported
         self.faults = faults_mod.Faults()
 
     # -- lifecycle

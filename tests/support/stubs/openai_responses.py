@@ -185,6 +185,7 @@ class ResponsesStub(StubBase):
                               {"type": "response.output_item.added", "output_index": i, "item": item}))
             chunks.append(sse("response.output_item.done",
                               {"type": "response.output_item.done", "output_index": i, "item": item}))
+        self.served.append((tokens, 10))
         usage = {"input_tokens": tokens, "input_tokens_details": {"cached_tokens": 0},
                  "output_tokens": 10, "output_tokens_details": {"reasoning_tokens": 0},
                  "total_tokens": tokens + 10}
