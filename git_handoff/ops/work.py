@@ -197,6 +197,7 @@ def done(store: StateStore, task_id: str, *, force: bool = False) -> Task:
         raise Negative(
             f"[{category}] validation of {task_id} failed ({result.summary()}); attempt "
             f"{outcome['attempt']} saved as {outcome['attempt_ref']}"
+            + (" (on this machine only: its files hold a secret)" if outcome["attempt_local_only"] else "")
             + (f", rolled back to {short(outcome['base'])}" if outcome["rolled_back"] else ""),
             payload=outcome,
         )

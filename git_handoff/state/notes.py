@@ -15,6 +15,7 @@ from git_handoff.core.errors import Contention
 from git_handoff.core.model import Task
 from git_handoff.infra.file_lock import StateLock
 from git_handoff.infra.gitrepo import Repo
+from git_handoff.state import redaction
 from git_handoff.state.snapshot import NOTES_REF
 from git_handoff.state.store import StateStore
 
@@ -83,7 +84,7 @@ def write_notes(repo: Repo, notes: Mapping[str, str], message: str = "Notes adde
             base_tree = repo.commit_tree(tip) if tip else None
             changes: dict[str, str | None] = {}
             for commit, text in notes.items():
-                data = text.encode()
+                data = redaction.redact_text(repo, text)[0].encode()  # pushed with the state: no secret
                 found = _existing(repo, base_tree, commit)
                 if found is not None and found[1] == data:
                     continue

@@ -28,6 +28,8 @@ from git_handoff.state.task_index import TaskIndex, load_task
 
 STATE_REF = "refs/harness/state"
 ATTEMPTS_PREFIX = "refs/harness/attempts/"
+# a failed attempt whose files hold a secret: kept here, a namespace no sync pushes
+LOCAL_ATTEMPTS_PREFIX = "refs/harness/local/attempts/"
 NOTES_REF = "refs/notes/harness"
 FORMAT_PATH = "format"
 FORMAT_NAME = "git-handoff-state"

@@ -1,0 +1,210 @@
+"""Secrets in text: the rules that find them, and their redaction (docs/threat-model.md, "Secrets").
+
+A `Scanner` holds the built-in rules (the common providers' key formats, private key
+blocks, URLs with a password, JWTs, high-entropy assignments), the user's patterns and
+the allow-list (git config `handoff.secretPattern` / `handoff.secretAllow`, read in
+git_handoff.state.redaction). `findings(text)` says where each secret is and its kind;
+`redact(text)` replaces each with `[redacted: KIND]`; `redact_record(path, data)` does so
+to every text value of a state record (JSON walked value by value, so that the record
+stays well formed and its fields are named), other files as text.
+
+The built-in rules are one alternation compiled on first use: a text with no secret, the
+usual case, costs one regular-expression search. Why our own rules and not a library's:
+docs/threat-model.md.
+
+Pure: no git, no I/O.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from git_handoff.core.patterns import lazy
+
+# (kind, pattern, word start): the secret is group `s` when the pattern has one, else the
+# whole match; with `word start`, a match preceded by a letter or digit does not count.
+# Each pattern starts with the literal its provider's format starts with, so that the
+# regular-expression engine skips to it (a text without one costs a fast scan per rule).
+_END = r"(?![A-Za-z0-9_-])"
+RULES: tuple[tuple[str, str, bool], ...] = (
+    ("private-key", r"-----BEGIN[A-Z0-9 ]{0,30} PRIVATE KEY(?: BLOCK)?-----"
+                    r"[\s\S]{0,16384}?(?:-----END[A-Z0-9 ]{0,30} PRIVATE KEY(?: BLOCK)?-----|$)", False),
+    ("aws-access-key", r"(?:AKIA|ASIA|ABIA|ACCA)[0-9A-Z]{16}(?![0-9A-Za-z])", True),
+    ("github-token", r"(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{60,255})" + _END, True),
+    ("gitlab-token", r"gl(?:pat|dt|rt|ptt|cbt|oas|ft|imt|agent|soat)-[A-Za-z0-9_-]{20,255}" + _END, True),
+    ("anthropic-key", r"sk-ant-(?:api|admin|sid|oat)[0-9]{2}-[A-Za-z0-9_-]{32,255}" + _END, True),
+    ("openai-key", r"sk-(?:(?:proj|svcacct|admin|None)-[A-Za-z0-9_-]{32,255}|[A-Za-z0-9]{20}T3BlbkFJ[A-Za-z0-9]{20}"
+                   r"|[A-Za-z0-9]{48})" + _END, True),
+    ("google-api-key", r"AIza[0-9A-Za-z_-]{35}" + _END, True),
+    ("slack-token", r"xox[abposrce]-(?:[0-9A-Za-z]{1,64}-){1,4}[0-9A-Za-z]{8,64}" + _END, True),
+    ("slack-webhook", r"https://hooks\.slack\.com/(?:services|workflows)/[A-Za-z0-9/_-]{20,200}", False),
+    ("stripe-key", r"[sr]k_(?:live|test)_[0-9A-Za-z]{20,255}" + _END, True),
+    ("stripe-key", r"whsec_[0-9A-Za-z]{24,255}" + _END, True),
+    ("jwt", r"eyJ[A-Za-z0-9_-]{8,4096}\.eyJ[A-Za-z0-9_-]{8,8192}\.[A-Za-z0-9_-]{8,4096}" + _END, True),
+    # a URL's password: scheme://user:PASSWORD@host (a database's above all)
+    ("url-password", r"://[^\s:/@\"'\\]{0,128}:(?P<s>[^\s:/@\"'\\$%<{*][^\s/@\"'\\]{0,255})@[A-Za-z0-9\[]", False),
+)
+_COMPILED = [lazy(pattern) for _, pattern, _ in RULES]
+# NAME = VALUE where NAME says secret and VALUE looks random (_random_enough): the name's
+# secret word found in the lowered text, then the rest matched where it ends
+ASSIGNMENT = "secret-assignment"
+_SECRET_WORD = lazy(r"passw(?:or)?d|passphrase|pwd|secret|token|api[_-]?key|access[_-]?key|auth[_-]?key"
+                    r"|private[_-]?key|credentials?")
+_SECRET_WORD_ANY_CASE = lazy(_SECRET_WORD.pattern, re.IGNORECASE)  # where lowering moves characters
+_ASSIGNED = lazy(r"[A-Za-z0-9_.-]{0,40}[\"']?\s{0,4}(?::=|=>|=|:)\s{0,4}(?:\\?[\"'])?"
+                 r"(?P<s>[^\s\"'\\,;()\[\]{}<>`]{8,256})")
+_DOTTED_NAME = lazy(r"[A-Za-z_$][A-Za-z0-9_$]*(?:\.[A-Za-z_$][A-Za-z0-9_$]*)+|[A-Za-z_]+|[A-Za-z_]+[0-9]{1,2}")
+_PLACEHOLDER = lazy(r"(?i)(?:x{4,}|\*{3,}|changeme|example|redacted|placeholder|dummy|your[_-]|<[^>]*>|\$\{?[A-Z_])")
+MIN_ENTROPY = 3.0  # bits per character of an assigned value that counts as random
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One secret in a text: its kind and where it is (`start`:`end` of the text scanned)."""
+
+    kind: str
+    start: int
+    end: int
+
+
+def marker(kind: str) -> str:
+    return f"[redacted: {kind}]"
+
+
+def entropy(text: str) -> float:
+    """Shannon entropy of `text`, in bits per character."""
+    counts: dict[str, int] = {}
+    for ch in text:
+        counts[ch] = counts.get(ch, 0) + 1
+    n = len(text)
+    return -sum(c / n * math.log2(c / n) for c in counts.values()) if n else 0.0
+
+
+def _random_enough(value: str) -> bool:
+    """Whether an assigned value looks like a secret rather than a name, a number or a
+    placeholder: letters and digits mixed, no dotted name, high entropy."""
+    if _DOTTED_NAME.fullmatch(value) or _PLACEHOLDER.search(value) or value.startswith(marker("")[:10]):
+        return False
+    if not any(c.isdigit() for c in value) or not any(c.isalpha() for c in value):
+        return False
+    return entropy(value) >= MIN_ENTROPY
+
+
+class Scanner:
+    """The built-in rules, plus `patterns` (user regexes: a named group's name is the kind,
+    `custom` otherwise), less what `allow` (regexes) matches."""
+
+    def __init__(self, patterns: Iterable[re.Pattern[str]] = (), allow: Iterable[re.Pattern[str]] = ()) -> None:
+        self.patterns = tuple(patterns)
+        self.allow = tuple(allow)
+
+    def findings(self, text: str) -> list[Finding]:
+        """The secrets in `text`, in order, not overlapping."""
+        if not text:
+            return []
+        found = _builtin(text)
+        for pattern in self.patterns:
+            kind = next(iter(pattern.groupindex), "custom").replace("_", "-")
+            for m in pattern.finditer(text):
+                if m.end() > m.start():
+                    span = m.span(1) if pattern.groups == 1 and m.group(1) is not None else m.span()
+                    found.append(Finding(kind, *span))
+        found = [f for f in found if not any(a.search(text[f.start:f.end]) for a in self.allow)]
+        return _disjoint(found)
+
+    def redact(self, text: str) -> tuple[str, list[str]]:
+        """`text` with each secret replaced by its marker; the kinds replaced, in order."""
+        found = self.findings(text)
+        if not found:
+            return text, []
+        out, at = [], 0
+        for f in found:
+            out.append(text[at:f.start])
+            out.append(marker(f.kind))
+            at = f.end
+        out.append(text[at:])
+        return "".join(out), [f.kind for f in found]
+
+    def redact_record(self, path: str, data: bytes) -> tuple[bytes, list[tuple[str, str]]]:
+        """A state file's bytes with every secret redacted, and (kind, field) of each: a JSON
+        record value by value (the field a dotted path, `checkpoints[0].description`), any
+        other file as text (the field its path). Unchanged bytes when there is none."""
+        try:
+            text = data.decode()
+        except UnicodeDecodeError:
+            return data, []
+        if not self.findings(text):
+            return data, []
+        if path.endswith(".json"):
+            try:
+                doc = json.loads(text)
+            except ValueError:
+                doc = None
+            if doc is not None:
+                kinds: list[tuple[str, str]] = []
+                clean = self._walk(doc, "", kinds)
+                if kinds:
+                    return (json.dumps(clean, indent=2, ensure_ascii=False) + "\n").encode(), kinds
+        clean_text, found = self.redact(text)
+        return clean_text.encode(), [(kind, path) for kind in found]
+
+    def _walk(self, value: Any, where: str, kinds: list[tuple[str, str]]) -> Any:
+        if isinstance(value, str):
+            clean, found = self.redact(value)
+            kinds.extend((kind, where or "value") for kind in found)
+            return clean
+        if isinstance(value, dict):
+            return {k: self._walk(v, f"{where}.{k}" if where else str(k), kinds) for k, v in value.items()}
+        if isinstance(value, list):
+            return [self._walk(v, f"{where}[{i}]", kinds) for i, v in enumerate(value)]
+        return value
+
+
+def _builtin(text: str) -> list[Finding]:
+    found: list[Finding] = []
+    for (kind, _, word_start), pattern in zip(RULES, _COMPILED, strict=True):
+        for m in pattern.compiled.finditer(text):
+            if word_start and m.start() and (text[m.start() - 1].isalnum()):
+                continue
+            found.append(Finding(kind, *(m.span("s") if "s" in m.re.groupindex else m.span())))
+    lowered = text.lower()
+    words = _SECRET_WORD if len(lowered) == len(text) else _SECRET_WORD_ANY_CASE
+    for word in words.compiled.finditer(lowered if words is _SECRET_WORD else text):
+        assigned = _ASSIGNED.match(text, word.end())
+        if assigned is None:
+            continue
+        start, end = assigned.span("s")
+        if any(f.start < end and start < f.end for f in found):
+            continue  # a provider's key assigned: named as its own kind
+        if _random_enough(text[start:end]):
+            found.append(Finding(ASSIGNMENT, start, end))
+    return found
+
+
+def _disjoint(found: list[Finding]) -> list[Finding]:
+    """Findings in order of start; one overlapping an earlier (longer first) is dropped."""
+    out: list[Finding] = []
+    for f in sorted(found, key=lambda f: (f.start, -(f.end - f.start))):
+        if out and f.start < out[-1].end:
+            continue
+        out.append(f)
+    return out
+
+
+def compile_patterns(values: Iterable[str], key: str) -> list[re.Pattern[str]]:
+    """The user's regexes of git config `key`, compiled; ValueError names a bad one."""
+    out = []
+    for value in values:
+        try:
+            out.append(re.compile(value))
+        except re.error as exc:
+            raise ValueError(f"{key}: {value!r} is not a regular expression ({exc})") from None
+    return out
+
+
+DEFAULT = Scanner()
