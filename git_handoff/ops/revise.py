@@ -20,7 +20,7 @@ from git_handoff.infra.gitrepo import Repo
 from git_handoff.ops.payloads import Removed, Renamed, ReopenResult, task_json
 from git_handoff.state import notes as work_notes
 from git_handoff.state import trust
-from git_handoff.state.snapshot import ATTEMPTS_PREFIX, NOTES_REF, task_path
+from git_handoff.state.snapshot import ATTEMPTS_PREFIX, LOCAL_ATTEMPTS_PREFIX, NOTES_REF, task_path
 from git_handoff.state.store import StateStore, Tx
 
 REOPENABLE = ("completed", "failed")
@@ -108,14 +108,16 @@ def rename(store: StateStore, old: str, new: str) -> Renamed:
 
 
 def _move_attempts(repo: Repo, old: str, new: str) -> list[str]:
-    """refs/harness/attempts/OLD/n -> .../NEW/n (created first, then the old one dropped)."""
+    """refs/harness/attempts/OLD/n -> .../NEW/n (created first, then the old one dropped);
+    the local-only ones (refs/harness/local/attempts/) alike, staying local."""
     moved = []
-    prefix = f"{ATTEMPTS_PREFIX}{old}/"
-    for name, oid in sorted(repo.refs_under(prefix).items()):
-        target = f"{ATTEMPTS_PREFIX}{new}/{name[len(prefix):]}"
-        if repo.cas_ref(target, oid, None, f"handoff: rename {old} to {new}"):
-            repo.delete_ref(name)
-            moved.append(target)
+    for namespace in (ATTEMPTS_PREFIX, LOCAL_ATTEMPTS_PREFIX):
+        prefix = f"{namespace}{old}/"
+        for name, oid in sorted(repo.refs_under(prefix).items()):
+            target = f"{namespace}{new}/{name[len(prefix):]}"
+            if repo.cas_ref(target, oid, None, f"handoff: rename {old} to {new}"):
+                repo.delete_ref(name)
+                moved.append(target)
     return moved
 
 

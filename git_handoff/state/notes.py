@@ -15,7 +15,6 @@ from git_handoff.core.errors import Contention
 from git_handoff.core.model import Task
 from git_handoff.infra.file_lock import StateLock
 from git_handoff.infra.gitrepo import Repo
-from git_handoff.state import redaction
 from git_handoff.state.snapshot import NOTES_REF
 from git_handoff.state.store import StateStore
 
@@ -78,6 +77,8 @@ def write_notes(repo: Repo, notes: Mapping[str, str], message: str = "Notes adde
     """Set the harness note of each commit (replacing an older one); returns how many changed."""
     if not notes:
         return 0
+    from git_handoff.state import redaction  # only a command that writes scans
+
     with StateLock(repo.handoff_dir / NOTES_LOCK, 30):
         for _ in range(CAS_RETRIES):
             tip = repo.ref_target(NOTES_REF)

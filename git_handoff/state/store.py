@@ -31,7 +31,7 @@ from git_handoff.core.serialization import dump_task, task_file, task_to_json
 from git_handoff.infra import signing
 from git_handoff.infra.file_lock import StateLock
 from git_handoff.infra.gitrepo import Repo
-from git_handoff.state import identity, redaction
+from git_handoff.state import identity
 from git_handoff.state.snapshot import (
     CONFIG_PATH,
     FORMAT_NAME,
@@ -320,6 +320,8 @@ class StateStore:
         each redaction logged by its kind and field: no secret reaches a published ref."""
         repo = self.repo
         if not tx.redacted:
+            from git_handoff.state import redaction  # only a command that writes scans
+
             tx.redacted = True
             for kind, field, task in redaction.redact_transaction(repo, tx.changes, tx.lines):
                 tx.log("WARN", f"redacted {kind} from {field} (secret scan; see `git handoff secrets`)", task=task)

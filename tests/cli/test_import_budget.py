@@ -85,10 +85,12 @@ STATE = LAUNCH.plus("STATE", {
     "state.identity", "state.notices", "state.session_records", "state.snapshot", "state.store", "state.task_index",
     "state.this_clone", "state.writers",
 }, {"pygit2", "_cffi_backend"})
+# A command that writes: what it commits is scanned for secrets first (state/store.py build_commit).
+SCAN = {"core.secrets", "state.redaction"}
 READ = STATE.plus("READ", {"cli.ids", "cli.numbers", "cli.progress", "ops.payloads", "ops.views", "state.claim_index",
                            "state.quarantine", "state.status_index"})
-ACK = STATE.plus("ACK", {"cli.numbers", "ops.handoff", "ops.payloads"})
-WORK = STATE.plus("WORK", {"cli.ids", "cli.numbers", "core.attempt_record", "infra.task_commands", "ops.attempts",
+ACK = STATE.plus("ACK", SCAN | {"cli.numbers", "ops.handoff", "ops.payloads"})
+WORK = STATE.plus("WORK", SCAN | {"ops.attempt_save", "cli.ids", "cli.numbers", "core.attempt_record", "infra.task_commands", "ops.attempts",
                            "ops.claim", "ops.handoff", "ops.payloads", "ops.work", "state.claim_checks",
                            "state.claim_index", "state.claim_journal", "state.notes", "state.trust"})
 FAIL = WORK.plus("FAIL", packages={"filelock"})
@@ -99,10 +101,10 @@ HOOK = STATE.plus("HOOK", {"agent_cli", "agent_cli.claude", "agent_cli.codex", "
                            "agent_cli.hook_data", "agent_cli.registry", "ops.handoff", "ops.hook_decisions", "ops.hook_entry",
                            "ops.payloads", "ops.prompt", "ops.doc_markdown", "state.claim_index", "state.status_index",
                            "state.trust"})
-HOOK_SESSION_START = HOOK.plus("HOOK_SESSION_START", {
-    "core.attempt_record", "infra.task_commands", "ops.attempts", "ops.session_start", "ops.sessions", "ops.work",
+HOOK_SESSION_START = HOOK.plus("HOOK_SESSION_START", SCAN | {
+    "ops.attempt_save", "core.attempt_record", "infra.task_commands", "ops.attempts", "ops.session_start", "ops.sessions", "ops.work",
     "state.claim_checks", "state.claim_journal", "state.notes"})
-HOOK_SESSION_END = HOOK.plus("HOOK_SESSION_END", {"ops.sessions", "state.notes"})
+HOOK_SESSION_END = HOOK.plus("HOOK_SESSION_END", SCAN | {"ops.sessions", "state.notes"})
 # Codex's SessionEnd hook answers without opening the state (agent_cli/codex.py: its 1 s budget),
 # knowing the agent CLIs by name only (agent_cli/__init__.py: a tuple, no import).
 CODEX_SESSION_END = LAUNCH.plus("CODEX_SESSION_END", {"agent_cli"})
