@@ -66,6 +66,7 @@ SCENARIOS: list[tuple[str, str, str, list[tuple[str, str]]]] = [
      [("Stop hook, 100 tasks: served, fast client", "<= 1.0x"), ("Stop hook, 10,000 tasks: served, fast client", "<= 1.0x"),
       ("SessionStart hook, 100 tasks: served, fast client", "<= 1.0x"),
       ("SessionStart hook, 10,000 tasks: served, fast client", "<= 1.0x")]),
+    ("secret scan", "bench_secrets", "secrets_rows", []),
     ("fleet", "bench_fleet", "fleet_scenario",
      [("fleet: K clones of one remote (daemon, smart HTTP, 100 ms delay)", "0 double, 0 lost; K=16 >= K=1")]),
 ]

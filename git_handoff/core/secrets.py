@@ -26,36 +26,41 @@ from typing import Any
 
 from git_handoff.core.patterns import lazy
 
-# (kind, pattern, word start): the secret is group `s` when the pattern has one, else the
-# whole match; with `word start`, a match preceded by a letter or digit does not count.
-# Each pattern starts with the literal its provider's format starts with, so that the
-# regular-expression engine skips to it (a text without one costs a fast scan per rule).
+# (kind, anchors, pattern, word start): the pattern runs only on a text holding one of the
+# literal anchors its format starts with (`in`: a fast scan each, far faster than one
+# alternation of them all, which Python's engine tries at every position); the secret is
+# group `s` when the pattern has one, else the whole match; with `word start`, a match
+# preceded by a letter or digit does not count.
 _END = r"(?![A-Za-z0-9_-])"
-RULES: tuple[tuple[str, str, bool], ...] = (
-    ("private-key", r"-----BEGIN[A-Z0-9 ]{0,30} PRIVATE KEY(?: BLOCK)?-----"
+RULES: tuple[tuple[str, tuple[str, ...], str, bool], ...] = (
+    ("private-key", ("-----BEGIN",), r"-----BEGIN[A-Z0-9 ]{0,30} PRIVATE KEY(?: BLOCK)?-----"
                     r"[\s\S]{0,16384}?(?:-----END[A-Z0-9 ]{0,30} PRIVATE KEY(?: BLOCK)?-----|$)", False),
-    ("aws-access-key", r"(?:AKIA|ASIA|ABIA|ACCA)[0-9A-Z]{16}(?![0-9A-Za-z])", True),
-    ("github-token", r"(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{60,255})" + _END, True),
-    ("gitlab-token", r"gl(?:pat|dt|rt|ptt|cbt|oas|ft|imt|agent|soat)-[A-Za-z0-9_-]{20,255}" + _END, True),
-    ("anthropic-key", r"sk-ant-(?:api|admin|sid|oat)[0-9]{2}-[A-Za-z0-9_-]{32,255}" + _END, True),
-    ("openai-key", r"sk-(?:(?:proj|svcacct|admin|None)-[A-Za-z0-9_-]{32,255}|[A-Za-z0-9]{20}T3BlbkFJ[A-Za-z0-9]{20}"
-                   r"|[A-Za-z0-9]{48})" + _END, True),
-    ("google-api-key", r"AIza[0-9A-Za-z_-]{35}" + _END, True),
-    ("slack-token", r"xox[abposrce]-(?:[0-9A-Za-z]{1,64}-){1,4}[0-9A-Za-z]{8,64}" + _END, True),
-    ("slack-webhook", r"https://hooks\.slack\.com/(?:services|workflows)/[A-Za-z0-9/_-]{20,200}", False),
-    ("stripe-key", r"[sr]k_(?:live|test)_[0-9A-Za-z]{20,255}" + _END, True),
-    ("stripe-key", r"whsec_[0-9A-Za-z]{24,255}" + _END, True),
-    ("jwt", r"eyJ[A-Za-z0-9_-]{8,4096}\.eyJ[A-Za-z0-9_-]{8,8192}\.[A-Za-z0-9_-]{8,4096}" + _END, True),
+    ("aws-access-key", ("AKIA", "ASIA", "ABIA", "ACCA"), r"(?:AKIA|ASIA|ABIA|ACCA)[0-9A-Z]{16}(?![0-9A-Za-z])", True),
+    ("github-token", ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
+     r"(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{60,255})" + _END, True),
+    ("gitlab-token", ("gl",), r"gl(?:pat|dt|rt|ptt|cbt|oas|ft|imt|agent|soat)-[A-Za-z0-9_-]{20,255}" + _END, True),
+    ("anthropic-key", ("sk-ant-",), r"sk-ant-(?:api|admin|sid|oat)[0-9]{2}-[A-Za-z0-9_-]{32,255}" + _END, True),
+    ("openai-key", ("sk-",), r"sk-(?:(?:proj|svcacct|admin|None)-[A-Za-z0-9_-]{32,255}"
+                             r"|[A-Za-z0-9]{20}T3BlbkFJ[A-Za-z0-9]{20}|[A-Za-z0-9]{48})" + _END, True),
+    ("google-api-key", ("AIza",), r"AIza[0-9A-Za-z_-]{35}" + _END, True),
+    ("slack-token", ("xox",), r"xox[abposrce]-(?:[0-9A-Za-z]{1,64}-){1,4}[0-9A-Za-z]{8,64}" + _END, True),
+    ("slack-webhook", ("hooks.slack.com",), r"https://hooks\.slack\.com/(?:services|workflows)/[A-Za-z0-9/_-]{20,200}",
+     False),
+    ("stripe-key", ("k_live_", "k_test_"), r"[sr]k_(?:live|test)_[0-9A-Za-z]{20,255}" + _END, True),
+    ("stripe-key", ("whsec_",), r"whsec_[0-9A-Za-z]{24,255}" + _END, True),
+    ("jwt", ("eyJ",), r"eyJ[A-Za-z0-9_-]{8,4096}\.eyJ[A-Za-z0-9_-]{8,8192}\.[A-Za-z0-9_-]{8,4096}" + _END, True),
     # a URL's password: scheme://user:PASSWORD@host (a database's above all)
-    ("url-password", r"://[^\s:/@\"'\\]{0,128}:(?P<s>[^\s:/@\"'\\$%<{*][^\s/@\"'\\]{0,255})@[A-Za-z0-9\[]", False),
+    ("url-password", ("://",),
+     r"://[^\s:/@\"'\\]{0,128}:(?P<s>[^\s:/@\"'\\$%<{*][^\s/@\"'\\]{0,255})@[A-Za-z0-9\[]", False),
 )
-_COMPILED = [lazy(pattern) for _, pattern, _ in RULES]
-# NAME = VALUE where NAME says secret and VALUE looks random (_random_enough): the name's
-# secret word found in the lowered text, then the rest matched where it ends
+_COMPILED = [lazy(pattern) for _, _, pattern, _ in RULES]
+# NAME = VALUE where NAME says secret and VALUE looks random (_random_enough): each secret
+# word (anchor, pattern) found in the lowered text, then the rest matched where it ends
 ASSIGNMENT = "secret-assignment"
-_SECRET_WORD = lazy(r"passw(?:or)?d|passphrase|pwd|secret|token|api[_-]?key|access[_-]?key|auth[_-]?key"
-                    r"|private[_-]?key|credentials?")
-_SECRET_WORD_ANY_CASE = lazy(_SECRET_WORD.pattern, re.IGNORECASE)  # where lowering moves characters
+_SECRET_WORDS = tuple((anchor, lazy(pattern)) for anchor, pattern in (
+    ("passw", r"passw(?:or)?d"), ("passphrase", "passphrase"), ("pwd", "pwd"), ("secret", "secret"),
+    ("token", "token"), ("api", r"api[_-]?key"), ("access", r"access[_-]?key"), ("auth", r"auth[_-]?key"),
+    ("private", r"private[_-]?key"), ("credential", r"credentials?")))
 _ASSIGNED = lazy(r"[A-Za-z0-9_.-]{0,40}[\"']?\s{0,4}(?::=|=>|=|:)\s{0,4}(?:\\?[\"'])?"
                  r"(?P<s>[^\s\"'\\,;()\[\]{}<>`]{8,256})")
 _DOTTED_NAME = lazy(r"[A-Za-z_$][A-Za-z0-9_$]*(?:\.[A-Za-z_$][A-Za-z0-9_$]*)+|[A-Za-z_]+|[A-Za-z_]+[0-9]{1,2}")
@@ -145,11 +150,12 @@ class Scanner:
                 doc = json.loads(text)
             except ValueError:
                 doc = None
-            if doc is not None:
+            if doc is not None:  # value by value: a key's name is no assignment (`"agent_token": "…"`)
                 kinds: list[tuple[str, str]] = []
                 clean = self._walk(doc, "", kinds)
-                if kinds:
-                    return (json.dumps(clean, indent=2, ensure_ascii=False) + "\n").encode(), kinds
+                if not kinds:
+                    return data, []
+                return (json.dumps(clean, indent=2, ensure_ascii=False) + "\n").encode(), kinds
         clean_text, found = self.redact(text)
         return clean_text.encode(), [(kind, path) for kind in found]
 
@@ -167,22 +173,28 @@ class Scanner:
 
 def _builtin(text: str) -> list[Finding]:
     found: list[Finding] = []
-    for (kind, _, word_start), pattern in zip(RULES, _COMPILED, strict=True):
+    for (kind, anchors, _, word_start), pattern in zip(RULES, _COMPILED, strict=True):
+        if not any(anchor in text for anchor in anchors):
+            continue
         for m in pattern.compiled.finditer(text):
             if word_start and m.start() and (text[m.start() - 1].isalnum()):
                 continue
             found.append(Finding(kind, *(m.span("s") if "s" in m.re.groupindex else m.span())))
     lowered = text.lower()
-    words = _SECRET_WORD if len(lowered) == len(text) else _SECRET_WORD_ANY_CASE
-    for word in words.compiled.finditer(lowered if words is _SECRET_WORD else text):
-        assigned = _ASSIGNED.match(text, word.end())
-        if assigned is None:
+    if len(lowered) != len(text):  # lowering moved characters (a rare letter): lower what maps one to one
+        lowered = "".join(ch if len(ch.lower()) != 1 else ch.lower() for ch in text)
+    for anchor, words in _SECRET_WORDS:
+        if anchor not in lowered:
             continue
-        start, end = assigned.span("s")
-        if any(f.start < end and start < f.end for f in found):
-            continue  # a provider's key assigned: named as its own kind
-        if _random_enough(text[start:end]):
-            found.append(Finding(ASSIGNMENT, start, end))
+        for word in words.compiled.finditer(lowered):
+            assigned = _ASSIGNED.match(text, word.end())
+            if assigned is None:
+                continue
+            start, end = assigned.span("s")
+            if any(f.start < end and start < f.end for f in found):
+                continue  # a provider's key assigned: named as its own kind
+            if _random_enough(text[start:end]):
+                found.append(Finding(ASSIGNMENT, start, end))
     return found
 
 

@@ -27,7 +27,7 @@ from git_handoff.core.errors import (
 )
 from git_handoff.core.model import Config, Task, now_iso, now_ms
 from git_handoff.core.patterns import lazy
-from git_handoff.core.serialization import dump_task, task_file, task_to_json
+from git_handoff.core.serialization import dump_task, load_task, task_file, task_to_json
 from git_handoff.infra import signing
 from git_handoff.infra.file_lock import StateLock
 from git_handoff.infra.gitrepo import Repo
@@ -325,6 +325,9 @@ class StateStore:
             tx.redacted = True
             for kind, field, task in redaction.redact_transaction(repo, tx.changes, tx.lines):
                 tx.log("WARN", f"redacted {kind} from {field} (secret scan; see `git handoff secrets`)", task=task)
+                written = tx.changes.get(task_path(task)) if task else None
+                if task and task in tx._tasks and written is not None:  # what the command reads back: as written
+                    tx._tasks[task] = load_task(written, source=task_path(task))
         if os.environ.get("HANDOFF_CHECK_WRITES") == "1":
             _check_writes(tx.changes)
         written = [data for data in tx.changes.values() if data is not None]

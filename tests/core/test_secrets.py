@@ -94,3 +94,8 @@ def test_a_private_key_block_cut_short_is_redacted_to_the_end() -> None:
     cut = "key: " + pem[: len(pem) // 2]
     clean, kinds = DEFAULT.redact(cut)
     assert kinds == ["private-key"] and clean == "key: [redacted: private-key]"
+
+
+def test_a_records_key_named_like_a_secret_is_no_assignment() -> None:
+    data = (json.dumps({"agent_token": "12345-1-a1b2c3d4e5f6", "password_hint": "q8Fz2LmT7xVb"}, indent=2) + "\n").encode()
+    assert DEFAULT.redact_record("relay.json", data) == (data, [])
