@@ -28,7 +28,18 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import PY, Row, fresh_dir, handoff_ok, make_repo, median, ms, run_proc, state_copy, task_id
+from bench.common import (
+    PY,
+    Row,
+    fresh_dir,
+    handoff_ok,
+    make_repo,
+    median,
+    ms,
+    run_proc,
+    state_copy,
+    task_id,
+)
 
 TARGET = 0.05
 PRELUDE = """
