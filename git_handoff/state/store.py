@@ -325,9 +325,9 @@ class StateStore:
             tx.redacted = True
             for kind, field, task in redaction.redact_transaction(repo, tx.changes, tx.lines):
                 tx.log("WARN", f"redacted {kind} from {field} (secret scan; see `git handoff secrets`)", task=task)
-                written = tx.changes.get(task_path(task)) if task else None
-                if task and task in tx._tasks and written is not None:  # what the command reads back: as written
-                    tx._tasks[task] = load_task(written, source=task_path(task))
+                stored = tx.changes.get(task_path(task)) if task else None
+                if task and task in tx._tasks and stored is not None:  # what the command reads back: as written
+                    tx._tasks[task] = load_task(stored, source=task_path(task))
         if os.environ.get("HANDOFF_CHECK_WRITES") == "1":
             _check_writes(tx.changes)
         written = [data for data in tx.changes.values() if data is not None]
