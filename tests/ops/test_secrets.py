@@ -176,3 +176,28 @@ def test_a_users_pattern_is_a_secret_and_a_bad_one_is_refused(repo: Path) -> Non
     bad = run("add", "x", "--id", "u2")
     assert bad.rc == 2 and "handoff.secretPattern" in bad.err and "(unclosed" in bad.err
     assert git("rev-parse", "refs/harness/state", cwd=repo) == before
+
+
+def test_fail_attempts_and_restore_say_the_attempt_stays_here(repo: Path) -> None:
+    ok("init")
+    ok("add", "env", "--id", "e1", "--check", "true")
+    ok("claim", "e1")
+    (repo / ".env").write_text(f"STRIPE_KEY={secret_corpus.SECRETS['stripe-key']}\n")
+    (repo / "notes.md").write_text("nothing secret\n")
+    failed = run("fail", "e1", "--reason", "stop")
+    assert failed.rc == 0, failed.err
+    assert "attempt saved as refs/harness/local/attempts/e1/1" in failed.out
+    assert "kept on this machine only, never pushed: its files hold a secret (.env: stripe-key)" in failed.out
+    listed = run("attempts", "e1")
+    assert "refs/harness/local/attempts/e1/1, kept on this machine only: its files hold a secret" in listed.out
+    assert run("attempts", "e1", "--json").json()[0]["local_only"] is True
+    restored = run("restore", "e1", "1")
+    assert restored.rc == 0 and "kept on this machine only" in restored.out
+    assert (repo / ".env").read_text().startswith("STRIPE_KEY=sk")
+    # an attempt without a secret is published as before
+    ok("claim", "e1")
+    git("clean", "-fdq", cwd=repo)
+    (repo / "plain.txt").write_text("just work\n")
+    clean = run("fail", "e1", "--reason", "again", "--json").json()
+    assert clean["attempt_ref"] == "refs/harness/attempts/e1/2" and clean["attempt_local_only"] is False
+    assert "WARN" in ok("log", "-n", "20") and "attempt 1 kept on this machine only" in ok("log", "-n", "20")
