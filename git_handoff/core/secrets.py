@@ -65,6 +65,9 @@ _ASSIGNED = lazy(r"[A-Za-z0-9_.-]{0,40}[\"']?\s{0,4}(?::=|=>|=|:)\s{0,4}(?:\\?[\
                  r"(?P<s>[^\s\"'\\,;()\[\]{}<>`]{8,256})")
 _DOTTED_NAME = lazy(r"[A-Za-z_$][A-Za-z0-9_$]*(?:\.[A-Za-z_$][A-Za-z0-9_$]*)+|[A-Za-z_]+|[A-Za-z_]+[0-9]{1,2}")
 _PLACEHOLDER = lazy(r"(?i)(?:x{4,}|\*{3,}|changeme|example|redacted|placeholder|dummy|your[_-]|<[^>]*>|\$\{?[A-Z_])")
+# a record's own name and the names it points at: ids the user chose, kept as they are
+# (a task file holds its id, which its path and its dependents name too)
+NAMES = frozenset({"id", "depends_on"})
 MIN_ENTROPY = 3.0  # bits per character of an assigned value that counts as random
 
 
@@ -165,7 +168,8 @@ class Scanner:
             kinds.extend((kind, where or "value") for kind in found)
             return clean
         if isinstance(value, dict):
-            return {k: self._walk(v, f"{where}.{k}" if where else str(k), kinds) for k, v in value.items()}
+            return {k: v if not where and k in NAMES else self._walk(v, f"{where}.{k}" if where else str(k), kinds)
+                    for k, v in value.items()}
         if isinstance(value, list):
             return [self._walk(v, f"{where}[{i}]", kinds) for i, v in enumerate(value)]
         return value

@@ -99,3 +99,11 @@ def test_a_private_key_block_cut_short_is_redacted_to_the_end() -> None:
 def test_a_records_key_named_like_a_secret_is_no_assignment() -> None:
     data = (json.dumps({"agent_token": "12345-1-a1b2c3d4e5f6", "password_hint": "q8Fz2LmT7xVb"}, indent=2) + "\n").encode()
     assert DEFAULT.redact_record("relay.json", data) == (data, [])
+
+
+def test_a_records_ids_are_names_and_kept() -> None:
+    odd = "AKIA" + "ABCDEFGHIJKLMNOP"
+    data = (json.dumps({"id": odd, "title": odd, "depends_on": [odd]}, indent=2) + "\n").encode()
+    clean, found = DEFAULT.redact_record(f"tasks/A/K/{odd}.json", data)
+    assert json.loads(clean) == {"id": odd, "title": "[redacted: aws-access-key]", "depends_on": [odd]}
+    assert found == [("aws-access-key", "title")]
