@@ -305,7 +305,7 @@ def test_without_the_setting_everything_is_offered_as_before(fleet: Fleet, monke
     """Without handoff.allowedSigners no signature is checked, no history judged, no
     private file written, and every answer is what it was before the setting existed."""
     from git_handoff.infra import signing
-    from git_handoff.state import writers
+    from git_handoff.state import authorship
 
     victim = fleet.clones["victim"]
     private = victim / ".git" / "handoff"
@@ -318,7 +318,7 @@ def test_without_the_setting_everything_is_offered_as_before(fleet: Fleet, monke
         raise AssertionError("judged a writer without handoff.allowedSigners")
 
     monkeypatch.setattr(signing, "verify", never)
-    monkeypatch.setattr(writers, "Judge", never)
+    monkeypatch.setattr(authorship, "Judge", never)  # writers imports it from there, when it judges
     listed = ok(victim, "list")
     assert all("unapproved_writer" not in t for t in listed)
     assert ok(victim, "next")["id"] in {"mallory", "unsigned", "forged"}  # a P0
