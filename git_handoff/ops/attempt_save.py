@@ -64,7 +64,10 @@ def save_attempt(store: StateStore, task: Task, *, reason: str, category: str,
     snap = rollback.read_snapshot(repo, local.snapshot) if local and local.snapshot else None
     pic = worktree.picture(repo, head)
     files: list[FileChange] = [{"status": s, "path": p} for s, p in worktree.changed(repo, snap.worktree if snap else base, pic.worktree)]
-    secrets = redaction.secret_files(repo, [pic.worktree, pic.index], [f["path"] for f in files if f["status"] != "D"])
+    # what the attempt's ref makes reachable beyond the claim's commit: its work tree and
+    # index (untracked files there at the claim too), and the commits made since
+    secrets = redaction.secret_files(repo, redaction.tree_of(repo, base), [pic.worktree, pic.index])
+    secrets.update(redaction.secret_history(repo, base, head))
     reason = redaction.redact_text(repo, reason)[0]
     existing = attempt_refs(repo, task.id)
     n = max(task.attempts + 1, max(existing, default=0) + 1)

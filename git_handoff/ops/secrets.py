@@ -3,9 +3,9 @@ remove it.
 
 What is scanned: every commit of refs/harness/state and refs/notes/harness (the log in
 its message, each file it changed, once per blob) and every attempt under
-refs/harness/attempts/ (its message, and the files it and its index commit changed over
-the commit it was saved on). Local-only attempts (refs/harness/local/attempts/) are not
-published and not reported. The scanner is the one every write goes through
+refs/harness/attempts/ (its message, the files it and its index commit changed over
+the commit it was saved on, and the commits made since the claim its record names).
+Local-only attempts (refs/harness/local/attempts/) are not published and not reported. The scanner is the one every write goes through
 (git_handoff.state.redaction), with the user's patterns and allow-list.
 """
 
@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from typing import TypedDict
 
-from git_handoff.core.errors import Negative
+from git_handoff.core import attempt_record
+from git_handoff.core.errors import InvalidState, Negative
 from git_handoff.core.secrets import Scanner
 from git_handoff.infra.gitrepo import Repo
 from git_handoff.state import redaction
@@ -102,6 +103,15 @@ class _Scan:
             self.commit(ref, commit, self.repo.commit_tree(parents[0]) if parents else None, REMOVE[how])
 
 
+def _claim_base(repo: Repo, commit: str, ref: str) -> str | None:
+    """The claim's commit an attempt names in its record, when it is here."""
+    try:
+        base = attempt_record.attempt(repo.commit_info(commit)[0].partition("\n\n")[2], ref).get("base")
+    except InvalidState:
+        return None
+    return repo.resolve_commit(base) if base else None
+
+
 def scan_published(store: StateStore) -> SecretsReport:
     """Every secret in the refs this clone publishes; Negative (exit 1, the report as its
     payload) when there is any."""
@@ -119,6 +129,11 @@ def scan_published(store: StateStore) -> SecretsReport:
         scan.commit(ref, commit, base, remove)
         if len(parents) >= 2:  # the index, as the attempt saved it
             scan.commit(ref, parents[1], base, remove)
+        if parents:  # the commits made since the claim, which the attempt keeps reachable
+            for made in repo.commits_between(_claim_base(repo, commit, ref) or parents[0], parents[0],
+                                             redaction.MAX_SCANNED_COMMITS):
+                above = repo.commit_parents(made)
+                scan.commit(ref, made, redaction.tree_of(repo, above[0]) if above else None, remove)
     findings = sorted(scan.found.values(), key=lambda f: (f["ref"], f["where"], f["field"] or "", f["kind"]))
     report: SecretsReport = {"clean": not findings, "findings": findings,
                              "scanned": {"commits": scan.commits, "blobs": len(scan.blobs), "attempts": len(attempts)}}

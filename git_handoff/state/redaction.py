@@ -68,27 +68,71 @@ def redact_text(repo: Repo, text: str) -> tuple[str, list[str]]:
 
 
 MAX_SCANNED_FILE = 8 << 20  # a saved file larger than this is not read (docs/threat-model.md)
+MAX_SCANNED_COMMITS = 1000  # commits since the claim scanned; beyond, the attempt stays here
 
 
-def secret_files(repo: Repo, trees: list[str | None], paths: list[str]) -> dict[str, list[str]]:
-    """{path: kinds} of the files at `paths` in any of `trees` (an attempt's work tree and
-    index) that hold a secret; binary files (a NUL in their first 8 KiB) and files over
-    MAX_SCANNED_FILE are not read."""
-    scan = scanner(repo)
+def _blob_kinds(repo: Repo, scan: Scanner, oid: str, seen: dict[str, list[str]]) -> list[str]:
+    """The kinds of secret in blob `oid` (each once); none for a binary file (a NUL in its
+    first 8 KiB), one over MAX_SCANNED_FILE or an object that is no blob."""
+    if oid not in seen:
+        blob = repo.small_blob(oid, MAX_SCANNED_FILE)
+        data = blob[2] if blob is not None else None
+        kinds: list[str] = []
+        if data is not None and b"\0" not in data[:8192]:
+            for f in scan.findings(data.decode(errors="replace")):
+                if f.kind not in kinds:
+                    kinds.append(f.kind)
+        seen[oid] = kinds
+    return seen[oid]
+
+
+def secret_files(repo: Repo, base_tree: str | None, trees: list[str | None]) -> dict[str, list[str]]:
+    """{path: kinds} of the files of `trees` (an attempt's work tree and index) that differ
+    from `base_tree` (the claim's commit: an untracked file already there at the claim
+    counts, a file staged and then deleted from the work tree too) and hold a secret."""
+    scan, seen = scanner(repo), dict[str, list[str]]()
     found: dict[str, list[str]] = {}
     for tree in trees:
         if tree is None:
             continue
-        for path in paths:
-            entry = repo.tree_lookup(tree, path)
-            if entry is None or entry[1]:
-                continue
-            blob = repo.small_blob(entry[0], MAX_SCANNED_FILE)
-            data = blob[2] if blob is not None else None
-            if data is None or b"\0" in data[:8192]:
-                continue
-            kinds = [f.kind for f in scan.findings(data.decode(errors="replace"))]
+        for path, (_, new) in repo.tree_diff(base_tree, tree).items():
+            kinds = _blob_kinds(repo, scan, new, seen) if new is not None else []
             if kinds:
-                found.setdefault(path, [])
-                found[path] += [k for k in kinds if k not in found[path]]
+                found[path] = [*found.get(path, []), *(k for k in kinds if k not in found.get(path, []))]
+    return found
+
+
+def tree_of(repo: Repo, commit: str) -> str | None:
+    """The tree of `commit`, None when it is not here."""
+    try:
+        return repo.commit_tree(commit)
+    except (KeyError, ValueError):  # beyond a shallow cut: compared with nothing
+        return None
+
+
+def secret_history(repo: Repo, base: str, head: str) -> dict[str, list[str]]:
+    """{where: kinds} of the commits made since the claim (`base..head`: an attempt keeps
+    them reachable, so a sync publishes them): each one's message and each text file it
+    brought that none of its parents had (a file committed and removed again included).
+    More than MAX_SCANNED_COMMITS of them count as a finding (`unscanned`)."""
+    if base == head:
+        return {}
+    scan, seen = scanner(repo), dict[str, list[str]]()
+    found: dict[str, list[str]] = {}
+    commits = repo.commits_between(base, head, MAX_SCANNED_COMMITS + 1)
+    if len(commits) > MAX_SCANNED_COMMITS:
+        found[f"{len(commits) - 1}+ commits since the claim (not scanned)"] = ["unscanned"]
+    for commit in commits[:MAX_SCANNED_COMMITS]:
+        kinds = list(dict.fromkeys(f.kind for f in scan.findings(repo.commit_info(commit)[0])))
+        if kinds:
+            found[f"commit {commit[:12]} message"] = kinds
+        tree = repo.commit_tree(commit)
+        diffs = [repo.tree_diff(tree_of(repo, parent), tree) for parent in repo.commit_parents(commit)] \
+            or [repo.tree_diff(None, tree)]
+        for path, (_, new) in diffs[0].items():  # new in this commit: unlike every parent's
+            if new is None or any(d.get(path, (None, None))[1] != new for d in diffs[1:]):
+                continue
+            kinds = _blob_kinds(repo, scan, new, seen)
+            if kinds:
+                found[f"{path} (commit {commit[:12]})"] = kinds
     return found

@@ -6,6 +6,7 @@ what was published before (exit 1) and nothing in a clean clone (exit 0)."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 
@@ -201,3 +202,67 @@ def test_fail_attempts_and_restore_say_the_attempt_stays_here(repo: Path) -> Non
     clean = run("fail", "e1", "--reason", "again", "--json").json()
     assert clean["attempt_ref"] == "refs/harness/attempts/e1/2" and clean["attempt_local_only"] is False
     assert "WARN" in ok("log", "-n", "20") and "attempt 1 kept on this machine only" in ok("log", "-n", "20")
+
+
+def test_an_attempt_keeps_here_a_secret_it_would_carry_from_before_the_claim_the_index_or_its_history(
+        repo: Path, remote: Path) -> None:
+    """Three ways an attempt's ref reaches a secret beyond the files it changed since the
+    claim: an untracked .env.local that was already there when the task was claimed (the
+    attempt's tree is the whole work tree), a file staged and then deleted from the work
+    tree (the attempt's index commit), a file committed and removed again since the claim
+    (the attempt keeps the commits reachable). Each attempt stays here; the remote holds none."""
+    token, stripe = secret_corpus.SECRETS["github-token"], secret_corpus.SECRETS["stripe-key"]
+    ok("init")
+    for task in ("before", "staged", "history"):
+        ok("add", task, "--id", task, "--check", "true")
+    (repo / ".env.local").write_text(f"GITHUB_TOKEN={token}\n")  # untracked, not ignored, before the claim
+    ok("claim", "before")
+    (repo / "work.txt").write_text("work\n")
+    before = run("fail", "before", "--reason", "r", "--json").json()
+    assert before["attempt_local_only"] is True and before["secret_files"] == {".env.local": ["github-token"]}
+    (repo / ".env.local").unlink()
+
+    ok("claim", "staged")
+    (repo / ".env.local").write_text(f"GITHUB_TOKEN={token}\n")
+    git("add", ".env.local", cwd=repo)
+    (repo / ".env.local").unlink()  # in the index only
+    staged = run("fail", "staged", "--reason", "r", "--json").json()
+    assert staged["attempt_local_only"] is True and staged["secret_files"] == {".env.local": ["github-token"]}
+
+    ok("claim", "history")
+    (repo / "creds.txt").write_text(f"STRIPE_KEY={stripe}\n")
+    git("add", "creds.txt", cwd=repo)
+    git("commit", "-qm", "creds", cwd=repo)
+    git("rm", "-q", "creds.txt", cwd=repo)
+    git("commit", "-qm", "no creds", cwd=repo)
+    history = run("fail", "history", "--reason", "r", "--json").json()
+    assert history["attempt_local_only"] is True
+    assert [kinds for where, kinds in history["secret_files"].items() if where.startswith("creds.txt (commit ")] == [["stripe-key"]]
+
+    assert run("sync", "origin").rc == 0
+    held = all_objects(remote)
+    assert token.encode() not in held and stripe.encode() not in held
+    assert not git("for-each-ref", "refs/harness/attempts", cwd=remote)
+    assert run("secrets").rc == 0
+
+
+def test_secrets_finds_a_secret_in_the_commits_a_published_attempt_keeps(repo: Path) -> None:
+    ok("init")
+    base = git("rev-parse", "HEAD", cwd=repo)
+    token = secret_corpus.SECRETS["gitlab-token"]
+    (repo / "creds.txt").write_text(f"token {token}\n")
+    git("add", "creds.txt", cwd=repo)
+    git("commit", "-qm", "creds", cwd=repo)
+    added = git("rev-parse", "HEAD", cwd=repo)
+    git("rm", "-q", "creds.txt", cwd=repo)
+    git("commit", "-qm", "no creds", cwd=repo)
+    head = git("rev-parse", "HEAD", cwd=repo)
+    # an attempt an older git handoff saved on that branch: its own tree holds no secret
+    record = json.dumps({"task": "x", "attempt": 1, "base": base, "head": head, "files": []})
+    attempt = git("commit-tree", f"{head}^{{tree}}", "-p", head, "-m", f"handoff attempt x #1: [TASK_EXEC] old\n\n{record}",
+                  cwd=repo)
+    git("update-ref", "refs/harness/attempts/x/1", attempt, cwd=repo)
+    got = run("secrets", "--json")
+    assert got.rc == 1, got.err
+    assert [(f["ref"], f["commit"], f["where"], f["kind"]) for f in got.json()["findings"]] == [
+        ("refs/harness/attempts/x/1", added, "creds.txt", "gitlab-token")]

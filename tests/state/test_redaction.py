@@ -62,11 +62,32 @@ def test_redact_transaction_names_the_task_of_a_task_file(repo: Path) -> None:
     assert lines == ["plain line"]
 
 
-def test_secret_files_reads_text_files_of_the_trees_it_is_given(repo: Path) -> None:
+def test_secret_files_reads_text_files_of_the_trees_it_is_given_that_differ_from_the_base(repo: Path) -> None:
+    (repo / "kept.txt").write_text(f"token: {TOKEN}\n")  # in the claim's commit already: the branch's own
+    git("add", "kept.txt", cwd=repo)
+    git("commit", "-qm", "base", cwd=repo)
+    base = git("rev-parse", "HEAD^{tree}", cwd=repo)
     (repo / ".env").write_text(f"GITHUB_TOKEN={TOKEN}\n")
     (repo / "image.bin").write_bytes(b"\0" + TOKEN.encode())
     (repo / "fine.txt").write_text("nothing here\n")
     git("add", ".env", "image.bin", "fine.txt", cwd=repo)
     tree = git("write-tree", cwd=repo)
-    found = redaction.secret_files(Repo.discover(repo), [tree, None], [".env", "image.bin", "fine.txt", "missing"])
+    found = redaction.secret_files(Repo.discover(repo), base, [tree, None])
     assert found == {".env": ["github-token"]}
+    assert redaction.secret_files(Repo.discover(repo), None, [tree]) == {".env": ["github-token"], "kept.txt": ["github-token"]}
+
+
+def test_secret_history_reads_each_commit_since_the_base_and_its_message(repo: Path) -> None:
+    base = git("rev-parse", "HEAD", cwd=repo)
+    (repo / "creds.txt").write_text(f"GITHUB_TOKEN={TOKEN}\n")
+    git("add", "creds.txt", cwd=repo)
+    git("commit", "-qm", "add creds", cwd=repo)
+    added = git("rev-parse", "HEAD", cwd=repo)
+    git("rm", "-q", "creds.txt", cwd=repo)
+    git("commit", "-qm", f"removed, it was {secret_corpus.SECRETS['stripe-key']}", cwd=repo)
+    removed = git("rev-parse", "HEAD", cwd=repo)
+    found = redaction.secret_history(Repo.discover(repo), base, removed)
+    assert found == {f"creds.txt (commit {added[:12]})": ["github-token"],
+                     f"commit {removed[:12]} message": ["stripe-key"]}
+    assert redaction.secret_history(Repo.discover(repo), removed, removed) == {}
+    assert redaction.secret_history(Repo.discover(repo), base, base) == {}
