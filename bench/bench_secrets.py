@@ -54,7 +54,7 @@ def timed(fn):
         finally:
             spent[0] += time.perf_counter() - start
     return run
-for name in ("redact_transaction", "redact_text", "secret_files"):
+for name in ("redact_transaction", "redact_text", "secret_files", "secret_history"):
     setattr(redaction, name, timed(getattr(redaction, name)))
 atexit.register(lambda: open(os.environ["BENCH_SCAN_OUT"], "w").write(repr(spent[0])))
 sys.argv = ["git-handoff", *sys.argv[1:]]

@@ -66,7 +66,8 @@ def remove(store: StateStore, task_id: str, *, force: bool = False) -> Removed:
         return {"removed": task_json(task), "detached": dependents}
 
     result = store.transact(apply)
-    result["attempts_kept"] = sorted(store.repo.refs_under(f"{ATTEMPTS_PREFIX}{task_id}/"))
+    result["attempts_kept"] = sorted([*store.repo.refs_under(f"{ATTEMPTS_PREFIX}{task_id}/"),
+                                      *store.repo.refs_under(f"{LOCAL_ATTEMPTS_PREFIX}{task_id}/")])
     return result
 
 
@@ -80,9 +81,10 @@ def rename(store: StateStore, old: str, new: str) -> Renamed:
     if old == new:
         raise UsageError(f"{old!r} is already the task's id")
     repo = store.repo
-    if repo.refs_under(f"{ATTEMPTS_PREFIX}{new}/"):
-        raise UsageError(f"attempts of a task {new!r} are still saved under {ATTEMPTS_PREFIX}{new}/: "
-                         "choose another id")
+    for namespace in (ATTEMPTS_PREFIX, LOCAL_ATTEMPTS_PREFIX):
+        if repo.refs_under(f"{namespace}{new}/"):
+            raise UsageError(f"attempts of a task {new!r} are still saved under {namespace}{new}/: "
+                             "choose another id")
 
     def apply(tx: Tx) -> Renamed:
         task = tx.require_task(old)

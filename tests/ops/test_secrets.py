@@ -266,3 +266,20 @@ def test_secrets_finds_a_secret_in_the_commits_a_published_attempt_keeps(repo: P
     assert got.rc == 1, got.err
     assert [(f["ref"], f["commit"], f["where"], f["kind"]) for f in got.json()["findings"]] == [
         ("refs/harness/attempts/x/1", added, "creds.txt", "gitlab-token")]
+
+
+def test_rename_and_rm_see_the_local_only_attempts(repo: Path) -> None:
+    ok("init")
+    ok("add", "a", "--id", "a", "--check", "true")
+    ok("add", "b", "--id", "b", "--check", "true")
+    ok("claim", "a")
+    (repo / ".env").write_text(f"STRIPE_KEY={secret_corpus.SECRETS['stripe-key']}\n")
+    assert run("fail", "a", "--reason", "r").rc == 0
+    ok("rename", "a", "c")
+    assert "refs/harness/local/attempts/c/1" in git("for-each-ref", "--format=%(refname)", "refs/harness/", cwd=repo)
+    removed = run("rm", "c", "--json")
+    assert removed.rc == 0 and removed.json()["attempts_kept"] == ["refs/harness/local/attempts/c/1"]
+    before = git("rev-parse", "refs/harness/state", cwd=repo)
+    refused = run("rename", "b", "c")  # c's attempt 1 is still kept here under c's name
+    assert refused.rc == 2 and "refs/harness/local/attempts/c/" in refused.err
+    assert git("rev-parse", "refs/harness/state", cwd=repo) == before
