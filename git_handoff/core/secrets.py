@@ -35,6 +35,10 @@ _END = r"(?![A-Za-z0-9_-])"
 RULES: tuple[tuple[str, tuple[str, ...], str, bool], ...] = (
     ("private-key", ("-----BEGIN",), r"-----BEGIN[A-Z0-9 ]{0,30} PRIVATE KEY(?: BLOCK)?-----"
                     r"[\s\S]{0,16384}?(?:-----END[A-Z0-9 ]{0,30} PRIVATE KEY(?: BLOCK)?-----|$)", False),
+    # a block whose front was cut off (a command's output kept by its tail): its last
+    # base64 lines up to the end line
+    ("private-key", ("-----END",), r"(?:[A-Za-z0-9+/=]{16,}[ \t]*(?:\r?\n| \| ))+-----END[A-Z0-9 ]{0,30}"
+                    r" PRIVATE KEY(?: BLOCK)?-----", False),
     ("aws-access-key", ("AKIA", "ASIA", "ABIA", "ACCA"), r"(?:AKIA|ASIA|ABIA|ACCA)[0-9A-Z]{16}(?![0-9A-Za-z])", True),
     ("github-token", ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
      r"(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{60,255})" + _END, True),

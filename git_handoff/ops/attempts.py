@@ -22,7 +22,7 @@ from git_handoff.infra import rollback, task_commands
 from git_handoff.infra.gitrepo import Repo
 from git_handoff.ops.attempt_save import attempt_refs, is_local_only, local_only_note, save_attempt
 from git_handoff.ops.payloads import Attempt, FailOutcome, Restored, SavedAttempt
-from git_handoff.state import claim_index, claim_journal, notes, this_clone, trust
+from git_handoff.state import claim_index, claim_journal, notes, redaction, this_clone, trust
 from git_handoff.state.claim_checks import (
     claimed_task,
     current,
@@ -177,7 +177,8 @@ def fail_claim(store: StateStore, seen: Task, *, reason: str, category: str = "T
         result = task_commands.run_command(task.cleanup, repo.root(), task.timeout_seconds, env={"HANDOFF_TASK": task.id})
         outcome["cleanup"] = result.to_json()
         if not result.ok:
-            _log_warning(store, task.id, f"on_failure.cleanup failed ({result.category}): {result.summary()}")
+            summary = redaction.redact_run(repo, result).summary()  # whole, before summary() cuts it
+            _log_warning(store, task.id, f"on_failure.cleanup failed ({result.category}): {summary}")
     return outcome
 
 

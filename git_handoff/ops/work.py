@@ -190,6 +190,10 @@ def done(store: StateStore, task_id: str, *, force: bool = False) -> Task:
         trust.require_trusted(store.repo, seen.cleanup, "cleanup command", trust.place(seen.id, "cleanup"))
     result = _run_check(store, seen)
     if not result.ok:
+        # Lazy on purpose (import cost): only a failing check's output is scanned here
+        from git_handoff.state import redaction  # noqa: PLC0415
+
+        result = redaction.redact_run(store.repo, result)  # whole, before summary() cuts it
         category = result.category or "TEST_FAIL"
         reason = f"Validation failed: {result.summary()}"
         outcome = attempts.fail_claim(store, seen, reason=reason, category=category, force=True, end_operation=force,

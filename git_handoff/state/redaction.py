@@ -14,9 +14,15 @@ the notes use `scanner` on what they write. docs/threat-model.md, "Secrets".
 
 from __future__ import annotations
 
+import dataclasses
+from typing import TYPE_CHECKING
+
 from git_handoff.core.errors import UsageError
 from git_handoff.core.secrets import DEFAULT, Scanner, compile_patterns
 from git_handoff.infra.gitrepo import Repo
+
+if TYPE_CHECKING:  # a hook that never runs a check does not import the runner
+    from git_handoff.infra.task_commands import RunResult
 
 PATTERN_KEY = "handoff.secretPattern"
 ALLOW_KEY = "handoff.secretAllow"
@@ -65,6 +71,14 @@ def redact_transaction(repo: Repo, changes: dict[str, bytes | None], lines: list
 def redact_text(repo: Repo, text: str) -> tuple[str, list[str]]:
     """`text` redacted by this repository's scanner, and the kinds replaced."""
     return scanner(repo).redact(text)
+
+
+def redact_run(repo: Repo, result: RunResult) -> RunResult:
+    """A check's or cleanup's result with its output redacted, before anything cuts it to an
+    error line (`summary`: its last lines, its last 300 characters), where a secret cut in
+    two would no longer be known by its rules."""
+    clean = redact_text(repo, result.output_tail)[0] if result.output_tail else result.output_tail
+    return result if clean == result.output_tail else dataclasses.replace(result, output_tail=clean)
 
 
 MAX_SCANNED_FILE = 8 << 20  # a saved file larger than this is not read (docs/threat-model.md)

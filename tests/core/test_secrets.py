@@ -96,6 +96,15 @@ def test_a_private_key_block_cut_short_is_redacted_to_the_end() -> None:
     assert kinds == ["private-key"] and clean == "key: [redacted: private-key]"
 
 
+def test_a_private_key_block_whose_front_was_cut_off_is_redacted_from_its_body() -> None:
+    pem = secret_corpus.SECRETS["private-key"]
+    body = pem.splitlines()[2:]  # the BEGIN line and the first line of the body gone
+    for tail in ("\n".join(body), " | ".join(body)):  # as the output's tail kept it; as an error line
+        clean, kinds = DEFAULT.redact(f"FAILED test_keys\n{tail}\n2 passed")
+        assert kinds == ["private-key"] and clean == "FAILED test_keys\n[redacted: private-key]\n2 passed"
+    assert DEFAULT.findings("-----END PGP PUBLIC KEY BLOCK-----\n-----END CERTIFICATE-----") == []
+
+
 def test_a_records_key_named_like_a_secret_is_no_assignment() -> None:
     data = (json.dumps({"agent_token": "12345-1-a1b2c3d4e5f6", "password_hint": "q8Fz2LmT7xVb"}, indent=2) + "\n").encode()
     assert DEFAULT.redact_record("relay.json", data) == (data, [])

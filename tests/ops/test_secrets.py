@@ -283,3 +283,25 @@ def test_rename_and_rm_see_the_local_only_attempts(repo: Path) -> None:
     refused = run("rename", "b", "c")  # c's attempt 1 is still kept here under c's name
     assert refused.rc == 2 and "refs/harness/local/attempts/c/" in refused.err
     assert git("rev-parse", "refs/harness/state", cwd=repo) == before
+
+
+def test_a_failed_checks_output_is_redacted_before_it_is_cut_to_an_error_line(repo: Path, tmp_path: Path) -> None:
+    """The error line keeps the output's last three lines and last 300 characters: a key
+    block printed last would lose its BEGIN line there, a token its front, and neither be
+    known by a rule any more. The output is redacted whole first."""
+    token, pem = secret_corpus.SECRETS["github-token"], secret_corpus.SECRETS["private-key"]
+    for name, text in (("pem", f"loading key\n{pem}\n"), ("cut", f"{token} {'y' * 280}\n")):
+        (tmp_path / f"{name}.txt").write_text(text)
+    ok("init")
+    for name in ("pem", "cut"):
+        ok("add", name, "--id", name, "--check", f"cat {tmp_path / name}.txt; exit 1")
+    ok("trust", "--all")
+    for name in ("pem", "cut"):
+        ok("claim", name)
+        assert run("done", name).rc == 1
+    history = git("log", "-p", "refs/harness/state", cwd=repo)
+    assert not [line for line in pem.splitlines()[1:-1] if line in history]
+    assert token[-12:] not in history
+    shown = run("show", "pem", "--json").json()["error_log"][0]
+    assert shown.endswith("loading key | [redacted: private-key]")
+    assert "github-token] yyy" in run("show", "cut", "--json").json()["error_log"][0]  # the marker cut, not the token
