@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -84,6 +84,9 @@ class Finding:
     end: int
 
 
+MARKER = lazy(r"\[redacted: ([A-Za-z0-9-]{1,64})\]")  # what `marker` writes, the kind its group
+
+
 def marker(kind: str) -> str:
     return f"[redacted: {kind}]"
 
@@ -129,9 +132,12 @@ class Scanner:
         found = [f for f in found if not any(a.search(text[f.start:f.end]) for a in self.allow)]
         return _disjoint(found)
 
-    def redact(self, text: str) -> tuple[str, list[str]]:
-        """`text` with each secret replaced by its marker; the kinds replaced, in order."""
+    def redact(self, text: str, known: str = "") -> tuple[str, list[str]]:
+        """`text` with each secret replaced by its marker; the kinds replaced, in order. A
+        secret that `known` holds too (what the record held before) is left as it is."""
         found = self.findings(text)
+        if known:
+            found = [f for f in found if text[f.start:f.end] not in known]
         if not found:
             return text, []
         out, at = [], 0
@@ -142,16 +148,23 @@ class Scanner:
         out.append(text[at:])
         return "".join(out), [f.kind for f in found]
 
-    def redact_record(self, path: str, data: bytes) -> tuple[bytes, list[tuple[str, str]]]:
+    def redact_record(self, path: str, data: bytes,
+                      before: Callable[[], bytes | None] | None = None) -> tuple[bytes, list[tuple[str, str]]]:
         """A state file's bytes with every secret redacted, and (kind, field) of each: a JSON
         record value by value (the field a dotted path, `checkpoints[0].description`), any
-        other file as text (the field its path). Unchanged bytes when there is none."""
+        other file as text (the field its path). Unchanged bytes when there is none.
+
+        A secret the file held `before()` (its previous version) is not this write's: it is
+        left as it was (already published; `git handoff secrets` finds it), so that a
+        write that rewrites another writer's record as a side effect (a claim, a rename's
+        `depends_on`) changes nothing of what that writer wrote."""
         try:
             text = data.decode()
         except UnicodeDecodeError:
             return data, []
         if not self.findings(text):
             return data, []
+        known = _known(before() if before is not None else None)
         if path.endswith(".json"):
             try:
                 doc = json.loads(text)
@@ -159,24 +172,49 @@ class Scanner:
                 doc = None
             if doc is not None:  # value by value: a key's name is no assignment (`"agent_token": "…"`)
                 kinds: list[tuple[str, str]] = []
-                clean = self._walk(doc, "", kinds)
+                clean = self._walk(doc, "", kinds, known)
                 if not kinds:
                     return data, []
                 return (json.dumps(clean, indent=2, ensure_ascii=False) + "\n").encode(), kinds
-        clean_text, found = self.redact(text)
+        clean_text, found = self.redact(text, known)
+        if not found:
+            return data, []
         return clean_text.encode(), [(kind, path) for kind in found]
 
-    def _walk(self, value: Any, where: str, kinds: list[tuple[str, str]]) -> Any:
+    def _walk(self, value: Any, where: str, kinds: list[tuple[str, str]], known: str) -> Any:
         if isinstance(value, str):
-            clean, found = self.redact(value)
+            clean, found = self.redact(value, known)
             kinds.extend((kind, where or "value") for kind in found)
             return clean
         if isinstance(value, dict):
-            return {k: v if not where and k in NAMES else self._walk(v, f"{where}.{k}" if where else str(k), kinds)
+            return {k: v if not where and k in NAMES else self._walk(v, f"{where}.{k}" if where else str(k), kinds, known)
                     for k, v in value.items()}
         if isinstance(value, list):
-            return [self._walk(v, f"{where}[{i}]", kinds) for i, v in enumerate(value)]
+            return [self._walk(v, f"{where}[{i}]", kinds, known) for i, v in enumerate(value)]
         return value
+
+
+def _known(before: bytes | None) -> str:
+    """The text of a file's previous version to compare a secret with: its JSON strings
+    decoded (a secret escaped there is the same secret), else its text."""
+    if not before:
+        return ""
+    text = before.decode(errors="replace")
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        return text
+    out: list[str] = []
+    stack = [doc]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, str):
+            out.append(value)
+        elif isinstance(value, dict):
+            stack.extend(value.values())
+        elif isinstance(value, list):
+            stack.extend(value)
+    return "\0".join(out)
 
 
 def _builtin(text: str) -> list[Finding]:

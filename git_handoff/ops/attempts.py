@@ -14,7 +14,7 @@ import contextlib
 import dataclasses
 import re
 
-from git_handoff.core import attempt_record, field_checks
+from git_handoff.core import attempt_record, field_checks, secrets
 from git_handoff.core.errors import GitFailure, InvalidState, UsageError
 from git_handoff.core.model import CLAIM_FIELDS, Task, check_category, check_id, now_iso, printable
 from git_handoff.core.serialization import task_to_json
@@ -247,6 +247,9 @@ def _put_failed(tx: Tx, seen: Task, plan: FailPlan, saved: SavedAttempt | None, 
     claim_index.carry(tx, [new], clean=not new.failed_for_good)
     for kind, text, category in plan.log_lines(operation):
         tx.log(kind, text, task=task.id, category=category)
+    for kind in secrets.MARKER.compiled.findall(new.error_log[-1]):  # a check's output, redacted before it was cut
+        tx.log("WARN", f"redacted {kind} from error_log[{len(new.error_log) - 1}] (secret scan; see `git handoff secrets`)",
+               task=task.id)
     if saved is not None and saved["local_only"]:
         tx.log("WARN", f"attempt {saved['attempt']} {local_only_note(saved['ref'], saved['secret_files'])}", task=task.id)
     return new

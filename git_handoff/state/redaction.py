@@ -15,6 +15,8 @@ the notes use `scanner` on what they write. docs/threat-model.md, "Secrets".
 from __future__ import annotations
 
 import dataclasses
+import functools
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from git_handoff.core.errors import UsageError
@@ -47,15 +49,18 @@ def scanner(repo: Repo) -> Scanner:
     return made
 
 
-def redact_transaction(repo: Repo, changes: dict[str, bytes | None], lines: list[str]) -> list[tuple[str, str, str | None]]:
+def redact_transaction(repo: Repo, changes: dict[str, bytes | None], lines: list[str],
+                       before: Callable[[str], bytes | None] | None = None) -> list[tuple[str, str, str | None]]:
     """Redact, in place, the files a transaction writes and its log lines; what was
-    redacted as (kind, field, task id) for the log (never the secret itself)."""
+    redacted as (kind, field, task id) for the log (never the secret itself). `before`
+    reads a file as the transaction's base has it: a secret it held already is not this
+    transaction's and is left as it was (Scanner.redact_record)."""
     scan = scanner(repo)
     done: list[tuple[str, str, str | None]] = []
     for path, data in changes.items():
         if data is None:
             continue
-        clean, found = scan.redact_record(path, data)
+        clean, found = scan.redact_record(path, data, functools.partial(before, path) if before else None)
         if found:
             changes[path] = clean
             task = path.rsplit("/", 1)[-1][:-len(".json")] if path.startswith(TASKS_DIR) else None

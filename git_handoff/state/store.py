@@ -323,7 +323,8 @@ class StateStore:
             from git_handoff.state import redaction  # only a command that writes scans
 
             tx.redacted = True
-            for kind, field, task in redaction.redact_transaction(repo, tx.changes, tx.lines):
+            for kind, field, task in redaction.redact_transaction(repo, tx.changes, tx.lines,
+                                                                    tx.base.read if tx.base else None):
                 tx.log("WARN", f"redacted {kind} from {field} (secret scan; see `git handoff secrets`)", task=task)
                 stored = tx.changes.get(task_path(task)) if task else None
                 if task and task in tx._tasks and stored is not None:  # what the command reads back: as written

@@ -105,6 +105,18 @@ def test_a_private_key_block_whose_front_was_cut_off_is_redacted_from_its_body()
     assert DEFAULT.findings("-----END PGP PUBLIC KEY BLOCK-----\n-----END CERTIFICATE-----") == []
 
 
+def test_a_secret_the_record_held_before_is_left_as_it_was() -> None:
+    aws, token = secret_corpus.SECRETS["aws-access-key"], secret_corpus.SECRETS["github-token"]
+    before = (json.dumps({"id": "t1", "title": f"rotate {aws}", "checkpoints": []}, indent=2) + "\n").encode()
+    now = json.dumps({"id": "t1", "title": f"rotate {aws}", "checkpoints": [{"description": f"used {token}"}]})
+    clean, kinds = DEFAULT.redact_record("tasks/t1.json", now.encode(), lambda: before)
+    assert kinds == [("github-token", "checkpoints[0].description")]
+    assert json.loads(clean) == {"id": "t1", "title": f"rotate {aws}", "checkpoints": [{"description": "used [redacted: github-token]"}]}
+    assert DEFAULT.redact_record("tasks/t1.json", before, lambda: before) == (before, [])
+    assert DEFAULT.redact_record("doc.md", f"{aws} {token}".encode(), lambda: aws.encode()) == (
+        f"{aws} [redacted: github-token]".encode(), [("github-token", "doc.md")])
+
+
 def test_a_records_key_named_like_a_secret_is_no_assignment() -> None:
     data = (json.dumps({"agent_token": "12345-1-a1b2c3d4e5f6", "password_hint": "q8Fz2LmT7xVb"}, indent=2) + "\n").encode()
     assert DEFAULT.redact_record("relay.json", data) == (data, [])
