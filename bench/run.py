@@ -68,6 +68,7 @@ SCENARIOS: list[tuple[str, str, str, list[tuple[str, str]]]] = [
       ("SessionStart hook, 10,000 tasks: served, fast client", "<= 1.0x")]),
     ("integrate: the work travels", "bench_integrate", "integrate_scenario",
      [("integrate, K = 1 clones, 24 tasks: tasks landed/s", "-")]),
+    ("secret scan", "bench_secrets", "secrets_rows", []),
     ("fleet", "bench_fleet", "fleet_scenario",
      [("fleet: K clones of one remote (daemon, smart HTTP, 100 ms delay)", "0 double, 0 lost; K=16 >= K=1")]),
 ]

@@ -56,6 +56,7 @@ COMMANDS: dict[str, str] = {
     "fail": "work",
     "attempts": "work",
     "restore": "work",
+    "secrets": "secrets",
     "session": "session",
     "decide": "session",
     "blocker": "session",

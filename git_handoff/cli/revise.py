@@ -38,7 +38,7 @@ def rm_cmd(task_id: str, force: bool, as_json: bool) -> None:
     _answer(result, as_json, f"Removed {task_id}",
             result["detached"] and f"no longer a dependency of: {', '.join(result['detached'])}",
             result["attempts_kept"]
-            and f"its {len(result['attempts_kept'])} saved attempt(s) stay under refs/harness/attempts/{task_id}/")
+            and f"its {len(result['attempts_kept'])} saved attempt(s) stay: {', '.join(result['attempts_kept'])}")
 
 
 @click.command("rename")

@@ -218,6 +218,10 @@ def _echo_fail(outcome: FailOutcome, streamed: bool = False) -> None:
                f"(attempt {task['attempts']}/{task['max_attempts']})")
     if outcome.get("attempt_ref"):
         click.echo(f"  attempt saved as {outcome['attempt_ref']} ({len(outcome['files'])} file(s))")
+        if outcome.get("attempt_local_only"):
+            where = "; ".join(f"{visible(path)}: {', '.join(kinds)}" for path, kinds in outcome["secret_files"].items())
+            click.echo(f"  kept on this machine only, never pushed: its files hold a secret ({where}); "
+                       "`git handoff restore` brings it back")
     if outcome.get("operation_ended"):
         click.echo(f"  ended the {outcome['operation_ended']} in progress (after saving the attempt)")
     if outcome.get("rolled_back") and outcome.get("snapshot"):
@@ -289,7 +293,8 @@ def attempts_cmd(task_id: str, as_json: bool) -> None:
             click.echo(f"#{a['attempt']} unreadable: {visible(a['unreadable'])}")
             continue
         click.echo(f"#{a['attempt']} {a['time'] or '?'} [{visible(a['category'] or '?')}] {visible(a['reason'] or '')} "
-                   f"({len(a['files'])} file(s), {a['ref']})")
+                   f"({len(a['files'])} file(s), {a['ref']}"
+                   + (", kept on this machine only: its files hold a secret" if a["local_only"] else "") + ")")
         for f in a["files"]:  # a file name may hold a newline or a control character: escaped
             click.echo(f"    {f['status']} {visible(f['path'])}")
 
@@ -308,4 +313,6 @@ def restore_cmd(task_id: str, n: int, force: bool, as_json: bool) -> None:
         emit_json(result)
     else:
         click.echo(f"Restored attempt {n} of {task_id}: {len(result['restored'])} file(s) written, "
-                   f"{len(result['deleted'])} removed" + (", its staged entries back in the index" if result["index"] else ""))
+                   f"{len(result['deleted'])} removed" + (", its staged entries back in the index" if result["index"] else "")
+                   + (f" (from {result['ref']}, kept on this machine only: its files hold a secret)"
+                      if result["local_only"] else ""))

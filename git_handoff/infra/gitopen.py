@@ -220,6 +220,15 @@ class OpenRepo:
         value = found[-1][1]
         return True, (None if value is None else str(value))
 
+    def config_values(self, key: str) -> list[str]:
+        """Every value of a multi-valued `key`, in git's order (system, global, local), then
+        the command line's (`git -c`: its last one; libgit2 reads none of them)."""
+        canonical = gitconfig.canonical_key(key)
+        values = [str(e.value) for e in self.raw.config if e.name == canonical and e.value is not None]
+        if self.settings.get(canonical) is not None:
+            values.append(str(self.settings[canonical]))
+        return values
+
     def local_config_values(self, key: str) -> list[str]:
         """Every value of `key` in this repository's own config file, in order, as libgit2
         reads it (no process; the other levels left out)."""

@@ -94,6 +94,7 @@ class _Tail:
     def __init__(self, streams: dict[str, object], sink: Sink | None = None) -> None:
         self._chunks: deque[bytes] = deque()
         self._size = 0
+        self._cut = False  # chunks were dropped from the front
         self._lock = threading.Lock()
         self._sink = sink
         self._threads = [threading.Thread(target=self._drain, args=(name, stream), daemon=True)
@@ -113,6 +114,7 @@ class _Tail:
                     self._size += len(chunk)
                     while self._size - len(self._chunks[0]) >= TAIL_BYTES and len(self._chunks) > 1:
                         self._size -= len(self._chunks.popleft())
+                        self._cut = True
                     if self._sink is not None:
                         try:
                             self._sink(name, chunk)
@@ -127,7 +129,15 @@ class _Tail:
             thread.join(max(0.0, deadline - time.monotonic()))
 
     def text(self) -> str:
-        data = b"".join(self._chunks)[-TAIL_BYTES:]
+        """The last TAIL_BYTES bytes, from the first whole line (else word) when more came
+        before them: a secret whose front was cut off would be text no secret rule knows."""
+        whole = b"".join(self._chunks)
+        data = whole[-TAIL_BYTES:]
+        if len(whole) > TAIL_BYTES or self._cut:
+            at = data.find(b"\n")
+            if at < 0:
+                at = next((i for i, byte in enumerate(data) if byte in b" \t\r"), len(data))
+            data = data[at + 1:]  # no space at all: nothing kept
         return data.decode("utf-8", errors="replace")
 
 

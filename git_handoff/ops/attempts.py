@@ -12,24 +12,23 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import re
 
-from git_handoff.core import attempt_record, field_checks
-from git_handoff.core.errors import Contention, GitFailure, InvalidState, UsageError
+from git_handoff.core import attempt_record, field_checks, secrets
+from git_handoff.core.errors import GitFailure, InvalidState, UsageError
 from git_handoff.core.model import CLAIM_FIELDS, Task, check_category, check_id, now_iso, printable
 from git_handoff.core.serialization import task_to_json
-from git_handoff.infra import rollback, task_commands, worktree
+from git_handoff.infra import rollback, task_commands
 from git_handoff.infra.gitrepo import Repo
-from git_handoff.ops.payloads import Attempt, FailOutcome, FileChange, Restored, SavedAttempt
-from git_handoff.state import claim_index, claim_journal, notes, this_clone, trust
+from git_handoff.ops.attempt_save import attempt_refs, is_local_only, local_only_note, save_attempt
+from git_handoff.ops.payloads import Attempt, FailOutcome, Restored, SavedAttempt
+from git_handoff.state import claim_index, claim_journal, notes, redaction, this_clone, trust
 from git_handoff.state.claim_checks import (
     claimed_task,
     current,
     require_branch,
     short,
 )
-from git_handoff.state.snapshot import ATTEMPTS_PREFIX
 from git_handoff.state.store import StateStore, Tx
 
 # -- fail ------------------------------------------------------------------------------
@@ -39,69 +38,9 @@ NO_LOCAL_CLAIM = ("no rollback: this worktree keeps no journal of this claim (cl
                   "the work tree is as the attempt left it (reset it by hand if you want the claim's moment back)")
 
 
-def attempt_ref(task_id: str, n: int) -> str:
-    return f"{ATTEMPTS_PREFIX}{task_id}/{n}"
-
-
-def _attempt_numbers(repo: Repo, task_id: str) -> dict[int, str]:
-    prefix = f"{ATTEMPTS_PREFIX}{task_id}/"
-    out = {}
-    for name, target in repo.refs_under(prefix).items():
-        rest = name[len(prefix):]
-        if rest.isdigit():
-            out[int(rest)] = target
-    return out
-
-
 def _claim_snapshot(repo: Repo, recorded: str | None) -> rollback.Snapshot | None:
     """The claim's snapshot, when the claim names one and it is there."""
     return rollback.read_snapshot(repo, recorded) if recorded else None
-
-
-def save_attempt(store: StateStore, task: Task, *, reason: str, category: str,
-                 local: claim_journal.Entry | None = None) -> SavedAttempt:
-    """Save the whole work of the current attempt as a commit under refs/harness/attempts/.
-
-    The commit's tree is the work tree (untracked non-ignored files included); its
-    parents are the current HEAD (so commits made since the claim stay reachable) and a
-    commit of the index (the staged content); its message a summary line and a JSON
-    record of the attempt. `files` are the changes since the claim's moment.
-    """
-    repo = store.repo
-    head = repo.head()
-    if head is None:
-        raise UsageError("this worktree has no commit: nothing to save")
-    # the claim's moment as this worktree journalled it; without an entry, the state's
-    # base only names what the attempt's file list is compared with (nothing is reset)
-    base = (local.base if local else task.started_at_commit) or head
-    snap = _claim_snapshot(repo, local.snapshot if local else None)
-    pic = worktree.picture(repo, head)
-    files: list[FileChange] = [{"status": s, "path": p} for s, p in worktree.changed(repo, snap.worktree if snap else base, pic.worktree)]
-    existing = _attempt_numbers(repo, task.id)
-    n = max(task.attempts + 1, max(existing, default=0) + 1)
-    for _ in range(50):
-        record = {
-            "task": task.id,
-            "attempt": n,
-            "time": now_iso(),
-            "category": category,
-            "reason": reason,
-            "base": base,
-            "head": head,
-            "branch": repo.head_branch(),
-            "worker": task.claimed_by,
-            "session": store.session,
-            "files": files,
-            "index": pic.index,
-            "claim_snapshot": snap.commit if snap else None,
-        }
-        message = f"handoff attempt {task.id} #{n}: [{category}] {reason}\n\n{json.dumps(record, indent=2)}\n"
-        commit = rollback.commit_picture(repo, pic, message)
-        ref = attempt_ref(task.id, n)
-        if repo.cas_ref(ref, commit, None, f"handoff: attempt {n} of {task.id}"):
-            return {"attempt": n, "ref": ref, "commit": commit, "files": files, "base": base, "head": head}
-        n += 1
-    raise Contention(f"could not name a new attempt ref for {task.id}; retry")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -152,6 +91,8 @@ class FailPlan:
             "attempt": saved["attempt"] if saved else None,
             "attempt_ref": saved["ref"] if saved else None,
             "attempt_commit": saved["commit"] if saved else None,
+            "attempt_local_only": saved["local_only"] if saved else False,
+            "secret_files": saved["secret_files"] if saved else {},
             "files": saved["files"] if saved else [],
             "base": self.base,
             "rolled_back": self.rolls_back,
@@ -236,7 +177,8 @@ def fail_claim(store: StateStore, seen: Task, *, reason: str, category: str = "T
         result = task_commands.run_command(task.cleanup, repo.root(), task.timeout_seconds, env={"HANDOFF_TASK": task.id})
         outcome["cleanup"] = result.to_json()
         if not result.ok:
-            _log_warning(store, task.id, f"on_failure.cleanup failed ({result.category}): {result.summary()}")
+            summary = redaction.redact_run(repo, result).summary()  # whole, before summary() cuts it
+            _log_warning(store, task.id, f"on_failure.cleanup failed ({result.category}): {summary}")
     return outcome
 
 
@@ -305,6 +247,11 @@ def _put_failed(tx: Tx, seen: Task, plan: FailPlan, saved: SavedAttempt | None, 
     claim_index.carry(tx, [new], clean=not new.failed_for_good)
     for kind, text, category in plan.log_lines(operation):
         tx.log(kind, text, task=task.id, category=category)
+    for kind in secrets.MARKER.compiled.findall(new.error_log[-1]):  # a check's output, redacted before it was cut
+        tx.log("WARN", f"redacted {kind} from error_log[{len(new.error_log) - 1}] (secret scan; see `git handoff secrets`)",
+               task=task.id)
+    if saved is not None and saved["local_only"]:
+        tx.log("WARN", f"attempt {saved['attempt']} {local_only_note(saved['ref'], saved['secret_files'])}", task=task.id)
     return new
 
 
@@ -370,6 +317,7 @@ def _attempt_record(repo: Repo, n: int, commit: str, ref: str) -> Attempt:
         "index": record.get("index"),
         "claim_snapshot": record.get("claim_snapshot"),
         "unreadable": unreadable,
+        "local_only": is_local_only(ref),
     }
 
 
@@ -377,13 +325,10 @@ def attempts(store: StateStore, task_id: str) -> list[Attempt]:
     """The saved attempts of a task, oldest first: number, time, reason, files."""
     check_id(task_id)
     repo = store.repo
-    found = _attempt_numbers(repo, task_id)
+    found = attempt_refs(repo, task_id)
     if not found and store.snapshot().task(task_id) is None:
         raise UsageError(f"no task {task_id!r} (see `git handoff list`)")
-    out = []
-    for n in sorted(found):
-        out.append(_attempt_record(repo, n, found[n], attempt_ref(task_id, n)))
-    return out
+    return [_attempt_record(repo, n, found[n][1], found[n][0]) for n in sorted(found)]
 
 
 def restore(store: StateStore, task_id: str, n: int, force: bool = False) -> Restored:
@@ -394,12 +339,12 @@ def restore(store: StateStore, task_id: str, n: int, force: bool = False) -> Res
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise UsageError(f"attempts are numbered from 1, not {n!r}")
     repo = store.repo
-    commit = repo.ref_target(attempt_ref(task_id, n))
-    if commit is None:
+    ref, commit = attempt_refs(repo, task_id).get(n, ("", ""))
+    if not commit:
         raise UsageError(f"task {task_id} has no saved attempt {n} (see `git handoff attempts {task_id}`)")
     if repo.resolve_commit(f"{commit}^{{commit}}") != commit:
-        raise UsageError(f"{attempt_ref(task_id, n)} does not point at a commit: it cannot be restored")
-    record = _attempt_record(repo, n, commit, attempt_ref(task_id, n))
+        raise UsageError(f"{ref} does not point at a commit: it cannot be restored")
+    record = _attempt_record(repo, n, commit, ref)
     if record["unreadable"]:  # which base and index it was saved against is unknown: nothing to restore from
         raise InvalidState(f"attempt {n} of {task_id} cannot be restored: its record is unreadable "
                            f"({record['unreadable']}); its files are in commit {commit} "
@@ -433,11 +378,11 @@ def restore(store: StateStore, task_id: str, n: int, force: bool = False) -> Res
             "RECOVERY",
             f'action="restore attempt {n}" reason="{len(done_.written)} file(s) written, {len(done_.deleted)} removed'
             + (", index restored" if done_.index else "")
-            + f' from {attempt_ref(task_id, n)}"',
+            + f' from {ref}"',
             task=task_id,
         )
 
     if store.is_initialized():
         store.transact(apply)
     return {"task": task_id, "attempt": n, "commit": commit, "restored": done_.written, "deleted": done_.deleted,
-            "index": done_.index}
+            "index": done_.index, "ref": ref, "local_only": is_local_only(ref)}

@@ -38,12 +38,11 @@ from git_handoff.infra import merge_tree, task_commands
 from git_handoff.infra.file_lock import StateLock
 from git_handoff.infra.gitrepo import Repo
 from git_handoff.ops import work_refs
-from git_handoff.ops.attempts import attempt_ref
+from git_handoff.ops.attempt_save import attempt_ref, attempt_refs
 from git_handoff.remote import landing
-from git_handoff.state import claim_index, trust, writers
+from git_handoff.state import claim_index, redaction, trust, writers
 from git_handoff.state import target as targets
 from git_handoff.state.claim_checks import short
-from git_handoff.state.snapshot import ATTEMPTS_PREFIX
 from git_handoff.state.store import StateStore, Tx
 
 MOVE_TRIES = 5  # builds of one task's landing when the target keeps moving under it
@@ -193,8 +192,9 @@ def _land(store: StateStore, target: targets.Target, task: Task) -> Landed | Ret
                                            f"Task: {task.id}\nWork: {task.get('work_ref')}\n")
             how = "merged"
         path = merge_tree.Scratch(repo).at(candidate)
-        result = task_commands.run_command(str(task.check), path, task.timeout_seconds,
-                                           env={"HANDOFF_TASK": task.id, "HANDOFF_INTEGRATING": target.name})
+        result = redaction.redact_run(repo, task_commands.run_command(
+            str(task.check), path, task.timeout_seconds,
+            env={"HANDOFF_TASK": task.id, "HANDOFF_INTEGRATING": target.name}))  # its output is published
         if not result.ok:
             if landing.bring(repo, target) != tip:
                 continue  # the target moved while it ran: check on the new tip
@@ -256,9 +256,7 @@ def _save_attempt(repo: Repo, task: Task, category: str, reason: str, session: i
     `attempts` lists it and `restore` brings its files back onto a new claim."""
     work = str(task.get("completed_commit"))
     base = task.started_at_commit if isinstance(task.started_at_commit, str) else None
-    taken = [int(name.rpartition("/")[2]) for name in repo.refs_under(f"{ATTEMPTS_PREFIX}{task.id}/")
-             if name.rpartition("/")[2].isdigit()]
-    n = max(task.attempts + 1, max(taken, default=0) + 1)
+    n = max(task.attempts + 1, max(attempt_refs(repo, task.id), default=0) + 1)
     files = ([{"status": "M", "path": p} for p in repo.tree_diff(repo.commit_tree(base), repo.commit_tree(work))]
              if base and repo.has_object(base) else [])
     for _ in range(50):
@@ -268,7 +266,8 @@ def _save_attempt(repo: Repo, task: Task, category: str, reason: str, session: i
         message = f"handoff attempt {task.id} #{n}: [{category}] {reason[:200]}\n\n{json.dumps(record, indent=2)}\n"
         commit = repo.create_commit(repo.commit_tree(work), [work], message)
         ref = attempt_ref(task.id, n)
-        if repo.cas_ref(ref, commit, None, f"handoff: attempt {n} of {task.id} (integration)"):
+        if repo.ref_target(attempt_ref(task.id, n, local=True)) is None \
+                and repo.cas_ref(ref, commit, None, f"handoff: attempt {n} of {task.id} (integration)"):
             return ref
         n += 1
     raise Contention(f"could not name a new attempt ref for {task.id}; retry")

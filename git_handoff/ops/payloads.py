@@ -215,6 +215,8 @@ class SavedAttempt(TypedDict):
     files: list[FileChange]
     base: str
     head: str
+    local_only: bool  # its files hold a secret: kept under refs/harness/local/attempts/, never pushed
+    secret_files: dict[str, list[str]]  # path -> the kinds of secret found in it
 
 
 class Attempt(TypedDict):
@@ -234,6 +236,7 @@ class Attempt(TypedDict):
     index: str | None
     claim_snapshot: str | None
     unreadable: str | None
+    local_only: bool  # kept on this machine only (refs/harness/local/attempts/): its files hold a secret
 
 
 class FailOutcome(TypedDict):
@@ -245,6 +248,8 @@ class FailOutcome(TypedDict):
     attempt: int | None
     attempt_ref: str | None
     attempt_commit: str | None
+    attempt_local_only: bool  # the attempt's files hold a secret: saved where no sync pushes it
+    secret_files: dict[str, list[str]]  # path -> the kinds of secret found in it
     files: list[FileChange]
     base: str | None
     rolled_back: bool
@@ -265,6 +270,8 @@ class Restored(TypedDict):
     restored: list[str]
     deleted: list[str]
     index: bool
+    ref: str  # the attempt's ref
+    local_only: bool  # restored from refs/harness/local/attempts/: its files hold a secret
 
 
 # -- rm, rename, reopen --------------------------------------------------------------------

@@ -20,7 +20,7 @@ from git_handoff.infra.gitrepo import Repo
 from git_handoff.ops.payloads import Removed, Renamed, ReopenResult, task_json
 from git_handoff.state import notes as work_notes
 from git_handoff.state import trust
-from git_handoff.state.snapshot import ATTEMPTS_PREFIX, NOTES_REF, task_path
+from git_handoff.state.snapshot import ATTEMPTS_PREFIX, LOCAL_ATTEMPTS_PREFIX, NOTES_REF, task_path
 from git_handoff.state.store import StateStore, Tx
 
 REOPENABLE = ("completed", "failed")
@@ -67,7 +67,8 @@ def remove(store: StateStore, task_id: str, *, force: bool = False) -> Removed:
         return {"removed": task_json(task), "detached": dependents}
 
     result = store.transact(apply)
-    result["attempts_kept"] = sorted(store.repo.refs_under(f"{ATTEMPTS_PREFIX}{task_id}/"))
+    result["attempts_kept"] = sorted([*store.repo.refs_under(f"{ATTEMPTS_PREFIX}{task_id}/"),
+                                      *store.repo.refs_under(f"{LOCAL_ATTEMPTS_PREFIX}{task_id}/")])
     return result
 
 
@@ -81,9 +82,10 @@ def rename(store: StateStore, old: str, new: str) -> Renamed:
     if old == new:
         raise UsageError(f"{old!r} is already the task's id")
     repo = store.repo
-    if repo.refs_under(f"{ATTEMPTS_PREFIX}{new}/"):
-        raise UsageError(f"attempts of a task {new!r} are still saved under {ATTEMPTS_PREFIX}{new}/: "
-                         "choose another id")
+    for namespace in (ATTEMPTS_PREFIX, LOCAL_ATTEMPTS_PREFIX):
+        if repo.refs_under(f"{namespace}{new}/"):
+            raise UsageError(f"attempts of a task {new!r} are still saved under {namespace}{new}/: "
+                             "choose another id")
 
     def apply(tx: Tx) -> Renamed:
         task = tx.require_task(old)
@@ -109,14 +111,16 @@ def rename(store: StateStore, old: str, new: str) -> Renamed:
 
 
 def _move_attempts(repo: Repo, old: str, new: str) -> list[str]:
-    """refs/harness/attempts/OLD/n -> .../NEW/n (created first, then the old one dropped)."""
+    """refs/harness/attempts/OLD/n -> .../NEW/n (created first, then the old one dropped);
+    the local-only ones (refs/harness/local/attempts/) alike, staying local."""
     moved = []
-    prefix = f"{ATTEMPTS_PREFIX}{old}/"
-    for name, oid in sorted(repo.refs_under(prefix).items()):
-        target = f"{ATTEMPTS_PREFIX}{new}/{name[len(prefix):]}"
-        if repo.cas_ref(target, oid, None, f"handoff: rename {old} to {new}"):
-            repo.delete_ref(name)
-            moved.append(target)
+    for namespace in (ATTEMPTS_PREFIX, LOCAL_ATTEMPTS_PREFIX):
+        prefix = f"{namespace}{old}/"
+        for name, oid in sorted(repo.refs_under(prefix).items()):
+            target = f"{namespace}{new}/{name[len(prefix):]}"
+            if repo.cas_ref(target, oid, None, f"handoff: rename {old} to {new}"):
+                repo.delete_ref(name)
+                moved.append(target)
     return moved
 
 

@@ -191,6 +191,10 @@ def done(store: StateStore, task_id: str, *, force: bool = False) -> Task:
         trust.require_trusted(store.repo, seen.cleanup, "cleanup command", trust.place(seen.id, "cleanup"))
     result = _run_check(store, seen)
     if not result.ok:
+        # Lazy on purpose (import cost): only a failing check's output is scanned here
+        from git_handoff.state import redaction  # noqa: PLC0415
+
+        result = redaction.redact_run(store.repo, result)  # whole, before summary() cuts it
         category = result.category or "TEST_FAIL"
         reason = f"Validation failed: {result.summary()}"
         outcome = attempts.fail_claim(store, seen, reason=reason, category=category, force=True, end_operation=force,
@@ -198,6 +202,7 @@ def done(store: StateStore, task_id: str, *, force: bool = False) -> Task:
         raise Negative(
             f"[{category}] validation of {task_id} failed ({result.summary()}); attempt "
             f"{outcome['attempt']} saved as {outcome['attempt_ref']}"
+            + (" (on this machine only: its files hold a secret)" if outcome["attempt_local_only"] else "")
             + (f", rolled back to {short(outcome['base'])}" if outcome["rolled_back"] else ""),
             payload=outcome,
         )

@@ -77,13 +77,15 @@ def write_notes(repo: Repo, notes: Mapping[str, str], message: str = "Notes adde
     """Set the harness note of each commit (replacing an older one); returns how many changed."""
     if not notes:
         return 0
+    from git_handoff.state import redaction  # only a command that writes scans
+
     with StateLock(repo.handoff_dir / NOTES_LOCK, 30):
         for _ in range(CAS_RETRIES):
             tip = repo.ref_target(NOTES_REF)
             base_tree = repo.commit_tree(tip) if tip else None
             changes: dict[str, str | None] = {}
             for commit, text in notes.items():
-                data = text.encode()
+                data = redaction.redact_text(repo, text)[0].encode()  # pushed with the state: no secret
                 found = _existing(repo, base_tree, commit)
                 if found is not None and found[1] == data:
                     continue

@@ -33,6 +33,8 @@ ATTEMPTS_PREFIX = "refs/harness/attempts/"
 WORK_PREFIX = "refs/harness/work/"
 # the namespaces of refs created once and never moved, which sync fetches and pushes alike
 KEPT_PREFIXES = (ATTEMPTS_PREFIX, WORK_PREFIX)
+# a failed attempt whose files hold a secret: kept here, a namespace no sync pushes
+LOCAL_ATTEMPTS_PREFIX = "refs/harness/local/attempts/"
 NOTES_REF = "refs/notes/harness"
 FORMAT_PATH = "format"
 FORMAT_NAME = "git-handoff-state"

@@ -27,7 +27,7 @@ from git_handoff.core.errors import (
 )
 from git_handoff.core.model import Config, Task, now_iso, now_ms
 from git_handoff.core.patterns import lazy
-from git_handoff.core.serialization import dump_task, task_file, task_to_json
+from git_handoff.core.serialization import dump_task, load_task, task_file, task_to_json
 from git_handoff.infra import signing
 from git_handoff.infra.file_lock import StateLock
 from git_handoff.infra.gitrepo import Repo
@@ -88,6 +88,7 @@ class Tx:
         self.lines: list[str] = []
         self._tasks: dict[str, Task] = {}
         self.followups: list[tuple[str, Callable[[], object]]] = []
+        self.redacted = False  # build_commit redacted what it writes (once: a retry builds anew)
 
     @property
     def session(self) -> int:
@@ -305,16 +306,29 @@ class StateStore:
         raise Contention(f"{STATE_REF} kept changing under this transaction ({CAS_RETRIES} tries); nothing was changed, retry")
 
     def _commit(self, tx: Tx, head: str | None) -> bool:
+        commit = self.build_commit(tx, [head] if head else [])  # redacts tx's lines first
         first = tx.lines[0] if tx.lines else "state update"
-        return self.publish(self.build_commit(tx, [head] if head else []), head, f"handoff: {first[:200]}")
+        return self.publish(commit, head, f"handoff: {first[:200]}")
 
     # The one transaction engine: every state commit is built by `build_commit` (or, for a
     # merge, `commit_merge`) and every move of the state ref goes through `publish`. A local
     # transaction publishes at once; `ops.sync.transact_remote` pushes the commit first.
 
     def build_commit(self, tx: Tx, parents: list[str]) -> str:
-        """The commit of what `tx` wrote on top of its base (objects written, no ref moved)."""
+        """The commit of what `tx` wrote on top of its base (objects written, no ref moved).
+        Every text it writes and logs is redacted first (git_handoff.state.redaction), and
+        each redaction logged by its kind and field: no secret reaches a published ref."""
         repo = self.repo
+        if not tx.redacted:
+            from git_handoff.state import redaction  # only a command that writes scans
+
+            tx.redacted = True
+            for kind, field, task in redaction.redact_transaction(repo, tx.changes, tx.lines,
+                                                                    tx.base.read if tx.base else None):
+                tx.log("WARN", f"redacted {kind} from {field} (secret scan; see `git handoff secrets`)", task=task)
+                stored = tx.changes.get(task_path(task)) if task else None
+                if task and task in tx._tasks and stored is not None:  # what the command reads back: as written
+                    tx._tasks[task] = load_task(stored, source=task_path(task))
         if os.environ.get("HANDOFF_CHECK_WRITES") == "1":
             _check_writes(tx.changes)
         written = [data for data in tx.changes.values() if data is not None]

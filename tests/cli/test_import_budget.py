@@ -85,15 +85,18 @@ STATE = LAUNCH.plus("STATE", {
     "state.identity", "state.notices", "state.session_records", "state.snapshot", "state.store", "state.task_index",
     "state.this_clone", "state.writers",
 }, {"pygit2", "_cffi_backend"})
+# A command that writes: what it commits is scanned for secrets first (state/store.py build_commit).
+SCAN = {"core.secrets", "state.redaction"}
 READ = STATE.plus("READ", {"cli.ids", "cli.numbers", "cli.progress", "ops.payloads", "ops.views", "state.claim_index",
                            "state.quarantine", "state.status_index", "state.target"})
-ACK = STATE.plus("ACK", {"cli.numbers", "ops.handoff", "ops.payloads"})
+ACK = STATE.plus("ACK", SCAN | {"cli.numbers", "ops.handoff", "ops.payloads"})
 # (the target branch, ops/claim_base.py and ops/work_refs.py: a claim starts from its
 # dependencies' work, `done` publishes its own; git config and refs only, no fetch)
-WORK = STATE.plus("WORK", {"cli.ids", "cli.numbers", "core.attempt_record", "infra.merge_tree", "infra.task_commands",
-                           "ops.attempts", "ops.claim", "ops.claim_base", "ops.claim_plan", "ops.handoff",
-                           "ops.payloads", "ops.work", "ops.work_refs", "state.claim_checks", "state.claim_index",
-                           "state.claim_journal", "state.notes", "state.target", "state.trust"})
+WORK = STATE.plus("WORK", SCAN | {"cli.ids", "cli.numbers", "core.attempt_record", "infra.merge_tree",
+                                  "infra.task_commands", "ops.attempt_save", "ops.attempts", "ops.claim",
+                                  "ops.claim_base", "ops.claim_plan", "ops.handoff", "ops.payloads", "ops.work",
+                                  "ops.work_refs", "state.claim_checks", "state.claim_index", "state.claim_journal",
+                                  "state.notes", "state.target", "state.trust"})
 FAIL = WORK.plus("FAIL", packages={"filelock"})
 # A hook: the adapters (through their registry, a dict of five: agent_cli/registry.py), the
 # payload, the decision; no write side. (ops.doc_markdown: the prompt's one-line rendering of
@@ -103,10 +106,15 @@ HOOK = STATE.plus("HOOK", {"agent_cli", "agent_cli.claude", "agent_cli.codex", "
                            "agent_cli.hook_data", "agent_cli.registry", "ops.handoff", "ops.hook_decisions", "ops.hook_entry",
                            "ops.payloads", "ops.prompt", "ops.doc_markdown", "ops.usage", "state.claim_index", "state.status_index",
                            "state.trust"})
-HOOK_SESSION_START = HOOK.plus("HOOK_SESSION_START", {
-    "core.attempt_record", "infra.task_commands", "ops.attempts", "ops.session_start", "ops.sessions", "ops.work",
-    "ops.work_refs", "state.claim_checks", "state.claim_journal", "state.notes", "state.target"})
-HOOK_SESSION_END = HOOK.plus("HOOK_SESSION_END", {"agent_cli.usage", "ops.sessions", "state.notes"})  # the session's use read
+HOOK_SESSION_START = HOOK.plus("HOOK_SESSION_START", SCAN | {
+    "core.attempt_record", "infra.task_commands", "ops.attempt_save", "ops.attempts", "ops.session_start",
+    "ops.sessions", "ops.work", "ops.work_refs", "state.claim_checks", "state.claim_journal", "state.notes",
+    "state.target"})
+HOOK_SESSION_END = HOOK.plus("HOOK_SESSION_END", SCAN | {"agent_cli.usage", "ops.sessions", "state.notes"})  # the session's use read
+# Qwen Code's and Copilot CLI's pre-compaction write the document at once (no event follows
+# it), so they scan what they write; their SessionEnd reads no use (agent_cli/qwen.py `usage`).
+HOOK_DOC_AT_ONCE = HOOK.plus("HOOK_DOC_AT_ONCE", SCAN)
+HOOK_SESSION_END_NO_USE = HOOK.plus("HOOK_SESSION_END_NO_USE", SCAN | {"ops.sessions", "state.notes"})
 # Codex's SessionEnd hook answers without opening the state (agent_cli/codex.py: its 1 s budget),
 # knowing the agent CLIs by name only (agent_cli/__init__.py: a tuple, no import).
 CODEX_SESSION_END = LAUNCH.plus("CODEX_SESSION_END", {"agent_cli"})
@@ -120,7 +128,8 @@ SYNC = STATE.plus("SYNC", REMOTE | {"cli.progress", "state.notes"})
 
 READ_ONLY = (READ,)
 STOP_HOOKS = (HOOK,)  # the Stop, SubagentStop, PreCompact, AfterAgent and PreCompress hooks
-LOCAL = (LAUNCH, STATE, READ, ACK, WORK, FAIL, HOOK, HOOK_SESSION_START, HOOK_SESSION_END)
+LOCAL = (LAUNCH, STATE, READ, ACK, WORK, FAIL, HOOK, HOOK_SESSION_START, HOOK_SESSION_END, HOOK_DOC_AT_ONCE,
+         HOOK_SESSION_END_NO_USE)
 
 
 # -- what a command imports -------------------------------------------------------------------
@@ -256,13 +265,13 @@ HOOK_EVENTS: dict[str, list[tuple[str, str, dict[str, object], Budget]]] = {  # 
     "qwen": [("qwen-session-start", "SessionStart", {"source": "startup"}, HOOK_SESSION_START),
              ("qwen-stop", "Stop", {"stop_hook_active": False}, HOOK),
              ("qwen-subagent-stop", "SubagentStop", {"stop_hook_active": False}, HOOK),
-             ("qwen-pre-compact", "PreCompact", {"trigger": "auto"}, HOOK),
-             ("qwen-session-end", "SessionEnd", {"reason": "other"}, HOOK_SESSION_END)],
+             ("qwen-pre-compact", "PreCompact", {"trigger": "auto"}, HOOK_DOC_AT_ONCE),
+             ("qwen-session-end", "SessionEnd", {"reason": "other"}, HOOK_SESSION_END_NO_USE)],
     "copilot": [("copilot-session-start", "sessionStart", {"source": "new"}, HOOK_SESSION_START),
                 ("copilot-agent-stop", "agentStop", {"stop_hook_active": False}, HOOK),
                 ("copilot-subagent-stop", "subagentStop", {"stop_hook_active": False}, HOOK),
-                ("copilot-pre-compact", "preCompact", {"trigger": "auto"}, HOOK),
-                ("copilot-session-end", "sessionEnd", {"reason": "complete"}, HOOK_SESSION_END)],
+                ("copilot-pre-compact", "preCompact", {"trigger": "auto"}, HOOK_DOC_AT_ONCE),
+                ("copilot-session-end", "sessionEnd", {"reason": "complete"}, HOOK_SESSION_END_NO_USE)],
 }
 
 

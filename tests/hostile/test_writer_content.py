@@ -107,6 +107,25 @@ def test_a_claim_and_release_by_an_approved_writer_leaves_the_task_its_writers(f
     assert set(_marks(clone)) == {"m", "n"}
 
 
+def test_a_claim_and_release_leave_a_secret_another_writer_published_as_it_was(fleet: Fleet) -> None:
+    """(b) once more, Mallory's title holding what Alice's scan calls a secret (Mallory
+    allowed it on her machine): Alice's claim and release would redact it, a change of
+    what the task asks, and her commit would make the task hers. A secret the record held
+    before is not the transaction's: left as it was, the task stays Mallory's."""
+    mallory, alice = fleet.clones["mallory"], fleet.clones["alice"]
+    key = "AK" + "IA" + "QX7Z3MB2KD5TR4WN"
+    git("config", "handoff.secretAllow", key, cwd=mallory)
+    ok(mallory, "add", f"rotate {key}", "--id", "k", "--priority", "P0", "--check", "true")
+    ok(mallory, "sync")
+    ok(alice, "sync")
+    assert ok(alice, "claim", "k")["id"] == "k"
+    ok(alice, "release", "k")
+    ok(alice, "sync")
+    assert ok(alice, "show", "k")["title"] == f"rotate {key}"
+    clone = _join(fleet, "joiner", "full")
+    _not_offered(fleet, clone, "k")
+
+
 @pytest.mark.parametrize("how", JOINS)
 @pytest.mark.parametrize("change", ("rename", "rm --force", "reopen"))
 def test_rewriting_a_dependent_here_leaves_it_its_writers(fleet: Fleet, how: str, change: str) -> None:

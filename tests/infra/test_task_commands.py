@@ -53,6 +53,18 @@ def test_output_tail_is_bounded(tmp_path: Path) -> None:
     assert result.output_tail.endswith("line-2999\n")
 
 
+def test_output_tail_starts_at_a_whole_line_or_word(tmp_path: Path) -> None:
+    """What came before the last TAIL_BYTES bytes cuts no line (a secret's front) in two."""
+    head = "x" * 200
+    result = run_command(f"printf '{head}%.0s\\n' $(seq 40); echo last", tmp_path, 30)
+    lines = result.output_tail.splitlines()
+    assert lines[-1] == "last" and set(lines[:-1]) == {head} and len(result.output_tail.encode()) <= TAIL_BYTES
+    words = run_command(f"printf '{head} %.0s' $(seq 40)", tmp_path, 30)
+    assert set(words.output_tail.split()) == {head}
+    solid = run_command("printf 'A%.0s' $(seq 5000)", tmp_path, 30)
+    assert solid.output_tail == ""  # no line, no word: nothing whole to keep
+
+
 def test_env_is_passed(tmp_path: Path) -> None:
     result = run_command('test "$HANDOFF_X" = yes', tmp_path, 10, env={"HANDOFF_X": "yes"})
     assert result.ok

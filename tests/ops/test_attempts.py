@@ -132,13 +132,15 @@ def test_a_kept_worktree_logs_the_reason_only() -> None:
 def test_the_outcome_reports_the_plan_the_saved_attempt_and_the_check() -> None:
     task = Task(id="t1", title="t", status="failed", attempts=1)
     saved: SavedAttempt = {"attempt": 2, "ref": "refs/harness/attempts/t1/2", "commit": "c" * 40,
-                           "files": [{"status": "A", "path": "x"}], "base": BASE, "head": BASE}
+                           "files": [{"status": "A", "path": "x"}], "base": BASE, "head": BASE,
+                           "local_only": False, "secret_files": {}}
     check = RunResult(ok=False, category="TEST_FAIL", exit_code=1, timed_out=False, output_tail="no")
     out = plan(snapshot_name=SNAP, snapshot=SNAP).outcome(task, saved, "merge", check)
     assert out["task"]["id"] == "t1" and out["task"]["status"] == "failed"
     assert {k: v for k, v in out.items() if k != "task"} == {
         "category": "TASK_EXEC", "reason": "broke it", "attempt": 2, "attempt_ref": "refs/harness/attempts/t1/2",
-        "attempt_commit": "c" * 40, "files": [{"status": "A", "path": "x"}], "base": BASE, "rolled_back": True,
+        "attempt_commit": "c" * 40, "attempt_local_only": False, "secret_files": {},
+        "files": [{"status": "A", "path": "x"}], "base": BASE, "rolled_back": True,
         "snapshot": SNAP, "snapshot_missing": False, "no_local_claim": False, "operation_ended": "merge",
         "cleanup": None, "validation": check.to_json(),
     }
