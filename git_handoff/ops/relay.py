@@ -17,7 +17,7 @@ import socket
 import subprocess
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from git_handoff.agent_cli import launcher
@@ -27,7 +27,15 @@ from git_handoff.core.errors import HandoffError, Negative, Signalled, UsageErro
 from git_handoff.core.model import now_iso
 from git_handoff.core.record_schemas import RelayRecord
 from git_handoff.infra import procs
-from git_handoff.ops import handoff, prompt, relay_wait, relay_watch, session_start, sessions
+from git_handoff.ops import (
+    handoff,
+    prompt,
+    relay_agents,
+    relay_wait,
+    relay_watch,
+    session_start,
+    sessions,
+)
 from git_handoff.ops.payloads import AckEntry, RelaySummary
 from git_handoff.ops.relay_record import relay_lock, update_record
 from git_handoff.remote.fleet_lock import FleetLock
@@ -53,6 +61,8 @@ class Options:
     limit_backoff: float = 60.0  # the first wait on a limit that printed no reset time; doubled per limit in a row
     limit_backoff_max: float = 1800.0
     limit_wait_max: float = relay_wait.WAIT_CAP  # the longest wait for a limit, whatever reset the CLI printed
+    agents: list[str] = field(default_factory=list)  # every agent command in order ([agent] when empty)
+    switch_after: float = relay_agents.SWITCH_AFTER  # a limit resetting later: the next agent (ops/relay_agents.py)
 
 
 class Stopped(Negative):
@@ -104,6 +114,10 @@ class Relay:
                                        opts.limit_backoff_max, opts.poll, say, self.waiting, self._failure,
                                        lambda changes, log: update_record(self._session_store(), changes, log=log),
                                        wait_cap=opts.limit_wait_max)
+        self.agents = relay_agents.Agents(opts.agents or [opts.agent], opts.switch_after, say=self.say,
+                                          record=lambda changes, log: update_record(self._session_store(), changes,
+                                                                                    log=log))
+        self.watch.switch = self.agents.after_limit
 
     # -- helpers --
 
@@ -153,8 +167,9 @@ class Relay:
             prompt_file = self.relay_dir / f"prompt-{number}.md"
             prompt_file.write_text(prompt.render_prompt(self._session_store()))
             earlier = self._ack_status(number)  # a rejection by the previous launch is not this one's
+            self.watch.use(self.agents.choose(number))
             self.watch.launched(number)
-            self.agent = launch(self.store, self.opts.agent, number, prompt_file, self.relay_dir,
+            self.agent = launch(self.store, self.agents.command, number, prompt_file, self.relay_dir,
                                 tmux_socket=tmux_socket_name(self.store, self.opts.tmux_socket) if self.opts.tmux else None)
             self._remember_agent()
             where = f"tmux session {self.agent.tmux[1]}" if self.agent.tmux else f"pid {self.agent.pid}"
@@ -167,6 +182,7 @@ class Relay:
                                       earlier=earlier)
             if failure is None:
                 self.say(f"relay: session {number}: acknowledged")
+                relay_agents.note_session(self._session_store(), number, self.agents.name)
                 self.acked_at = time.monotonic()
                 self.progress_at_ack = _progress(self.store)
                 self.watch.acknowledged()
@@ -180,7 +196,7 @@ class Relay:
         self._remember_agent()
         raise Stopped(
             f"relay stopped: the agent failed to start {self.opts.max_launch_failures} time(s) in a row "
-            f"(last: {what}); check the agent command: {self.opts.agent}"
+            f"(last: {what}); check the agent command: {self.agents.command}"
         )
 
     def _failed_start(self, number: int, status: int) -> str | None:
@@ -311,7 +327,8 @@ class Relay:
         started_at = now_iso()
         update_record(self.store, {
             "state": "running", "host": socket.gethostname(), "pid": os.getpid(), "started_at": started_at,
-            "agent": self.opts.agent, "tmux": self.opts.tmux, "stopped_at": None, "reason": None,
+            "agent": self.agents.command, "agent_name": self.agents.name, "tmux": self.opts.tmux,
+            "agents": self.agents.commands if len(self.agents.commands) > 1 else [], "switches": [], "limited": [], "stopped_at": None, "reason": None,
             **({} if previous else {"session": None, "agent_pid": None}),
         }, log=("LOCK", f"relay started (pid {os.getpid()} on {socket.gethostname()})"
                 + (f"; took over from dead relay pid {previous.get('pid')}" if previous else ""), None))
@@ -343,7 +360,7 @@ class Relay:
                 if failed_starts >= self.opts.max_launch_failures:
                     raise Stopped(
                         f"relay stopped: the agent failed to start {failed_starts} time(s) in a row (last: {failed}); "
-                        f"check the agent command: {self.opts.agent}")
+                        f"check the agent command: {self.agents.command}")
                 if failed:
                     continue
                 idle = idle + 1 if _progress(self.store) == before else 0
@@ -399,8 +416,10 @@ def run_relay(store: StateStore, opts: Options, say: Callable[[str], None],
     """Run sessions until the work is done; Stopped (exit 1) when it stops with work left,
     Contention (exit 3) when another relay runs here, KeyboardInterrupt passed on (exit 130);
     `waiting` gets the transient "waiting for ACK" line each second (None: clear it)."""
-    if not opts.agent.strip():
+    if not opts.agent.strip() or any(not c.strip() for c in opts.agents):
         raise UsageError("--agent needs a command")
+    if opts.switch_after < 0:
+        raise UsageError("--switch-after must not be negative")
     for name, value in (("--ack-timeout", opts.ack_timeout), ("--session-timeout", opts.session_timeout)):
         if value is not None and value <= 0:
             raise UsageError(f"{name} must be positive")

@@ -105,9 +105,17 @@ class Watch:
     wait_cap: float = WAIT_CAP  # the longest wait for a limit, whatever reset the CLI printed
     number: int = 0  # the session of the launch watched
     _rest_at: float = 0.0
+    switch: Callable[[Limit, int], Limit | None] | None = None  # another agent instead of a wait: relay_agents
 
     def __post_init__(self) -> None:
-        self.cli = agent_output.cli_of(self.agent_command)
+        self.use(self.agent_command)
+
+    def use(self, agent_command: str) -> None:
+        """The agent command the next launches run (the relay switched agents)."""
+        if agent_command != self.agent_command or not self.cli:
+            self.streak = 0
+        self.agent_command = agent_command
+        self.cli = agent_output.cli_of(agent_command)
 
     def _log(self, number: int) -> Path:
         return self.relay_dir / f"session-{number}.log"
@@ -325,6 +333,12 @@ class Watch:
             return False
         self.waiting(None)
         agent.kill()  # whatever it left behind
+        if self.switch is not None:
+            waited = self.switch(limit, number)
+            if waited is None:  # another agent goes on in this session now: the exit's document is no end
+                withdraw_exit_doc(self.store, number, self.launched_at)
+                return not handoff.handed_off(self.store, number)
+            limit = waited
         self.wait_out(limit, number)
         return not handoff.handed_off(self.store, number)
 

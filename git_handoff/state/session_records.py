@@ -320,7 +320,7 @@ def relay_status_lines(snapshot: StateReader) -> list[str]:
         alive = record.get("host") != socket.gethostname() or procs.alive(int(record.get("pid") or 0))
         if alive:
             out.append(f"relay: running ({where} since {record.get('started_at')}, session {record.get('session') or '-'})")
-            out += waiting_lines(record)
+            out += waiting_lines(record) + switch_lines(record)
         else:
             out.append(f"relay: died ({where}, started {record.get('started_at')}); "
                        "a new `git handoff relay` takes over")
@@ -347,3 +347,20 @@ def waiting_lines(record: RelayRecord) -> list[str]:
         text += f", resumes at {until}" + (f" (in {left // 3600} h {left % 3600 // 60} min)" if left >= 3600 else
                                          f" (in {max(left, 0) // 60} min {max(left, 0) % 60} s)")
     return [text + (f": {waiting['line']}" if waiting.get("line") else "")]
+
+
+def switch_lines(record: RelayRecord) -> list[str]:
+    """`relay: agent codex (switched from claude at ..., session 3; 2 switch(es) this run):
+    <reason>` and the agents limited now, when the relay switched agents
+    (ops/relay_agents.py), else none."""
+    out: list[str] = []
+    switches = record.get("switches")
+    if isinstance(switches, list) and switches and isinstance(switches[-1], dict):
+        last = switches[-1]
+        out.append(f"relay: agent {last.get('to')} (switched from {last.get('from')} at {last.get('at')}, session "
+                   f"{last.get('session')}; {len(switches)} switch(es) this run): {last.get('reason')}")
+    limited = record.get("limited")
+    if isinstance(limited, list) and limited:
+        out.append("relay: limited agents: " + ", ".join(
+            f"{x.get('agent')} until {x.get('until')}" for x in limited if isinstance(x, dict)))
+    return out
