@@ -66,6 +66,8 @@ SCENARIOS: list[tuple[str, str, str, list[tuple[str, str]]]] = [
      [("Stop hook, 100 tasks: served, fast client", "<= 1.0x"), ("Stop hook, 10,000 tasks: served, fast client", "<= 1.0x"),
       ("SessionStart hook, 100 tasks: served, fast client", "<= 1.0x"),
       ("SessionStart hook, 10,000 tasks: served, fast client", "<= 1.0x")]),
+    ("relay switch of agents", "bench_switch", "switch_rows",
+     [("relay switch of agents on a long limit: exit -> next process, median of 10", "<= 2 s")]),
     ("fleet", "bench_fleet", "fleet_scenario",
      [("fleet: K clones of one remote (daemon, smart HTTP, 100 ms delay)", "0 double, 0 lost; K=16 >= K=1")]),
 ]

@@ -28,6 +28,7 @@ class Event:
     agent_session: str | None = None  # the agent's own conversation id
     trigger: str | None = None  # pre_compact: manual | auto; session_end: the reason
     set_aside: tuple[str, ...] = ()  # payload fields dropped by the text rules (payload_text)
+    block_cap: int | None = None  # stop: the CLI ends the turn itself after this many blocks in a row (ops/stop_cap.py)
 
 
 @dataclass(frozen=True)

@@ -157,7 +157,7 @@ class Agents:
         if self.record is not None:
             self.record({"agent": self.command, "agent_name": self.name, "switches": self.switches,
                          "limited": self.limited()},
-                        ("SWITCH", printable(text), CATEGORY))
+                        ("WARN", printable(text), CATEGORY))
 
     def limited(self) -> list[dict[str, str]]:
         """The agents limited now and until when (for `status` and the dashboard)."""

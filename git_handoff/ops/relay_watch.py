@@ -57,6 +57,7 @@ KIND_WORDS = {agent_output.USAGE_LIMIT: "the usage limit", agent_output.RATE_LIM
               agent_output.OUTAGE: "the API outage"}
 
 _ESCAPE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
+_RESUMES = re.compile(r"(?i)continu(?:e|ing) automatically")  # Claude Code's pane on a plan limit it waits out itself
 Record = Callable[[RelayRecord, tuple[str, str, str | None] | None], object]
 
 
@@ -105,6 +106,8 @@ class Watch:
     wait_cap: float = WAIT_CAP  # the longest wait for a limit, whatever reset the CLI printed
     number: int = 0  # the session of the launch watched
     _rest_at: float = 0.0
+    _pane_limit: str | None = None  # the limit line of a pane that continues by itself (turn_ended)
+    _pane_done: set[str] = field(default_factory=set)  # such lines it went on from (still on its screen)
     switch: Callable[[Limit, int], Limit | None] | None = None  # another agent instead of a wait: relay_agents
 
     def __post_init__(self) -> None:
@@ -133,6 +136,7 @@ class Watch:
         self._seen, self._seen_at, self._looked_at, self._screen_at = (), time.monotonic(), 0.0, 0.0
         self._baseline = ()
         self._rest, self._rest_at = (), 0.0
+        self._pane_limit, self._pane_done = None, set()
 
     def output(self, number: int) -> str:
         """What this launch printed (its last OUTPUT_READ bytes)."""
@@ -281,9 +285,12 @@ class Watch:
             return None
         self._screen_at = now
         screen = self.screen(agent)
+        limit = agent_output.limit_in(self.cli, None, screen, datetime.datetime.now().astimezone(),
+                                      self.foreign(self.number)) if screen.strip() else None
+        waits = limit is not None and _RESUMES.search(screen) and not agent_output.busy_in(screen)
+        self._pane_waits(limit if waits and limit is not None and limit.line not in self._pane_done else None)
         if (not screen.strip() or agent_output.busy_in(screen) or agent_output.person_prompt_in(self.cli, screen)
-                or agent_output.limit_in(self.cli, None, screen, datetime.datetime.now().astimezone(),
-                                         self.foreign(self.number))):
+                or limit is not None):
             self._rest, self._rest_at = (), now
             return None
         # the known CLIs show a working status line for as long as a turn runs, and change
@@ -297,6 +304,26 @@ class Watch:
         if now - self._rest_at < TURN_IDLE:
             return None
         return f"its turn ended: the pane has rested at the CLI's prompt for {span(now - self._rest_at)}"
+
+    def _pane_waits(self, limit: Limit | None) -> None:
+        """An interactive CLI that says it continues by itself at the reset ("set to continue
+        automatically at 3:52pm") is left alone until then: no kill, no new session; the
+        relay record (status, dashboard) and the log say so, and again when it went on."""
+        if (limit.line if limit else None) == self._pane_limit:
+            return
+        number, was, self._pane_limit = self.number, self._pane_limit, limit.line if limit else None
+        if limit is None:  # working again (its status line), or the limit gone from its screen
+            self._pane_done.add(str(was))
+            self.record({"waiting": None}, ("WARN", f"relay: session {number}: the agent's pane no longer shows the "
+                                                    f"limit ({printable(str(was))[:200]}): it went on", LIMIT_CATEGORY))
+            return
+        when = f"at {limit.resets_at}" if limit.resets_at else "at the reset"
+        line = printable(limit.line)[:300]
+        self.say(f"relay: session {number}: the agent's pane waits for {KIND_WORDS.get(limit.kind, 'the limit')} and "
+                 f"continues by itself {when}: left alone until then")
+        self.record({"waiting": {"kind": limit.kind, "since": now_iso(), "until": limit.resets_at, "line": line}},
+                    ("WARN", f"relay: session {number}: {limit.kind.replace('_', ' ')} on the agent's pane: {line}; "
+                             f"it continues by itself {when}; left alone (no kill, no new session)", LIMIT_CATEGORY))
 
     # -- a person's screen (tmux) ----------------------------------------------------------
 

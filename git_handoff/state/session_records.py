@@ -326,6 +326,7 @@ def relay_status_lines(snapshot: StateReader) -> list[str]:
                        "a new `git handoff relay` takes over")
     else:
         out.append(f"relay: stopped at {record.get('stopped_at')} ({record.get('reason') or 'no reason recorded'})")
+        out += switch_lines(record)[:1]  # its last switch of agents
     for failure in (record.get("failures") or [])[-5:]:
         out.append(f"relay failure: [{failure.get('at')}] {failure.get('what')}")
     return out

@@ -258,3 +258,56 @@ def test_without_a_relay_a_stop_let_through_writes_no_document(repo: Path, monke
     monkeypatch.setenv("HANDOFF_SESSION", "99")
     assert _hook("claude-stop", STOP)[0] is None
     assert run("doc", "list", "--json").json() == []
+
+
+# -- Claude Code's own Stop-hook block cap (ops/stop_cap.py) ---------------------------------
+
+
+def test_the_stop_hook_never_blocks_into_claude_codes_block_cap_and_the_document_says_so(
+        repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Claude Code ends a turn itself at a block beyond CLAUDE_CODE_STOP_HOOK_BLOCK_CAP in a
+    row, completed tasks or not: the hook lets that turn end one stop earlier, with a
+    warning, and the session's document names the cap (before, it blocked into the cap and
+    the turn ended with no word of why)."""
+    _plan("a", "b", "c")
+    number = _relay_session(monkeypatch)
+    monkeypatch.setenv("CLAUDE_CODE_STOP_HOOK_BLOCK_CAP", "2")
+    first, _ = _hook("claude-stop", STOP)  # a new turn's first stop: block 1
+    assert first is not None and first.get("decision") == "block"
+    assert run("claim", "a").rc == 0 and run("done", "a").rc == 0  # progress does not reset Claude Code's count
+    second, _ = _hook("claude-stop", STOP_ACTIVE)  # block 2 of the same turn
+    assert second is not None and second.get("decision") == "block"
+    released, _ = _hook("claude-stop", STOP_ACTIVE)  # a third would be overridden by the CLI: let go
+    assert released is not None and "decision" not in released
+    assert "Stop-hook block cap (2 blocks in a row" in released.get("systemMessage", "")
+    doc = run("doc", "show", str(number), "--json").json()
+    assert doc["trigger"] == "stop" and any("block cap" in b for b in doc["blockers"]), doc
+    assert any("block cap" in line for line in run("log", "--type", "WARN").out.splitlines())
+    # a new turn (stop_hook_active false) starts the count over
+    run("session", "end")
+    number = _relay_session(monkeypatch)
+    again, _ = _hook("claude-stop", STOP)
+    assert again is not None and again.get("decision") == "block"
+
+
+@pytest.mark.parametrize(("cap", "released_at"), [(None, 8), ("5", 5), ("0", None), ("30", None)])
+def test_the_cap_is_read_as_claude_code_reads_it(repo: Path, monkeypatch: pytest.MonkeyPatch,
+                                                 cap: str | None, released_at: int | None) -> None:
+    """A turn that completes a task at every block (so the safety valve never opens) is let
+    go after the cap's blocks: 8 when unset (2.1.332's default), none with 0 or less; a cap
+    above the tasks' count is never reached."""
+    _plan(*[f"t{n}" for n in range(1, 13)])
+    _relay_session(monkeypatch)
+    if cap is None:
+        monkeypatch.delenv("CLAUDE_CODE_STOP_HOOK_BLOCK_CAP", raising=False)
+    else:
+        monkeypatch.setenv("CLAUDE_CODE_STOP_HOOK_BLOCK_CAP", cap)
+    for n in range(11):
+        out, _ = _hook("claude-stop", STOP if n == 0 else STOP_ACTIVE)
+        assert out is not None
+        if n == released_at:
+            assert "decision" not in out and "block cap" in out.get("systemMessage", ""), (n, out)
+            return
+        assert out.get("decision") == "block", (n, out)
+        assert run("claim", f"t{n + 1}").rc == 0 and run("done", f"t{n + 1}").rc == 0
+    assert released_at is None
