@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from git_handoff.agent_cli import agent_output
+from git_handoff.agent_cli import agent_output, registry
 from git_handoff.agent_cli.agent_output import Limit
 from git_handoff.agent_cli.launcher import Agent
 from git_handoff.core.errors import Negative
@@ -287,7 +287,7 @@ class Watch:
         screen = self.screen(agent)
         limit = agent_output.limit_in(self.cli, None, screen, datetime.datetime.now().astimezone(),
                                       self.foreign(self.number)) if screen.strip() else None
-        waits = limit is not None and _RESUMES.search(screen) and not agent_output.busy_in(screen)
+        waits = limit is not None and _RESUMES.search(screen) and not _working(self.cli, screen)
         self._pane_waits(limit if waits and limit is not None and limit.line not in self._pane_done else None)
         if (not screen.strip() or agent_output.busy_in(screen) or agent_output.person_prompt_in(self.cli, screen)
                 or limit is not None):
@@ -405,6 +405,13 @@ class Watch:
         self.record({"waiting": None}, ("WARN", f"relay: session {number}: {words} waited out; "
                                                  "launching the agent again", LIMIT_CATEGORY))
         self.say(f"relay: session {number}: {words} waited out; launching the agent again")
+
+
+def _working(cli: str, screen: str) -> bool:
+    """Does the pane show `cli`'s own working status line (not another CLI's: Gemini's
+    "esc to cancel" is Claude Code's "Esc to cancel" of an automatic continuation)?"""
+    busy = registry.CLIS[cli].BUSY if cli in registry.CLIS else None
+    return re.search("(?i)" + busy, screen) is not None if busy else agent_output.busy_in(screen)
 
 
 def _last_line(text: str) -> str | None:

@@ -1,7 +1,9 @@
 """The relay switches agent CLIs on a long limit and comes back, with the real Claude Code
 and Codex CLIs against their loopback model stubs (only the models are stubs).
 
-`git handoff relay --agent CLAUDE --agent CODEX --switch-after 5s`: Claude Code claims the
+docs/agent-clis.md's "Running for a week" recipe as written (the agents Claude Code then Codex
+in handoff.agents; its 1 h threshold scaled to 5 s), then `git handoff relay` with the recipe's
+options: Claude Code claims the
 first task and stops on a plan limit that resets in REST seconds (a subscription's 429,
 its reset time printed). That is further away than the threshold, so Codex goes on at
 once in the same session, from the same prompt, and finishes the task Claude claimed
@@ -14,6 +16,7 @@ happened (the test fails there: no switch in the log, session 1 run by one CLI).
 from __future__ import annotations
 
 import re
+import shlex
 import subprocess
 import time
 from collections.abc import Callable
@@ -89,6 +92,21 @@ def codex_agent() -> Callable[[Exchange], Turn]:
     return answer
 
 
+GUIDE = Path(__file__).resolve().parents[2] / "docs" / "agent-clis.md"
+
+
+def recipe() -> tuple[list[str], list[str]]:
+    """docs/agent-clis.md's "Running for a week": its setup lines as written, and the
+    options of its relay line."""
+    text = GUIDE.read_text()
+    at = text.index("### Running for a week")
+    block = text[text.index("```sh\n", at) + 6:text.index("```", text.index("```sh\n", at) + 6)]
+    lines = [line for line in block.splitlines() if line.strip()]
+    *setup, relay = lines
+    assert relay.startswith("nohup git-handoff relay ") and relay.endswith(" > relay.out 2>&1 &"), relay
+    return setup, shlex.split(relay.removeprefix("nohup git-handoff relay ").removesuffix(" > relay.out 2>&1 &"))
+
+
 def _env(repo: Path, claude_url: str, codex: Path) -> dict[str, str]:
     """Both CLIs' settings in one environment: Claude Code logged in with a subscription
     (its plan limits carry their reset time), Codex's home pointing at its stub."""
@@ -110,8 +128,13 @@ def test_claude_on_a_long_limit_is_followed_by_codex_in_the_same_session_and_com
     codex = tmp_path / "codex-home"
     codex.mkdir()
     monkeypatch.setenv("CODEX_HOME", str(codex))
-    install_hooks("claude")
-    assert install_hooks("codex")["trusted"]
+    setup, options = recipe()
+    for line in setup:  # as written: the hooks, the agents, the thresholds
+        done = subprocess.run(line, shell=True, cwd=repo, capture_output=True, text=True)
+        assert done.returncode == 0, (line, done.stderr)
+    assert install_hooks("codex")["trusted"]  # (again: the recipe's install recorded the hooks' trust)
+    assert git("config", "--get-all", "handoff.agents", cwd=repo).splitlines() == [CLAUDE, CODEX]
+    git("config", "handoff.switchAfter", "5s", cwd=repo)  # the recipe's 1 h, scaled to the test's minute
     git("add", "-A", cwd=repo)
     git("commit", "-q", "-m", "hooks", cwd=repo)
     with StubServer(Lazy(), lifetime=600) as claude_stub, ResponsesStub(codex_agent()) as codex_stub:
@@ -119,7 +142,7 @@ def test_claude_on_a_long_limit_is_followed_by_codex_in_the_same_session_and_com
         claude_stub.policy = policy
         codex_home(codex, codex_stub.port)
         env = _env(repo, claude_stub.url, codex)
-        proc = subprocess.run(["git", "handoff", "relay", "--agent", CLAUDE, "--agent", CODEX, "--switch-after", "5s",
+        proc = subprocess.run(["git", "handoff", "relay", *options,
                                "--ack-timeout", "90", "--limit-backoff", "2", "--limit-backoff-max", "4"],
                               cwd=repo, env=env, capture_output=True, text=True, timeout=600,
                               stdin=subprocess.DEVNULL)
