@@ -31,8 +31,8 @@ def reached(valve: dict[str, object], event: Event) -> bool:
 
 
 def note(event: Event) -> str:
-    return (f"git handoff: the turn ended at the agent CLI's Stop-hook block cap ({event.block_cap} blocks in a row, "
-            "CLAUDE_CODE_STOP_HOOK_BLOCK_CAP) with work left; the next turn or session goes on from here")
+    return (f"git handoff: the turn ended at the agent CLI's Stop-hook block cap (CLAUDE_CODE_STOP_HOOK_BLOCK_CAP="
+            f"{event.block_cap}) with work left; the next turn or session goes on from here")
 
 
 def record(store: StateStore, text: str) -> None:

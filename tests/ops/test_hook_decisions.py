@@ -279,7 +279,7 @@ def test_the_stop_hook_never_blocks_into_claude_codes_block_cap_and_the_document
     assert second is not None and second.get("decision") == "block"
     released, _ = _hook("claude-stop", STOP_ACTIVE)  # a third would be overridden by the CLI: let go
     assert released is not None and "decision" not in released
-    assert "Stop-hook block cap (2 blocks in a row" in released.get("systemMessage", "")
+    assert "Stop-hook block cap (CLAUDE_CODE_STOP_HOOK_BLOCK_CAP=2)" in released.get("systemMessage", "")
     doc = run("doc", "show", str(number), "--json").json()
     assert doc["trigger"] == "stop" and any("block cap" in b for b in doc["blockers"]), doc
     assert any("block cap" in line for line in run("log", "--type", "WARN").out.splitlines())
