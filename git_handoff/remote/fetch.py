@@ -40,7 +40,7 @@ from git_handoff.remote.layout import (
     remote_rest,
     state_specs,
 )
-from git_handoff.state import quarantine
+from git_handoff.state import quarantine, writers
 from git_handoff.state.snapshot import NOTES_REF, STATE_REF
 
 FETCH_LOCK_SECONDS = 120
@@ -111,6 +111,10 @@ def _bring(repo: Repo, remote: Remote, whole: bool) -> bool:
         shallow.settle(repo, lambda: _staged_heads(repo, staging),
                        lambda options: _git_fetch(repo, remote, options, state_specs(staging),
                                                   prune=False))
+    if shallow.cut(repo) and writers.enabled(repo):
+        # who wrote a record is the commit that introduced it, which may lie below the cut
+        # (git_handoff.state.authorship): judged there, it would count as unknown
+        _git_fetch(repo, remote, ["--unshallow"], state_specs(staging), prune=False)
     return whole
 
 

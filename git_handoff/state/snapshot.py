@@ -42,6 +42,11 @@ def task_path(task_id: str) -> str:
     return f"{TASKS_DIR}/{h[0]}/{h[1]}/{task_id}.json"
 
 
+def task_id_of(path: str) -> str:
+    """The task id a task file's path names (task_path's inverse)."""
+    return path.rsplit("/", 1)[-1][: -len(".json")]
+
+
 # The record kinds read through read_json, each by its parser (git_handoff.core.record_schemas): a
 # hand-corrupted local record is an InvalidState naming the path and the field, as a
 # fetched one is, never an internal error further on.
