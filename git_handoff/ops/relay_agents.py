@@ -139,8 +139,10 @@ class Agents:
         earliest = min(self.limited_until.items(), key=lambda pair: pair[1])
         self.say(f"relay: session {number}: every agent is limited; the earliest reset is "
                  f"{self.names[earliest[0]]}'s at {_stamp(earliest[1])}")
-        if earliest[0] != self.current:
-            self.current = earliest[0]  # the wait ends at its reset: it is the one launched then
+        if earliest[0] != self.current:  # the wait ends at its reset: it is the one launched then
+            self._switch(number, earliest[0], f"every agent is limited and {self.names[earliest[0]]}'s limit resets "
+                                              f"first, at {_stamp(earliest[1])}: waiting for it ({self.name} stopped "
+                                              f"on its {words} until {_stamp(resets)})")
             self.limited_until.pop(earliest[0], None)
             return dataclasses.replace(limit, resets_at=_stamp(earliest[1]))
         self.limited_until.pop(self.current, None)

@@ -75,9 +75,13 @@ def test_the_next_agent_not_itself_limited_is_taken_and_all_limited_waits_for_th
     waited = agents.after_limit(limit_in(9), 1, NOW)
     # every agent limited: the wait ends at the earliest reset (codex's), which runs next
     assert waited is not None and waited.resets_at == "2026-07-01T12:00:00Z"
+    assert agents.command == CODEX  # that switch too is logged, with its reason, before the wait
+    log = logged[-1][1]
+    assert log is not None and log[2] == "LIMIT" and "gemini -> codex" in log[1], log
+    assert "every agent is limited and codex's limit resets first, at 2026-07-01T12:00:00Z" in log[1], log
     assert agents.choose(1, NOW + 2 * 3600 + 5) == CODEX
     assert agents.choose(2, NOW + 5 * 3600) == CLAUDE
-    assert [entry[0]["switches"][-1]["to"] for entry in logged] == ["codex", "gemini", "claude"]
+    assert [entry[0]["switches"][-1]["to"] for entry in logged] == ["codex", "gemini", "codex", "claude"]
 
 
 def test_two_commands_of_one_cli_are_told_apart() -> None:
