@@ -27,6 +27,7 @@ from git_handoff.agent_cli.hook_data import (
     entries,
     json_string,
     payload_event,
+    payload_text,
 )
 from git_handoff.core.patterns import lazy
 
@@ -97,7 +98,9 @@ def fast_entries(client: Sequence[str], client_file: str) -> dict[str, tuple[str
 
 def event(hook: str, payload: dict[str, Any]) -> Event:
     found = payload_event(HOOKS[hook][2], payload, project_env="CLAUDE_PROJECT_DIR")
-    return dataclasses.replace(found, block_cap=stop_block_cap()) if found.kind == "stop" else found
+    if found.kind != "stop":
+        return found
+    return dataclasses.replace(found, block_cap=stop_block_cap(), transcript=payload_text(payload, "transcript_path"))
 
 
 STOP_BLOCK_CAP = 8  # 2.1.332: `CLAUDE_CODE_STOP_HOOK_BLOCK_CAP ?? 8`; a block beyond that many in a row ends the turn

@@ -29,6 +29,7 @@ class Event:
     trigger: str | None = None  # pre_compact: manual | auto; session_end: the reason
     set_aside: tuple[str, ...] = ()  # payload fields dropped by the text rules (payload_text)
     block_cap: int | None = None  # stop: the CLI ends the turn itself after this many blocks in a row (ops/stop_cap.py)
+    transcript: str | None = None  # stop: the CLI's transcript (JSON lines), where its blocks' count resets (stop_cap)
 
 
 @dataclass(frozen=True)

@@ -371,14 +371,15 @@ def stop(store: StateStore, event: Event) -> Outcome:
         return Outcome(warning=(f"git handoff: safety valve opened: {blocks} stops blocked in a row without a "
                                 "completed task; letting the agent stop with work left "
                                 "(see `git handoff status`)"))
-    if stop_cap.reached(valve, event):  # the CLI would end the turn itself at this block: let it, and say so
+    chain = stop_cap.chain(valve, event)
+    if stop_cap.reached(chain, event):  # the CLI would end the turn itself at this block: let it, and say so
         _write_private(store, VALVE_FILE, None)
         stop_cap.record(store, stop_cap.note(event))
         turn_ended(store)
         return Outcome(warning=stop_cap.note(event))
     _write_private(store, VALVE_FILE, {"blocks": blocks + 1, "completed": completed,
                                        "agent_session": event.agent_session,
-                                       "chain": stop_cap.chain(valve, event) + 1})
+                                       "chain": chain + 1, "transcript_at": stop_cap.transcript_size(event)})
     return Outcome(block=reason)
 
 
