@@ -69,6 +69,8 @@ SCENARIOS: list[tuple[str, str, str, list[tuple[str, str]]]] = [
     ("integrate: the work travels", "bench_integrate", "integrate_scenario",
      [("integrate, K = 1 clones, 24 tasks: tasks landed/s", "-")]),
     ("secret scan", "bench_secrets", "secrets_rows", []),
+    ("relay switch of agents", "bench_switch", "switch_rows",
+     [("relay switch of agents on a long limit: exit -> next process, median of 10", "<= 2 s")]),
     ("fleet", "bench_fleet", "fleet_scenario",
      [("fleet: K clones of one remote (daemon, smart HTTP, 100 ms delay)", "0 double, 0 lost; K=16 >= K=1")]),
 ]

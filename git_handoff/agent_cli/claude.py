@@ -11,6 +11,8 @@ screens that wait for a person.
 
 from __future__ import annotations
 
+import dataclasses
+import os
 import shlex
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -25,6 +27,7 @@ from git_handoff.agent_cli.hook_data import (
     entries,
     json_string,
     payload_event,
+    payload_text,
 )
 from git_handoff.core.patterns import lazy
 
@@ -97,7 +100,20 @@ def fast_entries(client: Sequence[str], client_file: str) -> dict[str, tuple[str
 
 
 def event(hook: str, payload: dict[str, Any]) -> Event:
-    return payload_event(HOOKS[hook][2], payload, project_env="CLAUDE_PROJECT_DIR")
+    found = payload_event(HOOKS[hook][2], payload, project_env="CLAUDE_PROJECT_DIR")
+    if found.kind != "stop":
+        return found
+    return dataclasses.replace(found, block_cap=stop_block_cap(), transcript=payload_text(payload, "transcript_path"))
+
+
+STOP_BLOCK_CAP = 8  # 2.1.332: `CLAUDE_CODE_STOP_HOOK_BLOCK_CAP ?? 8`; a block beyond that many in a row ends the turn
+
+
+def stop_block_cap() -> int | None:
+    """The Stop-hook blocks in a row Claude Code allows in one turn (None: no cap)."""
+    raw = os.environ.get("CLAUDE_CODE_STOP_HOOK_BLOCK_CAP", "").strip()
+    cap = int(raw) if raw.lstrip("-").isdigit() and len(raw) < 10 else STOP_BLOCK_CAP
+    return cap if cap > 0 else None
 
 
 def render(hook: str, outcome: Outcome) -> str:

@@ -13,9 +13,15 @@ if TYPE_CHECKING:
 
 
 @click.command("relay")
-@click.option("--agent", required=True, metavar="CMD",
+@click.option("--agent", "agents", multiple=True, metavar="CMD",
               help="The agent command (run by the shell at the repository root); {prompt_file} is replaced "
-                   "by the prompt's path, also in $HANDOFF_PROMPT_FILE; $HANDOFF_SESSION is the session number.")
+                   "by the prompt's path, also in $HANDOFF_PROMPT_FILE; $HANDOFF_SESSION is the session number. "
+                   "Repeat it for agents to switch to, in order, when one's usage limit resets later than "
+                   "--switch-after [default: the values of handoff.agents].")
+@click.option("--switch-after", default=None, metavar="DURATION",
+              help="Switch to the next agent not itself limited when the current one's limit resets later than "
+                   "this (seconds, or 90s, 30m, 2h), and back once its reset has passed "
+                   "[default: handoff.switchAfter, else 1h].")
 @click.option("--tmux", is_flag=True, help="Run each session in a detached tmux session handoff-<repo>-<n>.")
 @click.option("--tmux-socket", default=None, metavar="NAME", help="The tmux socket (-L) to use [default: one per repository].")
 @click.option("--ack-timeout", type=numbers.SECONDS, default=60.0, show_default=True, metavar="S",
@@ -58,7 +64,7 @@ if TYPE_CHECKING:
                    "[default: handoff.budget.*].")
 @click.option("--quiet", "-q", is_flag=True, help="Print only the final line.")
 @json_option
-def relay_cmd(agent: str, tmux: bool, tmux_socket: str | None, ack_timeout: float, session_timeout: float | None,
+def relay_cmd(agents: tuple[str, ...], switch_after: str | None, tmux: bool, tmux_socket: str | None, ack_timeout: float, session_timeout: float | None,
               max_launch_failures: int, handoff_grace: float, max_idle_sessions: int, hang_timeout: float,
               limit_backoff: float, limit_backoff_max: float, max_limit_wait: float | None, fleet_lock: bool,
               lock_remote: str | None, lock_lease: int, integrate: bool | None, wait_patience: float,
@@ -83,6 +89,14 @@ def relay_cmd(agent: str, tmux: bool, tmux_socket: str | None, ack_timeout: floa
     Examples:
       git handoff relay --agent 'python -m git_handoff.agents.scripted'
       git handoff relay --tmux --agent 'claude "$(cat {prompt_file})"'
+      git handoff relay --agent 'claude -p "$(cat {prompt_file})"' --agent 'codex exec "$(cat {prompt_file})"'
+
+    With several agents, one whose usage limit resets later than --switch-after is
+    followed, in the same session and from the same prompt, by the next one in the
+    order that is not limited itself; the first comes back once its reset has
+    passed. Each switch is logged (category LIMIT) and shown by `status`, `session
+    show` and the dashboard; when every agent is limited the relay waits for the
+    earliest reset.
 
     With --fleet-lock (or `git config handoff.relayLock fleet`) one relay runs per
     remote: the relay takes the ref refs/harness/locks/relay on the remote by a
@@ -111,7 +125,11 @@ def relay_cmd(agent: str, tmux: bool, tmux_socket: str | None, ack_timeout: floa
 
         remote = lock_remote or store.repo.config_get("handoff.remote") or "origin"
         lock = FleetLock(store.repo, remote, clone_id(store.repo), os.getpid(), lease_seconds=lock_lease)
-    opts = ops.Options(agent=agent, tmux=tmux, tmux_socket=tmux_socket, ack_timeout=ack_timeout,
+    from git_handoff.ops import relay_agents
+
+    commands = relay_agents.configured(store.repo, agents)
+    opts = ops.Options(agent=commands[0], agents=commands, switch_after=relay_agents.switch_after(store.repo, switch_after),
+                       tmux=tmux, tmux_socket=tmux_socket, ack_timeout=ack_timeout,
                        session_timeout=session_timeout, max_launch_failures=max_launch_failures,
                        handoff_grace=handoff_grace, max_idle_sessions=max_idle_sessions, fleet_lock=lock,
                        hang_timeout=hang_timeout or None, limit_backoff=limit_backoff,

@@ -21,6 +21,8 @@ def _session_text(record: Mapping[str, Any]) -> str:
         f"  ended:      {visible(str(record.get('ended_at') or '-'))}",
         f"  completed:  {visible(', '.join(record.get('completed') or []) or '-')}",
     ]
+    if record.get("agents"):  # the relay's agents that ran in it (ops/relay_agents.py)
+        lines.append(f"  agents:     {visible(' -> '.join(str(a) for a in record['agents']))}")
     ack = record.get("ack")
     if isinstance(ack, dict):
         lines.append(f"  ack:        {visible(str(ack.get('status')))} at {visible(str(ack.get('at')))}"

@@ -80,13 +80,14 @@ MAX_RELAY_FAILURES = 100  # relay.json's `failures`
 LIST_LIMITS: dict[str, dict[str, int]] = {
     "task": {"depends_on": MAX_LIST, "error_log": MAX_LIST, "checkpoints": MAX_LIST},
     "meta": {"sessions_by_clone": MAX_LIST},
-    "session": {"completed": MAX_LIST, "decisions": MAX_LIST, "blockers": MAX_LIST},
+    "session": {"completed": MAX_LIST, "decisions": MAX_LIST, "blockers": MAX_LIST, "agents": MAX_LIST},
     "doc": {
         "status.completed": MAX_LIST, "status.in_progress": MAX_LIST, "status.pending": MAX_LIST,
         "completed_this_session": MAX_LIST, "failed": MAX_LIST, "decisions": MAX_LIST, "blockers": MAX_LIST,
         "files_changed": MAX_LIST, "rejections": MAX_LIST,
     },
-    "relay": {"failures": MAX_RELAY_FAILURES},
+    "relay": {"failures": MAX_RELAY_FAILURES, "agents": MAX_LIST, "switches": MAX_RELAY_FAILURES,
+              "limited": MAX_LIST},
 }
 _CONTROL = lazy(r"[\x00-\x1f\x7f\u0085\u2028\u2029]")
 # a terminal's escape sequences: CSI (colors, cursor moves), OSC (titles, links), and the

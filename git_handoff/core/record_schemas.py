@@ -89,6 +89,7 @@ class SessionRecord(TypedDict, total=False):
     updated_at: str
     hlc: str  # the clock stamp of its last write (git_handoff.core.hlc)
     field_clock: dict[str, list[str]]  # {field: [stamp, digest of the value]}
+    agents: list[str]  # the relay's agents that ran in it, in order (ops/relay_agents.py)
 
 
 class HandoffDoc(TypedDict, total=False):
@@ -144,6 +145,10 @@ class RelayRecord(TypedDict, total=False):
     failures: list[dict[str, Any]]
     updated_at: str
     waiting: dict[str, Any] | None
+    agent_name: str  # the kind of the agent it launches now ("claude"; ops/relay_agents.py)
+    agents: list[str]  # every agent command, in order, when it has several
+    switches: list[dict[str, Any]]  # its last switches from one agent to another
+    limited: list[dict[str, Any]]  # the agents limited now, and until when
 
 
 class DispatchRun(TypedDict, total=False):
@@ -252,6 +257,7 @@ SESSION_FIELDS: dict[str, Check] = {
     "usage": opt(_USAGE),
     "budget": opt(LINE),
     "updated_at": opt(STAMP),
+    "agents": capped("session", "agents", LINE),
 }
 DOC_FIELDS: dict[str, Check] = {
     "session": integer(0, MAX_SESSION),  # 0: written before any session started
@@ -294,6 +300,11 @@ RELAY_FIELDS: dict[str, Check] = {
     # a limit or outage the relay waits out (ops/relay_watch.py); None when it waits for none
     "waiting": opt(obj({"kind": one_of("usage_limit", "rate_limit", "outage"), "since": opt(STAMP),
                         "until": opt(STAMP), "line": opt(LINE)})),
+    "agent_name": opt(LINE),
+    "agents": capped("relay", "agents", LINE),
+    "switches": capped("relay", "switches", obj({"at": opt(STAMP), "session": opt(integer(0)), "from": opt(LINE),
+                                                  "to": opt(LINE), "reason": opt(LINE)})),
+    "limited": capped("relay", "limited", obj({"agent": opt(LINE), "until": opt(STAMP)})),
 }
 DISPATCH_FIELDS: dict[str, Check] = {
     "run_id": pattern(RUN_ID, "a run id (NNN-slug)"),

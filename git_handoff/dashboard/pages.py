@@ -187,13 +187,16 @@ def _relay_rows(snap: Snapshot, record: RelayRecord, state: str) -> list[tuple[s
     rows = [
         ("state", state),
         ("session", str(session) if session is not None else "-"),
-        ("agent", str(record.get("agent") or "-")),
+        ("agent", (f"{record.get('agent_name')}: " if record.get("agent_name") else "") + str(record.get("agent") or "-")),
         ("ACK", (ack.get("status") if isinstance(ack, dict) else None) or "waiting" if session else "-"),
         ("started", str(record.get("started_at") or "-")),
     ]
     waiting = session_records.waiting_lines(record) if state == "running" else []
     if waiting:  # a limit or outage the relay waits out
         rows.append(("waiting", waiting[0].removeprefix("relay: waiting for ")))
+    for line in session_records.switch_lines(record):  # another agent on a long limit (ops/relay_agents.py)
+        key = "switched" if line.startswith("relay: agent ") else "limited"
+        rows.append((key, line.removeprefix("relay: limited agents: ").removeprefix("relay: agent ")))
     if record.get("stopped_at"):
         rows.append(("stopped", f"{record.get('stopped_at')} ({record.get('reason') or '-'})"))
     return rows

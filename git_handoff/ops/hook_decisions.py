@@ -32,7 +32,7 @@ from git_handoff.core import display
 from git_handoff.core.errors import HandoffError, Negative, NotARepository, NotInitialized
 from git_handoff.core.model import Task, now_iso
 from git_handoff.infra.fileio import atomic_write
-from git_handoff.ops import handoff, prompt, usage
+from git_handoff.ops import handoff, prompt, stop_cap, usage
 from git_handoff.ops.open_state import Opened, open_state
 from git_handoff.state import claim_index, session_records, status_index, this_clone, writers
 from git_handoff.state.store import StateStore
@@ -375,8 +375,15 @@ def stop(store: StateStore, event: Event) -> Outcome:
         return Outcome(warning=(f"git handoff: safety valve opened: {blocks} stops blocked in a row without a "
                                 "completed task; letting the agent stop with work left "
                                 "(see `git handoff status`)"))
+    chain = stop_cap.chain(valve, event)
+    if stop_cap.reached(chain, event):  # the CLI would end the turn itself at this block: let it, and say so
+        _write_private(store, VALVE_FILE, None)
+        stop_cap.record(store, stop_cap.note(event))
+        turn_ended(store)
+        return Outcome(warning=stop_cap.note(event))
     _write_private(store, VALVE_FILE, {"blocks": blocks + 1, "completed": completed,
-                                       "agent_session": event.agent_session})
+                                       "agent_session": event.agent_session,
+                                       "chain": chain + 1, "transcript_at": stop_cap.transcript_size(event)})
     return Outcome(block=reason)
 
 

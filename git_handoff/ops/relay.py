@@ -17,7 +17,7 @@ import socket
 import subprocess
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from git_handoff.agent_cli import launcher
@@ -29,6 +29,7 @@ from git_handoff.infra import procs
 from git_handoff.ops import (
     handoff,
     prompt,
+    relay_agents,
     relay_land,
     relay_wait,
     relay_watch,
@@ -64,6 +65,8 @@ class Options:
     wait_poll: float = relay_land.POLL
     wait_patience: float = relay_land.PATIENCE
     budgets: Budgets | None = None  # tokens, money, time, sessions (ops/budgets.py)
+    agents: list[str] = field(default_factory=list)  # every agent command in order ([agent] when empty)
+    switch_after: float = relay_agents.SWITCH_AFTER  # a limit resetting later: the next agent (ops/relay_agents.py)
 
 
 class Stopped(Negative):
@@ -91,6 +94,10 @@ class Relay:
                                        opts.limit_backoff_max, opts.poll, say, self.waiting, self._failure,
                                        lambda changes, log: update_record(self._session_store(), changes, log=log),
                                        wait_cap=opts.limit_wait_max, before_wait=self._before_wait)
+        self.agents = relay_agents.Agents(opts.agents or [opts.agent], opts.switch_after, say=self.say,
+                                          record=lambda changes, log: update_record(self._session_store(), changes,
+                                                                                    log=log))
+        self.watch.switch = self.agents.after_limit
 
     # -- helpers --
 
@@ -140,8 +147,9 @@ class Relay:
             prompt_file = self.relay_dir / f"prompt-{number}.md"
             prompt_file.write_text(prompt.render_prompt(self._session_store()))
             earlier = self._ack_status(number)  # a rejection by the previous launch is not this one's
+            self.watch.use(self.agents.choose(number))
             self.watch.launched(number)
-            self.agent = launch(self.store, self.opts.agent, number, prompt_file, self.relay_dir,
+            self.agent = launch(self.store, self.agents.command, number, prompt_file, self.relay_dir,
                                 tmux_socket=tmux_socket_name(self.store, self.opts.tmux_socket) if self.opts.tmux else None)
             self._remember_agent()
             where = f"tmux session {self.agent.tmux[1]}" if self.agent.tmux else f"pid {self.agent.pid}"
@@ -154,6 +162,7 @@ class Relay:
                                       earlier=earlier)
             if failure is None:
                 self.say(f"relay: session {number}: acknowledged")
+                relay_agents.note_session(self._session_store(), number, self.agents.name)
                 self.acked_at = time.monotonic()
                 self.progress_at_ack = relay_land.progress(self.store)
                 self.watch.acknowledged()
@@ -167,7 +176,7 @@ class Relay:
         self._remember_agent()
         raise Stopped(
             f"relay stopped: the agent failed to start {self.opts.max_launch_failures} time(s) in a row "
-            f"(last: {what}); check the agent command: {self.opts.agent}"
+            f"(last: {what}); check the agent command: {self.agents.command}"
         )
 
     def _failed_start(self, number: int, status: int) -> str | None:
@@ -312,7 +321,8 @@ class Relay:
         started_at = now_iso()
         update_record(self.store, {
             "state": "running", "host": socket.gethostname(), "pid": os.getpid(), "started_at": started_at,
-            "agent": self.opts.agent, "tmux": self.opts.tmux, "stopped_at": None, "reason": None,
+            "agent": self.agents.command, "agent_name": self.agents.name, "tmux": self.opts.tmux,
+            "agents": self.agents.commands if len(self.agents.commands) > 1 else [], "switches": [], "limited": [], "stopped_at": None, "reason": None,
             **({} if previous else {"session": None, "agent_pid": None}),
         }, log=("LOCK", f"relay started (pid {os.getpid()} on {socket.gethostname()})"
                 + (f"; took over from dead relay pid {previous.get('pid')}" if previous else ""), None))
@@ -352,7 +362,7 @@ class Relay:
                 if failed_starts >= self.opts.max_launch_failures:
                     raise Stopped(
                         f"relay stopped: the agent failed to start {failed_starts} time(s) in a row (last: {failed}); "
-                        f"check the agent command: {self.opts.agent}")
+                        f"check the agent command: {self.agents.command}")
                 if failed:
                     continue
                 idle = idle + 1 if relay_land.progress(self.store) == before else 0
@@ -408,8 +418,10 @@ def run_relay(store: StateStore, opts: Options, say: Callable[[str], None],
     """Run sessions until the work is done; Stopped (exit 1) when it stops with work left,
     Contention (exit 3) when another relay runs here, KeyboardInterrupt passed on (exit 130);
     `waiting` gets the transient "waiting for ACK" line each second (None: clear it)."""
-    if not opts.agent.strip():
+    if not opts.agent.strip() or any(not c.strip() for c in opts.agents):
         raise UsageError("--agent needs a command")
+    if opts.switch_after < 0:
+        raise UsageError("--switch-after must not be negative")
     for name, value in (("--ack-timeout", opts.ack_timeout), ("--session-timeout", opts.session_timeout)):
         if value is not None and value <= 0:
             raise UsageError(f"{name} must be positive")

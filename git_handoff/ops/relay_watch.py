@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from git_handoff.agent_cli import agent_output
+from git_handoff.agent_cli import agent_output, registry
 from git_handoff.agent_cli.agent_output import Limit
 from git_handoff.agent_cli.launcher import Agent
 from git_handoff.core.errors import Negative
@@ -57,6 +57,7 @@ KIND_WORDS = {agent_output.USAGE_LIMIT: "the usage limit", agent_output.RATE_LIM
               agent_output.OUTAGE: "the API outage"}
 
 _ESCAPE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
+_RESUMES = re.compile(r"(?i)continu(?:e|ing) automatically")  # Claude Code's pane on a plan limit it waits out itself
 Record = Callable[[RelayRecord, tuple[str, str, str | None] | None], object]
 
 
@@ -108,9 +109,19 @@ class Watch:
     # called with (session, seconds) before a limit is waited out: it may stop the relay
     # (a run's time budget the wait would pass: ops/budgets.py)
     before_wait: Callable[[int, float], None] | None = None
+    _pane_limit: str | None = None  # the limit line of a pane that continues by itself (turn_ended)
+    _pane_done: set[str] = field(default_factory=set)  # such lines it went on from (still on its screen)
+    switch: Callable[[Limit, int], Limit | None] | None = None  # another agent instead of a wait: relay_agents
 
     def __post_init__(self) -> None:
-        self.cli = agent_output.cli_of(self.agent_command)
+        self.use(self.agent_command)
+
+    def use(self, agent_command: str) -> None:
+        """The agent command the next launches run (the relay switched agents)."""
+        if agent_command != self.agent_command or not self.cli:
+            self.streak = 0
+        self.agent_command = agent_command
+        self.cli = agent_output.cli_of(agent_command)
 
     def _log(self, number: int) -> Path:
         return self.relay_dir / f"session-{number}.log"
@@ -128,6 +139,7 @@ class Watch:
         self._seen, self._seen_at, self._looked_at, self._screen_at = (), time.monotonic(), 0.0, 0.0
         self._baseline = ()
         self._rest, self._rest_at = (), 0.0
+        self._pane_limit, self._pane_done = None, set()
 
     def output(self, number: int) -> str:
         """What this launch printed (its last OUTPUT_READ bytes)."""
@@ -276,9 +288,12 @@ class Watch:
             return None
         self._screen_at = now
         screen = self.screen(agent)
+        limit = agent_output.limit_in(self.cli, None, screen, datetime.datetime.now().astimezone(),
+                                      self.foreign(self.number)) if screen.strip() else None
+        waits = limit is not None and _RESUMES.search(screen) and not _working(self.cli, screen)
+        self._pane_waits(limit if waits and limit is not None and limit.line not in self._pane_done else None)
         if (not screen.strip() or agent_output.busy_in(screen) or agent_output.person_prompt_in(self.cli, screen)
-                or agent_output.limit_in(self.cli, None, screen, datetime.datetime.now().astimezone(),
-                                         self.foreign(self.number))):
+                or limit is not None):
             self._rest, self._rest_at = (), now
             return None
         # the known CLIs show a working status line for as long as a turn runs, and change
@@ -292,6 +307,26 @@ class Watch:
         if now - self._rest_at < TURN_IDLE:
             return None
         return f"its turn ended: the pane has rested at the CLI's prompt for {span(now - self._rest_at)}"
+
+    def _pane_waits(self, limit: Limit | None) -> None:
+        """An interactive CLI that says it continues by itself at the reset ("set to continue
+        automatically at 3:52pm") is left alone until then: no kill, no new session; the
+        relay record (status, dashboard) and the log say so, and again when it went on."""
+        if (limit.line if limit else None) == self._pane_limit:
+            return
+        number, was, self._pane_limit = self.number, self._pane_limit, limit.line if limit else None
+        if limit is None:  # working again (its status line), or the limit gone from its screen
+            self._pane_done.add(str(was))
+            self.record({"waiting": None}, ("WARN", f"relay: session {number}: the agent's pane no longer shows the "
+                                                    f"limit ({printable(str(was))[:200]}): it went on", LIMIT_CATEGORY))
+            return
+        when = f"at {limit.resets_at}" if limit.resets_at else "at the reset"
+        line = printable(limit.line)[:300]
+        self.say(f"relay: session {number}: the agent's pane waits for {KIND_WORDS.get(limit.kind, 'the limit')} and "
+                 f"continues by itself {when}: left alone until then")
+        self.record({"waiting": {"kind": limit.kind, "since": now_iso(), "until": limit.resets_at, "line": line}},
+                    ("WARN", f"relay: session {number}: {limit.kind.replace('_', ' ')} on the agent's pane: {line}; "
+                             f"it continues by itself {when}; left alone (no kill, no new session)", LIMIT_CATEGORY))
 
     # -- a person's screen (tmux) ----------------------------------------------------------
 
@@ -328,6 +363,12 @@ class Watch:
             return False
         self.waiting(None)
         agent.kill()  # whatever it left behind
+        if self.switch is not None:
+            waited = self.switch(limit, number)
+            if waited is None:  # another agent goes on in this session now: the exit's document is no end
+                withdraw_exit_doc(self.store, number, self.launched_at)
+                return not handoff.handed_off(self.store, number)
+            limit = waited
         self.wait_out(limit, number)
         return not handoff.handed_off(self.store, number)
 
@@ -369,6 +410,13 @@ class Watch:
         self.record({"waiting": None}, ("WARN", f"relay: session {number}: {words} waited out; "
                                                  "launching the agent again", LIMIT_CATEGORY))
         self.say(f"relay: session {number}: {words} waited out; launching the agent again")
+
+
+def _working(cli: str, screen: str) -> bool:
+    """Does the pane show `cli`'s own working status line (not another CLI's: Gemini's
+    "esc to cancel" is Claude Code's "Esc to cancel" of an automatic continuation)?"""
+    busy = registry.CLIS[cli].BUSY if cli in registry.CLIS else None
+    return re.search("(?i)" + busy, screen) is not None if busy else agent_output.busy_in(screen)
 
 
 def _last_line(text: str) -> str | None:

@@ -320,12 +320,13 @@ def relay_status_lines(snapshot: StateReader) -> list[str]:
         alive = record.get("host") != socket.gethostname() or procs.alive(int(record.get("pid") or 0))
         if alive:
             out.append(f"relay: running ({where} since {record.get('started_at')}, session {record.get('session') or '-'})")
-            out += waiting_lines(record)
+            out += waiting_lines(record) + switch_lines(record)
         else:
             out.append(f"relay: died ({where}, started {record.get('started_at')}); "
                        "a new `git handoff relay` takes over")
     else:
         out.append(f"relay: stopped at {record.get('stopped_at')} ({record.get('reason') or 'no reason recorded'})")
+        out += switch_lines(record)[:1]  # its last switch of agents
     for failure in (record.get("failures") or [])[-5:]:
         out.append(f"relay failure: [{failure.get('at')}] {failure.get('what')}")
     return out
@@ -365,4 +366,21 @@ def usage_totals(source: StateReader) -> dict[str, Any]:
         cost = used.get("cost_usd")
         if isinstance(cost, int | float):
             out["cost_usd"] = (out["cost_usd"] or 0.0) + cost
+    return out
+
+
+def switch_lines(record: RelayRecord) -> list[str]:
+    """`relay: agent codex (switched from claude at ..., session 3; 2 switch(es) this run):
+    <reason>` and the agents limited now, when the relay switched agents
+    (ops/relay_agents.py), else none."""
+    out: list[str] = []
+    switches = record.get("switches")
+    if isinstance(switches, list) and switches and isinstance(switches[-1], dict):
+        last = switches[-1]
+        out.append(f"relay: agent {last.get('to')} (switched from {last.get('from')} at {last.get('at')}, session "
+                   f"{last.get('session')}; {len(switches)} switch(es) this run): {last.get('reason')}")
+    limited = record.get("limited")
+    if isinstance(limited, list) and limited:
+        out.append("relay: limited agents: " + ", ".join(
+            f"{x.get('agent')} until {x.get('until')}" for x in limited if isinstance(x, dict)))
     return out

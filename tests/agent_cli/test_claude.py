@@ -192,7 +192,10 @@ def test_safety_valve_after_eight_blocks_without_progress(repo: Path) -> None:
     assert _answered(STOP)["decision"] == "block"
 
 
-def test_state_progress_resets_the_safety_valve(repo: Path) -> None:
+def test_state_progress_resets_the_safety_valve(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # 15 blocks of one turn: Claude Code's own cap (8) would end it at the 9th, and the hook
+    # lets it go there (tests/ops/test_hook_decisions.py); without that cap, the valve's rule
+    monkeypatch.setenv("CLAUDE_CODE_STOP_HOOK_BLOCK_CAP", "0")
     _plan(("a", "true"), ("b", "true"), ("c", "true"))
     _stop(STOP)
     for _ in range(6):

@@ -100,11 +100,14 @@ WORK = STATE.plus("WORK", SCAN | {"cli.ids", "cli.numbers", "core.attempt_record
 FAIL = WORK.plus("FAIL", packages={"filelock"})
 # A hook: the adapters (through their registry, a dict of five: agent_cli/registry.py), the
 # payload, the decision; no write side. (ops.doc_markdown: the prompt's one-line rendering of
-# a value, split out of ops.prompt with the document's Markdown: the same code, one file more.)
+# a value, split out of ops.prompt with the document's Markdown: the same code, one file more.
+# ops.stop_cap: the Stop hook's reading of the CLI's own block cap, which every Stop hook runs;
+# it imports nothing this budget lacks.)
 HOOK = STATE.plus("HOOK", {"agent_cli", "agent_cli.claude", "agent_cli.codex", "agent_cli.gemini", "agent_cli.qwen",
                            "agent_cli.copilot",
                            "agent_cli.hook_data", "agent_cli.registry", "ops.handoff", "ops.hook_decisions", "ops.hook_entry",
-                           "ops.payloads", "ops.prompt", "ops.doc_markdown", "ops.usage", "state.claim_index", "state.status_index",
+                           "ops.payloads", "ops.prompt", "ops.doc_markdown", "ops.stop_cap", "ops.usage", "state.claim_index",
+                           "state.status_index",
                            "state.trust"})
 HOOK_SESSION_START = HOOK.plus("HOOK_SESSION_START", SCAN | {
     "core.attempt_record", "infra.task_commands", "ops.attempt_save", "ops.attempts", "ops.session_start",

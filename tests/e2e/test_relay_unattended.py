@@ -402,11 +402,12 @@ class IdleFirstSession(Lazy):
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed (.ci/run installs it)")
 def test_an_interactive_agent_that_ends_its_turn_with_work_left_is_followed_by_the_next_session(
         repo: Path, stub: StubServer) -> None:
-    """The interactive CLI ends its turn with eligible work left and nothing in progress
-    (its own block cap, 1 here, overrides the Stop hook before the hook's valve): its pane
-    rests at the prompt, and the next session starts within 30 s (before, the relay waited
-    for an exit that an interactive CLI never makes, up to --hang-timeout, and logged it
-    as hung)."""
+    """The interactive CLI would end its turn with eligible work left and nothing in progress
+    at its own Stop-hook block cap (1 here, before the hook's valve): the hook reads the
+    cap, lets the turn end itself at it instead of blocking into it, and the session's
+    document says so (before ops/stop_cap.py: the CLI overrode the hook, the relay saw the
+    pane rest at its prompt, and no document named the cap); the next session starts
+    within 30 s (the relay never waits for an exit that an interactive CLI never makes)."""
     plan(repo, 2, per_session=10)
     git("add", ".mcp.json", cwd=repo)
     git("commit", "-q", "-m", "mcp", cwd=repo)
@@ -423,7 +424,9 @@ def test_an_interactive_agent_that_ends_its_turn_with_work_left_is_followed_by_t
         subprocess.run(["tmux", "-L", socket_name, "kill-server"], capture_output=True)
     assert r.rc == 0, r.out + r.err
     assert statuses(repo) == {"t01": "completed", "t02": "completed"}
-    assert "session 1: its turn ended" in r.out, r.out
+    assert "session 1: handed off" in r.out, r.out
+    doc = run("doc", "show", "1", "--json", cwd=repo).json()
+    assert doc["trigger"] == "stop" and any("Stop-hook block cap (CLAUDE_CODE_STOP_HOOK_BLOCK_CAP=1)" in b for b in doc["blockers"]), doc
     second = run("session", "show", "2", "--json", cwd=repo).json()
     started = datetime.datetime.strptime(second["started_at"], "%Y-%m-%dT%H:%M:%SZ")
     waited = started.replace(tzinfo=datetime.UTC).timestamp() - policy.idle_at

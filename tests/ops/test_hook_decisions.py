@@ -258,3 +258,95 @@ def test_without_a_relay_a_stop_let_through_writes_no_document(repo: Path, monke
     monkeypatch.setenv("HANDOFF_SESSION", "99")
     assert _hook("claude-stop", STOP)[0] is None
     assert run("doc", "list", "--json").json() == []
+
+
+# -- Claude Code's own Stop-hook block cap (ops/stop_cap.py) ---------------------------------
+
+
+def test_the_stop_hook_never_blocks_into_claude_codes_block_cap_and_the_document_says_so(
+        repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Claude Code ends a turn itself at a block beyond CLAUDE_CODE_STOP_HOOK_BLOCK_CAP in a
+    row, completed tasks or not: the hook lets that turn end one stop earlier, with a
+    warning, and the session's document names the cap (before, it blocked into the cap and
+    the turn ended with no word of why)."""
+    _plan("a", "b", "c")
+    number = _relay_session(monkeypatch)
+    monkeypatch.setenv("CLAUDE_CODE_STOP_HOOK_BLOCK_CAP", "2")
+    first, _ = _hook("claude-stop", STOP)  # a new turn's first stop: block 1
+    assert first is not None and first.get("decision") == "block"
+    assert run("claim", "a").rc == 0 and run("done", "a").rc == 0  # no tool call in a transcript: the count goes on
+    second, _ = _hook("claude-stop", STOP_ACTIVE)  # block 2 of the same turn
+    assert second is not None and second.get("decision") == "block"
+    released, _ = _hook("claude-stop", STOP_ACTIVE)  # a third would be overridden by the CLI: let go
+    assert released is not None and "decision" not in released
+    assert "Stop-hook block cap (CLAUDE_CODE_STOP_HOOK_BLOCK_CAP=2)" in released.get("systemMessage", "")
+    doc = run("doc", "show", str(number), "--json").json()
+    assert doc["trigger"] == "stop" and any("block cap" in b for b in doc["blockers"]), doc
+    assert any("block cap" in line for line in run("log", "--type", "WARN").out.splitlines())
+    # a new turn (stop_hook_active false) starts the count over
+    run("session", "end")
+    number = _relay_session(monkeypatch)
+    again, _ = _hook("claude-stop", STOP)
+    assert again is not None and again.get("decision") == "block"
+
+
+@pytest.mark.parametrize(("cap", "released_at"), [(None, 8), ("5", 5), ("0", None), ("30", None)])
+def test_the_cap_is_read_as_claude_code_reads_it(repo: Path, monkeypatch: pytest.MonkeyPatch,
+                                                 cap: str | None, released_at: int | None) -> None:
+    """A turn that completes a task at every block (so the safety valve never opens) is let
+    go after the cap's blocks: 8 when unset (2.1.332's default), none with 0 or less; a cap
+    above the tasks' count is never reached."""
+    _plan(*[f"t{n}" for n in range(1, 13)])
+    _relay_session(monkeypatch)
+    if cap is None:
+        monkeypatch.delenv("CLAUDE_CODE_STOP_HOOK_BLOCK_CAP", raising=False)
+    else:
+        monkeypatch.setenv("CLAUDE_CODE_STOP_HOOK_BLOCK_CAP", cap)
+    for n in range(11):
+        out, _ = _hook("claude-stop", STOP if n == 0 else STOP_ACTIVE)
+        assert out is not None
+        if n == released_at:
+            assert "decision" not in out and "block cap" in out.get("systemMessage", ""), (n, out)
+            return
+        assert out.get("decision") == "block", (n, out)
+        assert run("claim", f"t{n + 1}").rc == 0 and run("done", f"t{n + 1}").rc == 0
+    assert released_at is None
+
+
+def _said(transcript: Path, *content: dict[str, object]) -> None:
+    """An assistant message appended to a Claude Code transcript (JSON lines)."""
+    with transcript.open("a") as f:
+        f.write(json.dumps({"type": "assistant", "message": {"role": "assistant", "content": list(content)}}) + "\n")
+
+
+def test_a_tool_call_between_blocks_starts_the_count_over_as_claude_code_counts_it(
+        repo: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Claude Code counts only blocks with no tool call between them (2.1.332: a tool call
+    other than its goal tools resets stopHookBlockingCount): an agent that works after each
+    block is never ended by the cap, so the hook keeps blocking it while work remains
+    (before, it counted every block of the turn and let a working agent go at the cap,
+    a session spent); one that only talks, or only touches its goal, is let go at the cap."""
+    _plan("a", "b", "c", "d")
+    _relay_session(monkeypatch)
+    monkeypatch.setenv("CLAUDE_CODE_STOP_HOOK_BLOCK_CAP", "1")
+    transcript = tmp_path / "s1.jsonl"
+    transcript.write_text(json.dumps({"type": "user", "message": {"role": "user", "content": "go"}}) + "\n")
+
+    def stop(active: bool) -> HookOutput | None:
+        payload = {"session_id": "s1", "hook_event_name": "Stop", "stop_hook_active": active,
+                   "transcript_path": str(transcript)}
+        return _hook("claude-stop", json.dumps(payload))[0]
+
+    for n, task in enumerate(("a", "b")):  # block, a tool call, block again: the count started over
+        out = stop(active=n > 0)
+        assert out is not None and out.get("decision") == "block", (n, out)
+        _said(transcript, {"type": "text", "text": "on it"},
+              {"type": "tool_use", "id": f"u{n}", "name": "Bash", "input": {"command": f"git handoff claim {task}"}})
+        assert run("claim", task).rc == 0 and run("done", task).rc == 0
+    out = stop(active=True)
+    assert out is not None and out.get("decision") == "block", out
+    _said(transcript, {"type": "text", "text": "done for now"},
+          {"type": "tool_use", "id": "g1", "name": "GetGoal", "input": {}})  # a goal tool: the count goes on
+    released = stop(active=True)
+    assert released is not None and "decision" not in released, released
+    assert "CLAUDE_CODE_STOP_HOOK_BLOCK_CAP=1" in released.get("systemMessage", ""), released

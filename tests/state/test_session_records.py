@@ -52,3 +52,19 @@ def test_the_records_of_a_lived_in_state(repo: Path) -> None:
     assert records.completed_ids(snap, 1) == [] and records.completed_in(None) == []
     assert records.read_relay(snap) is None and records.relay_status_lines(snap) == []
     assert not records.limit_reached(snap, 2)
+
+
+def test_switch_lines_name_the_last_switch_and_the_agents_limited_now() -> None:
+    """What `status` and the dashboard say of the relay's switches of agents (ops/relay_agents.py)."""
+    record: Any = {
+        "switches": [{"at": "2026-07-01T10:00:00Z", "session": 3, "from": "claude", "to": "codex", "reason": "r1"},
+                     {"at": "2026-07-01T11:00:00Z", "session": 4, "from": "codex", "to": "gemini", "reason": "r2"}],
+        "limited": [{"agent": "claude", "until": "2026-07-01T15:00:00Z"},
+                    {"agent": "codex", "until": "2026-07-02T09:00:00Z"}],
+    }
+    assert records.switch_lines(record) == [
+        "relay: agent gemini (switched from codex at 2026-07-01T11:00:00Z, session 4; 2 switch(es) this run): r2",
+        "relay: limited agents: claude until 2026-07-01T15:00:00Z, codex until 2026-07-02T09:00:00Z"]
+    assert records.switch_lines({"switches": [], "limited": []}) == [] and records.switch_lines({}) == []
+    assert records.switch_lines({"limited": [{"agent": "claude", "until": "2026-07-01T15:00:00Z"}]}) == [
+        "relay: limited agents: claude until 2026-07-01T15:00:00Z"]
