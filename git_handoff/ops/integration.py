@@ -204,13 +204,14 @@ def _land(store: StateStore, target: targets.Target, task: Task) -> Landed | Ret
                               f"(it passed on the task's own commit {short(work)}): {output}")
         also = [f"{work}:{task.get('work_ref')}"] if target.remote is not None else []
         try:
-            landing.move(repo, target, candidate, tip, also=also)
+            moved = landing.move(repo, target, candidate, tip, also=also)
         except Contention as exc:
             if "moved" not in exc.message:
                 raise
             landing.bring(repo, target)
             continue
-        return _record_landed(store, task, candidate, how)
+        # not moved: another clone pushed this very commit first (the same merge, same second)
+        return _record_landed(store, task, candidate, how if moved else "already")
     raise Contention(f"{target.name} kept moving while {task.id} was being landed ({MOVE_TRIES} tries); "
                      "nothing was lost, run `git handoff integrate` again")
 

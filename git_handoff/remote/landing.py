@@ -28,22 +28,24 @@ def bring(repo: Repo, target: Target) -> str | None:
     return tip(repo, target)
 
 
-def move(repo: Repo, target: Target, new: str, old: str | None, also: list[str] | None = None) -> None:
+def move(repo: Repo, target: Target, new: str, old: str | None, also: list[str] | None = None) -> bool:
     """Move the target from `old` to `new` (a descendant of it): a push whose lease names
     `old` (with `also`, more refspecs in the same atomic push), or, without a remote, a
     compare-and-swap of the branch (a worktree that has it checked out, clean and at `old`,
     follows with `git merge --ff-only`). Contention when the target moved meanwhile
-    (fetch and build again) or the server refused it (a protected branch: said so)."""
+    (fetch and build again) or the server refused it (a protected branch: said so).
+    False when the remote's target was at `new` already: another clone landed the very same
+    commit (the same merge of the same work onto the same tip) first."""
     remote_ref = BRANCH_PREFIX + target.branch
     if target.remote is None:
         _move_local(repo, target.branch, new, old)
-        return
+        return True
     specs = [f"{new}:{remote_ref}", *(also or [])]
     pushed = transport.push(repo, Remote(repo, target.remote), specs, leases={remote_ref: old}, atomic=True)
     what = pushed.outcome(remote_ref)
     if what == push_outcome.ACCEPTED:
         repo.cas_ref(target.ref, new, repo.ref_target(target.ref), "handoff: integrated")
-        return
+        return not pushed.already(remote_ref)
     if what == push_outcome.REFUSED:
         raise Contention(f"{target.remote} refused to move {target.branch} (a protected branch, or a rule on "
                          "the server): the work stays published under refs/harness/work/; let the forge's merge "

@@ -51,6 +51,12 @@ class Pushed:
     def ok(self, ref: str) -> bool:
         return self.outcome(ref) == ACCEPTED
 
+    def already(self, ref: str) -> bool:
+        """Whether the remote held `ref` at the pushed value before this push (git's `=`,
+        up to date: another push set that very value first, and no lease was checked)."""
+        found = self.refs.get(ref)
+        return found is not None and found[0] == ACCEPTED and found[1].strip() == "[up to date]"
+
     def refused(self, among: tuple[str, ...] | None = None) -> str | None:
         """The first policy refusal (`ref: summary`, and the server's reason when it gave
         one) among `among` (all when None)."""

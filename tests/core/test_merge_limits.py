@@ -133,6 +133,10 @@ def _entry(kind: str, name: str, tag: str, i: int, width: int) -> Any:
         return {"id": f"{tag}-{i}", "title": words[:500]}
     if name == "rejections":
         return {"session": i, "reason": words, "at": at}
+    if name == "switches":
+        return {"at": at, "session": i, "from": f"{tag}-{i}", "to": "codex", "reason": words}
+    if name == "limited":
+        return {"agent": f"{tag}-{i}", "until": at}
     return words  # completed, blockers, completed_this_session, files_changed
 
 

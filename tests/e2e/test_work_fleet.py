@@ -1,5 +1,6 @@
-"""The work travels, end to end (SPEC §10): four clones of one remote served by `git daemon`,
-each running `git handoff relay` with the scripted agent, on a 30-task graph whose checks
+"""The work travels, end to end (SPEC §10): four clones of one remote served by `git daemon`
+(and once by gitolite over sshd, each machine with its own key and the rights of
+docs/server-rights.md), each running `git handoff relay` with the scripted agent, on a 30-task graph whose checks
 read their dependencies' files, with three pairs of tasks that conflict when built from
 one base (both append a line to one new file). Every relay lands finished work between
 sessions (`--integrate`) and waits while its clone has nothing to claim.
@@ -18,12 +19,14 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from tests.support import gitolite
 from tests.support.remotes import Clones, clones, remote_url  # noqa: F401  (fixtures)
-from tests.support.repo import git, run
+from tests.support.repo import git, make_repo, run
 
 pytestmark = pytest.mark.slow
 
@@ -73,14 +76,16 @@ def ok(where: Path, *args: str) -> str:
     return got.out
 
 
-def setup_fleet(clones: Clones) -> list[Path]:  # noqa: F811
-    first = clones("c0")
+def setup_fleet(clone: Callable[[str], Path]) -> list[Path]:
+    """K clones made by `clone(name)` (the first one holds the remote's main), the plan
+    imported on the first, each set up as a machine of the fleet."""
+    first = clone("c0")
     ok(first, "init", "--mode", "concurrent", "--max-tasks-per-session", "3")
     (first / "plan.toml").write_text(plan())
     ok(first, "import", "plan.toml")
     (first / "plan.toml").unlink()
     ok(first, "sync")
-    made = [first, *(clones(f"c{i}") for i in range(1, K))]
+    made = [first, *(clone(f"c{i}") for i in range(1, K))]
     for i, path in enumerate(made):
         git("config", "handoff.target", "main", cwd=path)
         git("config", "handoff.syncClaims", "true", cwd=path)
@@ -122,6 +127,11 @@ def audit(made: list[Path], bare_main_log: list[tuple[str, str]] | None) -> None
     assert landings == Counter(dict.fromkeys(tasks, 1)), landings  # each task's work landed exactly once
     tip = git("ls-remote", "origin", "refs/heads/main", cwd=where).split()[0]
     git("fetch", "-q", "origin", "main", cwd=where)
+    # ... and the target's own line agrees: no task's work arrived by two commits
+    arrived = Counter(line.split()[-1] for line in git(
+        "log", "--first-parent", "--format=%H %P", tip, cwd=where).splitlines()
+        if len(line.split()) == 3)  # a merge's second parent: the work it brought
+    assert all(n == 1 for n in arrived.values()), arrived
     # every task's check at the tip, all of them, in a checkout of exactly the tip
     final = where.parent / "tip"
     git("worktree", "add", "-q", "--detach", str(final), tip, cwd=where)
@@ -151,12 +161,8 @@ def server_reflog(bare: Path) -> list[tuple[str, str]]:
     return [(line.split()[0], line.split()[1]) for line in text.splitlines() if line.strip()]
 
 
-@pytest.mark.parametrize("remote_url", ["daemon"], indirect=True)
-def test_four_clones_through_git_daemon_land_30_dependent_tasks_on_one_green_branch(
-        clones: Clones, remote_url: str, tmp_path: Path) -> None:  # noqa: F811
-    bare = tmp_path / "served" / "remote.git"
-    git("config", "core.logAllRefUpdates", "always", cwd=bare)
-    made = setup_fleet(clones)
+def run_and_audit(made: list[Path], bare: Path) -> None:
+    """Every clone's relay until the work is done, then the audit (module docstring)."""
     started = time.monotonic()
     ran = relay_all(made)
     took = time.monotonic() - started
@@ -172,3 +178,48 @@ def test_four_clones_through_git_daemon_land_30_dependent_tasks_on_one_green_bra
     returned = json.loads(ok(made[0], "log", "--json", "--type", "ERROR", "-n", "100000"))
     conflicts = sum(1 for line in returned if "[CONFLICT]" in line["line"] or "merged onto" in line["line"])
     print(f"{TASKS} tasks on {K} clones in {took:.0f} s; {conflicts} integration(s) sent back")
+
+
+@pytest.mark.parametrize("remote_url", ["daemon"], indirect=True)
+def test_four_clones_through_git_daemon_land_30_dependent_tasks_on_one_green_branch(
+        clones: Clones, remote_url: str, tmp_path: Path) -> None:  # noqa: F811
+    bare = tmp_path / "served" / "remote.git"
+    git("config", "core.logAllRefUpdates", "always", cwd=bare)
+    run_and_audit(setup_fleet(clones), bare)
+
+
+def gitolite_conf(machines: list[str]) -> str:
+    """docs/server-rights.md's gitolite rules for `machines`, machine i's clone refs under
+    its prefix c<i>; `RW refs/heads/`: the target moves only by fast-forward."""
+    own = "".join(f"    RW+ refs/harness/clones/c{i}[0-9a-f]{{{16 - len(f'c{i}')}}}/ = {name}\n"
+                  for i, name in enumerate(machines))
+    return (f"@fleet = {' '.join(machines)}\nrepo gitolite-admin\n    RW+ = admin\nrepo remote\n    RW+ = admin\n"
+            f"{own}    RW+ refs/harness/claims/ = @fleet\n    RW  refs/harness/attempts/ = @fleet\n"
+            "    RW  refs/harness/work/ = @fleet\n    RW+ refs/harness/locks/relay$ = @fleet\n"
+            "    RW  refs/heads/ = @fleet\n    R   = @fleet\n")
+
+
+def test_four_machines_under_gitolite_with_their_own_keys_land_the_same_graph(tmp_path: Path) -> None:
+    """The same fleet on gitolite over sshd, each machine its own key and the rights of
+    docs/server-rights.md: members create work refs, and the target takes fast-forwards
+    only (gitolite's RW)."""
+    why = gitolite.missing()
+    if why:
+        pytest.skip(why)
+    server = gitolite.Gitolite(tmp_path / "gitolite")
+    server.setup()
+    bare = server.repositories / "remote.git"
+    git("init", "-q", "--bare", "-b", "main", str(bare), cwd=tmp_path)
+    git("config", "core.logAllRefUpdates", "always", cwd=bare)
+    seed = make_repo(tmp_path / "seed")
+    git("push", "-q", str(bare), "main", cwd=seed)
+    machines = [f"machine{i}" for i in range(K)]
+    server.configure(gitolite_conf(machines), machines)
+    with server.serving():
+        def clone(name: str) -> Path:
+            i = int(name[1:])
+            git("clone", "-q", "-c", f"core.sshCommand={server.ssh_command(machines[i])}", "-c",
+                f"handoff.cloneId=c{i}", server.url("remote"), str(tmp_path / name), cwd=tmp_path)
+            return tmp_path / name
+
+        run_and_audit(setup_fleet(clone), bare)

@@ -44,9 +44,13 @@ def test_a_move_lands_only_on_the_tip_it_was_built_on(tmp_path: Path) -> None:
     assert landing.bring(repo, target) == theirs
     merged = git("commit-tree", "-p", theirs, "-p", mine, "-m", "m", git("rev-parse", "HEAD^{tree}", cwd=a).strip(),
                  cwd=a).strip()
-    landing.move(repo, target, merged, theirs)
+    assert landing.move(repo, target, merged, theirs) is True
     assert git("rev-parse", "main", cwd=bare).strip() == merged
     assert git("rev-parse", "refs/remotes/origin/main", cwd=a).strip() == merged
+    # another clone built the very same commit and pushed it first: git says "up to date"
+    # (no lease is checked then), and the move says it was not this one's
+    assert landing.move(repo, target, merged, theirs) is False
+    assert git("rev-parse", "main", cwd=bare).strip() == merged
 
 
 def test_a_server_that_refuses_the_branch_is_said_so(tmp_path: Path) -> None:
