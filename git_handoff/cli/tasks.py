@@ -69,6 +69,12 @@ def describe(task: Task) -> str:
         lines.append(f"  last claimed:  {visible(task.claimed_by)}")
     if task.completed_at:
         lines.append(f"  completed:     {task.completed_at}")
+    work = task.get("work_ref")
+    if isinstance(work, str):
+        landed = task.get("integrated_commit")
+        lines.append(f"  work:          {visible(work)} "
+                     + (f"(landed on the target as {str(landed)[:12]})" if isinstance(landed, str) else
+                        "(not on the target yet: `git handoff integrate`)"))
     if task.tokens:
         lines.append(f"  tokens:        {task.tokens} (its share of its sessions' agents' tokens)")
     for cp in task.checkpoints:

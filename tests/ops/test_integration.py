@@ -45,6 +45,7 @@ def test_the_two_clone_case_b_starts_from_a_base_holding_a_work(clones: Clones) 
     shown = task(a, "A")
     assert shown["work_ref"] == "refs/harness/work/A/1" and shown["completed_commit"] == work
     assert shown.get("integrated_commit") is None  # the target is origin/main: not landed yet
+    assert "work:          refs/harness/work/A/1 (not on the target yet" in ok("show", "A", cwd=a)
     # the work is published: the remote holds it under its own ref
     assert git("ls-remote", "origin", "refs/harness/work/A/1", cwd=a).split()[0] == work
 
@@ -64,6 +65,7 @@ def test_the_two_clone_case_b_starts_from_a_base_holding_a_work(clones: Clones) 
     report = landed.json()
     assert [(x["task"], x["how"]) for x in report["landed"]] == [("A", "fast-forward")]
     assert remote_tip(b) == work
+    assert f"work:          refs/harness/work/A/1 (landed on the target as {work[:12]})" in ok("show", "A", cwd=b)
 
     claimed = ok("claim", "--json", cwd=b)
     assert claimed["id"] == "B" and claimed["started_at_commit"] == work
