@@ -70,6 +70,8 @@ def describe(task: Task) -> str:
     if task.completed_at:
         lines.append(f"  completed:     {task.completed_at}")
     work = task.get("work_ref")
+    if isinstance(task.get("work_withheld"), str):
+        lines.append(f"  work:          {visible(str(task.get('work_withheld')))}")
     if isinstance(work, str):
         landed = task.get("integrated_commit")
         lines.append(f"  work:          {visible(work)} "

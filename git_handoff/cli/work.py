@@ -207,6 +207,8 @@ def done_cmd(task_id: str, force: bool, as_json: bool) -> None:
         emit_json(_view(task))
     else:
         click.echo(f"Completed {task.id} (commit {short(task.get('completed_commit'))})")
+        if task.get("work_withheld"):
+            click.echo(f"warning: {task.get('work_withheld')}", err=True)
 
 
 def _echo_fail(outcome: FailOutcome, streamed: bool = False) -> None:

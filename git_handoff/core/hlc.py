@@ -45,6 +45,7 @@ CLAIM_UNIT = (
     "completed_at",
     "completed_commit",
     "work_ref",
+    "work_withheld",
     "completed_session",
     "uncommitted_at_completion",
     "failed_at",

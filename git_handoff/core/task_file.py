@@ -58,6 +58,7 @@ TASK_EXTRA_FIELDS: dict[str, Check] = {
     "failed_at": opt(STAMP),
     "last_attempt_ref": opt(PATH_TEXT),
     "work_ref": opt(PATH_TEXT),
+    "work_withheld": opt(text(1024)),
     "integrated_commit": opt(OID),
     "hlc": opt(pattern(HLC_STAMP, "a clock stamp (ms.counter.clone)")),
 }
@@ -244,6 +245,7 @@ _W_EXTRA_VALUES = {
     "failed_at": _null_or(_W_TIME),
     "last_attempt_ref": _null_or(_line_string(PATH_MAX)),
     "work_ref": _null_or(_line_string(PATH_MAX)),
+    "work_withheld": _null_or(_line_string(1024)),
     "integrated_commit": _null_or(r'"[0-9a-f]{40}(?:[0-9a-f]{24})?"'),
     "hlc": _null_or(rf'"{HLC_STAMP.pattern}+"'),
 }

@@ -80,6 +80,7 @@ class TaskJson(TypedDict):
     completed_commit: NotRequired[str | None]
     completed_session: NotRequired[int | None]
     work_ref: NotRequired[str | None]  # refs/harness/work/<id>/<n>: the work `done` published
+    work_withheld: NotRequired[str | None]  # why `done` did not publish it (a secret in its commits)
     integrated_commit: NotRequired[str | None]  # where the work landed on the target
     uncommitted_at_completion: NotRequired[bool | list[str] | None]
     failed_at: NotRequired[str | None]

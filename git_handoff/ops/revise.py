@@ -26,7 +26,7 @@ from git_handoff.state.store import StateStore, Tx
 REOPENABLE = ("completed", "failed")
 # The claim and completion fields a reopened task sheds (it is pending, unclaimed again).
 SHED_ON_REOPEN = (*CLAIM_FIELDS, "completed_commit", "completed_session", "uncommitted_at_completion", "failed_at",
-                  "work_ref", "integrated_commit")
+                  "work_ref", "work_withheld", "integrated_commit")
 
 
 def _dependents(tasks: dict[str, Task], task_id: str) -> list[str]:

@@ -211,8 +211,9 @@ def done(store: StateStore, task_id: str, *, force: bool = False) -> Task:
     # The check ran on the work tree; what is not committed is not in `completed_commit`.
     uncommitted = worktree.dirty(store.repo)
     # the work, published under its own ref (ops/work_refs.py): on the target already
-    # when the target is this very branch
-    published = work_refs.publish(store.repo, seen, head)
+    # when the target is this very branch; never when its commits hold a secret (SPEC §11)
+    withheld = work_refs.secret_in(store.repo, seen.started_at_commit, head)
+    published = work_refs.publish(store.repo, seen, head) if withheld is None else None
     landed = work_refs.landed_here(store.repo, head)
 
     def apply(tx: Tx) -> Task:
@@ -222,6 +223,7 @@ def done(store: StateStore, task_id: str, *, force: bool = False) -> Task:
         ).with_extra(
             completed_commit=head,
             work_ref=published,
+            work_withheld=withheld,
             integrated_commit=landed,
             completed_session=tx.session,
             uncommitted_at_completion=uncommitted[:50] or None,
@@ -234,6 +236,8 @@ def done(store: StateStore, task_id: str, *, force: bool = False) -> Task:
             tx.log("WARN", f"completed with {len(uncommitted)} uncommitted file(s), not in commit {short(head)}: "
                    + ", ".join(uncommitted[:5]), task=task.id)
         tx.log("Completed", f"(commit {short(head)})", task=task.id)  # landed or not: the field says
+        if withheld is not None:
+            tx.log("WARN", withheld, task=task.id)
         tx.after_commit("notes", lambda: notes.note_task_commits(store, seen, head=head, outcome="completed"))
         tx.after_commit("the tasks-per-session handoff document", lambda: handoff.after_done(store))
         return new
@@ -241,7 +245,8 @@ def done(store: StateStore, task_id: str, *, force: bool = False) -> Task:
     try:
         task = _record_done(store, apply, through)
     except BaseException:
-        work_refs.withdraw(store.repo, published, head)
+        if published is not None:
+            work_refs.withdraw(store.repo, published, head)
         raise
     _forget_claim(store, seen)
     return task

@@ -43,6 +43,23 @@ def publish(repo: Repo, task: Task, commit: str) -> str:
     raise Contention(f"could not name a work ref for {task.id}; retry")
 
 
+def secret_in(repo: Repo, base: str | None, head: str) -> str | None:
+    """Why the work `base..head` is not published (its commits' messages or the files they
+    brought hold a secret: SPEC §11), or None. A work with no base here (a claim's commit
+    beyond a shallow cut) is scanned from nothing it can compare with: its own commit only."""
+    from git_handoff.state import redaction  # noqa: PLC0415  (the scanner: only for a completion)
+
+    start = base if base is not None and repo.has_object(base) else None
+    found = redaction.secret_history(repo, start, head) if start is not None else \
+        redaction.secret_files(repo, None, [redaction.tree_of(repo, head)])
+    if not found:
+        return None
+    where = "; ".join(f"{place} ({', '.join(kinds)})" for place, kinds in list(found.items())[:5])
+    return (f"its work was not published: a secret in {where}. Take it out of those commits (rewrite them), "
+            "then `git handoff reopen` the task and complete it again; until then it stays out of the "
+            "integration queue")
+
+
 def withdraw(repo: Repo, ref: str, commit: str) -> None:
     """Take back a work ref this process just created (its completion was not recorded)."""
     if repo.ref_target(ref) == commit:

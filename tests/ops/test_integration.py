@@ -274,3 +274,30 @@ def test_independent_work_on_top_of_work_refused_in_the_same_round_goes_back_uns
     assert "conflicts in shared.txt" in returned["Y"]["reason"]
     assert "was built on refs/harness/work/Y/1" in returned["W"]["reason"]
     assert task(b, "Y")["attempts"] == 1 and task(b, "W")["attempts"] == 0
+
+
+def test_work_whose_commits_hold_a_secret_is_never_published_nor_queued(clones: Clones) -> None:  # noqa: F811
+    """SPEC §11 for the work refs: `done` completes a task whose committed file holds a
+    token, but publishes no work ref (the sync would push it to every clone), says why on
+    stderr, in `show` and the log, and the queue never lands it."""
+    from tests.support import secret_corpus
+
+    token = secret_corpus.SECRETS["github-token"]
+    a = clones("a")
+    ok("init", cwd=a)
+    ok("add", "config", "--id", "C", "--check", "test -s settings.py", cwd=a)
+    ok("claim", "C", cwd=a)
+    commit_file(a, "settings.py", f"TOKEN = '{token}'\n")
+    done = run("done", "C", cwd=a)
+    assert done.rc == 0 and "its work was not published: a secret in" in done.err and "settings.py" in done.err
+    shown = task(a, "C")
+    assert shown["status"] == "completed" and shown.get("work_ref") is None and shown.get("work_withheld")
+    assert "its work was not published" in ok("show", "C", cwd=a)
+    assert git("for-each-ref", "refs/harness/work/", cwd=a) == ""
+    ok("sync", cwd=a)
+    report = ok("integrate", "--json", cwd=a)
+    assert report["landed"] == [] and report["returned"] == []
+    assert git("ls-remote", "origin", "refs/harness/*", "refs/heads/*", cwd=a).count("work/") == 0
+    probe = a.parent / "probe"  # everything the remote holds, every ref
+    git("clone", "-q", "--mirror", git("config", "remote.origin.url", cwd=a).strip(), str(probe), cwd=a.parent)
+    assert token not in git("log", "-p", "--all", cwd=probe)
