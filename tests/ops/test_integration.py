@@ -149,12 +149,11 @@ def test_a_conflict_names_the_files_and_restore_brings_the_work_back(clones: Clo
     assert (b / "shared.txt").read_text() == "from y\n"
 
 
-def test_work_built_on_refused_work_goes_back_without_spending_an_attempt(clones: Clones) -> None:  # noqa: F811
-    """Y is refused (a conflict with X); Z, done on top of Y's refused work before that, is
-    sent back rather than landed (its merge would carry Y's refused commits onto the target
-    unchecked by Y's check), its attempts untouched; its next claim starts from the tip."""
+def _y_done_after_x_landed(clones: Clones, *add: str) -> tuple[Path, Path]:  # noqa: F811
+    """X landed from clone a; in clone b, a task added (`add`), then Y done on a base
+    without X's version of shared.txt: Y's work will conflict."""
     a, b = _two_siblings(clones, "test -s shared.txt", "test -s shared.txt")
-    ok("add", "z", "--id", "Z", "--after", "Y", "--check", "test -s z.txt", cwd=b)
+    ok("add", *add, cwd=b)
     ok("claim", "X", cwd=a)
     commit_file(a, "shared.txt", "from x\n")
     ok("done", "X", cwd=a)
@@ -162,6 +161,14 @@ def test_work_built_on_refused_work_goes_back_without_spending_an_attempt(clones
     ok("claim", "Y", cwd=b)
     commit_file(b, "shared.txt", "from y\n")
     ok("done", "Y", cwd=b)
+    return a, b
+
+
+def test_work_built_on_refused_work_goes_back_without_spending_an_attempt(clones: Clones) -> None:  # noqa: F811
+    """Y is refused (a conflict with X); Z, done on top of Y's refused work before that, is
+    sent back rather than landed (its merge would carry Y's refused commits onto the target
+    unchecked by Y's check), its attempts untouched; its next claim starts from the tip."""
+    a, b = _y_done_after_x_landed(clones, "z", "--id", "Z", "--after", "Y", "--check", "test -s z.txt")
     ok("claim", "Z", cwd=b)  # Y's work is in b's history: Z may start on it
     commit_file(b, "z.txt", "z\n")
     ok("done", "Z", cwd=b)
@@ -256,15 +263,7 @@ def test_independent_work_on_top_of_work_refused_in_the_same_round_goes_back_uns
     """W needs nothing of Y but was done after it in one worktree (its work holds Y's
     commits); Y is refused in a round: W, later in that round, goes back unspent rather than
     conflicting on Y's commits and spending an attempt."""
-    a, b = _two_siblings(clones, "test -s shared.txt", "test -s shared.txt")
-    ok("add", "w", "--id", "W", "--priority", "P2", "--check", "test -s w.txt", cwd=b)
-    ok("claim", "X", cwd=a)
-    commit_file(a, "shared.txt", "from x\n")
-    ok("done", "X", cwd=a)
-    ok("integrate", cwd=a)
-    ok("claim", "Y", cwd=b)
-    commit_file(b, "shared.txt", "from y\n")
-    ok("done", "Y", cwd=b)
+    _, b = _y_done_after_x_landed(clones, "w", "--id", "W", "--priority", "P2", "--check", "test -s w.txt")
     ok("claim", "W", cwd=b)
     commit_file(b, "w.txt", "w\n")
     ok("done", "W", cwd=b)
