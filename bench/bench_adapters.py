@@ -46,7 +46,8 @@ def _module(name: str) -> Any | None:
 
 
 def claim_vs_baseline(quick: bool) -> list[Row]:
-    names = [("claim vs tasks.json+mkdir, 100 tasks", 100, 1.2), ("claim vs tasks.json+mkdir, 10,000 tasks", 10000, 0.6)]
+    names = [("claim vs tasks.json+mkdir, 100 tasks", 100, 1.2),
+             ("claim vs tasks.json+mkdir, 10,000 tasks", 10000, 0.6)]
     bench_claim = _module("bench_claim") if feature_built("work") else None
     if bench_claim is None:
         return [not_built(n, f"<= {t:g}x") for n, _, t in names]
@@ -56,7 +57,8 @@ def claim_vs_baseline(quick: bool) -> list[Row]:
     rows = []
     for name, n, limit in names:
         ours, base = median(times[n]["ours"]), median(times[n]["baseline"])
-        rows.append(Row(name, ms(ours), f"tasks.json+mkdir {ms(base)}", ours / base, f"<= {limit:g}x", ours / base <= limit))
+        rows.append(Row(name, ms(ours), f"tasks.json+mkdir {ms(base)}", ours / base, f"<= {limit:g}x",
+                        ours / base <= limit))
     return rows
 
 
@@ -149,7 +151,8 @@ def _grow_state_fast(repo: Path, count: int) -> None:
     chunks = []
     for n in range(count):
         msg = f"[2026-07-01T10:00:00Z] [SESSION-0] WARN bench filler {n}\n".encode()
-        head = f"commit refs/harness/state\ncommitter bench <bench@example.com> {1782900000 + n} +0000\ndata {len(msg)}\n"
+        head = (f"commit refs/harness/state\ncommitter bench <bench@example.com> {1782900000 + n} +0000\n"
+                f"data {len(msg)}\n")
         chunks.append(head.encode() + msg + (f"from {tip}\n".encode() if n == 0 else b"") + b"\n")
     git("fast-import", "--quiet", "--force", cwd=repo, input=b"".join(chunks))
 

@@ -59,7 +59,8 @@ def main() -> None:
                     "PYTHONPATH": env["PYTHONPATH"]}
             real = run_flow(base, cenv, args.tasks, args.per_session, CLAUDE_AGENT, True)
             requests = len(stub.requests)
-        for name, (elapsed, done, sessions) in (("scripted agent", scripted), (f"claude {PINNED_VERSION} + stub", real)):
+        for name, (elapsed, done, sessions) in (("scripted agent", scripted),
+                                                (f"claude {PINNED_VERSION} + stub", real)):
             print(f"{name}: {done}/{args.tasks} completed in {sessions} sessions, {elapsed:.1f}s "
                   f"({elapsed / args.tasks * 1000:.0f} ms/task)")
         print(f"ratio claude/scripted: {real[0] / scripted[0]:.1f}x; model requests served by the stub: {requests}")

@@ -60,7 +60,8 @@ from git_handoff import cmdclient
 # of HANDOFF_*), whatever that install turned on; and as `--no-command-server` writes it
 # (what every install wrote before it turned the server on: the plain command, no server)
 VARIANTS = ("plain", "served", "fast", "installed", "installed-off", "harness", "harness-site", "python")
-HOOKS = (("Stop", "claude-stop", "harness-stop.py"), ("SessionStart", "claude-session-start", "harness-sessionstart.py"))
+HOOKS = (("Stop", "claude-stop", "harness-stop.py"),
+         ("SessionStart", "claude-session-start", "harness-sessionstart.py"))
 WORKER = "bench-worker"
 
 
@@ -201,7 +202,8 @@ def hooks_scenario(quick: bool) -> list[Row]:
                                          env=plain_env if variant == "plain" else served_env,
                                          input=payload(event, ours))
                         if r.rc != 0:
-                            raise RuntimeError(f"{variant} {event} exited {r.rc}: {r.err.decode(errors='replace')[-300:]}")
+                            raise RuntimeError(f"{variant} {event} exited {r.rc}: "
+                                               f"{r.err.decode(errors='replace')[-300:]}")
                         outs[variant] = r.out
                         if round_:  # the first round warms the caches
                             times[variant].append(r.seconds)
@@ -230,8 +232,10 @@ def hooks_scenario(quick: bool) -> list[Row]:
                     rows.append(Row(f"{label}: served vs harness", "n/a (HARNESS_HOOKS not set)", target="<= 1.0x"))
                 rows.append(Row(f"{label}: served vs starting Python", ms(served), f"python -c pass {ms(floor)}",
                                 served / floor))
-                rows.append(Row(f"{label}: served, fast client vs served", ms(fast), f"served {ms(served)}", fast / served))
-                rows.append(Row(f"{label}: served vs in-process", ms(served), f"in-process {ms(plain)}", served / plain))
+                rows.append(Row(f"{label}: served, fast client vs served", ms(fast), f"served {ms(served)}",
+                                fast / served))
+                rows.append(Row(f"{label}: served vs in-process", ms(served), f"in-process {ms(plain)}",
+                                served / plain))
         finally:
             stop_server(ours)
             stop_server(as_installed)
@@ -261,7 +265,8 @@ def server_off_scenario(quick: bool) -> list[Row]:
 
 # -- what each path imports ------------------------------------------------------------
 
-def import_table(argv: list[str], cwd: Path, env: dict[str, str], stdin: bytes | None, top: int = 12) -> tuple[str, int, float]:
+def import_table(argv: list[str], cwd: Path, env: dict[str, str], stdin: bytes | None,
+                 top: int = 12) -> tuple[str, int, float]:
     """(the `top` slowest top-level imports as a table, how many modules, their total ms)."""
     r = run_proc(argv, cwd, env={**env, "PYTHONPROFILEIMPORTTIME": "1"}, input=stdin)
     rows = []
@@ -289,7 +294,8 @@ def importtime_report(n: int = 10_000) -> tuple[str, list[Row]]:
                                        ("served", served_env, HANDOFF + args),
                                        ("served, fast client", served_env, fast)):
                 text, count, total = import_table(argv, path, env, stdin)
-                parts.append(f"{title}, {variant}: {count} modules imported, {total:.1f} ms (sum of self times)\n{text}")
+                parts.append(f"{title}, {variant}: {count} modules imported, {total:.1f} ms (sum of self times)\n"
+                             f"{text}")
                 rows.append(Row(f"imports of `{title}`, {variant}", f"{count} modules, {total:.1f} ms"))
     finally:
         stop_server(path)

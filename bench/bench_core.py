@@ -107,7 +107,8 @@ def read_commands(quick: bool) -> list[Row]:
     ):
         ours, base = paired(HANDOFF + argv, IMPORT_PYGIT2, path, repeats)
         a, b = median([r.seconds for r in ours]), median([r.seconds for r in base])
-        rows.append(Row(f"{name}, 10,000 tasks", ms(a), f"import pygit2 {ms(b)}", a / b, f"<= {limit:g}x", a / b <= limit))
+        rows.append(Row(f"{name}, 10,000 tasks", ms(a), f"import pygit2 {ms(b)}", a / b, f"<= {limit:g}x",
+                        a / b <= limit))
         if name.startswith("status"):
             peak = max(peak_rss_kb(HANDOFF + argv, path) for _ in range(3))
             base_rss = max(peak_rss_kb(IMPORT_PYGIT2, path) for _ in range(3))

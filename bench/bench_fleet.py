@@ -47,15 +47,35 @@ during the delay K=16 run): read the ratios, not the rates. K = 32 not run. At K
 and 16 the remote's ref updates include 2 counted from `gc --auto` packing the refs
 (the hook now leaves those out): at most 0.06 per task.
 
-| transport | K | tasks | tasks/s (vs K=1) | exit 3 claim/sync | retries/claim (in cmd + exit-3 reruns) | claim p50 | ref updates/task | bytes stored/task | wire bytes pushed/task | CPU/task client/server | double | lost | same state | load start → end |
-|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|
-| daemon | 1 | 100 | 0.44 (1.00x) | 0/0 | 0.00 (0 + 0) | 0.80 s | 3.0 | 5,847 | n/a | 1.01 / 0.05 s | 0 | 0 | yes | 10.0/7.0/3.9 → 4.6/6.3/4.4 |
-| daemon | 4 | 100 | 0.38 (0.86x) | 18/26 | 0.44 (26 + 18) | 3.44 s | 2.7 | 4,784 | n/a | 1.43 / 0.11 s | 0 | 0 | yes | 4.6/6.3/4.4 → 9.3/8.4/5.8 |
-| daemon | 8 | 100 | 0.26 (0.58x) | 60/44 | 1.30 (70 + 60) | 8.85 s | 2.5 | 5,252 | n/a | 1.83 / 0.17 s | 0 | 0 | yes | 9.2/8.4/5.9 → 13.3/13.7/9.4 |
-| daemon | 16 | 100 | 0.18 (0.41x) | 181/67 | 3.07 (126 + 181) | 17.13 s | 2.1 | 8,127 | n/a | 2.37 / 0.28 s | 0 | 0 | yes | 13.3/13.7/9.4 → 14.6/23.7/18.1 |
-| delay 100 ms | 1 | 100 | 0.22 (1.00x) | 0/0 | 0.00 (0 + 0) | 1.62 s | 3.0 | 5,840 | 2,207 | 1.23 / 0.08 s | 0 | 0 | yes | 12.6/22.8/17.9 → 10.7/13.4/15.0 |
-| delay 100 ms | 16 | 100 | 0.12 (0.56x) | 202/62 | 3.21 (119 + 202) | 27.75 s | 2.2 | 9,561 | 99,872 | 3.35 / 0.47 s | 0 | 0 | yes | 10.7/13.4/15.0 → 13.0/23.3/22.4 |
-| http | 4 | 100 | 0.24 | 27/16 | 0.67 (40 + 27) | 5.23 s | 2.8 | 4,114 | n/a | 1.74 / 0.23 s | 0 | 0 | yes | 10.0/21.4/21.8 → 14.0/16.1/18.9 |
+| transport | K | tasks | tasks/s (vs K=1) | exit 3 claim/sync | retries/claim (in cmd + exit-3 reruns) | claim p50 |
+| --- | --- | --- | --- | --- | --- | --- |
+| daemon | 1 | 100 | 0.44 (1.00x) | 0/0 | 0.00 (0 + 0) | 0.80 s |
+| daemon | 4 | 100 | 0.38 (0.86x) | 18/26 | 0.44 (26 + 18) | 3.44 s |
+| daemon | 8 | 100 | 0.26 (0.58x) | 60/44 | 1.30 (70 + 60) | 8.85 s |
+| daemon | 16 | 100 | 0.18 (0.41x) | 181/67 | 3.07 (126 + 181) | 17.13 s |
+| delay 100 ms | 1 | 100 | 0.22 (1.00x) | 0/0 | 0.00 (0 + 0) | 1.62 s |
+| delay 100 ms | 16 | 100 | 0.12 (0.56x) | 202/62 | 3.21 (119 + 202) | 27.75 s |
+| http | 4 | 100 | 0.24 | 27/16 | 0.67 (40 + 27) | 5.23 s |
+
+| transport | K | ref updates/task | bytes stored/task | wire bytes pushed/task | CPU/task client/server | double |
+| --- | --- | --- | --- | --- | --- | --- |
+| daemon | 1 | 3.0 | 5,847 | n/a | 1.01 / 0.05 s | 0 |
+| daemon | 4 | 2.7 | 4,784 | n/a | 1.43 / 0.11 s | 0 |
+| daemon | 8 | 2.5 | 5,252 | n/a | 1.83 / 0.17 s | 0 |
+| daemon | 16 | 2.1 | 8,127 | n/a | 2.37 / 0.28 s | 0 |
+| delay 100 ms | 1 | 3.0 | 5,840 | 2,207 | 1.23 / 0.08 s | 0 |
+| delay 100 ms | 16 | 2.2 | 9,561 | 99,872 | 3.35 / 0.47 s | 0 |
+| http | 4 | 2.8 | 4,114 | n/a | 1.74 / 0.23 s | 0 |
+
+| transport | K | lost | same state | load start → end |
+| --- | --- | --- | --- | --- |
+| daemon | 1 | 0 | yes | 10.0/7.0/3.9 → 4.6/6.3/4.4 |
+| daemon | 4 | 0 | yes | 4.6/6.3/4.4 → 9.3/8.4/5.8 |
+| daemon | 8 | 0 | yes | 9.2/8.4/5.9 → 13.3/13.7/9.4 |
+| daemon | 16 | 0 | yes | 13.3/13.7/9.4 → 14.6/23.7/18.1 |
+| delay 100 ms | 1 | 0 | yes | 12.6/22.8/17.9 → 10.7/13.4/15.0 |
+| delay 100 ms | 16 | 0 | yes | 10.7/13.4/15.0 → 13.0/23.3/22.4 |
+| http | 4 | 0 | yes | 10.0/21.4/21.8 → 14.0/16.1/18.9 |
 
 Reading: throughput falls as clones are added (0.86x, 0.58x, 0.41x at K = 4, 8, 16;
 0.56x at K = 16 with the 100 ms delay, against a target of >= 8x); every claim that
@@ -71,12 +91,19 @@ series A (the same layout, pick at random among the first 4 x clones eligible ta
 2026-12-01 16:18-16:45, 200 tasks, `--transports daemon --ks 1,4,8,16,32 --tasks 200`;
 quiet for K = 1 and 4 (load 0.5-1), profiling beside K = 8 and 16 (load 5-13):
 
-| transport | K | tasks/s (vs K=1) | exit 3 | retries/claim | claim p50 | ref updates/task | CPU/task client/server | double | lost | same state |
-|---|---|---|---|---|---|---|---|---|---|---|
-| daemon | 1 | 0.59 (1.00x) | 0 | 0.00 | 0.61 s | 5.0 | 1.15 / 0.10 s | 0 | 0 | yes |
-| daemon | 4 | 1.05 (1.78x) | 0 | 0.03 | 1.43 s | 5.0 | 1.42 / 0.14 s | 0 | 0 | yes |
-| daemon | 8 | 0.91 (1.53x) | 0 | 0.04 | 3.38 s | 5.0 | 1.63 / 0.24 s | 0 | 0 | yes |
-| daemon | 16 | 0.56 (0.94x) | 0 | 0.14 | 11.75 s | 5.2 | 2.75 / 0.34 s | 0 | 0 | yes |
+| transport | K | tasks/s (vs K=1) | exit 3 | retries/claim | claim p50 | ref updates/task | CPU/task client/server |
+| --- | --- | --- | --- | --- | --- | --- | --- |
+| daemon | 1 | 0.59 (1.00x) | 0 | 0.00 | 0.61 s | 5.0 | 1.15 / 0.10 s |
+| daemon | 4 | 1.05 (1.78x) | 0 | 0.03 | 1.43 s | 5.0 | 1.42 / 0.14 s |
+| daemon | 8 | 0.91 (1.53x) | 0 | 0.04 | 3.38 s | 5.0 | 1.63 / 0.24 s |
+| daemon | 16 | 0.56 (0.94x) | 0 | 0.14 | 11.75 s | 5.2 | 2.75 / 0.34 s |
+
+| transport | K | double | lost | same state |
+| --- | --- | --- | --- | --- |
+| daemon | 1 | 0 | 0 | yes |
+| daemon | 4 | 0 | 0 | yes |
+| daemon | 8 | 0 | 0 | yes |
+| daemon | 16 | 0 | 0 | yes |
 
 (Its K = 32 run is void: the servers' lifetime, 1800 s then, ended under it.)
 
@@ -84,13 +111,21 @@ series B (the slot pick: each clone takes from its own slot, a hash of the task 
 modulo the publishing clones), 2026-12-01 17:18-18:20, daemon 200 tasks, delay and
 HTTP 100; two other engineers' test suites beside it (load 3-21):
 
-| transport | K | tasks/s (vs K=1) | exit 3 | retries/claim | claim p50 | ref updates/task | CPU/task client/server | double | lost | same state |
-|---|---|---|---|---|---|---|---|---|---|---|
-| daemon | 1 | 0.35 (1.00x) | 0 | 0.00 | 0.90 s | 5.0 | 1.18 / 0.09 s | 0 | 0 | yes |
-| daemon | 16 | 0.21 (0.60x) | 0 | 0.03 | 32.47 s | 5.2 | 3.03 / 0.31 s | 0 | 0 | yes |
-| delay 100 ms | 1 | 0.38 (1.00x) | 0 | 0.00 | 1.09 s | 5.0 | 1.09 / 0.11 s | 0 | 0 | yes |
-| delay 100 ms | 16 | 0.51 (1.36x) | 0 | 0.07 | 12.10 s | 5.1 | 2.36 / 0.34 s | 0 | 0 | yes |
-| http | 16 | 0.57 | 0 | 0.06 | 11.10 s | 5.1 | 2.68 / 0.39 s | 0 | 0 | yes |
+| transport | K | tasks/s (vs K=1) | exit 3 | retries/claim | claim p50 | ref updates/task | CPU/task client/server |
+| --- | --- | --- | --- | --- | --- | --- | --- |
+| daemon | 1 | 0.35 (1.00x) | 0 | 0.00 | 0.90 s | 5.0 | 1.18 / 0.09 s |
+| daemon | 16 | 0.21 (0.60x) | 0 | 0.03 | 32.47 s | 5.2 | 3.03 / 0.31 s |
+| delay 100 ms | 1 | 0.38 (1.00x) | 0 | 0.00 | 1.09 s | 5.0 | 1.09 / 0.11 s |
+| delay 100 ms | 16 | 0.51 (1.36x) | 0 | 0.07 | 12.10 s | 5.1 | 2.36 / 0.34 s |
+| http | 16 | 0.57 | 0 | 0.06 | 11.10 s | 5.1 | 2.68 / 0.39 s |
+
+| transport | K | double | lost | same state |
+| --- | --- | --- | --- | --- |
+| daemon | 1 | 0 | 0 | yes |
+| daemon | 16 | 0 | 0 | yes |
+| delay 100 ms | 1 | 0 | 0 | yes |
+| delay 100 ms | 16 | 0 | 0 | yes |
+| http | 16 | 0 | 0 | yes |
 
 Reading: the slot pick takes retries per claim at K = 16 from 0.14 to 0.03 (target
 <= 0.1). Throughput past K = 8 is bound by the two cores: client CPU per task grows
@@ -105,16 +140,27 @@ is over moves the claim ref by compare-and-swap), 2026-12-01 20:18-21:10, daemon
 tasks, delay and HTTP 100; one other engineer's test suite beside K = 1 and 16 (load 3-12,
 32 during K = 32):
 
-| transport | K | tasks/s (vs K=1) | exit 3 | retries/claim | claim p50 | ref updates/task | CPU/task client/server | double | lost | same state |
-|---|---|---|---|---|---|---|---|---|---|---|
-| daemon | 1 | 0.57 (1.00x) | 0 | 0.00 | 0.67 s | 5.0 | 1.16 / 0.10 s | 0 | 0 | yes |
-| daemon | 4 | 1.42 (2.49x) | 0 | 0.01 | 1.07 s | 5.0 | 1.22 / 0.13 s | 0 | 0 | yes |
-| daemon | 8 | 1.09 (1.91x) | 0 | 0.01 | 2.81 s | 5.0 | 1.58 / 0.19 s | 0 | 0 | yes |
-| daemon | 16 | 0.59 (1.04x) | 0 | 0.01 | 9.86 s | 5.0 | 2.42 / 0.32 s | 0 | 0 | yes |
-| daemon | 32 | 0.18 (0.31x) | 0 | 0.09 | 65.07 s | 5.2 | 10.76 / 0.39 s | 0 | 0 | yes |
-| delay 100 ms | 1 | 0.56 (1.00x) | 0 | 0.00 | 0.76 s | 5.0 | 0.90 / 0.10 s | 0 | 0 | yes |
-| delay 100 ms | 16 | 0.96 (1.72x) | 0 | 0.06 | 6.47 s | 5.0 | 1.81 / 0.26 s | 0 | 0 | yes |
-| http | 16 | 0.83 | 0 | 0.06 | 7.65 s | 5.0 | 2.05 / 0.35 s | 0 | 0 | yes |
+| transport | K | tasks/s (vs K=1) | exit 3 | retries/claim | claim p50 | ref updates/task | CPU/task client/server |
+| --- | --- | --- | --- | --- | --- | --- | --- |
+| daemon | 1 | 0.57 (1.00x) | 0 | 0.00 | 0.67 s | 5.0 | 1.16 / 0.10 s |
+| daemon | 4 | 1.42 (2.49x) | 0 | 0.01 | 1.07 s | 5.0 | 1.22 / 0.13 s |
+| daemon | 8 | 1.09 (1.91x) | 0 | 0.01 | 2.81 s | 5.0 | 1.58 / 0.19 s |
+| daemon | 16 | 0.59 (1.04x) | 0 | 0.01 | 9.86 s | 5.0 | 2.42 / 0.32 s |
+| daemon | 32 | 0.18 (0.31x) | 0 | 0.09 | 65.07 s | 5.2 | 10.76 / 0.39 s |
+| delay 100 ms | 1 | 0.56 (1.00x) | 0 | 0.00 | 0.76 s | 5.0 | 0.90 / 0.10 s |
+| delay 100 ms | 16 | 0.96 (1.72x) | 0 | 0.06 | 6.47 s | 5.0 | 1.81 / 0.26 s |
+| http | 16 | 0.83 | 0 | 0.06 | 7.65 s | 5.0 | 2.05 / 0.35 s |
+
+| transport | K | double | lost | same state |
+| --- | --- | --- | --- | --- |
+| daemon | 1 | 0 | 0 | yes |
+| daemon | 4 | 0 | 0 | yes |
+| daemon | 8 | 0 | 0 | yes |
+| daemon | 16 | 0 | 0 | yes |
+| daemon | 32 | 0 | 0 | yes |
+| delay 100 ms | 1 | 0 | 0 | yes |
+| delay 100 ms | 16 | 0 | 0 | yes |
+| http | 16 | 0 | 0 | yes |
 
 Reading: one commit per sync takes the state history at K = 16 from 27 commits per
 task to 4.4, and with it the ancestry walks, merge bases and edge checks each sync
@@ -179,7 +225,8 @@ def one_run(transport: str, k: int, n_tasks: int, *, delay_ms: float = 100.0, cm
         if transport == "delay":
             port = stack.enter_context(transports.delay_proxy(int(url.split(":")[2].split("/")[0]), delay_ms, stats))
             url = f"git://127.0.0.1:{port}/{fleet.REMOTE_NAME}"
-        clones = fleet.make_clones(work, url, k, config=(lambda i: ["handoff.commandServer=true"]) if cmd_server else None)
+        clones = fleet.make_clones(work, url, k,
+                                   config=(lambda i: ["handoff.commandServer=true"]) if cmd_server else None)
         for clone in clones if cmd_server else ():
             # the servers the set-up started are no descendants of this process: the loops
             # start their own, which it adopts and counts (fleet.run_fleet, orphans=True)
@@ -219,7 +266,8 @@ def one_run(transport: str, k: int, n_tasks: int, *, delay_ms: float = 100.0, cm
     new_bytes = sum(size for oid, size in objects_after.items() if oid not in objects_before)
     per = max(done, 1)
     return {
-        "transport": transport + (f" {delay_ms:.0f} ms" if transport == "delay" else "") + (" served" if cmd_server else "")
+        "transport": (transport + (f" {delay_ms:.0f} ms" if transport == "delay" else "")
+                      + (" served" if cmd_server else ""))
         + (" launcher" if launcher else ""),
         "k": k, "tasks": n_tasks, "seconds": round(run.seconds, 2), "completed": done,
         "tasks_per_s": round(done / run.seconds, 3) if run.seconds else 0.0,
@@ -232,7 +280,8 @@ def one_run(transport: str, k: int, n_tasks: int, *, delay_ms: float = 100.0, cm
         "stored_bytes_per_task": round(new_bytes / per),
         "wire_pushed_bytes_per_task": round(wire["receive-pack"][1] / per) if "receive-pack" in wire else None,
         "connections_per_task": round(sum(v[0] for v in wire.values()) / per, 1) if wire else None,
-        "cpu_per_task_s": round(run.cpu_seconds / per, 3), "orphans_reaped": run.orphans_reaped, "server_cpu_per_task_s": round(server_cpu / per, 3),
+        "cpu_per_task_s": round(run.cpu_seconds / per, 3), "orphans_reaped": run.orphans_reaped,
+        "server_cpu_per_task_s": round(server_cpu / per, 3),
         "python_start_ms": round(start * 1000, 1), "python_start_without_site_ms": round(start_bare * 1000, 1),
         "python_starts_per_task": round(sum(sum(r.runs.values()) for r in reports) / per, 2),
         "double_claims": sorted(set(result.double_done) | set(result.double_logged)),
@@ -244,9 +293,11 @@ def one_run(transport: str, k: int, n_tasks: int, *, delay_ms: float = 100.0, cm
 
 
 def table(results: list[dict[str, Any]]) -> str:
-    head = ["transport", "K", "tasks/s (vs K=1)", "exit 3 (claim/done/sync)", "retries per claim (in cmd + exit-3 reruns)",
-            "sync retries", "claim p50", "remote ref updates per task", "bytes stored per task", "wire bytes pushed per task",
-            "CPU per task (clients / server)", "Python start-ups per task × site's cost", "double claims", "lost", "same state everywhere", "load start → end"]
+    head = ["transport", "K", "tasks/s (vs K=1)", "exit 3 (claim/done/sync)",
+            "retries per claim (in cmd + exit-3 reruns)", "sync retries", "claim p50", "remote ref updates per task",
+            "bytes stored per task", "wire bytes pushed per task", "CPU per task (clients / server)",
+            "Python start-ups per task × site's cost", "double claims", "lost", "same state everywhere",
+            "load start → end"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     base: dict[str, float] = {}
     for r in results:
@@ -257,14 +308,16 @@ def table(results: list[dict[str, Any]]) -> str:
         e = r["exit3"]
         wire = "n/a" if r["wire_pushed_bytes_per_task"] is None else f"{r['wire_pushed_bytes_per_task']:,}"
         lines.append("| " + " | ".join([
-            r["transport"], str(r["k"]), f"{r['tasks_per_s']:.2f}{ratio}", f"{sum(e.values())} ({e['claim']}/{e['done']}/{e['sync']})",
+            r["transport"], str(r["k"]), f"{r['tasks_per_s']:.2f}{ratio}",
+            f"{sum(e.values())} ({e['claim']}/{e['done']}/{e['sync']})",
             f"{r['retries_per_claim']:.2f} ({r['claim_retries_in_command']} + {r['claim_exit3_reruns']})",
             str(r["sync_retries"]), "-" if r["claim_p50_s"] is None else f"{r['claim_p50_s']:.2f} s",
             f"{r['ref_updates_per_task']:.1f}", f"{r['stored_bytes_per_task']:,}", wire,
             f"{r['cpu_per_task_s']:.2f} / {r['server_cpu_per_task_s']:.2f} s",
             f"{r['python_starts_per_task']:.1f} × {r['python_start_ms'] - r['python_start_without_site_ms']:.0f} ms",
             str(len(r["double_claims"])),
-            f"{len(r['lost'])} of {r['tasks']}", "yes" if r["same_state"] else "NO", f"{r['load_start']} → {r['load_end']}",
+            f"{len(r['lost'])} of {r['tasks']}", "yes" if r["same_state"] else "NO",
+            f"{r['load_start']} → {r['load_end']}",
         ]) + " |")
     return "\n".join(lines)
 
@@ -281,7 +334,8 @@ def rows(results: list[dict[str, Any]]) -> list[Row]:
     kmax = max((r["k"] for r in results if r["transport"] == "daemon"), default=1)
     one, top = by.get(("daemon", 1)), by.get(("daemon", kmax))
     if one and top and kmax > 1:
-        out.append(Row(f"fleet daemon tasks/s K={kmax} vs K=1", f"{top['tasks_per_s']:.2f}", f"{one['tasks_per_s']:.2f}",
+        out.append(Row(f"fleet daemon tasks/s K={kmax} vs K=1", f"{top['tasks_per_s']:.2f}",
+                       f"{one['tasks_per_s']:.2f}",
                        top["tasks_per_s"] / one["tasks_per_s"], ">= 1.0x", top["tasks_per_s"] >= one["tasks_per_s"]))
     for r in results:
         if r["transport"].startswith("daemon") and r["k"] == 16:
@@ -337,7 +391,8 @@ def fleet_scenario(quick: bool) -> list[Row]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="K = 1 and 4, a few tasks (the bench/run.py --quick sizes)")
+    parser.add_argument("--quick", action="store_true",
+                        help="K = 1 and 4, a few tasks (the bench/run.py --quick sizes)")
     parser.add_argument("--ks", help="clone counts for the daemon runs, e.g. 1,4,8,16,32")
     parser.add_argument("--tasks", type=int, help="tasks in each daemon run")
     parser.add_argument("--transports", default="daemon,http,delay", help="which of daemon,http,delay to run")
@@ -360,8 +415,10 @@ def main(argv: list[str] | None = None) -> int:
     results = measure(ints(args.ks, p["ks"]), args.tasks or p["tasks"], args.transports.split(","),
                       ints(args.http_ks, p["http_k"]), ints(args.delay_ks, p["delay_ks"]),
                       args.transport_tasks or p["transport_tasks"], args.delay_ms, args.jsonl,
-                      tuple((served, launcher) for served in {"no": (False,), "yes": (True,), "both": (False, True)}[args.served]
-                            for launcher in {"full": (False,), "launcher": (True,), "both": (False, True)}[args.client]))
+                      tuple((served, launcher)
+                            for served in {"no": (False,), "yes": (True,), "both": (False, True)}[args.served]
+                            for launcher in {"full": (False,), "launcher": (True,),
+                                             "both": (False, True)}[args.client]))
     print(table(results))
     for row in rows(results):
         print(f"{row.scenario}: {row.figure} [{row.verdict}]")

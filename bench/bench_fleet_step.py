@@ -178,7 +178,8 @@ def main() -> None:
                   + ", ".join(f"{name} {n}" for name, n in counts_first.most_common()), flush=True)
             if opts.profile:
                 buf = io.StringIO()
-                pstats.Stats(str(work / f"profile-{verb}.out"), stream=buf).sort_stats("cumulative").print_stats(opts.top)
+                (pstats.Stats(str(work / f"profile-{verb}.out"), stream=buf)
+                 .sort_stats("cumulative").print_stats(opts.top))
                 print(buf.getvalue(), flush=True)
     print(f"# load {os.getloadavg()}", flush=True)
 

@@ -68,7 +68,8 @@ def long_haul(quick: bool, transactions: int | None = None) -> list[Row]:
             "<= 2x", p99e <= 2 * p99s),
         # Loose objects stay under a bound that does not depend on the run's length, so
         # per 1,000 transactions is only meaningful at the full run's 20,000.
-        Row(f"long haul {total:,} tx: loose objects after gc", f"{loose_end} ({per_k:.1f} per 1,000 tx; peak {max_loose})",
+        Row(f"long haul {total:,} tx: loose objects after gc",
+            f"{loose_end} ({per_k:.1f} per 1,000 tx; peak {max_loose})",
             "-", None, "< 20 per 1,000 tx" + (" (at 20,000 tx)" if total < 20000 else ""),
             per_k < 20 if total >= 20000 else None),
         Row(f"long haul {total:,} tx: disk per transaction", kib((disk_after - disk_before) / total),

@@ -106,7 +106,8 @@ def measure(sides: dict[str, Path], work: Path, reps: int) -> dict[str, dict[str
         cmd(pkg, path, "init", "--mode", "concurrent")
         cmd(pkg, path, "add", "Try", "--id", "t", "--check", "false", "--max-attempts", "1000")
         repos[side] = path
-    out: dict[str, dict[str, list[float]]] = {s: {"claim clean": [], "claim dirty": [], "fail dirty": []} for s in sides}
+    out: dict[str, dict[str, list[float]]] = {s: {"claim clean": [], "claim dirty": [], "fail dirty": []}
+                                              for s in sides}
     for rep in range(reps + 1):
         for side, pkg in sides.items():
             clean, dirty, failed = _round(pkg, repos[side])

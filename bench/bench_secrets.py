@@ -83,7 +83,8 @@ def row(name: str, runs: list[tuple[float, float]]) -> Row:
 def commands(n_tasks: int, repeats: int) -> list[Row]:
     repo = state_copy(f"secrets-{n_tasks}", n_tasks)
     handoff_ok(["claim", task_id(0)], repo)
-    checkpoints = [scanned(["checkpoint", task_id(0), f"step {i}: parser and tests pass"], repo) for i in range(repeats)]
+    checkpoints = [scanned(["checkpoint", task_id(0), f"step {i}: parser and tests pass"], repo)
+                   for i in range(repeats)]
     leaky = [scanned(["checkpoint", task_id(0), f"deploy key {SECRET} pasted"], repo) for _ in range(repeats)]
     handoff_ok(["done", task_id(0)], repo)
     dones = []

@@ -49,7 +49,8 @@ def _first_request(repo: Path, path: str) -> tuple[float, bytes]:
         line = proc.stdout.readline().decode()
         found = re.search(r"(http://127\.0\.0\.1:\d+/)", line)
         if not found:
-            raise RuntimeError(f"serve printed no URL: {line!r} {proc.stderr.read().decode()[-300:] if proc.stderr else ''}")
+            raise RuntimeError(f"serve printed no URL: {line!r} "
+                               f"{proc.stderr.read().decode()[-300:] if proc.stderr else ''}")
         start = time.perf_counter()
         with urllib.request.urlopen(found.group(1) + path.lstrip("/"), timeout=120) as resp:
             body = resp.read()

@@ -218,7 +218,8 @@ def request_fields() -> list[bytes]:
 
     mask = os.umask(0)
     os.umask(mask)
-    ignored = [str(int(getattr(signal, n))) for n in FORWARDED if signal.getsignal(getattr(signal, n)) == signal.SIG_IGN]
+    ignored = [str(int(getattr(signal, n))) for n in FORWARDED
+               if signal.getsignal(getattr(signal, n)) == signal.SIG_IGN]
     env = [k.encode("utf-8", "surrogateescape") + b"=" + v.encode("utf-8", "surrogateescape")
            for k, v in os.environ.items()]
     argv = [a.encode("utf-8", "surrogateescape") for a in sys.argv]

@@ -55,7 +55,8 @@ def identity(environ: os._Environ[str] | dict[str, str], interp: list[str] | Non
                 st = entry.stat()
                 parts.append(f"{entry.path}:{st.st_mtime_ns}:{st.st_size}")
     for key in sorted(environ):
-        if key.startswith(("PYTHON", "HANDOFF_", "GIT_HANDOFF_", "GIT_CONFIG", "LC_")) or key in ("LANG", "HOME", "XDG_CONFIG_HOME"):
+        if (key.startswith(("PYTHON", "HANDOFF_", "GIT_HANDOFF_", "GIT_CONFIG", "LC_"))
+                or key in ("LANG", "HOME", "XDG_CONFIG_HOME")):
             parts.append(f"{key}={environ[key]}")
     return "\0".join(parts).encode("utf-8", "surrogateescape")
 

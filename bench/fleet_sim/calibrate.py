@@ -177,7 +177,8 @@ def calibrate(daemon: list[dict[str, Any]], delay_runs: list[dict[str, Any]] | N
             "measured_tasks_per_s": round(m["tasks_per_s"], 3),
             "measured_range": [round(m["tasks_per_s_min"], 3), round(m["tasks_per_s_max"], 3)],
             "simulated_tasks_per_s": round(sim_tps, 3),
-            "simulated_range": [round(min(r["tasks_per_s"] for r in runs), 3), round(max(r["tasks_per_s"] for r in runs), 3)],
+            "simulated_range": [round(min(r["tasks_per_s"] for r in runs), 3),
+                                round(max(r["tasks_per_s"] for r in runs), 3)],
             "ratio": round(sim_tps / m["tasks_per_s"], 3),
             "measured_cpu_per_task": round(m["cpu_per_task"], 3),
             "simulated_cpu_per_task": round(_med([r["cpu_per_task"] for r in runs]), 3),
@@ -212,7 +213,8 @@ def print_table(cal: dict[str, Any]) -> None:
         print(f"| {r['k']} | {r.get('rtt', 0) * 1000:.0f} ms | {r['tasks']} | {r['others_cores']:.2f} | "
               f"{r['measured_tasks_per_s']:.3f} ({lo:.3f}-{hi:.3f}) | {r['simulated_tasks_per_s']:.3f} | "
               f"{r['ratio']:.2f} | {r['measured_cpu_per_task']:.2f} / {r['simulated_cpu_per_task']:.2f} s | "
-              f"{r.get('measured_retries_per_claim', float('nan')):.3f} / {r.get('simulated_retries_per_claim', float('nan')):.3f} | "
+              f"{r.get('measured_retries_per_claim', float('nan')):.3f} / "
+              f"{r.get('simulated_retries_per_claim', float('nan')):.3f} | "
               f"{r.get('measured_claim_p50', float('nan')):.2f} / {r.get('simulated_claim_p50', float('nan')):.2f} s |")
 
 
@@ -220,7 +222,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("daemon", type=Path)
     ap.add_argument("delay", type=Path, nargs="?")
-    ap.add_argument("--scale", type=Path, help="measure_scale.py's JSON (bytes per commit, per-head cost at 1,000 heads)")
+    ap.add_argument("--scale", type=Path,
+                    help="measure_scale.py's JSON (bytes per commit, per-head cost at 1,000 heads)")
     ap.add_argument("--out", type=Path, default=CALIBRATION)
     a = ap.parse_args(argv)
 

@@ -387,7 +387,8 @@ class World:
         if not cutoff and self.remote.recent and self.remote.recent[0][0] > seen:
             pass  # the window is long against any command; a view older than it is not expected
         extra = sorted(set(extra))
-        for pool, mine in ((self.bucket(n, rank) if n > 1 else self.eligible, [t for t in extra if n <= 1 or slot_of(t, n) == rank]),
+        for pool, mine in ((self.bucket(n, rank) if n > 1 else self.eligible,
+                            [t for t in extra if n <= 1 or slot_of(t, n) == rank]),
                            (self.eligible, extra)):
             size = len(pool) + len(mine)
             for _ in range(min(32, size * 2)):
@@ -464,7 +465,8 @@ class Clone:
             heads = r.heads_since(self.seen_u)
             if self.id in r.state_u and r.state_u[self.id] > self.seen_u:
                 heads -= 1  # our own ref: tracked at our push (remote/tracked.track)
-            got = p.bytes_per_ref * refs + p.bytes_per_commit * max(0, r.commits - self.seen_commits - self.local_commits)
+            got = (p.bytes_per_ref * refs
+                   + p.bytes_per_commit * max(0, r.commits - self.seen_commits - self.local_commits))
             w.stats.fetch_bytes += got
             if first:
                 w.stats.joins.append({"t": w.sim.now, "bytes": got, "heads": heads, "refs": refs})
@@ -697,7 +699,8 @@ class Clone:
                         retire.append((c, r.state_u[c]))
             dead = [(t, tok) for t, tok in r.claims.items()
                     if r.timeline[t][-1][1].token == tok and r.timeline[t][-1][1].status == IN_PROGRESS
-                    and seen - r.timeline[t][-1][1].lease_end > p.dead_claim] if attempt == 0 and w.rng.random() < 0.02 else []
+                    and seen - r.timeline[t][-1][1].lease_end > p.dead_claim] \
+                if attempt == 0 and w.rng.random() < 0.02 else []
 
             def transaction() -> bool:
                 ok = True

@@ -53,8 +53,8 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(r)
         print(f"K={k} server {server_cores} cores: {r['tasks_per_s']:.2f} tasks/s, retries/claim "
               f"{r['retries_per_claim']:.3f}, claim p50 {r['claim_p50']:.1f} s, CPU/task {r['cpu_per_task']:.2f} s, "
-              f"server CPU/task {r['server_cpu_per_task']:.2f} s, fetched/task {r['fetch_bytes_per_task'] / 1e6:.2f} MB, "
-              f"double {r['double_claims']} lost {r['lost']}", flush=True)
+              f"server CPU/task {r['server_cpu_per_task']:.2f} s, fetched/task "
+              f"{r['fetch_bytes_per_task'] / 1e6:.2f} MB, double {r['double_claims']} lost {r['lost']}", flush=True)
     out["fixed"] = rows
     if not a.skip_month:
         t0 = time.monotonic()

@@ -46,7 +46,8 @@ def summary(w: World, seconds: float) -> dict[str, Any]:
     s = w.stats
     done = max(s.completed, 1)
     cpu = sum(s.verb_cpu.values())
-    per_verb = {v: {"n": s.verb_n[v], "cpu_mean": s.verb_cpu[v] / s.verb_n[v], "wall_mean": s.verb_wall[v] / s.verb_n[v],
+    per_verb = {v: {"n": s.verb_n[v], "cpu_mean": s.verb_cpu[v] / s.verb_n[v],
+                    "wall_mean": s.verb_wall[v] / s.verb_n[v],
                     "heads_mean": s.verb_heads[v] / s.verb_n[v]} for v in s.verb_n}
     return {
         "completed": s.completed, "seconds": seconds, "tasks_per_s": s.completed / seconds if seconds else 0.0,
@@ -55,7 +56,8 @@ def summary(w: World, seconds: float) -> dict[str, Any]:
         "retries_per_claim": (s.claim_pushes - s.claims + s.claim_exit3) / max(s.claims, 1),
         "claim_moved": s.claim_moved, "claim_locked": s.claim_locked, "claim_exit3": s.claim_exit3,
         "sync_retries": s.sync_retries, "sync_exit3": s.sync_exit3, "done_refused": s.done_refused,
-        "takeovers": s.takeovers, "claims_on_completed": s.claims_on_completed, "ref_updates_per_task": s.ref_updates / done,
+        "takeovers": s.takeovers, "claims_on_completed": s.claims_on_completed,
+        "ref_updates_per_task": s.ref_updates / done,
         "claim_p50": statistics.median(s.claim_seconds) if s.claim_seconds else None,
         "fetch_bytes_per_task": s.fetch_bytes / done, "per_verb": per_verb,
         "pruned": s.pruned, "retired": s.retired, "deletes_locked": s.deletes_locked,

@@ -315,7 +315,8 @@ def codex_status(config_path: Path, hooks_path: Path, data: dict[str, Any], spec
     state = _state_table(doc, create=False) or {}
     entries = codex_trust_entries(hooks_path, data, spec)
     trusted = bool(entries) and all(
-        isinstance(state.get(key), dict) and state[key].get("trusted_hash") == digest for key, digest in entries.items())
+        isinstance(state.get(key), dict) and state[key].get("trusted_hash") == digest
+        for key, digest in entries.items())
     projects = doc.get("projects")
     record = projects.get(str(project)) if isinstance(projects, dict) else None
     features = doc.get("features")

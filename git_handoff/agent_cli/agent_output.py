@@ -77,7 +77,8 @@ _WHEN = re.compile(
     r"(?P<hour>\d{1,2})(?::(?P<minute>\d{2}))?\s*(?P<half>am|pm)?\b"
     r"(?:\s*\((?P<zone>[A-Za-z_]+(?:/[A-Za-z0-9_+-]+)*)\))?"
 )
-_SECONDS = re.compile(r"(?i)(?:retry|try again|retry after)\s+(?:in\s+|after\s+)?(?:(\d+)h)?(?:(\d+)m(?!s))?([\d.]+)s\b")
+_SECONDS = re.compile(r"(?i)(?:retry|try again|retry after)\s+(?:in\s+|after\s+)?"
+                      r"(?:(\d+)h)?(?:(\d+)m(?!s))?([\d.]+)s\b")
 
 
 # A reset printed to the minute ("resets 12:01pm") when it falls within that very minute

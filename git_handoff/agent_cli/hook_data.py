@@ -28,7 +28,9 @@ class Event:
     agent_session: str | None = None  # the agent's own conversation id
     trigger: str | None = None  # pre_compact: manual | auto; session_end: the reason
     set_aside: tuple[str, ...] = ()  # payload fields dropped by the text rules (payload_text)
-    transcript: str | None = None  # the agent's transcript file (JSON lines): its use (ops/usage.py), where a Stop block's count resets (ops/stop_cap.py)
+    # the agent's transcript file (JSON lines): its use (ops/usage.py), where a Stop block's count resets
+    # (ops/stop_cap.py)
+    transcript: str | None = None
     cli: str | None = None  # the agent CLI whose hook this is (its NAME; hook_entry sets it)
     block_cap: int | None = None  # stop: the CLI ends the turn itself after this many blocks in a row (ops/stop_cap.py)
 

@@ -43,14 +43,16 @@ class AgentCli(Protocol):
     @property
     def LABEL(self) -> str: ...  # as the CLI calls itself in our messages ("Codex CLI")
     @property
-    def PROGRAMS(self) -> tuple[str, ...]: ...  # the executables that start it (agent_output.cli_of reads a launch command)
+    # the executables that start it (agent_output.cli_of reads a launch command)
+    def PROGRAMS(self) -> tuple[str, ...]: ...
     @property
     def PACKAGE(self) -> str: ...  # the npm package that installs it
     @property
     def VERSION(self) -> str: ...  # the version the suite proves (.ci/run installs it; `git handoff hooks versions`)
     # -- its hooks: `git handoff hook NAME-…` in the file CONFIG of the project ----------------
     @property
-    def HOOKS(self) -> dict[str, tuple[str, str | None, str]]: ...  # hook -> (its event, matcher, the core's event kind)
+    # hook -> (its event, matcher, the core's event kind)
+    def HOOKS(self) -> dict[str, tuple[str, str | None, str]]: ...
     @property
     def CONFIG(self) -> str: ...  # the project's hooks file, in the work tree
     @property

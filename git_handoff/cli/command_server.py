@@ -42,10 +42,12 @@ DEFAULT_IDLE_SECONDS = 120.0
 PRELOAD = ("pygit2", "click", "json", "tomllib", "git_handoff.cli", "git_handoff.cli.tasks", "git_handoff.cli.work",
            "git_handoff.cli.session", "git_handoff.cli.hooks", "git_handoff.cli.revise",
            "git_handoff.ops.hook_entry", "git_handoff.ops.tasks", "git_handoff.ops.views", "git_handoff.ops.work",
-           "git_handoff.ops.attempts", "git_handoff.ops.sessions", "git_handoff.ops.claim", "git_handoff.ops.open_state",
+           "git_handoff.ops.attempts", "git_handoff.ops.sessions", "git_handoff.ops.claim",
+           "git_handoff.ops.open_state",
            "git_handoff.ops.hook_decisions", "git_handoff.state.store", "git_handoff.state.claim_index",
            "git_handoff.state.status_index", "git_handoff.infra.gitrepo", "git_handoff.state.notices",
-           "git_handoff.infra.worktree", "git_handoff.infra.task_commands", "git_handoff.cli.sync", "git_handoff.ops.sync")
+           "git_handoff.infra.worktree", "git_handoff.infra.task_commands", "git_handoff.cli.sync",
+           "git_handoff.ops.sync")
 MAX_REQUEST = 4 << 20
 LOG_LIMIT = 1 << 20
 # A connection sends its whole request within this many seconds of its accept or is

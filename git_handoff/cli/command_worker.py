@@ -1,10 +1,10 @@
 """A command server's worker: become the client, then run the command.
 
 The server (git_handoff/cli/command_server.py) forks one worker per request. The worker
-takes on what the request carries - the working directory, umask, ignored signals, argv and whole environment (nothing of the server's
-own environment stays) - rebuilds sys.stdin/stdout/stderr as Python makes them at start,
-and runs the ordinary entry point `git_handoff.cli.main`, ending through
-`infra/exit_fast.py` with the command's status.
+takes on what the request carries - the working directory, umask, ignored signals, argv
+and whole environment (nothing of the server's own environment stays) - rebuilds
+sys.stdin/stdout/stderr as Python makes them at start, and runs the ordinary entry point
+`git_handoff.cli.main`, ending through `infra/exit_fast.py` with the command's status.
 """
 
 from __future__ import annotations

@@ -41,8 +41,10 @@ def dispatch_cmd() -> None:
 
 
 @dispatch_cmd.command("new")
-@click.option("--backend", "-b", required=True, metavar="NAME", help="A backend named in git config handoff.backend.NAME.command.")
-@click.option("--slug", "-s", required=True, metavar="SLUG", help="One to three lowercase words joined by '-' (fix-auth).")
+@click.option("--backend", "-b", required=True, metavar="NAME",
+              help="A backend named in git config handoff.backend.NAME.command.")
+@click.option("--slug", "-s", required=True, metavar="SLUG",
+              help="One to three lowercase words joined by '-' (fix-auth).")
 @json_option
 def new_cmd(backend: str, slug: str, as_json: bool) -> None:
     """Record a run of the prompt read from stdin; prints its RUN_ID."""

@@ -228,11 +228,13 @@ def hooks_uninstall_cmd(agent: str | None, no_mcp: bool, unattended: bool, as_js
     is unset when the install set it and no agent's hooks remain, a value you set kept)."""
     from git_handoff.ops import hook_install
 
-    result: dict[str, Any] = dict(hook_install.uninstall(_repo(), agent=agent, mcp=not no_mcp, unattended_run=unattended))
+    result: dict[str, Any] = dict(hook_install.uninstall(_repo(), agent=agent, mcp=not no_mcp,
+                                                         unattended_run=unattended))
     if as_json:
         emit_json(result)
     elif agent is not None:
-        click.echo(f"Removed git handoff hooks from {result['settings']}: {', '.join(result['removed']) or 'none found'}")
+        click.echo(f"Removed git handoff hooks from {result['settings']}: "
+                   f"{', '.join(result['removed']) or 'none found'}")
         _echo_mcp(result)
         _echo_unattended(result)
         click.echo(command_server_line(result["command_server"]))
@@ -279,7 +281,8 @@ def hooks_versions_cmd(check: bool, as_json: bool) -> None:
             click.echo(f"{one['agent']:<8} {one['label']:<12} pinned {one['pinned']:<9} installed "
                        f"{one['installed'] or '-':<9} {state}" + (f" ({one['program']})" if one["program"] else ""))
     if check and any(one["differs"] for one in found):
-        names = ", ".join(f"{one['agent']} {one['installed']} (pinned {one['pinned']})" for one in found if one["differs"])
+        names = ", ".join(f"{one['agent']} {one['installed']} (pinned {one['pinned']})" for one in found
+                          if one["differs"])
         if not as_json:
             click.echo(f"error: installed CLIs differ from the versions the suite proves: {names}", err=True)
         sys.exit(1)
@@ -302,7 +305,8 @@ def _agent_status_lines(agent: str, one: dict[str, Any]) -> list[str]:
     lines = [f"{agent} hooks: {_installed(one['installed'])} ({one['settings']})"]
     lines += [f"  {event}: {_yes(there)}" for event, there in one["events"].items()]
     if "trusted" in one:  # a CLI whose hooks need their trust recorded (Codex)
-        again = "" if one["trusted"] or not one["installed"] else " (run `git handoff hooks install --agent codex` again)"
+        again = ("" if one["trusted"] or not one["installed"]
+                 else " (run `git handoff hooks install --agent codex` again)")
         lines.append(f"  trusted in {one['codex_config']}: {_yes(one['trusted'])}{again}")
     if one.get("problem"):
         lines.append(f"  problem: {one['problem']}")
@@ -352,8 +356,9 @@ def hook_cmd(event: str, as_json: bool) -> None:
     gemini-session-start, gemini-after-agent, gemini-pre-compress, gemini-session-end;
     for Qwen Code qwen-session-start, qwen-stop, qwen-subagent-stop, qwen-pre-compact,
     qwen-session-end; for Copilot CLI copilot-session-start, copilot-agent-stop,
-    copilot-subagent-stop, copilot-pre-compact, copilot-session-end (JSON payload on stdin). Never fails the caller: exit 0, also for an event it does
-    not know (a warning on stderr; to Claude Code, exit 2 would mean "block")."""
+    copilot-subagent-stop, copilot-pre-compact, copilot-session-end (JSON payload on stdin).
+    Never fails the caller: exit 0, also for an event it does not know (a warning on stderr;
+    to Claude Code, exit 2 would mean "block")."""
     if event in DETACHED and not os.environ.get(DETACHED_ENV) and not as_json:
         _detach(event)
         return

@@ -59,6 +59,7 @@ def render(group: click.Group, ctx: click.Context) -> str:
             assert command is not None
             lines.append(f"   {name.ljust(width)}{command.get_short_help_str(limit=80 - width)}")
         lines.append("")
-    lines.append("`git handoff <command> --help` explains one command; `git handoff --help` the protocol and exit codes.")
+    lines.append("`git handoff <command> --help` explains one command; "
+                 "`git handoff --help` the protocol and exit codes.")
     lines.append(summary_line())
     return "\n".join(lines)

@@ -23,10 +23,12 @@ if TYPE_CHECKING:
                    "this (seconds, or 90s, 30m, 2h), and back once its reset has passed "
                    "[default: handoff.switchAfter, else 1h].")
 @click.option("--tmux", is_flag=True, help="Run each session in a detached tmux session handoff-<repo>-<n>.")
-@click.option("--tmux-socket", default=None, metavar="NAME", help="The tmux socket (-L) to use [default: one per repository].")
+@click.option("--tmux-socket", default=None, metavar="NAME",
+              help="The tmux socket (-L) to use [default: one per repository].")
 @click.option("--ack-timeout", type=numbers.SECONDS, default=60.0, show_default=True, metavar="S",
               help="Seconds a new session has to run `git handoff ack`.")
-@click.option("--session-timeout", type=numbers.SECONDS, default=None, metavar="S", help="End a session that runs longer than S seconds.")
+@click.option("--session-timeout", type=numbers.SECONDS, default=None, metavar="S",
+              help="End a session that runs longer than S seconds.")
 @click.option("--max-launch-failures", type=numbers.RELAY_COUNT, default=3, show_default=True, metavar="N",
               help="Stop after N launches in a row that were not acknowledged.")
 @click.option("--handoff-grace", type=numbers.GRACE, default=10.0, show_default=True, metavar="S",
@@ -64,7 +66,8 @@ if TYPE_CHECKING:
                    "[default: handoff.budget.*].")
 @click.option("--quiet", "-q", is_flag=True, help="Print only the final line.")
 @json_option
-def relay_cmd(agents: tuple[str, ...], switch_after: str | None, tmux: bool, tmux_socket: str | None, ack_timeout: float, session_timeout: float | None,
+def relay_cmd(agents: tuple[str, ...], switch_after: str | None, tmux: bool, tmux_socket: str | None,
+              ack_timeout: float, session_timeout: float | None,
               max_launch_failures: int, handoff_grace: float, max_idle_sessions: int, hang_timeout: float,
               limit_backoff: float, limit_backoff_max: float, max_limit_wait: float | None, fleet_lock: bool,
               lock_remote: str | None, lock_lease: int, integrate: bool | None, wait_patience: float,
@@ -128,7 +131,8 @@ def relay_cmd(agents: tuple[str, ...], switch_after: str | None, tmux: bool, tmu
     from git_handoff.ops import relay_agents
 
     commands = relay_agents.configured(store.repo, agents)
-    opts = ops.Options(agent=commands[0], agents=commands, switch_after=relay_agents.switch_after(store.repo, switch_after),
+    opts = ops.Options(agent=commands[0], agents=commands,
+                       switch_after=relay_agents.switch_after(store.repo, switch_after),
                        tmux=tmux, tmux_socket=tmux_socket, ack_timeout=ack_timeout,
                        session_timeout=session_timeout, max_launch_failures=max_launch_failures,
                        handoff_grace=handoff_grace, max_idle_sessions=max_idle_sessions, fleet_lock=lock,

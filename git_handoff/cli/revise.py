@@ -66,5 +66,6 @@ def reopen_cmd(task_id: str, reason: str, as_json: bool) -> None:
     """
     result = ops.reopen(get_store(), task_id, reason=reason)
     task = result["task"]
-    _answer(result, as_json, f"Reopened {task_id} (was {result['was']}; attempts {task['attempts']}/{task['max_attempts']})",
+    _answer(result, as_json,
+            f"Reopened {task_id} (was {result['was']}; attempts {task['attempts']}/{task['max_attempts']})",
             result["also_reopened"] and f"also back to pending: {', '.join(result['also_reopened'])}")

@@ -57,7 +57,8 @@ def session_cmd() -> None:
 
 
 @session_cmd.command("start")
-@click.option("--worker", default=None, metavar="W", help="Who works in this session [default: $HANDOFF_WORKER, else git config handoff.worker, else "
+@click.option("--worker", default=None, metavar="W",
+              help="Who works in this session [default: $HANDOFF_WORKER, else git config handoff.worker, else "
               "user@host:<worktree>].")
 @json_option
 def session_start_cmd(worker: str | None, as_json: bool) -> None:
@@ -107,7 +108,8 @@ def session_list_cmd(as_json: bool) -> None:
     for row in rows:
         clone = (row.get("clone") or "-")[:8]
         here = " (this clone)" if row.get("here") else ""
-        click.echo(f"session {row['session']}  clone {visible(clone)}{here}  worker {visible(row.get('worker') or '-')}  "
+        click.echo(f"session {row['session']}  clone {visible(clone)}{here}  worker "
+                   f"{visible(row.get('worker') or '-')}  "
                    f"started {row.get('started_at') or '-'}  ended {row.get('ended_at') or '-'}  "
                    f"completed {row['completed']}")
 
@@ -237,4 +239,5 @@ def ack_cmd(failed: str | None, as_json: bool) -> None:
         emit_json(entry)
         return
     what = f"the handoff of session {entry['handoff']}" if entry.get("handoff") else "the prompt"
-    click.echo(f"Session {entry['session']} {entry['status']} {what}" + (f": {visible(entry['reason'] or '')}" if entry.get("reason") else ""))
+    click.echo(f"Session {entry['session']} {entry['status']} {what}"
+               + (f": {visible(entry['reason'] or '')}" if entry.get("reason") else ""))

@@ -39,7 +39,8 @@ def _sync_text(r: SyncReport) -> list[str]:
         where = f"{c['record']} " if c.get("record") else f"{c['path']} "
         lines.append(f"  conflict {where}{c['field']}: kept {c['kept']!r} over {c['dropped']!r}")
     for item in r["claims_lost"]:
-        lines.append(f"  claim of {item['task']} by {visible(str(item['worker']))} lost (now {visible(str(item['now']))})")
+        lines.append(f"  claim of {item['task']} by {visible(str(item['worker']))} lost (now "
+                     f"{visible(str(item['now']))})")
     att = r["attempts"]
     if att["fetched"] or att["pushed"]:
         lines.append(f"  attempts: {len(att['fetched'])} fetched, {len(att['pushed'])} pushed")
@@ -211,7 +212,8 @@ def _untrusted_lines(answer: TrustAnswer) -> list[str]:
         lines.append(f"    at {', '.join(u['place'] for u in uses[:5])}" + (", ..." if len(uses) > 5 else ""))
         if item.get("trusted_at"):
             lines.append(f"    (this text is approved at {', '.join(item['trusted_at'][:5])}, not here)")
-        lines.append(f"    introduced by {who} at {when}" + (f" ({commit[:10]})" if (commit := item.get("commit")) else ""))
+        lines.append(f"    introduced by {who} at {when}"
+                     + (f" ({commit[:10]})" if (commit := item.get("commit")) else ""))
     lines.append("read each command whole before you approve it: `git handoff trust ID...` approves the ones "
                  "listed for those tasks, `git handoff trust --all` every one listed")
     return lines + _writers_note(answer.writers)

@@ -95,14 +95,18 @@ def task_options(for_edit: bool) -> Callable[[F], F]:
             click.option("--priority", "-p", type=click.Choice(["P0", "P1", "P2"]), default=None if for_edit else "P1",
                          show_default=not for_edit, help="P0 is taken first."),
             click.option("--after", "after", multiple=True, metavar="ID",
-                         help="A task this one depends on (repeat for several)." + (" Replaces the list." if for_edit else "")),
+                         help="A task this one depends on (repeat for several)."
+                         + (" Replaces the list." if for_edit else "")),
             click.option("--check", metavar="CMD", default=None,
                          help="Validation command (sh -c, at the worktree root); `done` requires it to pass."),
             click.option("--timeout", type=numbers.TIMEOUT, default=None, metavar="S",
-                         help="Seconds the check may run" + (" (the task's own value is kept unless given)." if for_edit else " [default: 300].")),
+                         help="Seconds the check may run"
+                         + (" (the task's own value is kept unless given)." if for_edit else " [default: 300].")),
             click.option("--max-attempts", type=numbers.ATTEMPTS, default=None, metavar="N",
-                         help="Failed attempts before the task fails for good" + (" (kept unless given)." if for_edit else " [default: 3].")),
-            click.option("--cleanup", metavar="CMD", default=None, help="Command run after a failed attempt is rolled back."),
+                         help="Failed attempts before the task fails for good"
+                         + (" (kept unless given)." if for_edit else " [default: 3].")),
+            click.option("--cleanup", metavar="CMD", default=None,
+                         help="Command run after a failed attempt is rolled back."),
             click.option("--spec", metavar="PATH", default=None, help="Where the task's specification lives."),
         ]
         if for_edit:
@@ -118,9 +122,12 @@ def task_options(for_edit: bool) -> Callable[[F], F]:
 @click.command("init")
 @click.option("--mode", type=click.Choice(["exclusive", "concurrent"]), default=None,
               help="exclusive: one claim at a time in the repository; concurrent: one per worktree.")
-@click.option("--max-tasks-per-session", type=numbers.POSITIVE, default=None, metavar="N", help="Completed tasks before a session must hand off.")
-@click.option("--max-sessions", type=numbers.POSITIVE, default=None, metavar="N", help="Sessions before the work stops.")
-@click.option("--spec", default=None, metavar="PATH", help="The specification the work follows (shown to every session).")
+@click.option("--max-tasks-per-session", type=numbers.POSITIVE, default=None, metavar="N",
+              help="Completed tasks before a session must hand off.")
+@click.option("--max-sessions", type=numbers.POSITIVE, default=None, metavar="N",
+              help="Sessions before the work stops.")
+@click.option("--spec", default=None, metavar="PATH",
+              help="The specification the work follows (shown to every session).")
 @click.option("--init-command", default=None, metavar="CMD", help="Health check run at every session start.")
 @click.option("--remote", default=None, metavar="REMOTE",
               help="Share through REMOTE: sets handoff.remote and adds refspecs so `git fetch` brings the state.")
@@ -157,11 +164,13 @@ def init_cmd(mode: str | None, max_tasks_per_session: int | None, max_sessions: 
 
 @click.command("add")
 @click.argument("title")
-@click.option("--id", "task_id", default=None, metavar="ID", help="The task's id [default: assigned, unique across machines].")
+@click.option("--id", "task_id", default=None, metavar="ID",
+              help="The task's id [default: assigned, unique across machines].")
 @task_options(for_edit=False)
 @json_option
 def add_cmd(title: str, task_id: str | None, priority: str, after: tuple[str, ...], check: str | None,
-            timeout: int | None, max_attempts: int | None, cleanup: str | None, spec: str | None, as_json: bool) -> None:
+            timeout: int | None, max_attempts: int | None, cleanup: str | None, spec: str | None,
+            as_json: bool) -> None:
     """Add a task; prints its id."""
     task = _ops().add(get_store(), title=title, task_id=task_id, priority=priority, after=after, check=check,
                    timeout=timeout, max_attempts=max_attempts, cleanup=cleanup, spec=spec)
@@ -192,7 +201,8 @@ def import_cmd(file: str, as_json: bool) -> None:
 
 
 @click.command("list")
-@click.option("--status", "status", default=None, metavar="S", help="pending, in_progress, completed, failed or blocked.")
+@click.option("--status", "status", default=None, metavar="S",
+              help="pending, in_progress, completed, failed or blocked.")
 @click.option("--ready", is_flag=True, help="Only tasks `claim` could take now, in the order it would.")
 @json_option
 def list_cmd(status: str | None, ready: bool, as_json: bool) -> None:
@@ -299,7 +309,8 @@ def log_cmd(limit: int | None, task: str | None, session: int | None, kind: str 
 
 
 @click.command("graph")
-@click.option("--format", "fmt", type=click.Choice(["text", "dot", "mermaid", "svg"]), default="text", show_default=True)
+@click.option("--format", "fmt", type=click.Choice(["text", "dot", "mermaid", "svg"]), default="text",
+              show_default=True)
 @json_option
 def graph_cmd(fmt: str, as_json: bool) -> None:
     """The dependency graph: a text tree (roots first), Graphviz dot, Mermaid, or SVG

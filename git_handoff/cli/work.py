@@ -67,7 +67,8 @@ def _view(task: Task) -> TaskJson:
 @click.option("--worker", default=None, metavar="W",
               help="Who claims [default: $HANDOFF_WORKER, else git config handoff.worker (`git -c "
                    "handoff.worker=W handoff claim` too), else user@host:<worktree>].")
-@click.option("--lease", default=None, metavar="DURATION", help="How long the claim holds unrenewed (90s, 30m, 2h) [default: 30m].")
+@click.option("--lease", default=None, metavar="DURATION",
+              help="How long the claim holds unrenewed (90s, 30m, 2h) [default: 30m].")
 @click.option("--remote", default=None, metavar="REMOTE",
               help="Make the claim hold across machines: fetch, merge, claim, push to REMOTE "
                    "[default with handoff.syncClaims=true: handoff.remote, else origin].")
@@ -271,7 +272,8 @@ def fail_cmd(task_id: str, reason: str, category: str, keep_worktree: bool, forc
     elsewhere) is failed and saved without a rollback.
     """
     store = get_store()
-    outcome = attempts_ops.fail(store, task_id, reason=reason, category=category, keep_worktree=keep_worktree, force=force)
+    outcome = attempts_ops.fail(store, task_id, reason=reason, category=category, keep_worktree=keep_worktree,
+                                force=force)
     auto_sync(store)
     if as_json:
         emit_json(outcome)
@@ -315,6 +317,7 @@ def restore_cmd(task_id: str, n: int, force: bool, as_json: bool) -> None:
         emit_json(result)
     else:
         click.echo(f"Restored attempt {n} of {task_id}: {len(result['restored'])} file(s) written, "
-                   f"{len(result['deleted'])} removed" + (", its staged entries back in the index" if result["index"] else "")
+                   f"{len(result['deleted'])} removed"
+                   + (", its staged entries back in the index" if result["index"] else "")
                    + (f" (from {result['ref']}, kept on this machine only: its files hold a secret)"
                       if result["local_only"] else ""))

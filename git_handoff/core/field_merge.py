@@ -54,7 +54,8 @@ TASK_ORDER = (
     "started_at_commit", "validation", "on_failure", "error_log", "checkpoints", "completed_at",
     "claimed_by", "lease_expires_at", "created_at", "spec_ref", "order", "updated_at", hlc.FIELD,
 )
-RECORD_TIME_KEYS = (hlc.FIELD, "updated_at", "ended_at", "written_at", "created_at", "started_at", "timestamp", "ts", "at")
+RECORD_TIME_KEYS = (hlc.FIELD, "updated_at", "ended_at", "written_at", "created_at", "started_at",
+                    "timestamp", "ts", "at")
 ITEM_TIME_KEYS = ("timestamp", "ts", "at", "time", "created_at", "started_at", "updated_at", "written_at")
 _TS = re.compile(r"\[?(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z)")
 
@@ -82,7 +83,8 @@ class Conflict:
     record: str | None = None  # task id, for tasks
 
     def to_json(self) -> ConflictJson:
-        return {"path": self.path, "record": self.record, "field": self.field, "kept": self.kept, "dropped": self.dropped}
+        return {"path": self.path, "record": self.record, "field": self.field, "kept": self.kept,
+                "dropped": self.dropped}
 
 
 # -- helpers --------------------------------------------------------------------------

@@ -197,7 +197,8 @@ def is_task_id(text: str) -> bool:
 
 
 def check_id(task_id: str) -> str:
-    """Refuse ids outside the id rule (docs/git-handoff.md, `add`): `[A-Za-z0-9][A-Za-z0-9._-]{0,63}`, no `..`, no `.lock` end."""
+    """Refuse ids outside the id rule (docs/git-handoff.md, `add`): `[A-Za-z0-9][A-Za-z0-9._-]{0,63}`,
+    no `..`, no `.lock` end."""
     if not isinstance(task_id, str) or not is_task_id(task_id):
         shown = task_id if isinstance(task_id, str) else repr(task_id)
         raise UsageError(

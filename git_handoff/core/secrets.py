@@ -187,7 +187,8 @@ class Scanner:
             kinds.extend((kind, where or "value") for kind in found)
             return clean
         if isinstance(value, dict):
-            return {k: v if not where and k in NAMES else self._walk(v, f"{where}.{k}" if where else str(k), kinds, known)
+            return {k: v if not where and k in NAMES
+                    else self._walk(v, f"{where}.{k}" if where else str(k), kinds, known)
                     for k, v in value.items()}
         if isinstance(value, list):
             return [self._walk(v, f"{where}[{i}]", kinds, known) for i, v in enumerate(value)]

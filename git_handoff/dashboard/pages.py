@@ -71,14 +71,17 @@ CSS = """
 body{font:14px/1.4 system-ui,sans-serif;margin:0;color:#222;background:#fafafa}
 header{background:#263238;color:#fff;padding:8px 16px;display:flex;gap:18px;align-items:baseline}
 header a{color:#cfd8dc;text-decoration:none}header h1{font-size:17px;margin:0}
-main{padding:12px 16px}section{background:#fff;border:1px solid #ddd;border-radius:6px;padding:10px 14px;margin-bottom:12px}
-h2{font-size:15px;margin:0 0 8px}table{border-collapse:collapse}td,th{padding:2px 10px 2px 0;text-align:left;vertical-align:top}
+main{padding:12px 16px}\
+section{background:#fff;border:1px solid #ddd;border-radius:6px;padding:10px 14px;margin-bottom:12px}
+h2{font-size:15px;margin:0 0 8px}table{border-collapse:collapse}\
+td,th{padding:2px 10px 2px 0;text-align:left;vertical-align:top}
 .s-completed{color:#2e7d32}.s-in_progress{color:#1565c0}.s-pending{color:#757575}.s-failed{color:#c62828}.s-blocked{color:#ef6c00}
 .bar{display:flex;height:14px;border-radius:4px;overflow:hidden;background:#eee;margin:6px 0}
 .bar span{display:block}.b-completed{background:#2e7d32}.b-in_progress{background:#1565c0}
 .b-pending{background:#bdbdbd}.b-failed{background:#c62828}.b-blocked{background:#ef6c00}
 pre{background:#f5f5f5;padding:8px;overflow:auto;font-size:12px;margin:0}
-.timeline{display:flex;gap:6px;flex-wrap:wrap}.timeline a{display:block;border:1px solid #ccc;border-radius:4px;padding:4px 8px;
+.timeline{display:flex;gap:6px;flex-wrap:wrap}\
+.timeline a{display:block;border:1px solid #ccc;border-radius:4px;padding:4px 8px;
 text-decoration:none;color:#222;min-width:140px}.muted{color:#777}.graph-wrap{overflow:auto;max-height:80vh}
 ul.tasks{columns:3 320px;margin:0;padding-left:18px}
 """
@@ -143,7 +146,8 @@ def counts_html(tasks: dict[str, Task], blocked: set[str]) -> str:
     total = len(tasks)
     done = counts.get("completed", 0)
     bar = "".join(
-        f'<span class="b-{s}" style="width:{100 * counts.get(s, 0) / total:.2f}%" title="{s}: {counts.get(s, 0)}"></span>'
+        f'<span class="b-{s}" style="width:{100 * counts.get(s, 0) / total:.2f}%" title="{s}: '
+        f'{counts.get(s, 0)}"></span>'
         for s in SHOWN_STATUSES if total and counts.get(s, 0)
     )
     cells = "".join(f'<td class="s-{s}">{s} <b data-count="{s}">{counts.get(s, 0)}</b></td>' for s in SHOWN_STATUSES)
@@ -152,7 +156,8 @@ def counts_html(tasks: dict[str, Task], blocked: set[str]) -> str:
         key = (t.priority, _status_of(t, blocked))
         by_prio[key] = by_prio.get(key, 0) + 1
     rows = "".join(
-        f"<tr><th>{p}</th>" + "".join(f'<td data-priority="{p}" data-status="{s}">{by_prio.get((p, s), 0)}</td>' for s in SHOWN_STATUSES)
+        f"<tr><th>{p}</th>"
+        + "".join(f'<td data-priority="{p}" data-status="{s}">{by_prio.get((p, s), 0)}</td>' for s in SHOWN_STATUSES)
         + f"<td><b>{sum(by_prio.get((p, s), 0) for s in SHOWN_STATUSES)}</b></td></tr>"
         for p in PRIORITIES
     )
@@ -187,7 +192,8 @@ def _relay_rows(snap: Snapshot, record: RelayRecord, state: str) -> list[tuple[s
     rows = [
         ("state", state),
         ("session", str(session) if session is not None else "-"),
-        ("agent", (f"{record.get('agent_name')}: " if record.get("agent_name") else "") + str(record.get("agent") or "-")),
+        ("agent",
+         (f"{record.get('agent_name')}: " if record.get("agent_name") else "") + str(record.get("agent") or "-")),
         ("ACK", (ack.get("status") if isinstance(ack, dict) else None) or "waiting" if session else "-"),
         ("started", str(record.get("started_at") or "-")),
     ]
@@ -230,7 +236,8 @@ def sessions_html(snap: Snapshot) -> str:
     if not numbers:
         return '<p class="muted">No session yet.</p>'
     left = writers.unapproved_records(snap.repo, snap.commit)
-    left_sessions, left_docs = _by_session(left, session_records.SESSIONS_DIR), _by_session(left, session_records.DOCS_DIR)
+    left_sessions, left_docs = (_by_session(left, session_records.SESSIONS_DIR),
+                                _by_session(left, session_records.DOCS_DIR))
     cards = []
     for n in numbers:
         rec = session_records.read_session(snap, n) or {}
@@ -344,7 +351,8 @@ def tasks_page(store: StateStore, status: str) -> str | None:
     chosen = _by_status(tasks, selection.blocked_ids(tasks))[status]
     left = writers.unapproved(snap.repo, snap.commit)
     return page(f"{status} tasks", f'<section><h2 class="s-{status}">{status} ({len(chosen)})</h2>'
-                                   f'<ul class="tasks" data-group="{status}">{_task_items(chosen, left)}</ul></section>')
+                                   f'<ul class="tasks" data-group="{status}">{_task_items(chosen, left)}</ul>'
+                                   '</section>')
 
 
 def graph_svg(store: StateStore) -> str:
@@ -387,8 +395,10 @@ def task_page(store: StateStore, task_id: str) -> str | None:
         f'<section><h2 class="s-{state}">{escape(task.id)}: {escape(task.title)}'
         f'{unapproved_mark(writer) if writer is not None else ""}</h2>{_kv(_task_rows(task, state))}'
         f"<p>depends on: {_task_links(task.depends_on)}</p><p>needed by: {_task_links(dependents)}</p></section>"
-        f'<section><h2>Attempts</h2><table id="attempts">{attempt_rows or "<tr><td class=muted>none saved</td></tr>"}</table></section>'
-        f'<section><h2>Checkpoints</h2><table id="checkpoints">{checkpoints or "<tr><td class=muted>none</td></tr>"}</table></section>'
+        '<section><h2>Attempts</h2><table '
+        f'id="attempts">{attempt_rows or "<tr><td class=muted>none saved</td></tr>"}</table></section>'
+        '<section><h2>Checkpoints</h2><table '
+        f'id="checkpoints">{checkpoints or "<tr><td class=muted>none</td></tr>"}</table></section>'
         f'<section><h2>Error log</h2><ul id="errors">{errors or "<li class=muted>empty</li>"}</ul></section>'
         f"<section><h2>Record</h2><pre>{escape_block(record)}</pre></section>"
     )
@@ -417,9 +427,12 @@ def _task_rows(task: Task, state: str) -> list[tuple[str, str]]:
 def _attempt_row(a: Attempt) -> str:
     """One saved attempt as a table row (an attempt whose record cannot be read says why)."""
     return (
-        f'<tr class="attempt" data-attempt="{a["attempt"]}"><td>#{a["attempt"]}</td><td>{escape(str(a.get("time") or "-"))}</td>'
+        f'<tr class="attempt" data-attempt="{a["attempt"]}"><td>#{a["attempt"]}</td>'
+        f'<td>{escape(str(a.get("time") or "-"))}</td>'
         f'<td>{escape(str(a.get("category") or "-"))}</td>'
-        f'<td>{escape(str(a.get("reason") or ("unreadable: " + str(a["unreadable"]) if a.get("unreadable") else "")))}</td>'
+        '<td>'
+        f'{escape(str(a.get("reason") or ("unreadable: " + str(a["unreadable"]) if a.get("unreadable") else "")))}'
+        '</td>'
         f'<td><code>{escape(str(a.get("ref")))}</code></td><td>{len(a.get("files") or [])} file(s)</td></tr>'
     )
 
@@ -451,7 +464,8 @@ def session_page(store: StateStore, number: int) -> str | None:
     done = " ".join(f'<a href="{task_url(str(t))}">{escape(str(t))}</a>' for t in rec.get("completed") or []) or "-"
     facts = "".join(f"<li>{escape(str(d.get('what')))} — {escape(str(d.get('why')))}</li>"
                     for d in rec.get("decisions") or [] if isinstance(d, dict))
-    doc_html = (f'<pre id="handoff-doc">{escape_block(doc_markdown.render_markdown(doc))}</pre>' if isinstance(doc, dict)
+    doc_html = (f'<pre id="handoff-doc">{escape_block(doc_markdown.render_markdown(doc))}</pre>'
+                if isinstance(doc, dict)
                 else '<p class="muted">No handoff document for this session.</p>')
     left = writers.unapproved_records(snap.repo, snap.commit)
     record_by = _by_session(left, session_records.SESSIONS_DIR).get(number)

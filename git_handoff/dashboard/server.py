@@ -115,7 +115,8 @@ class Handler(BaseHTTPRequestHandler):
             else:
                 status, body, ctype = HTTPStatus.OK, pages.not_initialized_page(exc.message), "text/html"
         except HandoffError as exc:
-            status, body, ctype = HTTPStatus.INTERNAL_SERVER_ERROR, pages.page("error", f"<p>error: {escape(exc.message)}</p>"), "text/html"
+            status, body, ctype = (HTTPStatus.INTERNAL_SERVER_ERROR,
+                                   pages.page("error", f"<p>error: {escape(exc.message)}</p>"), "text/html")
         except Exception as exc:  # noqa: BLE001 - one bad request must not stop the dashboard
             status, body, ctype = (HTTPStatus.INTERNAL_SERVER_ERROR,
                                    pages.page("error", f"<p>error: unexpected {escape(type(exc).__name__)}: "

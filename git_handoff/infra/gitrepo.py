@@ -270,7 +270,8 @@ class Repo(GitRefs):
                 out[path] = (oa, ob)
         return out
 
-    def _unlike_entries(self, a: str | None, b: str | None) -> tuple[dict[str, tuple[str, bool]], dict[str, tuple[str, bool]]]:
+    def _unlike_entries(self, a: str | None,
+                        b: str | None) -> tuple[dict[str, tuple[str, bool]], dict[str, tuple[str, bool]]]:
         """{name: (oid, is_tree)} of the entries of trees `a` and `b` (None: empty) that
         differ as stored, when both split (tree_records: compared as sets, only those
         decoded; every entry decoded was most of a notes merge in a fleet); otherwise all

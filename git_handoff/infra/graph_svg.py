@@ -187,7 +187,8 @@ def render(
             f"<title>{escape(t.id)}: {escape(t.title)} [{state}]</title>"
             f'<rect x="{x:.1f}" y="{y:.1f}" width="{NODE_W}" height="{NODE_H}" rx="5" fill="#fff" '
             f'stroke="{color}" stroke-width="2"/>'
-            f'<text x="{x + 8:.1f}" y="{y + 15:.1f}" font-weight="bold" fill="{color}">{escape(_short(t.id, 28))}</text>'
+            f'<text x="{x + 8:.1f}" y="{y + 15:.1f}" font-weight="bold" '
+            f'fill="{color}">{escape(_short(t.id, 28))}</text>'
             f'<text x="{x + 8:.1f}" y="{y + 30:.1f}" fill="#333">{escape(_short(t.title, 30))}</text>'
         )
         if link is not None:

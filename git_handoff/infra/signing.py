@@ -138,7 +138,8 @@ def verify(repo: Repo, commits: list[str], allowed: Path) -> dict[str, tuple[str
     )
     if proc.returncode != 0:
         err = proc.stderr.decode(errors="replace").strip().splitlines()
-        raise UsageError(f"could not check the signatures of the state commits ({err[-1] if err else 'git log failed'})")
+        raise UsageError("could not check the signatures of the state commits "
+                         f"({err[-1] if err else 'git log failed'})")
     for line in proc.stdout.decode("ascii", "replace").splitlines():
         parts = line.split(" ", 2)
         if len(parts) >= 2 and len(parts[0]) in (40, 64):

@@ -48,7 +48,8 @@ class TempIndex:
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         self.path.unlink(missing_ok=True)
 
-    def git(self, *args: str, env: Mapping[str, str] | None = None, **kwargs: Any) -> subprocess.CompletedProcess[bytes]:
+    def git(self, *args: str, env: Mapping[str, str] | None = None,
+            **kwargs: Any) -> subprocess.CompletedProcess[bytes]:
         kwargs.setdefault("cwd", self.repo.root())
         return self.repo.git(*args, env={**(env or {}), "GIT_INDEX_FILE": str(self.path)}, **kwargs)
 

@@ -164,7 +164,8 @@ class Connection:
                                            f"{META_VERSION!r} and {META_CAPABILITIES!r} envelope keys")
         missing = [k for k in (META_VERSION, META_CAPABILITIES) if k not in meta]
         if missing:
-            raise RpcError(INVALID_PARAMS, f"params._meta is missing the required envelope key(s): {', '.join(missing)}")
+            raise RpcError(INVALID_PARAMS,
+                           f"params._meta is missing the required envelope key(s): {', '.join(missing)}")
         if meta[META_VERSION] not in MODERN_VERSIONS:
             raise RpcError(UNSUPPORTED_PROTOCOL_VERSION, f"unsupported protocol version {meta[META_VERSION]!r}",
                            {"supported": list(MODERN_VERSIONS), "requested": meta[META_VERSION]})

@@ -202,14 +202,16 @@ def _done(c: Call) -> Any:
 
 
 def _fail(c: Call) -> Any:
-    outcome = attempts.fail(c.store, c.required("id"), reason=c.required("reason"), category=c.text("category") or "TASK_EXEC",
+    outcome = attempts.fail(c.store, c.required("id"), reason=c.required("reason"),
+                            category=c.text("category") or "TASK_EXEC",
                         keep_worktree=c.flag("keep_worktree"), force=c.flag("force"))
     c.auto_sync()
     return outcome
 
 
 def _log(c: Call) -> Any:
-    entries = views.log(c.store, limit=c.number("n"), task=c.text("task"), session=c.number("session"), kind=c.text("type"))
+    entries = views.log(c.store, limit=c.number("n"), task=c.text("task"), session=c.number("session"),
+                        kind=c.text("type"))
     return [views.log_view(e) for e in entries]
 
 
@@ -238,7 +240,8 @@ TOOLS: dict[str, Tool] = {t.name: t for t in (
     Tool("claim", "Take the next eligible task (or `id`) for this worktree, atomically. Exit 1 when nothing is "
          "eligible, 3 on contention (`git handoff claim --json`).",
          (Arg("id", "string", "The task to claim [default: the next eligible one]."),
-          Arg("worker", "string", "Who claims [default: $HANDOFF_WORKER, else git config handoff.worker, else user@host:<worktree>]."),
+          Arg("worker", "string",
+              "Who claims [default: $HANDOFF_WORKER, else git config handoff.worker, else user@host:<worktree>]."),
           Arg("lease", "string", "How long the claim holds unrenewed: 90s, 30m, 2h [default: 30m]."),
           Arg("remote", "string", "Make the claim hold across machines through this remote."), FORCE), _claim),
     Tool("renew", "Push the lease of a claimed task forward (`git handoff renew ID --json`).",
@@ -267,7 +270,8 @@ TOOLS: dict[str, Tool] = {t.name: t for t in (
           Arg("why", "string", "Why it was chosen (a fact for the next session).", required=True)),
          lambda c: sessions.decide(c.store, c.required("what"), c.required("why"))),
     Tool("blocker", "Record a blocker found in this session for the handoff document.",
-         (Arg("text", "string", "The blocker.", required=True),), lambda c: sessions.blocker(c.store, c.required("text"))),
+         (Arg("text", "string", "The blocker.", required=True),),
+         lambda c: sessions.blocker(c.store, c.required("text"))),
     Tool("doc_write", "Write (or rewrite) this session's facts-only handoff document from git and the state.", (),
          lambda c: handoff.write_doc(c.store, trigger="manual")),
     Tool("doc_show", "The handoff document of session `number` (default: the latest).",

@@ -63,7 +63,8 @@ def save_attempt(store: StateStore, task: Task, *, reason: str, category: str,
     base = (local.base if local else task.started_at_commit) or head
     snap = rollback.read_snapshot(repo, local.snapshot) if local and local.snapshot else None
     pic = worktree.picture(repo, head)
-    files: list[FileChange] = [{"status": s, "path": p} for s, p in worktree.changed(repo, snap.worktree if snap else base, pic.worktree)]
+    files: list[FileChange] = [{"status": s, "path": p}
+                               for s, p in worktree.changed(repo, snap.worktree if snap else base, pic.worktree)]
     # what the attempt's ref makes reachable beyond the claim's commit: its work tree and
     # index (untracked files there at the claim too), and the commits made since
     secrets = redaction.secret_files(repo, redaction.tree_of(repo, base), [pic.worktree, pic.index])

@@ -174,7 +174,8 @@ def fail_claim(store: StateStore, seen: Task, *, reason: str, category: str = "T
     operation = _refusals(repo, seen, plan, force)
     task, outcome = _record(store, seen, plan, local, operation, validation)
     if task.cleanup:
-        result = task_commands.run_command(task.cleanup, repo.root(), task.timeout_seconds, env={"HANDOFF_TASK": task.id})
+        result = task_commands.run_command(task.cleanup, repo.root(), task.timeout_seconds,
+                                           env={"HANDOFF_TASK": task.id})
         outcome["cleanup"] = result.to_json()
         if not result.ok:
             summary = redaction.redact_run(repo, result).summary()  # whole, before summary() cuts it
@@ -205,7 +206,8 @@ def _record(store: StateStore, seen: Task, plan: FailPlan, local: claim_journal.
     with rollback.rollback_owner(repo) if plan.rolls_back else contextlib.nullcontext():
         saved: SavedAttempt | None = None
         if plan.saves:
-            store.best_effort("notes", lambda: notes.note_task_commits(store, seen, outcome=f"failed [{plan.category}]"))
+            store.best_effort("notes",
+                              lambda: notes.note_task_commits(store, seen, outcome=f"failed [{plan.category}]"))
             saved = save_attempt(store, seen, reason=plan.reason, category=plan.category, local=local)
         journal = None
         if plan.rolls_back:
@@ -238,7 +240,8 @@ def _record(store: StateStore, seen: Task, plan: FailPlan, local: claim_journal.
 def _put_failed(tx: Tx, seen: Task, plan: FailPlan, saved: SavedAttempt | None, operation: str | None) -> Task:
     """The claim `seen`, failed, in the transaction `tx`, with its log lines."""
     task = current(tx, seen, "failed")
-    new = dataclasses.replace(task, status="failed", attempts=plan.attempts(task), claimed_by=None, lease_expires_at=None,
+    new = dataclasses.replace(task, status="failed", attempts=plan.attempts(task), claimed_by=None,
+                              lease_expires_at=None,
                               error_log=(*task.error_log, f"[{plan.category}] {plan.reason}"),
                               ).with_extra(failed_at=now_iso(), **dict.fromkeys(CLAIM_FIELDS))
     if saved is not None:
@@ -248,10 +251,12 @@ def _put_failed(tx: Tx, seen: Task, plan: FailPlan, saved: SavedAttempt | None, 
     for kind, text, category in plan.log_lines(operation):
         tx.log(kind, text, task=task.id, category=category)
     for kind in secrets.MARKER.compiled.findall(new.error_log[-1]):  # a check's output, redacted before it was cut
-        tx.log("WARN", f"redacted {kind} from error_log[{len(new.error_log) - 1}] (secret scan; see `git handoff secrets`)",
+        tx.log("WARN",
+               f"redacted {kind} from error_log[{len(new.error_log) - 1}] (secret scan; see `git handoff secrets`)",
                task=task.id)
     if saved is not None and saved["local_only"]:
-        tx.log("WARN", f"attempt {saved['attempt']} {local_only_note(saved['ref'], saved['secret_files'])}", task=task.id)
+        tx.log("WARN", f"attempt {saved['attempt']} {local_only_note(saved['ref'], saved['secret_files'])}",
+               task=task.id)
     return new
 
 

@@ -65,7 +65,8 @@ def check_slug(slug: str) -> str:
 
 def check_run_id(run_id: str) -> str:
     if not isinstance(run_id, str) or not RUN_ID.match(run_id):
-        raise UsageError(f"invalid run id {run_id!r}: a run id looks like 001-fix-auth (see `git handoff dispatch list`)")
+        raise UsageError(f"invalid run id {run_id!r}: a run id looks like 001-fix-auth "
+                         "(see `git handoff dispatch list`)")
     return run_id
 
 
@@ -247,7 +248,8 @@ def new_resume(store: StateStore, first_run_id: str, *, prompt: str, slug: str |
     _, resume = backend_commands(store, first["backend"])
     if resume is None:
         raise UsageError(
-            f"backend {first['backend']!r} cannot resume: set `git config handoff.backend.{first['backend']}.resume 'CMD {{session_id}}'`"
+            f"backend {first['backend']!r} cannot resume: set `git config handoff.backend.{first['backend']}.resume "
+            "'CMD {session_id}'`"
         )
     if _conversation_session_id(store, first) is None:
         raise UsageError(
@@ -257,7 +259,8 @@ def new_resume(store: StateStore, first_run_id: str, *, prompt: str, slug: str |
     return new(store, backend=first["backend"], slug=slug or first["slug"], prompt=prompt, resume_of=key_of(first))
 
 
-def _update(store: StateStore, run_id: str, changes: dict[str, Any], *, expect: tuple[str, ...] | None = None) -> DispatchRun:
+def _update(store: StateStore, run_id: str, changes: dict[str, Any], *,
+            expect: tuple[str, ...] | None = None) -> DispatchRun:
     def apply(tx: Tx) -> DispatchRun:
         key = resolve(tx, store.repo, run_id)
         record = tx.read_json(record_path(key))
@@ -388,7 +391,8 @@ def execute(store: StateStore, run_id: str, *, detached_child: bool = False) -> 
         except KeyboardInterrupt as exc:
             procs.kill_tree(proc.pid, token)
             proc.wait()
-            _update(store, run_id, {"status": "failed", "finished_at": now_iso(), "exit_status": interrupt_exit_code(exc),
+            _update(store, run_id,
+                    {"status": "failed", "finished_at": now_iso(), "exit_status": interrupt_exit_code(exc),
                                     "error": "interrupted" + (f" by {signal.Signals(exc.signum).name}"
                                                               if isinstance(exc, Signalled) else "")})
             raise

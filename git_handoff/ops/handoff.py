@@ -299,7 +299,8 @@ def ack(store: StateStore, failed: str | None = None) -> AckAnswer:
             if doc is not None and of_path is not None:
                 doc.setdefault("rejections", []).append({"session": number, "reason": failed, "at": stamp})
                 put_record(tx, of_path, doc)
-            text = f"Session {number} rejected " + (f"the handoff of session {of}" if doc else "its prompt") + f": {failed}"
+            text = (f"Session {number} rejected " + (f"the handoff of session {of}" if doc else "its prompt")
+                    + f": {failed}")
         else:
             for n, path in doc_paths(tx):
                 if n >= number:
@@ -310,7 +311,8 @@ def ack(store: StateStore, failed: str | None = None) -> AckAnswer:
                     old["accepted_by"] = number if path == of_path else None
                     old["accepted_at"] = stamp
                     put_record(tx, path, old)
-            text = f"Session {number} accepted " + (f"the handoff of session {of}" if doc else "its prompt (no pending handoff)")
+            text = f"Session {number} accepted " + (f"the handoff of session {of}" if doc
+                                                    else "its prompt (no pending handoff)")
         tx.log("ACK", text, session=number)
         return {"session": number, **entry}
 

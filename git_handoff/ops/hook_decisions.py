@@ -180,7 +180,8 @@ def session_start(store: StateStore, event: Event) -> Outcome:
     # Otherwise startup and clear begin a new session, with recovery.
     if pinned is not None:
         store.session = pinned
-    elif opened is not None and (event.source in ("resume", "compact") or (record is not None and not record.get("ack"))):
+    elif opened is not None and (event.source in ("resume", "compact")
+                                 or (record is not None and not record.get("ack"))):
         store.session = int(opened["session"])
     else:
         # imported here, as `sessions` below: the recovery matrix brings the whole write
@@ -288,8 +289,8 @@ def _mine_in_progress(store: StateStore) -> list[Task]:
 
 
 def _finish_line(t: Task) -> str:
-    return (f"git handoff: task [{t.id}] {display.line(t.title)} is in progress. Finish it: make its check pass and run "
-            f"`git handoff done {t.id}`, or give up with `git handoff fail {t.id} --reason \"...\"`.")
+    return (f"git handoff: task [{t.id}] {display.line(t.title)} is in progress. Finish it: make its check pass and "
+            f"run `git handoff done {t.id}`, or give up with `git handoff fail {t.id} --reason \"...\"`.")
 
 
 def stop_reason(store: StateStore) -> str | None:

@@ -331,7 +331,8 @@ def _spec_of_rows(snap: Snapshot, rows: dict[str, status_index.Row], order: list
     spec = snap.config().spec_ref if use_config else None
     if not spec:
         visible = [rows[tid] for tid in order if tid not in hidden]
-        spec = next((r[status_index.SPEC] for r in visible if r[status_index.SPEC] and r[status_index.STATUS] != "completed"),
+        spec = next((r[status_index.SPEC] for r in visible if r[status_index.SPEC]
+                     and r[status_index.STATUS] != "completed"),
                     next((r[status_index.SPEC] for r in visible if r[status_index.SPEC]), None))
     return str(spec) if spec else None
 

@@ -55,7 +55,8 @@ class Options:
     max_idle_sessions: int = 3
     tmux_socket: str | None = None
     poll: float = 0.05
-    launch_grace: float = 15.0  # an agent exiting non-zero this soon after its ACK, having done nothing, failed to start
+    # an agent exiting non-zero this soon after its ACK, having done nothing, failed to start
+    launch_grace: float = 15.0
     fleet_lock: FleetLock | None = None  # one relay per remote, not only per clone (git_handoff.remote.fleet_lock)
     hang_timeout: float | None = 1800.0  # no progress this long: a hang (ops/relay_watch.py), None: never
     limit_backoff: float = 60.0  # the first wait on a limit that printed no reset time; doubled per limit in a row
@@ -135,7 +136,8 @@ class Relay:
         record = session_start.start(store)
         self.session = int(record["session"])
         recovered = record.get("recovery") or []
-        self.say(f"relay: session {self.session} started" + (f" ({len(recovered)} task(s) recovered)" if recovered else ""))
+        self.say(f"relay: session {self.session} started"
+                 + (f" ({len(recovered)} task(s) recovered)" if recovered else ""))
         return self.session
 
     def launch_and_ack(self) -> None:
@@ -150,7 +152,8 @@ class Relay:
             self.watch.use(self.agents.choose(number))
             self.watch.launched(number)
             self.agent = launch(self.store, self.agents.command, number, prompt_file, self.relay_dir,
-                                tmux_socket=tmux_socket_name(self.store, self.opts.tmux_socket) if self.opts.tmux else None)
+                                tmux_socket=tmux_socket_name(self.store, self.opts.tmux_socket) if self.opts.tmux
+                                else None)
             self._remember_agent()
             where = f"tmux session {self.agent.tmux[1]}" if self.agent.tmux else f"pid {self.agent.pid}"
             self.say(f"relay: session {number}: agent launched ({where}, launch {attempt}/"
@@ -322,8 +325,8 @@ class Relay:
         update_record(self.store, {
             "state": "running", "host": socket.gethostname(), "pid": os.getpid(), "started_at": started_at,
             "agent": self.agents.command, "agent_name": self.agents.name, "tmux": self.opts.tmux,
-            "agents": self.agents.commands if len(self.agents.commands) > 1 else [], "switches": [], "limited": [], "stopped_at": None, "reason": None,
-            **({} if previous else {"session": None, "agent_pid": None}),
+            "agents": self.agents.commands if len(self.agents.commands) > 1 else [], "switches": [], "limited": [],
+            "stopped_at": None, "reason": None, **({} if previous else {"session": None, "agent_pid": None}),
         }, log=("LOCK", f"relay started (pid {os.getpid()} on {socket.gethostname()})"
                 + (f"; took over from dead relay pid {previous.get('pid')}" if previous else ""), None))
         sessions_run = 0
@@ -368,14 +371,16 @@ class Relay:
                 idle = idle + 1 if relay_land.progress(self.store) == before else 0
                 if idle >= self.opts.max_idle_sessions:
                     reason = f"{idle} session(s) in a row made no progress"
-                    raise Stopped(f"relay stopped: {reason}; see `git handoff log` and the agent logs in {self.relay_dir}")
+                    raise Stopped(f"relay stopped: {reason}; see `git handoff log` and the agent logs in "
+                                  f"{self.relay_dir}")
         except Negative as exc:
             reason = exc.message.removeprefix("relay stopped: ")  # _stop says "relay stopped: " itself
             try:
                 self.finish_session()
             finally:
                 self._stop(reason)
-            raise Stopped(exc.message if exc.message.startswith("relay stopped") else f"relay stopped: {exc.message}") from None
+            raise Stopped(exc.message if exc.message.startswith("relay stopped")
+                          else f"relay stopped: {exc.message}") from None
         except BaseException as exc:
             self._interrupted(exc)
             raise

@@ -60,7 +60,8 @@ def remove(store: StateStore, task_id: str, *, force: bool = False) -> Removed:
         tx.put(task_path(task_id), None)
         for dep_id in dependents:
             dependent = tasks[dep_id]
-            tx.put_task(dataclasses.replace(dependent, depends_on=tuple(d for d in dependent.depends_on if d != task_id)))
+            tx.put_task(dataclasses.replace(dependent,
+                                            depends_on=tuple(d for d in dependent.depends_on if d != task_id)))
             tx.log("INIT", f"Dropped dependency on removed {task_id}", task=dep_id)
         tx.log("INIT", f"Removed {task.title} (was {task.status}, attempts {task.attempts}/{task.max_attempts})",
                task=task_id)
@@ -99,7 +100,8 @@ def rename(store: StateStore, old: str, new: str) -> Renamed:
         renamed = tx.put_task(dataclasses.replace(task, id=new))
         for dep_id in dependents:
             dependent = tasks[dep_id]
-            tx.put_task(dataclasses.replace(dependent, depends_on=tuple(new if d == old else d for d in dependent.depends_on)))
+            tx.put_task(dataclasses.replace(dependent,
+                                            depends_on=tuple(new if d == old else d for d in dependent.depends_on)))
         tx.log("INIT", f"Renamed {old} to {new}", task=new)
         return {"task": task_json(renamed), "old": old, "dependents": dependents}
 

@@ -5,8 +5,9 @@ What is scanned: every commit of refs/harness/state and refs/notes/harness (the 
 its message, each file it changed, once per blob) and every attempt under
 refs/harness/attempts/ (its message, the files it and its index commit changed over
 the commit it was saved on, and the commits made since the claim its record names).
-Local-only attempts (refs/harness/local/attempts/) are not published and not reported. The scanner is the one every write goes through
-(git_handoff.state.redaction), with the user's patterns and allow-list.
+Local-only attempts (refs/harness/local/attempts/) are not published and not reported.
+The scanner is the one every write goes through (git_handoff.state.redaction), with the
+user's patterns and allow-list.
 """
 
 from __future__ import annotations

@@ -5,7 +5,8 @@ by the harness decision matrix:
 | uncommitted? | task commits? | checkpoints? | action                                                   |
 |--------------|---------------|--------------|----------------------------------------------------------|
 | no           | no            | none         | fail [SESSION_TIMEOUT] No progress detected              |
-| no           | no            | some         | resume if the files are as at the last checkpoint, else fail (work lost) |
+| no           | no            | some         | resume if the files are as at the last checkpoint,       |
+|              |               |              | else fail (work lost)                                    |
 | no           | yes           | any          | validate: complete, or fail (rolled back)                |
 | yes          | no            | any          | commit, validate: complete, or fail (rolled back)        |
 | yes          | yes           | any          | commit, validate: complete, or fail (rolled back)        |
@@ -246,7 +247,8 @@ def recover_task(store: StateStore, task: Task, worker: str) -> Recovery:
         return _done(store, task, "fail", f"{why} ({facts})")
     if row == "commit-validate":
         repo.git("add", "-A", "--", ".", cwd=repo.root())
-        repo.git("commit", "--no-verify", "-q", "-m", f"{task.id}: {task.title} (work recovered by session {store.session})",
+        repo.git("commit", "--no-verify", "-q", "-m",
+                 f"{task.id}: {task.title} (work recovered by session {store.session})",
                  cwd=repo.root())
     try:
         work.done(store, task.id, force=True)

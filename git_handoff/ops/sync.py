@@ -216,7 +216,8 @@ def sync(store: StateStore, remote: str | None = None, *, tries: int = PUSH_TRIE
     report: SyncReport = {
         "remote": remote_obj.spec, "action": "", "incoming": 0, "outgoing": 0, "conflicts": [],
         "claims_lost": [], "pushed": [], "attempts": {"fetched": [], "pushed": [], "conflicting": []},
-        "work": {"fetched": [], "pushed": [], "conflicting": []}, "notes": "none", "retries": 0, "states": 0, "claims_pruned": [], "claims_closed": [], "quarantined": [], "retired": [],
+        "work": {"fetched": [], "pushed": [], "conflicting": []}, "notes": "none", "retries": 0, "states": 0,
+        "claims_pruned": [], "claims_closed": [], "quarantined": [], "retired": [],
     }
     for attempt in range(tries):
         if _round(store, remote_obj, report, say):

@@ -207,7 +207,8 @@ def edit(store: StateStore, task_id: str, **changes: object) -> Task:
                 if opt in ("check", "cleanup", "spec") and value == "":
                     value = None
                 fields[attr] = value
-        shown = " ".join(f"{k}={v!r}" if isinstance(v, str) else f"{k}={list(v) if isinstance(v, tuple) else v}" for k, v in fields.items())
+        shown = " ".join(f"{k}={v!r}" if isinstance(v, str) else f"{k}={list(v) if isinstance(v, tuple) else v}"
+                         for k, v in fields.items())
         new = dataclasses.replace(task, **fields)
         if new == task:
             return task
@@ -268,7 +269,8 @@ def _read_plan(text: str, path: Path) -> list[dict[str, Any]]:
         raise UsageError(exc.message.replace("not valid TOML", "not a valid TOML plan", 1)) from None
     unknown_top = set(data) - {"task"}
     if unknown_top:
-        raise UsageError(f"{path}: unknown top-level key(s) {', '.join(sorted(unknown_top))}: a plan holds [[task]] tables")
+        raise UsageError(f"{path}: unknown top-level key(s) {', '.join(sorted(unknown_top))}: "
+                         "a plan holds [[task]] tables")
     entries = data.get("task", [])
     if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
         raise UsageError(f"{path}: 'task' must be [[task]] tables")
@@ -372,7 +374,8 @@ def _apply_session_config(tx: Tx, session_config: dict[str, Any], file: Path) ->
 
     tx.config()  # through its parser first (see init)
     doc = tomlkit.parse((tx.read(CONFIG_PATH) or b"").decode())
-    mapping = {"concurrency_mode": "mode", "max_tasks_per_session": "max_tasks_per_session", "max_sessions": "max_sessions"}
+    mapping = {"concurrency_mode": "mode", "max_tasks_per_session": "max_tasks_per_session",
+               "max_sessions": "max_sessions"}
     for src, dst in mapping.items():
         if src in session_config:
             doc[dst] = session_config[src]

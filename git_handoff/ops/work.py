@@ -41,7 +41,8 @@ def renew(store: StateStore, task_id: str, *, lease: int | None = None, force: b
 
     def apply(tx: Tx) -> Task:
         task = current(tx, seen, "renewed")
-        new = tx.put_task(dataclasses.replace(task, lease_expires_at=expires(seconds)).with_extra(lease_seconds=seconds))
+        new = tx.put_task(dataclasses.replace(task,
+                                              lease_expires_at=expires(seconds)).with_extra(lease_seconds=seconds))
         claim_index.carry(tx, [new])
         tx.log("LOCK", f"lease renewed until {new.lease_expires_at} (claimed_by={task.claimed_by})", task=task.id)
         return new

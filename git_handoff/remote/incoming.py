@@ -221,7 +221,8 @@ GOOD_TREES_KEPT = 4
 
 
 def _good_tree(tree: str, kept: list[str] = _GOOD_TREES) -> None:
-    """`tree` passed: the newest of `kept` (the state trees, or _GOOD_NOTES), the oldest beyond GOOD_TREES_KEPT dropped."""
+    """`tree` passed: the newest of `kept` (the state trees, or _GOOD_NOTES), the oldest beyond
+    GOOD_TREES_KEPT dropped."""
     if tree in kept:
         kept.remove(tree)
     kept.append(tree)
@@ -341,7 +342,8 @@ def _meeting(repo: Repo, ours: str | None, heads: list[str]) -> dict[str, list[s
     out: dict[str, list[str] | None] = {}
     for h in heads:
         meets = sorted(ancestry.boundary(graph, ancestry.closure(graph, h))) if h in graph else None
-        out[h] = None if meets is None else [c for c in meets if repo.has_object(c)][:MEETING_TREES]  # (a shallow cut: absent)
+        # (a shallow cut: absent)
+        out[h] = None if meets is None else [c for c in meets if repo.has_object(c)][:MEETING_TREES]
     return out
 
 

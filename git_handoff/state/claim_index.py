@@ -37,7 +37,8 @@ VERSION = 1
 MAGIC = b"git-handoff-claim-index 1\n"
 
 # Row fields, by position.
-STATUS, RANK, ORDER, CREATED, DEPS, ATTEMPTS, MAX_ATTEMPTS, DEP_ERROR, LEASE, FAILED_AT, WORKTREE, CLAIMED_BY = range(12)
+(STATUS, RANK, ORDER, CREATED, DEPS, ATTEMPTS, MAX_ATTEMPTS, DEP_ERROR, LEASE, FAILED_AT, WORKTREE,
+ CLAIMED_BY) = range(12)
 
 
 def row(task: Task) -> tuple[Any, ...]:
@@ -162,7 +163,8 @@ def _save_head(repo: Repo, head: dict[str, Any]) -> None:
 def load_head(repo: Repo, tree: str) -> dict[str, Any] | None:
     """The head for this tasks tree when it is there, clean and undamaged, else None."""
     head = read_sealed(repo.handoff_dir / HEAD_FILE, HEAD_MAGIC)
-    if (not isinstance(head, dict) or head.get("v") != VERSION or head.get("tree") != tree or head.get("clean") is not True
+    if (not isinstance(head, dict) or head.get("v") != VERSION or head.get("tree") != tree
+        or head.get("clean") is not True
             or not isinstance(head.get("first"), str) or not isinstance(head.get("row"), tuple)
             or not isinstance(head.get("lease"), (str, type(None))) or not isinstance(head.get("needed"), frozenset)):
         return None
@@ -318,7 +320,8 @@ def _head_after(tx: Tx, head: dict[str, Any] | None, changed: list[Task]) -> dic
                 or before is None or tuple(before.depends_on) != r[DEPS]
                 or r[STATUS] == "pending" or (r[STATUS] == "failed" and not r[DEP_ERROR])):
             return None
-        if r[STATUS] == "in_progress" and r[LEASE] is not None and (lease is None or parse_time(r[LEASE]) < parse_time(lease)):
+        if r[STATUS] == "in_progress" and r[LEASE] is not None and (lease is None
+                                                                    or parse_time(r[LEASE]) < parse_time(lease)):
             lease = r[LEASE]
     return {**head, "lease": lease}
 

@@ -213,7 +213,8 @@ def fold(store: StateStore, first: str, todo: list[tuple[str, str]],
         lost = lost_claims(view, changes)
         view.changes.update(changes)
         since.update(changes)
-        lines.append(format_log_line(store.session, "SYNC", f"merged {label}: in={incoming} conflicts={len(conflicts)}"))
+        lines.append(format_log_line(store.session, "SYNC",
+                                     f"merged {label}: in={incoming} conflicts={len(conflicts)}"))
         for c in conflicts[:MAX_CONFLICT_LINES]:
             lines.append(format_log_line(store.session, "SYNC", f"conflict {c.field}: kept {short(c.kept)} "
                                          f"over {short(c.dropped)}", task=c.record))

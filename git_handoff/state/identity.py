@@ -149,7 +149,8 @@ def claim_is_mine(repo: Repo, task: Task) -> bool:
     """Whether this clone made the claim `task` carries (its seal verifies)."""
     claim = task.claim
     return sealed_here(repo, claim.clone_seal, "claim",
-                       *claim_fields(task.id, claim.claimed_at, claim.worktree, task.started_at_commit, task.claimed_by))
+                       *claim_fields(task.id, claim.claimed_at, claim.worktree, task.started_at_commit,
+                                     task.claimed_by))
 
 
 def relay_seal(repo: Repo, record: Any) -> str:

@@ -319,7 +319,8 @@ def relay_status_lines(snapshot: StateReader) -> list[str]:
     if record.get("state") == "running":
         alive = record.get("host") != socket.gethostname() or procs.alive(int(record.get("pid") or 0))
         if alive:
-            out.append(f"relay: running ({where} since {record.get('started_at')}, session {record.get('session') or '-'})")
+            out.append(f"relay: running ({where} since {record.get('started_at')}, session "
+                       f"{record.get('session') or '-'})")
             out += waiting_lines(record) + switch_lines(record)
         else:
             out.append(f"relay: died ({where}, started {record.get('started_at')}); "

@@ -202,7 +202,8 @@ def _neutral(before: Row | None, after: Row | None, failing: set[str]) -> bool:
 def _build(snap: Snapshot, tree: str) -> Summary:
     """The index from the whole task set (through the task index: no blob is parsed twice)."""
     top = _structure(snap.repo, tree, {})
-    leaves = {leaf: [name[:-5] for name, _, is_tree in snap.repo.tree_entries(leaf) if not is_tree and name.endswith(".json")]
+    leaves = {leaf: [name[:-5] for name, _, is_tree in snap.repo.tree_entries(leaf) if not is_tree
+                     and name.endswith(".json")]
               for leaves in top.values() for leaf in leaves}
     tasks = snap.tasks()
     rows = {t.id: row(t) for t in tasks.values()}
@@ -284,7 +285,8 @@ def plan_follow(before: Mapping[str, Row | None], after: Mapping[str, Row], fail
     return FollowPlan(moved, len(moved) > RESORT_AFTER, recheck)
 
 
-def _prior_blobs(repo: Repo, went: Mapping[str, str], leaves: dict[str, list[str]]) -> dict[str, tuple[str, str]] | None:
+def _prior_blobs(repo: Repo, went: Mapping[str, str],
+                 leaves: dict[str, list[str]]) -> dict[str, tuple[str, str]] | None:
     """The blobs of the leaves that went, by path, with the ids the index holds for
     them (those leaves are taken out of `leaves`); None: a leaf the index does not know,
     or one it lists otherwise."""
@@ -313,7 +315,8 @@ def _drop_rows(rows: dict[str, Row], counts: dict[str, int], gone: Iterable[str]
 
 
 def _read_changed(repo: Repo, listed: Mapping[str, list[tuple[str, str]]], plan: BlobPlan,
-                  came: Mapping[str, str], rows: Mapping[str, Row], leaves: dict[str, list[str]]) -> dict[str, Row] | None:
+                  came: Mapping[str, str], rows: Mapping[str, Row],
+                  leaves: dict[str, list[str]]) -> dict[str, Row] | None:
     """The rows of the blobs the plan parses, by id, and each changed leaf's ids put in
     `leaves`; None: an id that is already in another row (one id in two blobs)."""
     after: dict[str, Row] = {}

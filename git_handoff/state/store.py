@@ -58,7 +58,8 @@ T = TypeVar("T")
 LOG_LINE = lazy(r"^\[(?P<ts>[^\]]+)\] \[SESSION-(?P<session>\d+)\] (?P<type>\S+)(?: \[(?P<task>[^\]]+)\])?")
 
 
-def format_log_line(session: int, kind: str, text: str, task: str | None = None, category: str | None = None, ts: str | None = None) -> str:
+def format_log_line(session: int, kind: str, text: str, task: str | None = None, category: str | None = None,
+                    ts: str | None = None) -> str:
     parts = [f"[{ts or now_iso()}]", f"[SESSION-{session}]", kind]
     if task:
         parts.append(f"[{task}]")
@@ -303,7 +304,8 @@ class StateStore:
             if self._commit(tx, head):
                 return result, tx
             time.sleep(min(0.2, 0.005 * (2 ** min(attempt, 6))) * random.random())
-        raise Contention(f"{STATE_REF} kept changing under this transaction ({CAS_RETRIES} tries); nothing was changed, retry")
+        raise Contention(f"{STATE_REF} kept changing under this transaction ({CAS_RETRIES} tries); "
+                         "nothing was changed, retry")
 
     def _commit(self, tx: Tx, head: str | None) -> bool:
         commit = self.build_commit(tx, [head] if head else [])  # redacts tx's lines first
@@ -384,7 +386,8 @@ def initial_files(config_toml: str) -> dict[str, bytes]:
     return {
         FORMAT_PATH: f"{FORMAT_NAME} {FORMAT_VERSION}\n".encode(),
         CONFIG_PATH: config_toml.encode(),
-        META_PATH: (json.dumps({"created": now_iso(), "session_count": 0, "last_session": None}, indent=2, sort_keys=True) + "\n").encode(),
+        META_PATH: (json.dumps({"created": now_iso(), "session_count": 0, "last_session": None}, indent=2,
+                               sort_keys=True) + "\n").encode(),
     }
 
 

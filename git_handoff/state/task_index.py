@@ -55,7 +55,8 @@ class TaskIndex:
         self.loaded = True
         data = read_sealed(self.path, self.MAGIC)  # None when damaged: rebuilt from the state
         try:
-            if (not isinstance(data, dict) or data.get("fields") != _FIELD_NAMES or not isinstance(data.get("leaves"), dict)
+            if (not isinstance(data, dict) or data.get("fields") != _FIELD_NAMES
+                or not isinstance(data.get("leaves"), dict)
                     or not isinstance(data.get("order"), list)):
                 return
             self.tree, self.leaves = data["tree"], data["leaves"]

@@ -91,7 +91,8 @@ CAPTURED = [
                "    code: 503,\n    message: 'The model is overloaded. Please try again later.',\n    details: []\n"
                "  },\n  retryDelayMs: undefined,\n  status: 503\n}\n", OUTAGE, None),
     ("gemini", f'{GEMINI_REPORT}_ApiError: {{"error":{{"code":500,"message":"An internal error has occurred. Please '
-               'retry or report in https://developers.generativeai.google/guide/troubleshooting","status":"INTERNAL"}}\n'
+               'retry or report in '
+               'https://developers.generativeai.google/guide/troubleshooting","status":"INTERNAL"}}\n'
                "  status: 500\n}\nAn unexpected critical error occurred:[object Object]\n", OUTAGE, None),
 ]
 
@@ -158,21 +159,23 @@ RULE = "─" * 120
 # the last screen interactive claude 2.1.332 showed in tmux (capture-pane), fresh HOME, each step answered
 SCREENS = {
     "offline onboarding": (
-        "Welcome to Claude Code v2.1.332\n" + "." * 58 + "\n       █████████\n Unable to connect to Anthropic services\n"
+        "Welcome to Claude Code v2.1.332\n" + "." * 58
+        + "\n       █████████\n Unable to connect to Anthropic services\n"
         " Failed to connect to api.anthropic.com: ENOTFOUND\n Check your internet connection and network settings.\n"
         " Claude Code might not be available in your country. Check supported countries at\n"
         " https://anthropic.com/supported-countries\nEXITED-1\n",
         ['"hasCompletedOnboarding": true']),
     "trust": (
-        f"{RULE}\n Accessing workspace:\n\n /tmp/exp/tmux-onb/work\n\n Quick safety check: Is this a project you created"
-        " or one you trust? (Like your own code, a well-known open source\n project, or work from your team). If not,"
-        " take a moment to review what's in this folder first.\n\n Claude Code'll be able to read, edit, and execute"
-        " files here.\n\n Security guide\n\n ❯ No, exit\n   Yes, I trust this folder\n\n Enter to confirm · Esc to"
-        " cancel\n",
+        f"{RULE}\n Accessing workspace:\n\n /tmp/exp/tmux-onb/work\n\n Quick safety check: Is this a project you "
+        "created or one you trust? (Like your own code, a well-known open source\n project, or work from your team). "
+        "If not, take a moment to review what's in this folder first.\n\n Claude Code'll be able to read, edit, and "
+        "execute files here.\n\n Security guide\n\n ❯ No, exit\n   Yes, I trust this folder\n\n Enter to confirm · Esc "
+        "to cancel\n",
         ['"projects": {"/tmp/exp/tmux-onb/work": {"hasTrustDialogAccepted": true}}']),
     "api key": (
-        f"{RULE}\n  Detected a custom API key in your environment\n\n  ANTHROPIC_API_KEY: sk-ant-...-stub-not-a-real-key"
-        "\n\n  Do you want to use this API key?\n\n    Yes\n  ❯ No (recommended)\n\n  Enter to confirm · Esc to cancel\n",
+        f"{RULE}\n  Detected a custom API key in your environment\n\n  ANTHROPIC_API_KEY: "
+        "sk-ant-...-stub-not-a-real-key\n\n  Do you want to use this API key?\n\n    Yes\n  ❯ No (recommended)\n\n  "
+        "Enter to confirm · Esc to cancel\n",
         ['"customApiKeyResponses": {"approved": ["-stub-not-a-real-key"]}']),
     "mcp server": (
         f"{RULE}\n  New MCP server found in this project: handoff\n\n  MCP servers may execute code or access system"
@@ -182,11 +185,11 @@ SCREENS = {
         ['"enabledMcpjsonServers": ["handoff"]', ".claude/settings.local.json",
          "hooks install --agent claude --unattended", '"enableAllProjectMcpServers": true']),
     "bypass": (
-        f"{RULE}\n  WARNING: Claude Code running in Bypass Permissions mode\n\n  In Bypass Permissions mode, Claude Code"
-        " will not ask for your approval before running potentially dangerous\n  commands.\n  This mode should only"
-        " be used in a sandboxed container/VM that has restricted internet access and can easily be\n  restored if"
-        " damaged.\n\n  By proceeding, you accept all responsibility for actions taken while running in Bypass"
-        " Permissions mode.\n\n  https://code.claude.com/docs/en/security\n\n  ❯ No, exit\n    Yes, I accept\n\n"
+        f"{RULE}\n  WARNING: Claude Code running in Bypass Permissions mode\n\n  In Bypass Permissions mode, Claude "
+        "Code will not ask for your approval before running potentially dangerous\n  commands.\n  This mode should "
+        "only be used in a sandboxed container/VM that has restricted internet access and can easily be\n  restored if "
+        "damaged.\n\n  By proceeding, you accept all responsibility for actions taken while running in Bypass "
+        "Permissions mode.\n\n  https://code.claude.com/docs/en/security\n\n  ❯ No, exit\n    Yes, I accept\n\n"
         "  Enter to confirm · Esc to cancel\n",
         ['"bypassPermissionsModeAccepted": true', '"skipDangerousModePermissionPrompt": true',
          "hooks install --agent claude --unattended"]),
@@ -228,10 +231,10 @@ def _boxed(*lines: str) -> str:
 OTHER_SCREENS = {
     # interactive codex 0.171.0 in tmux, its stub provider configured, the folder not trusted
     ("codex", "trust"): (
-        "  Folder access\n\n  /tmp/exp/t2-c1/work\n\n  Trust this folder? Codex can read, edit, and run files here, subject "
-        "to your permission settings. Folder settings\n  can run code automatically, even without a model request. "
-        "Continue only if you trust these files. Your trust\n  decision will be saved.\n\n› 1. Trust and continue\n"
-        "  2. Back to Agent Command Center\n\n  enter continue · esc back\n",
+        "  Folder access\n\n  /tmp/exp/t2-c1/work\n\n  Trust this folder? Codex can read, edit, and run files here, "
+        "subject to your permission settings. Folder settings\n  can run code automatically, even without a model "
+        "request. Continue only if you trust these files. Your trust\n  decision will be saved.\n\n› 1. Trust and "
+        "continue\n  2. Back to Agent Command Center\n\n  enter continue · esc back\n",
         ['[projects."/tmp/exp/t2-c1/work"] trust_level = "trusted"', "codex exec --trust"]),
     # no provider and no login
     ("codex", "login"): (
@@ -243,7 +246,8 @@ OTHER_SCREENS = {
     # interactive gemini 0.61.0 without GEMINI_CLI_TRUST_WORKSPACE (after answering the first prompt)
     ("gemini", "trust"): (
         _boxed("", "Do you trust the files in this folder?", "",
-               "Trusting a folder allows Gemini CLI to load its local configurations, including custom commands, hooks,",
+               "Trusting a folder allows Gemini CLI to load its local configurations, "
+               "including custom commands, hooks,",
                "", "● 1. Trust folder (work)", "  2. Trust parent folder (t2-g2)", "  3. Don't trust"),
         ["GEMINI_CLI_TRUST_WORKSPACE=true", "trustedFolders.json"]),
     # no security.auth.selectedType in its settings
@@ -348,13 +352,16 @@ def test_only_the_final_lines_are_the_clis_final_error() -> None:
 
 COPILOT_RETRIED = "Failed to get response from the AI model; retried 5 times (total retry wait time: 59.24 seconds) " \
                   "Last error: "
-COPILOT_TAIL = "\n\nChanges    +0 -0\nDuration   1m 0s\nResume     copilot --resume=a23ab29a-b764-4131-b7b9-d15c5f38c221\n"
-QWEN_QUOTA_NOTE = "Possible quota limitations in place or slow response times detected. Please wait and try again later.\n"
+COPILOT_TAIL = "\n\nChanges    +0 -0\nDuration   1m 0s\n" \
+               "Resume     copilot --resume=a23ab29a-b764-4131-b7b9-d15c5f38c221\n"
+QWEN_QUOTA_NOTE = "Possible quota limitations in place or slow response times detected. " \
+                  "Please wait and try again later.\n"
 # what qwen 0.24.4 and copilot 1.0.102 printed against the chat-completions stub's faults (docs/agent-limits.md;
 # tests/e2e/test_agent_limits_qwen_copilot.py runs them)
 CAPTURED_CHAT = [
     ("copilot", "429 Rate limit reached for stub-model in organization org-stub on requests per min (RPM): Limit 50, "
-                f"Used 50, Requested 1. Please try again in 3m20s.\n{COPILOT_TAIL}", RATE_LIMIT, "2026-12-02T11:36:20Z"),
+                f"Used 50, Requested 1. Please try again in 3m20s.\n{COPILOT_TAIL}",
+     RATE_LIMIT, "2026-12-02T11:36:20Z"),
     ("copilot", f"{COPILOT_RETRIED}429 The usage limit has been reached\n{COPILOT_TAIL}", USAGE_LIMIT, None),
     ("copilot", f"{COPILOT_RETRIED}429 You exceeded your current quota, please check your plan and billing details.\n"
                 f"{COPILOT_TAIL}", USAGE_LIMIT, None),
@@ -372,7 +379,8 @@ CAPTURED_CHAT = [
              "[API Error: 429 Rate limit reached for stub-model in organization org-stub on requests per min (RPM): "
              f"Limit 50, Used 50, Requested 1. Please try again in 75s.]\n{QWEN_QUOTA_NOTE}", RATE_LIMIT,
      "2026-12-02T11:34:15Z"),
-    ("qwen", "[API Error: 500 The server had an error while processing your request. Sorry about that!]\n", OUTAGE, None),
+    ("qwen", "[API Error: 500 The server had an error while processing your request. Sorry about that!]\n",
+     OUTAGE, None),
     ("qwen", "[API Error: 503 The server is overloaded or not ready yet.]\n", OUTAGE, None),
 ]
 

@@ -1,4 +1,5 @@
-"""The command contract (docs/git-handoff.md, EXIT STATUS): every verb's spelling, exit codes and the --json / error-line contract."""
+"""The command contract (docs/git-handoff.md, EXIT STATUS): every verb's spelling, exit codes and the
+--json / error-line contract."""
 
 from __future__ import annotations
 

@@ -327,7 +327,8 @@ def test_another_interpreter_setting_is_refused_and_the_server_stays(project: Pa
     assert server_pids(project) == [pid]
 
 
-@pytest.mark.parametrize("spoil", ["socket 0666", "directory 0755", "socket of another uid", "directory of another uid"])
+@pytest.mark.parametrize("spoil",
+                         ["socket 0666", "directory 0755", "socket of another uid", "directory of another uid"])
 def test_a_socket_not_private_to_this_user_is_refused(project: Path, bin_dir: Path, spoil: str) -> None:
     env, _ = start_server(project, bin_dir)
     assert run_cmd(["git-handoff", "next"], project, env).returncode == 0
@@ -699,7 +700,8 @@ def test_the_installed_claude_hooks_run_through_the_fast_client(project: Path, b
     gone = command.replace(str(Path(cmdclient.PACKAGE_DIR) / "cmdclient.py"), "/nonexistent/cmdclient.py")
     got = run_cmd(["sh", "-c", gone], project, env, stdin=STOP)
     assert got.returncode == 0 and json.loads(got.stdout)["decision"] == "block"
-    assert served(project)[-1] == "hook claude-stop", log_lines(project)  # `git handoff hook claude-stop`, served by its own client
+    # `git handoff hook claude-stop`, served by its own client
+    assert served(project)[-1] == "hook claude-stop", log_lines(project)
 
 
 def _with_terminal(tty: int) -> None:
@@ -956,7 +958,8 @@ def test_a_client_that_gives_up_after_the_worker_started_has_nothing_run(project
             answer = s.recv(100)  # and no go (nor the fds that come with it)
         assert answer.startswith(b"ok "), answer
         worker = int(answer.split()[1])
-        wait_for(lambda: any(line.startswith(f"worker {worker}: ") and line.split(": ", 1)[1].startswith(("exit", "signal"))
+        wait_for(lambda: any(line.startswith(f"worker {worker}: ")
+                             and line.split(": ", 1)[1].startswith(("exit", "signal"))
                              for line in log_lines(project)), "the worker's end")
     finally:
         os.close(dir_fd)

@@ -105,15 +105,16 @@ FAIL = WORK.plus("FAIL", packages={"filelock"})
 # it imports nothing this budget lacks.)
 HOOK = STATE.plus("HOOK", {"agent_cli", "agent_cli.claude", "agent_cli.codex", "agent_cli.gemini", "agent_cli.qwen",
                            "agent_cli.copilot",
-                           "agent_cli.hook_data", "agent_cli.registry", "ops.handoff", "ops.hook_decisions", "ops.hook_entry",
-                           "ops.payloads", "ops.prompt", "ops.doc_markdown", "ops.stop_cap", "ops.usage", "state.claim_index",
-                           "state.status_index",
+                           "agent_cli.hook_data", "agent_cli.registry", "ops.handoff", "ops.hook_decisions",
+                           "ops.hook_entry", "ops.payloads", "ops.prompt", "ops.doc_markdown", "ops.stop_cap",
+                           "ops.usage", "state.claim_index", "state.status_index",
                            "state.trust"})
 HOOK_SESSION_START = HOOK.plus("HOOK_SESSION_START", SCAN | {
     "core.attempt_record", "infra.task_commands", "ops.attempt_save", "ops.attempts", "ops.session_start",
     "ops.sessions", "ops.work", "ops.work_refs", "state.claim_checks", "state.claim_journal", "state.notes",
     "state.target"})
-HOOK_SESSION_END = HOOK.plus("HOOK_SESSION_END", SCAN | {"agent_cli.usage", "ops.sessions", "state.notes"})  # the session's use read
+# the session's use read
+HOOK_SESSION_END = HOOK.plus("HOOK_SESSION_END", SCAN | {"agent_cli.usage", "ops.sessions", "state.notes"})
 # Qwen Code's and Copilot CLI's pre-compaction write the document at once (no event follows
 # it), so they scan what they write; their SessionEnd reads no use (agent_cli/qwen.py `usage`).
 HOOK_DOC_AT_ONCE = HOOK.plus("HOOK_DOC_AT_ONCE", SCAN)
@@ -203,7 +204,8 @@ def denied(command: str, names: set[str], budget: Budget) -> list[str]:
     if budget in READ_ONLY + STOP_HOOKS and names & WRITE_SIDE:
         problems.append(f"`git handoff {command}` imports the write side: {sorted(names & WRITE_SIDE)}")
     if budget in LOCAL and names & ELSEWHERE:
-        problems.append(f"`git handoff {command}` imports the remote side or another adapter: {sorted(names & ELSEWHERE)}")
+        problems.append(f"`git handoff {command}` imports the remote side or another adapter: "
+                        f"{sorted(names & ELSEWHERE)}")
     if budget in LOCAL and (remote := sorted(n for n in names if n.startswith("git_handoff.remote"))):
         problems.append(f"`git handoff {command}` imports the remote transport: {remote}")
     if budget in READ_ONLY and (adapters := sorted(n for n in names if n.startswith("git_handoff.agent_cli"))):
@@ -250,7 +252,8 @@ def _payload(repo: Path, event: str, fields: dict[str, object]) -> str:
                        "hook_event_name": event, "transcript_path": "/nonexistent/transcript.jsonl", **fields})
 
 
-HOOK_EVENTS: dict[str, list[tuple[str, str, dict[str, object], Budget]]] = {  # agent: [(hook, its event, its payload's fields, its budget)] in a session's order
+# agent: [(hook, its event, its payload's fields, its budget)] in a session's order
+HOOK_EVENTS: dict[str, list[tuple[str, str, dict[str, object], Budget]]] = {
     "claude": [("claude-session-start", "SessionStart", {"source": "startup"}, HOOK_SESSION_START),
                ("claude-stop", "Stop", {"stop_hook_active": False}, HOOK),
                ("claude-subagent-stop", "SubagentStop", {"stop_hook_active": False}, HOOK),
@@ -359,8 +362,8 @@ def test_a_new_import_fails_with_its_name_and_where_to_add_it(worked: Path) -> N
     assert "add it to READ in tests/cli/test_import_budget.py" in problems[0]
     assert "third-party package(s) tomlkit" in problems[1] and "READ's packages" in problems[1]
     assert denied("status --json", names, READ) == [
-        "`git handoff status --json` imports the write side: ['git_handoff.core.field_merge', 'git_handoff.core.merge', "
-        "'tomlkit']",
+        "`git handoff status --json` imports the write side: ['git_handoff.core.field_merge', "
+        "'git_handoff.core.merge', 'tomlkit']",
         "`git handoff status --json` imports the remote side or another adapter: ['git_handoff.core.field_merge', "
         "'git_handoff.core.merge']"]
     assert over_budget("status --json", names - {"git_handoff.ops.views"}, READ)[-1].startswith(

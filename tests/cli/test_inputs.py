@@ -133,7 +133,8 @@ def _deep_files(root: Path) -> dict[str, str]:
         "tables.toml": '[[task]]\ntitle = "x"\ncheck = ' + "{a = " * 5000 + "1" + "}" * 5000 + "\n",
         "dotted.toml": '[[task]]\ntitle = "x"\n[task.' + "a." * DEEP + "b]\nc = 1\n",
         "tasks.json": '{"version": 2, "tasks": ' + "[" * DEEP + "]" * DEEP + "}",
-        "task-field.json": '{"version": 2, "tasks": [{"id": "a1", "title": "t", "x": ' + "[" * DEEP + "]" * DEEP + "}]}",
+        "task-field.json": ('{"version": 2, "tasks": [{"id": "a1", "title": "t", "x": '
+                            + "[" * DEEP + "]" * DEEP + "}]}"),
     }
 
 

@@ -44,7 +44,8 @@ def test_landed_unpublished_and_unfinished_tasks_are_not_queued_and_dependents_w
     assert dict(got.waiting) == {"needs-open": "its dependency open is pending, its work not on the target"}
 
 
-@given(st.lists(st.tuples(st.integers(0, 11), st.lists(st.integers(0, 11), max_size=3), st.sampled_from(["P0", "P1", "P2"])),
+@given(st.lists(st.tuples(st.integers(0, 11), st.lists(st.integers(0, 11), max_size=3),
+                          st.sampled_from(["P0", "P1", "P2"])),
                 max_size=12, unique_by=lambda x: x[0]))
 @settings(max_examples=examples(100))
 def test_every_task_lands_after_each_of_its_dependencies(spec: list[tuple[int, list[int], str]]) -> None:

@@ -246,7 +246,8 @@ def test_unknown_kinds() -> None:
         == b"git-handoff-state 2\n"
     out = merge_file("blob.bin", b"a", b"b", b"c")
     assert out.data == b"c" and out.conflicts
-    toml = merge_file("config.toml", b"mode = 'exclusive'\nmax_sessions = 5\n", b"mode = 'concurrent'\nmax_sessions = 5\n",
+    toml = merge_file("config.toml", b"mode = 'exclusive'\nmax_sessions = 5\n",
+                      b"mode = 'concurrent'\nmax_sessions = 5\n",
                       b"# keep me\nmode = 'exclusive'\nmax_sessions = 9\n")
     assert toml.data is not None
     text = toml.data.decode()

@@ -224,7 +224,8 @@ def test_a_merge_of_records_within_the_limits_passes_the_edge_and_is_symmetric(
         assert sessions_started(merged) >= max(sessions_started(json.loads(ours)), sessions_started(json.loads(theirs)))
 
 
-@pytest.mark.parametrize(("kind", "name"), [(k, n) for k, fields in sorted(LIST_LIMITS.items()) for n in sorted(fields)])
+@pytest.mark.parametrize(("kind", "name"),
+                         [(k, n) for k, fields in sorted(LIST_LIMITS.items()) for n in sorted(fields)])
 def test_the_parser_keeps_each_list_to_the_cap_the_merge_keeps_to(kind: str, name: str) -> None:
     """model.LIST_LIMITS is the parsers' own table: a record of `limit` entries passes, one
     more is refused, by name."""

@@ -63,7 +63,8 @@ def test_the_checks_of_typed_fields() -> None:
     assert model.check_priority("P0") == "P0" and model.check_max_attempts(3) == 3
     assert model.check_timeout("60") == 60 and model.check_title(" t ") == " t "
     assert model.optional_text(None, "x") is None
-    cases: list[tuple[Callable[[], object], str]] = [(lambda: model.whole_number(True, "n", 0), "n must be a whole number"),
+    cases: list[tuple[Callable[[], object], str]] = [(lambda: model.whole_number(True, "n", 0),
+                                                      "n must be a whole number"),
                           (lambda: model.whole_number(0, "n", 1), "n must be at least 1, not 0"),
                           (lambda: model.check_priority("P9", "w"), "w: invalid priority 'P9'"),
                           (lambda: model.check_max_attempts(0), "max_attempts must be at least 1"),

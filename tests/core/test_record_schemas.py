@@ -153,7 +153,8 @@ _USAGE = {"input_tokens": 100, "output_tokens": 10, "tokens": 110, "turns": 2, "
           "clis": ["claude", "codex"]}
 
 
-@pytest.mark.parametrize("usage", [_USAGE, {**_USAGE, "cost_usd": None}, {**_USAGE, "cost_usd": 0}, {"tokens": 0}, None])
+@pytest.mark.parametrize("usage",
+                         [_USAGE, {**_USAGE, "cost_usd": None}, {**_USAGE, "cost_usd": 0}, {"tokens": 0}, None])
 def test_a_session_records_its_agents_use(usage: Any) -> None:
     record = record_schemas.session(json.dumps({"session": 1, "usage": usage, "budget": "the run's tokens budget "
                                                 "reached (300 of 300; --budget tokens)"}).encode(), "sessions/1.json")

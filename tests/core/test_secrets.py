@@ -111,14 +111,16 @@ def test_a_secret_the_record_held_before_is_left_as_it_was() -> None:
     now = json.dumps({"id": "t1", "title": f"rotate {aws}", "checkpoints": [{"description": f"used {token}"}]})
     clean, kinds = DEFAULT.redact_record("tasks/t1.json", now.encode(), lambda: before)
     assert kinds == [("github-token", "checkpoints[0].description")]
-    assert json.loads(clean) == {"id": "t1", "title": f"rotate {aws}", "checkpoints": [{"description": "used [redacted: github-token]"}]}
+    assert json.loads(clean) == {"id": "t1", "title": f"rotate {aws}",
+                                 "checkpoints": [{"description": "used [redacted: github-token]"}]}
     assert DEFAULT.redact_record("tasks/t1.json", before, lambda: before) == (before, [])
     assert DEFAULT.redact_record("doc.md", f"{aws} {token}".encode(), lambda: aws.encode()) == (
         f"{aws} [redacted: github-token]".encode(), [("github-token", "doc.md")])
 
 
 def test_a_records_key_named_like_a_secret_is_no_assignment() -> None:
-    data = (json.dumps({"agent_token": "12345-1-a1b2c3d4e5f6", "password_hint": "q8Fz2LmT7xVb"}, indent=2) + "\n").encode()
+    data = (json.dumps({"agent_token": "12345-1-a1b2c3d4e5f6", "password_hint": "q8Fz2LmT7xVb"}, indent=2)
+            + "\n").encode()
     assert DEFAULT.redact_record("relay.json", data) == (data, [])
 
 

@@ -53,7 +53,8 @@ def test_task_to_json_writes_the_table_of_fields_and_nothing_else() -> None:
         assert stored == row.default or row.kind in ("id", "title") or (row.kind in ("ids", "texts", "objects")
                                                                         and stored == [])
     assert {row.key: sorted(data[row.key]) for row in TASK_TABLE if row.sub is not None} == {
-        key: sorted(row.sub for row in TASK_TABLE if row.key == key and row.sub) for key in ("validation", "on_failure")}
+        key: sorted(row.sub for row in TASK_TABLE if row.key == key and row.sub)
+        for key in ("validation", "on_failure")}
     assert [f.name for f in dataclasses.fields(Task)] == [row.name for row in TASK_TABLE] + ["extra"]
 
 

@@ -69,7 +69,8 @@ def test_a_lone_surrogate_in_a_line_is_found_only_where_an_escape_could_make_one
 
 
 @settings(max_examples=examples(300), deadline=None)
-@given(name=st.text(alphabet=st.sampled_from(["a", "Z", "0", ".", "_", "-", "@", "/", "\\", "\x00", "\n", "é", "g", "t"]),
+@given(name=st.text(alphabet=st.sampled_from(["a", "Z", "0", ".", "_", "-", "@", "/", "\\", "\x00", "\n", "é",
+                                              "g", "t"]),
                     max_size=8) | st.sampled_from([".git", ".GIT", ".git.", ".git~1", "..", ".", "a" * 256, "a" * 255]))
 def test_the_plain_name_shortcut_accepts_only_what_every_rule_accepts(name: str) -> None:
     if state_tree._PLAIN_NAME.fullmatch(name):

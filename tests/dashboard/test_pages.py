@@ -33,7 +33,8 @@ def test_relay_rows_without_a_session_stopped() -> None:
 
 
 def test_attempt_row_says_why_an_attempt_is_unreadable() -> None:
-    row = pages._attempt_row(cast(Attempt, {"attempt": 3, "ref": "refs/harness/attempts/a/3", "unreadable": "bad <json>"}))
+    row = pages._attempt_row(cast(Attempt,
+                                  {"attempt": 3, "ref": "refs/harness/attempts/a/3", "unreadable": "bad <json>"}))
     assert row.startswith('<tr class="attempt" data-attempt="3"><td>#3</td><td>-</td><td>-</td>')
     assert "<td>unreadable: bad &lt;json&gt;</td>" in row and "<td>0 file(s)</td>" in row
 
@@ -45,5 +46,6 @@ def test_relay_rows_name_the_agent_its_last_switch_and_the_agents_limited() -> N
         "limited": [{"agent": "claude", "until": "2026-07-01T15:00:00Z"}]})
     rows = dict(pages._relay_rows(cast(Any, None), record, "running"))
     assert rows["agent"] == "codex: codex exec x"
-    assert rows["switched"] == "codex (switched from claude at 2026-07-01T10:00:00Z, session 3; 1 switch(es) this run): why"
+    assert rows["switched"] == ("codex (switched from claude at 2026-07-01T10:00:00Z, session 3; "
+                                "1 switch(es) this run): why")
     assert rows["limited"] == "claude until 2026-07-01T15:00:00Z"

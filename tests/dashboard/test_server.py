@@ -255,7 +255,8 @@ def test_browser_renders_counts_graph_and_attempts(repo: Path, served: str) -> N
         assert b.eval("document.querySelectorAll('svg.graph path.edge').length") == edges
         # the boxes really are drawn: every node has a size on the page
         assert b.eval("[...document.querySelectorAll('svg.graph g.node')].every(g => g.getBBox().width > 0)")
-        b.eval("document.querySelector('g.node[data-id=\"att\"] a').dispatchEvent(new MouseEvent('click', {bubbles: true}))")
+        b.eval("document.querySelector('g.node[data-id=\"att\"] a')"
+               ".dispatchEvent(new MouseEvent('click', {bubbles: true}))")
         b.wait_for("location.pathname === '/task/att' && document.readyState === 'complete'")
         assert b.eval("document.querySelectorAll('#attempts tr.attempt').length") == 1
         assert "wrong approach" in b.eval("document.getElementById('attempts').textContent")

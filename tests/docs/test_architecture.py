@@ -131,7 +131,8 @@ def _map_layers(doc: str) -> list[set[str]]:
 
 def _doc_modules(doc: str) -> dict[str, set[str]]:
     sections = re.split(r"^### ([a-z_]+)/$", doc, flags=re.M)[1:]
-    return {name: set(re.findall(r"`([a-z_]+)\.py`", body)) for name, body in zip(sections[::2], sections[1::2], strict=True)}
+    return {name: set(re.findall(r"`([a-z_]+)\.py`", body))
+            for name, body in zip(sections[::2], sections[1::2], strict=True)}
 
 
 def test_architecture_map_matches_the_contract() -> None:

@@ -215,7 +215,8 @@ def test_a_limit_wait_past_the_run_time_budget_stops_the_relay_at_once(repo: Pat
     assert run("init").rc == 0
     assert run("add", "Write t1", "--id", "t1", "--check", "test -f t1.txt").rc == 0
     away = (datetime.datetime.now().astimezone() + datetime.timedelta(hours=5)).replace(minute=2)
-    printed = f"You've hit your weekly limit · resets {away.strftime('%b')} {away.day}, {away.strftime('%I:%M%p').lower()}"
+    printed = (f"You've hit your weekly limit · resets {away.strftime('%b')} {away.day}, "
+               f"{away.strftime('%I:%M%p').lower()}")
     agent = f"git handoff ack; git handoff claim t1 >/dev/null 2>&1; echo {shlex.quote(printed)}; exit 1"
     r = run_exe("relay", "--agent", agent, "--ack-timeout", "30", "--budget", "time=60s", cwd=repo, timeout=50)
     assert r.rc == 1, r.out + r.err

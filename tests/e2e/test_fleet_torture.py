@@ -59,7 +59,8 @@ def test_fleet_survives_sigkill_mid_claim_and_mid_sync(tmp_path: Path) -> None:
     with transports.git_daemon(served) as base:
         clones = fleet.make_clones(tmp_path, f"{base}/{fleet.REMOTE_NAME}", K)
         # 1. the fleet works, and gets killed, until each clone has finished two tasks
-        first = fleet.run_fleet(clones, lease="10m", kill=kill, observe=observe, stop_after=2, deadline=time.monotonic() + 120)
+        first = fleet.run_fleet(clones, lease="10m", kill=kill, observe=observe, stop_after=2,
+                                deadline=time.monotonic() + 120)
         killed = sum((r.killed for r in first.reports), Counter())
         assert killed["claim"] > 0 and killed["sync"] > 0, killed
         assert not [e for r in first.reports for e in r.errors], [r.errors for r in first.reports]

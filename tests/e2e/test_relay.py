@@ -449,7 +449,8 @@ def test_a_reset_days_away_is_waited_for_at_most_the_cap_and_the_lease_not_past_
     assert run("init").rc == 0
     assert run("add", "Write t1", "--id", "t1", "--check", "test -f t1.txt", "--max-attempts", "3").rc == 0
     away = (datetime.datetime.now().astimezone() + datetime.timedelta(days=5)).replace(minute=2)
-    printed = f"You've hit your weekly limit · resets {away.strftime('%b')} {away.day}, {away.strftime('%I:%M%p').lower()}"
+    printed = (f"You've hit your weekly limit · resets {away.strftime('%b')} {away.day}, "
+               f"{away.strftime('%I:%M%p').lower()}")
     marker = repo / ".git" / "limit-printed"
     agent = (f"git handoff ack; git handoff claim t1 >/dev/null 2>&1; if [ ! -e {marker} ]; then touch {marker}; "
              f"echo {shlex.quote(printed)}; exit 1; fi; touch t1.txt && git handoff done t1")

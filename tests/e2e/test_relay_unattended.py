@@ -426,7 +426,8 @@ def test_an_interactive_agent_that_ends_its_turn_with_work_left_is_followed_by_t
     assert statuses(repo) == {"t01": "completed", "t02": "completed"}
     assert "session 1: handed off" in r.out, r.out
     doc = run("doc", "show", "1", "--json", cwd=repo).json()
-    assert doc["trigger"] == "stop" and any("Stop-hook block cap (CLAUDE_CODE_STOP_HOOK_BLOCK_CAP=1)" in b for b in doc["blockers"]), doc
+    assert doc["trigger"] == "stop" and any("Stop-hook block cap (CLAUDE_CODE_STOP_HOOK_BLOCK_CAP=1)" in b
+                                            for b in doc["blockers"]), doc
     second = run("session", "show", "2", "--json", cwd=repo).json()
     started = datetime.datetime.strptime(second["started_at"], "%Y-%m-%dT%H:%M:%SZ")
     waited = started.replace(tzinfo=datetime.UTC).timestamp() - policy.idle_at

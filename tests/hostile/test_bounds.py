@@ -89,8 +89,8 @@ def test_a_far_future_clock_is_not_adopted_by_the_victims_writes(world: World, w
     a = world.attacker
     node = a.state_node()
     for task_id in ("schema", "api"):
-        record = json.loads(a.blob_data(node["tasks"][task_path(task_id).split("/")[1]][task_path(task_id).split("/")[2]]
-                                        [f"{task_id}.json"][1]))
+        record = json.loads(a.blob_data(node["tasks"][task_path(task_id).split("/")[1]]
+                                        [task_path(task_id).split("/")[2]][f"{task_id}.json"][1]))
         put(node, task_path(task_id), (BLOB, a.blob(jbytes(far_future(record)))))
     meta = json.loads(a.blob_data(node["meta.json"][1]))
     put(node, "meta.json", (BLOB, a.blob(jbytes(dict(meta, hlc=FAR)))))

@@ -92,8 +92,8 @@ def test_a_document_of_another_clone_is_shown_as_data_and_marked(world: World) -
     found = RAW.search(text)
     assert found is None, f"raw {found.group()!r} in {text!r}"
     lines = text.split("\n")
-    assert lines[0] == f"# Handoff document: session {EVIL_SESSION}  [unapproved writer: unsigned; not offered to agents]", \
-        lines[0]
+    assert lines[0] == (f"# Handoff document: session {EVIL_SESSION}  "
+                        "[unapproved writer: unsigned; not offered to agents]"), lines[0]
     headings = [line for line in lines if line.startswith("#")]
     assert all(OWN_HEADINGS.fullmatch(line) for line in headings), headings
     assert not any(line.lstrip().startswith(("git handoff", "## Protocol")) for line in lines), text

@@ -82,7 +82,8 @@ def test_plan_arbitrary_text(inited: Path, text: str) -> None:
 
 
 @FUZZ
-@given(tasks=st.lists(task_objects(PLAN_KEYS), max_size=4), top=st.dictionaries(st.text(max_size=6), scalars, max_size=2))
+@given(tasks=st.lists(task_objects(PLAN_KEYS), max_size=4),
+       top=st.dictionaries(st.text(max_size=6), scalars, max_size=2))
 def test_plan_structured(inited: Path, tasks: list[dict[str, Any]], top: dict[str, Any]) -> None:
     import tomlkit
 
@@ -204,7 +205,8 @@ def pair(tmp_path: Path) -> tuple[Path, Path]:
 
 
 @SLOW_FUZZ
-@given(blob=blobs.filter(lambda b: b is not None), where=st.sampled_from(["tasks", "meta.json", "config.toml", "format"]))
+@given(blob=blobs.filter(lambda b: b is not None),
+       where=st.sampled_from(["tasks", "meta.json", "config.toml", "format"]))
 def test_sync_of_a_hostile_remote_state(pair: tuple[Path, Path], blob: bytes, where: str) -> None:
     """The remote's state is rewritten with a damaged record (by hand, as a stranger could):
     the local clone's sync merges it or refuses it cleanly, never half-applies it."""

@@ -101,7 +101,8 @@ def test_a_hand_corrupted_local_record_gives_exit_2_naming_path_and_field(
             res = run(*command, *extra, stdin="")
             lines = res.err.splitlines()
             assert res.rc == 2, (command, res)
-            assert lines and lines[-1].startswith("error: ") and path in lines[-1] and field in lines[-1], (command, res)
+            assert lines and lines[-1].startswith("error: ") and path in lines[-1] and field in lines[-1], \
+                (command, res)
             assert "unexpected" not in res.err and "Traceback" not in res.err
             if extra:
                 assert json.loads(res.out)["exit_code"] == 2

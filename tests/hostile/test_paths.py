@@ -90,7 +90,8 @@ def _refused(w: World, what: str) -> None:
     before, outside = w.picture(), w.outside_files()
     res = run("restore", "schema", "1", "--force", cwd=w.victim)
     assert res.rc == 2, f"{what}: rc={res.rc} {res.out} {res.err}"
-    assert res.err.startswith("error: refusing path ") and len(res.err.strip().splitlines()) == 1, f"{what}: {res.err!r}"
+    assert res.err.startswith("error: refusing path ") and len(res.err.strip().splitlines()) == 1, \
+        f"{what}: {res.err!r}"
     assert "\x1b" not in res.err and "\u202e" not in res.err
     assert w.picture() == before, f"{what}: the work tree, index, HEAD or hooks changed"
     assert w.outside_files() == outside and not (w.root / "outside.txt").exists()

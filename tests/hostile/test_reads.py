@@ -406,7 +406,8 @@ def test_a_hostile_notes_tree_is_refused_at_the_edge(world: World, shape: str) -
     a: Attacker = w.attacker
     noted = _victim_notes_a_commit(w)
     a.fetch()
-    victim_notes = [ref for ref in a.repo.references if ref.startswith("refs/harness/clones/") and ref.endswith("/notes")]
+    victim_notes = [ref for ref in a.repo.references if ref.startswith("refs/harness/clones/")
+                    and ref.endswith("/notes")]
     assert victim_notes
     parent = str(a.repo.references[victim_notes[0]].target)
     node = a.read_tree(str(a.repo[parent].tree_id))  # type: ignore[attr-defined]

@@ -256,7 +256,8 @@ def test_a_relay_record_naming_another_process_is_never_adopted_or_killed(repo: 
                               env=dict(os.environ, CANARY_TAG=token))
     try:
         store = StateStore(Repo.discover(repo), session=0)
-        record = {"state": "running", "host": socket.gethostname(), "pid": 2**31 - 2, "started_at": "2026-07-01T10:00:00Z",
+        record = {"state": "running", "host": socket.gethostname(), "pid": 2**31 - 2,
+                  "started_at": "2026-07-01T10:00:00Z",
                   "session": 1, "agent_pid": canary.pid, "agent_token": token, "tmux_session": None,
                   "tmux_socket": None, "clone": identity.clone_id(store.repo)}
         record["clone_seal"] = identity.relay_seal(store.repo, record)

@@ -180,7 +180,8 @@ def craft_title_surrogate(w: World) -> dict[str, Any]:
 @craft
 def craft_command_surrogate(w: World) -> dict[str, Any]:
     # not a line, so no line rule asked it: printing it (show, list, trust) failed
-    raw = jbytes(task_record("evil", validation={"command": "echo @@", "timeout_seconds": 30})).replace(b"@@", b"\\ud800")
+    raw = jbytes(task_record("evil", validation={"command": "echo @@",
+                                                 "timeout_seconds": 30})).replace(b"@@", b"\\ud800")
     return _with_task(w, task_record("evil"), raw)
 
 
@@ -432,7 +433,8 @@ def craft_session_open_here(w: World) -> dict[str, Any]:
     put(node, "sessions/1.json", (BLOB, w.attacker.blob(jbytes({
         "session": 1, "worker": _victim_worker(w), "worktree": str(w.victim), "base": _root_commit(w),
         "started_at": "2026-07-01T09:00:00Z", "ended_at": None}))))
-    put(node, "meta.json", (BLOB, w.attacker.blob(jbytes({"session_count": 1, "last_session": "2026-07-01T09:00:00Z"}))))
+    put(node, "meta.json",
+        (BLOB, w.attacker.blob(jbytes({"session_count": 1, "last_session": "2026-07-01T09:00:00Z"}))))
     w.attacker.push_state(node)
     return {"task": "schema"}
 
@@ -659,7 +661,8 @@ def _state_commit_with_header(w: World, header: str, message: bytes) -> dict[str
 def craft_state_commit_unknown_encoding(w: World) -> dict[str, Any]:
     # pygit2 decodes a commit's message and names by its `encoding` header, strictly:
     # every reader of the history (status, log, trust) failed with LookupError
-    return _state_commit_with_header(w, "encoding x-bogus", b"[2026-07-01T10:00:00Z] [SESSION-0] INIT [evil] Added \xff\n")
+    return _state_commit_with_header(w, "encoding x-bogus",
+                                     b"[2026-07-01T10:00:00Z] [SESSION-0] INIT [evil] Added \xff\n")
 
 
 @craft

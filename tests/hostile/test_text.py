@@ -35,7 +35,8 @@ EVIL_ERROR = "[2026-07-01T10:00:00Z] [TASK_EXEC] \u2067broken\u2069 \u200fhere"
 EVIL_MESSAGE = ("[2026-07-01T10:00:00Z] [SESSION-0] INIT crafted \x1b]52;c;ZXZpbA==\x07\x1b[2J\u202e"
                 "\x9b31m done\n")
 # the sections of git handoff's own prompt
-OWN_SECTIONS = re.compile(r"# git handoff: continue the work|## Handoff document.*|## Remaining tasks \(\d+\), by priority|"
+OWN_SECTIONS = re.compile(r"# git handoff: continue the work|## Handoff document.*|"
+                          r"## Remaining tasks \(\d+\), by priority|"
                           r"### P[012] \(\d+\)|## Protocol")
 
 

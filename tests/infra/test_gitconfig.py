@@ -143,7 +143,8 @@ def test_typed_values_read_as_git_reads_them(tmp_path: Path, kind: str, values: 
         proc = subprocess.run(["git", "config", f"--type={kind}", "--get", "t.v"], cwd=tmp_path, capture_output=True,
                               text=True, env={**os.environ, "GIT_CONFIG_PARAMETERS": given})
         try:
-            ours: bool | int | None = (gitconfig.parse_bool("t.v", value) if kind == "bool" else gitconfig.parse_int("t.v", value))
+            ours: bool | int | None = (gitconfig.parse_bool("t.v", value) if kind == "bool"
+                                       else gitconfig.parse_int("t.v", value))
         except UsageError:
             ours = None
         if kind == "int" and value is not None and proc.returncode == 0 and abs(int(proc.stdout)) > 2**31:

@@ -108,7 +108,8 @@ def test_fast_import_writes_the_blobs_and_the_commits_of_its_input(tmp_path: Pat
                    input=gitprocess.blobs_input([b"one\n", b"two\n"]))
     assert _git(repo, "cat-file", "-t", _git(repo, "hash-object", "--stdin", stdin="two\n").strip()) == "blob\n"
     blob = _git(repo, "hash-object", "-w", "--stdin", stdin="by oid\n").strip()
-    files: list[tuple[bytes, str, bytes | str | None]] = [(b"with space.txt", "100644", b"inline\n"), (b"kept.txt", "100644", blob)]
+    files: list[tuple[bytes, str, bytes | str | None]] = [(b"with space.txt", "100644", b"inline\n"),
+                                                          (b"kept.txt", "100644", blob)]
     stream = gitprocess.commit_input("refs/heads/made", "Me", "me@example.org", 1_700_000_000, "one commit",
                                      [root], files)
     subprocess.run(["git", "fast-import", "--quiet", "--done"], cwd=repo, check=True, input=stream)

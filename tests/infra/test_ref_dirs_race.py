@@ -37,7 +37,8 @@ class _Racing:
 
 
 def _head(path: Path) -> str:
-    return subprocess.run(["git", "rev-parse", "HEAD"], cwd=path, capture_output=True, text=True, check=True).stdout.strip()
+    return subprocess.run(["git", "rev-parse", "HEAD"], cwd=path, capture_output=True, text=True,
+                          check=True).stdout.strip()
 
 
 def test_a_new_ref_whose_directory_vanished_while_made_is_made_again(repo: Path) -> None:
@@ -47,7 +48,8 @@ def test_a_new_ref_whose_directory_vanished_while_made_is_made_again(repo: Path)
     name = "refs/remotes/origin/harness/clones/c1/state"
     assert r.cas_ref(name, _head(repo), None, "test") is True
     assert racing.left == 0
-    assert subprocess.run(["git", "rev-parse", name], cwd=repo, capture_output=True, text=True).stdout.strip() == _head(repo)
+    assert subprocess.run(["git", "rev-parse", name], cwd=repo, capture_output=True,
+                          text=True).stdout.strip() == _head(repo)
 
 
 def test_a_directory_that_never_can_be_made_is_still_an_error(repo: Path) -> None:

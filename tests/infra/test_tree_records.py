@@ -41,7 +41,9 @@ def test_records_read_as_libgit2_reads_the_entries(tmp_path_factory: pytest.Temp
     repo = _repo(tmp_path_factory.mktemp("r"))
     blob = repo.raw.create_blob(b"x").raw
     empty = repo.raw.TreeBuilder().write().raw
-    tree = _tree(repo, [(m, n, empty if m.lstrip(b"0").startswith(b"4") else blob) for m, n in sorted(entries, key=lambda e: e[1])])
+    tree = _tree(repo,
+                 [(m, n, empty if m.lstrip(b"0").startswith(b"4") else blob)
+                  for m, n in sorted(entries, key=lambda e: e[1])])
     records = repo.tree_records(tree)
     if all(m in PLAIN_MODES for m, _ in entries):
         assert records is not None
@@ -75,7 +77,8 @@ def test_differing_is_the_entries_no_known_tree_holds(tmp_path_factory: pytest.T
     blobs = [repo.raw.create_blob(f"{i}".encode()).raw for i in range(3)]
     subs = [_tree(repo, [(b"100644", b"f", b)]) for b in blobs]
     pool = [(b"100644", b) for b in blobs] + [(b"100664", blobs[0]), (b"100755", blobs[1]),
-                                              (b"40000", pygit2.Oid(hex=subs[0]).raw), (b"40000", pygit2.Oid(hex=subs[1]).raw)]
+                                              (b"40000", pygit2.Oid(hex=subs[0]).raw),
+                                              (b"40000", pygit2.Oid(hex=subs[1]).raw)]
     keys = [b"a", b"b", b"c", b"\xff"]
 
     def some_tree() -> str:

@@ -49,7 +49,8 @@ class Wire:
 
 
 def handshake(w: Wire, version: str = "2025-06-18") -> dict[str, Any]:
-    w.request(1, "initialize", {"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}})
+    w.request(1, "initialize",
+              {"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}})
     w.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
     return w.answer(1)
 

@@ -115,7 +115,8 @@ def test_the_log_of_a_rollback_names_the_base_the_snapshot_and_the_operation_end
         ({"base_is_commit": False}, ("ERROR", f"started_at_commit {BASE} is missing from the repository: "
                                               "no rollback, attempts set to max", "TASK_EXEC")),
         ({"base": None, "base_is_commit": False}, ("ERROR", "started_at_commit (none) is missing from the "
-                                                            "repository: no rollback, attempts set to max", "TASK_EXEC")),
+                                                            "repository: no rollback, attempts set to max",
+                                                            "TASK_EXEC")),
         ({"snapshot_name": SNAP}, ("ERROR", "the claim's snapshot bbbbbbb is missing: no rollback "
                                             "(the work tree is as the attempt left it)", "TASK_EXEC")),
         ({"journalled": False}, ("WARN", NO_LOCAL_CLAIM, None)),

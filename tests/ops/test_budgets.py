@@ -105,7 +105,8 @@ def test_a_limit_wait_that_would_pass_the_run_time_budget_is_named(repo: Path, t
     tracker = budgets.Tracker(_store(repo), budgets.Budgets({"time": 3600}), tmp_path)
     assert tracker.wait_passes_run(600) is None
     said = tracker.wait_passes_run(7200)
-    assert said is not None and said.startswith("the run's time budget would be reached while waiting 7200s for a limit")
+    assert said is not None and said.startswith("the run's time budget would be reached while waiting 7200s "
+                                                "for a limit")
     assert said.endswith("of 3600s; --budget time)")
     assert budgets.Tracker(_store(repo), budgets.Budgets({"tokens": 10}), tmp_path).wait_passes_run(1e9) is None
 

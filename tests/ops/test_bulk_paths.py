@@ -152,7 +152,8 @@ def test_json_indented_on_what_json_dumps_refuses_or_nests_deep() -> None:
         serialization.json_indented(circular)
     with pytest.raises(TypeError):
         serialization.json_indented({"x": object()})
-    assert serialization.json_indented({"a": {"b": [1, {"c": []}]}}) == '{\n  "a": {\n    "b": [\n      1,\n      {\n        "c": []\n      }\n    ]\n  }\n}'
+    assert serialization.json_indented({"a": {"b": [1, {"c": []}]}}) == (
+        '{\n  "a": {\n    "b": [\n      1,\n      {\n        "c": []\n      }\n    ]\n  }\n}')
 
 
 # -- task_from_json's quick path -----------------------------------------------------------------
@@ -217,7 +218,8 @@ def test_the_quick_parse_builds_what_the_full_parse_builds(data: dict[str, Any])
 # parse refuses naming the field, which the quick one must answer None to. Held to the table,
 # so a new row needs its values here.
 _TAKEN: dict[str, list[Any]] = {
-    "id": ["a", "t-1.x_2", "A" * 64], "title": ["x", " x ", "t" * 500], "choice": [None], "ids": [None, [], ["a", "b.c"]],
+    "id": ["a", "t-1.x_2", "A" * 64], "title": ["x", " x ", "t" * 500], "choice": [None],
+    "ids": [None, [], ["a", "b.c"]],
     "count": [None], "text": [None, "", "x"], "texts": [None, [], ["e", ""]], "objects": [None, [], [{}, {"a": 1}]],
     "order": [0, -5, 2**70],
 }
@@ -296,7 +298,8 @@ def test_the_quick_parse_takes_the_task_files_git_handoff_writes() -> None:
                 check="true", extra={"failed_at": "x", "hlc": "1.2.3"})
     parsed = serialization._well_formed(Task, json.loads(serialization.dump_task(task)))
     assert parsed == task and dataclasses.asdict(parsed) == dataclasses.asdict(task)
-    assert serialization._well_formed(Task, json.loads(serialization.dump_task(Task(id="b", title="t")))) == Task(id="b", title="t")
+    assert serialization._well_formed(Task, json.loads(serialization.dump_task(Task(id="b", title="t")))) \
+        == Task(id="b", title="t")
 
 
 # -- stamp_write, moved to hlc.py -------------------------------------------------------------------

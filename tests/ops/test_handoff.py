@@ -159,7 +159,8 @@ def test_prompt_contents(repo: Path) -> None:
     assert "Next eligible task: [schema] Schema (check: `true`)" in out
     assert "### P0 (1)" in out and "- [schema] Schema | check: `true`" in out
     assert "Use SQLite - why: single user" in out
-    for verb in ("git handoff ack", "git handoff claim", "git handoff checkpoint", "git handoff done", "git handoff fail"):
+    for verb in ("git handoff ack", "git handoff claim", "git handoff checkpoint", "git handoff done",
+                 "git handoff fail"):
         assert verb in out
     assert "next step" not in out.lower().replace("decide the next step yourself", "")
 
@@ -182,7 +183,8 @@ def test_prompt_under_10kb_with_500_tasks(repo: Path) -> None:
     r = run("prompt", "--json")
     text = r.json()["prompt"]
     assert len(text.encode()) < 10_000
-    assert "- [task-000] Implement feature number 0 of the big plan | check: `pytest -q tests/test_feature_0.py`" in text
+    assert ("- [task-000] Implement feature number 0 of the big plan | check: "
+            "`pytest -q tests/test_feature_0.py`") in text
     assert "check: `pytest -q tests/test_feature_400.py`" not in text  # P2 not in detail
     assert "### P2 (380)" in text
     assert "git handoff done" in text

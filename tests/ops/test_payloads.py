@@ -90,7 +90,8 @@ def test_the_shape_check_finds_what_differs() -> None:
     assert shape_problems(good, payloads.VerifyView, "$") == []
     assert shape_problems({**good, "extra": 1}, payloads.VerifyView, "$") == ["$: unexpected 'extra'"]
     assert shape_problems({k: v for k, v in good.items() if k != "ok"}, payloads.VerifyView, "$") == ["$: missing 'ok'"]
-    assert shape_problems({**good, "exit_code": "0"}, payloads.VerifyView, "$") == ["$.exit_code: '0' is not int | None"]
+    assert shape_problems({**good, "exit_code": "0"}, payloads.VerifyView, "$") \
+        == ["$.exit_code: '0' is not int | None"]
     assert shape_problems({**good, "ok": 1}, payloads.VerifyView, "$") == ["$.ok: 1 is not bool"]
     assert shape_problems([{"at": "x", "from": "failed", "reason": 3}], list[payloads.Reopened], "$") == [
         "$[0].reason: 3 is not str"]

@@ -237,7 +237,8 @@ def test_an_attempt_keeps_here_a_secret_it_would_carry_from_before_the_claim_the
     git("commit", "-qm", "no creds", cwd=repo)
     history = run("fail", "history", "--reason", "r", "--json").json()
     assert history["attempt_local_only"] is True
-    assert [kinds for where, kinds in history["secret_files"].items() if where.startswith("creds.txt (commit ")] == [["stripe-key"]]
+    assert [kinds for where, kinds in history["secret_files"].items()
+            if where.startswith("creds.txt (commit ")] == [["stripe-key"]]
 
     assert run("sync", "origin").rc == 0
     held = all_objects(remote)
@@ -259,7 +260,8 @@ def test_secrets_finds_a_secret_in_the_commits_a_published_attempt_keeps(repo: P
     head = git("rev-parse", "HEAD", cwd=repo)
     # an attempt an older git handoff saved on that branch: its own tree holds no secret
     record = json.dumps({"task": "x", "attempt": 1, "base": base, "head": head, "files": []})
-    attempt = git("commit-tree", f"{head}^{{tree}}", "-p", head, "-m", f"handoff attempt x #1: [TASK_EXEC] old\n\n{record}",
+    attempt = git("commit-tree", f"{head}^{{tree}}", "-p", head, "-m",
+                  f"handoff attempt x #1: [TASK_EXEC] old\n\n{record}",
                   cwd=repo)
     git("update-ref", "refs/harness/attempts/x/1", attempt, cwd=repo)
     got = run("secrets", "--json")

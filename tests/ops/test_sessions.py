@@ -40,7 +40,8 @@ def test_end_writes_stats_and_closes(repo: Path) -> None:
     r = run("session", "end", "--json")
     assert r.rc == 0, r.err
     assert r.json()["ended_at"]
-    assert "[SESSION-1] STATS tasks_total=1 completed=0 failed=0 pending=1 blocked=0 attempts_total=0 checkpoints=0" in run("log").out
+    assert ("[SESSION-1] STATS tasks_total=1 completed=0 failed=0 pending=1 blocked=0 attempts_total=0 "
+            "checkpoints=0") in run("log").out
     local = json.loads((repo / ".git" / "handoff" / "session.json").read_text())
     assert local["ended_at"]
     # outside a session log lines are SESSION-0 again

@@ -88,7 +88,8 @@ def test_offline_divergence_converges(clones: Callable[[str], Path]) -> None:
         assert (t3["title"], t3["priority"]) == ("renamed on a", "P0")
         assert {"a1", "b1"} <= {t["id"] for t in json.loads(run("list", "--json", cwd=where).out)}
     # the failed attempt travelled with the state
-    assert git("rev-parse", "refs/harness/attempts/t2/1", cwd=a) == git("rev-parse", "refs/harness/attempts/t2/1", cwd=b)
+    assert git("rev-parse", "refs/harness/attempts/t2/1", cwd=a) \
+        == git("rev-parse", "refs/harness/attempts/t2/1", cwd=b)
     # the merge commit has both parents and says what it did in SYNC lines
     head = state_head(b)
     assert head is not None
@@ -502,7 +503,8 @@ def test_sync_adds_only_the_refspecs_it_needs_and_says_so_once(repo: Path, tmp_p
     fetched = "refs/handoff-fetched/origin/harness"
     assert "added to remote.origin.fetch" in first.out
     assert f"+refs/notes/harness*:{fetched}/notes/harness*" in first.out
-    assert "removed from remote.origin.fetch (broader than needed): +refs/notes/*:refs/remotes/origin/notes/*" in first.out
+    assert ("removed from remote.origin.fetch (broader than needed): "
+            "+refs/notes/*:refs/remotes/origin/notes/*") in first.out
     specs = git("config", "--get-all", "remote.origin.fetch", cwd=repo).splitlines()
     assert specs == ["+refs/heads/*:refs/remotes/origin/*",
                      f"+refs/harness/clones/*:{fetched}/clones/*",

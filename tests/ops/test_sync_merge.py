@@ -35,7 +35,8 @@ def commit_of(repo: Repo, tree: str) -> str:
 
 @settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(edit_lists, edit_lists)
-def test_tree_merge_matches_pure_merge(raw_repo: Repo, e1: list[tuple[str, str, int]], e2: list[tuple[str, str, int]]) -> None:
+def test_tree_merge_matches_pure_merge(raw_repo: Repo, e1: list[tuple[str, str, int]],
+                                       e2: list[tuple[str, str, int]]) -> None:
     repo = raw_repo
     base = base_state()
     x = apply_edits(base, e1, 1, 100)

@@ -15,7 +15,8 @@ from tests.support.repo import run
 
 def _claude_transcript(path: Path, answers: list[tuple[int, int]]) -> Path:
     path.write_text("".join(json.dumps({"type": "assistant", "message": {
-        "id": f"msg_{n}", "usage": {"input_tokens": i, "output_tokens": o}}}) + "\n" for n, (i, o) in enumerate(answers)))
+        "id": f"msg_{n}", "usage": {"input_tokens": i, "output_tokens": o}}}) + "\n"
+        for n, (i, o) in enumerate(answers)))
     return path
 
 

@@ -8,7 +8,8 @@ from git_handoff.ops import views
 
 
 def _tasks(*specs: tuple[str, list[str]]) -> dict[str, Task]:
-    return {tid: Task(id=tid, title=f"title {tid}", depends_on=tuple(deps), order=n) for n, (tid, deps) in enumerate(specs)}
+    return {tid: Task(id=tid, title=f"title {tid}", depends_on=tuple(deps), order=n)
+            for n, (tid, deps) in enumerate(specs)}
 
 
 def _state(t: Task) -> str:

@@ -451,7 +451,8 @@ def test_attempts_are_numbered_per_task(ready: Path) -> None:
     listed = handoff("attempts", "t1", "--json").json()
     assert [a["attempt"] for a in listed] == [1, 2]
     assert [a["reason"] for a in listed] == ["try 1", "try 2"]
-    assert [a["files"] for a in listed] == [[{"status": "A", "path": "try1.txt"}], [{"status": "A", "path": "try2.txt"}]]
+    assert [a["files"] for a in listed] == [[{"status": "A", "path": "try1.txt"}],
+                                            [{"status": "A", "path": "try2.txt"}]]
 
 
 def test_a_failing_cleanup_is_logged_as_a_warning(ready: Path) -> None:

@@ -46,7 +46,8 @@ def test_two_clones_start_a_session_offline_and_both_are_kept(clones: Callable[[
         # each record kept its own facts: nothing was fused
         names = git("ls-tree", "--name-only", "refs/harness/state:sessions", cwd=where).splitlines()
         assert sorted(names) == sorted(f"1@{c}.json" for c in (first["clone"], second["clone"]))
-        records: list[SessionRecord] = [json.loads(git("show", f"refs/harness/state:sessions/{n}", cwd=where)) for n in names]
+        records: list[SessionRecord] = [json.loads(git("show", f"refs/harness/state:sessions/{n}", cwd=where))
+                                        for n in names]
         assert sorted(d["what"] for r in records for d in r["decisions"]) == ["use a", "use b"]
         # both show in the log, and max_sessions counts both
         log = ok("log", "--session", "1", cwd=where)

@@ -216,8 +216,8 @@ def run_fleet(k: int, skew: list[int], plan: list[tuple[str, int, int]]) -> Flee
 
 @settings(max_examples=examples(120), deadline=None)
 @given(st.integers(1, 5), skews, steps, st.randoms(use_true_random=False))
-def test_replicas_converge_whatever_the_order_of_syncs(k: int, skew: list[int], plan: list[tuple[str, int, int]], rnd: random.Random
-                                                      ) -> None:
+def test_replicas_converge_whatever_the_order_of_syncs(k: int, skew: list[int], plan: list[tuple[str, int, int]],
+                                                       rnd: random.Random) -> None:
     fleet = run_fleet(k, skew, plan)
     orders = [list(range(k)), list(reversed(range(k)))]
     shuffled = list(range(k))
@@ -241,7 +241,8 @@ def test_replicas_converge_whatever_the_order_of_syncs(k: int, skew: list[int], 
 
 @settings(max_examples=examples(150), deadline=None)
 @given(st.integers(2, 5), skews, steps)
-def test_two_clones_never_mint_the_same_session_or_run(k: int, skew: list[int], plan: list[tuple[str, int, int]]) -> None:
+def test_two_clones_never_mint_the_same_session_or_run(k: int, skew: list[int],
+                                                       plan: list[tuple[str, int, int]]) -> None:
     fleet = run_fleet(k, skew, plan)
     assert len(set(fleet.sessions)) == len(fleet.sessions)
     assert len(set(fleet.runs)) == len(fleet.runs)
@@ -253,8 +254,8 @@ def test_two_clones_never_mint_the_same_session_or_run(k: int, skew: list[int], 
 
 @settings(max_examples=examples(200), deadline=None)
 @given(st.integers(2, 5), skews, steps, st.randoms(use_true_random=False))
-def test_a_skewed_clock_never_beats_the_causal_order(k: int, skew: list[int], plan: list[tuple[str, int, int]], rnd: random.Random
-                                                    ) -> None:
+def test_a_skewed_clock_never_beats_the_causal_order(k: int, skew: list[int], plan: list[tuple[str, int, int]],
+                                                     rnd: random.Random) -> None:
     fleet = run_fleet(k, skew, plan)
     order = list(range(k))
     rnd.shuffle(order)

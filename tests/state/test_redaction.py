@@ -74,7 +74,8 @@ def test_secret_files_reads_text_files_of_the_trees_it_is_given_that_differ_from
     tree = git("write-tree", cwd=repo)
     found = redaction.secret_files(Repo.discover(repo), base, [tree, None])
     assert found == {".env": ["github-token"]}
-    assert redaction.secret_files(Repo.discover(repo), None, [tree]) == {".env": ["github-token"], "kept.txt": ["github-token"]}
+    assert redaction.secret_files(Repo.discover(repo), None, [tree]) == {".env": ["github-token"],
+                                                                         "kept.txt": ["github-token"]}
 
 
 def test_secret_history_reads_each_commit_since_the_base_and_its_message(repo: Path) -> None:

@@ -71,7 +71,8 @@ def test_a_git_handoff_already_on_path_is_kept(tmp_path: Path) -> None:
 
 
 def test_git_missing_or_too_old_stops_the_session(tmp_path: Path) -> None:
-    assert programs.git_problem({"PATH": str(tmp_path)}) == "git is not on PATH: install git >= 2.30 (`apt-get install git`)"
+    assert programs.git_problem({"PATH": str(tmp_path)}) == \
+        "git is not on PATH: install git >= 2.30 (`apt-get install git`)"
     old = tmp_path / "git"
     old.write_text("#!/bin/sh\necho git version 2.29.9\n")
     old.chmod(0o755)

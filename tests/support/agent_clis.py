@@ -2,10 +2,10 @@
 their loopback model stubs.
 
 Each runner gives the CLI a private home (``CODEX_HOME`` / ``GEMINI_CLI_HOME``; Qwen Code
-and Copilot CLI keep theirs under the test's own HOME) whose settings point at the stub and switch off everything that would reach the network
-(plugin sync, apps, update checks, telemetry), runs it under a timeout with stdin
-closed, and returns its exit code and output. The tests skip, saying how to install
-it, only when the executable is missing.
+and Copilot CLI keep theirs under the test's own HOME) whose settings point at the stub and
+switch off everything that would reach the network (plugin sync, apps, update checks,
+telemetry), runs it under a timeout with stdin closed, and returns its exit code and output.
+The tests skip, saying how to install it, only when the executable is missing.
 """
 
 from __future__ import annotations

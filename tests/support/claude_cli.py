@@ -25,7 +25,8 @@ PINNED_VERSION = "2.1.332"  # the version .ci/run installs; raise both on purpos
 # "PreCompact:manual [cmd] completed with status 0" (PreCompact, SessionEnd)
 # A message holding a quote or a newline (the fast client's command, as `hooks install` writes
 # it with the command server on) is logged JSON-quoted: `[DEBUG] "Hooks: Stop [...] finished ..."`.
-HOOK_RUN = re.compile(r'\[DEBUG\] "?(?:Hooks: )?([A-Za-z]+(?::[a-z_]+)?) \[(.*?)\] (?:finished|completed) with status (-?\d+)')
+HOOK_RUN = re.compile(r'\[DEBUG\] "?(?:Hooks: )?([A-Za-z]+(?::[a-z_]+)?) \[(.*?)\] (?:finished|completed) with status '
+                      r'(-?\d+)')
 
 
 def claude_path() -> str | None:

@@ -51,4 +51,5 @@ def publish_unknown_refs(bare: Path, n: int, target: str, namespace: str = "refs
     old = packed.read_text().splitlines() if packed.exists() else []
     entries = {line.split(" ", 1)[1]: line.split(" ", 1)[0] for line in old if line and line[0] not in "#^"}
     entries.update({f"{namespace}{i:06d}": target for i in range(n)})
-    packed.write_text("# pack-refs with: sorted \n" + "".join(f"{oid} {name}\n" for name, oid in sorted(entries.items())))
+    packed.write_text("# pack-refs with: sorted \n"
+                      + "".join(f"{oid} {name}\n" for name, oid in sorted(entries.items())))

@@ -9,9 +9,9 @@ found nowhere, the session stops with one sentence saying what to put on PATH.
 
 Every other program is optional: a test marked `@pytest.mark.needs("ssh-keygen")` is
 skipped where it is missing, the reason naming the Debian package that installs it, or
-for an agent CLI its npm package and version (.ci/run installs them all). The tmux, chromium, zsh, man, gitolite and agent-CLI tests
-skip the same way through their own checks (tests/support/browser.py, gitolite.py,
-agent_clis.py, claude_cli.py).
+for an agent CLI its npm package and version (.ci/run installs them all). The tmux, chromium,
+zsh, man, gitolite and agent-CLI tests skip the same way through their own checks
+(tests/support/browser.py, gitolite.py, agent_clis.py, claude_cli.py).
 """
 
 from __future__ import annotations
@@ -82,7 +82,8 @@ def put_console_script_on_path(environ: dict[str, str] | os._Environ[str], dirs:
         return None
     return (f"git-handoff, this package's own program, is neither on PATH nor beside {executable}: "
             f"install the package into this interpreter (`{executable} -m pip install -e '.[test]'`; the tests find "
-            f"the git-handoff it writes to {sysconfig.get_path('scripts')}) or put the directory of a git-handoff on PATH")
+            f"the git-handoff it writes to {sysconfig.get_path('scripts')}) "
+            "or put the directory of a git-handoff on PATH")
 
 
 def git_problem(environ: dict[str, str] | os._Environ[str]) -> str | None:

@@ -1,5 +1,5 @@
-"""Fixtures shared by the sync tests (import them into a test module to use them): a shared remote (bare on disk, or a real git daemon)
-and clones of it."""
+"""Fixtures shared by the sync tests (import them into a test module to use them): a shared
+remote (bare on disk, or a real git daemon) and clones of it."""
 
 from __future__ import annotations
 
@@ -60,7 +60,8 @@ def remote_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     # A bounded lifetime of its own (coreutils `timeout`), and it ends with the test
     # process (parent-death signal), so a killed or timed-out run leaves no daemon.
     proc = subprocess.Popen(
-        ["timeout", "--kill-after=5", "900", _git_daemon(), "--reuseaddr", f"--base-path={base}", "--export-all", "--enable=receive-pack",
+        ["timeout", "--kill-after=5", "900", _git_daemon(), "--reuseaddr", f"--base-path={base}", "--export-all",
+         "--enable=receive-pack",
          "--listen=127.0.0.1", f"--port={port}", "--informative-errors", str(base)],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, preexec_fn=_die_with_parent,
     )

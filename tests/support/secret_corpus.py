@@ -23,8 +23,10 @@ def _b64url(data: bytes) -> str:
     return base64.urlsafe_b64encode(data).decode().rstrip("=")
 
 
-_PEM = "-----BEGIN " + "RSA PRIVATE KEY-----\n" + "\n".join(_chars(64) for _ in range(4)) + "\n-----END RSA " + "PRIVATE KEY-----"
-_JWT = ".".join((_b64url(b'{"alg":"HS256","typ":"JWT"}'), _b64url(b'{"sub":"1234567890","name":"agent","iat":1516239022}'),
+_PEM = "-----BEGIN " + "RSA PRIVATE KEY-----\n" + "\n".join(_chars(64)
+                                                            for _ in range(4)) + "\n-----END RSA " + "PRIVATE KEY-----"
+_JWT = ".".join((_b64url(b'{"alg":"HS256","typ":"JWT"}'),
+                 _b64url(b'{"sub":"1234567890","name":"agent","iat":1516239022}'),
                  _chars(43)))
 _DB_PASSWORD = "Pg" + _chars(14)
 

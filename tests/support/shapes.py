@@ -19,7 +19,8 @@ def shape_problems(value: object, kind: object, where: str) -> list[str]:
         return shape_problems(value, get_args(kind)[0], where)
     if origin in (Union, types.UnionType):
         options = get_args(kind)
-        return [] if any(not shape_problems(value, k, where) for k in options) else [f"{where}: {value!r} is not {kind}"]
+        return [] if any(not shape_problems(value, k, where)
+                         for k in options) else [f"{where}: {value!r} is not {kind}"]
     if origin is Literal:
         return [] if value in get_args(kind) else [f"{where}: {value!r} not in {get_args(kind)}"]
     if kind is type(None):
