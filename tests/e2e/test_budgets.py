@@ -141,8 +141,10 @@ def test_a_run_token_budget_stops_the_relay_at_the_session_that_reached_it(repo:
 
 
 def _endless() -> RunEach:
-    """Claims t01, then works on and on (each turn one short command)."""
-    return RunEach(["git handoff claim t01", *["sleep 0.2"] * 400])
+    """Claims t01, then works on and on (each turn one command of a second: the relay, which
+    looks at the session's use every second, ends it within a few answers even on a loaded
+    machine; at 0.2 s a turn a loaded CI let six answers through)."""
+    return RunEach(["git handoff claim t01", *["sleep 1"] * 400])
 
 
 @pytest.mark.parametrize("claim", ["release", "keep"])

@@ -50,6 +50,7 @@ def gitolite_conf(machines: list[str]) -> str:
             f"{own}"
             "    RW+ refs/harness/claims/ = @fleet\n"
             "    RW  refs/harness/attempts/ = @fleet\n"
+            "    RW  refs/harness/work/ = @fleet\n"
             "    RW+ refs/harness/locks/relay$ = @fleet\n"
             "    RW  refs/heads/ = @fleet\n"
             "    R   = @fleet\n")
