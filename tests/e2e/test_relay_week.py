@@ -8,8 +8,8 @@ it does not come back within the run).
 
 - Claude Code: a 429 burst (retry-after 90 s: `claude -p` gives up at once, the relay waits
   its backoff), a SIGKILL mid-task, its 5-hour plan limit twice (the subscription's 429 with
-  the reset header: it prints the reset time), a 529 outage, and a launch that exits before
-  its ACK (a `claude` first on PATH, in front of the real one, armed by the script).
+  the reset header: it prints the reset time), a 529 outage, and a launch that never sends
+  its ACK (a `claude` first on PATH, in front of the real one, armed by the script, sleeps).
 - Gemini CLI: a 429 it retries itself, then, once Claude Code is limited the second time, a
   quota that resets "days" away (429 RESOURCE_EXHAUSTED, retry delay 960 s: it prints the
   delay and stops; its per-day quota prints no reset time at all).
@@ -80,6 +80,7 @@ TASKS = 120
 PER_SESSION = 4
 SEED = 20261207
 HOUR = 20  # seconds: the scaled hour (--switch-after)
+ACK = 25  # --ack-timeout: each CLI acknowledged within 1-5 s here; the launch that never does costs this
 DAYS = 48 * HOUR  # Gemini CLI's quota resets "two days" away
 ORDER = ("claude", "gemini", "codex")
 CLAUDE = 'claude -p --dangerously-skip-permissions "$(cat {prompt_file})"'
@@ -165,7 +166,7 @@ class Week:
         if what == "hang":
             return f"{claim} && echo HOLD-HERE"
         if what == "noack":
-            self.noack_armed.touch()  # the next launch of `claude` exits before its ACK
+            self.noack_armed.touch()  # the next launch of `claude` never acknowledges
         elif what == "429":
             faults.fail(Fault("rate_limit", reset_in=90), times=2)
         elif what == "429-retried":
@@ -234,8 +235,8 @@ def loop_policy(week: Week, cli: str) -> Callable[[Exchange], Turn]:
 def _env(repo: Path, tmp: Path, claude_url: str, codex: Path, gemini_port: int, armed: Path) -> dict[str, str]:
     """The three CLIs' settings in one environment: Claude Code logged in with a plan (its
     limits carry their reset time), one retry of its own; Codex's home on its stub; Gemini
-    CLI's on its stub with two attempts; a `claude` first on PATH that exits before its ACK
-    once the script armed it."""
+    CLI's on its stub with two attempts; a `claude` first on PATH that, once the script armed
+    it, sleeps instead of starting (it never acknowledges)."""
     home = tmp / "claude-home"
     home.mkdir()
     env = claude_env(home, claude_url, {"CLAUDE_CODE_MAX_RETRIES": "1"})
@@ -253,7 +254,7 @@ def _env(repo: Path, tmp: Path, claude_url: str, codex: Path, gemini_port: int, 
     shims.mkdir()
     real = require_claude()
     shim = shims / "claude"
-    shim.write_text(f"#!/bin/sh\nif [ -e {armed} ] && mkdir {armed}.used 2>/dev/null; then exit 1; fi\n"
+    shim.write_text(f"#!/bin/sh\nif [ -e {armed} ] && mkdir {armed}.used 2>/dev/null; then exec sleep 600; fi\n"
                     f'exec {real} "$@"\n')
     shim.chmod(0o755)
     env["PATH"] = f"{shims}:{env['PATH']}"
@@ -299,7 +300,7 @@ def test_a_simulated_week_of_three_agent_clis(repo: Path, tmp_path: Path, monkey
         started = time.monotonic()
         try:
             proc = subprocess.run(["git", "handoff", "relay", "--agent", CLAUDE, "--agent", GEMINI, "--agent", CODEX,
-                                   "--switch-after", str(HOUR), "--ack-timeout", "90", "--hang-timeout", "15",
+                                   "--switch-after", str(HOUR), "--ack-timeout", str(ACK), "--hang-timeout", "15",
                                    "--limit-backoff", "2", "--limit-backoff-max", "4", "--max-idle-sessions", "5"],
                                   cwd=repo, env=env, capture_output=True, text=True, timeout=840,
                                   stdin=subprocess.DEVNULL)
@@ -356,7 +357,7 @@ def test_a_simulated_week_of_three_agent_clis(repo: Path, tmp_path: Path, monkey
         errors = _log("--type", "ERROR")
         faulted = {int(m.group(1)) for line in errors if (m := re.search(r"\[SESSION-(\d+)\]", line))}
         assert any("status 137" in line for line in errors) and any("hung: no progress" in line for line in errors)
-        assert any("before acknowledging" in line for line in errors), errors
+        assert any(f"did not acknowledge within {ACK}s" in line for line in errors), errors
         short = [s["session"] for s in sessions[:-1] if len(s["completed"]) != PER_SESSION
                  and s["session"] not in faulted]
         assert not short, [(s["session"], s["completed"], s.get("agents")) for s in sessions]
