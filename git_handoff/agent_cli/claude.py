@@ -143,8 +143,10 @@ LIMITS: tuple[LimitRule, ...] = (
     (USAGE_LIMIT, lazy(r"(?i)usage limit reached\|(\d{9,11})"), "epoch"),  # older CLIs
     (USAGE_LIMIT, lazy(r"(?i)(?:\bhit your (?:[\w-]+ )*limit\b|usage limit reached|out of (?:extra )?usage"
                        r"|usage credits)"), None),
-    # "API Error: Request rejected (429) · This request would exceed the rate limit ..."
-    (RATE_LIMIT, lazy(r"(?i)API Error: (?:Request rejected \(429\)|429\b)|rate_limit_error"), None),
+    # "API Error: Request rejected (429) · This request would exceed the rate limit ..."; logged in
+    # with a plan: "API Error: Server is temporarily limiting requests (not your usage limit) · ..."
+    (RATE_LIMIT, lazy(r"(?i)API Error: (?:Request rejected \(429\)|429\b|Server is temporarily limiting requests)"
+                      r"|rate_limit_error"), None),
     # "API Error: 529 Overloaded. This is a server-side issue ...", "API Error: 500 Internal server error. ...",
     # "API Error: 503 Service unavailable. ..."
     (OUTAGE, lazy(r"(?i)API Error: (?:Request rejected \()?(?:5\d\d)\b|overloaded_error"

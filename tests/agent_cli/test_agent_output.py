@@ -65,6 +65,9 @@ CAPTURED = [
                "of 50 requests per minute. For details, refer to: https://docs.claude.com/en/api/rate-limits.\n",
      RATE_LIMIT, None),
     ("claude", "API Error: Request rejected (429) · Error\n", RATE_LIMIT, None),
+    # logged in with a plan (CLAUDE_CODE_OAUTH_TOKEN), the same 429
+    ("claude", "API Error: Server is temporarily limiting requests (not your usage limit) · This request would exceed "
+               "the rate limit for your organization of 50 requests per minute.\n", RATE_LIMIT, None),
     ("claude", f"API Error: 529 Overloaded. {GATEWAY}\n", OUTAGE, None),
     ("claude", f"API Error: 500 Internal server error. {GATEWAY}\n", OUTAGE, None),
     ("claude", f"API Error: 503 Service unavailable. {GATEWAY}\n", OUTAGE, None),

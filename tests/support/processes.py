@@ -84,3 +84,40 @@ def ended_afterwards(proc: subprocess.Popen[str], marker: str) -> Iterator[None]
         for pid in processes_with(marker):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
+
+
+def parent_of(pid: int) -> int:
+    """The parent's pid (0 when `pid` is gone)."""
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def kill_agent_cli(cli: str, tool: list[bytes], timeout: float = 60.0) -> int:
+    """SIGKILL the agent CLI (a relay's agent: its processes carry HANDOFF_AGENT_TOKEN)
+    whose tool runs the command line `tool` (e.g. [b"sleep", b"60"]), once that runs: the
+    nearest ancestor of the tool whose command names `cli` and is no shell. Its pid, or 0
+    when none was found within `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for name in os.listdir("/proc"):
+            try:
+                argv = Path(f"/proc/{name}/cmdline").read_bytes().split(b"\0")[:-1]
+                env = Path(f"/proc/{name}/environ").read_bytes()
+            except OSError:
+                continue
+            if b"HANDOFF_AGENT_TOKEN=" not in env or [a.rsplit(b"/", 1)[-1] for a in argv[:1]] + argv[1:] != tool:
+                continue
+            parent = parent_of(int(name))
+            while parent > 1:
+                try:
+                    first = Path(f"/proc/{parent}/cmdline").read_bytes().split(b"\0")
+                except OSError:
+                    break
+                if any(cli.encode() in part for part in first[:2]) and not first[0].endswith(b"sh"):
+                    os.kill(parent, signal.SIGKILL)
+                    return parent
+                parent = parent_of(parent)
+        time.sleep(0.2)
+    return 0
