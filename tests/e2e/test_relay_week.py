@@ -268,7 +268,8 @@ def _log(*args: str) -> list[str]:
 
 
 def _sessions() -> list[dict[str, Any]]:
-    return [run("session", "show", str(row["session"]), "--json").json() for row in run("session", "list", "--json").json()]
+    return [run("session", "show", str(row["session"]), "--json").json()
+            for row in run("session", "list", "--json").json()]
 
 
 def _tokens_served(stubs: dict[str, Any]) -> dict[str, int]:
