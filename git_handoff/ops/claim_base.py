@@ -59,7 +59,7 @@ def forward(store: StateStore, head: str, snapshot: str | None, target: targets.
         return None
     if repo.is_ancestor(head, tip):
         return Forward(tip)
-    refused = work_refs.built_on(repo, head, work_refs.refused(repo, store.snapshot().tasks(), tip))
+    refused = work_refs.held_refused(repo, store.snapshot().task, head, tip)
     if refused is None or not work_refs.all_kept(repo, head, tip):
         return None
     return Forward(tip, refused)

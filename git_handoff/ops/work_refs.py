@@ -16,7 +16,7 @@ it is sent back rather than landed (ops/integration.py).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from git_handoff.core.errors import Contention, UsageError
 from git_handoff.core.model import Task
@@ -91,6 +91,19 @@ def refused(repo: Repo, tasks: Mapping[str, Task], tip: str | None) -> dict[str,
             continue
         out[commit] = name
     return out
+
+
+def held_refused(repo: Repo, tasks: Callable[[str], Task | None], head: str, tip: str) -> str | None:
+    """The refused work ref `head` holds and `tip` lacks, or None: git lists the work refs
+    merged into `head` and not into `tip` (one process, usually none), and only their
+    tasks are read (`tasks`: a task by id), never the whole state."""
+    proc = repo.git("for-each-ref", "--format=%(refname)", f"--merged={head}", f"--no-merged={tip}",
+                    WORK_PREFIX.rstrip("/"), check=False)
+    for name in proc.stdout.decode(errors="replace").split() if proc.returncode == 0 else ():
+        task = tasks(name[len(WORK_PREFIX):].rpartition("/")[0])
+        if task is not None and task.get("work_ref") != name:
+            return name
+    return None
 
 
 def built_on(repo: Repo, commit: str, refused_work: Mapping[str, str]) -> str | None:
