@@ -37,20 +37,25 @@ def _rank(task: Task) -> tuple[int, str, str]:
     return priority, task.completed_at or "", task.id
 
 
-def queue(tasks: Mapping[str, Task]) -> Queue:
-    """The landing order of the tasks `to_land`, and the ones that wait (`Queue`)."""
+def queue(tasks: Mapping[str, Task], carried: Mapping[str, frozenset[str]] | None = None) -> Queue:
+    """The landing order of the tasks `to_land`, and the ones that wait (`Queue`).
+    `carried`: {task: other finished tasks whose work its work holds} (done before it in one
+    worktree): each lands first, like a dependency, so that its own check runs on the target."""
     todo = {t.id: t for t in tasks.values() if to_land(t)}
     waiting: list[tuple[str, str]] = []
     blocked: dict[str, str] = {}
+    before = {tid: [*t.depends_on, *sorted((carried or {}).get(tid, ()))] for tid, t in todo.items()}
     for task in todo.values():
-        for dep in task.depends_on:
+        for dep in before[task.id]:
             needed = tasks.get(dep)
             if needed is None or landed(needed) or dep in todo:
                 continue
-            blocked[task.id] = f"its dependency {dep} is {needed.status}, its work not on the target"
+            what = "dependency" if dep in task.depends_on else "work holds the work of"
+            blocked[task.id] = f"its {what} {dep}, which is {needed.status} and not on the target" + (
+                "" if dep in task.depends_on else " (its own check must run there first)")
             break
     # Kahn's order over the tasks to land, ready ones by rank
-    needs = {tid: {d for d in t.depends_on if d in todo} for tid, t in todo.items() if tid not in blocked}
+    needs = {tid: {d for d in before[tid] if d in todo} for tid in todo if tid not in blocked}
     after: dict[str, list[str]] = {}
     for tid, deps in needs.items():
         for dep in deps:

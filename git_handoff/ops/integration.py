@@ -106,7 +106,8 @@ def _round(store: StateStore, target: targets.Target, say: Callable[[str], None]
     snap = store.snapshot()
     tasks = snap.tasks()
     hidden = writers.unapproved(repo, store.head())
-    order = queue_order.queue(tasks)
+    carried = _carried(repo, tasks, tip)
+    order = queue_order.queue(tasks, carried)
     refused = work_refs.refused(repo, tasks, tip) if order.order or order.waiting else {}
     held: set[str] = set()  # tasks of this round that did not land: their dependents wait
     for tid, behind in order.waiting:
@@ -115,13 +116,13 @@ def _round(store: StateStore, target: targets.Target, say: Callable[[str], None]
         else:
             report["waiting"].append({"task": tid, "why": behind})
     for task in order.order:
-        why = _not_ready(repo, task, hidden, held)
-        if why is not None:
-            report["waiting"].append({"task": task.id, "why": why})
+        if (back := _if_stale(store, target, task, refused)) is not None:  # before it waits on refused work
+            report["returned"].append(back)
             held.add(task.id)
             continue
-        if (back := _if_stale(store, target, task, refused)) is not None:
-            report["returned"].append(back)
+        why = _not_ready(repo, task, hidden, held, carried.get(task.id, frozenset()))
+        if why is not None:
+            report["waiting"].append({"task": task.id, "why": why})
             held.add(task.id)
             continue
         say(f"landing {task.id} on {target.name}")
@@ -140,9 +141,31 @@ def _round(store: StateStore, target: targets.Target, say: Callable[[str], None]
     return report
 
 
+def _carried(repo: Repo, tasks: dict[str, Task], tip: str | None) -> dict[str, frozenset[str]]:
+    """{task to land: the other finished tasks, not on the target, whose work its work holds}:
+    work done one after the other in one worktree (core/landing.py lands those first)."""
+    def unlanded(task: Task) -> str | None:
+        commit = task.get("completed_commit")
+        if task.status != "completed" or queue_order.landed(task) or not isinstance(commit, str):
+            return None
+        return None if tip is not None and (commit == tip or repo.is_ancestor(commit, tip)) else commit
+
+    open_work = {t.id: c for t in tasks.values() if (c := unlanded(t)) is not None}
+    out: dict[str, frozenset[str]] = {}
+    for tid, commit in open_work.items():
+        if not queue_order.to_land(tasks[tid]):
+            continue
+        held = frozenset(other for other, theirs in open_work.items()
+                         if other != tid and theirs != commit and repo.is_ancestor(theirs, commit))
+        if held:
+            out[tid] = held
+    return out
+
+
 def _if_stale(store: StateStore, target: targets.Target, task: Task, refused: dict[str, str]) -> Returned | None:
     """Send `task` back when its work was built on refused work (module docstring, 4)."""
-    stale = work_refs.built_on(store.repo, str(task.get("completed_commit")), refused)
+    commit = str(task.get("completed_commit"))
+    stale = work_refs.built_on(store.repo, commit, refused) if store.repo.has_object(commit) else None
     if stale is None:
         return None
     return _send_back(store, task, "CONFLICT", f"its work ({task.get('work_ref')}) was built on {stale}, work the "
@@ -150,11 +173,12 @@ def _if_stale(store: StateStore, target: targets.Target, task: Task, refused: di
                       spend=False)
 
 
-def _not_ready(repo: Repo, task: Task, hidden: dict[str, str], held: set[str]) -> str | None:
-    """Why `task` cannot land in this round, or None."""
-    blocker = next((dep for dep in task.depends_on if dep in held), None)
+def _not_ready(repo: Repo, task: Task, hidden: dict[str, str], held: set[str], carried: frozenset[str]) -> str | None:
+    """Why `task` cannot land in this round, or None (`carried`: the tasks whose work its work holds)."""
+    blocker = next((dep for dep in (*task.depends_on, *sorted(carried)) if dep in held), None)
     if blocker is not None:
-        return f"its dependency {blocker} did not land in this round"
+        what = "dependency" if blocker in task.depends_on else "work holds the work of"
+        return f"its {what} {blocker}, which did not land in this round"
     if task.id in hidden:
         return f"written by {hidden[task.id]}, a writer handoff.allowedSigners does not approve: never integrated"
     commit, ref = str(task.get("completed_commit")), str(task.get("work_ref"))

@@ -41,7 +41,18 @@ def test_landed_unpublished_and_unfinished_tasks_are_not_queued_and_dependents_w
     ]}
     got = queue(tasks)
     assert [t.id for t in got.order] == ["needs-in"]  # "old" completed before the queue: no work ref
-    assert dict(got.waiting) == {"needs-open": "its dependency open is pending, its work not on the target"}
+    assert dict(got.waiting) == {"needs-open": "its dependency open, which is pending and not on the target"}
+
+
+def test_work_that_holds_another_tasks_work_lands_after_it_whatever_its_priority() -> None:
+    """`carried`: B's work holds A's (done before it in one worktree): A first, though B is
+    P0; and C, whose work holds the unpublished "old"'s, waits for it."""
+    tasks = {t.id: t for t in [done("A", priority="P2"), done("B", priority="P0"), done("old", published=False),
+                               done("C", priority="P0")]}
+    got = queue(tasks, {"B": frozenset({"A"}), "C": frozenset({"old"})})
+    assert [t.id for t in got.order] == ["A", "B"]
+    assert dict(got.waiting) == {"C": "its work holds the work of old, which is completed and not on the target "
+                                      "(its own check must run there first)"}
 
 
 @given(st.lists(st.tuples(st.integers(0, 11), st.lists(st.integers(0, 11), max_size=3),

@@ -173,11 +173,10 @@ def test_work_built_on_refused_work_goes_back_without_spending_an_attempt(clones
     commit_file(b, "z.txt", "z\n")
     ok("done", "Z", cwd=b)
     first = run("integrate", "--json", cwd=b)
-    assert first.rc == 1 and [r["task"] for r in first.json()["returned"]] == ["Y"]
-    assert {w["task"] for w in first.json()["waiting"]} == {"Z"}  # behind Y, this round
-    second = run("integrate", "--json", cwd=b)
-    (back,) = second.json()["returned"]
-    assert second.rc == 1 and back["task"] == "Z" and "was built on refs/harness/work/Y/1" in back["reason"]
+    returned = {r["task"]: r for r in first.json()["returned"]}
+    assert first.rc == 1 and list(returned) == ["Y", "Z"], first.out  # Z in the same round, once Y is refused
+    back = returned["Z"]
+    assert "was built on refs/harness/work/Y/1" in back["reason"]
     assert "no attempt spent" in back["reason"]
     z = task(b, "Z")
     assert z["status"] == "pending" and z["attempts"] == 0 and z.get("work_ref") is None
@@ -300,3 +299,32 @@ def test_work_whose_commits_hold_a_secret_is_never_published_nor_queued(clones: 
     probe = a.parent / "probe"  # everything the remote holds, every ref
     git("clone", "-q", "--mirror", git("config", "remote.origin.url", cwd=a).strip(), str(probe), cwd=a.parent)
     assert token not in git("log", "-p", "--all", cwd=probe)
+
+
+def test_work_done_after_other_work_in_one_worktree_lands_after_it_each_check_run(
+        clones: Clones) -> None:  # noqa: F811
+    """A (P2) then B (P0), done one after the other in one worktree: B's work holds A's. B
+    never lands first (a fast-forward would carry A onto the target with only B's check
+    run, and record A as "already there"): A lands by its own check, then B. And while
+    A cannot land (its check not approved on the integrating clone), B waits too."""
+    a = clones("a")
+    ok("init", cwd=a)
+    ok("add", "a", "--id", "A", "--priority", "P2", "--check", "test -s a.txt", cwd=a)
+    ok("add", "b", "--id", "B", "--priority", "P0", "--check", "test -s b.txt", cwd=a)
+    for name in ("A", "B"):
+        ok("claim", name, cwd=a)
+        commit_file(a, f"{name.lower()}.txt", f"{name}\n")
+        ok("done", name, cwd=a)
+    ok("sync", cwd=a)
+    b = clones("b")
+    ok("sync", cwd=b)
+    ok("trust", "B", cwd=b)  # B's check is approved here, A's is not
+    report = ok("integrate", "--json", cwd=b)
+    assert report["landed"] == [], report
+    why = {w["task"]: w["why"] for w in report["waiting"]}
+    assert why["B"] == "its work holds the work of A, which did not land in this round", why
+    ok("trust", "--all", cwd=b)
+    report = ok("integrate", "--json", cwd=b)
+    assert [x["task"] for x in report["landed"]] == ["A", "B"], report
+    lines = [x["line"] for x in ok("log", "--json", "--type", "INTEGRATE", cwd=b)]
+    assert not any("was on the target already" in line for line in lines), lines
