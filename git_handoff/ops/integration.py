@@ -126,7 +126,12 @@ def _round(store: StateStore, target: targets.Target, say: Callable[[str], None]
             held.add(task.id)
             continue
         say(f"landing {task.id} on {target.name}")
-        outcome = _land(store, target, task)
+        try:
+            outcome = _land(store, target, task)
+        except _CannotCheck as exc:  # this clone's environment, not the work: nothing spent
+            report["waiting"].append({"task": task.id, "why": str(exc)})
+            held.add(task.id)
+            continue
         if "how" in outcome:
             report["landed"].append(cast(Landed, outcome))
         else:
@@ -162,15 +167,25 @@ def _carried(repo: Repo, tasks: dict[str, Task], tip: str | None) -> dict[str, f
     return out
 
 
+_UNSPENT = "no attempt spent"
+
+
+class _CannotCheck(Exception):
+    """A check that could not start in the scratch worktree (ENV_SETUP): the task waits."""
+
+
 def _if_stale(store: StateStore, target: targets.Target, task: Task, refused: dict[str, str]) -> Returned | None:
     """Send `task` back when its work was built on refused work (module docstring, 4)."""
     commit = str(task.get("completed_commit"))
     stale = work_refs.built_on(store.repo, commit, refused) if store.repo.has_object(commit) else None
     if stale is None:
         return None
+    # the first time unspent; again (a worktree that could not leave the refused work: not
+    # clean, or its commits kept by no ref) it spends one, so that it ends
+    again = any(_UNSPENT in entry for entry in task.error_log)
     return _send_back(store, task, "CONFLICT", f"its work ({task.get('work_ref')}) was built on {stale}, work the "
-                      f"queue refused: claim it again (the claim starts from {target.name}); no attempt spent",
-                      spend=False)
+                      f"queue refused: claim it again from a clean worktree (the claim starts from {target.name}); "
+                      + ("built on refused work again: an attempt spent" if again else _UNSPENT), spend=again)
 
 
 def _not_ready(repo: Repo, task: Task, hidden: dict[str, str], held: set[str], carried: frozenset[str]) -> str | None:
@@ -212,26 +227,30 @@ def _land(store: StateStore, target: targets.Target, task: Task) -> Landed | Ret
                                   f"{target.name}), bring the work back with `git handoff restore {task.id} N` "
                                   "(N: the attempt this saves), resolve, commit, done")
             candidate = repo.create_commit(merged.tree, [tip, work],
-                                           f"handoff: integrate {task.id}: {task.title}\n\n"
+                                           f"handoff: integrate {task.id}: "
+                                           f"{redaction.redact_text(repo, task.title)[0]}\n\n"
                                            f"Task: {task.id}\nWork: {task.get('work_ref')}\n")
             how = "merged"
         path = merge_tree.Scratch(repo).at(candidate)
         result = redaction.redact_run(repo, task_commands.run_command(
             str(task.check), path, task.timeout_seconds,
             env={"HANDOFF_TASK": task.id, "HANDOFF_INTEGRATING": target.name}))  # its output is published
+        if not result.ok and result.category == "ENV_SETUP":
+            raise _CannotCheck(f"its check could not run in the scratch worktree here ({result.summary()[:200]}): "
+                               "this clone lacks what the check needs (a tool, an ignored file such as a virtual "
+                               "environment); integrate where it can run")
         if not result.ok:
             if landing.bring(repo, target) != tip:
                 continue  # the target moved while it ran: check on the new tip
             output = " ".join(result.summary().split())[:OUTPUT_SHOWN]
             return _send_back(store, task, result.category or "TEST_FAIL",
-                              f"its check fails on its work merged onto {target.name} at {short(tip)} "
+                              f"its check fails on its work ({task.get('work_ref')}) merged onto {target.name} at "
+                              f"{short(tip)} "
                               f"(it passed on the task's own commit {short(work)}): {output}")
         also = [f"{work}:{task.get('work_ref')}"] if target.remote is not None else []
         try:
             moved = landing.move(repo, target, candidate, tip, also=also)
-        except Contention as exc:
-            if "moved" not in exc.message:
-                raise
+        except landing.TargetMoved:
             landing.bring(repo, target)
             continue
         # not moved: another clone pushed this very commit first (the same merge, same second)

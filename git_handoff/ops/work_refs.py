@@ -8,8 +8,9 @@ integration queue (ops/integration.py) lands it on the target. Where the target 
 very branch and no remote holds it (one agent in one worktree, as before), the work is on
 the target the moment it is committed: `done` records it as integrated at once.
 
-Refused work: a work ref its task's record no longer names (the queue sent the task back,
-or a person reopened it) and that is not on the target. Nothing is built on it: a claim
+Refused work: a work ref the queue sent its task back for (the task's error log names it,
+and its record no longer does) that is not on the target. A work ref nothing refused (one
+left by a `done` killed before its transaction, or planted by another clone) is not. Nothing is built on it: a claim
 leaves a worktree that holds it for the target's tip (ops/claim_base.py), and work built on
 it is sent back rather than landed (ops/integration.py).
 """
@@ -80,12 +81,17 @@ def landed_here(repo: Repo, commit: str) -> str | None:
     return commit
 
 
+def was_refused(task: Task, ref: str) -> bool:
+    """Whether the queue sent `task` back for its work `ref` (the module's docstring)."""
+    return task.get("work_ref") != ref and any(f"({ref})" in entry for entry in task.error_log)
+
+
 def refused(repo: Repo, tasks: Mapping[str, Task], tip: str | None) -> dict[str, str]:
     """{commit: work ref} of the refused work here (the module's docstring)."""
     out: dict[str, str] = {}
     for name, commit in repo.refs_under(WORK_PREFIX).items():
         task = tasks.get(name[len(WORK_PREFIX):].rpartition("/")[0])
-        if task is None or task.get("work_ref") == name:
+        if task is None or not was_refused(task, name):
             continue
         if tip is not None and (commit == tip or repo.is_ancestor(commit, tip)):
             continue
@@ -101,7 +107,7 @@ def held_refused(repo: Repo, tasks: Callable[[str], Task | None], head: str, tip
                     WORK_PREFIX.rstrip("/"), check=False)
     for name in proc.stdout.decode(errors="replace").split() if proc.returncode == 0 else ():
         task = tasks(name[len(WORK_PREFIX):].rpartition("/")[0])
-        if task is not None and task.get("work_ref") != name:
+        if task is not None and was_refused(task, name):
             return name
     return None
 

@@ -15,6 +15,10 @@ from git_handoff.remote.layout import Remote
 from git_handoff.state.target import BRANCH_PREFIX, Target, tip
 
 
+class TargetMoved(Contention):
+    """The target is not where the work was built and checked on: fetch, build and check again."""
+
+
 def bring(repo: Repo, target: Target) -> str | None:
     """Fetch the target's tip from its remote (nothing to do without one); the tip."""
     if target.remote is not None:
@@ -50,7 +54,12 @@ def move(repo: Repo, target: Target, new: str, old: str | None, also: list[str] 
         raise Contention(f"{target.remote} refused to move {target.branch} (a protected branch, or a rule on "
                          "the server): the work stays published under refs/harness/work/; let the forge's merge "
                          "queue or a pull request land it (docs/many-agents.md)")
-    raise Contention(f"{target.name} moved while this work was being checked; fetch and try again")
+    if what == push_outcome.ATOMIC:  # the target was fine; another ref of the same push was not
+        other = pushed.refused() or ", ".join(f"{ref}: {summary.strip()}" for ref, (how, summary)
+                                              in sorted(pushed.refs.items()) if how not in (push_outcome.ACCEPTED,
+                                                                                           push_outcome.ATOMIC))
+        raise Contention(f"{target.remote} took no part of the landing of {target.branch}: {other or 'refused'}")
+    raise TargetMoved(f"{target.name} moved while this work was being checked; fetch and try again")
 
 
 def _move_local(repo: Repo, branch: str, new: str, old: str | None) -> None:
@@ -58,13 +67,13 @@ def _move_local(repo: Repo, branch: str, new: str, old: str | None) -> None:
     where = merge_tree.checked_out_at(repo, branch)
     if where is None:
         if not repo.cas_ref(ref, new, old, "handoff: integrated"):
-            raise Contention(f"{branch} moved while this work was being checked; try again")
+            raise TargetMoved(f"{branch} moved while this work was being checked; try again")
         return
     if not merge_tree.clean(where):
         raise Contention(f"{branch} is checked out in {where} with uncommitted changes: commit or stash them "
                          "there, then run `git handoff integrate` again")
     if repo.ref_target(ref) != old:
-        raise Contention(f"{branch} moved while this work was being checked; try again")
+        raise TargetMoved(f"{branch} moved while this work was being checked; try again")
     why = merge_tree.fast_forward(where, new)
     if why is not None:
         raise Contention(f"could not bring {where} ({branch}) forward: {why}")

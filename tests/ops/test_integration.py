@@ -328,3 +328,37 @@ def test_work_done_after_other_work_in_one_worktree_lands_after_it_each_check_ru
     assert [x["task"] for x in report["landed"]] == ["A", "B"], report
     lines = [x["line"] for x in ok("log", "--json", "--type", "INTEGRATE", cwd=b)]
     assert not any("was on the target already" in line for line in lines), lines
+
+
+def test_a_check_that_cannot_start_in_the_scratch_waits_and_spends_nothing(clones: Clones) -> None:  # noqa: F811
+    """The check runs a tool the task's worktree has but git does not (an untracked
+    script): in the scratch worktree it cannot start (exit 127, ENV_SETUP). That is this
+    clone's environment, not the work: the task waits, saying so, and no attempt is spent."""
+    a = clones("a")
+    ok("init", cwd=a)
+    ok("add", "t", "--id", "T", "--check", "./tool.sh", cwd=a)
+    (a / "tool.sh").write_text("#!/bin/sh\nexit 0\n")
+    (a / "tool.sh").chmod(0o755)
+    ok("claim", "T", cwd=a)
+    commit_file(a, "t.txt", "t\n")
+    ok("done", "T", cwd=a)
+    got = run("integrate", "--json", cwd=a)
+    assert got.rc == 0 and got.json()["returned"] == [], got.out
+    (waiting,) = got.json()["waiting"]
+    assert waiting["task"] == "T" and "could not run in the scratch worktree" in waiting["why"]
+    assert task(a, "T")["attempts"] == 0 and task(a, "T")["status"] == "completed"
+
+
+def test_a_work_ref_nothing_refused_is_not_refused_work(clones: Clones) -> None:  # noqa: F811
+    """A second work ref at a task's very commit (a `done` killed between publishing and
+    recording, then done again; or one planted by another clone) does not make the task's
+    work 'built on refused work': it lands."""
+    a = clones("a")
+    ok("init", cwd=a)
+    ok(*SCHEMA, cwd=a)
+    ok("claim", "A", cwd=a)
+    work = commit_file(a, "schema.sql", "create table users;\n")
+    git("update-ref", "refs/harness/work/A/7", work, cwd=a)  # the stray one
+    ok("done", "A", cwd=a)
+    report = ok("integrate", "--json", cwd=a)
+    assert [x["task"] for x in report["landed"]] == ["A"] and report["returned"] == [], report
