@@ -45,14 +45,23 @@ def publish(repo: Repo, task: Task, commit: str) -> str:
 
 
 def secret_in(repo: Repo, base: str | None, head: str) -> str | None:
-    """Why the work `base..head` is not published (its commits' messages or the files they
-    brought hold a secret: SPEC §11), or None. A work with no base here (a claim's commit
-    beyond a shallow cut) is scanned from nothing it can compare with: its own commit only."""
+    """Why the work at `head` is not published (SPEC §11), or None: the commits its ref would
+    newly expose hold a secret (their messages or the files they brought). With a remote,
+    those are the commits no remote-tracking, work or attempt ref reaches (earlier work of
+    this worktree that was itself withheld included); without one, `base..head`. A work with
+    no base here (a claim's commit beyond a shallow cut) is judged by its own tree."""
     from git_handoff.state import redaction  # noqa: PLC0415  (the scanner: only for a completion)
 
     start = base if base is not None and repo.has_object(base) else None
-    found = redaction.secret_history(repo, start, head) if start is not None else \
-        redaction.secret_files(repo, None, [redaction.tree_of(repo, head)])
+    if repo.refs_under("refs/remotes/"):
+        proc = repo.git("rev-list", f"--max-count={redaction.MAX_SCANNED_COMMITS + 1}", head, "--not", "--remotes",
+                        f"--glob={WORK_PREFIX.rstrip('/')}", f"--glob={ATTEMPTS_PREFIX.rstrip('/')}", check=False)
+        found = redaction.secret_commits(repo, proc.stdout.decode().split()) if proc.returncode == 0 else \
+            {"the work's commits (git rev-list failed)": ["unscanned"]}
+    elif start is not None:
+        found = redaction.secret_history(repo, start, head)
+    else:
+        found = redaction.secret_files(repo, None, [redaction.tree_of(repo, head)])
     if not found:
         return None
     where = "; ".join(f"{place} ({', '.join(kinds)})" for place, kinds in list(found.items())[:5])

@@ -136,9 +136,13 @@ def secret_history(repo: Repo, base: str, head: str) -> dict[str, list[str]]:
     More than MAX_SCANNED_COMMITS of them count as a finding (`unscanned`)."""
     if base == head:
         return {}
+    return secret_commits(repo, repo.commits_between(base, head, MAX_SCANNED_COMMITS + 1))
+
+
+def secret_commits(repo: Repo, commits: list[str]) -> dict[str, list[str]]:
+    """secret_history's findings for `commits` (more than MAX_SCANNED_COMMITS: a finding)."""
     scan, seen = scanner(repo), dict[str, list[str]]()
     found: dict[str, list[str]] = {}
-    commits = repo.commits_between(base, head, MAX_SCANNED_COMMITS + 1)
     if len(commits) > MAX_SCANNED_COMMITS:
         found[f"{len(commits) - 1}+ commits since the claim (not scanned)"] = ["unscanned"]
     for commit in commits[:MAX_SCANNED_COMMITS]:

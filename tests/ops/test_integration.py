@@ -292,6 +292,13 @@ def test_work_whose_commits_hold_a_secret_is_never_published_nor_queued(clones: 
     assert shown["status"] == "completed" and shown.get("work_ref") is None and shown.get("work_withheld")
     assert "its work was not published" in ok("show", "C", cwd=a)
     assert git("for-each-ref", "refs/harness/work/", cwd=a) == ""
+    # work done next in this worktree holds those commits too: not published either
+    ok("add", "more", "--id", "D", "--check", "test -s d.txt", cwd=a)
+    ok("claim", "D", cwd=a)
+    commit_file(a, "d.txt", "d\n")
+    later = run("done", "D", cwd=a)
+    assert later.rc == 0 and "settings.py" in later.err and task(a, "D").get("work_ref") is None, later.err
+    assert git("for-each-ref", "refs/harness/work/", cwd=a) == ""
     ok("sync", cwd=a)
     report = ok("integrate", "--json", cwd=a)
     assert report["landed"] == [] and report["returned"] == []
