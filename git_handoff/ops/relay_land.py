@@ -56,6 +56,12 @@ def work_left(store: StateStore) -> tuple[bool, str]:
                    f"{counts['completed']} completed")
 
 
+# Why a task's work waits that no amount of waiting changes (ops/integration.py's words): a
+# check not approved here, an unapproved writer, no check, a check this clone cannot run.
+_NEEDS_A_PERSON = ("is not approved on this clone", "does not approve", "has no check to run",
+                   "could not run in the scratch worktree")
+
+
 def wanted(repo: Repo, flag: bool | None) -> bool:
     """Whether this relay integrates (the module's docstring)."""
     if flag is not None:
@@ -118,7 +124,13 @@ class Lander:
         if elsewhere:
             return f"{len(elsewhere)} task(s) in progress on other machines"
         # work that can land (a task behind a dependency that failed waits for a person, not for time)
-        unlanded = landing.queue(prepared).order
+        # work that can land with time: not work only a person can unblock (_NEEDS_A_PERSON)
+        stuck = {tid for tid, why in self._held if any(words in why for words in _NEEDS_A_PERSON)}
+        order = landing.queue(prepared).order
+        for task in order:  # in landing order: behind a stuck dependency is stuck too
+            if stuck & set(task.depends_on):
+                stuck.add(task.id)
+        unlanded = [t for t in order if t.id not in stuck]
         if unlanded:
             return f"{len(unlanded)} task(s)' work waits to land ({', '.join(t.id for t in unlanded[:5])})"
         return None

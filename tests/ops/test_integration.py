@@ -369,3 +369,22 @@ def test_a_work_ref_nothing_refused_is_not_refused_work(clones: Clones) -> None:
     ok("done", "A", cwd=a)
     report = ok("integrate", "--json", cwd=a)
     assert [x["task"] for x in report["landed"]] == ["A"] and report["returned"] == [], report
+
+
+def test_the_relay_does_not_wait_for_work_only_a_person_can_let_land(clones: Clones) -> None:  # noqa: F811
+    """Clone b's relay integrates; the only task is done on clone a and its check is not
+    approved on b: waiting changes nothing, so the relay ends (every task completed), saying
+    why the work waits, instead of waiting out --wait-patience and exiting 1."""
+    a = clones("a")
+    ok("init", cwd=a)
+    ok(*SCHEMA, cwd=a)
+    ok("claim", "A", cwd=a)
+    commit_file(a, "schema.sql", "create table users;\n")
+    ok("done", "A", cwd=a)
+    ok("sync", cwd=a)
+    b = clones("b")
+    ok("sync", cwd=b)
+    got = run("relay", "--agent", "true", "--integrate", "--wait-patience", "60", cwd=b)
+    assert got.rc == 0, got.out + got.err
+    assert "not approved on this clone" in got.out and "waits to land" not in got.out, got.out
+    assert task(b, "A").get("integrated_commit") is None  # nothing ran unapproved
