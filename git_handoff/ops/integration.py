@@ -151,7 +151,8 @@ def _carried(repo: Repo, tasks: dict[str, Task], tip: str | None) -> dict[str, f
     work done one after the other in one worktree (core/landing.py lands those first)."""
     def unlanded(task: Task) -> str | None:
         commit = task.get("completed_commit")
-        if task.status != "completed" or queue_order.landed(task) or not isinstance(commit, str):
+        if task.status != "completed" or queue_order.landed(task) or not isinstance(commit, str) \
+                or not repo.has_object(commit):  # another clone's work not fetched yet: it waits for that
             return None
         return None if tip is not None and (commit == tip or repo.is_ancestor(commit, tip)) else commit
 
