@@ -49,7 +49,7 @@ def unapproved_mark(task_id: str, unapproved: dict[str, str] | None) -> str:
 
 
 def work_mark(row: StatusRow) -> str:
-    """Where the work of a task `status` lists is (core/landing.work_state), or ""."""
+    """Where the work of a task `status` lists is (core/selection.work_state), or ""."""
     state = row.get("work")
     if state == "landed":
         return f"  work: landed {str(row.get('integrated_commit'))[:12]}"

@@ -1,6 +1,5 @@
 """The integration queue's order (SPEC §10), pure: which completed tasks' work is still to
-land on the target, dependencies first, then priority, then completion time; and where a
-task's work is (`work_state`: what `status` and the dashboard show).
+land on the target, dependencies first, then priority, then completion time.
 
 A task waits (and says why) while a dependency of its own is not landed and not ahead of
 it in this queue: its work was built on the dependency's, and landing it first would put
@@ -14,14 +13,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from git_handoff.core.model import PRIORITIES, Task
-
-# a task's published work: refs/harness/work/<task-id>/<n> (ops/work_refs.py)
-WORK_PREFIX = "refs/harness/work/"
-
-# Where a task's work is: on the target; published and waiting for the queue; not
-# published (a secret in its commits, SPEC §11); sent back by the queue (a new attempt).
-LANDED, WAITING, WITHHELD, SENT_BACK = "landed", "waiting", "withheld", "sent_back"
-WORK_STATES = (LANDED, WAITING, WITHHELD, SENT_BACK)
 
 
 @dataclass(frozen=True)
@@ -39,24 +30,6 @@ def to_land(task: Task) -> bool:
     by a version before the queue has no work ref: it is never queued)."""
     return (task.status == "completed" and not landed(task) and isinstance(task.get("completed_commit"), str)
             and isinstance(task.get("work_ref"), str))
-
-
-def work_state(task: Task) -> tuple[str, str | None] | None:
-    """Where the work of `task` is, as (state, detail): (LANDED, the target's commit it landed
-    in), (WAITING, its work ref), (WITHHELD, None), (SENT_BACK, None): pending or failed again
-    because the queue refused its work, nothing since (its last error names its work ref:
-    ops/integration.py). None: nothing to say (not finished, or finished by a version before
-    work refs). Landed wins: work on the target is there whatever else its record says."""
-    if task.status == "completed":
-        landed_at, ref = task.get("integrated_commit"), task.get("work_ref")
-        if isinstance(landed_at, str):
-            return LANDED, landed_at
-        if isinstance(task.get("work_withheld"), str):
-            return WITHHELD, None
-        return (WAITING, ref) if isinstance(ref, str) else None
-    if task.status in ("pending", "failed") and task.error_log and f"({WORK_PREFIX}{task.id}/" in task.error_log[-1]:
-        return SENT_BACK, None
-    return None
 
 
 def _rank(task: Task) -> tuple[int, str, str]:

@@ -128,14 +128,14 @@ class StatusRow(TypedDict):
     priority: str
     claimed_by: str | None
     unapproved_writer: NotRequired[str]
-    # where a finished task's work is (core/landing.work_state; absent: nothing to say)
+    # where a finished task's work is (core/selection.work_state; absent: nothing to say)
     work: NotRequired[Literal["landed", "waiting", "withheld", "sent_back"]]
     integrated_commit: NotRequired[str]  # with "landed": the target's commit it landed in
     work_ref: NotRequired[str]  # with "waiting": refs/harness/work/<id>/<n>
 
 
 class WorkCounts(TypedDict):
-    """`status`'s "work": how many tasks' work is in each place (core/landing.work_state)."""
+    """`status`'s "work": how many tasks' work is in each place (core/selection.work_state)."""
 
     landed: int
     waiting: int

@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable, Mapping
 from json.encoder import encode_basestring as _encode_string
 from typing import cast
 
-from git_handoff.core import display, landing, selection
+from git_handoff.core import display, selection
 from git_handoff.core.errors import Negative, UsageError
 from git_handoff.core.model import LOG_TYPES, SHOWN_STATUSES, Task, check_id, now_iso
 from git_handoff.core.serialization import task_to_json
@@ -175,16 +175,16 @@ def _status_row(r: status_index.Row, blocked: set[str], hidden: dict[str, str]) 
     work = r[status_index.WORK]
     if work is not None:
         row["work"] = work[0]
-        if work[0] == landing.LANDED:
+        if work[0] == selection.LANDED:
             row["integrated_commit"] = work[1]
-        elif work[0] == landing.WAITING:
+        elif work[0] == selection.WAITING:
             row["work_ref"] = work[1]
     return row
 
 
 def work_counts(rows: Iterable[status_index.Row]) -> WorkCounts:
-    """How many tasks' work is in each place (core/landing.work_state), from the index's rows."""
-    out = dict.fromkeys(landing.WORK_STATES, 0)
+    """How many tasks' work is in each place (core/selection.work_state), from the index's rows."""
+    out = dict.fromkeys(selection.WORK_STATES, 0)
     at = status_index.WORK
     for r in rows:
         if r[at] is not None:
@@ -234,7 +234,7 @@ _ROW = ('{"id": %s, "title": %s, "status": %s, "attempts": %d, "max_attempts": %
 def _work_json(work: tuple[str, str | None]) -> str:
     """The keys `_status_row` adds for a row's work (the index's WORK), as json.dumps writes them."""
     state, detail = work
-    key = {landing.LANDED: "integrated_commit", landing.WAITING: "work_ref"}.get(state)
+    key = {selection.LANDED: "integrated_commit", selection.WAITING: "work_ref"}.get(state)
     return f', "work": {_encode_string(state)}' + (f", {_encode_string(key)}: {_encode_string(detail)}"
                                                     if key is not None and detail is not None else "")
 

@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from git_handoff.core import landing, selection
+from git_handoff.core import selection
 from git_handoff.core.errors import InvalidState, UsageError
 from git_handoff.core.model import Status, Task
 from git_handoff.core.serialization import load_task
@@ -38,7 +38,7 @@ MAGIC = b"git-handoff-status-index 4\n"
 VERSION = 4
 
 # Row fields, by position (CHECK and SPEC: what the prompt asks of every remaining task;
-# WORK: where its work is, core/landing.work_state, None for most tasks).
+# WORK: where its work is, core/selection.work_state, None for most tasks).
 ID, TITLE, STATUS, ATTEMPTS, MAX_ATTEMPTS, PRIORITY, CLAIMED_BY, ORDER, CREATED, DEPS, FOR_GOOD, CHECK, SPEC, WORK = \
     range(14)
 
@@ -62,7 +62,7 @@ def row(task: Task) -> Row:
 
 
 def _work(task: Task) -> tuple[str, str | None] | None:
-    found = landing.work_state(task)
+    found = selection.work_state(task)
     return None if found is None else (sys.intern(found[0]), found[1])
 
 

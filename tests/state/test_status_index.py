@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from git_handoff.core import landing, selection
+from git_handoff.core import selection
 from git_handoff.core.model import Task
 from git_handoff.infra.fileio import sealed
 from git_handoff.infra.gitrepo import Repo
@@ -33,11 +33,11 @@ def _reference(store: StateStore) -> tuple[dict[str, int], list[dict[str, Any]]]
 
 
 def _work_keys(task: Task) -> dict[str, Any]:
-    """The keys `status` adds to a task's row for where its work is (core/landing.work_state)."""
-    found = landing.work_state(task)
+    """The keys `status` adds to a task's row for where its work is (core/selection.work_state)."""
+    found = selection.work_state(task)
     if found is None:
         return {}
-    key = {landing.LANDED: "integrated_commit", landing.WAITING: "work_ref"}.get(found[0])
+    key = {selection.LANDED: "integrated_commit", selection.WAITING: "work_ref"}.get(found[0])
     return {"work": found[0], **({key: found[1]} if key else {})}
 
 
