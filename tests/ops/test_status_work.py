@@ -7,53 +7,17 @@ MCP tool answers (`views.status`, the same dict as `--json` at a terminal) agree
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 from git_handoff.infra.gitrepo import Repo
 from git_handoff.ops import views
 from git_handoff.state.store import StateStore
-from tests.ops.test_integration import commit_file, remote_tip
 from tests.support.remotes import Clones, clones, ok, remote_url  # noqa: F401  (fixtures)
 from tests.support.repo import git, run
-
-
-def _four_ways(clones: Clones) -> tuple[Path, dict[str, str]]:  # noqa: F811
-    """Clone b with X landed (by clone a), Y sent back (a conflict with X), W published and
-    not integrated, C withheld (a token in its commit); P never started."""
-    from tests.support import secret_corpus
-
-    a = clones("a")
-    ok("init", cwd=a)
-    ok("add", "x", "--id", "X", "--check", "test -s shared.txt", cwd=a)
-    ok("add", "y", "--id", "Y", "--check", "test -s shared.txt", cwd=a)
-    ok("add", "w", "--id", "W", "--check", "test -s w.txt", cwd=a)
-    ok("add", "config", "--id", "C", "--check", "test -s settings.py", cwd=a)
-    ok("add", "plain", "--id", "P", "--check", "true", cwd=a)
-    ok("sync", cwd=a)
-    b = clones("b")
-    ok("sync", cwd=b)
-    ok("trust", "--all", cwd=b)
-    ok("claim", "X", cwd=a)
-    ok("claim", "Y", cwd=b)
-    commit_file(a, "shared.txt", "from x\n")
-    commit_file(b, "shared.txt", "from y\n")
-    ok("done", "X", cwd=a)
-    ok("done", "Y", cwd=b)
-    ok("trust", "--all", cwd=a)
-    assert run("integrate", cwd=a).rc == 0
-    landed = remote_tip(a)
-    assert run("integrate", cwd=b).rc == 1  # Y conflicts with X: sent back
-    ok("claim", "W", cwd=b)  # leaves Y's refused work for the target's tip
-    commit_file(b, "w.txt", "w\n")
-    ok("done", "W", cwd=b)
-    ok("claim", "C", cwd=b)
-    commit_file(b, "settings.py", f"TOKEN = '{secret_corpus.SECRETS['github-token']}'\n")
-    assert run("done", "C", cwd=b).rc == 0
-    return b, {"landed": landed}
+from tests.support.work_states import four_ways, remote_tip
 
 
 def test_status_text_and_json_say_where_each_tasks_work_is(clones: Clones) -> None:  # noqa: F811
-    b, seen = _four_ways(clones)
+    b, seen = four_ways(clones)
     shown = ok("show", "X", "--json", cwd=b)
     assert shown["integrated_commit"] == seen["landed"]
 
@@ -85,7 +49,7 @@ def test_status_text_and_json_say_where_each_tasks_work_is(clones: Clones) -> No
 
 def test_landing_and_a_new_claim_move_the_marks(clones: Clones) -> None:  # noqa: F811
     """W lands at the next `integrate`; Y, claimed again, is in progress and no longer sent back."""
-    b, _ = _four_ways(clones)
+    b, _ = four_ways(clones)
     assert run("integrate", cwd=b).rc == 0
     ok("claim", "Y", cwd=b)
     got = ok("status", "--json", cwd=b)
