@@ -217,8 +217,10 @@ def status_json(store: StateStore) -> str:
         try:
             listed = ", ".join([_ROW % (enc(r[0]), enc(r[1]), enc("blocked" if r[0] in blocked else r[2]), r[3], r[4],
                                         enc(r[5]), "null" if r[6] is None else enc(r[6]),
-                                        "" if r[at] is None else _work_json(r[at])) for r in rows])
-        except TypeError:  # a value of another type than the parser gives: as json.dumps writes it
+                                        "" if (w := r[at]) is None else _WORK_JSON[w[0]] + ("" if w[1] is None
+                                                                                         else enc(w[1])))
+                                for r in rows])
+        except (TypeError, KeyError):  # a value of another type than the parser gives: as json.dumps writes it
             listed = None
     if listed is None:
         listed = ", ".join([json.dumps(_status_row(r, blocked, hidden), ensure_ascii=False, default=str) for r in rows])
@@ -230,13 +232,11 @@ def status_json(store: StateStore) -> str:
 _ROW = ('{"id": %s, "title": %s, "status": %s, "attempts": %d, "max_attempts": %d, "priority": %s, '
         '"claimed_by": %s%s}')
 
-
-def _work_json(work: tuple[str, str | None]) -> str:
-    """The keys `_status_row` adds for a row's work (the index's WORK), as json.dumps writes them."""
-    state, detail = work
-    key = {selection.LANDED: "integrated_commit", selection.WAITING: "work_ref"}.get(state)
-    return f', "work": {_encode_string(state)}' + (f", {_encode_string(key)}: {_encode_string(detail)}"
-                                                    if key is not None and detail is not None else "")
+# the keys `_status_row` adds for a row's work (the index's WORK: state, detail), as json.dumps
+# writes them, up to the detail's value (landed: the commit, waiting: the work ref, else none)
+_WORK_JSON = {selection.LANDED: ', "work": "landed", "integrated_commit": ',
+              selection.WAITING: ', "work": "waiting", "work_ref": ',
+              selection.WITHHELD: ', "work": "withheld"', selection.SENT_BACK: ', "work": "sent_back"'}
 
 
 def _status_view(store: StateStore, snap: Snapshot, counts: dict[str, int], rows: list[StatusRow],
