@@ -10,8 +10,9 @@ overwritten.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import cast
 
 from git_handoff.core.errors import Negative, UsageError
@@ -267,3 +268,42 @@ def _record_done(store: StateStore, apply: Callable[[Tx], Task], through: str | 
     return task
 
 
+
+
+# -- autoSync: the one decision --------------------------------------------------------------
+
+# The commands after which handoff.autoSync (sync) or handoff.syncClaims (publish) push what
+# they recorded. Both adapters (cli/work.py, mcp/tools.py) ask `syncing` with their command's
+# name; this table alone says which ones push (tests/ops/test_work.py holds them to it).
+SYNCED_AFTER = frozenset({"renew", "release", "checkpoint", "done", "fail"})
+
+
+def sync_after(store: StateStore, command: str) -> str | None:
+    """Push what `command` just recorded when the table and the config say so: None when
+    nothing was to be pushed or it was, else the one-line reason it stays local."""
+    if command not in SYNCED_AFTER:
+        return None
+    repo = store.repo
+    if not repo.config_bool("handoff.autoSync") and not repo.config_bool("handoff.syncClaims"):
+        return None  # the usual case: no need to import sync and the whole merge (~7 ms a command)
+    from git_handoff.ops import sync  # noqa: PLC0415 - import cost: the remote side, only when it is used
+
+    return sync.auto_sync(store)
+
+
+@contextlib.contextmanager
+def syncing(store: StateStore, command: str, warn: Callable[[str], None]) -> Iterator[None]:
+    """Around one command's call into ops: after it recorded its change, or a failure it
+    recorded before refusing (`done` whose check failed: a Negative), `sync_after`; a push
+    that failed goes to `warn`, in the adapter's own shape."""
+    try:
+        yield
+    except Negative:
+        _warn_if(sync_after(store, command), warn)
+        raise
+    _warn_if(sync_after(store, command), warn)
+
+
+def _warn_if(problem: str | None, warn: Callable[[str], None]) -> None:
+    if problem:
+        warn(problem)
