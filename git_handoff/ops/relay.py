@@ -18,8 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from git_handoff.agent_cli import launcher
-from git_handoff.agent_cli.launcher import Agent, launch, stop_tmux_server, tmux_socket_name
+from git_handoff.agent_cli import agent_process
+from git_handoff.agent_cli.agent_process import Agent, launch, stop_tmux_server, tmux_socket_name
 from git_handoff.core.errors import HandoffError, Negative, Signalled, UsageError
 from git_handoff.core.record_schemas import RelayRecord
 from git_handoff.infra import procs
@@ -108,7 +108,7 @@ class Relay:
 
     def _remember_agent(self) -> None:
         agent = self.agent
-        launcher.remember(self.relay_dir, self.session, agent)
+        agent_process.remember(self.relay_dir, self.session, agent)
         update_record(self.store, {
             "session": self.session,
             "agent_pid": agent.pid if agent else None,
@@ -297,7 +297,7 @@ class Relay:
         # the agent as this clone's relay recorded it locally, never as a (replayable) state
         # record names it; and only while that pid still carries its launch token, never a
         # process that got the number after a reboot
-        found = launcher.remembered(self.relay_dir, number) if previous.get("session") == number else None
+        found = agent_process.remembered(self.relay_dir, number) if previous.get("session") == number else None
         token = found.token if found is not None else None
         if found is not None and token is not None and procs.launched_with(found.pid, token):
             pid, self.agent = found.pid, found
