@@ -70,7 +70,7 @@ def commit_picture(repo: Repo, pic: Picture, message: str, *, extra_parents: Ite
 
 
 @dataclass(frozen=True)
-class Snapshot:
+class ClaimPicture:
     """A claim's picture read back from its commit."""
 
     commit: str
@@ -79,14 +79,14 @@ class Snapshot:
     index: str
 
 
-def read_snapshot(repo: Repo, commit: str) -> Snapshot | None:
+def read_snapshot(repo: Repo, commit: str) -> ClaimPicture | None:
     """The snapshot commit `commit`, or None when it is missing or not of that shape."""
     if not isinstance(commit, str) or repo.resolve_commit(f"{commit}^{{commit}}") != commit:
         return None
     _, parents, _, _ = repo.commit_info(commit)
     if len(parents) != 2:
         return None
-    return Snapshot(commit=commit, head=parents[0], worktree=repo.commit_tree(commit),
+    return ClaimPicture(commit=commit, head=parents[0], worktree=repo.commit_tree(commit),
                     index=repo.commit_tree(parents[1]))
 
 
