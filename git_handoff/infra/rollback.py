@@ -270,7 +270,9 @@ def roll_back(repo: Repo, plan: Plan) -> None:
 
 
 @dataclass(frozen=True)
-class Restored:
+class FilesRestored:
+    """What restore_picture did: the files written and removed, and whether it staged."""
+
     written: list[str]
     deleted: list[str]
     index: bool
@@ -279,7 +281,7 @@ class Restored:
 def restore_picture(
     repo: Repo, *, source: str, since: str, index: str | None, since_index: str | None = None, force: bool,
     foreign: bool = True,
-) -> Restored:
+) -> FilesRestored:
     """Write the files of tree `source` that differ from tree `since`, remove those it
     dropped, and (when `index` is given) stage, for every path the attempt touched
     (its files, or its index against `since_index`), the entry `index` holds;
@@ -312,7 +314,7 @@ def restore_picture(
                if _git_holds(repo, here, since, path) and _unlink_file(targets[path])]
     if index is not None:
         _stage_from(repo, index, plan.staged)
-    return Restored(written=plan.written, deleted=deleted, index=index is not None)
+    return FilesRestored(written=plan.written, deleted=deleted, index=index is not None)
 
 
 @dataclass(frozen=True)
