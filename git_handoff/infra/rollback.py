@@ -150,7 +150,7 @@ def refuse_submodules(repo: Repo, base: str, action: str, task_id: str) -> None:
 
 
 @dataclass(frozen=True)
-class Plan:
+class RollbackPlan:
     """What a rollback returns the worktree to, journalled before the first change."""
 
     task: str
@@ -168,13 +168,13 @@ def _journal(repo: Repo) -> Path:
     return repo.git_dir / "handoff" / JOURNAL
 
 
-def write_journal(repo: Repo, plan: Plan) -> None:
+def write_journal(repo: Repo, plan: RollbackPlan) -> None:
     path = _journal(repo)
     path.parent.mkdir(exist_ok=True)
     atomic_write(path, json.dumps(plan.to_json()), fsync=True)
 
 
-def read_journal(repo: Repo) -> Plan | None:
+def read_journal(repo: Repo) -> RollbackPlan | None:
     """The rollback a killed process left unfinished, if any (an unreadable journal is dropped)."""
     path = _journal(repo)
     try:
@@ -188,7 +188,7 @@ def read_journal(repo: Repo) -> Plan | None:
     if not ok:
         path.unlink(missing_ok=True)
         return None
-    return Plan(task=raw["task"], base=raw["base"],
+    return RollbackPlan(task=raw["task"], base=raw["base"],
                 snapshot=raw.get("snapshot") if isinstance(raw.get("snapshot"), str) else None,
                 attempt_ref=raw.get("attempt_ref") if isinstance(raw.get("attempt_ref"), str) else None,
                 operation=raw.get("operation") if isinstance(raw.get("operation"), str) else None)
@@ -248,7 +248,7 @@ def has_journal(repo: Repo) -> bool:
     return _journal(repo).exists()
 
 
-def roll_back(repo: Repo, plan: Plan) -> None:
+def roll_back(repo: Repo, plan: RollbackPlan) -> None:
     """Return the worktree to the claim's moment (the attempt must be saved first).
 
     Idempotent: a run killed at any point is finished by running it again.

@@ -212,7 +212,7 @@ def _record(store: StateStore, seen: Task, plan: FailPlan, local: claim_journal.
         journal = None
         if plan.rolls_back:
             assert plan.base is not None
-            journal = rollback.Plan(task=seen.id, base=plan.base, snapshot=plan.snapshot,
+            journal = rollback.RollbackPlan(task=seen.id, base=plan.base, snapshot=plan.snapshot,
                                     attempt_ref=saved["ref"] if saved else None, operation=operation)
             rollback.write_journal(repo, journal)
         try:
