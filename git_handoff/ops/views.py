@@ -33,7 +33,7 @@ from git_handoff.state import (
     writers,
 )
 from git_handoff.state.snapshot import Snapshot
-from git_handoff.state.store import Entry, StateStore
+from git_handoff.state.store import LogEntry, StateStore
 
 # -- views --------------------------------------------------------------------------
 
@@ -287,7 +287,7 @@ def log(
     task: str | None = None,
     session: int | None = None,
     kind: str | None = None,
-) -> list[Entry]:
+) -> list[LogEntry]:
     """Log lines oldest first; with `limit`, the last `limit` matching lines."""
     if not store.is_initialized():
         store.snapshot()  # raises NotInitialized
@@ -303,7 +303,7 @@ def log(
     from git_handoff.ops.history import ensure_history  # noqa: PLC0415 - import cost, see above
 
     ensure_history(store)  # a clone that joined one commit deep fetches what lies below
-    out: list[Entry] = []
+    out: list[LogEntry] = []
     for entry in store.entries():
         if task is not None and entry.task != task:
             continue
@@ -318,7 +318,7 @@ def log(
     return out
 
 
-def log_view(entry: Entry) -> LogLine:
+def log_view(entry: LogEntry) -> LogLine:
     """One line of `log --json`."""
     return {"line": entry.line, "timestamp": entry.ts, "session": entry.session, "type": entry.type,
             "task": entry.task, "commit": entry.commit}
