@@ -78,13 +78,13 @@ def test_a_lazy_agent_is_kept_working_through_six_tasks_in_one_run(repo: Path) -
 
 
 def test_a_compaction_writes_the_document(repo: Path) -> None:
-    """The stub's answers report 19,000 prompt tokens of the model's 20,000 window (its
-    `limit.context` in the provider's configuration): OpenCode compacts the session after the
-    first turn (its `experimental.session.compacting`, the plugin's opencode-compacting) and
-    goes on."""
+    """The first answer reports 19,000 prompt tokens of the model's 20,000 window (its
+    `limit.context` in the provider's configuration; the later ones 100): OpenCode compacts the
+    session after that turn (its `experimental.session.compacting`, the plugin's
+    opencode-compacting), asks for a summary and goes on."""
     plan(2)
     install_hooks("opencode")
-    with ChatStub(lazy_agent(), usage_tokens=19_000) as stub:
+    with ChatStub(lazy_agent(), usage_tokens=lambda n: 19_000 if n == 0 else 100) as stub:
         r = run_opencode(repo, stub.port, "Work on the tasks git handoff gives you.",
                          env=opencode_env(stub.port, context=20_000))
         summaries = stub.side_requests
