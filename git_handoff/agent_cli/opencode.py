@@ -30,17 +30,9 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from git_handoff.agent_cli import hook_data
 from git_handoff.agent_cli.hook_data import DETACHED as DETACHED
 from git_handoff.agent_cli.hook_data import NAMED_HANDLERS as NAMED_HANDLERS
-from git_handoff.agent_cli.hook_data import (
-    OUTAGE,
-    RATE_LIMIT,
-    USAGE_LIMIT,
-    Event,
-    Outcome,
-    entries,
-    payload_event,
-)
 from git_handoff.agent_cli.hook_data import TRUSTED_HOOKS as TRUSTED_HOOKS
 from git_handoff.agent_cli.hook_data import UNATTENDED as UNATTENDED
 from git_handoff.core.patterns import lazy
@@ -76,14 +68,14 @@ HOOKS: dict[str, tuple[str, str | None, str]] = {
 
 def config_entries() -> dict[str, tuple[str | None, str]]:
     """The plugin's moments and the command each runs (the plugin file holds them; plugin_file.py)."""
-    return entries(HOOKS)
+    return hook_data.entries(HOOKS)
 
 
-def event(hook: str, payload: dict[str, Any]) -> Event:
-    return payload_event(HOOKS[hook][2], payload)
+def event(hook: str, payload: dict[str, Any]) -> hook_data.Event:
+    return hook_data.payload_event(HOOKS[hook][2], payload)
 
 
-def render(hook: str, outcome: Outcome) -> str:
+def render(hook: str, outcome: hook_data.Outcome) -> str:
     """The plugin's JSON for the outcome ("" when there is nothing to say)."""
     _, _, kind = HOOKS[hook]
     out: dict[str, str] = {}
@@ -113,12 +105,15 @@ def setup_notes(status: Mapping[str, object]) -> Sequence[str]:
 # OpenCode 1.18.33 (`opencode run` against an OpenAI-compatible provider: "Error: <the API's message>"
 # on stderr once its retries are spent, exit 1)
 LIMITS: tuple[LimitRule, ...] = (
-    (USAGE_LIMIT, lazy(r"(?i)insufficient_quota|exceeded your current quota|usage_limit_reached"
-                       r"|usage limit (?:has been )?reached"), None),
-    (RATE_LIMIT, lazy(r"(?i)\b429\b|rate limit (?:reached|exceeded)|Too Many Requests|rate_limit_exceeded"),
-     "seconds"),
-    (OUTAGE, lazy(r"(?i)\b(?:500|502|503|504|529)\b.{0,40}(?:error|overloaded|unavailable)|server is overloaded"
-                  r"|server had an error|server_error|Internal Server Error|Service Unavailable"), None),
+    (hook_data.USAGE_LIMIT,
+     lazy(r"(?i)insufficient_quota|exceeded your current quota|usage_limit_reached|usage limit (?:has been )?reached"),
+     None),
+    (hook_data.RATE_LIMIT,
+     lazy(r"(?i)\b429\b|rate limit (?:reached|exceeded)|Too Many Requests|rate_limit_exceeded"), "seconds"),
+    # its 5xx lines carry no status code: the API's own message
+    (hook_data.OUTAGE,
+     lazy(r"(?i)server is overloaded|server had an error|server_error|Internal Server Error|Service Unavailable"
+          r"|\b(?:500|502|503|504|529)\b.{0,40}(?:error|overloaded|unavailable)"), None),
 )
 
 # its TUI's working line was not measured: none known

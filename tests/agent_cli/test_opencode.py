@@ -12,6 +12,7 @@ import pytest
 from git_handoff.agent_cli import opencode
 from git_handoff.agent_cli.hook_data import Outcome
 from git_handoff.agent_cli.templates import template_text
+from tests.support.agent_clis import plan
 from tests.support.repo import run
 
 SESSION = "ses_daee63c4cffeZHMoLZQA1mQ6Tw"
@@ -19,15 +20,15 @@ PLUGIN = Path(".opencode") / "plugins" / "git-handoff.js"
 
 
 def _hook(name: str, **fields: object) -> dict[str, object] | None:
-    payload = {"session_id": SESSION, "cwd": str(Path.cwd()), "hook_event_name": name, **fields}
-    r = run("hook", name, stdin=json.dumps(payload))
-    assert r.rc == 0, r.err
-    out: dict[str, object] | None = json.loads(r.out) if r.out.strip() else None
-    return out
+    """What `hook NAME` answered the payload the plugin builds (None: nothing)."""
+    answer = run("hook", name, stdin=json.dumps({"session_id": SESSION, "cwd": str(Path.cwd()),
+                                                 "hook_event_name": name, **fields}))
+    assert answer.rc == 0, answer.err
+    return json.loads(answer.out) if answer.out.strip() else None
 
 
 def _plan(*ids: str) -> None:
-    assert run("init").rc == 0
+    plan(0)
     for task_id in ids:
         assert run("add", f"Title of {task_id}", "--id", task_id, "--check", "true").rc == 0
 
