@@ -381,7 +381,7 @@ def prepare_leases(tasks: Mapping[str, Task], now: str) -> list[tuple[Task, str,
                 error_log=(*task.error_log, f"[SESSION_TIMEOUT] {text}"),
                 claimed_by=None,
                 lease_expires_at=None,
-            ).with_extra(failed_at=now, worktree=None, **{HELD: held_through(task, now)})
+            ).with_extra(failed_at=now, worktree=None, **{HELD: held_through(task, now) or None})
             changes.append((new, "SESSION_TIMEOUT", text))
     return changes
 

@@ -245,7 +245,7 @@ def _put_failed(tx: Tx, seen: Task, plan: FailPlan, saved: SavedAttempt | None, 
                               lease_expires_at=None,
                               error_log=(*task.error_log, f"[{plan.category}] {plan.reason}"),
                               ).with_extra(failed_at=now_iso(), **dict.fromkeys(CLAIM_FIELDS),
-                                           **{HELD: held_through(task, now_iso())})
+                                           **{HELD: held_through(task, now_iso()) or None})
     if saved is not None:
         new = new.with_extra(last_attempt_ref=saved["ref"])
     new = tx.put_task(new)

@@ -58,7 +58,7 @@ def release(store: StateStore, task_id: str, *, force: bool = False) -> Task:
         task = current(tx, seen, "released")
         new = dataclasses.replace(
             task, status="pending", claimed_by=None, lease_expires_at=None, started_at_commit=None
-        ).with_extra(**dict.fromkeys(CLAIM_FIELDS), **{HELD: held_through(task, now_iso())})
+        ).with_extra(**dict.fromkeys(CLAIM_FIELDS), **{HELD: held_through(task, now_iso()) or None})
         new = tx.put_task(new)
         claim_index.carry(tx, [new])
         tx.log("LOCK", f"released (claimed_by={task.claimed_by}); back to pending", task=task.id)
@@ -229,7 +229,7 @@ def done(store: StateStore, task_id: str, *, force: bool = False) -> Task:
             completed_session=tx.session,
             uncommitted_at_completion=uncommitted[:50] or None,
             **dict.fromkeys(k for k in CLAIM_FIELDS if k not in CLAIM_KEPT_WHEN_DONE),
-            **{HELD: held_through(task, now_iso())},
+            **{HELD: held_through(task, now_iso()) or None},
         )
         new = tx.put_task(new)
         claim_index.carry(tx, [new])
