@@ -7,9 +7,12 @@ budget. While a session runs the relay asks `Tracker.over` (at most once a secon
 reads the agent's transcripts, ops/usage.py); a budget reached ends the session cleanly
 (`Tracker.end_session`: a WARN line of category BUDGET, the session record's `budget`, the
 session's claims released, or kept with claim=keep, a task over its own budget set aside;
-then the relay writes the document and ends the session as for any session). A run budget
-reached, before a session starts or during one, stops the relay: `Tracker.check_run`
-raises the one-line reason (exit 1).
+then the relay writes the document and ends the session as for any session). A task's
+budgets are asked once more when its session has ended (`Tracker.session_ended`): a cost is
+printed as the agent exits, so a task still held and over its own budget then is set aside
+the same way. A task's time is the wall time it was held under claims, over all of them
+(core/selection.held_through). A run budget reached, before a session starts or during one,
+stops the relay: `Tracker.check_run` raises the one-line reason (exit 1).
 """
 
 from __future__ import annotations
