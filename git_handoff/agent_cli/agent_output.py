@@ -20,7 +20,7 @@ import datetime
 import math
 import re
 import zoneinfo
-from collections.abc import Collection, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -30,7 +30,7 @@ from git_handoff.agent_cli.hook_data import RATE_LIMIT as RATE_LIMIT
 from git_handoff.agent_cli.hook_data import USAGE_LIMIT as USAGE_LIMIT
 
 if TYPE_CHECKING:
-    from git_handoff.agent_cli.protocol import LimitRule
+    from git_handoff.agent_cli.protocol import AgentCli
 
 MAX_LINE = 300  # characters of the recognized line kept in a Limit
 MAX_OUTPUT = 64 * 1024  # only the output's tail is read: the CLI's last words
@@ -151,19 +151,41 @@ def _printable(line: str) -> str:
     return clean[:MAX_LINE]
 
 
-def _lines(output: str, foreign: Collection[str] = ()) -> list[str]:
+def _lines(output: str, foreign: Collection[str] = (),
+           own: Callable[[str], str | None] | None = None) -> list[str]:
     """The CLI's final words: the output's last FINAL_LINES non-blank lines, last first
-    (the latest message wins), printable; a line that holds any of the `foreign` texts
-    (what the state and the prompt gave the agent, which it may echo) is not the CLI's."""
+    (the latest message wins), printable; `own` (the CLI's `own_words`) says what of a line
+    is its own (a JSON result line: its error text; its other JSON events: nothing); a line
+    that holds any of the `foreign` texts (what the state and the prompt gave the agent,
+    which it may echo), as printed or JSON-escaped, is not the CLI's."""
     found: list[str] = []
     for raw in reversed(output[-MAX_OUTPUT:].splitlines()):
         if not raw.strip():
             continue
         if len(found) >= FINAL_LINES:
             break
-        line = _printable(raw)
-        found.append("" if foreign and any(text in line for text in foreign) else line)
+        words = own(raw) if own is not None else raw
+        line = _printable(words or "")
+        echoed = foreign and any(text in shown for shown in _readings(words or "") for text in foreign)
+        found.append("" if echoed else line)
     return [line for line in found if line]
+
+
+_JSON_ESCAPE = re.compile(r'\\(u[0-9a-fA-F]{4}|["\\/bfnrt])')
+_JSON_CHARS = {"b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
+
+
+def _readings(line: str) -> tuple[str, ...]:
+    """`line` as a foreign text would show in it: printable (whole, not cut to MAX_LINE), and
+    again with JSON's escapes undone where it has any (a title inside a JSON line an agent or a
+    tool printed: `\\"`, `\\u00b7`)."""
+    shown = "".join(c if c.isprintable() else " " for c in line)
+    if "\\" not in line:
+        return (shown,)
+    plain = _JSON_ESCAPE.sub(lambda m: chr(int(m[1][1:], 16)) if m[1][0] == "u" else _JSON_CHARS.get(m[1], m[1]),
+                             line)
+    plain = plain.encode("utf-16", "surrogatepass").decode("utf-16", "replace")  # a pair of \\uXXXX: one character
+    return (shown, "".join(c if c.isprintable() else " " for c in plain))
 
 
 def foreign_texts(texts: Iterable[str]) -> frozenset[str]:
@@ -178,10 +200,9 @@ def foreign_texts(texts: Iterable[str]) -> frozenset[str]:
     return frozenset(kept)
 
 
-def _first(rules: tuple[LimitRule, ...], output: str, now: datetime.datetime,
-           foreign: Collection[str] = ()) -> Limit | None:
-    lines = _lines(output, foreign)
-    for kind, pattern, when in rules:  # by rule first: a plan limit beats the 429 line around it
+def _first(cli: AgentCli, output: str, now: datetime.datetime, foreign: Collection[str] = ()) -> Limit | None:
+    lines = _lines(output, foreign, cli.own_words)
+    for kind, pattern, when in cli.LIMITS:  # by rule first: a plan limit beats the 429 line around it
         for line in lines:
             match = pattern.search(line)
             if match is None:
@@ -219,10 +240,10 @@ def limit_in(cli: str, exit_status: int | None, output: str, now: datetime.datet
     if now.tzinfo is None:
         now = now.replace(tzinfo=datetime.UTC)
     if cli in registry.CLIS:
-        return _first(registry.CLIS[cli].LIMITS, output, now, foreign)
+        return _first(registry.CLIS[cli], output, now, foreign)
     # a wrapper script around one of them: whichever CLI's texts are there, a told reset first
     found = [limit for known in registry.CLIS.values()
-             if (limit := _first(known.LIMITS, output, now, foreign)) is not None]
+             if (limit := _first(known, output, now, foreign)) is not None]
     return next((limit for limit in found if limit.resets_at), found[0] if found else None)
 
 

@@ -12,6 +12,7 @@ screens that wait for a person.
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import shlex
 from collections.abc import Mapping, Sequence
@@ -154,6 +155,35 @@ LIMITS: tuple[LimitRule, ...] = (
     (OUTAGE, lazy(r"(?i)API Error: (?:Request rejected \()?(?:5\d\d)\b|overloaded_error"
                   r"|API Error: (?:Connection error|Request timed out)"), None),
 )
+
+
+
+def own_words(line: str) -> str | None:
+    """What of one line of its output is its own words for a limit (agent_output reads them).
+
+    With `-p --output-format json` (and `stream-json`) its error is only inside the result
+    line: `{"type": "result", "is_error": true, "terminal_reason": "api_error",
+    "api_error_status": 429, "result": "You've hit your 5-hour limit · resets 3pm ...", ...}`
+    (2.1.332). That line is its own; its `result` text is what counts, read like a printed
+    line (so a task's title it holds is still a foreign text). Any other JSON object it
+    prints is an event of its stream (the model's text, a tool's output): never its error.
+    A line of plain text is itself.
+    """
+    text = line.strip()
+    if not (text.startswith("{") and text.endswith("}")):
+        return line
+    try:
+        record = json.loads(text)
+    except (ValueError, RecursionError):
+        return line  # not JSON after all: plain text
+    if not isinstance(record, dict):
+        return line
+    said = record.get("result")
+    if (record.get("type") == "result" and record.get("is_error") is True and isinstance(said, str)
+            and (record.get("terminal_reason") == "api_error" or "api_error_status" in record)):
+        return said
+    return None
+
 
 # its status line while a turn runs: "✻ Churning… (12s · esc to interrupt)"
 BUSY = r"\besc to interrupt\b"

@@ -32,6 +32,7 @@ from git_handoff.agent_cli.hook_data import (
     entries,
     json_string,
     payload_event,
+    plain_words,
 )
 from git_handoff.core.patterns import lazy
 
@@ -98,6 +99,9 @@ def usage(transcript: str) -> Usage | None:
     from git_handoff.agent_cli import usage as reader  # not imported by the hooks themselves
 
     return reader.codex_rollout(transcript)
+
+
+own_words = plain_words  # its limits are plain text (docs/agent-limits.md)
 
 
 def setup_notes(status: Mapping[str, object]) -> Sequence[str]:

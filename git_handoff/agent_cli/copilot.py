@@ -36,6 +36,7 @@ from git_handoff.agent_cli.hook_data import (
     Outcome,
     entries,
     payload_event,
+    plain_words,
 )
 from git_handoff.agent_cli.hook_data import PLUGIN as PLUGIN
 from git_handoff.agent_cli.hook_data import TRUSTED_HOOKS as TRUSTED_HOOKS
@@ -107,6 +108,9 @@ def usage(transcript: str) -> Usage | None:
     """None: what Copilot CLI's transcript holds of its use was not measured yet, so nothing is
     read from it (the session records no tokens; docs/agent-clis.md, "Budgets and cost")."""
     return None
+
+
+own_words = plain_words  # its limits are plain text (docs/agent-limits.md)
 
 
 def setup_notes(status: Mapping[str, object]) -> Sequence[str]:

@@ -42,6 +42,7 @@ from git_handoff.agent_cli.hook_data import (
     entries,
     payload_event,
     payload_text,
+    plain_words,
 )
 from git_handoff.core.patterns import lazy
 
@@ -174,6 +175,9 @@ def usage(transcript: str) -> Usage | None:
     from git_handoff.agent_cli import usage as reader  # not imported by the hooks themselves
 
     return reader.gemini_chat(transcript)
+
+
+own_words = plain_words  # its limits are plain text (docs/agent-limits.md)
 
 
 def setup_notes(status: Mapping[str, object]) -> Sequence[str]:

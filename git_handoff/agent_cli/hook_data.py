@@ -127,3 +127,8 @@ def json_string(text: str) -> str:
 def entries(hooks: Mapping[str, tuple[str, str | None, str]]) -> dict[str, tuple[str | None, str]]:
     """The plain `config_entries()` of a HOOKS table: event -> (matcher, `git handoff hook HOOK`)."""
     return {event: (matcher, f"git handoff hook {hook}") for hook, (event, matcher, _) in hooks.items()}
+
+
+def plain_words(line: str) -> str | None:
+    """`own_words` (agent_cli/protocol.py) of a CLI whose limits are plain text: every line as it is."""
+    return line

@@ -105,6 +105,12 @@ class AgentCli(Protocol):
         person (first run, login, trust, an approval); None when it shows none."""
         ...
 
+    def own_words(self, line: str) -> str | None:
+        """What of one line of its output agent_output reads for a limit: the line itself (a
+        line of plain text), the error text of a structured result line of its (JSON), or None
+        for a structured line that is never its own error (the model's or a tool's event)."""
+        ...
+
     def usage(self, transcript: str) -> Usage | None:
         """What the CLI's transcript at `transcript` (a hook payload's `transcript_path`) says it
         used: tokens in and out, model turns (agent_cli/usage.py); None when it tells nothing."""

@@ -94,6 +94,11 @@ def describe(task: Task) -> str:
                         "(not on the target yet: `git handoff integrate`)"))
     if task.tokens:
         lines.append(f"  tokens:        {task.tokens} (its share of its sessions' agents' tokens)")
+    cost, held = task.get("cost_micro_usd"), task.get("held_seconds")
+    if isinstance(cost, int) and not isinstance(cost, bool) and cost > 0:
+        lines.append(f"  cost:          ${cost / 1e6:.4f} (its share of its sessions' printed cost)")
+    if isinstance(held, int) and not isinstance(held, bool) and held > 0:
+        lines.append(f"  held:          {held}s (its ended claims' wall time)")
     for cp in task.checkpoints:
         said = visible(str(cp.get("description")))
         lines.append(f"  checkpoint:    step={cp.get('step')}/{cp.get('total')} \"{said}\" at {cp.get('timestamp')}")

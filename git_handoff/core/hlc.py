@@ -50,6 +50,7 @@ CLAIM_UNIT = (
     "uncommitted_at_completion",
     "failed_at",
     "last_attempt_ref",
+    "held_seconds",
 )
 TASK_LOGS = ("error_log", "checkpoints")
 TASK_SETS = ("depends_on",)

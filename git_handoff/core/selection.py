@@ -344,6 +344,27 @@ def lease_expired(task: Task, now: str) -> bool:
     return deadline is not None and parse_time(deadline) <= moment
 
 
+HELD = "held_seconds"  # a task's claims' wall time, added as each claim ends (the task-time budget, ops/budgets.py)
+
+
+def held_through(task: Task, until: str) -> int:
+    """A task's held time (HELD: its ended claims') with its current claim counted from its
+    `claimed_at` up to `until`, or up to its lease's end when that came first (a claim that
+    lapsed was held no longer). Limit waits in a claim count: the task was held meanwhile."""
+    held = task.get(HELD)
+    held = held if isinstance(held, int) and not isinstance(held, bool) and held > 0 else 0
+    start = task.claim.claimed_at
+    if task.status != "in_progress" or not start:
+        return held
+    try:
+        end = parse_time(until)
+        if task.lease_expires_at:
+            end = min(end, parse_time(task.lease_expires_at))
+        return held + max(0, int((end - parse_time(start)).total_seconds()))
+    except UsageError:
+        return held  # a time written by hand that is none: the claim adds nothing
+
+
 def prepare(tasks: Mapping[str, Task], now: str) -> tuple[dict[str, Task], list[tuple[Task, str, str]]]:
     """What a mutating selection records before it picks (expired leases, failed dependencies).
 
@@ -386,7 +407,7 @@ def prepare_leases(tasks: Mapping[str, Task], now: str) -> list[tuple[Task, str,
                 error_log=(*task.error_log, f"[SESSION_TIMEOUT] {text}"),
                 claimed_by=None,
                 lease_expires_at=None,
-            ).with_extra(failed_at=now, worktree=None)
+            ).with_extra(failed_at=now, worktree=None, **{HELD: held_through(task, now) or None})
             changes.append((new, "SESSION_TIMEOUT", text))
     return changes
 

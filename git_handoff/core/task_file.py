@@ -61,6 +61,8 @@ TASK_EXTRA_FIELDS: dict[str, Check] = {
     "work_withheld": opt(text(1024)),
     "integrated_commit": opt(OID),
     "hlc": opt(pattern(HLC_STAMP, "a clock stamp (ms.counter.clone)")),
+    "held_seconds": opt(integer(0)),  # its claims' wall time (core/selection.held_through)
+    "cost_micro_usd": opt(integer(0)),  # its share of its sessions' printed cost, in millionths of a dollar
 }
 _CHECKPOINT = obj({"step": opt(integer(0)), "total": opt(integer(0)), "description": LINE, "timestamp": opt(STAMP)})
 # The task's fields of one line of text and their caps (each entry of error_log too, at
@@ -270,6 +272,8 @@ _W_EXTRA_VALUES = {
     "work_withheld": _null_or(_line_string(1024)),
     "integrated_commit": _null_or(r'"[0-9a-f]{40}(?:[0-9a-f]{24})?"'),
     "hlc": _null_or(rf'"{HLC_STAMP.pattern}+"'),
+    "held_seconds": _null_or(_W_COUNT),
+    "cost_micro_usd": _null_or(_W_COUNT),
 }
 _W_RULED_KEYS = sorted(TASK_READ_KEYS | TASK_EXTRA_FIELDS.keys(), key=len, reverse=True)
 # A key no rule reads (completed_commit, field_clock, ...): a plain value, or the

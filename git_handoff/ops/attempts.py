@@ -17,6 +17,7 @@ import re
 from git_handoff.core import attempt_record, field_checks, secrets
 from git_handoff.core.errors import GitFailure, InvalidState, UsageError
 from git_handoff.core.model import CLAIM_FIELDS, Task, check_category, check_id, now_iso, printable
+from git_handoff.core.selection import HELD, held_through
 from git_handoff.core.serialization import task_to_json
 from git_handoff.infra import rollback, task_commands
 from git_handoff.infra.gitrepo import Repo
@@ -243,7 +244,8 @@ def _put_failed(tx: Tx, seen: Task, plan: FailPlan, saved: SavedAttempt | None, 
     new = dataclasses.replace(task, status="failed", attempts=plan.attempts(task), claimed_by=None,
                               lease_expires_at=None,
                               error_log=(*task.error_log, f"[{plan.category}] {plan.reason}"),
-                              ).with_extra(failed_at=now_iso(), **dict.fromkeys(CLAIM_FIELDS))
+                              ).with_extra(failed_at=now_iso(), **dict.fromkeys(CLAIM_FIELDS),
+                                           **{HELD: held_through(task, now_iso()) or None})
     if saved is not None:
         new = new.with_extra(last_attempt_ref=saved["ref"])
     new = tx.put_task(new)

@@ -7,9 +7,12 @@ budget. While a session runs the relay asks `Tracker.over` (at most once a secon
 reads the agent's transcripts, ops/usage.py); a budget reached ends the session cleanly
 (`Tracker.end_session`: a WARN line of category BUDGET, the session record's `budget`, the
 session's claims released, or kept with claim=keep, a task over its own budget set aside;
-then the relay writes the document and ends the session as for any session). A run budget
-reached, before a session starts or during one, stops the relay: `Tracker.check_run`
-raises the one-line reason (exit 1).
+then the relay writes the document and ends the session as for any session). A task's
+budgets are asked once more when its session has ended (`Tracker.session_ended`): a cost is
+printed as the agent exits, so a task still held and over its own budget then is set aside
+the same way. A task's time is the wall time it was held under claims, over all of them
+(core/selection.held_through). A run budget reached, before a session starts or during one,
+stops the relay: `Tracker.check_run` raises the one-line reason (exit 1).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from git_handoff.agent_cli.agent_process import Agent
 from git_handoff.agent_cli.usage import Usage, result_cost
 from git_handoff.core.errors import Negative, UsageError
 from git_handoff.core.model import Task, now_iso, parse_duration
+from git_handoff.core.selection import held_through
 from git_handoff.infra.gitrepo import Repo
 from git_handoff.ops import usage, work
 from git_handoff.state.session_records import put_record, read_session, session_path
@@ -39,6 +43,8 @@ KINDS: dict[str, tuple[str, str, str]] = {
     "session-tokens": ("session", "tokens", "handoff.budget.sessionTokens"),
     "session-time": ("session", "time", "handoff.budget.sessionTime"),
     "task-tokens": ("task", "tokens", "handoff.budget.taskTokens"),
+    "task-cost": ("task", "cost", "handoff.budget.taskCost"),
+    "task-time": ("task", "time", "handoff.budget.taskTime"),
 }
 CLAIM_KEY = "handoff.budget.claim"  # release (default) | keep: a session's claims when a budget ends it
 CATEGORY = "BUDGET"  # the log category of a budget reached
@@ -190,19 +196,30 @@ class Tracker:
         self.run_over = self._run_reached(live, now)
         if self.run_over:
             return self.run_over
-        if "task-tokens" in limits:
-            return self._task_over(number, live.tokens, limits["task-tokens"])
-        return None
+        return self._task_over(number, live.tokens, self.cost_of(number) if "task-cost" in limits else None)
 
-    def _task_over(self, number: int, live: int, limit: float) -> str | None:
-        tasks = usage.worked_on(self.store.snapshot(), number)
-        over = [(t, t.tokens + share) for t, share in zip(tasks, usage.shares(live, len(tasks)), strict=True)
-                if t.status == "in_progress" and t.tokens + share >= limit]
-        if not over:
+    def _task_over(self, number: int, live: int, cost: float | None) -> str | None:
+        """The first task budget a task of session `number` reached: its tokens and its cost
+        with its share of the session's so far (`live` tokens, `cost` printed), its held
+        time with its claim's time so far."""
+        limits = {key: limit for key, limit in self.budgets.limits.items() if KINDS[key][0] == "task"}
+        if not limits:
             return None
-        self.over_tasks = [t.id for t, _ in over]
-        task, used = over[0]
-        return f"task {task.id}: " + _reached("task-tokens", used, limit)
+        tasks = usage.worked_on(self.store.snapshot(), number)
+        now = now_iso()
+        found: list[tuple[Task, str, float]] = []
+        micro = usage.shares(round((cost or 0) * 1e6), len(tasks))
+        for task, share, paid in zip(tasks, usage.shares(live, len(tasks)), micro, strict=True):
+            used = {"task-tokens": float(task.tokens + share), "task-cost": (usage.micro_usd(task) + paid) / 1e6,
+                    "task-time": float(held_through(task, now))}
+            reached = [(key, used[key]) for key in limits if used[key] >= limits[key]]
+            if task.status == "in_progress" and reached:
+                found.append((task, *reached[0]))
+        if not found:
+            return None
+        self.over_tasks = [t.id for t, _, _ in found]
+        task, key, used_now = found[0]
+        return f"task {task.id}: " + _reached(key, used_now, limits[key])
 
     def end_session(self, number: int, reason: str, agent: Agent, say: Callable[[str], None]) -> None:
         """A budget ends session `number`: its agent ended, logged (category BUDGET) and
@@ -212,6 +229,11 @@ class Tracker:
         what = "kept" if self.budgets.keep_claim else "released"
         say(f"relay: session {number}: {reason}; ending the session (its claims {what})")
         self.ended = (number, reason)
+        self._record(number, reason)
+
+    def _record(self, number: int, reason: str) -> None:
+        """The budget that ended session `number`: in its record (`budget`) and the log (BUDGET)."""
+        what = "kept" if self.budgets.keep_claim else "released"
 
         def apply(tx: Tx) -> None:
             record = read_session(tx, number)
@@ -250,13 +272,20 @@ class Tracker:
             return None
         return result_cost(tail)
 
-    def session_ended(self, number: int) -> None:
-        """Count session `number`'s use (as sessions.end recorded it) in the run's."""
+    def session_ended(self, number: int, say: Callable[[str], None] | None = None) -> None:
+        """Count session `number`'s use (as sessions.end recorded it) in the run's; a task it
+        held that is over its own budget now (the cost is printed when the agent exits) is set
+        aside as one found while it ran."""
         record = read_session(self.store.snapshot(), number) or {}
         used = record.get("usage") or {}
         cost = used.get("cost_usd")
         self.spent = self.spent + Usage(int(used.get("input_tokens") or 0), int(used.get("output_tokens") or 0),
                                         int(used.get("turns") or 0), cost if isinstance(cost, float | int) else None)
+        if self.ended is None and (reason := self._task_over(number, 0, None)) is not None:
+            if say is not None:
+                say(f"relay: session {number}: {reason}; setting the task aside")
+            self._record(number, reason)
+            self.ended = (number, reason)
         if self.ended is not None and self.ended[0] == number:
             self._after_budget(*self.ended)
         self.ended = None

@@ -214,6 +214,7 @@ def _take(tx: Tx, task: Task, ctx: ClaimContext, stamp: str) -> Task:
         claim_snapshot=ctx.snapshot,
         clone=ctx.clone or None,
         clone_seal=identity.claim_seal(tx.store.repo, task.id, stamp, ctx.worktree, ctx.base, ctx.worker),
+        **{selection.HELD: selection.held_through(task, stamp) or None},  # a claim taken over: its time counted
     )
     claimed = tx.put_task(claimed)
     moved = "" if ctx.forward is None else (

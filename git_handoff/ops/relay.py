@@ -279,7 +279,7 @@ class Relay:
             handoff.write_doc(self._session_store(), trigger="relay")
             self.say(f"relay: session {number}: no handoff document from the agent; written from git facts")
         sessions.end(self._session_store(), cost=self.budget.cost_of(number))
-        self.budget.session_ended(number)
+        self.budget.session_ended(number, self.say)
         self.say(f"relay: session {number} ended")
         self.agent = None
         self.session = None

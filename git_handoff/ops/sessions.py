@@ -155,7 +155,7 @@ def end(store: StateStore, *, cost: float | None = None) -> SessionRecord:
         record["stats"] = stats  # kept, so a refused next start need not log the same figures again
         if used is not None:
             record["usage"] = dict(usage.as_record(used, _seconds(record.get("started_at"), stamp), clis))
-            charged = usage.charge_tasks(tx, number, used.tokens)
+            charged = usage.charge_tasks(tx, number, used.tokens, used.cost_usd)
             tx.log("STATS", usage.line(used, charged), session=number)
         put_record(tx, session_path(tx, number), record)
         meta = tx.meta()

@@ -6,7 +6,8 @@ transcript) pair in this worktree's private SOURCES_FILE, for the session open h
 session's use is the sum, over the transcripts noted for it (a relaunch after a limit is a
 new transcript), of what each CLI's module reads there (`AgentCli.usage`,
 agent_cli/usage.py). `sessions.end` records it in the session record (`usage`) and adds the
-session's tokens to the tasks it worked on (the task field `tokens`); the relay reads it
+session's tokens to the tasks it worked on (the task field `tokens`; its cost, where the agent
+printed one, to `cost_micro_usd`); the relay reads it
 while the session runs, for the budgets (ops/budgets.py).
 
 A session's tokens are shared among the tasks it worked on (completed in it, or still
@@ -138,12 +139,24 @@ def shares(total: int, count: int) -> list[int]:
     return [part + (rest if i == 0 else 0) for i in range(count)]
 
 
-def charge_tasks(tx: Tx, number: int, tokens: int) -> list[str]:
-    """Add a session's tokens to the tasks it worked on; their ids."""
+COST = "cost_micro_usd"  # a task's share of its sessions' cost, in millionths of a dollar (a whole number)
+
+
+def micro_usd(task: Task) -> int:
+    """The millionths of a dollar charged to `task` so far (COST)."""
+    micro = task.get(COST)
+    return micro if isinstance(micro, int) and not isinstance(micro, bool) and micro > 0 else 0
+
+
+def charge_tasks(tx: Tx, number: int, tokens: int, cost: float | None = None) -> list[str]:
+    """Add a session's tokens, and its cost where its agent printed one, to the tasks it
+    worked on, in equal shares; their ids."""
     tasks = worked_on(tx, number)
-    for task, share in zip(tasks, shares(tokens, len(tasks)), strict=True):
-        if share:
-            tx.put_task(task.evolve(tokens=task.tokens + share))
+    micro = shares(round(cost * 1e6), len(tasks)) if cost else [0] * len(tasks)
+    for task, share, paid in zip(tasks, shares(tokens, len(tasks)), micro, strict=True):
+        if share or paid:
+            new = task.evolve(tokens=task.tokens + share)
+            tx.put_task(new.with_extra(**{COST: micro_usd(task) + paid}) if paid else new)
     return [t.id for t in tasks]
 
 

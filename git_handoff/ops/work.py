@@ -17,7 +17,7 @@ from typing import cast
 
 from git_handoff.core.errors import Negative, UsageError
 from git_handoff.core.model import CLAIM_FIELDS, CLAIM_KEPT_WHEN_DONE, Task, check_id, now_iso
-from git_handoff.core.selection import lease_expired
+from git_handoff.core.selection import HELD, held_through, lease_expired
 from git_handoff.infra import rollback, task_commands, worktree
 from git_handoff.ops import attempts, handoff, work_refs
 from git_handoff.ops.payloads import VerifyView
@@ -59,7 +59,7 @@ def release(store: StateStore, task_id: str, *, force: bool = False) -> Task:
         task = current(tx, seen, "released")
         new = dataclasses.replace(
             task, status="pending", claimed_by=None, lease_expires_at=None, started_at_commit=None
-        ).with_extra(**dict.fromkeys(CLAIM_FIELDS))
+        ).with_extra(**dict.fromkeys(CLAIM_FIELDS), **{HELD: held_through(task, now_iso()) or None})
         new = tx.put_task(new)
         claim_index.carry(tx, [new])
         tx.log("LOCK", f"released (claimed_by={task.claimed_by}); back to pending", task=task.id)
@@ -251,6 +251,7 @@ def _complete(store: StateStore, seen: Task, through: str | None) -> Task:
             completed_session=tx.session,
             uncommitted_at_completion=uncommitted[:50] or None,
             **dict.fromkeys(k for k in CLAIM_FIELDS if k not in CLAIM_KEPT_WHEN_DONE),
+            **{HELD: held_through(task, now_iso()) or None},
         )
         new = tx.put_task(new)
         claim_index.carry(tx, [new])

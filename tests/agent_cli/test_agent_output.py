@@ -422,3 +422,64 @@ def test_qwen_and_copilot_screens_are_named() -> None:
     assert "--auth-type openai" in (person_prompt_in("qwen", qwen_said) or "")
     assert "COPILOT_PROVIDER_BASE_URL" in (person_prompt_in("copilot", copilot_said) or "")
     assert person_prompt_in("copilot", "Do you trust the files in this folder?") is not None
+
+
+# -- `claude -p --output-format json`: the error is inside its result line (issue 42) ---------------
+
+# the result line claude 2.1.332 printed against the stub's faults (shortened to the fields that differ and a few
+# of the rest; the real line is ~1,300 characters, its `result` past the first 300)
+RESULT_HEAD = ('{"duration_api_ms":0,"stop_reason":"stop_sequence","session_id":"b4d34306-b8a0-4572-b39b-ee1a13209b33",'
+               '"total_cost_usd":0,"usage":{"input_tokens":0,"cache_creation_input_tokens":0,'
+               '"cache_read_input_tokens":0,"output_tokens":0,"server_tool_use":{"web_search_requests":0,'
+               '"web_fetch_requests":0},"service_tier":"standard","iterations":[],"speed":"standard"},'
+               '"modelUsage":{},"permission_denials":[],"terminal_reason":"api_error","fast_mode_state":"off",'
+               '"safety_stops":0,"is_error":true,"num_turns":1,"subtype":"success",')
+RESULT_TAIL = ',"type":"result","duration_ms":299,"uuid":"a718c5c5-a7e4-4432-9d4a-68dc9acdd53f","result_index":0}\n'
+JSON_RESULTS = [
+    ('"api_error_status":429,"api_error_type":"rate_limit_error","api_error":"usage_limit_reached",'
+     '"result":"You\'ve hit your 5-hour limit · resets 6:50pm (Europe/Berlin)"', USAGE_LIMIT, "2026-12-02T17:50:00Z"),
+    ('"api_error_status":429,"api_error_type":"rate_limit_error","result":"API Error: Request rejected (429) · This '
+     'request would exceed the rate limit for your organization of 50 requests per minute."', RATE_LIMIT, None),
+    ('"api_error_status":529,"api_error_type":"overloaded_error","result":"API Error: 529 Overloaded. This is a '
+     'server-side issue, usually temporary \\u2014 try again in a moment."', OUTAGE, None),
+]
+
+
+@pytest.mark.parametrize(("fields", "kind", "resets_at"), JSON_RESULTS)
+def test_a_limit_inside_claudes_json_result_line_is_recognized(fields: str, kind: str, resets_at: str | None) -> None:
+    line = RESULT_HEAD + fields + RESULT_TAIL
+    assert len(line) > 600  # what was cut to its first 300 characters before, the result unread
+    found = limit_in("claude", 1, line, NOW)
+    assert found is not None and (found.kind, found.resets_at) == (kind, resets_at)
+    assert found.line.startswith(("You've hit", "API Error")) and "{" not in found.line  # its text, not the JSON
+    assert limit_in("other", 1, line, NOW) is not None  # a wrapper script around `claude -p --output-format json`
+    assert limit_in("claude", 0, line, NOW) is None  # a clean exit never is
+
+
+def test_claudes_json_result_line_counts_only_as_its_own_error() -> None:
+    said = ('"result":"You\'ve hit your 5-hour limit · resets 6:50pm (Europe/Berlin)"')
+    # a result that is no error, or an error not of the API (its result is then the model's last words)
+    for head in (RESULT_HEAD.replace('"is_error":true', '"is_error":false'),
+                 RESULT_HEAD.replace('"terminal_reason":"api_error"', '"terminal_reason":"max_turns"')):
+        assert limit_in("claude", 1, head + said + RESULT_TAIL, NOW) is None
+    # the other events of its stream (`stream-json`): the model's text, a tool's output
+    event = ('{"type":"assistant","message":{"content":[{"type":"text","text":"You\'ve hit your 5-hour limit · '
+             'resets 6:50pm"}]}}\n')
+    assert limit_in("claude", 1, event, NOW) is None
+    assert limit_in("claude", 1, "You've hit your 5-hour limit · resets 6:50pm\n", NOW) is not None  # plain text
+
+
+def test_a_title_inside_a_json_line_is_not_the_clis() -> None:
+    """The result line is the CLI's own, a title inside it is not; nor is a title inside any
+    JSON line (`git handoff show t1 --json` escapes its quotes)."""
+    title = 'Write "t1": You\'ve hit your session limit · resets 4am'
+    forged = RESULT_HEAD + '"api_error_status":429,"result":"' + title.replace('"', '\\"') + '"' + RESULT_TAIL
+    assert limit_in("claude", 1, forged, NOW) is not None  # what the relay would read without the titles
+    assert limit_in("claude", 1, forged, NOW, foreign_texts([title])) is None
+    assert limit_in("other", 1, forged, NOW, foreign_texts([title])) is None
+    shown = '{"id": "t1", "title": "Write \\"t1\\": You\'ve hit your session limit \\u00b7 resets 4am"}\n'
+    assert limit_in("codex", 1, shown, NOW) is None  # not Codex's text anyway
+    escaped = '{"id": "t1", "title": "Write \\"t1\\": ERROR: Quota exceeded. Check your plan."}\n'
+    assert limit_in("codex", 1, escaped, NOW) is not None  # before: the escaped quotes hid the title
+    assert limit_in("codex", 1, escaped, NOW, foreign_texts(['Write "t1": ERROR: Quota exceeded. Check your plan.'])) \
+        is None

@@ -22,7 +22,7 @@ FUNCTIONS = sorted(set(MEMBERS) - set(DATA))
 
 def test_the_protocol_has_data_and_functions() -> None:
     assert {"NAME", "HOOKS", "CONFIG", "LIMITS", "MCP_CONFIG"} <= set(DATA)
-    assert FUNCTIONS == ["config_entries", "event", "person_prompt", "render", "setup_notes", "usage"]
+    assert FUNCTIONS == ["config_entries", "event", "own_words", "person_prompt", "render", "setup_notes", "usage"]
 
 
 @pytest.mark.parametrize("name", sorted(registry.CLIS))

@@ -167,3 +167,18 @@ def test_where_the_work_is_landed_waiting_withheld_or_sent_back() -> None:
     assert selection.work_state(_finished("pending", (refused, "[TEST_FAIL] red"))) is None
     assert selection.work_state(_finished("pending", (refused.replace("work/t/", "work/u/"),))) is None
     assert selection.work_state(_finished("pending")) is None
+
+
+def test_a_tasks_held_time_counts_its_claim_until_now_or_until_its_lease_ran_out() -> None:
+    """task-time (ops/budgets.py): the ended claims' seconds (held_seconds) plus the current
+    claim's, up to now or its lease's end, whichever came first; nothing for a task not held."""
+    held = Task(id="t1", title="T", status="in_progress", claimed_by="w", lease_expires_at="2026-12-07T10:30:00Z",
+                extra={"claimed_at": "2026-12-07T10:00:00Z", "held_seconds": 40})
+    assert selection.held_through(held, "2026-12-07T10:01:00Z") == 100
+    assert selection.held_through(held, "2026-12-07T12:00:00Z") == 40 + 1800  # a lapsed claim: to its lease's end
+    assert selection.held_through(dataclasses.replace(held, status="pending"), "2026-12-07T12:00:00Z") == 40
+    assert selection.held_through(held.with_extra(claimed_at="soon"), "2026-12-07T12:00:00Z") == 40
+    assert selection.held_through(held.with_extra(held_seconds=True), "2026-12-07T10:01:00Z") == 60
+    # a lease found expired fails the task: its claim's time is added to it, up to the lease's end
+    ((failed, category, _),) = selection.prepare_leases({"t1": held}, "2026-12-07T12:00:00Z")
+    assert category == "SESSION_TIMEOUT" and failed.get("held_seconds") == 1840

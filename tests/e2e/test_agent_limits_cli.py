@@ -91,7 +91,7 @@ def test_each_api_answers_a_fault_in_its_own_shape() -> None:
 
 
 def _claude(tmp_path: Path, stub: anthropic.StubServer, extra: dict[str, str] | None = None,
-            oauth: bool = False) -> tuple[subprocess.CompletedProcess[str], float]:
+            oauth: bool = False, *options: str) -> tuple[subprocess.CompletedProcess[str], float]:
     exe = require_claude()
     env = claude_env(tmp_path / "home", stub.url, extra)
     if oauth:  # a subscription (Pro/Max) login: plan limits come as the unified rate-limit headers
@@ -100,7 +100,7 @@ def _claude(tmp_path: Path, stub: anthropic.StubServer, extra: dict[str, str] | 
     work = tmp_path / "work"
     work.mkdir(exist_ok=True)
     started = time.monotonic()
-    proc = subprocess.run([exe, "-p", "Say hi.", "--dangerously-skip-permissions"], cwd=work, env=env,
+    proc = subprocess.run([exe, "-p", "Say hi.", "--dangerously-skip-permissions", *options], cwd=work, env=env,
                           capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
     return proc, time.monotonic() - started
 
@@ -151,6 +151,31 @@ def test_claude_outage_after_its_retries_is_recognized(tmp_path: Path, kind: str
     assert proc.returncode == 1 and served == 2  # the request and one retry
     limit = _recognized("claude", proc.returncode, proc.stdout + proc.stderr, datetime.datetime.now(datetime.UTC))
     assert limit.kind == OUTAGE and limit.line.startswith(f"API Error: {status}")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("fault", "kind", "said"), [
+    (Fault("usage_limit", reset_in=9000, window="five_hour"), USAGE_LIMIT, "You've hit your 5-hour limit · resets "),
+    (Fault("rate_limit", reset_in=75), RATE_LIMIT, "API Error: Request rejected (429)"),
+    (Fault("overloaded"), OUTAGE, "API Error: 529 Overloaded"),
+])
+def test_claude_json_output_limits_and_outages_are_recognized(tmp_path: Path, fault: Fault, kind: str,
+                                                             said: str) -> None:
+    """`claude -p --output-format json` (the way it prints its cost) prints its error only
+    inside its one JSON result line, ~1,300 characters: before, only the line's first 300
+    were read, and the limit was taken for a launch failure."""
+    with anthropic.StubServer(lambda r: anthropic.say("hi"), lifetime=120) as stub:
+        stub.faults.fail(fault, times=50)
+        proc, _ = _claude(tmp_path, stub, {"TZ": "Europe/Berlin", "CLAUDE_CODE_MAX_RETRIES": "1"},
+                          fault.kind == "usage_limit", "--output-format", "json")
+        resets = stub.faults.served[0][2]
+    assert proc.returncode == 1
+    result = json.loads(proc.stdout)
+    assert result["type"] == "result" and result["is_error"] is True and result["result"].startswith(said)
+    limit = _recognized("claude", proc.returncode, proc.stdout + proc.stderr, datetime.datetime.now(datetime.UTC))
+    assert limit.kind == kind and limit.line == result["result"]
+    if kind == USAGE_LIMIT:
+        assert "(Europe/Berlin)" in limit.line and _near(limit.resets_at, resets), (limit, resets)
 
 
 # -- Codex ---------------------------------------------------------------------------------------

@@ -180,6 +180,46 @@ def test_a_task_token_budget_sets_the_task_aside(repo: Path, stub: StubServer) -
     assert (repo / ".git").exists() and run("log", cwd=repo).out.count("BUDGET") == 2  # the session's and the task's
 
 
+def test_a_task_cost_budget_sets_the_task_aside_once_the_cost_is_printed(repo: Path, stub: StubServer) -> None:
+    """Claude Code prints its cost in its JSON result as it exits: the session's cost is
+    charged to the task it held, which is over its cost budget, so it is set aside (failed,
+    BUDGET) before another session takes it."""
+    _plan(1, per_session=1)
+    stub.policy = RunEach(["git handoff claim t01"], final="I stop here.")  # then it ends its turn, t01 held
+    r = _relay(repo, stub, "--budget", "task-cost=0.000001")
+    assert r.rc == 1, r.out + r.err
+    assert "no eligible task left: 1 failed" in r.err
+    (session,) = _sessions(repo)
+    task = _tasks(repo)["t01"]
+    assert task["status"] == "failed" and task["cost_micro_usd"] == round(session["usage"]["cost_usd"] * 1e6) > 0
+    assert any(e.startswith("[BUDGET] task t01: a task's cost budget reached ($") for e in task["error_log"])
+    assert session["budget"].startswith("task t01: a task's cost budget reached ($") and session["handoff"]
+    assert run("log", cwd=repo).out.count("BUDGET") == 2  # the session's and the task's
+    assert "a task's cost budget reached" in r.out
+
+
+def test_a_task_time_budget_counts_its_claims_across_sessions(repo: Path, stub: StubServer) -> None:
+    """task-time is the wall time the task was held under claims, summed over its claims: each
+    session here ends by its token budget, its claim released, well before the task's time
+    budget; the session that reached it was shorter than the budget itself."""
+    _plan(1, per_session=1)
+    stub.policy = RunEach(["git handoff claim t01 >/dev/null 2>&1; sleep 1"] * 400)  # claims t01 whenever free
+    r = _relay(repo, stub, "--budget", "session-tokens=300", "--budget", "task-time=30s", "--budget", "sessions=8",
+               "--max-idle-sessions", "8")  # sessions that only hold the task make no progress
+    assert r.rc == 1, r.out + r.err
+    assert "no eligible task left: 1 failed" in r.err
+    sessions = _sessions(repo)
+    assert len(sessions) >= 2
+    assert all(s["budget"].startswith("the session's tokens budget reached (") for s in sessions[:-1]), sessions
+    last = sessions[-1]
+    assert last["budget"].startswith("task t01: a task's time budget reached (")
+    assert last["usage"]["seconds"] < 30  # its own claim alone did not reach the budget
+    task = _tasks(repo)["t01"]
+    assert task["status"] == "failed" and task["held_seconds"] >= 30
+    assert any(e.startswith("[BUDGET] task t01: a task's time budget reached (") for e in task["error_log"])
+    assert run("log", cwd=repo).out.count("[BUDGET]") == len(sessions) + 1
+
+
 def test_a_session_time_budget_ends_the_session(repo: Path, stub: StubServer) -> None:
     _plan(1, per_session=1)
     stub.policy = _endless()

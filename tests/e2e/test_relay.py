@@ -422,7 +422,13 @@ def test_a_launch_that_fails_before_its_ack_leaves_no_document_for_the_next_laun
 FAKE_LIMIT = "You've hit your session limit · resets 4am"
 
 
-@pytest.mark.parametrize("crash", ["kill -9 $$", "exit 1"], ids=["killed", "exit-1"])
+# the title inside a result line of `claude -p --output-format json`: the line is the CLI's, the title is not
+JSON_RESULT = json.dumps({"type": "result", "is_error": True, "terminal_reason": "api_error", "api_error_status": 429,
+                          "result": f"Write t1: {FAKE_LIMIT}", "total_cost_usd": 0})
+
+
+@pytest.mark.parametrize("crash", ["kill -9 $$", "exit 1", f"echo {shlex.quote(JSON_RESULT)}; exit 1"],
+                         ids=["killed", "exit-1", "json-result"])
 def test_limit_text_in_a_fetched_title_echoed_before_a_crash_is_a_crash(repo: Path, crash: str) -> None:
     """A task whose title says "You've hit your session limit · resets 4am", shown by the
     agent, which then crashes: before, the relay read the title as its CLI's limit and

@@ -233,18 +233,25 @@ def completed_in_session(repo: Path) -> dict[str, list[int]]:
     return out
 
 
-@pytest.mark.parametrize("kind", ["rate_limit", "usage_limit"])
+CLAUDE_JSON = 'claude -p --dangerously-skip-permissions --output-format json "$(cat {prompt_file})"'
+
+
+@pytest.mark.parametrize(("kind", "agent_command"), [("rate_limit", CLAUDE), ("usage_limit", CLAUDE),
+                                                     ("usage_limit", CLAUDE_JSON), ("overloaded", CLAUDE_JSON)],
+                         ids=["rate_limit", "usage_limit", "usage_limit-json", "overloaded-json"])
 def test_a_limit_mid_task_is_waited_out_in_the_same_session_with_the_claim_kept(repo: Path, stub: StubServer,
-                                                                              kind: str) -> None:
-    """claude -p exits 1 on a 429 it will not wait for (retry-after over 60 s): the relay
-    waits, then launches it again into the same session; the claimed task is finished
-    there, no attempt counted, no second session, no launch failure."""
+                                                                              kind: str, agent_command: str) -> None:
+    """claude -p exits 1 on a 429 it will not wait for (retry-after over 60 s), or a 529 after
+    its retries: the relay waits, then launches it again into the same session; the claimed
+    task is finished there, no attempt counted, no second session, no launch failure. With
+    `--output-format json` the error is inside its result line (before, a launch failure)."""
     plan(repo, 3, per_session=10)
     fault = Fault(kind, reset_in=90 if kind == "rate_limit" else 20)
     agent = Scripted(stub, {"t02": (fault, 2)})
     stub.policy = agent
-    env = relay_env(repo, stub, oauth=kind == "usage_limit")
-    proc = start_relay(repo, env, "--agent", CLAUDE, "--limit-backoff", "2", "--limit-backoff-max", "4",
+    retries = {"CLAUDE_CODE_MAX_RETRIES": "1"} if kind == "overloaded" else {}  # its 529s: the request, one retry
+    env = relay_env(repo, stub, oauth=kind == "usage_limit", **retries)
+    proc = start_relay(repo, env, "--agent", agent_command, "--limit-backoff", "2", "--limit-backoff-max", "4",
                        "--ack-timeout", "90")
     shown: dict[str, str] = {}
     deadline = time.monotonic() + 600
@@ -261,7 +268,7 @@ def test_a_limit_mid_task_is_waited_out_in_the_same_session_with_the_claim_kept(
         end_relay(proc)
     r = Result(proc.returncode, out, err)
     assert r.rc == 0, r.out + r.err
-    words = "the usage limit" if kind == "usage_limit" else "the rate limit"
+    words = {"usage_limit": "the usage limit", "rate_limit": "the rate limit", "overloaded": "the API outage"}[kind]
     assert shown["status"].startswith(f"relay: waiting for {words}, resumes at "), shown
     assert 'data-relay-field="waiting"' in shown["dashboard"] and words in shown["dashboard"]
     assert [served[1] for served in stub.faults.served] == [fault.kind] * 2

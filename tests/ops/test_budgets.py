@@ -12,7 +12,7 @@ import pytest
 
 from git_handoff.core.errors import Negative, UsageError
 from git_handoff.infra.gitrepo import Repo
-from git_handoff.ops import budgets
+from git_handoff.ops import budgets, sessions
 from git_handoff.state.store import StateStore
 from tests.support.repo import git, run, run_exe
 
@@ -150,3 +150,82 @@ def test_a_limit_waited_out_is_not_the_session_time(repo: Path, tmp_path: Path) 
     tracker.session_started -= 11
     tracker.checked_at = 0.0
     assert tracker.over(1) == "the session's time budget reached (61s of 60s; --budget session-time)"
+
+
+# -- a task's cost and its held time (issue 42) ------------------------------------------------------
+
+
+def test_task_cost_and_task_time_budgets_are_set_like_the_others(repo: Path) -> None:
+    assert run("init").rc == 0
+    git("config", "handoff.budget.taskTime", "2h", cwd=repo)
+    found = budgets.configured(_store(repo).repo, ["task-cost=$0.50"])
+    assert found.limits == {"task-time": 7200, "task-cost": 0.5}
+    with pytest.raises(UsageError, match="is not an amount"):
+        budgets.configured(_store(repo).repo, ["task-cost=cheap"])
+    with pytest.raises(UsageError, match="is not a duration"):
+        budgets.configured(_store(repo).repo, ["task-time=long"])
+
+
+def test_a_task_over_its_cost_when_the_agent_exits_is_set_aside(repo: Path, tmp_path: Path) -> None:
+    """The cost is printed as the agent exits (Claude Code's JSON result): once the session
+    ended, its cost is shared among its tasks, and a task still held over its cost budget is
+    set aside, logged BUDGET, as one found while the agent ran."""
+    assert run("init").rc == 0
+    for task_id in ("t1", "t2"):
+        assert run("add", task_id.upper(), "--id", task_id, "--check", "true").rc == 0
+    assert run("session", "start").rc == 0
+    assert run("claim", "t1").rc == 0
+    tracker = budgets.Tracker(_store(repo), budgets.Budgets({"task-cost": 0.25}), tmp_path)
+    tracker.check_run()
+    assert tracker.over(1) is None  # nothing printed yet
+    sessions.end(_store(repo), cost=0.3)
+    tracker.session_ended(1)
+    task = run("show", "t1", "--json").json()
+    assert task["cost_micro_usd"] == 300_000 and task["status"] == "failed"
+    reason = "task t1: a task's cost budget reached ($0.30 of $0.25; --budget task-cost)"
+    assert task["error_log"][-1].startswith(f"[BUDGET] {reason} at ")
+    assert run("log").out.count("[BUDGET]") == 2  # the session's line and the task's
+    assert run("session", "show", "1", "--json").json()["budget"] == reason
+    assert "cost:          $0.3000" in run("show", "t1").out
+
+
+def test_a_sessions_cost_is_shared_among_its_tasks(repo: Path, tmp_path: Path) -> None:
+    assert run("init").rc == 0
+    for task_id in ("t1", "t2", "t3"):
+        assert run("add", task_id.upper(), "--id", task_id, "--check", "true").rc == 0
+    assert run("session", "start").rc == 0
+    assert run("claim", "t1").rc == 0
+    assert run("done", "t1").rc == 0
+    assert run("claim", "t2").rc == 0
+    sessions.end(_store(repo), cost=0.000003)
+    shown = {t: run("show", t, "--json").json().get("cost_micro_usd") for t in ("t1", "t2", "t3")}
+    assert shown == {"t1": 2, "t2": 1, "t3": None}  # the remainder to the first, as tokens
+
+
+def test_a_tasks_held_time_adds_its_claims_across_sessions(repo: Path, tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """task-time: the wall time the task was claimed, over all its claims (here a claim of
+    100 s released, then one of 50 s so far, in the next session)."""
+    assert run("init").rc == 0
+    assert run("add", "A", "--id", "t1", "--check", "true").rc == 0
+    monkeypatch.setenv("GIT_HANDOFF_NOW", "2026-12-07T10:00:00Z")
+    assert run("session", "start").rc == 0
+    assert run("claim", "t1").rc == 0
+    monkeypatch.setenv("GIT_HANDOFF_NOW", "2026-12-07T10:01:40Z")
+    assert run("release", "t1").rc == 0
+    assert run("show", "t1", "--json").json()["held_seconds"] == 100
+    assert run("session", "end").rc == 0
+    monkeypatch.setenv("GIT_HANDOFF_NOW", "2026-12-07T11:00:00Z")
+    assert run("session", "start").rc == 0
+    assert run("claim", "t1").rc == 0
+    tracker = budgets.Tracker(_store(repo), budgets.Budgets({"task-time": 150}), tmp_path)
+    tracker.check_run()
+    monkeypatch.setenv("GIT_HANDOFF_NOW", "2026-12-07T11:00:49Z")
+    assert tracker.over(2) is None  # 149 s
+    monkeypatch.setenv("GIT_HANDOFF_NOW", "2026-12-07T11:00:50Z")
+    tracker.checked_at = 0.0
+    reason = tracker.over(2)
+    assert reason == "task t1: a task's time budget reached (150s of 150s; --budget task-time)"
+    assert tracker.over_tasks == ["t1"]
+    assert run("done", "t1").rc == 0
+    assert run("show", "t1", "--json").json()["held_seconds"] == 150  # a claim's end adds it
