@@ -35,6 +35,7 @@ from git_handoff.agent_cli.hook_data import DETACHED as DETACHED
 from git_handoff.agent_cli.hook_data import NAMED_HANDLERS as NAMED_HANDLERS
 from git_handoff.agent_cli.hook_data import TRUSTED_HOOKS as TRUSTED_HOOKS
 from git_handoff.agent_cli.hook_data import UNATTENDED as UNATTENDED
+from git_handoff.agent_cli.hook_data import plain_words
 from git_handoff.core.patterns import lazy
 
 if TYPE_CHECKING:
@@ -92,6 +93,9 @@ def usage(transcript: str) -> Usage | None:
     """None: OpenCode keeps its sessions in a database, not a transcript file, and the plugin
     sends no path; the session records no tokens (docs/agent-clis.md, "Budgets and cost")."""
     return None
+
+
+own_words = plain_words  # its limits are plain text, 'Error: …' on stderr (docs/agent-limits.md)
 
 
 def setup_notes(status: Mapping[str, object]) -> Sequence[str]:
