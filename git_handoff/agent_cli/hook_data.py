@@ -37,11 +37,14 @@ class Event:
 
 @dataclass(frozen=True)
 class Outcome:
-    """What the agent is told: context to inject, a reason to keep working, a warning."""
+    """What the agent is told: context to inject, a reason to keep working, a warning, and
+    (stop) that the turn ends here whatever another hook of the CLI says (`end`, the reason:
+    a CLI's own goal loop must not keep the agent past the session's end)."""
 
     context: str | None = None
     block: str | None = None
     warning: str | None = None
+    end: str | None = None
 
 
 # Lines are lines on hook payloads too: a text field is one line of at
