@@ -12,7 +12,6 @@ screens that wait for a person.
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import shlex
 from collections.abc import Mapping, Sequence
@@ -118,17 +117,12 @@ def stop_block_cap() -> int | None:
 
 
 def render(hook: str, outcome: Outcome) -> str:
-    """Claude Code's JSON for the outcome ("" when there is nothing to say). A stop that must
-    end the turn says `continue: false`: Claude Code then ends it even when another Stop
-    hook blocks, such as the one `/goal` adds (2.1.332: the goal pauses, "a hook ended the
-    turn"); a stop with no output would let that hook send the agent back."""
+    """Claude Code's JSON for the outcome ("" when there is nothing to say). The session's end
+    says `continue: false`: Claude Code then ends the turn even when another Stop hook blocks,
+    such as the one `/goal` adds (2.1.332: the goal pauses, "a hook ended the turn"); a stop
+    with no output would let that hook send the agent back (docs/agent-clis.md)."""
     name, _, kind = HOOKS[hook]
-    said = claude_shaped_output(name, kind, outcome)
-    if kind != "stop" or outcome.end is None or outcome.block:
-        return said
-    out: dict[str, Any] = json.loads(said) if said else {}
-    out.update({"continue": False, "stopReason": outcome.end})
-    return json.dumps(out)
+    return claude_shaped_output(name, kind, outcome, ends=True)
 
 
 def usage(transcript: str) -> Usage | None:
