@@ -17,19 +17,22 @@ continuation follows our Stop hook's allowing the stop.
 from __future__ import annotations
 
 import json
+import os
 import re
+import shutil
 import sqlite3
+import subprocess
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.support.agent_clis import codex_home, install_hooks, plan, require_codex, run_codex, statuses
+from tests.support.agent_clis import codex_env, codex_home, install_hooks, plan, require_codex, run_codex, statuses
 from tests.support.claude_cli import ClaudeRun, claude_env, require_claude, run_claude
-from tests.support.repo import run, run_exe
+from tests.support.repo import git, run, run_exe
 from tests.support.stubs.anthropic import NEXT_TASK, Reply, Request, StubServer, bash, say, summary
-from tests.support.stubs.loopback import Call, Exchange, Run, Say, Turn, do_task
+from tests.support.stubs.loopback import NEXT_ELIGIBLE, Call, Exchange, Run, Say, Turn, do_task
 from tests.support.stubs.openai_responses import ResponsesStub
 
 pytestmark = pytest.mark.slow
@@ -223,3 +226,96 @@ def _texts(body: object) -> list[str]:
         if isinstance(item, dict) and isinstance(item.get("content"), list):
             out += [str(c.get("text", "")) for c in item["content"] if isinstance(c, dict)]
     return out
+
+
+def test_codex_disable_goals_offers_no_goal_tools(repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`codex --disable goals` (what docs/agent-clis.md gives relay sessions) turns the feature off."""
+    require_codex()
+    home = tmp_path / "codex-home"
+    home.mkdir()
+    monkeypatch.setenv("CODEX_HOME", str(home))
+    plan(1)
+    assert install_hooks("codex")["trusted"]
+    with ResponsesStub(lambda ex: Say("Nothing to do.")) as stub:
+        codex_home(home, stub.port)
+        r = run_codex(repo, home, "Say hello.", extra=["--disable", "goals"], timeout=120)
+        requests = stub.model_requests()
+    assert r.rc == 0, r.stderr[-2000:]
+    offered = {t.get("name") for req in requests for t in req.body.get("tools", [])}
+    assert offered and not offered & {"create_goal", "get_goal", "update_goal"}
+
+
+class CodexGoalThreads:
+    """Interactive Codex's model in a relay: each conversation's first turn creates the goal (the
+    user asked for one), then it does the task the prompt or our Stop hook names; a turn with
+    nothing named (the goal's continuation after our hook let the stop happen) says so."""
+
+    def __init__(self) -> None:
+        self.continuations = 0
+
+    def __call__(self, ex: Exchange) -> Turn:
+        latest = ex.last_text()
+        if "create_goal" in ex.tools and not ex.tool_outputs:
+            return Call("create_goal", {"objective": GOAL})
+        if "active thread goal" in latest or "<goal" in latest:
+            self.continuations += 1
+        if ex.last_was_tool_output and len(ex.tool_outputs) > 1:
+            return Say("Task finished. I am done for now.")
+        found = NEXT_TASK.search(latest) or (NEXT_ELIGIBLE.search(ex.all_text()) if len(ex.tool_outputs) == 1
+                                             else None)
+        return Run(do_task(found.group(1))) if found else Say("Nothing to do.")
+
+
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed (.ci/run installs it)")
+@pytest.mark.parametrize("goals", ["on", "disabled"])
+def test_codex_interactive_goal_in_a_relay_the_pane_is_ended_and_the_next_session_starts(
+        repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, goals: str) -> None:
+    """Interactive Codex (0.171.0) with a goal: once our Stop hook lets a stop through at the
+    session's limit, Codex starts goal continuation turns by itself, one after another (our hook's
+    output cannot stop them). The relay ends the pane after its handoff grace, the next session
+    starts normally, and no task is claimed past a session's limit (`claim` refuses it). With
+    `goals = false` in config.toml's [features] no goal is set and no continuation comes
+    (`codex --disable goals` stops interactive Codex on "Background server has incompatible
+    feature settings", a screen for a person)."""
+    require_codex()
+    monkeypatch.delenv("CODEX_HOME", raising=False)
+    ids = plan(4, "--max-tasks-per-session", "2")
+    home = tmp_path / "codex-home"
+    home.mkdir()
+    env = codex_env(home)
+    os.environ["CODEX_HOME"] = str(home)  # hooks install records the hooks' trust there (monkeypatch restores)
+    model = CodexGoalThreads()
+    socket_name = f"handoff-codex-goal-{os.getpid()}-{goals}"
+    with ResponsesStub(model) as stub:
+        install_hooks("codex")
+        config = codex_home(home, stub.port) / "config.toml"
+        text = config.read_text()
+        if goals == "disabled":  # in config.toml: `codex --disable goals` is refused by its background server
+            text = text.replace("[features]\n", "[features]\ngoals = false\n", 1)
+        config.write_text(text + f'\n[projects."{repo.resolve()}"]\ntrust_level = "trusted"\n')
+        git("add", "-A", cwd=repo)
+        git("commit", "-q", "-m", "hooks", cwd=repo)
+        try:
+            r = run_exe("relay", "--tmux", "--tmux-socket", socket_name, "--agent",
+                        'codex -s danger-full-access "$(cat {prompt_file})"', "--ack-timeout", "60",
+                        "--handoff-grace", "3", cwd=repo, env=env, timeout=300)
+        finally:
+            subprocess.run(["tmux", "-L", socket_name, "kill-server"], capture_output=True)
+    assert r.rc == 0, r.out[-2000:] + r.err[-2000:]
+    assert "all 4 task(s) completed in 2 session(s)" in r.out
+    assert statuses() == dict.fromkeys(ids, "completed")
+    for n in (1, 2):
+        shown = run("session", "show", str(n), "--json").json()
+        assert shown["ack"]["status"] == "accepted" and len(shown["completed"]) == 2, shown
+    db = home / "goals_1.sqlite"
+    if goals == "on":
+        with sqlite3.connect(db) as conn:
+            rows = conn.execute("SELECT objective, status FROM thread_goals").fetchall()
+        assert rows == [(GOAL, "active")] * 2  # one goal per session's conversation, never met
+        assert model.continuations > 0  # the goal's own loop ran on after our stop ...
+        assert r.out.count("agent still running after the handoff: ending it") == 2  # ... until the relay ended it
+    else:
+        assert model.continuations == 0
+        if db.exists():
+            with sqlite3.connect(db) as conn:
+                assert conn.execute("SELECT count(*) FROM thread_goals").fetchone() == (0,)
