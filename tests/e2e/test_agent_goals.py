@@ -28,6 +28,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.e2e.test_claude_cli import _trust_workspace
 from tests.support.agent_clis import codex_env, codex_home, install_hooks, plan, require_codex, run_codex, statuses
 from tests.support.claude_cli import ClaudeRun, claude_env, require_claude, run_claude
 from tests.support.repo import git, run, run_exe
@@ -157,18 +158,32 @@ def test_claude_goal_met_does_not_release_a_task_in_progress(repo: Path, stub: S
     assert _stop_outputs(result)[-1] == {}  # no session's end: nothing to override
 
 
-def test_claude_goal_in_every_relay_session_ends_with_the_session(repo: Path, stub: StubServer) -> None:
-    """A relay whose agent command sets a never-met goal: each session does its two tasks and
-    ends there, the next one starts normally (ACK), and the goal never sends an agent back
-    after its session's end."""
+@pytest.mark.parametrize("mode", ["child", "interactive"])
+def test_claude_goal_in_every_relay_session_ends_with_the_session(repo: Path, stub: StubServer, mode: str) -> None:
+    """A relay whose agent command sets a never-met goal (`claude -p "/goal ..."` as its child, or
+    interactive `claude "/goal ..."` in tmux): each session does its two tasks and ends there,
+    the next one starts normally (ACK), and the goal never sends an agent back after its
+    session's end (interactive: the goal is paused, "a hook ended the turn")."""
     ids = _plan(4, per_session=2)
     model = GoalModel()
     stub.policy = model
     home = repo.parent / "claude-home"
     home.mkdir()
-    agent = f'claude -p --dangerously-skip-permissions "/goal {GOAL}"'
-    r = run_exe("relay", "--agent", agent, "--ack-timeout", "60", cwd=repo, env=claude_env(home, stub.url),
-                timeout=260)
+    env = claude_env(home, stub.url)
+    relay = ["relay", "--ack-timeout", "60"]
+    socket_name = f"handoff-claude-goal-{os.getpid()}"
+    if mode == "interactive":
+        if shutil.which("tmux") is None:
+            pytest.skip("tmux is not installed (.ci/run installs it)")
+        _trust_workspace(home, repo, env["ANTHROPIC_API_KEY"])
+        relay += ["--tmux", "--tmux-socket", socket_name, "--handoff-grace", "3"]
+    flag = "-p " if mode == "child" else ""
+    try:
+        r = run_exe(*relay, "--agent", f'claude {flag}--dangerously-skip-permissions "/goal {GOAL}"', cwd=repo,
+                    env=env, timeout=260)
+    finally:
+        if mode == "interactive":
+            subprocess.run(["tmux", "-L", socket_name, "kill-server"], capture_output=True)
     assert r.rc == 0, r.out + r.err
     assert "all 4 task(s) completed" in r.out
     assert statuses() == dict.fromkeys(ids, "completed")
@@ -177,6 +192,9 @@ def test_claude_goal_in_every_relay_session_ends_with_the_session(repo: Path, st
         shown = run("session", "show", str(n), "--json").json()
         assert shown["ack"]["status"] == "accepted" and len(shown["completed"]) == 2, shown
     assert run("session", "show", "3", "--json").rc != 0
+    if mode == "interactive":
+        pane = (repo / ".git" / "handoff" / "relay" / "session-1.log").read_text(errors="replace")
+        assert "Goal paused" in pane and "a hook ended the turn" in pane
 
 
 # -- Codex ----------------------------------------------------------------------------------------
