@@ -8,8 +8,9 @@ decide is decided here, once:
   give the agent the prompt (or the reason it must not work: a limit, a damaged state);
 - stop: keep the agent working while eligible work remains and its limits allow,
   whatever triggered a handoff document, unless a relay is waiting to start the next
-  session; a safety valve lets an agent that completes nothing go after SAFETY_VALVE
-  blocks, and says so;
+  session; at the session's end the turn ends whatever another hook of the CLI says
+  (`Outcome.end`: Claude Code's /goal); a safety valve lets an agent that completes
+  nothing go after SAFETY_VALVE blocks, and says so;
 - subagent_stop: hold a subagent only on in-progress work its worker owns, and never
   twice in a row;
 - pre_compact / session_start(source=compact): the document is written once the agent
