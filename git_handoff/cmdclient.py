@@ -23,6 +23,11 @@ import sys
 
 from git_handoff import cmdproto
 
+TYPE_CHECKING = False  # typing is not imported at start-up: its names are for mypy only
+if TYPE_CHECKING:
+    from _socket import socket
+    from collections.abc import Callable
+
 ENV_SWITCH = "HANDOFF_COMMAND_SERVER"  # 1: on, 0: off; unset: git config handoff.commandServer
 ENV_IDLE = "HANDOFF_COMMAND_SERVER_IDLE"  # seconds an idle server waits before it exits
 SOCKET_NAME = "sock"
@@ -235,6 +240,60 @@ def handoff(git_dir: str, fast: bool = False) -> int | tuple[str, int] | str | N
     `cmdproto.ANSWER_SECONDS`; it stays). `fast`: this is the fast client (`run_fast`), which speaks
     for a full start of the server's interpreter (its profile) when it is that one."""
     import _signal as signal
+
+    connected = _connect(git_dir, fast)
+    if connected is None or isinstance(connected, str):
+        return connected
+    sock, interp = connected
+    pending: list[int] = []
+    worker: list[int] = []
+
+    def forward(signum: int, _frame: object) -> None:
+        if worker:
+            try:
+                os.kill(worker[0], signum)
+            except OSError:
+                pass
+        else:
+            pending.append(signum)
+
+    saved = {}
+    for name in FORWARDED:
+        sig = getattr(signal, name)
+        if signal.getsignal(sig) != signal.SIG_IGN:
+            saved[sig] = signal.signal(sig, forward)
+    try:
+        who = cmdproto.identity(os.environ, interp) + b"\0\0" + cmdproto.config_stamp(git_dir)
+        sock.sendall(cmdproto.frame([who, *request_fields()]))
+        reader = _Lines(sock)
+        try:
+            first = reader.line()
+        except TimeoutError:
+            return "refused"  # no answer in time: the worker, if any, never gets its go
+        if not first.startswith(b"ok "):
+            sock.close()  # stale, refused or gone before a worker started: nothing ran
+            return "stale" if first == b"stale" else "refused" if first.startswith(b"refused") else None
+        outcome = _go(sock, reader, first, worker, pending, forward)
+        if outcome is not None:
+            return outcome
+    finally:
+        try:
+            sock.close()
+        except OSError:
+            pass
+        for sig, old in saved.items():
+            signal.signal(sig, old)
+    try:
+        sys.stderr.write("git handoff: the command server ended before the command did\n")
+    except (OSError, ValueError):  # stderr closed: the exit code still says it
+        pass
+    return 2  # the exit code of an unexpected failure (docs/git-handoff.md, EXIT STATUS)
+
+
+def _connect(git_dir: str, fast: bool) -> tuple[socket, list[str] | None] | str | None:
+    """A connected socket to this repository's server (this user's, checked by its peer
+    credentials) and the interpreter the fast client speaks for; else what `handoff`
+    returns when nothing ran (None: no server to use; "refused": one that is busy)."""
     import _socket
 
     dir_fd = private_dir_fd(server_dir(git_dir))
@@ -265,72 +324,43 @@ def handoff(git_dir: str, fast: bool = False) -> int | tuple[str, int] | str | N
     if int.from_bytes(creds[4:8], sys.byteorder) != os.geteuid():
         sock.close()
         return None
-    pending: list[int] = []
-    worker: list[int] = []
+    return sock, interp
 
-    def forward(signum: int, _frame: object) -> None:
-        if worker:
-            try:
-                os.kill(worker[0], signum)
-            except OSError:
-                pass
-        else:
-            pending.append(signum)
 
-    saved = {}
-    for name in FORWARDED:
-        sig = getattr(signal, name)
-        if signal.getsignal(sig) != signal.SIG_IGN:
-            saved[sig] = signal.signal(sig, forward)
+def _go(sock: socket, reader: _Lines, first: bytes, worker: list[int], pending: list[int],
+        forward: Callable[[int, object], None]) -> int | tuple[str, int] | None:
+    """After the server's `ok PID`: the go with our three descriptors, then the worker's
+    outcome; None when the connection ended without it (the command has ended by then).
+    The signals `pending` (those that came before the worker's pid was known) are
+    `forward`ed to it."""
+    import _socket
+
+    # The worker waits for this go before it runs anything; once it is sent, the worker
+    # runs (or ran) the command: whatever goes wrong, this process must not return to
+    # the in-process path, which would run it a second time.
+    fds = b"".join(fd.to_bytes(4, sys.byteorder, signed=True) for fd in (0, 1, 2))  # C ints
+    sock.settimeout(None)
+    sock.sendmsg([cmdproto.GO], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, fds)])
     try:
-        who = cmdproto.identity(os.environ, interp) + b"\0\0" + cmdproto.config_stamp(git_dir)
-        head = cmdproto.frame([who, *request_fields()])
-        sock.sendall(head)
-        reader = _Lines(sock)
-        try:
-            first = reader.line()
-        except TimeoutError:
-            return "refused"  # no answer in time: the worker, if any, never gets its go
-        if not first.startswith(b"ok "):
-            sock.close()  # stale, refused or gone before a worker started: nothing ran
-            return "stale" if first == b"stale" else "refused" if first.startswith(b"refused") else None
-        # The worker waits for this go before it runs anything; once it is sent, the worker
-        # runs (or ran) the command: whatever goes wrong, this process must not return to
-        # the in-process path, which would run it a second time.
-        fds = b"".join(fd.to_bytes(4, sys.byteorder, signed=True) for fd in (0, 1, 2))  # C ints
-        sock.settimeout(None)
-        sock.sendmsg([cmdproto.GO], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, fds)])
-        try:
-            worker.append(int(first[3:]))
-            for signum in pending:
-                forward(signum, None)
-            last = reader.line()
-            if last.startswith(b"exit "):
-                return int(last[5:])
-            if last.startswith(b"signal "):
-                return ("signal", int(last[7:]))
-        except Exception:  # noqa: BLE001 - a connection reset, a garbled answer: the command's outcome is unknown
-            pass
-        # The connection ended without the worker's status. Closing it now would have the
-        # server kill the worker (a client gone is a client killed): wait for the command
-        # to end first, forwarding signals to it meanwhile, as it would end in-process.
-        if worker:
-            try:
-                _wait_for_end(worker[0])
-            except Exception:  # noqa: BLE001 - never a reason to run the command again
-                pass
-    finally:
-        try:
-            sock.close()
-        except OSError:
-            pass
-        for sig, old in saved.items():
-            signal.signal(sig, old)
-    try:
-        sys.stderr.write("git handoff: the command server ended before the command did\n")
-    except (OSError, ValueError):  # stderr closed: the exit code still says it
+        worker.append(int(first[3:]))
+        for signum in pending:
+            forward(signum, None)
+        last = reader.line()
+        if last.startswith(b"exit "):
+            return int(last[5:])
+        if last.startswith(b"signal "):
+            return ("signal", int(last[7:]))
+    except Exception:  # noqa: BLE001 - a connection reset, a garbled answer: the command's outcome is unknown
         pass
-    return 2  # the exit code of an unexpected failure (docs/git-handoff.md, EXIT STATUS)
+    # The connection ended without the worker's status. Closing it now would have the
+    # server kill the worker (a client gone is a client killed): wait for the command
+    # to end first, forwarding signals to it meanwhile, as it would end in-process.
+    if worker:
+        try:
+            _wait_for_end(worker[0])
+        except Exception:  # noqa: BLE001 - never a reason to run the command again
+            pass
+    return None
 
 
 def _wait_for_end(pid: int) -> None:

@@ -6,4 +6,4 @@ registry.py. `NAMES` is the registry's keys, for the code that must know them wi
 importing an adapter (the `hook` command's first step, the `--agent` choice; the
 registry's own test checks that the two agree)."""
 
-NAMES = ("claude", "codex", "gemini", "qwen", "copilot")
+NAMES = ("claude", "codex", "gemini", "qwen", "copilot", "opencode")

@@ -36,6 +36,7 @@ class Spec:
     entries: dict[str, tuple[str | None, str]]  # event -> (matcher, command)
     named: bool = False  # give each handler a "name" (Gemini CLI's /hooks enable|disable use it)
     timeouts: tuple[tuple[str, int], ...] = ()  # event -> the handler's "timeout", where one is set
+    plugin: str | None = None  # relpath holds this template whole instead (plugin_file.py)
 
 
 def handler_name(command: str) -> str:

@@ -143,8 +143,11 @@ def _seconds_after(text: str, now: datetime.datetime) -> str | None:
     return _utc(now + datetime.timedelta(seconds=math.ceil(seconds)))
 
 
+_ESCAPE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")  # a terminal's colour or cursor code (OpenCode colours its errors)
+
+
 def _printable(line: str) -> str:
-    clean = "".join(c if c.isprintable() else " " for c in line).strip()
+    clean = "".join(c if c.isprintable() else " " for c in _ESCAPE.sub("", line)).strip()
     return clean[:MAX_LINE]
 
 

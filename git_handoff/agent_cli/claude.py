@@ -50,6 +50,8 @@ MCP_CONFIG = ".mcp.json"
 MCP_KEY = "mcpServers"
 MCP_TOML = False
 MCP_EXTRA: tuple[tuple[str, Any], ...] = ()
+MCP_COMMAND_LIST = False
+PLUGIN: str | None = None
 
 # hook name -> (Claude Code event, matcher, core event kind)
 HOOKS: dict[str, tuple[str, str | None, str]] = {

@@ -58,6 +58,8 @@ MCP_CONFIG = ".codex/config.toml"
 MCP_KEY = "mcp_servers"
 MCP_TOML = True
 MCP_EXTRA: tuple[tuple[str, Any], ...] = ()
+MCP_COMMAND_LIST = False
+PLUGIN: str | None = None
 
 # hook name -> (Codex event, matcher, core event kind)
 HOOKS: dict[str, tuple[str, str | None, str]] = {

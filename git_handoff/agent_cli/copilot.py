@@ -23,6 +23,11 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from git_handoff.agent_cli.hook_data import DETACHED as DETACHED
+from git_handoff.agent_cli.hook_data import MCP_COMMAND_LIST as MCP_COMMAND_LIST
+from git_handoff.agent_cli.hook_data import MCP_EXTRA as MCP_EXTRA
+from git_handoff.agent_cli.hook_data import MCP_TOML as MCP_TOML
+from git_handoff.agent_cli.hook_data import NAMED_HANDLERS as NAMED_HANDLERS
 from git_handoff.agent_cli.hook_data import (
     OUTAGE,
     RATE_LIMIT,
@@ -32,6 +37,9 @@ from git_handoff.agent_cli.hook_data import (
     entries,
     payload_event,
 )
+from git_handoff.agent_cli.hook_data import PLUGIN as PLUGIN
+from git_handoff.agent_cli.hook_data import TRUSTED_HOOKS as TRUSTED_HOOKS
+from git_handoff.agent_cli.hook_data import UNATTENDED as UNATTENDED
 from git_handoff.core.patterns import lazy
 
 if TYPE_CHECKING:
@@ -45,16 +53,10 @@ PACKAGE = "@github/copilot"
 VERSION = "1.0.102"  # the suite proves it (.ci/run installs it): raise both on purpose
 CONFIG = ".github/hooks/handoff.json"  # a file of our own among the repository's hook files
 COMMAND_PREFIX = "git handoff hook copilot-"
-NAMED_HANDLERS = False
-TRUSTED_HOOKS = False
-DETACHED: tuple[str, ...] = ()
-UNATTENDED = False
 # the workspace's MCP servers (`copilot mcp --help`: ".mcp.json or .github/mcp.json"); not
 # .mcp.json, which is Claude Code's
 MCP_CONFIG = ".github/mcp.json"
 MCP_KEY = "mcpServers"
-MCP_TOML = False
-MCP_EXTRA: tuple[tuple[str, Any], ...] = ()
 
 # hook name -> (Copilot CLI event, matcher, core event kind)
 HOOKS: dict[str, tuple[str, str | None, str]] = {

@@ -68,6 +68,8 @@ MCP_CONFIG = ".gemini/settings.json"
 MCP_KEY = "mcpServers"
 MCP_TOML = False
 MCP_EXTRA: tuple[tuple[str, Any], ...] = (("timeout", 600_000),)
+MCP_COMMAND_LIST = False
+PLUGIN: str | None = None
 
 # hook name -> (Gemini CLI event, matcher, core event kind)
 HOOKS: dict[str, tuple[str, str | None, str]] = {

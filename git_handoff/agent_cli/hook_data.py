@@ -112,6 +112,20 @@ RATE_LIMIT = "rate_limit"
 OUTAGE = "outage"
 
 
+# The settings of a CLI that needs none of what they switch on (handler names, hook trust,
+# detached hooks, unattended settings, a TOML or list-shaped MCP entry, a plugin file):
+# the modules of such CLIs re-export these (qwen.py, copilot.py, opencode.py) rather
+# than spell each one again.
+NAMED_HANDLERS = False
+TRUSTED_HOOKS = False
+DETACHED: tuple[str, ...] = ()
+UNATTENDED = False
+MCP_TOML = False
+MCP_EXTRA: tuple[tuple[str, Any], ...] = ()
+MCP_COMMAND_LIST = False
+PLUGIN: str | None = None
+
+
 def json_string(text: str) -> str:
     """`text` as a JSON string for a setting a message quotes (printable, at most 200 characters)."""
     return '"' + "".join(c if c.isprintable() and c not in '"\\' else "?" for c in text.strip())[:200] + '"'

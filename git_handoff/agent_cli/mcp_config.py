@@ -8,7 +8,9 @@ location per agent (each CLI's `MCP_*`, agent_cli/registry.py):
   user's comments and layout survive);
 - Gemini CLI: the project's `.gemini/settings.json`, `mcpServers.handoff`;
 - Qwen Code: the project's `.qwen/settings.json`, `mcpServers.handoff`;
-- Copilot CLI: the project's `.github/mcp.json`, `mcpServers.handoff`.
+- Copilot CLI: the project's `.github/mcp.json`, `mcpServers.handoff`;
+- OpenCode: the project's `opencode.json`, `mcp.handoff` in its own shape (`"type": "local"`,
+  the whole command as one list, `"enabled": true`).
 
 Every other server and key of the file is kept as it was; uninstall removes only our
 entry (and the file only when install created it and nothing else was added since).
@@ -42,6 +44,7 @@ class Location:
     key: str  # the table of servers
     toml: bool = False
     extra: tuple[tuple[str, Any], ...] = ()  # keys of our entry besides command and args
+    command_list: bool = False  # "command" is the whole list, no "args" (OpenCode)
 
     @property
     def record_file(self) -> str:
@@ -53,7 +56,8 @@ class Location:
         return "mcp_json" if self.agent == "claude" else "config"
 
 
-LOCATIONS = {name: Location(name, cli.MCP_CONFIG, cli.MCP_KEY, toml=cli.MCP_TOML, extra=cli.MCP_EXTRA)
+LOCATIONS = {name: Location(name, cli.MCP_CONFIG, cli.MCP_KEY, toml=cli.MCP_TOML, extra=cli.MCP_EXTRA,
+                            command_list=cli.MCP_COMMAND_LIST)
              for name, cli in registry.CLIS.items()}
 
 
@@ -75,6 +79,14 @@ def server_entry() -> dict[str, Any]:
     return {"command": "git", "args": ["handoff", "mcp"]}
 
 
+def _entry(where: Location) -> dict[str, Any]:
+    """Our entry as the agent's file spells it: `server_entry` and the CLI's own keys."""
+    entry = server_entry()
+    if where.command_list:
+        entry = {"command": [entry["command"], *entry["args"]]}
+    return {**entry, **dict(where.extra)}
+
+
 def _plain(value: Any) -> Any:
     """A tomlkit item as plain Python (dict/list/str...); anything else unchanged."""
     unwrap = getattr(value, "unwrap", None)
@@ -85,7 +97,10 @@ def is_ours(entry: Any) -> bool:
     entry = _plain(entry)
     if not isinstance(entry, dict):
         return False
-    command, args = str(entry.get("command", "")), entry.get("args")
+    command, args = entry.get("command", ""), entry.get("args")
+    if isinstance(command, list) and command and args is None:  # the whole command as one list (OpenCode)
+        command, args = command[0], command[1:]
+    command = str(command)
     return ((Path(command).name == "git-handoff" and args == ["mcp"])
             or (Path(command).name == "git" and args == ["handoff", "mcp"]))
 
@@ -181,7 +196,7 @@ def install(repo: Repo, agent: str = "claude") -> dict[str, Any]:
     if current is not None and not is_ours(current):
         return {**status(repo, agent), "added": False,
                 "problem": f"{path} already has a server named {SERVER_NAME!r} that is not git handoff's; kept it"}
-    wanted = {**server_entry(), **dict(where.extra)}
+    wanted = _entry(where)
     plain = _plain(current) or {}
     changed = any(plain.get(k) != v for k, v in wanted.items())
     if changed:

@@ -1,6 +1,6 @@
 """`AgentCli`: what git handoff knows of one agent CLI, as one module implements it.
 
-Each supported CLI is one module of this package (claude.py, codex.py, gemini.py) that
+Each supported CLI is one module of this package (claude.py, codex.py, gemini.py, …) that
 provides every name of the protocol below at module level, and one entry in
 registry.py; everything else (the hook entry point, `hooks install|uninstall|status`,
 the MCP configuration, the relay's reading of limits, outages and screens) reads the
@@ -67,6 +67,10 @@ class AgentCli(Protocol):
     def DETACHED(self) -> tuple[str, ...]: ...  # hooks its caller gives too little time: run detached (cli/hooks.py)
     @property
     def UNATTENDED(self) -> bool: ...  # `hooks install --unattended` has project settings to write for it
+    @property
+    # a file of hooks-templates/ that CONFIG holds whole: a plugin the CLI loads, which runs our hooks
+    # itself (plugin_file.py); None: our handlers are merged into CONFIG's JSON (agent_config.py)
+    def PLUGIN(self) -> str | None: ...
     # -- its MCP configuration (mcp_config.py registers our server there) -----------------------
     @property
     def MCP_CONFIG(self) -> str: ...  # the project's file, in the work tree
@@ -76,6 +80,8 @@ class AgentCli(Protocol):
     def MCP_TOML(self) -> bool: ...  # TOML (else JSON)
     @property
     def MCP_EXTRA(self) -> tuple[tuple[str, Any], ...]: ...  # keys of our entry besides command and args
+    @property
+    def MCP_COMMAND_LIST(self) -> bool: ...  # our entry's "command" is the whole list (no "args")
     # -- what it prints ---------------------------------------------------------------------------
     @property
     def LIMITS(self) -> tuple[LimitRule, ...]: ...  # its usage limits, rate limits and outages, the plan limit first

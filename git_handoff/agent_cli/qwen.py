@@ -27,6 +27,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from git_handoff.agent_cli.hook_data import DETACHED as DETACHED
+from git_handoff.agent_cli.hook_data import MCP_COMMAND_LIST as MCP_COMMAND_LIST
+from git_handoff.agent_cli.hook_data import MCP_EXTRA as MCP_EXTRA
+from git_handoff.agent_cli.hook_data import MCP_TOML as MCP_TOML
+from git_handoff.agent_cli.hook_data import NAMED_HANDLERS as NAMED_HANDLERS
 from git_handoff.agent_cli.hook_data import (
     OUTAGE,
     RATE_LIMIT,
@@ -37,6 +42,9 @@ from git_handoff.agent_cli.hook_data import (
     entries,
     payload_event,
 )
+from git_handoff.agent_cli.hook_data import PLUGIN as PLUGIN
+from git_handoff.agent_cli.hook_data import TRUSTED_HOOKS as TRUSTED_HOOKS
+from git_handoff.agent_cli.hook_data import UNATTENDED as UNATTENDED
 from git_handoff.core.patterns import lazy
 
 if TYPE_CHECKING:
@@ -50,15 +58,9 @@ PACKAGE = "@qwen-code/qwen-code"
 VERSION = "0.24.4"  # the suite proves it (.ci/run installs it): raise both on purpose
 CONFIG = ".qwen/settings.json"
 COMMAND_PREFIX = "git handoff hook qwen-"
-NAMED_HANDLERS = False
-TRUSTED_HOOKS = False
-DETACHED: tuple[str, ...] = ()
-UNATTENDED = False
 # beside the hooks, as Gemini CLI keeps them
 MCP_CONFIG = ".qwen/settings.json"
 MCP_KEY = "mcpServers"
-MCP_TOML = False
-MCP_EXTRA: tuple[tuple[str, Any], ...] = ()
 
 # hook name -> (Qwen Code event, matcher, core event kind)
 HOOKS: dict[str, tuple[str, str | None, str]] = {

@@ -7,13 +7,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from git_handoff.agent_cli import claude, codex, copilot, gemini, qwen
+from git_handoff.agent_cli import claude, codex, copilot, gemini, opencode, qwen
 
 if TYPE_CHECKING:
     from git_handoff.agent_cli.protocol import AgentCli
 
 CLIS: dict[str, AgentCli] = {
-    "claude": claude, "codex": codex, "gemini": gemini, "qwen": qwen, "copilot": copilot}  # mypy checks each module
+    "claude": claude, "codex": codex, "gemini": gemini, "qwen": qwen, "copilot": copilot,
+    "opencode": opencode}  # mypy checks each module
 
 
 def get(name: str) -> AgentCli:

@@ -239,17 +239,7 @@ class Server:
         self.poller.register(self.listener.fileno(), select.POLLIN)
         self.poller.register(wake_r, select.POLLIN)
         self.wake_fds = (wake_r, wake_w)
-        while True:
-            self._reap()
-            self._expire()
-            if self.stopping and not self.workers:
-                self.note("stop")
-                return
-            if self.stopping:
-                self._stop_listening()
-            if not self.workers and not self.pending and time.monotonic() - self.last > self.idle:
-                self.note("idle exit")
-                return
+        while not self._over():
             if not self.stopping and not self._socket_is_ours():
                 self.stopping = True
                 continue
@@ -257,19 +247,38 @@ class Server:
             if self.pending:
                 wait = min(wait, max(0.0, min(p.deadline for p in self.pending.values()) - time.monotonic()))
             for fd, _events in self.poller.poll(wait * 1000):
-                if fd == wake_r:
-                    try:
-                        while os.read(wake_r, 512):
-                            pass
-                    except BlockingIOError:
-                        pass
-                elif self.listener is not None and fd == self.listener.fileno():
-                    if not self.stopping:
-                        self._accept()
-                elif fd in self.pending:
-                    self._read_request(fd)
-                elif fd in self.watched:
-                    self._client_gone(fd)
+                self._ready(fd, wake_r)
+
+    def _over(self) -> bool:
+        """A turn's bookkeeping (ended workers reaped, late requests dropped, the listener
+        closed once stopping); True when the server ends: stopped with no worker left, or idle."""
+        self._reap()
+        self._expire()
+        if self.stopping and not self.workers:
+            self.note("stop")
+            return True
+        if self.stopping:
+            self._stop_listening()
+        if not self.workers and not self.pending and time.monotonic() - self.last > self.idle:
+            self.note("idle exit")
+            return True
+        return False
+
+    def _ready(self, fd: int, wake_r: int) -> None:
+        """Act on one descriptor the poll found ready."""
+        if fd == wake_r:
+            try:
+                while os.read(wake_r, 512):
+                    pass
+            except BlockingIOError:
+                pass
+        elif self.listener is not None and fd == self.listener.fileno():
+            if not self.stopping:
+                self._accept()
+        elif fd in self.pending:
+            self._read_request(fd)
+        elif fd in self.watched:
+            self._client_gone(fd)
 
     def _stop(self, *_: object) -> None:
         self.stopping = True

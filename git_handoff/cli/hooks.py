@@ -29,7 +29,7 @@ AGENT_OPTION = click.option("--agent", type=click.Choice(NAMES), default=None,
                             help="Instead of the git hook: the agent's own hooks (Claude Code: .claude/settings.json; "
                                  "Codex CLI: .codex/hooks.json plus their trust in $CODEX_HOME/config.toml; "
                                  "Gemini CLI: .gemini/settings.json; Qwen Code: .qwen/settings.json; Copilot CLI: "
-                                 ".github/hooks/handoff.json).")
+                                 ".github/hooks/handoff.json; OpenCode: the plugin .opencode/plugins/git-handoff.js).")
 
 
 def _agent_notes(result: dict[str, object]) -> list[str]:
@@ -50,7 +50,7 @@ def _repo() -> Repo:
 NO_MCP_OPTION = click.option("--no-mcp", is_flag=True,
                              help="With --agent: leave the MCP server entry alone (Claude Code: .mcp.json; "
                                   "Codex CLI: .codex/config.toml; Gemini CLI and Qwen Code: their settings.json; "
-                                  "Copilot CLI: .github/mcp.json).")
+                                  "Copilot CLI: .github/mcp.json; OpenCode: opencode.json).")
 
 
 def _commit_hint(agent: str, result: dict[str, object]) -> str:
@@ -176,10 +176,11 @@ def hooks_install_cmd(agent: str | None, no_mcp: bool, unattended: bool, no_comm
     claude -> .claude/settings.json, codex -> .codex/hooks.json (and their trust in
     $CODEX_HOME/config.toml, which `codex exec` needs to run them), gemini ->
     .gemini/settings.json, qwen -> .qwen/settings.json, copilot ->
-    .github/hooks/handoff.json; and, unless --no-mcp, `git handoff mcp` registered as the
-    MCP server `handoff` (claude: .mcp.json; codex: [mcp_servers.handoff] in the
-    project's .codex/config.toml, read in a trusted project; gemini, qwen:
-    mcpServers.handoff in their settings.json; copilot: .github/mcp.json).
+    .github/hooks/handoff.json, opencode -> a plugin of ours, .opencode/plugins/git-handoff.js;
+    and, unless --no-mcp, `git handoff mcp` registered as the MCP server `handoff` (claude:
+    .mcp.json; codex: [mcp_servers.handoff] in the project's .codex/config.toml, read in a
+    trusted project; gemini, qwen: mcpServers.handoff in their settings.json; copilot:
+    .github/mcp.json; opencode: mcp.handoff in opencode.json).
 
     With --agent it also turns the command server on for this repository
     (handoff.commandServer true in .git/config) unless --no-command-server or the key
@@ -356,7 +357,8 @@ def hook_cmd(event: str, as_json: bool) -> None:
     gemini-session-start, gemini-after-agent, gemini-pre-compress, gemini-session-end;
     for Qwen Code qwen-session-start, qwen-stop, qwen-subagent-stop, qwen-pre-compact,
     qwen-session-end; for Copilot CLI copilot-session-start, copilot-agent-stop,
-    copilot-subagent-stop, copilot-pre-compact, copilot-session-end (JSON payload on stdin).
+    copilot-subagent-stop, copilot-pre-compact, copilot-session-end; for OpenCode (its plugin)
+    opencode-session-start, opencode-stop, opencode-compacting (JSON payload on stdin).
     Never fails the caller: exit 0, also for an event it does not know (a warning on stderr;
     to Claude Code, exit 2 would mean "block")."""
     if event in DETACHED and not os.environ.get(DETACHED_ENV) and not as_json:

@@ -9,6 +9,9 @@ import click
 from git_handoff.cli import emit_json, get_store, json_option, numbers
 
 if TYPE_CHECKING:
+    from git_handoff.ops.payloads import RelaySummary
+    from git_handoff.ops.relay import Options
+    from git_handoff.remote.fleet_lock import FleetLock
     from git_handoff.state.store import StateStore
 
 
@@ -114,33 +117,50 @@ def relay_cmd(agents: tuple[str, ...], switch_after: str | None, tmux: bool, tmu
     signals that come meanwhile (git passes a Ctrl-C on a second time) are ignored
     until that is done.
     """
-    from git_handoff.ops import budgets
+    # Over 60 lines only by its help text above (`git handoff relay --help`, the man page):
+    # the code is the options handed to ops/relay.py.
+    from git_handoff.ops import budgets, relay_agents
     from git_handoff.ops import relay as ops
-    from git_handoff.remote.fleet_lock import FleetLock
-    from git_handoff.remote.fleet_lock import wanted as fleet_lock_wanted
 
     store = get_store(session=0)
-    lock = None
-    if fleet_lock_wanted(store.repo, fleet_lock):
-        import os
-
-        from git_handoff.state.identity import clone_id
-
-        remote = lock_remote or store.repo.config_get("handoff.remote") or "origin"
-        lock = FleetLock(store.repo, remote, clone_id(store.repo), os.getpid(), lease_seconds=lock_lease)
-    from git_handoff.ops import relay_agents
-
     commands = relay_agents.configured(store.repo, agents)
     opts = ops.Options(agent=commands[0], agents=commands,
                        switch_after=relay_agents.switch_after(store.repo, switch_after),
                        tmux=tmux, tmux_socket=tmux_socket, ack_timeout=ack_timeout,
                        session_timeout=session_timeout, max_launch_failures=max_launch_failures,
-                       handoff_grace=handoff_grace, max_idle_sessions=max_idle_sessions, fleet_lock=lock,
+                       handoff_grace=handoff_grace, max_idle_sessions=max_idle_sessions,
+                       fleet_lock=_fleet_lock(store, fleet_lock, lock_remote, lock_lease),
                        hang_timeout=hang_timeout or None, limit_backoff=limit_backoff,
                        limit_backoff_max=max(limit_backoff, limit_backoff_max),
                        limit_wait_max=max_limit_wait or _configured_wait(store), integrate=integrate,
                        wait_patience=wait_patience, budgets=budgets.configured(store.repo, budget))
+    summary = _run(store, opts, quiet=quiet, as_json=as_json)
+    if as_json:
+        emit_json(summary)
+    else:
+        click.echo(f"relay finished: {summary['reason']} in {summary['sessions']} session(s)")
+
+
+def _fleet_lock(store: StateStore, fleet_lock: bool, lock_remote: str | None, lock_lease: int) -> FleetLock | None:
+    """The lock on the remote that --fleet-lock (or handoff.relayLock) asks for, else None."""
+    from git_handoff.remote.fleet_lock import FleetLock
+    from git_handoff.remote.fleet_lock import wanted as fleet_lock_wanted
+
+    if not fleet_lock_wanted(store.repo, fleet_lock):
+        return None
+    import os
+
+    from git_handoff.state.identity import clone_id
+
+    remote = lock_remote or store.repo.config_get("handoff.remote") or "origin"
+    return FleetLock(store.repo, remote, clone_id(store.repo), os.getpid(), lease_seconds=lock_lease)
+
+
+def _run(store: StateStore, opts: Options, *, quiet: bool, as_json: bool) -> RelaySummary:
+    """The relay run with its lines on stdout (none with --quiet or --json) and its waiting
+    line on the terminal."""
     from git_handoff.cli.progress import Progress
+    from git_handoff.ops import relay as ops
 
     with Progress("relay", as_json=as_json or quiet) as progress:
         def say(text: str) -> None:
@@ -154,11 +174,7 @@ def relay_cmd(agents: tuple[str, ...], switch_after: str | None, tmux: bool, tmu
             else:
                 progress(text)
 
-        summary = ops.run_relay(store, opts, say, waiting)
-    if as_json:
-        emit_json(summary)
-    else:
-        click.echo(f"relay finished: {summary['reason']} in {summary['sessions']} session(s)")
+        return ops.run_relay(store, opts, say, waiting)
 
 
 def _configured_wait(store: StateStore) -> float:

@@ -20,7 +20,20 @@ def _session_text(record: Mapping[str, Any]) -> str:
         f"  started:    {visible(str(record.get('started_at')))}",
         f"  ended:      {visible(str(record.get('ended_at') or '-'))}",
         f"  completed:  {visible(', '.join(record.get('completed') or []) or '-')}",
+        *_what_happened(record),
     ]
+    if record.get("budget"):
+        lines.append(f"  budget:     {visible(str(record['budget']))}")
+    for d in record.get("decisions") or []:
+        lines.append(f"  decision:   {visible(str(d.get('what')))} (why: {visible(str(d.get('why')))})")
+    for b in record.get("blockers") or []:
+        lines.append(f"  blocker:    {visible(str(b.get('text') if isinstance(b, dict) else b))}")
+    return "\n".join(lines)
+
+
+def _what_happened(record: Mapping[str, Any]) -> list[str]:
+    """The lines of a session's optional records: its agents, ack, namesakes, handoff, usage."""
+    lines = []
     if record.get("agents"):  # the relay's agents that ran in it (ops/relay_agents.py)
         lines.append(f"  agents:     {visible(' -> '.join(str(a) for a in record['agents']))}")
     ack = record.get("ack")
@@ -36,19 +49,17 @@ def _session_text(record: Mapping[str, Any]) -> str:
                      f"({visible(str(written.get('trigger')))})")
     used = record.get("usage")
     if isinstance(used, dict):
-        cost = used.get("cost_usd")
-        lines.append(f"  usage:      {used.get('tokens')} tokens (in {used.get('input_tokens')}, out "
-                     f"{used.get('output_tokens')}), {used.get('turns')} turns"
-                     + (f", {used['seconds']}s" if isinstance(used.get("seconds"), int) else "")
-                     + (f", ${cost:.4f}" if isinstance(cost, int | float) else "")
-                     + f" ({visible(', '.join(str(c) for c in used.get('clis') or []))})")
-    if record.get("budget"):
-        lines.append(f"  budget:     {visible(str(record['budget']))}")
-    for d in record.get("decisions") or []:
-        lines.append(f"  decision:   {visible(str(d.get('what')))} (why: {visible(str(d.get('why')))})")
-    for b in record.get("blockers") or []:
-        lines.append(f"  blocker:    {visible(str(b.get('text') if isinstance(b, dict) else b))}")
-    return "\n".join(lines)
+        lines.append(_usage_line(used))
+    return lines
+
+
+def _usage_line(used: Mapping[str, Any]) -> str:
+    cost = used.get("cost_usd")
+    return (f"  usage:      {used.get('tokens')} tokens (in {used.get('input_tokens')}, out "
+            f"{used.get('output_tokens')}), {used.get('turns')} turns"
+            + (f", {used['seconds']}s" if isinstance(used.get("seconds"), int) else "")
+            + (f", ${cost:.4f}" if isinstance(cost, int | float) else "")
+            + f" ({visible(', '.join(str(c) for c in used.get('clis') or []))})")
 
 
 @click.group("session")

@@ -22,6 +22,7 @@ from git_handoff.cli.progress import Progress
 from git_handoff.core import selection
 from git_handoff.core.model import Task
 from git_handoff.ops import views
+from git_handoff.ops.payloads import StatusRow
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -45,6 +46,20 @@ def unapproved_mark(task_id: str, unapproved: dict[str, str] | None) -> str:
     if not unapproved or task_id not in unapproved:
         return ""
     return writer_mark(unapproved[task_id])
+
+
+def work_mark(row: StatusRow) -> str:
+    """Where the work of a task `status` lists is (core/selection.work_state), or ""."""
+    state = row.get("work")
+    if state == "landed":
+        return f"  work: landed {str(row.get('integrated_commit'))[:12]}"
+    if state == "waiting":
+        return f"  work: waiting to land ({visible(str(row.get('work_ref')))})"
+    if state == "withheld":
+        return f"  work: withheld, a secret in its commits (git handoff show {row['id']})"
+    if state == "sent_back":
+        return f"  work: sent back by the integration queue (git handoff show {row['id']})"
+    return ""
 
 
 def describe(task: Task) -> str:
@@ -268,7 +283,11 @@ def status_cmd(as_json: bool) -> None:
     )
     for t in result["tasks"]:
         mark = unapproved_mark(t["id"], {t["id"]: t["unapproved_writer"]} if "unapproved_writer" in t else None)
-        click.echo(f"[{t['status']}] {t['id']}: {visible(t['title'])} ({t['attempts']}/{t['max_attempts']}){mark}")
+        click.echo(f"[{t['status']}] {t['id']}: {visible(t['title'])} ({t['attempts']}/{t['max_attempts']}){mark}"
+                   + work_mark(t))
+    work = ", ".join(f"{n} {state.replace('_', ' ')}" for state, n in result["work"].items() if n)
+    if work:
+        click.echo(f"work: {work}")
     if result["log"]:
         click.echo("\nlast log lines:")
         for line in result["log"]:

@@ -3,6 +3,7 @@ attempts, restore."""
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from typing import TYPE_CHECKING, cast
 
@@ -27,17 +28,15 @@ force_option = click.option("--force", is_flag=True,
                                  "mode says no.")
 
 
-def auto_sync(store: StateStore) -> None:
-    """handoff.autoSync (sync) or handoff.syncClaims (publish): push what the command just
-    recorded; offline, say so on stderr."""
-    repo = store.repo
-    if not repo.config_bool("handoff.autoSync") and not repo.config_bool("handoff.syncClaims"):
-        return  # the usual case: no need to import sync and the whole merge (~7 ms a command)
-    from git_handoff.ops import sync
+def synced(store: StateStore) -> contextlib.AbstractContextManager[None]:
+    """Around the current command's call into ops: ops/work.py's one table says whether it
+    pushes what it recorded (handoff.autoSync / handoff.syncClaims); a push that failed is
+    a warning on stderr."""
+    return ops.syncing(store, click.get_current_context().command.name or "", _warn)
 
-    problem = sync.auto_sync(store)
-    if problem:
-        click.echo(f"warning: {problem}", err=True)
+
+def _warn(problem: str) -> None:
+    click.echo(f"warning: {problem}", err=True)
 
 
 def live_output(as_json: bool) -> task_commands.Sink | None:
@@ -90,7 +89,8 @@ def claim_cmd(task_id: str | None, worker: str | None, lease: str | None, remote
     anyway), and claim says when another worker here holds one (exit 3).
     """
     store = get_store()
-    task = claim_ops.claim(store, task_id, worker=worker, lease=_lease(lease), force=force, remote=remote)
+    with synced(store):
+        task = claim_ops.claim(store, task_id, worker=worker, lease=_lease(lease), force=force, remote=remote)
     if as_json:
         emit_json(_view(task))
     else:
@@ -110,8 +110,8 @@ def renew_cmd(task_id: str, lease: str | None, force: bool, as_json: bool) -> No
     (HANDOFF_WORKER) while its lease runs; --force acts anyway.
     """
     store = get_store()
-    task = ops.renew(store, task_id, lease=_lease(lease), force=force)
-    auto_sync(store)
+    with synced(store):
+        task = ops.renew(store, task_id, lease=_lease(lease), force=force)
     if as_json:
         emit_json(_view(task))
     else:
@@ -129,8 +129,8 @@ def release_cmd(task_id: str, force: bool, as_json: bool) -> None:
     (HANDOFF_WORKER) while its lease runs; --force acts anyway.
     """
     store = get_store()
-    task = ops.release(store, task_id, force=force)
-    auto_sync(store)
+    with synced(store):
+        task = ops.release(store, task_id, force=force)
     if as_json:
         emit_json(_view(task))
     else:
@@ -151,8 +151,8 @@ def checkpoint_cmd(task_id: str, message: str, step: int | None, total: int | No
     (HANDOFF_WORKER) while its lease runs; --force acts anyway.
     """
     store = get_store()
-    task = ops.checkpoint(store, task_id, message, step, total, force=force)
-    auto_sync(store)
+    with synced(store):
+        task = ops.checkpoint(store, task_id, message, step, total, force=force)
     if as_json:
         emit_json(_view(task))
     else:
@@ -194,16 +194,14 @@ def done_cmd(task_id: str, force: bool, as_json: bool) -> None:
     store = get_store()
     sink = live_output(as_json)
     try:
-        with task_commands.streaming(sink):
+        with synced(store), task_commands.streaming(sink):
             task = ops.done(store, task_id, force=force)
     except Negative as exc:
-        auto_sync(store)
         if as_json and isinstance(exc.payload, dict):
             emit_json(exc.payload)
         elif isinstance(exc.payload, dict):
             _echo_fail(cast(FailOutcome, exc.payload), streamed=sink is not None)  # done: its check failed
         raise
-    auto_sync(store)
     if as_json:
         emit_json(_view(task))
     else:
@@ -272,9 +270,9 @@ def fail_cmd(task_id: str, reason: str, category: str, keep_worktree: bool, forc
     elsewhere) is failed and saved without a rollback.
     """
     store = get_store()
-    outcome = attempts_ops.fail(store, task_id, reason=reason, category=category, keep_worktree=keep_worktree,
-                                force=force)
-    auto_sync(store)
+    with synced(store):
+        outcome = attempts_ops.fail(store, task_id, reason=reason, category=category, keep_worktree=keep_worktree,
+                                    force=force)
     if as_json:
         emit_json(outcome)
     else:

@@ -42,20 +42,35 @@ def queue(tasks: Mapping[str, Task], carried: Mapping[str, frozenset[str]] | Non
     `carried`: {task: other finished tasks whose work its work holds} (done before it in one
     worktree): each lands first, like a dependency, so that its own check runs on the target."""
     todo = {t.id: t for t in tasks.values() if to_land(t)}
-    waiting: list[tuple[str, str]] = []
-    blocked: dict[str, str] = {}
     before = {tid: [*t.depends_on, *sorted((carried or {}).get(tid, ()))] for tid, t in todo.items()}
-    for task in todo.values():
-        for dep in before[task.id]:
-            needed = tasks.get(dep)
-            if needed is None or landed(needed) or dep in todo:
-                continue
-            what = "dependency" if dep in task.depends_on else "work holds the work of"
-            blocked[task.id] = f"its {what} {dep}, which is {needed.status} and not on the target" + (
-                "" if dep in task.depends_on else " (its own check must run there first)")
-            break
-    # Kahn's order over the tasks to land, ready ones by rank
-    needs = {tid: {d for d in before[tid] if d in todo} for tid in todo if tid not in blocked}
+    blocked = {tid: why for tid in todo if (why := _blocked_by(todo[tid], before[tid], tasks, todo))}
+    order = _ordered(todo, {tid: {d for d in before[tid] if d in todo} for tid in todo if tid not in blocked})
+    placed = {t.id for t in order}
+    waiting: list[tuple[str, str]] = []
+    for tid in sorted(todo):
+        if tid in blocked:
+            waiting.append((tid, blocked[tid]))
+        elif tid not in placed:
+            waiting.append((tid, "waits on a dependency that cannot land first"))
+    return Queue(tuple(order), tuple(waiting))
+
+
+def _blocked_by(task: Task, before: list[str], tasks: Mapping[str, Task], todo: Mapping[str, Task]) -> str | None:
+    """Why `task` cannot land: the first of the tasks that land `before` it neither on the
+    target nor to be landed; None when there is none."""
+    for dep in before:
+        needed = tasks.get(dep)
+        if needed is None or landed(needed) or dep in todo:
+            continue
+        what = "dependency" if dep in task.depends_on else "work holds the work of"
+        return f"its {what} {dep}, which is {needed.status} and not on the target" + (
+            "" if dep in task.depends_on else " (its own check must run there first)")
+    return None
+
+
+def _ordered(todo: Mapping[str, Task], needs: dict[str, set[str]]) -> list[Task]:
+    """Kahn's order over the tasks to land (`needs`: each one's tasks to land first), ready
+    ones by rank; a task in a cycle, or after one, is left out."""
     after: dict[str, list[str]] = {}
     for tid, deps in needs.items():
         for dep in deps:
@@ -71,10 +86,4 @@ def queue(tasks: Mapping[str, Task], carried: Mapping[str, frozenset[str]] | Non
             deps.discard(tid)
             if not deps:
                 heapq.heappush(ready, (_rank(todo[other]), other))
-    placed = {t.id for t in order}
-    for tid in sorted(todo):
-        if tid in blocked:
-            waiting.append((tid, blocked[tid]))
-        elif tid not in placed:
-            waiting.append((tid, "waits on a dependency that cannot land first"))
-    return Queue(tuple(order), tuple(waiting))
+    return order

@@ -56,7 +56,7 @@ class LostClaim(TypedDict):
 
 
 @dataclass
-class Outcome:
+class MergedFile:
     """Result of merging one path."""
 
     data: bytes | None
@@ -80,7 +80,7 @@ def _merge_format(ours: bytes, theirs: bytes) -> bytes:
     return max((ours, theirs), key=lambda raw: (version(raw), raw))
 
 
-def _merge_toml(path: str, base: bytes | None, ours: bytes, theirs: bytes) -> Outcome:
+def _merge_toml(path: str, base: bytes | None, ours: bytes, theirs: bytes) -> MergedFile:
     import tomllib
     try:
         b = tomllib.loads(base.decode()) if base else {}
@@ -100,12 +100,12 @@ def _merge_toml(path: str, base: bytes | None, ours: bytes, theirs: bytes) -> Ou
     for key, value in merged.items():
         if doc.get(key) != value:
             doc[key] = value
-    return Outcome(tomlkit.dumps(doc).encode(), conflicts)
+    return MergedFile(tomlkit.dumps(doc).encode(), conflicts)
 
 
-def _merge_opaque(path: str, ours: bytes, theirs: bytes) -> Outcome:
+def _merge_opaque(path: str, ours: bytes, theirs: bytes) -> MergedFile:
     kept, dropped = max(ours, theirs), min(ours, theirs)
-    return Outcome(kept, [Conflict(path, "*", _show(kept), _show(dropped))])
+    return MergedFile(kept, [Conflict(path, "*", _show(kept), _show(dropped))])
 
 
 def _show(raw: bytes) -> str:
@@ -123,7 +123,7 @@ def _load_json(raw: bytes | None) -> Any:
 
 
 
-def pick_record(path: str, ours: bytes, theirs: bytes) -> Outcome:
+def pick_record(path: str, ours: bytes, theirs: bytes) -> MergedFile:
     """The whole record of one side, for a merge whose result the edge would refuse
     (too large, or any other rule two sides broke together): the one written last (its
     hybrid clock stamp, else its time), a tie to the larger blob; symmetric, as the
@@ -134,10 +134,10 @@ def pick_record(path: str, ours: bytes, theirs: bytes) -> Outcome:
         return hlc.key(when), raw
 
     kept, dropped = (ours, theirs) if rank(ours) >= rank(theirs) else (theirs, ours)
-    return Outcome(kept, [Conflict(path, "*", _show(kept), _show(dropped))])
+    return MergedFile(kept, [Conflict(path, "*", _show(kept), _show(dropped))])
 
 
-def _bounded(path: str, ours: bytes, theirs: bytes, outcome: Outcome) -> Outcome:
+def _bounded(path: str, ours: bytes, theirs: bytes, outcome: MergedFile) -> MergedFile:
     """`outcome`, unless its record is larger than a record may be (two sides' fields,
     each side within the size, together beyond it): then pick_record."""
     if outcome.data is not None and len(outcome.data) > model.MAX_RECORD_BYTES:
@@ -156,19 +156,19 @@ def dump_record(obj: Any) -> bytes:
 # -- one path, a whole state ----------------------------------------------------------
 
 
-def merge_file(path: str, base: bytes | None, ours: bytes | None, theirs: bytes | None) -> Outcome:
+def merge_file(path: str, base: bytes | None, ours: bytes | None, theirs: bytes | None) -> MergedFile:
     """Merge one path of the state tree (None: absent on that side)."""
     if ours == theirs:
-        return Outcome(ours)
+        return MergedFile(ours)
     if ours == base:
-        return Outcome(theirs)
+        return MergedFile(theirs)
     if theirs == base:
-        return Outcome(ours)
+        return MergedFile(ours)
     if ours is None or theirs is None:
         # deleted on one side, changed on the other: the change survives
-        return Outcome(ours if ours is not None else theirs)
+        return MergedFile(ours if ours is not None else theirs)
     if path == FORMAT_PATH:
-        return Outcome(_merge_format(ours, theirs))
+        return MergedFile(_merge_format(ours, theirs))
     if path.endswith(".toml"):
         return _bounded(path, ours, theirs, _merge_toml(path, base, ours, theirs))
     b, o, t = _load_json(base), _load_json(ours), _load_json(theirs)
@@ -180,12 +180,12 @@ def merge_file(path: str, base: bytes | None, ours: bytes | None, theirs: bytes 
         bd = b if isinstance(b, dict) else None
         if path.startswith(TASK_PREFIX):
             merged, conflicts = merge_task(path, bd, o, t)
-            return _bounded(path, ours, theirs, Outcome(dump_task(merged), conflicts))
+            return _bounded(path, ours, theirs, MergedFile(dump_task(merged), conflicts))
         merged, conflicts = merge_objects(path, bd, o, t, numbers_max=path == META_PATH)
-        return _bounded(path, ours, theirs, Outcome(dump_record(merged), conflicts))
+        return _bounded(path, ours, theirs, MergedFile(dump_record(merged), conflicts))
     if isinstance(o, list) and isinstance(t, list):
         merged_list = union_in_time_order(b if isinstance(b, list) else [], o, t)
-        return _bounded(path, ours, theirs, Outcome(dump_record(merged_list)))
+        return _bounded(path, ours, theirs, MergedFile(dump_record(merged_list)))
     return _merge_opaque(path, ours, theirs)
 
 

@@ -248,6 +248,9 @@ _last_order = 0
 CLAIM_FIELDS = ("worktree", "branch", "claimed_at", "lease_seconds", "claim_session", "claim_snapshot", "clone",
                 "clone_seal")
 CLAIM_KEPT_WHEN_DONE = ("branch", "claim_session")
+# A task's published work: refs/harness/work/<task-id>/<n>, the commit `done` completed it
+# at (created once, never moved, like the attempts: ops/work_refs.py); its `work_ref`.
+WORK_PREFIX = "refs/harness/work/"
 _T = TypeVar("_T", str, int)
 
 

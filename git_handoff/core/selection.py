@@ -15,6 +15,7 @@ from git_handoff.core.errors import UsageError
 from git_handoff.core.model import (
     PRIORITIES,
     SHOWN_STATUSES,
+    WORK_PREFIX,
     ShownStatus,
     Status,
     Task,
@@ -214,6 +215,31 @@ def shown_status(task_id: str, status: Status, blocked: Container[str] | None) -
     """The status a task is shown with: "blocked" when `blocked` (blocked_ids, or the
     status index's copy of it) names it, else the one it records."""
     return "blocked" if blocked is not None and task_id in blocked else status
+
+
+# Where a task's work is (`status`, the dashboard): on the target; published and waiting
+# for the integration queue; not published (a secret in its commits, SPEC §11); sent back
+# by the queue (a new attempt).
+LANDED, WAITING, WITHHELD, SENT_BACK = "landed", "waiting", "withheld", "sent_back"
+WORK_STATES = (LANDED, WAITING, WITHHELD, SENT_BACK)
+
+
+def work_state(task: Task) -> tuple[str, str | None] | None:
+    """Where the work of `task` is, as (state, detail): (LANDED, the target's commit it
+    landed in), (WAITING, its work ref), (WITHHELD, None), (SENT_BACK, None): pending or
+    failed again because the queue refused its work, nothing since (its last error names its
+    work ref: ops/integration.py). None: nothing to say (not finished, or finished by a
+    version before work refs). Landed wins: work on the target is there, whatever else."""
+    if task.status == "completed":
+        landed, ref = task.get("integrated_commit"), task.get("work_ref")
+        if isinstance(landed, str):
+            return LANDED, landed
+        if isinstance(task.get("work_withheld"), str):
+            return WITHHELD, None
+        return (WAITING, ref) if isinstance(ref, str) else None
+    if task.status in ("pending", "failed") and task.error_log and f"({WORK_PREFIX}{task.id}/" in task.error_log[-1]:
+        return SENT_BACK, None
+    return None
 
 
 def status_counts(blocked: int) -> dict[str, int]:

@@ -270,7 +270,11 @@ def _json_float(value: float) -> str:
 
 def _lay_out(value: Any, nl: str, out: list[str]) -> None:
     """Append `value` laid out as json.dumps(indent=2) does, at the indent `nl` ("\n" and
-    two spaces a level). Exact types only: anything else raises _Unusual."""
+    two spaces a level). Exact types only: anything else raises _Unusual.
+
+    One function of complexity ~26 on purpose: json_indented's hot path (every task file
+    written), where the common values of a task (texts, null, numbers, lists of texts)
+    are laid out inline instead of by a call each; a branch per JSON type."""
     t = type(value)
     if t is str:
         out.append(_text(value))
@@ -366,7 +370,12 @@ def _well_formed(cls: type[Task], data: Any) -> Task | None:
     the full parse runs, and it alone words the error. Parsing 50,000 tasks (the first
     command after a sync) spends most of its time in the checks, and here they are one
     pass without building a message per field. Accepts nothing the full parse refuses, and
-    builds the same task (tests/ops/test_bulk_paths.py checks both)."""
+    builds the same task (tests/ops/test_bulk_paths.py checks both).
+
+    One function of complexity ~34 on purpose: it is the inner loop of that parse (a
+    field of a task per turn, a million turns for 50,000 tasks), where a call per kind
+    would cost more than the checks it holds; each branch is one kind of TASK_TABLE's
+    rows, read top to bottom."""
     if type(data) is not dict:
         return None
     get = data.get

@@ -106,9 +106,22 @@ def check_task_text(task: Any, where: str, *, escapes: bool = True) -> None:
     entry), times are times, the base is an object id, numbers in range, the claim
     bookkeeping (TASK_EXTRA_FIELDS) well-typed. `escapes=False`: the task was parsed from
     UTF-8 JSON without a `\\u` escape, so no text in it can be a lone surrogate."""
+    why = _lists_problem(task) or _lines_problem(task, escapes) or _values_problem(task) or _extra_problem(task)
+    if why:
+        raise problem(where, why)
+    if escapes:  # the text no rule above encodes: the commands, every checkpoint field, the rest
+        deep_strings_ok([task.check, task.cleanup, list(task.checkpoints), task.extra], where)
+
+
+def _lists_problem(task: Any) -> str | None:
     for name, limit in _TASK_LISTS:
         if len(getattr(task, name)) > limit:
-            raise problem(where, f"field {name!r} holds {len(getattr(task, name))} entries, more than {limit}")
+            return f"field {name!r} holds {len(getattr(task, name))} entries, more than {limit}"
+    return None
+
+
+def _lines_problem(task: Any, escapes: bool) -> str | None:
+    """The one-line capped texts, then the checkpoints."""
     # The usual task has one line field set (its title): asked directly. Several (error
     # log entries, a claim) are asked together, in one pass (lines_problem).
     if task.error_log or task.claimed_by is not None or task.spec_ref is not None:
@@ -119,38 +132,47 @@ def check_task_text(task: Any, where: str, *, escapes: bool = True) -> None:
         why = line_problem(task.title, MAX_TITLE)
         why = f"field 'title' {why}" if why else None
     if why:
-        raise problem(where, why)
+        return why
     for i, cp in enumerate(task.checkpoints):
         try:
             _CHECKPOINT(cp, f"checkpoints[{i}]")
         except InvalidState as exc:
-            raise problem(where, f"field {exc.message}") from None
+            return f"field {exc.message}"
+    return None
+
+
+def _values_problem(task: Any) -> str | None:
+    """The base, the times, the commands' lengths and the numbers."""
     base = task.started_at_commit  # a full or abbreviated object id: never a revision expression
     if base is not None and not _BASE.fullmatch(base):
-        raise problem(where, "field 'started_at_commit' must be an object id (hexadecimal)")
+        return "field 'started_at_commit' must be an object id (hexadecimal)"
     for name in TASK_TIMES:
         value = getattr(task, name)
         if value and not is_time(value):
-            raise problem(where, f"field {name!r} must be an ISO-8601 time")
+            return f"field {name!r} must be an ISO-8601 time"
     for name, cap in TASK_COMMANDS:
         value = getattr(task, name)
         if value is not None and len(value) > cap:
-            raise problem(where, f"field {name!r} is too long")
+            return f"field {name!r} is too long"
     if task.timeout_seconds > MAX_SECONDS:
-        raise problem(where, f"field 'validation.timeout_seconds' must be at most {MAX_SECONDS}")
+        return f"field 'validation.timeout_seconds' must be at most {MAX_SECONDS}"
     if not (0 <= task.attempts <= MAX_COUNT and 1 <= task.max_attempts <= model.MAX_ATTEMPTS):
-        raise problem(where, "field 'attempts' or 'max_attempts' is out of range")
+        return "field 'attempts' or 'max_attempts' is out of range"
     if isinstance(task.order, int) and not 0 <= task.order <= 2**64:
-        raise problem(where, "field 'order' is out of range")
-    for name, value in task.extra.items():  # usually one or two: ask the table of each
+        return "field 'order' is out of range"
+    return None
+
+
+def _extra_problem(task: Any) -> str | None:
+    """The claim bookkeeping (TASK_EXTRA_FIELDS), usually one or two: the table of each asked."""
+    for name, value in task.extra.items():
         check = TASK_EXTRA_FIELDS.get(name)
         if check is not None:
             try:
                 check(value, name)
             except InvalidState as exc:
-                raise problem(where, f"field {exc.message}") from None
-    if escapes:  # the text no rule above encodes: the commands, every checkpoint field, the rest
-        deep_strings_ok([task.check, task.cleanup, list(task.checkpoints), task.extra], where)
+                return f"field {exc.message}"
+    return None
 
 
 _BASE = lazy(r"[0-9a-f]{4,64}")  # a full or abbreviated object id

@@ -20,6 +20,7 @@ from git_handoff.core.errors import UsageError
 from git_handoff.core.model import SHOWN_STATUSES, Task, check_id
 from git_handoff.core.record_schemas import RelayRecord
 from git_handoff.core.serialization import task_to_json
+from git_handoff.dashboard import work
 from git_handoff.infra import graph_svg as svg
 from git_handoff.ops import attempts as attempt_ops
 from git_handoff.ops import doc_markdown
@@ -84,7 +85,7 @@ pre{background:#f5f5f5;padding:8px;overflow:auto;font-size:12px;margin:0}
 .timeline a{display:block;border:1px solid #ccc;border-radius:4px;padding:4px 8px;
 text-decoration:none;color:#222;min-width:140px}.muted{color:#777}.graph-wrap{overflow:auto;max-height:80vh}
 ul.tasks{columns:3 320px;margin:0;padding-left:18px}
-"""
+""" + work.CSS
 
 # A few lines of plain JavaScript: on every change of the state the server announces
 # (server-sent events), fetch the live fragments and swap them in. No reload.
@@ -165,7 +166,7 @@ def counts_html(tasks: dict[str, Task], blocked: set[str]) -> str:
     pct = f"{100 * done / total:.0f}%" if total else "-"
     return (
         f'<p><b data-count="total">{total}</b> tasks, {pct} completed</p><div class="bar">{bar}</div>'
-        f"<table><tr>{cells}</tr></table><h2>By priority</h2><table>{head}{rows}</table>"
+        f"<table><tr>{cells}</tr></table>{work.counts_html(tasks)}<h2>By priority</h2><table>{head}{rows}</table>"
     )
 
 
@@ -309,7 +310,7 @@ def _task_items(chosen: list[Task], left: dict[str, str]) -> str:
     """List items of tasks; those an unapproved writer wrote last (`left`) marked."""
     return "".join(
         f'<li><a class="task-link" href="{task_url(t.id)}">{escape(t.id)}</a> {escape(t.title)} '
-        f'<span class="muted">{t.priority} {t.attempts}/{t.max_attempts}</span>'
+        f'<span class="muted">{t.priority} {t.attempts}/{t.max_attempts}</span>{work.mark(t)}'
         f'{unapproved_mark(left[t.id]) if t.id in left else ""}</li>'
         for t in chosen
     )
@@ -421,6 +422,9 @@ def _task_rows(task: Task, state: str) -> list[tuple[str, str]]:
     ]
     if task.status == "in_progress" and task.claimed_by:
         rows.append(("claimed by", f"{task.claimed_by} (lease until {task.lease_expires_at})"))
+    said = work.row(task)
+    if said:
+        rows.append(("work", said))
     return rows
 
 

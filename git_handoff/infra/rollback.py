@@ -70,7 +70,7 @@ def commit_picture(repo: Repo, pic: Picture, message: str, *, extra_parents: Ite
 
 
 @dataclass(frozen=True)
-class Snapshot:
+class ClaimPicture:
     """A claim's picture read back from its commit."""
 
     commit: str
@@ -79,14 +79,14 @@ class Snapshot:
     index: str
 
 
-def read_snapshot(repo: Repo, commit: str) -> Snapshot | None:
+def read_snapshot(repo: Repo, commit: str) -> ClaimPicture | None:
     """The snapshot commit `commit`, or None when it is missing or not of that shape."""
     if not isinstance(commit, str) or repo.resolve_commit(f"{commit}^{{commit}}") != commit:
         return None
     _, parents, _, _ = repo.commit_info(commit)
     if len(parents) != 2:
         return None
-    return Snapshot(commit=commit, head=parents[0], worktree=repo.commit_tree(commit),
+    return ClaimPicture(commit=commit, head=parents[0], worktree=repo.commit_tree(commit),
                     index=repo.commit_tree(parents[1]))
 
 
@@ -150,7 +150,7 @@ def refuse_submodules(repo: Repo, base: str, action: str, task_id: str) -> None:
 
 
 @dataclass(frozen=True)
-class Plan:
+class RollbackPlan:
     """What a rollback returns the worktree to, journalled before the first change."""
 
     task: str
@@ -168,13 +168,13 @@ def _journal(repo: Repo) -> Path:
     return repo.git_dir / "handoff" / JOURNAL
 
 
-def write_journal(repo: Repo, plan: Plan) -> None:
+def write_journal(repo: Repo, plan: RollbackPlan) -> None:
     path = _journal(repo)
     path.parent.mkdir(exist_ok=True)
     atomic_write(path, json.dumps(plan.to_json()), fsync=True)
 
 
-def read_journal(repo: Repo) -> Plan | None:
+def read_journal(repo: Repo) -> RollbackPlan | None:
     """The rollback a killed process left unfinished, if any (an unreadable journal is dropped)."""
     path = _journal(repo)
     try:
@@ -188,7 +188,7 @@ def read_journal(repo: Repo) -> Plan | None:
     if not ok:
         path.unlink(missing_ok=True)
         return None
-    return Plan(task=raw["task"], base=raw["base"],
+    return RollbackPlan(task=raw["task"], base=raw["base"],
                 snapshot=raw.get("snapshot") if isinstance(raw.get("snapshot"), str) else None,
                 attempt_ref=raw.get("attempt_ref") if isinstance(raw.get("attempt_ref"), str) else None,
                 operation=raw.get("operation") if isinstance(raw.get("operation"), str) else None)
@@ -248,7 +248,7 @@ def has_journal(repo: Repo) -> bool:
     return _journal(repo).exists()
 
 
-def roll_back(repo: Repo, plan: Plan) -> None:
+def roll_back(repo: Repo, plan: RollbackPlan) -> None:
     """Return the worktree to the claim's moment (the attempt must be saved first).
 
     Idempotent: a run killed at any point is finished by running it again.
@@ -270,7 +270,9 @@ def roll_back(repo: Repo, plan: Plan) -> None:
 
 
 @dataclass(frozen=True)
-class Restored:
+class FilesRestored:
+    """What restore_picture did: the files written and removed, and whether it staged."""
+
     written: list[str]
     deleted: list[str]
     index: bool
@@ -279,7 +281,7 @@ class Restored:
 def restore_picture(
     repo: Repo, *, source: str, since: str, index: str | None, since_index: str | None = None, force: bool,
     foreign: bool = True,
-) -> Restored:
+) -> FilesRestored:
     """Write the files of tree `source` that differ from tree `since`, remove those it
     dropped, and (when `index` is given) stage, for every path the attempt touched
     (its files, or its index against `since_index`), the entry `index` holds;
@@ -312,7 +314,7 @@ def restore_picture(
                if _git_holds(repo, here, since, path) and _unlink_file(targets[path])]
     if index is not None:
         _stage_from(repo, index, plan.staged)
-    return Restored(written=plan.written, deleted=deleted, index=index is not None)
+    return FilesRestored(written=plan.written, deleted=deleted, index=index is not None)
 
 
 @dataclass(frozen=True)

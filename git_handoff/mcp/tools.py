@@ -23,11 +23,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from git_handoff.core import display
-from git_handoff.core.errors import HandoffError, Negative, UsageError, failure
+from git_handoff.core.errors import HandoffError, UsageError, failure
 from git_handoff.core.model import CATEGORIES, MAX_COUNT, PRIORITIES, SHOWN_STATUSES, parse_duration
 from git_handoff.core.serialization import task_to_json
 from git_handoff.infra.gitrepo import Repo
-from git_handoff.ops import attempts, claim, handoff, prompt, sessions, sync, tasks, views, work
+from git_handoff.ops import attempts, claim, handoff, prompt, sessions, tasks, views, work
 from git_handoff.ops.open_state import Opened, open_state
 from git_handoff.state.store import StateStore
 
@@ -99,13 +99,6 @@ class Call:
         text = self.text("lease")
         return parse_duration(text) if text is not None else None
 
-    def auto_sync(self) -> None:
-        """handoff.autoSync, as after the same CLI command: a push that failed is a warning."""
-        problem = sync.auto_sync(self.store)
-        if problem:
-            self.warnings.append(problem)
-
-
 @dataclass(frozen=True)
 class Tool:
     name: str
@@ -166,21 +159,16 @@ def _claim(c: Call) -> Any:
 
 
 def _renew(c: Call) -> Any:
-    task = work.renew(c.store, c.required("id"), lease=c.lease(), force=c.flag("force"))
-    c.auto_sync()
-    return task_to_json(task)
+    return task_to_json(work.renew(c.store, c.required("id"), lease=c.lease(), force=c.flag("force")))
 
 
 def _release(c: Call) -> Any:
-    task = work.release(c.store, c.required("id"), force=c.flag("force"))
-    c.auto_sync()
-    return task_to_json(task)
+    return task_to_json(work.release(c.store, c.required("id"), force=c.flag("force")))
 
 
 def _checkpoint(c: Call) -> Any:
     task = work.checkpoint(c.store, c.required("id"), c.required("message"), c.number("step"), c.number("of"),
                            force=c.flag("force"))
-    c.auto_sync()
     return task_to_json(task)
 
 
@@ -192,20 +180,13 @@ def _verify(c: Call) -> Any:
 
 
 def _done(c: Call) -> Any:
-    try:
-        task = work.done(c.store, c.required("id"), force=c.flag("force"))
-    except Negative:
-        c.auto_sync()  # the failed attempt was recorded: push it as the CLI does
-        raise
-    c.auto_sync()
-    return task_to_json(task)
+    return task_to_json(work.done(c.store, c.required("id"), force=c.flag("force")))
 
 
 def _fail(c: Call) -> Any:
     outcome = attempts.fail(c.store, c.required("id"), reason=c.required("reason"),
                             category=c.text("category") or "TASK_EXEC",
                         keep_worktree=c.flag("keep_worktree"), force=c.flag("force"))
-    c.auto_sync()
     return outcome
 
 
@@ -389,7 +370,9 @@ def call(workspace: Workspace, name: str, arguments: Any = None) -> Answer:
         opened = workspace.open()
         warnings.extend(opened.warnings)
         c = Call(opened.store, args, warnings)
-        return Answer(tool.run(c), warnings=warnings)
+        with work.syncing(c.store, name, warnings.append):  # as after the same CLI command: ops/work.py's table
+            value = tool.run(c)
+        return Answer(value, warnings=warnings)
     except Exception as exc:  # noqa: BLE001 - a tool answers; the server never dies of one call
         if not isinstance(exc, HandoffError) and os.environ.get("GIT_HANDOFF_DEBUG"):
             traceback.print_exc()

@@ -38,7 +38,7 @@ NO_LOCAL_CLAIM = ("no rollback: this worktree keeps no journal of this claim (cl
                   "the work tree is as the attempt left it (reset it by hand if you want the claim's moment back)")
 
 
-def _claim_snapshot(repo: Repo, recorded: str | None) -> rollback.Snapshot | None:
+def _claim_snapshot(repo: Repo, recorded: str | None) -> rollback.ClaimPicture | None:
     """The claim's snapshot, when the claim names one and it is there."""
     return rollback.read_snapshot(repo, recorded) if recorded else None
 
@@ -212,7 +212,7 @@ def _record(store: StateStore, seen: Task, plan: FailPlan, local: claim_journal.
         journal = None
         if plan.rolls_back:
             assert plan.base is not None
-            journal = rollback.Plan(task=seen.id, base=plan.base, snapshot=plan.snapshot,
+            journal = rollback.RollbackPlan(task=seen.id, base=plan.base, snapshot=plan.snapshot,
                                     attempt_ref=saved["ref"] if saved else None, operation=operation)
             rollback.write_journal(repo, journal)
         try:

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from git_handoff.agent_cli.launcher import Agent
+from git_handoff.agent_cli.agent_process import Agent
 from git_handoff.agent_cli.usage import Usage, result_cost
 from git_handoff.core.errors import Negative, UsageError
 from git_handoff.core.model import Task, now_iso, parse_duration

@@ -2,9 +2,9 @@
 
 It finds the agent CLI whose hooks include EVENT (agent_cli/registry.py: `claude-*`
 Claude Code, `codex-*` Codex CLI, `gemini-*` Gemini CLI, `qwen-*` Qwen Code, `copilot-*` Copilot
-CLI), lets the event core decide, and returns (stdout, stderr) for the caller to print. It never raises for bad
-input: an empty, malformed or non-object payload is read as `{}`, and a repository that
-is not initialized (or no repository) gives no output at all.
+CLI, `opencode-*` OpenCode), lets the event core decide, and returns (stdout, stderr) for the caller
+to print. It never raises for bad input: an empty, malformed or non-object payload is read as `{}`,
+and a repository that is not initialized (or no repository) gives no output at all.
 """
 
 from __future__ import annotations

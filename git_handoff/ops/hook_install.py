@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from git_handoff import cmdclient, cmdproto
-from git_handoff.agent_cli import agent_config, claude, mcp_config, registry, unattended
+from git_handoff.agent_cli import agent_config, claude, mcp_config, plugin_file, registry, unattended
 from git_handoff.agent_cli.templates import template_text
 from git_handoff.core.errors import UsageError
 from git_handoff.infra.fileio import atomic_write
@@ -46,7 +46,7 @@ def spec_of(cli: AgentCli) -> agent_config.Spec:
     """The CLI's hooks as `agent_config` merges them into its file (every CLI's file has
     Claude Code's shape: one merge serves all)."""
     return agent_config.Spec(cli.NAME, cli.LABEL, cli.CONFIG, cli.COMMAND_PREFIX, cli.config_entries(),
-                             named=cli.NAMED_HANDLERS, timeouts=cli.TIMEOUTS)
+                             named=cli.NAMED_HANDLERS, timeouts=cli.TIMEOUTS, plugin=cli.PLUGIN)
 
 
 CLAUDE_SPEC = spec_of(claude)
@@ -357,7 +357,7 @@ def uninstall_claude(repo: Repo) -> ClaudeHooks:
     return {"settings": str(path), "removed": removed, "installed": False}
 
 
-# -- Codex CLI and Gemini CLI ---------------------------------------------------------------
+# -- the other CLIs: a JSON file merged into, or a plugin file of ours (OpenCode) --------------
 
 
 def _agent_path(repo: Repo, spec: agent_config.Spec) -> Path:
@@ -368,8 +368,11 @@ def _agent_path(repo: Repo, spec: agent_config.Spec) -> Path:
 
 def _check_agent_files(repo: Repo, spec: agent_config.Spec) -> None:
     """Refuse (UsageError, nothing changed) when the agent's hooks file, or for Codex
-    $CODEX_HOME/config.toml, cannot be merged into."""
-    agent_config.load(_agent_path(repo, spec), spec)
+    $CODEX_HOME/config.toml, cannot be merged into (a plugin file: a user's file stands there)."""
+    if spec.plugin:
+        plugin_file.check(_agent_path(repo, spec))
+    else:
+        agent_config.load(_agent_path(repo, spec), spec)
     if _trusted_hooks(spec):
         agent_config.check_codex_config(agent_config.codex_home() / "config.toml")
 
@@ -379,6 +382,9 @@ def install_agent(repo: Repo, spec: agent_config.Spec) -> AgentHooks:
     record their trust in $CODEX_HOME/config.toml. Both files are checked before either
     is written."""
     path = _agent_path(repo, spec)
+    if spec.plugin:
+        added = plugin_file.install(path, spec.plugin, list(spec.entries))
+        return {**agent_status(repo, spec), "added": added}
     data = agent_config.load(path, spec)
     codex_doc = None
     config = agent_config.codex_home() / "config.toml"
@@ -395,7 +401,9 @@ def install_agent(repo: Repo, spec: agent_config.Spec) -> AgentHooks:
 def uninstall_agent(repo: Repo, spec: agent_config.Spec) -> AgentHooks:
     path = _agent_path(repo, spec)
     removed: list[str] = []
-    if path.exists():
+    if spec.plugin:
+        removed = plugin_file.uninstall(path, list(spec.entries))
+    elif path.exists():
         data = agent_config.load(path, spec)
         removed = agent_config.remove(data, spec)
         if removed and not data:
@@ -414,12 +422,17 @@ def agent_status(repo: Repo, spec: agent_config.Spec, *, with_mcp: bool = False)
     if repo.workdir is None:
         return {"agent": spec.agent, "settings": None, "installed": False, "events": {}}
     path = repo.workdir / spec.relpath
+    data: dict[str, Any] = {}
+    problem = None
     try:
-        data = agent_config.load(path, spec)
-        problem = None
+        if spec.plugin:
+            plugin_file.check(path)
+        else:
+            data = agent_config.load(path, spec)
     except UsageError as exc:
-        data, problem = {}, exc.message
-    events = agent_config.present(data, spec)
+        problem = exc.message
+    events = (plugin_file.present(path, spec.plugin, list(spec.entries)) if spec.plugin
+              else agent_config.present(data, spec))
     out: AgentHooks = {"agent": spec.agent, "settings": str(path), "installed": all(events.values()),
                            "events": events}
     if problem:

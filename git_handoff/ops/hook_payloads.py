@@ -88,11 +88,13 @@ class HooksStatus(TypedDict):
     gemini: bool
     qwen: bool
     copilot: bool
+    opencode: bool
     claude_mcp: McpEntry
     codex_mcp: McpEntry
     gemini_mcp: McpEntry
     qwen_mcp: McpEntry
     copilot_mcp: McpEntry
+    opencode_mcp: McpEntry
     command_server: CommandServerSetting
     chained_now: NotRequired[bool]  # install
     removed: NotRequired[bool]  # uninstall

@@ -128,6 +128,19 @@ class StatusRow(TypedDict):
     priority: str
     claimed_by: str | None
     unapproved_writer: NotRequired[str]
+    # where a finished task's work is (core/selection.work_state; absent: nothing to say)
+    work: NotRequired[Literal["landed", "waiting", "withheld", "sent_back"]]
+    integrated_commit: NotRequired[str]  # with "landed": the target's commit it landed in
+    work_ref: NotRequired[str]  # with "waiting": refs/harness/work/<id>/<n>
+
+
+class WorkCounts(TypedDict):
+    """`status`'s "work": how many tasks' work is in each place (core/selection.work_state)."""
+
+    landed: int
+    waiting: int
+    withheld: int
+    sent_back: int
 
 
 class UsageTotal(TypedDict):
@@ -153,6 +166,7 @@ class StatusView(TypedDict):
     state_commit: str
     notes: list[str]
     usage: UsageTotal  # what the sessions' agents used (ops/usage.py)
+    work: WorkCounts
 
 
 class LogLine(TypedDict):

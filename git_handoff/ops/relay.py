@@ -11,19 +11,16 @@ One relay per repository, and its record in the state: git_handoff.ops.relay_rec
 
 from __future__ import annotations
 
-import os
 import signal
-import socket
 import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from git_handoff.agent_cli import launcher
-from git_handoff.agent_cli.launcher import Agent, launch, stop_tmux_server, tmux_socket_name
+from git_handoff.agent_cli import agent_process
+from git_handoff.agent_cli.agent_process import Agent, launch, stop_tmux_server, tmux_socket_name
 from git_handoff.core.errors import HandoffError, Negative, Signalled, UsageError
-from git_handoff.core.model import now_iso
 from git_handoff.core.record_schemas import RelayRecord
 from git_handoff.infra import procs
 from git_handoff.ops import (
@@ -38,7 +35,7 @@ from git_handoff.ops import (
 )
 from git_handoff.ops.budgets import Budgets, Tracker
 from git_handoff.ops.payloads import AckEntry, RelaySummary
-from git_handoff.ops.relay_record import relay_lock, update_record
+from git_handoff.ops.relay_record import record_start, record_stop, relay_lock, update_record
 from git_handoff.remote.fleet_lock import FleetLock
 from git_handoff.state.store import StateStore
 from git_handoff.state.this_clone import open_session
@@ -111,7 +108,7 @@ class Relay:
 
     def _remember_agent(self) -> None:
         agent = self.agent
-        launcher.remember(self.relay_dir, self.session, agent)
+        agent_process.remember(self.relay_dir, self.session, agent)
         update_record(self.store, {
             "session": self.session,
             "agent_pid": agent.pid if agent else None,
@@ -300,7 +297,7 @@ class Relay:
         # the agent as this clone's relay recorded it locally, never as a (replayable) state
         # record names it; and only while that pid still carries its launch token, never a
         # process that got the number after a reboot
-        found = launcher.remembered(self.relay_dir, number) if previous.get("session") == number else None
+        found = agent_process.remembered(self.relay_dir, number) if previous.get("session") == number else None
         token = found.token if found is not None else None
         if found is not None and token is not None and procs.launched_with(found.pid, token):
             pid, self.agent = found.pid, found
@@ -321,58 +318,15 @@ class Relay:
     # -- main --
 
     def run(self, previous: RelayRecord | None) -> RelaySummary:
-        started_at = now_iso()
-        update_record(self.store, {
-            "state": "running", "host": socket.gethostname(), "pid": os.getpid(), "started_at": started_at,
-            "agent": self.agents.command, "agent_name": self.agents.name, "tmux": self.opts.tmux,
-            "agents": self.agents.commands if len(self.agents.commands) > 1 else [], "switches": [], "limited": [],
-            "stopped_at": None, "reason": None, **({} if previous else {"session": None, "agent_pid": None}),
-        }, log=("LOCK", f"relay started (pid {os.getpid()} on {socket.gethostname()})"
-                + (f"; took over from dead relay pid {previous.get('pid')}" if previous else ""), None))
-        sessions_run = 0
+        """Sessions until the work is done (its summary) or the relay stops (Stopped);
+        `previous`: a dead relay's record, whose session this one adopts first."""
+        record_start(self.store, previous, agent=self.agents.command, agent_name=self.agents.name,
+                     tmux=self.opts.tmux, agents=self.agents.commands)
         self.say(f"relay: agent output and prompts go to {self.relay_dir}/session-<n>.log and prompt-<n>.md")
-        reason = "interrupted"
         try:
             if previous:
                 self.adopt(previous)
-            idle = 0
-            failed_starts = 0
-            lander = (relay_land.Lander(self.store, self.say, self.opts.wait_poll, self.opts.wait_patience)
-                      if relay_land.wanted(self.store.repo, self.opts.integrate) else None)
-            while True:
-                if lander is not None:
-                    lander.land()
-                    if (wait := lander.waiting()) is not None:
-                        lander.pause(wait)
-                        continue
-                more, why = relay_land.work_left(self.store)
-                if not more:
-                    reason = why
-                    break
-                if self.opts.fleet_lock is not None and self.opts.fleet_lock.taken_over:
-                    raise Stopped(f"relay stopped: {self.opts.fleet_lock.lost}")  # no new session without the lock
-                before = relay_land.progress(self.store)
-                self.budget.check_run()  # a run budget reached: Negative, the relay stops
-                self.start_session()
-                sessions_run += 1
-                self.launch_and_ack()
-                failed = self.wait_session()
-                while failed == relay_watch.RELAUNCH:  # a limit waited out: the same session goes on
-                    self.launch_and_ack()
-                    failed = self.wait_session()
-                self.finish_session()
-                failed_starts = failed_starts + 1 if failed else 0
-                if failed_starts >= self.opts.max_launch_failures:
-                    raise Stopped(
-                        f"relay stopped: the agent failed to start {failed_starts} time(s) in a row (last: {failed}); "
-                        f"check the agent command: {self.agents.command}")
-                if failed:
-                    continue
-                idle = idle + 1 if relay_land.progress(self.store) == before else 0
-                if idle >= self.opts.max_idle_sessions:
-                    reason = f"{idle} session(s) in a row made no progress"
-                    raise Stopped(f"relay stopped: {reason}; see `git handoff log` and the agent logs in "
-                                  f"{self.relay_dir}")
+            reason, sessions_run = self._sessions()
         except Negative as exc:
             reason = exc.message.removeprefix("relay stopped: ")  # _stop says "relay stopped: " itself
             try:
@@ -391,6 +345,50 @@ class Relay:
         if not all_done:
             raise Stopped(f"relay stopped: {reason}", payload=summary)
         return summary
+
+    def _sessions(self) -> tuple[str, int]:
+        """Land, wait or run the next session, until no work is left: why it ended and the
+        sessions run. A Negative stops it (a budget, the fleet lock lost, failed starts, idling)."""
+        sessions_run = idle = failed_starts = 0
+        lander = (relay_land.Lander(self.store, self.say, self.opts.wait_poll, self.opts.wait_patience)
+                  if relay_land.wanted(self.store.repo, self.opts.integrate) else None)
+        while True:
+            if lander is not None:
+                lander.land()
+                if (wait := lander.waiting()) is not None:
+                    lander.pause(wait)
+                    continue
+            more, why = relay_land.work_left(self.store)
+            if not more:
+                return why, sessions_run
+            if self.opts.fleet_lock is not None and self.opts.fleet_lock.taken_over:
+                raise Stopped(f"relay stopped: {self.opts.fleet_lock.lost}")  # no new session without the lock
+            before = relay_land.progress(self.store)
+            self.budget.check_run()  # a run budget reached: Negative, the relay stops
+            sessions_run += 1
+            failed = self._session()
+            failed_starts = failed_starts + 1 if failed else 0
+            if failed_starts >= self.opts.max_launch_failures:
+                raise Stopped(
+                    f"relay stopped: the agent failed to start {failed_starts} time(s) in a row (last: {failed}); "
+                    f"check the agent command: {self.agents.command}")
+            if failed:
+                continue
+            idle = idle + 1 if relay_land.progress(self.store) == before else 0
+            if idle >= self.opts.max_idle_sessions:
+                raise Stopped(f"relay stopped: {idle} session(s) in a row made no progress; see `git handoff log` "
+                              f"and the agent logs in {self.relay_dir}")
+
+    def _session(self) -> str | None:
+        """One session, start to end: None, or why its agent failed to start."""
+        self.start_session()
+        self.launch_and_ack()
+        failed = self.wait_session()
+        while failed == relay_watch.RELAUNCH:  # a limit waited out: the same session goes on
+            self.launch_and_ack()
+            failed = self.wait_session()
+        self.finish_session()
+        return failed
 
     def _interrupted(self, cause: BaseException) -> None:
         """End the agent's whole tree, close its session with a document, release the relay:
@@ -413,9 +411,7 @@ class Relay:
     def _stop(self, reason: str) -> None:
         if self.opts.tmux:
             stop_tmux_server(tmux_socket_name(self.store, self.opts.tmux_socket))
-        update_record(self.store, {"state": "stopped", "stopped_at": now_iso(), "reason": reason,
-                                    "session": None, "agent_pid": None, "waiting": None},
-                       log=("LOCK", f"relay stopped: {reason}", None))
+        record_stop(self.store, reason)
 
 
 def run_relay(store: StateStore, opts: Options, say: Callable[[str], None],

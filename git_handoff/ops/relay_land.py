@@ -12,12 +12,12 @@ On when `relay --integrate` is given, or `handoff.integrate` is true, or, unset,
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from git_handoff.core import landing, selection
 from git_handoff.core.errors import HandoffError, Negative
-from git_handoff.core.model import now_iso
+from git_handoff.core.model import Task, now_iso
 from git_handoff.infra.gitrepo import Repo
 from git_handoff.ops import claim_base
 from git_handoff.state import target as targets
@@ -111,20 +111,16 @@ class Lander:
         if any(t.status == "in_progress" and held_here(t, root, worker, repo) for t in prepared.values()):
             return None  # a claim of this worktree: a session recovers it
         eligible = selection.eligible(prepared, skip=frozenset(hidden))
-        goal = claim_base.target_of(repo)
-        base = (targets.tip(repo, goal) if goal else None) or repo.head()
-        if eligible and base is not None:
-            work = claim_base.WorkAt(repo, base)
-            if any(not work.lacking(t, prepared) for t in eligible):
-                return None
-            return f"{len(eligible)} eligible task(s) wait for their dependencies' work to land"
         if eligible:
-            return None
+            return _eligible_wait(repo, prepared, eligible)
         elsewhere = [t.id for t in prepared.values() if t.status == "in_progress" and t.id not in hidden]
         if elsewhere:
             return f"{len(elsewhere)} task(s) in progress on other machines"
-        # work that can land (a task behind a dependency that failed waits for a person, not for time)
-        # work that can land with time: not work only a person can unblock (_NEEDS_A_PERSON)
+        return self._landing_wait(prepared)
+
+    def _landing_wait(self, prepared: Mapping[str, Task]) -> str | None:
+        """The work that can land with time, if any: not work only a person can unblock
+        (_NEEDS_A_PERSON: a task behind a dependency that failed waits for a person)."""
         stuck = {tid for tid, why in self._held if any(words in why for words in _NEEDS_A_PERSON)}
         order = landing.queue(prepared).order
         for task in order:  # in landing order: behind a stuck dependency is stuck too
@@ -147,3 +143,16 @@ class Lander:
         elif now - self._since > self.patience:
             raise Negative(f"relay stopped: waited {self.patience:g}s with no progress anywhere ({why})")
         time.sleep(self.poll)
+
+
+def _eligible_wait(repo: Repo, prepared: Mapping[str, Task], eligible: list[Task]) -> str | None:
+    """None when one of the `eligible` tasks can start on the target's tip (or HEAD), else
+    that they all wait for their dependencies' work to land."""
+    goal = claim_base.target_of(repo)
+    base = (targets.tip(repo, goal) if goal else None) or repo.head()
+    if base is None:
+        return None
+    work = claim_base.WorkAt(repo, base)
+    if any(not work.lacking(t, prepared) for t in eligible):
+        return None
+    return f"{len(eligible)} eligible task(s) wait for their dependencies' work to land"

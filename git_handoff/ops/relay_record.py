@@ -8,6 +8,8 @@ show it and a restarted relay can take over a dead one's session.
 
 from __future__ import annotations
 
+import os
+import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -57,6 +59,25 @@ def update_record(store: StateStore, changes: RelayRecord, *, failure: str | Non
 
 
 # -- one relay per repository -------------------------------------------------------------
+
+
+def record_start(store: StateStore, previous: RelayRecord | None, *, agent: str, agent_name: str, tmux: bool,
+                 agents: list[str]) -> None:
+    """The record of a relay starting in this process (taking over from `previous`, a dead relay's)."""
+    pid, host = os.getpid(), socket.gethostname()
+    update_record(store, {
+        "state": "running", "host": host, "pid": pid, "started_at": now_iso(), "agent": agent,
+        "agent_name": agent_name, "tmux": tmux, "agents": agents if len(agents) > 1 else [], "switches": [],
+        "limited": [], "stopped_at": None, "reason": None, **({} if previous else {"session": None, "agent_pid": None}),
+    }, log=("LOCK", f"relay started (pid {pid} on {host})"
+            + (f"; took over from dead relay pid {previous.get('pid')}" if previous else ""), None))
+
+
+def record_stop(store: StateStore, reason: str) -> None:
+    """The record of the relay stopped, for `reason`."""
+    update_record(store, {"state": "stopped", "stopped_at": now_iso(), "reason": reason,
+                          "session": None, "agent_pid": None, "waiting": None},
+                  log=("LOCK", f"relay stopped: {reason}", None))
 
 
 @contextmanager

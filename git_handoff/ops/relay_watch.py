@@ -28,7 +28,7 @@ from typing import Any
 
 from git_handoff.agent_cli import agent_output, registry
 from git_handoff.agent_cli.agent_output import Limit
-from git_handoff.agent_cli.launcher import Agent
+from git_handoff.agent_cli.agent_process import Agent
 from git_handoff.core.errors import Negative
 from git_handoff.core.model import now_iso, printable
 from git_handoff.core.record_schemas import RelayRecord

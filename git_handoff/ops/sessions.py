@@ -66,20 +66,9 @@ def begin(store: StateStore, worker: str | None = None) -> SessionRecord:
         count = sessions_started(meta, tx)  # fetched counts only as far as their records go
         cfg = tx.config()
         if stale is not None:
-            old = read_session(tx, stale["session"])
-            if old is not None and not old.get("ended_at"):
-                old["ended_at"] = stamp
-                old["ended_by"] = "next session start"
-                put_record(tx, session_path(tx, stale["session"]), old)
-                tx.log("WARN", f"Session {stale['session']} was left open; closed by the next session start",
-                       session=stale["session"])
+            _close_left_open(tx, stale["session"], stamp)
         if count >= cfg.max_sessions:
-            # the last session's end already logged these very figures: say them once
-            last = read_session(tx, int(meta.get("session_count") or 0)) if count else None
-            stats = _stats(tx)
-            if not (last and last.get("ended_at") and last.get("stats") == stats):
-                tx.log("STATS", stats, session=count)
-            return {"refused": True, "session_count": count, "max_sessions": cfg.max_sessions}
+            return _refused(tx, meta, count, cfg.max_sessions)
         number = count_session_start(meta, clone, tx)
         record: SessionRecord = {
             "session": number,
@@ -120,6 +109,26 @@ def begin(store: StateStore, worker: str | None = None) -> SessionRecord:
     write_hook_state(repo, base)
     store.session = record["session"]
     return cast(SessionRecord, dict(record))
+
+
+def _close_left_open(tx: Tx, number: int, stamp: str) -> None:
+    """Close session `number`, which this worktree left open, as the next one starts."""
+    old = read_session(tx, number)
+    if old is not None and not old.get("ended_at"):
+        old["ended_at"] = stamp
+        old["ended_by"] = "next session start"
+        put_record(tx, session_path(tx, number), old)
+        tx.log("WARN", f"Session {number} was left open; closed by the next session start", session=number)
+
+
+def _refused(tx: Tx, meta: dict[str, Any], count: int, max_sessions: int) -> dict[str, Any]:
+    """`begin`'s answer once max_sessions sessions were started, its STATS line logged
+    (once: the last session's end already logged these very figures)."""
+    last = read_session(tx, int(meta.get("session_count") or 0)) if count else None
+    stats = _stats(tx)
+    if not (last and last.get("ended_at") and last.get("stats") == stats):
+        tx.log("STATS", stats, session=count)
+    return {"refused": True, "session_count": count, "max_sessions": max_sessions}
 
 
 def end(store: StateStore, *, cost: float | None = None) -> SessionRecord:

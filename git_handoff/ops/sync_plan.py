@@ -43,7 +43,7 @@ class Seen:
 
 
 @dataclass(frozen=True)
-class Outcome:
+class PublishResult:
     """What the remote's answer to a plan's push means (`PublishPlan.read`)."""
 
     refused: str | None  # a ref a rule on the server refused (not a race): exit 3
@@ -68,14 +68,14 @@ class PublishPlan:
     leases: Mapping[str, str | None]
     outgoing: bool
 
-    def read(self, pushed: Pushed) -> Outcome:
+    def read(self, pushed: Pushed) -> PublishResult:
         """What `pushed` (the answer to this plan's push) means for this clone."""
         seen = self.seen
         mine = (seen.my_state, seen.my_notes)
         accepted = sorted(ref for ref, (what, _) in pushed.refs.items() if what == ACCEPTED)
         closed = _among(accepted, seen.close)
         moved_by_lease = {**seen.prune, **seen.retired, **seen.close}
-        return Outcome(
+        return PublishResult(
             refused=pushed.refused((*mine, *KEPT_PREFIXES)),
             track=_mine_moved(seen, pushed) + tuple((ref, seen.local) for ref in closed),
             forget=_among(accepted, {**seen.prune, **seen.retired}),

@@ -304,32 +304,9 @@ def import_file(store: StateStore, path: str | Path, progress: Callable[[str], N
     objects, extras = _read_import(file)
     if not objects:
         raise UsageError(f"{file}: no tasks to import")
-    stamp = now_iso()
-    parsed: list[Task] = []
-    total = len(objects)
-    for n, obj in enumerate(objects, 1):
-        if n % 1000 == 0:
-            say(f"checking task {n:,}/{total:,}")
-        task = task_from_json(obj, source=f"{file}: task #{n}")
-        try:
-            task_file.check_task_text(task, f"{file}: task #{n}")
-        except InvalidState as exc:
-            raise UsageError(exc.message) from None
-        if not task.created_at:
-            task = dataclasses.replace(task, created_at=stamp)
-        if task.status == "in_progress":
-            # a claim in a file this user imports here is this clone's own claim, in this
-            # worktree when the file names none (the harness skill's tasks.json never does)
-            if not task.claim.worktree and store.repo.workdir is not None:
-                task = task.with_extra(worktree=str(store.repo.workdir))
-            claim = task.claim
-            task = task.with_extra(clone=identity.clone_id(store.repo), clone_seal=identity.claim_seal(
-                store.repo, task.id, claim.claimed_at, claim.worktree, task.started_at_commit, task.claimed_by))
-        parsed.append(dataclasses.replace(task, order=order_key_now()))
+    parsed = _parsed(store, objects, file, say)
     ids = [t.id for t in parsed]
-    dupes = sorted(i for i, n in Counter(ids).items() if n > 1)  # not ids.count(): quadratic at 50k tasks
-    if dupes:
-        raise UsageError(f"{file}: duplicate task id(s) {', '.join(dupes)}")
+    total = len(parsed)
     session_config = extras.get("session_config")
     if session_config is not None and not isinstance(session_config, dict):
         raise UsageError(f"{file}: session_config must be an object")
@@ -367,6 +344,41 @@ def import_file(store: StateStore, path: str | Path, progress: Callable[[str], N
     trust.remember(store.repo, [use for t in tasks for use in ((trust.place(t.id, "validation"), t.check),
                                                             (trust.place(t.id, "cleanup"), t.cleanup))])
     return tasks
+
+
+def _parsed(store: StateStore, objects: list[dict[str, Any]], file: Path, say: Callable[[str], None]) -> list[Task]:
+    """The plan's tasks, each held to the edge's rules and stamped for this clone; refused
+    (exit 2) on the first one that breaks them or an id given twice."""
+    stamp = now_iso()
+    parsed: list[Task] = []
+    total = len(objects)
+    for n, obj in enumerate(objects, 1):
+        if n % 1000 == 0:
+            say(f"checking task {n:,}/{total:,}")
+        task = task_from_json(obj, source=f"{file}: task #{n}")
+        try:
+            task_file.check_task_text(task, f"{file}: task #{n}")
+        except InvalidState as exc:
+            raise UsageError(exc.message) from None
+        if not task.created_at:
+            task = dataclasses.replace(task, created_at=stamp)
+        if task.status == "in_progress":
+            task = _claimed_here(store, task)
+        parsed.append(dataclasses.replace(task, order=order_key_now()))
+    dupes = sorted(i for i, n in Counter(t.id for t in parsed).items() if n > 1)  # not count(): quadratic at 50k
+    if dupes:
+        raise UsageError(f"{file}: duplicate task id(s) {', '.join(dupes)}")
+    return parsed
+
+
+def _claimed_here(store: StateStore, task: Task) -> Task:
+    """A claim in a file this user imports here is this clone's own claim, in this worktree
+    when the file names none (the harness skill's tasks.json never does)."""
+    if not task.claim.worktree and store.repo.workdir is not None:
+        task = task.with_extra(worktree=str(store.repo.workdir))
+    claim = task.claim
+    return task.with_extra(clone=identity.clone_id(store.repo), clone_seal=identity.claim_seal(
+        store.repo, task.id, claim.claimed_at, claim.worktree, task.started_at_commit, task.claimed_by))
 
 
 def _apply_session_config(tx: Tx, session_config: dict[str, Any], file: Path) -> None:

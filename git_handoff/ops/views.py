@@ -19,6 +19,7 @@ from git_handoff.ops.payloads import (
     StatusView,
     TaskView,
     UsageTotal,
+    WorkCounts,
     config_view,
 )
 from git_handoff.state import (
@@ -32,7 +33,7 @@ from git_handoff.state import (
     writers,
 )
 from git_handoff.state.snapshot import Snapshot
-from git_handoff.state.store import Entry, StateStore
+from git_handoff.state.store import LogEntry, StateStore
 
 # -- views --------------------------------------------------------------------------
 
@@ -146,13 +147,16 @@ def status(store: StateStore) -> StatusView:
     hidden = unapproved(snap)
     summary = status_index.summary(snap)
     rows: list[StatusRow] = []
+    work = work_counts(())
     if summary is None:
         counts = selection.counts({}, set())
     else:
         blocked = summary.blocked()
         counts = summary.status_counts(blocked)
-        rows = [_status_row(r, blocked, hidden) for r in map(summary.rows.__getitem__, summary.ids())]
-    return _status_view(store, snap, counts, rows, hidden)
+        listed = list(map(summary.rows.__getitem__, summary.ids()))
+        rows = [_status_row(r, blocked, hidden) for r in listed]
+        work = work_counts(listed)
+    return _status_view(store, snap, counts, rows, hidden, work)
 
 
 def _status_row(r: status_index.Row, blocked: set[str], hidden: dict[str, str]) -> StatusRow:
@@ -168,7 +172,24 @@ def _status_row(r: status_index.Row, blocked: set[str], hidden: dict[str, str]) 
     }
     if r[0] in hidden:
         row["unapproved_writer"] = hidden[r[0]]
+    work = r[status_index.WORK]
+    if work is not None:
+        row["work"] = work[0]
+        if work[0] == selection.LANDED:
+            row["integrated_commit"] = work[1]
+        elif work[0] == selection.WAITING:
+            row["work_ref"] = work[1]
     return row
+
+
+def work_counts(rows: Iterable[status_index.Row]) -> WorkCounts:
+    """How many tasks' work is in each place (core/selection.work_state), from the index's rows."""
+    out = dict.fromkeys(selection.WORK_STATES, 0)
+    at = status_index.WORK
+    for r in rows:
+        if r[at] is not None:
+            out[r[at][0]] += 1
+    return cast(WorkCounts, out)
 
 
 def status_json(store: StateStore) -> str:
@@ -180,22 +201,26 @@ def status_json(store: StateStore) -> str:
     hidden = unapproved(snap)
     summary = status_index.summary(snap)
     if summary is None:
-        return json.dumps(_status_view(store, snap, selection.counts({}, set()), [], hidden), ensure_ascii=False,
-                          default=str)
+        return json.dumps(_status_view(store, snap, selection.counts({}, set()), [], hidden, work_counts(())),
+                          ensure_ascii=False, default=str)
     blocked = summary.blocked()
     counts = summary.status_counts(blocked)
-    text = json.dumps(_status_view(store, snap, counts, [], hidden), ensure_ascii=False, default=str)
+    rows = list(map(summary.rows.__getitem__, summary.ids()))
+    text = json.dumps(_status_view(store, snap, counts, [], hidden, work_counts(rows)), ensure_ascii=False,
+                      default=str)
     head = '{"counts": ' + json.dumps(counts, ensure_ascii=False) + ', "tasks": []'
     if not text.startswith(head):  # (the view starts with its counts and tasks)
         return json.dumps(status(store), ensure_ascii=False, default=str)
-    rows = list(map(summary.rows.__getitem__, summary.ids()))
     listed = None
     if not hidden and all(type(r[3]) is int and type(r[4]) is int for r in rows):
-        enc = _encode_string
+        enc, at = _encode_string, status_index.WORK
         try:
             listed = ", ".join([_ROW % (enc(r[0]), enc(r[1]), enc("blocked" if r[0] in blocked else r[2]), r[3], r[4],
-                                        enc(r[5]), "null" if r[6] is None else enc(r[6])) for r in rows])
-        except TypeError:  # a value of another type than the parser gives: as json.dumps writes it
+                                        enc(r[5]), "null" if r[6] is None else enc(r[6]),
+                                        "" if (w := r[at]) is None else _WORK_JSON[w[0]] + ("" if w[1] is None
+                                                                                         else enc(w[1])))
+                                for r in rows])
+        except (TypeError, KeyError):  # a value of another type than the parser gives: as json.dumps writes it
             listed = None
     if listed is None:
         listed = ", ".join([json.dumps(_status_row(r, blocked, hidden), ensure_ascii=False, default=str) for r in rows])
@@ -205,11 +230,17 @@ def status_json(store: StateStore) -> str:
 # a row of `status --json` as json.dumps writes the dict `status` builds, when its strings
 # are strings and its numbers whole numbers
 _ROW = ('{"id": %s, "title": %s, "status": %s, "attempts": %d, "max_attempts": %d, "priority": %s, '
-        '"claimed_by": %s}')
+        '"claimed_by": %s%s}')
+
+# the keys `_status_row` adds for a row's work (the index's WORK: state, detail), as json.dumps
+# writes them, up to the detail's value (landed: the commit, waiting: the work ref, else none)
+_WORK_JSON = {selection.LANDED: ', "work": "landed", "integrated_commit": ',
+              selection.WAITING: ', "work": "waiting", "work_ref": ',
+              selection.WITHHELD: ', "work": "withheld"', selection.SENT_BACK: ', "work": "sent_back"'}
 
 
 def _status_view(store: StateStore, snap: Snapshot, counts: dict[str, int], rows: list[StatusRow],
-                 hidden: dict[str, str]) -> StatusView:
+                 hidden: dict[str, str], work: WorkCounts) -> StatusView:
     meta = snap.meta()
     last_lines = [e.line for e in store.entries(limit=5)]
     last_lines.reverse()
@@ -223,6 +254,7 @@ def _status_view(store: StateStore, snap: Snapshot, counts: dict[str, int], rows
         "state_commit": snap.commit,
         "notes": _notes(store, snap),
         "usage": cast(UsageTotal, session_records.usage_totals(snap)),
+        "work": work,
     }
     note = writers.file_note(store.repo)
     if note:
@@ -255,7 +287,7 @@ def log(
     task: str | None = None,
     session: int | None = None,
     kind: str | None = None,
-) -> list[Entry]:
+) -> list[LogEntry]:
     """Log lines oldest first; with `limit`, the last `limit` matching lines."""
     if not store.is_initialized():
         store.snapshot()  # raises NotInitialized
@@ -271,7 +303,7 @@ def log(
     from git_handoff.ops.history import ensure_history  # noqa: PLC0415 - import cost, see above
 
     ensure_history(store)  # a clone that joined one commit deep fetches what lies below
-    out: list[Entry] = []
+    out: list[LogEntry] = []
     for entry in store.entries():
         if task is not None and entry.task != task:
             continue
@@ -286,7 +318,7 @@ def log(
     return out
 
 
-def log_view(entry: Entry) -> LogLine:
+def log_view(entry: LogEntry) -> LogLine:
     """One line of `log --json`."""
     return {"line": entry.line, "timestamp": entry.ts, "session": entry.session, "type": entry.type,
             "task": entry.task, "commit": entry.commit}

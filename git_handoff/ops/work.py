@@ -10,8 +10,9 @@ overwritten.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import cast
 
 from git_handoff.core.errors import Negative, UsageError
@@ -175,6 +176,17 @@ def verify_failure(task_id: str, result: task_commands.RunResult) -> Negative:
 def done(store: StateStore, task_id: str, *, force: bool = False) -> Task:
     """Complete a claimed task if its check passes; otherwise fail it exactly as `fail` and
     raise Negative (exit 1) carrying the failure."""
+    seen, through = _to_complete(store, task_id, force)
+    result = _run_check(store, seen)
+    if not result.ok:
+        raise _check_failed(store, task_id, seen, result, force)
+    return _complete(store, seen, through)
+
+
+def _to_complete(store: StateStore, task_id: str, force: bool) -> tuple[Task, str | None]:
+    """The claimed task `done` may complete (refusals: no check, another branch, a cleanup
+    not trusted here), and the remote it is completed through when its lease is over and
+    another machine may have taken it over (else None)."""
     seen = claimed_task(store, task_id, "complete", force)
     through: str | None = None  # the remote a claim whose lease is over is completed through
     if not force and lease_expired(seen, now_iso()):
@@ -190,23 +202,33 @@ def done(store: StateStore, task_id: str, *, force: bool = False) -> Task:
     require_branch(seen, store.repo, "complete", force)
     if seen.cleanup:
         trust.require_trusted(store.repo, seen.cleanup, "cleanup command", trust.place(seen.id, "cleanup"))
-    result = _run_check(store, seen)
-    if not result.ok:
-        # Lazy on purpose (import cost): only a failing check's output is scanned here
-        from git_handoff.state import redaction  # noqa: PLC0415
+    return seen, through
 
-        result = redaction.redact_run(store.repo, result)  # whole, before summary() cuts it
-        category = result.category or "TEST_FAIL"
-        reason = f"Validation failed: {result.summary()}"
-        outcome = attempts.fail_claim(store, seen, reason=reason, category=category, force=True, end_operation=force,
-                                      validation=result)
-        raise Negative(
-            f"[{category}] validation of {task_id} failed ({result.summary()}); attempt "
-            f"{outcome['attempt']} saved as {outcome['attempt_ref']}"
-            + (" (on this machine only: its files hold a secret)" if outcome["attempt_local_only"] else "")
-            + (f", rolled back to {short(outcome['base'])}" if outcome["rolled_back"] else ""),
-            payload=outcome,
-        )
+
+def _check_failed(store: StateStore, task_id: str, seen: Task, result: task_commands.RunResult,
+                  force: bool) -> Negative:
+    """The task failed as `fail` fails it (its output redacted first), and the Negative
+    (exit 1) that says so, carrying the failure."""
+    # Lazy on purpose (import cost): only a failing check's output is scanned here
+    from git_handoff.state import redaction  # noqa: PLC0415
+
+    result = redaction.redact_run(store.repo, result)  # whole, before summary() cuts it
+    category = result.category or "TEST_FAIL"
+    reason = f"Validation failed: {result.summary()}"
+    outcome = attempts.fail_claim(store, seen, reason=reason, category=category, force=True, end_operation=force,
+                                  validation=result)
+    return Negative(
+        f"[{category}] validation of {task_id} failed ({result.summary()}); attempt "
+        f"{outcome['attempt']} saved as {outcome['attempt_ref']}"
+        + (" (on this machine only: its files hold a secret)" if outcome["attempt_local_only"] else "")
+        + (f", rolled back to {short(outcome['base'])}" if outcome["rolled_back"] else ""),
+        payload=outcome,
+    )
+
+
+def _complete(store: StateStore, seen: Task, through: str | None) -> Task:
+    """Record the completion of `seen`, whose check passed, at HEAD: its work published
+    under its own ref (withdrawn if the record fails), the claim forgotten."""
     head = store.repo.head()
     assert head is not None  # a claim needs a commit (claim_context)
     # The check ran on the work tree; what is not committed is not in `completed_commit`.
@@ -267,3 +289,42 @@ def _record_done(store: StateStore, apply: Callable[[Tx], Task], through: str | 
     return task
 
 
+
+
+# -- autoSync: the one decision --------------------------------------------------------------
+
+# The commands after which handoff.autoSync (sync) or handoff.syncClaims (publish) push what
+# they recorded. Both adapters (cli/work.py, mcp/tools.py) ask `syncing` with their command's
+# name; this table alone says which ones push (tests/ops/test_work.py holds them to it).
+SYNCED_AFTER = frozenset({"renew", "release", "checkpoint", "done", "fail"})
+
+
+def sync_after(store: StateStore, command: str) -> str | None:
+    """Push what `command` just recorded when the table and the config say so: None when
+    nothing was to be pushed or it was, else the one-line reason it stays local."""
+    if command not in SYNCED_AFTER:
+        return None
+    repo = store.repo
+    if not repo.config_bool("handoff.autoSync") and not repo.config_bool("handoff.syncClaims"):
+        return None  # the usual case: no need to import sync and the whole merge (~7 ms a command)
+    from git_handoff.ops import sync  # noqa: PLC0415 - import cost: the remote side, only when it is used
+
+    return sync.auto_sync(store)
+
+
+@contextlib.contextmanager
+def syncing(store: StateStore, command: str, warn: Callable[[str], None]) -> Iterator[None]:
+    """Around one command's call into ops: after it recorded its change, or a failure it
+    recorded before refusing (`done` whose check failed: a Negative), `sync_after`; a push
+    that failed goes to `warn`, in the adapter's own shape."""
+    try:
+        yield
+    except Negative:
+        _warn_if(sync_after(store, command), warn)
+        raise
+    _warn_if(sync_after(store, command), warn)
+
+
+def _warn_if(problem: str | None, warn: Callable[[str], None]) -> None:
+    if problem:
+        warn(problem)

@@ -27,7 +27,7 @@ def classify(flag: str, summary: str) -> str:
     if flag != "!":
         return ACCEPTED
     text = summary.lower()
-    if "atomic push failed" in text:
+    if "atomic push fail" in text:  # git's own "failed"; the server's "(atomic push failure)"
         return ATOMIC
     if any(w in text for w in _MOVED_WORDS):
         return MOVED

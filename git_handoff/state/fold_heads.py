@@ -50,7 +50,7 @@ def task_record(raw: bytes | None) -> dict[str, object] | None:
     return data if isinstance(data, dict) and "id" in data else None
 
 
-def readable(path: str, result: merge.Outcome, ours: bytes | None, theirs: bytes | None) -> merge.Outcome:
+def readable(path: str, result: merge.MergedFile, ours: bytes | None, theirs: bytes | None) -> merge.MergedFile:
     """`result`, whose record the edge (git_handoff.core.state_tree) accepts when both sides' did:
     the merge keeps every limit it knows of (git_handoff.core.merge); should a merged record
     still break a rule of its parser that neither side broke alone, the record of one side,

@@ -22,15 +22,14 @@ from typing import Any, Protocol
 
 from git_handoff.core import decoding, record_schemas, state_tree
 from git_handoff.core.errors import InvalidState
+from git_handoff.core.model import WORK_PREFIX as WORK_PREFIX
 from git_handoff.core.model import Config, Task
 from git_handoff.infra.gitrepo import Repo
 from git_handoff.state.task_index import TaskIndex, load_task
 
 STATE_REF = "refs/harness/state"
 ATTEMPTS_PREFIX = "refs/harness/attempts/"
-# a task's published work: refs/harness/work/<task-id>/<attempt>, the commit `done`
-# completed it at (created once, never moved, like the attempts)
-WORK_PREFIX = "refs/harness/work/"
+# (WORK_PREFIX, a task's published work: named in core/model.py, where `status` reads it too)
 # the namespaces of refs created once and never moved, which sync fetches and pushes alike
 KEPT_PREFIXES = (ATTEMPTS_PREFIX, WORK_PREFIX)
 # a failed attempt whose files hold a secret: kept here, a namespace no sync pushes

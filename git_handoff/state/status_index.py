@@ -1,8 +1,8 @@
 """This clone's status index (`status-index.marshal` in the handoff dir): what `status`
 answers, for one tasks tree, without reading or building every task.
 
-It holds one small row per task (the fields `status` lists, and what dependency
-validation looks at), the ids in creation order, the counts by status and the tasks
+It holds one small row per task (the fields `status` lists, where its work is, and what
+dependency validation looks at), the ids in creation order, the counts by status and the tasks
 dependency validation fails (cycles and what hangs off a task failed for good). It is
 keyed by the oid of the tasks tree it describes and brought to another tree from the
 tree diff: the fan-out's trees whose oid did not change are not opened, and only the
@@ -32,11 +32,15 @@ from git_handoff.infra.gitrepo import Repo
 from git_handoff.state.snapshot import Snapshot
 
 FILE = "status-index.marshal"
-MAGIC = b"git-handoff-status-index 3\n"
-VERSION = 3
+# Version 4 added WORK: an index an older version wrote is not decoded, so the first
+# reader builds it again from the tasks (and writes it), as for a damaged one.
+MAGIC = b"git-handoff-status-index 4\n"
+VERSION = 4
 
-# Row fields, by position (CHECK and SPEC: what the prompt asks of every remaining task).
-ID, TITLE, STATUS, ATTEMPTS, MAX_ATTEMPTS, PRIORITY, CLAIMED_BY, ORDER, CREATED, DEPS, FOR_GOOD, CHECK, SPEC = range(13)
+# Row fields, by position (CHECK and SPEC: what the prompt asks of every remaining task;
+# WORK: where its work is, core/selection.work_state, None for most tasks).
+ID, TITLE, STATUS, ATTEMPTS, MAX_ATTEMPTS, PRIORITY, CLAIMED_BY, ORDER, CREATED, DEPS, FOR_GOOD, CHECK, SPEC, WORK = \
+    range(14)
 
 Row = tuple[Any, ...]
 
@@ -54,7 +58,12 @@ def row(task: Task) -> Row:
     # index is smaller and decodes faster
     return (task.id, task.title, _shared(task.status), task.attempts, task.max_attempts, _shared(task.priority),
             _shared(task.claimed_by), task.order, task.created_at, tuple(task.depends_on), task.failed_for_good,
-            _shared(task.check), _shared(task.spec_ref))
+            _shared(task.check), _shared(task.spec_ref), _work(task))
+
+
+def _work(task: Task) -> tuple[str, str | None] | None:
+    found = selection.work_state(task)
+    return None if found is None else (sys.intern(found[0]), found[1])
 
 
 def _shared(value: Any) -> Any:

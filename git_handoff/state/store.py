@@ -215,7 +215,7 @@ class Tx:
 
 
 @dataclass
-class Entry:
+class LogEntry:
     """One parsed log line of the state history."""
 
     line: str
@@ -254,7 +254,7 @@ class StateStore:
             snap = self._snap = Snapshot(self.repo, commit)
         return snap
 
-    def entries(self, start: str | None = None, limit: int | None = None) -> Iterator[Entry]:
+    def entries(self, start: str | None = None, limit: int | None = None) -> Iterator[LogEntry]:
         """Log lines of the state history, newest commit first (lines of one commit in order)."""
         start = start or self.head()
         if start is None:
@@ -266,7 +266,7 @@ class StateStore:
             for line in message.splitlines():
                 m = LOG_LINE.match(line)
                 if m:
-                    batch.append(Entry(line, m["ts"], int(m["session"]), m["type"], m["task"], commit))
+                    batch.append(LogEntry(line, m["ts"], int(m["session"]), m["type"], m["task"], commit))
             for entry in reversed(batch):
                 yield entry
                 seen += 1

@@ -359,8 +359,9 @@ COPILOT_TAIL = "\n\nChanges    +0 -0\nDuration   1m 0s\n" \
                "Resume     copilot --resume=a23ab29a-b764-4131-b7b9-d15c5f38c221\n"
 QWEN_QUOTA_NOTE = "Possible quota limitations in place or slow response times detected. " \
                   "Please wait and try again later.\n"
-# what qwen 0.24.4 and copilot 1.0.102 printed against the chat-completions stub's faults (docs/agent-limits.md;
-# tests/e2e/test_agent_limits_qwen_copilot.py runs them)
+OPENCODE_HEAD = "\x1b[0m\n> build \u00b7 stub-model\n\x1b[0m\n\x1b[91m\x1b[1mError: \x1b[0m"
+# what qwen 0.24.4, copilot 1.0.102 and opencode 1.18.33 printed against the chat-completions stub's faults
+# (docs/agent-limits.md; tests/e2e/test_agent_limits_qwen_copilot.py and test_agent_limits_opencode.py run them)
 CAPTURED_CHAT = [
     ("copilot", "429 Rate limit reached for stub-model in organization org-stub on requests per min (RPM): Limit 50, "
                 f"Used 50, Requested 1. Please try again in 3m20s.\n{COPILOT_TAIL}",
@@ -385,19 +386,29 @@ CAPTURED_CHAT = [
     ("qwen", "[API Error: 500 The server had an error while processing your request. Sorry about that!]\n",
      OUTAGE, None),
     ("qwen", "[API Error: 503 The server is overloaded or not ready yet.]\n", OUTAGE, None),
+    # opencode 1.18.33 (tests/e2e/test_agent_limits_opencode.py): its final error in colour, after its 5 retries
+    ("opencode", f"{OPENCODE_HEAD}Rate limit reached for stub-model in organization org-stub on requests per min "
+                 "(RPM): Limit 50, Used 50, Requested 1. Please try again in 5s.\n",
+     RATE_LIMIT, "2026-12-02T11:33:05Z"),
+    ("opencode", f"{OPENCODE_HEAD}The usage limit has been reached\n", USAGE_LIMIT, None),
+    ("opencode", f"{OPENCODE_HEAD}The server had an error while processing your request. Sorry about that!\n",
+     OUTAGE, None),
+    ("opencode", f"{OPENCODE_HEAD}The server is overloaded or not ready yet.\n", OUTAGE, None),
 ]
 
 
 @pytest.mark.parametrize(("cli", "output", "kind", "resets_at"), CAPTURED_CHAT)
-def test_what_qwen_and_copilot_printed_is_recognized(cli: str, output: str, kind: str, resets_at: str | None) -> None:
+def test_what_qwen_copilot_and_opencode_printed_is_recognized(cli: str, output: str, kind: str,
+                                                              resets_at: str | None) -> None:
     limit = limit_in(cli, 1, output, NOW)
     assert limit is not None
     assert (limit.kind, limit.resets_at) == (kind, resets_at)
-    assert limit.line and limit.line in output
+    assert limit.line and limit.line in output.replace("\x1b[0m", "").replace("\x1b[91m\x1b[1m", "")
+    assert "\x1b" not in limit.line and "[91m" not in limit.line  # a terminal's codes are not the CLI's words
     assert limit_in("other", 1, output, NOW) is not None  # a wrapper script around it: some limit all the same
 
 
-@pytest.mark.parametrize("cli", ["qwen", "copilot"])
+@pytest.mark.parametrize("cli", ["qwen", "copilot", "opencode"])
 def test_qwen_and_copilot_print_no_limit_on_other_errors(cli: str) -> None:
     assert limit_in(cli, 1, "[API Error: 400 invalid model]\nError: bad request\n", NOW) is None
     assert limit_in(cli, 0, "[API Error: 429 The usage limit has been reached]\n", NOW) is None

@@ -98,13 +98,13 @@ WORK = STATE.plus("WORK", SCAN | {"cli.ids", "cli.numbers", "core.attempt_record
                                   "ops.work_refs", "state.claim_checks", "state.claim_index", "state.claim_journal",
                                   "state.notes", "state.target", "state.trust"})
 FAIL = WORK.plus("FAIL", packages={"filelock"})
-# A hook: the adapters (through their registry, a dict of five: agent_cli/registry.py), the
+# A hook: the adapters (through their registry, a dict of six: agent_cli/registry.py), the
 # payload, the decision; no write side. (ops.doc_markdown: the prompt's one-line rendering of
 # a value, split out of ops.prompt with the document's Markdown: the same code, one file more.
 # ops.stop_cap: the Stop hook's reading of the CLI's own block cap, which every Stop hook runs;
 # it imports nothing this budget lacks.)
 HOOK = STATE.plus("HOOK", {"agent_cli", "agent_cli.claude", "agent_cli.codex", "agent_cli.gemini", "agent_cli.qwen",
-                           "agent_cli.copilot",
+                           "agent_cli.copilot", "agent_cli.opencode",
                            "agent_cli.hook_data", "agent_cli.registry", "ops.handoff", "ops.hook_decisions",
                            "ops.hook_entry", "ops.payloads", "ops.prompt", "ops.doc_markdown", "ops.stop_cap",
                            "ops.usage", "state.claim_index", "state.status_index",
@@ -278,6 +278,9 @@ HOOK_EVENTS: dict[str, list[tuple[str, str, dict[str, object], Budget]]] = {
                 ("copilot-subagent-stop", "subagentStop", {"stop_hook_active": False}, HOOK),
                 ("copilot-pre-compact", "preCompact", {"trigger": "auto"}, HOOK_DOC_AT_ONCE),
                 ("copilot-session-end", "sessionEnd", {"reason": "complete"}, HOOK_SESSION_END_NO_USE)],
+    "opencode": [("opencode-session-start", "session.start", {"source": "startup"}, HOOK_SESSION_START),
+                 ("opencode-stop", "stop", {"stop_hook_active": False}, HOOK),
+                 ("opencode-compacting", "session.compacting", {"trigger": "auto"}, HOOK_DOC_AT_ONCE)],
 }
 
 

@@ -145,3 +145,25 @@ def test_every_task_on_a_ring_gets_its_own_rotation_of_the_cycle() -> None:
         "c": "[DEPENDENCY] Circular dependency detected: c -> a -> b -> c",
         "s": "[DEPENDENCY] Circular dependency detected: s -> s",
     }
+
+
+def _finished(status: Status = "completed", errors: tuple[str, ...] = (), **extra: object) -> Task:
+    return Task(id="t", title="t", status=status, error_log=errors, extra={"completed_commit": "c" * 40, **extra})
+
+
+def test_where_the_work_is_landed_waiting_withheld_or_sent_back() -> None:
+    ref = "refs/harness/work/t/1"
+    assert selection.work_state(_finished(work_ref=ref, integrated_commit="d" * 40)) == ("landed", "d" * 40)
+    assert selection.work_state(_finished(work_ref=ref)) == ("waiting", ref)
+    assert selection.work_state(_finished(work_withheld="a secret in abc (github-token)")) == ("withheld", None)
+    # on the target already (a worktree without a remote, `done` records it): landed wins
+    assert selection.work_state(_finished(work_withheld="a secret", integrated_commit="d" * 40))[0] == "landed"  # type: ignore[index]
+    assert selection.work_state(_finished()) is None  # completed before work refs: nothing to say
+    refused = f"[CONFLICT] its work ({ref}) does not merge onto origin/main at abc1234: conflicts in a.txt"
+    for status in ("pending", "failed"):
+        assert selection.work_state(_finished(status, ("[TEST_FAIL] earlier", refused))) == ("sent_back", None)
+    # claimed again, failed since, another task's ref, never refused: not sent back
+    assert selection.work_state(_finished("in_progress", (refused,))) is None
+    assert selection.work_state(_finished("pending", (refused, "[TEST_FAIL] red"))) is None
+    assert selection.work_state(_finished("pending", (refused.replace("work/t/", "work/u/"),))) is None
+    assert selection.work_state(_finished("pending")) is None

@@ -24,7 +24,9 @@ from git_handoff.dashboard import server as dash_server
 from git_handoff.infra.gitrepo import Repo
 from git_handoff.state.store import StateStore, Tx
 from tests.support.browser import Browser, chromium
+from tests.support.remotes import Clones, clones, remote_url  # noqa: F401  (fixtures)
 from tests.support.repo import git, lived_in_state, run, run_exe
+from tests.support.work_states import four_ways
 
 # The state the dashboard tests look at: 200 tasks in every status, 5 sessions.
 EXPECTED = {"completed": 40, "in_progress": 20, "pending": 40, "failed": 60, "blocked": 40}
@@ -396,3 +398,51 @@ def test_the_use_of_each_session_and_task_is_shown(repo: Path, served: str, tmp_
     assert '<span data-count="tokens">1234 tokens (in 1200, out 34)</span>' in overview
     assert "<th>usage</th><td>1234 tokens (in 1200, out 34), 1 turns</td>" in get(served + "session/1")[1]
     assert "<th>tokens</th><td>1234</td>" in get(served + "task/u1")[1]
+
+
+@contextlib.contextmanager
+def _serving(root: Path) -> Iterator[str]:
+    server, thread = dash_server.start(root)
+    try:
+        yield server.url
+    finally:
+        server.stop()
+        server.server_close()
+        thread.join(5)
+
+
+@pytest.mark.slow
+@needs_browser
+def test_browser_shows_where_each_tasks_work_is_and_follows_it_landing(clones: Clones) -> None:  # noqa: F811
+    """After a real `integrate` (tests/ops/test_status_work.py): X landed, W waiting to land, C
+    withheld, Y sent back: counted on the overview, marked on the lists, said on each task's
+    page; W landing moves the counts on the open page, without a reload."""
+    b, seen = four_ways(clones)
+    with _serving(b) as url, Browser() as br:
+        br.goto(url)
+        counts = br.eval("Object.fromEntries([...document.querySelectorAll('[data-work-count]')]"
+                         ".map(e => [e.dataset.workCount, Number(e.textContent)]))")
+        assert counts == {"landed": 1, "waiting": 1, "withheld": 1, "sent_back": 1}
+        marks = br.eval("Object.fromEntries([...document.querySelectorAll('ul.tasks li')].map(li => "
+                        "[li.querySelector('a.task-link').textContent, "
+                        "li.querySelector('[data-work]') ? li.querySelector('[data-work]').textContent : null]))")
+        assert marks == {"X": f"landed {seen['landed'][:12]}", "W": "waiting to land (refs/harness/work/W/1)",
+                         "C": "withheld: a secret in its commits", "Y": "sent back by the integration queue",
+                         "P": None}
+        # the marks are drawn in their colours: the withheld one stands out
+        assert br.eval("getComputedStyle(document.querySelector('[data-work=\"withheld\"]')).fontWeight") == "600"
+        loaded_at = br.eval("window.dashboardLoadedAt")
+        assert run("integrate", cwd=b).rc == 0  # W lands
+        br.wait_for("document.querySelector('[data-work-count=\"landed\"]').textContent === '2'", timeout=30)
+        assert br.eval("document.querySelector('[data-work-count=\"waiting\"]').textContent") == "0"
+        assert br.eval("window.dashboardLoadedAt") == loaded_at
+        for tid, said in (("X", f"landed on the target as {seen['landed']} (its work: refs/harness/work/X/1)"),
+                          ("C", "its work was not published: a secret in"),
+                          ("Y", "sent back by the integration queue: the error log says why")):
+            br.goto(url + f"task/{tid}")
+            cells = br.eval("Object.fromEntries([...document.querySelectorAll('section table tr')]"
+                            ".filter(tr => tr.querySelector('th') && tr.querySelector('td'))"
+                            ".map(tr => [tr.querySelector('th').textContent, tr.querySelector('td').textContent]))")
+            assert said in cells["work"], (tid, cells)
+        br.goto(url + "task/P")
+        assert br.eval("[...document.querySelectorAll('th')].some(th => th.textContent === 'work')") is False

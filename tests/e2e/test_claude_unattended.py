@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from git_handoff.agent_cli.agent_output import person_prompt_in
-from git_handoff.agent_cli.launcher import tmux_socket_name
+from git_handoff.agent_cli.agent_process import tmux_socket_name
 from git_handoff.infra import procs
 from git_handoff.infra.gitrepo import Repo
 from git_handoff.state.store import StateStore

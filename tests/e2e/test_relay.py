@@ -371,7 +371,7 @@ def test_relay_killed_before_the_ack_adopts_the_agent_instead_of_launching_anoth
 
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed (.ci/run installs it)")
 def test_relay_tmux_gives_the_agent_a_terminal_logs_it_and_removes_its_socket(repo: Path) -> None:
-    from git_handoff.agent_cli.launcher import default_socket_path
+    from git_handoff.agent_cli.agent_process import default_socket_path
 
     setup_tasks(repo, 2, per_session=10)
     socket_name = f"handoff-tty-{os.getpid()}"

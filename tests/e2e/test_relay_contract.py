@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from git_handoff.agent_cli import launcher
+from git_handoff.agent_cli import agent_process
 from git_handoff.infra import procs
 from git_handoff.infra.gitrepo import Repo
 from git_handoff.ops import handoff
@@ -151,13 +151,13 @@ def test_a_restarted_relay_never_waits_on_or_signals_a_process_that_only_has_its
     agent = _agent_for_a_restart(repo, marker, works_on=True)
     _relay_killed_while_session_1_works(repo, agent, marker)
     relay_dir = repo / ".git" / "handoff" / "relay"
-    launched = launcher.remembered(relay_dir, 1)
+    launched = agent_process.remembered(relay_dir, 1)
     assert launched is not None and launched.token
     procs.kill_tree(launched.pid, launched.token)  # the machine went down...
     bystander = subprocess.Popen(["sleep", "300"], start_new_session=True)  # ...and this got the number
     try:
         # (what the relay's own record of its agent looks like once the pid was reused)
-        launcher.remember(relay_dir, 1, launcher.Agent(pid=bystander.pid, status_file=launched.status_file,
+        agent_process.remember(relay_dir, 1, agent_process.Agent(pid=bystander.pid, status_file=launched.status_file,
                                                        token=launched.token))
         res = run("relay", "--agent", agent, "--session-timeout", "30")
         assert res.rc == 0, res.out + res.err

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from git_handoff.infra import rollback
 from git_handoff.infra.gitrepo import Repo
-from git_handoff.infra.rollback import Plan
+from git_handoff.infra.rollback import RollbackPlan
 from tests.support.repo import git
 
 
@@ -36,7 +36,7 @@ def test_a_snapshot_keeps_the_work_tree_and_the_index_and_a_rollback_returns_to_
     (repo / "attempt.txt").write_text("the attempt's work\n")
     (repo / "README").write_text("changed by the attempt\n")
     assert rollback.uncommitted_since_claim(r, commit)
-    rollback.roll_back(r, Plan(task="a", base=base, snapshot=commit, attempt_ref=None, operation=None))
+    rollback.roll_back(r, RollbackPlan(task="a", base=base, snapshot=commit, attempt_ref=None, operation=None))
     assert not (repo / "attempt.txt").exists() and (repo / "README").read_text() == "hello\n"
     assert (repo / "untracked.txt").read_text() == "mine before the claim\n"
     assert git("diff", "--cached", "--name-only", cwd=repo) == "staged.txt"
@@ -46,7 +46,8 @@ def test_a_snapshot_keeps_the_work_tree_and_the_index_and_a_rollback_returns_to_
 def test_the_journal_is_written_read_and_a_damaged_one_dropped(repo: Path) -> None:
     r = Repo.discover(repo)
     assert rollback.read_journal(r) is None and not rollback.has_journal(r)
-    plan = Plan(task="a", base="b" * 40, snapshot=None, attempt_ref="refs/harness/attempts/a/1", operation="merge")
+    plan = RollbackPlan(task="a", base="b" * 40, snapshot=None, attempt_ref="refs/harness/attempts/a/1",
+                        operation="merge")
     rollback.write_journal(r, plan)
     assert rollback.has_journal(r) and rollback.read_journal(r) == plan
     rollback.clear_journal(r)

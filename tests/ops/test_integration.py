@@ -388,3 +388,54 @@ def test_the_relay_does_not_wait_for_work_only_a_person_can_let_land(clones: Clo
     assert got.rc == 0, got.out + got.err
     assert "not approved on this clone" in got.out and "waits to land" not in got.out, got.out
     assert task(b, "A").get("integrated_commit") is None  # nothing ran unapproved
+
+
+def test_work_built_on_refused_work_a_second_time_spends_an_attempt(clones: Clones) -> None:  # noqa: F811
+    """W (independent, done after refused Y in one worktree) goes back unspent; claimed again
+    from a worktree that cannot leave Y's refused work (uncommitted changes: never moved), W
+    is done on top of it again: this time the send-back spends an attempt, so that a worktree
+    stuck on refused work ends in a failed task rather than an endless loop."""
+    _, b = _y_done_after_x_landed(clones, "w", "--id", "W", "--priority", "P2", "--check", "test -s w.txt")
+    ok("claim", "W", cwd=b)
+    commit_file(b, "w.txt", "w\n")
+    ok("done", "W", cwd=b)
+    first = run("integrate", "--json", cwd=b)
+    assert first.rc == 1 and task(b, "W")["attempts"] == 0, first.out
+    refused_head = git("rev-parse", "HEAD", cwd=b).strip()
+    (b / "w.txt").write_text("w, edited\n")  # uncommitted: the claim may not move this worktree
+    ok("claim", "W", cwd=b)
+    assert git("rev-parse", "HEAD", cwd=b).strip() == refused_head  # still on Y's refused work
+    git("commit", "-q", "-am", "w again", cwd=b)
+    ok("done", "W", cwd=b)
+    again = run("integrate", "--json", cwd=b)
+    returned = {r["task"]: r for r in again.json()["returned"]}
+    assert again.rc == 1 and "W" in returned, again.out
+    assert "built on refused work again: an attempt spent" in returned["W"]["reason"]
+    assert task(b, "W")["attempts"] == 1
+
+
+def test_a_server_refusing_work_refs_stops_integrate_before_any_landing(tmp_path: Path) -> None:
+    """A server whose rights lack the work refs line (here an update hook) refuses the work
+    ref when integrate's sync pushes it: integrate says so in one line naming the ref, exit
+    3, and nothing lands (the landing's own atomic push, which carries the work ref with the
+    target, is tested in tests/remote/test_landing.py)."""
+    bare = tmp_path / "remote.git"
+    git("init", "-q", "--bare", str(bare), cwd=tmp_path)
+    a = Clones(tmp_path, str(bare), None)("a")
+    hook = bare / "hooks" / "update"
+    hook.write_text('#!/bin/sh\ncase "$1" in refs/harness/work/*) echo "no work refs here" >&2; exit 1;; esac\n')
+    hook.chmod(0o755)
+    ok("init", cwd=a)
+    ok(*SCHEMA, cwd=a)
+    ok("claim", "A", cwd=a)
+    commit_file(a, "schema.sql", "create table users;\n")
+    ok("done", "A", cwd=a)
+    before = remote_tip(a)
+    got = run("integrate", "--json", cwd=a)
+    assert got.rc == 3 and got.json()["exit_code"] == 3, got.out
+    said = got.json()["error"]
+    assert "origin refused refs/harness/work/A/1" in said and "\n" not in said, said
+    assert "moved while this work was being checked" not in said and "kept moving" not in said, said
+    assert remote_tip(a) == before  # nothing landed
+    assert task(a, "A").get("integrated_commit") is None
+    assert git("rev-parse", "refs/harness/work/A/1", cwd=a).strip()  # the work kept here

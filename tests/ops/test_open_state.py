@@ -69,7 +69,7 @@ def interrupted(repo: Path) -> tuple[Path, Any]:
     task = handoff("show", "t", "--json").json()
     snapshot = handoff("attempts", "t", "--json").json()[0]["claim_snapshot"]
     assert snapshot and (repo / "work.txt").exists()
-    rollback.write_journal(Repo.discover(repo), rollback.Plan(
+    rollback.write_journal(Repo.discover(repo), rollback.RollbackPlan(
         task="t", base=task["started_at_commit"], snapshot=snapshot, attempt_ref=task["last_attempt_ref"],
         operation=None))
     return repo, before

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from git_handoff.agent_cli.agent_output import limit_in
-from git_handoff.agent_cli.launcher import Agent
+from git_handoff.agent_cli.agent_process import Agent
 from git_handoff.core.record_schemas import RelayRecord
 from git_handoff.infra.gitrepo import Repo
 from git_handoff.ops import relay_watch

@@ -324,7 +324,7 @@ def test_a_killed_rollback_is_finished_by_the_next_command(ready: Path) -> None:
     repo = Repo.discover(ready)
     snapshot = handoff("attempts", "t", "--json").json()[0]["claim_snapshot"]
     assert snapshot
-    plan = rollback.Plan(task="t", base=task["started_at_commit"], snapshot=snapshot,
+    plan = rollback.RollbackPlan(task="t", base=task["started_at_commit"], snapshot=snapshot,
                          attempt_ref=task["last_attempt_ref"], operation=None)
     rollback.write_journal(repo, plan)
     result = handoff("status")
@@ -334,7 +334,7 @@ def test_a_killed_rollback_is_finished_by_the_next_command(ready: Path) -> None:
     # a journal whose failure was never recorded changes nothing
     handoff("claim")
     (ready / "again.txt").write_text("x\n")
-    rollback.write_journal(repo, rollback.Plan(task="t", base=task["started_at_commit"], snapshot=None,
+    rollback.write_journal(repo, rollback.RollbackPlan(task="t", base=task["started_at_commit"], snapshot=None,
                                                attempt_ref="refs/harness/attempts/t/99", operation=None))
     handoff("status")
     assert (ready / "again.txt").exists() and not rollback.has_journal(repo)

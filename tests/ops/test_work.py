@@ -5,11 +5,15 @@ from __future__ import annotations
 import json
 import os
 import stat
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from git_handoff.mcp import tools as mcp_tools
 from git_handoff.ops.payloads import TaskView
+from git_handoff.ops.work import SYNCED_AFTER
+from tests.support.remotes import clones, remote_state, remote_url  # noqa: F401 (fixtures)
 from tests.support.repo import Result, git, run, state_head
 
 
@@ -473,3 +477,63 @@ def test_an_untrusted_cleanup_is_refused_before_anything_changes(ready: Path) ->
     assert state_head(ready) == before
     assert (ready / "new.txt").exists()
     assert git("for-each-ref", "refs/harness/attempts", cwd=ready) == ""
+
+
+# -- autoSync: one table, both adapters ------------------------------------------------------
+
+# The work cycle, each step as `git handoff ARGS` and as the MCP tool of that name with these
+# arguments ({p}: the adapter's own tasks, as both clones share the remote): (label, command,
+# CLI args, MCP arguments, exit code).
+SYNC_STEPS: list[tuple[str, str, tuple[str, ...], dict[str, str], int]] = [
+    ("claim", "claim", ("{p}t",), {"id": "{p}t"}, 0),
+    ("renew", "renew", ("{p}t",), {"id": "{p}t"}, 0),
+    ("checkpoint", "checkpoint", ("{p}t", "half way"), {"id": "{p}t", "message": "half way"}, 0),
+    ("release", "release", ("{p}t",), {"id": "{p}t"}, 0),
+    ("claim again", "claim", ("{p}t",), {"id": "{p}t"}, 0),
+    ("done", "done", ("{p}t",), {"id": "{p}t"}, 0),
+    ("add", "add", ("z", "--id", "{p}z"), {"title": "z", "id": "{p}z"}, 0),
+    ("claim u", "claim", ("{p}u",), {"id": "{p}u"}, 0),
+    ("fail", "fail", ("{p}u", "--reason", "no"), {"id": "{p}u", "reason": "no"}, 0),
+    ("claim w", "claim", ("{p}w",), {"id": "{p}w"}, 0),
+    ("done, its check failing", "done", ("{p}w",), {"id": "{p}w"}, 1),
+]
+
+
+def _synced_after(path: Path, adapter: str) -> set[str]:
+    """The steps after which this clone's state on the remote moved, each run through `adapter`."""
+    moved: set[str] = set()
+    for label, command, args, arguments, rc in SYNC_STEPS:
+        before = remote_state(path)
+        if adapter == "cli":
+            handoff(command, *(a.format(p=adapter) for a in args), cwd=path, rc=rc)
+        else:
+            answer = mcp_tools.call(mcp_tools.Workspace(str(path)), command,
+                                    {k: v.format(p=adapter) for k, v in arguments.items()})
+            assert answer.exit_code == rc, (label, answer.error, answer.value)
+            assert not answer.warnings, answer.warnings
+        if remote_state(path) != before:
+            assert remote_state(path) == state_head(path), label  # a sync pushes all of it
+            moved.add(label)
+    return moved
+
+
+def test_the_cli_and_the_mcp_tools_sync_after_the_same_commands(clones: Callable[[str], Path]) -> None:  # noqa: F811
+    """handoff.autoSync: ops/work.py's SYNCED_AFTER alone says which commands push; both
+    adapters push after exactly those (done whose check failed too: its attempt was recorded)."""
+    a = clones("a")
+    handoff("init", cwd=a)
+    for prefix in ("cli", "mcp"):
+        for tid, check in (("t", "true"), ("u", "true"), ("w", "false")):
+            handoff("add", tid, "--id", prefix + tid, "--check", check, cwd=a)
+    handoff("sync", cwd=a)
+    b = clones("b")
+    handoff("sync", cwd=b)
+    handoff("trust", "--all", cwd=b)  # the checks came from clone a
+    for path in (a, b):
+        git("config", "handoff.autoSync", "true", cwd=path)
+    commands = {command for _, command, _, _, _ in SYNC_STEPS}
+    assert SYNCED_AFTER <= commands  # a command added to the table needs its step here
+    by_cli, by_mcp = _synced_after(a, "cli"), _synced_after(b, "mcp")
+    assert by_cli == by_mcp
+    assert by_cli == {label for label, command, _, _, _ in SYNC_STEPS if command in SYNCED_AFTER}
+    assert "done, its check failing" in by_cli and "claim" not in by_cli and "add" not in by_cli

@@ -64,3 +64,23 @@ def test_a_server_that_refuses_the_branch_is_said_so(tmp_path: Path) -> None:
     with pytest.raises(Contention, match="refused to move main"):
         landing.move(repo, resolve(repo), new, old)
     assert git("rev-parse", "main", cwd=bare).strip() == old
+
+
+def test_a_refusal_of_the_work_ref_in_the_same_atomic_push_is_not_a_moved_target(tmp_path: Path) -> None:
+    """The target and the work ref go in one atomic push: a server that refuses the work ref
+    takes neither, and git marks the target "atomic push failed". That is said as the
+    server's refusal of the work ref (Contention, not TargetMoved: retrying cannot help)."""
+    bare, a, _ = _pair(tmp_path)
+    hook = bare / "hooks" / "update"
+    hook.write_text('#!/bin/sh\ncase "$1" in refs/harness/work/*) echo "no work refs" >&2; exit 1;; esac\nexit 0\n')
+    hook.chmod(0o755)
+    old = git("rev-parse", "HEAD", cwd=a).strip()
+    new = _commit(a, "x")
+    repo = Repo.discover(a)
+    with pytest.raises(Contention) as raised:
+        landing.move(repo, resolve(repo), new, old, also=[f"{new}:refs/harness/work/T/1"])
+    assert not isinstance(raised.value, landing.TargetMoved)
+    assert "took no part of the landing of main" in str(raised.value)
+    assert "refs/harness/work/T/1" in str(raised.value), raised.value
+    assert git("rev-parse", "main", cwd=bare).strip() == old
+    assert not git("for-each-ref", "refs/harness/work/", cwd=bare).strip()

@@ -21,6 +21,7 @@ from git_handoff.remote.push_outcome import ACCEPTED, ATOMIC, LOCKED, MOVED, REF
         ("!", "[remote rejected] (failed to update ref)", LOCKED),
         ("!", "[remote rejected] (cannot lock ref 'refs/harness/claims/t1')", LOCKED),
         ("!", "[rejected] (atomic push failed)", ATOMIC),
+        ("!", "[remote rejected] (atomic push failure)", ATOMIC),  # the server's word for it
         ("!", "[remote rejected] (hook declined)", REFUSED),
     ],
 )

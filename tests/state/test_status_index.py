@@ -11,10 +11,12 @@ from typing import Any
 import pytest
 
 from git_handoff.core import selection
+from git_handoff.core.model import Task
+from git_handoff.infra.fileio import sealed
 from git_handoff.infra.gitrepo import Repo
 from git_handoff.ops import views
 from git_handoff.state import status_index
-from git_handoff.state.store import StateStore
+from git_handoff.state.store import StateStore, Tx
 from tests.support.repo import run
 from tests.support.state import fresh_store, random_change, tasks_from_blobs
 
@@ -26,8 +28,17 @@ def _reference(store: StateStore) -> tuple[dict[str, int], list[dict[str, Any]]]
     blocked = selection.blocked_ids(by_id)
     rows = [{"id": t.id, "title": t.title, "status": "blocked" if t.id in blocked else t.status,
              "attempts": t.attempts, "max_attempts": t.max_attempts, "priority": t.priority,
-             "claimed_by": t.claimed_by} for t in tasks]
+             "claimed_by": t.claimed_by, **_work_keys(t)} for t in tasks]
     return selection.counts(by_id, blocked), rows
+
+
+def _work_keys(task: Task) -> dict[str, Any]:
+    """The keys `status` adds to a task's row for where its work is (core/selection.work_state)."""
+    found = selection.work_state(task)
+    if found is None:
+        return {}
+    key = {selection.LANDED: "integrated_commit", selection.WAITING: "work_ref"}.get(found[0])
+    return {"work": found[0], **({key: found[1]} if key else {})}
 
 
 def _answer(store: StateStore) -> tuple[dict[str, int], list[dict[str, Any]]]:
@@ -126,7 +137,7 @@ def test_a_stale_or_damaged_index_is_not_believed(repo: Path) -> None:
 
 def _row(tid: str, *, status: str = "pending", order: int = 0, deps: tuple[str, ...] = (), for_good: bool = False,
          title: str = "T") -> status_index.Row:
-    return (tid, title, status, 0, 3, "P1", None, order, "2024-01-01T00:00:00Z", deps, for_good, None, None)
+    return (tid, title, status, 0, 3, "P1", None, order, "2024-01-01T00:00:00Z", deps, for_good, None, None, None)
 
 
 def test_the_blob_plan_parses_only_the_blobs_that_changed() -> None:
@@ -184,3 +195,39 @@ def test_the_follow_plan_checks_dependencies_again_only_when_a_change_can_matter
         was: status_index.Row | None, now: status_index.Row | None, failing: list[str], recheck: bool) -> None:
     after = {} if now is None else {"t1": now}
     assert status_index.plan_follow({"t1": was}, after, failing).recheck is recheck
+
+
+def test_an_index_an_older_version_wrote_is_built_again_with_where_the_work_is(repo: Path) -> None:
+    """Version 3 rows had no WORK: such a file, even one describing the current tree, is not
+    believed; the first reader builds the index again and writes it in the current format."""
+    assert run("init").rc == 0
+    for tid in ("a", "b", "c"):
+        assert run("add", tid, "--id", tid, "--check", "true").rc == 0
+
+    def finish(tx: Tx) -> None:
+        tx.put_task(tx.task("a").evolve(status="completed").with_extra(  # type: ignore[union-attr]
+            completed_commit="c" * 40, work_ref="refs/harness/work/a/1", integrated_commit="d" * 40))
+        tx.put_task(tx.task("b").evolve(status="completed").with_extra(  # type: ignore[union-attr]
+            completed_commit="c" * 40, work_ref="refs/harness/work/b/1"))
+
+    fresh_store(repo).transact(finish)
+    snap = fresh_store(repo).snapshot()
+    current = status_index._build(snap, snap.tasks_tree() or "")
+    old = sealed(b"git-handoff-status-index 3\n", {
+        "v": 3, "tree": current.tree, "top": current.top, "leaves": current.leaves,
+        "rows": {tid: r[:status_index.WORK] for tid, r in current.rows.items()}, "order": current.order,
+        "counts": current.counts, "failing": current.failing})
+    path = repo / ".git" / "handoff" / status_index.FILE
+    path.write_bytes(old)
+    status_index._seen.clear()
+    store = fresh_store(repo)
+    assert _answer(store) == _reference(store)
+    rows = {r["id"]: r for r in views.status(fresh_store(repo))["tasks"]}
+    assert (rows["a"].get("work"), rows["a"].get("integrated_commit")) == ("landed", "d" * 40)
+    assert (rows["b"].get("work"), rows["b"].get("work_ref")) == ("waiting", "refs/harness/work/b/1")
+    assert "work" not in rows["c"]
+    written = status_index._load(Repo.discover(repo))
+    assert written is not None and path.read_bytes() != old and written.rows["a"][status_index.WORK] == (
+        "landed", "d" * 40)
+    cli = run("status", "--json").json()
+    assert cli["work"] == {"landed": 1, "waiting": 1, "withheld": 0, "sent_back": 0}

@@ -1,5 +1,5 @@
-"""Run the real Codex CLI, Gemini CLI, Qwen Code and Copilot CLI hermetically against
-their loopback model stubs.
+"""Run the real Codex CLI, Gemini CLI, Qwen Code, Copilot CLI and OpenCode hermetically
+against their loopback model stubs.
 
 Each runner gives the CLI a private home (``CODEX_HOME`` / ``GEMINI_CLI_HOME``; Qwen Code
 and Copilot CLI keep theirs under the test's own HOME) whose settings point at the stub and
@@ -10,6 +10,7 @@ The tests skip, saying how to install it, only when the executable is missing.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -30,9 +31,11 @@ CODEX_VERSION = "0.171.0"  # what .ci/run installs; raise both on purpose
 GEMINI_VERSION = "0.61.0"
 QWEN_VERSION = "0.24.4"
 COPILOT_VERSION = "1.0.102"
+OPENCODE_VERSION = "1.18.33"
 # the npm packages .ci/run installs (its AGENT_CLIS line), each at the version above
 PACKAGES = {"codex": ("@openai/codex", CODEX_VERSION), "gemini": ("@google/gemini-cli", GEMINI_VERSION),
-            "qwen": ("@qwen-code/qwen-code", QWEN_VERSION), "copilot": ("@github/copilot", COPILOT_VERSION)}
+            "qwen": ("@qwen-code/qwen-code", QWEN_VERSION), "copilot": ("@github/copilot", COPILOT_VERSION),
+            "opencode": ("opencode-ai", OPENCODE_VERSION)}
 
 # Codex features that reach the network on their own (curated plugin sync, apps).
 CODEX_OFFLINE = "[features]\nplugins = false\napps = false\nremote_plugin = false\n"
@@ -68,9 +71,13 @@ def require_copilot() -> str:
     return require("copilot", "@github/copilot", COPILOT_VERSION)
 
 
+def require_opencode() -> str:
+    return require("opencode", "opencode-ai", OPENCODE_VERSION)
+
+
 def _clean_env() -> dict[str, str]:
     drop = ("OPENAI_", "CODEX_", "GEMINI_", "GOOGLE_", "HANDOFF_", "ANTHROPIC_", "QWEN_", "COPILOT_", "GH_",
-            "GITHUB_")
+            "GITHUB_", "OPENCODE_", "npm_config_", "NPM_CONFIG_")
     env = {k: v for k, v in os.environ.items() if not k.startswith(drop)
            or k.startswith("HANDOFF_COMMAND_SERVER")}  # the suite's server settings (conftest: its idle time)
     env["NO_PROXY"] = "127.0.0.1,localhost"
@@ -245,3 +252,37 @@ def assert_limit_waited_out(r: Result, repo: Path, served: list[str], ids: list[
     assert f"waiting for the {waiting}, resumes at" in r.out
     assert_waited_in_one_session()
     assert_relayed(repo, ids, sessions=3, per_session=2)
+
+
+# -- OpenCode ------------------------------------------------------------------------------------
+
+
+def opencode_env(port: int, *, context: int | None = None) -> dict[str, str]:
+    """OpenCode against the chat-completions stub, loopback only: its configuration (a provider
+    `stub` at the stub's base URL, its model the default; `context`: the model's window, which
+    sets when it compacts) in OPENCODE_CONFIG_CONTENT, so neither the test's HOME nor the
+    project holds it; no models.dev fetch (OPENCODE_DISABLE_MODELS_FETCH); and the npm install
+    of its plugin package it starts in every config folder sent to a closed loopback port,
+    once (npm_config_registry, npm_config_fetch_retries: it fails at once and OpenCode goes on)."""
+    model: dict[str, Any] = {"name": "Stub model"}
+    if context is not None:
+        model["limit"] = {"context": context, "output": 1000}
+    config = {"autoupdate": False, "share": "disabled", "model": f"stub/{CHAT_MODEL}",
+              "provider": {"stub": {"npm": "@ai-sdk/openai-compatible", "name": "Stub",
+                                    "options": {"baseURL": f"http://127.0.0.1:{port}/v1", "apiKey": "stub-key"},
+                                    "models": {CHAT_MODEL: model}}}}
+    env = _clean_env()
+    env.update({"OPENCODE_CONFIG_CONTENT": json.dumps(config), "OPENCODE_DISABLE_MODELS_FETCH": "1",
+                "OPENCODE_DISABLE_AUTOUPDATE": "1", "npm_config_registry": "http://127.0.0.1:9/",
+                "npm_config_fetch_retries": "0"})
+    return env
+
+
+def run_opencode(cwd: Path, port: int, prompt: str, *, timeout: float = 180,
+                 env: dict[str, str] | None = None) -> CliRun:
+    """`opencode run --auto PROMPT` in `cwd` (and in PWD, where OpenCode takes its directory from)."""
+    exe = require_opencode()
+    env = dict(env or opencode_env(port), PWD=str(cwd))
+    proc = subprocess.run([exe, "run", "--auto", prompt], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+    return CliRun(proc.returncode, proc.stdout, proc.stderr)

@@ -44,6 +44,7 @@ OPTIONAL = {
     "gemini": "npm:@google/gemini-cli@0.61.0",
     "qwen": "npm:@qwen-code/qwen-code@0.24.4",
     "copilot": "npm:@github/copilot@1.0.102",
+    "opencode": "npm:opencode-ai@1.18.33",
 }
 
 
