@@ -11,7 +11,9 @@ goal's blocks is sent back for ever: Claude Code's block cap counts only blocks 
 Codex 0.171.0: goals are on by default (`[features] goals`); `codex exec` offers the model
 `create_goal`/`get_goal`/`update_goal` (a `/goal` prompt is only text there), and a goal set so
 stays active in `$CODEX_HOME/goals_1.sqlite` but `codex exec` ends with its turn: no goal
-continuation follows our Stop hook's allowing the stop.
+continuation follows our Stop hook's allowing the stop. The interactive CLI does continue, turn
+after turn, whatever our hook says: in a relay the pane is ended after the handoff grace;
+`goals = false` in config.toml's [features] turns goals off.
 """
 
 from __future__ import annotations
