@@ -120,9 +120,12 @@ def stop_block_cap() -> int | None:
 
 
 def render(hook: str, outcome: Outcome) -> str:
-    """Claude Code's JSON for the outcome ("" when there is nothing to say)."""
+    """Claude Code's JSON for the outcome ("" when there is nothing to say). The session's end
+    says `continue: false`: Claude Code then ends the turn even when another Stop hook blocks,
+    such as the one `/goal` adds (2.1.332: the goal pauses, "a hook ended the turn"); a stop
+    with no output would let that hook send the agent back (docs/agent-clis.md)."""
     name, _, kind = HOOKS[hook]
-    return claude_shaped_output(name, kind, outcome)
+    return claude_shaped_output(name, kind, outcome, ends=True)
 
 
 def usage(transcript: str) -> Usage | None:

@@ -37,11 +37,14 @@ class Event:
 
 @dataclass(frozen=True)
 class Outcome:
-    """What the agent is told: context to inject, a reason to keep working, a warning."""
+    """What the agent is told: context to inject, a reason to keep working, a warning, and
+    (stop) that the turn ends here whatever another hook of the CLI says (`end`, the reason:
+    a CLI's own goal loop must not keep the agent past the session's end)."""
 
     context: str | None = None
     block: str | None = None
     warning: str | None = None
+    end: str | None = None
 
 
 # Lines are lines on hook payloads too: a text field is one line of at
@@ -84,16 +87,20 @@ def payload_event(kind: str, payload: dict[str, Any], *, project_env: str | None
                                                "transcript_path")))
 
 
-def claude_shaped_output(event_name: str, kind: str, outcome: Outcome) -> str:
+def claude_shaped_output(event_name: str, kind: str, outcome: Outcome, *, ends: bool = False) -> str:
     """The hook JSON Claude Code reads, and Codex reads in the same shape: context as
     hookSpecificOutput.additionalContext, a block as decision/reason, a warning as
-    systemMessage (shown to the person watching). "" when there is nothing to say."""
+    systemMessage (shown to the person watching); with `ends` (a CLI that honours it), a stop
+    that ends the turn as `continue: false` and its stopReason. "" when there is nothing to say."""
     out: dict[str, Any] = {}
     if kind == "session_start" and outcome.context is not None:
         out["hookSpecificOutput"] = {"hookEventName": event_name, "additionalContext": outcome.context}
     if kind in ("stop", "subagent_stop") and outcome.block:
         out["decision"] = "block"
         out["reason"] = outcome.block
+    elif ends and kind == "stop" and outcome.end:
+        out["continue"] = False
+        out["stopReason"] = outcome.end
     if outcome.warning and not outcome.block:
         out["systemMessage"] = outcome.warning
     return json.dumps(out) if out else ""

@@ -8,8 +8,9 @@ decide is decided here, once:
   give the agent the prompt (or the reason it must not work: a limit, a damaged state);
 - stop: keep the agent working while eligible work remains and its limits allow,
   whatever triggered a handoff document, unless a relay is waiting to start the next
-  session; a safety valve lets an agent that completes nothing go after SAFETY_VALVE
-  blocks, and says so;
+  session; at the session's end the turn ends whatever another hook of the CLI says
+  (`Outcome.end`: Claude Code's /goal); a safety valve lets an agent that completes
+  nothing go after SAFETY_VALVE blocks, and says so;
 - subagent_stop: hold a subagent only on in-progress work its worker owns, and never
   twice in a row;
 - pre_compact / session_start(source=compact): the document is written once the agent
@@ -39,6 +40,7 @@ from git_handoff.state.store import StateStore
 
 SAFETY_VALVE = 8  # consecutive blocks without a completed task, then the stop is allowed
 VALVE_FILE = "stop-hook.json"
+SESSION_OVER = "git handoff: this session is over (its handoff document is written); the next session goes on from it"
 COMPACT_FILE = "pre-compact.json"  # a compaction announced by PreCompact, confirmed by SessionStart
 COMPACTION_SECONDS = 900  # how long a summarizer may take: meanwhile no subagent is held
 
@@ -295,8 +297,10 @@ def _finish_line(t: Task) -> str:
 
 def stop_reason(store: StateStore) -> str | None:
     """Why this agent must go on (the next task), or None when it may stop."""
-    if _session_over(store):
-        return None
+    return None if _session_over(store) else _work_left(store)
+
+
+def _work_left(store: StateStore) -> str | None:
     mine = _mine_in_progress(store)
     if mine:
         return _finish_line(mine[0])
@@ -359,11 +363,13 @@ def _completed(store: StateStore) -> int:
 def stop(store: StateStore, event: Event) -> Outcome:
     """Block while work remains; after SAFETY_VALVE blocks in a row with no task completed
     (renewing a lease or checkpointing is not progress) the agent may go, with a warning."""
-    reason = stop_reason(store)
+    over = _session_over(store)
+    reason = None if over else _work_left(store)
     if reason is None:
         _write_private(store, VALVE_FILE, None)
-        turn_ended(store)
-        return Outcome()
+        # the session is over (or its relay's turn ended): the turn ends even if the CLI's own
+        # goal loop (Claude Code's /goal) would send the agent back (docs/agent-clis.md)
+        return Outcome(end=SESSION_OVER) if turn_ended(store) or over else Outcome()
     valve = _read_private(store, VALVE_FILE)
     completed = _completed(store)
     blocks = valve.get("blocks") if isinstance(valve.get("blocks"), int) else 0
@@ -388,7 +394,7 @@ def stop(store: StateStore, event: Event) -> Outcome:
     return Outcome(block=reason)
 
 
-def turn_ended(store: StateStore) -> None:
+def turn_ended(store: StateStore) -> bool:
     """The agent a relay started may stop: its turn ends here, and an interactive CLI then
     waits at its prompt for a person who never comes. The session's document is written
     now, which is what tells the relay to end the pane and go on (the next session, or
@@ -397,9 +403,10 @@ def turn_ended(store: StateStore) -> None:
     number = relay_session()
     opened = this_clone.open_session(store.repo)
     if number is None or opened is None or int(opened["session"]) != number:
-        return  # no relay, or not the session it runs here now
+        return False  # no relay, or not the session it runs here now
     store.session = number
     handoff.write_doc(store, trigger="stop")
+    return True
 
 
 def subagent_stop(store: StateStore, event: Event) -> Outcome:

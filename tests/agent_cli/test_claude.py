@@ -11,20 +11,22 @@ from typing import Any, TypedDict
 
 import pytest
 
+from git_handoff.ops.hook_decisions import SESSION_OVER
 from tests.support.repo import git, run, run_exe
 
 STOP = json.dumps({"session_id": "abc", "hook_event_name": "Stop", "stop_hook_active": False})
 STOP_ACTIVE = json.dumps({"session_id": "abc", "hook_event_name": "Stop", "stop_hook_active": True})
 
 
-class HookOutput(TypedDict, total=False):
-    """The hook JSON Claude Code reads, and Codex and Gemini CLI in the same shape
-    (hook_data.claude_shaped_output, gemini.render; Gemini's block says "deny")."""
-
-    decision: str
-    reason: str
-    systemMessage: str
-    hookSpecificOutput: dict[str, str]
+# The hook JSON Claude Code reads, and Codex and Gemini CLI in the same shape
+# (hook_data.claude_shaped_output, gemini.render; Gemini's block says "deny"); `continue` and
+# `stopReason` are Claude Code's alone (claude.render: the session's end ends the turn whatever
+# another Stop hook, such as /goal's, says). The functional form: `continue` is a keyword.
+HookOutput = TypedDict("HookOutput", {"decision": str, "reason": str, "systemMessage": str,
+                                      "hookSpecificOutput": dict[str, str], "continue": bool, "stopReason": str},
+                       total=False)
+# what the Stop hook says at the session's end (a limit reached, a relay waiting, max_sessions)
+ENDED: HookOutput = {"continue": False, "stopReason": SESSION_OVER}
 
 
 def _stop(payload: str = STOP, event: str = "claude-stop") -> HookOutput | None:
@@ -150,7 +152,7 @@ def test_stop_allowed_when_session_limit_reached_and_document_written(repo: Path
     _complete("a")
     assert _answered()["decision"] == "block"
     _complete("b")
-    assert _stop() is None
+    assert _stop() == ENDED
     doc = run("doc", "show", "--json").json()
     assert doc["session"] == 1 and doc["trigger"] == "stop"
 
@@ -171,7 +173,7 @@ def test_stop_allowed_after_a_document_when_a_relay_waits(repo: Path, monkeypatc
     monkeypatch.setenv("HANDOFF_SESSION", "1")  # what the relay's launcher exports
     assert _answered()["decision"] == "block"
     run("doc", "write")
-    assert _stop() is None
+    assert _stop() == ENDED
 
 
 def test_stop_allowed_at_tasks_per_session(repo: Path) -> None:
@@ -179,7 +181,7 @@ def test_stop_allowed_at_tasks_per_session(repo: Path) -> None:
     git("config", "handoff.tasksPerSession", "1", cwd=repo)
     run("session", "start")
     _complete("a")  # writes the document (trigger tasks)
-    assert _stop() is None
+    assert _stop() == ENDED
 
 
 def test_safety_valve_after_eight_blocks_without_progress(repo: Path) -> None:
@@ -440,7 +442,7 @@ def test_two_agent_sessions_through_the_real_hooks(repo: Path) -> None:
     assert run_exe("decide", "plain text files", "--why", "the checks test for files", cwd=repo).rc == 0
     assert run_exe("done", "a", cwd=repo).rc == 0
     allowed = run_exe("hook", "claude-stop", cwd=repo, stdin=STOP_ACTIVE)
-    assert (allowed.rc, allowed.out) == (0, "")  # the session limit: stop, document written
+    assert allowed.rc == 0 and json.loads(allowed.out) == ENDED  # the session limit: stop, document written
     doc = run_exe("doc", "show", "--json", cwd=repo).json()
     assert doc["trigger"] == "stop" and doc["completed_this_session"] == ["a"]
     # as git sees it: untracked too (hooks install wrote the settings and the MCP entry)

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.agent_cli.test_claude import HookOutput
+from tests.agent_cli.test_claude import ENDED, HookOutput
 from tests.support.repo import run, run_exe, state_head
 
 SESSION = "01a2311b-6bde-7e51-911c-a02f362276fb"
@@ -102,6 +102,18 @@ def test_codex_stop_blocks_with_the_next_task_then_lets_go(repo: Path) -> None:
     assert out is not None and "Next task: [b]" in out["reason"]
     _complete("b")
     assert _hook("codex-stop", _codex("Stop", stop_hook_active=True)) is None
+
+
+def test_at_the_session_limit_claude_ends_the_turn_and_codex_only_lets_go(repo: Path) -> None:
+    """The session's end: Claude Code is told `continue: false` (its /goal's Stop hook must not send
+    the agent back); Codex is told nothing (0.171.0 honours `continue: false`, yet an interactive
+    Codex's goal continuation starts the next turn anyway: docs/agent-clis.md)."""
+    _plan("a", "b")
+    assert run("init", "--max-tasks-per-session", "1").rc == 0
+    _hook("codex-session-start", _codex("SessionStart", source="startup"))
+    _complete("a")
+    assert _hook("codex-stop", _codex("Stop", stop_hook_active=True)) is None
+    assert _hook("claude-stop", json.dumps({"session_id": "c", "stop_hook_active": True})) == ENDED
 
 
 def test_codex_pre_compact_then_session_start_compact_writes_the_document(repo: Path) -> None:

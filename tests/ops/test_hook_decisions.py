@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.agent_cli.test_claude import HookOutput
+from tests.agent_cli.test_claude import ENDED, HookOutput
 from tests.ops.test_tasks import harness_tasks_json
 from tests.support.repo import git, make_repo, run
 
@@ -46,7 +46,7 @@ def test_at_max_sessions_session_start_says_stop_and_stop_does_not_block(repo: P
     assert out is not None
     assert "max_sessions (1) reached" in out["hookSpecificOutput"]["additionalContext"]
     assert "stop here" in out["hookSpecificOutput"]["additionalContext"]
-    assert _hook("claude-stop", STOP)[0] is None  # not "Next task ... claim"
+    assert _hook("claude-stop", STOP)[0] == ENDED  # not "Next task ... claim": the turn ends
     # ... and the claim the agent might still try is refused too, changing nothing
     head = git("rev-parse", "refs/harness/state", cwd=repo)
     claimed = run("claim", "--json")
@@ -229,7 +229,7 @@ def test_under_a_relay_a_stop_that_is_let_through_writes_the_document(repo: Path
     assert blocked is not None and blocked.get("decision") == "block"
     assert run("doc", "show", str(number)).rc == 2
     assert run("done", "a").rc == 0
-    assert _hook("claude-stop", STOP)[0] is None  # nothing left: let through
+    assert _hook("claude-stop", STOP)[0] == ENDED  # nothing left: the relay's session ends here
     doc = run("doc", "show", str(number), "--json").json()
     assert doc["trigger"] == "stop" and [t["id"] for t in doc["status"]["completed"]] == ["a"]
 
