@@ -75,8 +75,18 @@ def describe(task: Task) -> str:
         f"  spec:          {visible(task.spec_ref or '-')}",
         f"  created:       {task.created_at}",
     ]
-    if task.started_at_commit:
-        lines.append(f"  started at:    {task.started_at_commit}")
+    lines += _claim_lines(task) + _work_lines(task) + _use_lines(task)
+    for cp in task.checkpoints:
+        said = visible(str(cp.get("description")))
+        lines.append(f"  checkpoint:    step={cp.get('step')}/{cp.get('total')} \"{said}\" at {cp.get('timestamp')}")
+    for err in task.error_log:
+        lines.append(f"  error:         {visible(err)}")
+    return "\n".join(lines)
+
+
+def _claim_lines(task: Task) -> list[str]:
+    """Where the task started, who holds or last held it, when it completed."""
+    lines = [f"  started at:    {task.started_at_commit}"] if task.started_at_commit else []
     if task.status == "in_progress" and task.claimed_by:
         lease = f" (lease until {task.lease_expires_at})" if task.lease_expires_at else ""
         lines.append(f"  claimed by:    {visible(task.claimed_by)}{lease}")
@@ -84,27 +94,32 @@ def describe(task: Task) -> str:
         lines.append(f"  last claimed:  {visible(task.claimed_by)}")
     if task.completed_at:
         lines.append(f"  completed:     {task.completed_at}")
-    work = task.get("work_ref")
+    return lines
+
+
+def _work_lines(task: Task) -> list[str]:
+    """Where its work is: withheld (a secret), published under its work ref, landed."""
+    lines = []
     if isinstance(task.get("work_withheld"), str):
         lines.append(f"  work:          {visible(str(task.get('work_withheld')))}")
+    work = task.get("work_ref")
     if isinstance(work, str):
         landed = task.get("integrated_commit")
         lines.append(f"  work:          {visible(work)} "
                      + (f"(landed on the target as {str(landed)[:12]})" if isinstance(landed, str) else
                         "(not on the target yet: `git handoff integrate`)"))
-    if task.tokens:
-        lines.append(f"  tokens:        {task.tokens} (its share of its sessions' agents' tokens)")
+    return lines
+
+
+def _use_lines(task: Task) -> list[str]:
+    """What it used: tokens and cost (its share of its sessions'), wall time held."""
+    lines = [f"  tokens:        {task.tokens} (its share of its sessions' agents' tokens)"] if task.tokens else []
     cost, held = task.get("cost_micro_usd"), task.get("held_seconds")
     if isinstance(cost, int) and not isinstance(cost, bool) and cost > 0:
         lines.append(f"  cost:          ${cost / 1e6:.4f} (its share of its sessions' printed cost)")
     if isinstance(held, int) and not isinstance(held, bool) and held > 0:
         lines.append(f"  held:          {held}s (its ended claims' wall time)")
-    for cp in task.checkpoints:
-        said = visible(str(cp.get("description")))
-        lines.append(f"  checkpoint:    step={cp.get('step')}/{cp.get('total')} \"{said}\" at {cp.get('timestamp')}")
-    for err in task.error_log:
-        lines.append(f"  error:         {visible(err)}")
-    return "\n".join(lines)
+    return lines
 
 
 def task_options(for_edit: bool) -> Callable[[F], F]:
