@@ -134,6 +134,8 @@ def test_claude_on_a_long_limit_is_followed_by_codex_in_the_same_session_and_com
         assert done.returncode == 0, (line, done.stderr)
     assert install_hooks("codex")["trusted"]  # (again: the recipe's install recorded the hooks' trust)
     assert git("config", "--get-all", "handoff.agents", cwd=repo).splitlines() == [CLAUDE, CODEX]
+    budgets = [git("config", f"handoff.budget.{key}", cwd=repo).strip() for key in ("tokens", "taskTime")]
+    assert budgets == ["50M", "30h"]  # read by the relay below: a value it cannot read would stop it (exit 2)
     git("config", "handoff.switchAfter", "5s", cwd=repo)  # the recipe's 1 h, scaled to the test's minute
     git("add", "-A", cwd=repo)
     git("commit", "-q", "-m", "hooks", cwd=repo)
