@@ -1,6 +1,6 @@
 """What an agent CLI reports about its own use, read from the transcript it writes.
 
-Each CLI's module (claude.py, codex.py, gemini.py) answers `usage(transcript)` with one of
+Each CLI's module (claude.py, codex.py, gemini.py, qwen.py, copilot.py) answers `usage(transcript)` with one of
 the readers below; the event core records which transcript a session's agent writes (its
 hook payloads' `transcript_path`: ops/usage.py) and reads it when the session ends, and
 the relay reads it while the session runs to hold the budgets (ops/budgets.py).
@@ -15,10 +15,16 @@ The forms, as the pinned versions write them (docs/agent-clis.md, "Budgets and c
 - Gemini CLI 0.61.0: its chat file (JSON lines); each model message is a `type: "gemini"`
   line with an `id` and `tokens` (a message rewritten later repeats its id): the last line
   of each id counts.
+- Qwen Code 0.24.4: its chat file (JSON lines, `~/.qwen/projects/<project>/chats/<session>.jsonl`);
+  each model response is a `type: "assistant"` line with a `uuid` and `usageMetadata`
+  (`promptTokenCount`, `candidatesTokenCount`: the API's prompt and completion tokens).
+- Copilot CLI 1.0.102: its session's events (`~/.copilot/session-state/<session>/events.jsonl`,
+  its hooks' `transcriptPath`); each model call is a `session.usage_record` event with an `id`
+  and `data.usage` (`inputTokens`, `outputTokens`; its `cost` counts premium requests, not dollars).
 
 Input tokens are every input token the model was sent (cached ones included: Claude Code
 counts cache reads and writes apart, and they are added back); output tokens include the
-model's thinking where the CLI counts it apart. None of the three writes a cost into its
+model's thinking where the CLI counts it apart. None of them writes a cost into its
 transcript; Claude Code's `-p --output-format json` result does (`total_cost_usd`), which
 `result_cost` reads from the agent's output. Plain functions, imported only when a
 session's use is read (never by a hook's decision on its own). The transcripts only grow
@@ -189,6 +195,37 @@ def _gemini_step(seen: dict[str, tuple[int, int]], record: dict[str, Any]) -> No
 def gemini_chat(transcript: str) -> Usage | None:
     """Gemini CLI's chat file: `tokens` of each model message, the last line of each id."""
     return _summed(_fold("gemini", transcript, dict, _gemini_step))
+
+
+def _qwen_step(seen: dict[str, tuple[int, int]], record: dict[str, Any]) -> None:
+    meta = record.get("usageMetadata")
+    if record.get("type") != "assistant" or not isinstance(meta, dict):
+        return
+    key = record.get("uuid")
+    key = key if isinstance(key, str) and key else f"line-{len(seen)}"
+    # candidatesTokenCount is the API's completion_tokens, thinking included (thoughtsTokenCount: a part of it)
+    seen[key] = (_count(meta.get("promptTokenCount")), _count(meta.get("candidatesTokenCount")))
+
+
+def qwen_chat(transcript: str) -> Usage | None:
+    """Qwen Code's chat file: `usageMetadata` of each assistant message, once per `uuid`."""
+    return _summed(_fold("qwen", transcript, dict, _qwen_step))
+
+
+def _copilot_step(seen: dict[str, tuple[int, int]], record: dict[str, Any]) -> None:
+    data = record.get("data")
+    used = data.get("usage") if isinstance(data, dict) else None
+    if record.get("type") != "session.usage_record" or not isinstance(used, dict):
+        return
+    key = record.get("id")
+    key = key if isinstance(key, str) and key else f"line-{len(seen)}"
+    seen[key] = (_count(used.get("inputTokens")), _count(used.get("outputTokens")))
+
+
+def copilot_events(transcript: str) -> Usage | None:
+    """Copilot CLI's session events: `data.usage` of each `session.usage_record` (one per model
+    call), once per event `id`."""
+    return _summed(_fold("copilot", transcript, dict, _copilot_step))
 
 
 def result_cost(output: str) -> float | None:

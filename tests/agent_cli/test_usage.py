@@ -66,6 +66,44 @@ def test_gemini_counts_the_last_line_of_each_message(tmp_path: Path) -> None:
     assert registry.get("gemini").usage(path) == Usage(input_tokens=220, output_tokens=27, turns=2)
 
 
+def test_qwen_counts_each_assistant_message_once(tmp_path: Path) -> None:
+    """Qwen Code 0.24.4's chat file, as it wrote it against the chat-completions stub: the
+    telemetry lines repeat the counts and are not counted again."""
+    def message(uid: str, inp: int, out: int, thoughts: int = 0) -> dict[str, Any]:
+        return {"uuid": uid, "sessionId": "s", "type": "assistant", "model": "stub-model",
+                "message": {"role": "model", "parts": [{"text": "done"}]},
+                "usageMetadata": {"promptTokenCount": inp, "candidatesTokenCount": out,
+                                  "thoughtsTokenCount": thoughts, "totalTokenCount": inp + out,
+                                  "cachedContentTokenCount": 0}}
+
+    telemetry = {"uuid": "t", "type": "system", "subtype": "ui_telemetry",
+                 "systemPayload": {"uiEvent": {"event.name": "qwen-code.api_response", "input_token_count": 100,
+                                               "output_token_count": 10}}}
+    path = _write(tmp_path / "chat.jsonl", [
+        {"uuid": "u", "type": "user", "message": {"role": "user", "parts": [{"text": "go"}]}},
+        telemetry, message("a", 100, 10), message("a", 100, 10),
+        message("b", 107, 12, thoughts=4),  # thinking is a part of the completion's count
+        {"uuid": "c", "type": "assistant", "message": {}},  # no usageMetadata: not a model answer's count
+    ])
+    assert registry.get("qwen").usage(path) == Usage(input_tokens=207, output_tokens=22, turns=2)
+
+
+def test_copilot_counts_each_usage_record_once(tmp_path: Path) -> None:
+    """Copilot CLI 1.0.102's events.jsonl: a `session.usage_record` per model call; the
+    shutdown's totals and its premium-request `cost` are not read."""
+    def record(eid: str, inp: int, out: int) -> dict[str, Any]:
+        return {"type": "session.usage_record", "id": eid, "data": {"usage": {
+            "model": "stub-model", "inputTokens": inp, "outputTokens": out, "cacheReadTokens": 0, "cost": 1.0}}}
+
+    path = _write(tmp_path / "events.jsonl", [
+        {"type": "session.start", "data": {"sessionId": "s"}},
+        record("a", 100, 10), {"type": "assistant.message", "data": {"content": ""}},
+        record("b", 107, 10), record("b", 107, 10),
+        {"type": "session.shutdown", "data": {"modelMetrics": {"m": {"usage": {"inputTokens": 207}}}}},
+    ])
+    assert registry.get("copilot").usage(path) == Usage(input_tokens=207, output_tokens=20, turns=2)
+
+
 @pytest.mark.parametrize("name", sorted(registry.CLIS))
 def test_a_missing_or_empty_transcript_tells_nothing(tmp_path: Path, name: str) -> None:
     assert registry.get(name).usage(str(tmp_path / "none.jsonl")) is None

@@ -1,4 +1,5 @@
-"""Use and budgets against the real Claude Code CLI: the tokens the loopback stub served are
+"""Use and budgets against the real Claude Code CLI (and the use of Codex, Gemini CLI, Qwen
+Code and Copilot CLI): the tokens the loopback stub served are
 the tokens recorded, per session and per task, and each budget the relay holds ends a
 session (or the run) where it should. Only the model is a stub
 (tests/support/stubs/anthropic.py): it reports the `usage` each answer carries, and counts it."""
@@ -18,10 +19,14 @@ import pytest
 
 from tests.support.agent_clis import (
     codex_home,
+    copilot_env,
     install_hooks,
     plan,
+    qwen_env,
     require_codex,
+    require_copilot,
     require_gemini,
+    require_qwen,
     run_codex,
     run_gemini,
 )
@@ -30,6 +35,7 @@ from tests.support.repo import Result, run, run_exe
 from tests.support.stubs.anthropic import Lazy, Reply, Request, RunEach, StubServer
 from tests.support.stubs.gemini import GeminiStub
 from tests.support.stubs.loopback import lazy_agent
+from tests.support.stubs.openai_chat import ChatStub
 from tests.support.stubs.openai_responses import ResponsesStub
 
 pytestmark = pytest.mark.slow
@@ -312,6 +318,43 @@ def test_gemini_sessions_record_the_tokens_of_its_model_turns(repo: Path, tmp_pa
         (sum(i for i, _ in served), sum(o for _, o in served))
     assert session["usage"]["turns"] == len(served)
     assert sum(t["tokens"] for t in _tasks(repo).values()) == session["usage"]["tokens"]
+
+
+# -- Qwen Code and Copilot CLI: their chat file / session events, named by their hooks -----------
+
+CHAT_CLIS = {
+    "qwen": (require_qwen, qwen_env, 'qwen --yolo --auth-type openai -p "Work on the tasks git handoff gives you."'),
+    "copilot": (require_copilot, copilot_env,
+                'copilot --allow-all-tools --trust-folder -p "Work on the tasks git handoff gives you."'),
+}
+
+
+@pytest.mark.parametrize("cli", sorted(CHAT_CLIS))
+def test_chat_completions_clis_record_the_tokens_their_stub_served_per_session_and_per_task(repo: Path,
+                                                                                           cli: str) -> None:
+    """Two relayed sessions of two tasks each: each session's use is what the stub served to
+    its agent's model turns, the tasks' tokens add up to the sessions'."""
+    require, env_of, command = CHAT_CLIS[cli]
+    require()
+    ids = plan(4, "--max-tasks-per-session", "2")
+    install_hooks(cli)
+    with ChatStub(lazy_agent(), usage_tokens=lambda n: 100 + 7 * n) as stub:
+        r = run_exe("relay", "--agent", command, "--ack-timeout", "60", cwd=repo, env=env_of(stub.port), timeout=400)
+        served, side = list(stub.served), list(stub.side_served)
+    assert r.rc == 0, r.out[-2000:] + r.err[-2000:]
+    assert side == []  # no side request (title, summary) whose tokens the CLI might not count
+    sessions = _sessions(repo)
+    assert len(sessions) == 2 and [t for s in sessions for t in s["completed"]] == ids
+    used = [s["usage"] for s in sessions]
+    assert all(u["clis"] == [cli] and u["turns"] > 0 and u["seconds"] >= 0 for u in used), used
+    assert (sum(u["input_tokens"] for u in used), sum(u["output_tokens"] for u in used)) == \
+        (sum(i for i, _ in served), sum(o for _, o in served))
+    assert sum(u["turns"] for u in used) == len(served)
+    assert all(u["cost_usd"] is None for u in used)  # neither prints a cost in dollars
+    tasks = _tasks(repo)
+    for s in sessions:
+        assert sum(tasks[t]["tokens"] for t in s["completed"]) == s["usage"]["tokens"] > 0
+    assert run("status", "--json", cwd=repo).json()["usage"]["tokens"] == sum(u["tokens"] for u in used)
 
 
 def _ended(repo: Path) -> dict[str, Any]:
