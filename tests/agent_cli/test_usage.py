@@ -104,6 +104,23 @@ def test_copilot_counts_each_usage_record_once(tmp_path: Path) -> None:
     assert registry.get("copilot").usage(path) == Usage(input_tokens=207, output_tokens=20, turns=2)
 
 
+def test_opencode_counts_the_last_line_of_each_message_cached_and_thinking_tokens_added(tmp_path: Path) -> None:
+    """The transcript our OpenCode plugin writes (its assistant messages' `tokens` and `cost`,
+    as OpenCode 1.18.33 updates them): the last line of each id; the cost in dollars summed."""
+    def message(mid: str, inp: int, out: int, cost: float, reasoning: int = 0, read: int = 0,
+                write: int = 0) -> dict[str, Any]:
+        tokens = {"input": inp, "output": out, "reasoning": reasoning, "cache": {"read": read, "write": write}}
+        return {"type": "assistant", "id": mid, "session": "ses_1", "cost": cost, "tokens": tokens}
+
+    path = _write(tmp_path / "ses_1.jsonl", [
+        message("a", 100, 10, 0.00045), message("a", 100, 10, 0.00045),
+        message("b", 7, 10, 0.001, reasoning=5, read=100, write=3),
+    ])
+    used = registry.get("opencode").usage(path)
+    assert used is not None and (used.input_tokens, used.output_tokens, used.turns) == (210, 25, 2)
+    assert used.cost_usd == pytest.approx(0.00145)
+
+
 @pytest.mark.parametrize("name", sorted(registry.CLIS))
 def test_a_missing_or_empty_transcript_tells_nothing(tmp_path: Path, name: str) -> None:
     assert registry.get(name).usage(str(tmp_path / "none.jsonl")) is None
