@@ -6,8 +6,13 @@
 //   opencode-stop           a reply that ends the turn (text, no tool call): a block is sent back as
 //                           the next user message, and the turn goes on
 //   opencode-compacting     before OpenCode compacts a session: the handoff document is written now
+// OpenCode keeps its sessions in a database: the plugin writes what each of its model answers used
+// (the assistant message's `tokens` and `cost`) to a transcript of its own, one per session, under the
+// repository's .git/handoff/opencode/, and names it in every payload (`transcript_path`).
 // See docs/agent-clis.md ("OpenCode").
-import { spawn } from "node:child_process"
+import { spawn, spawnSync } from "node:child_process"
+import { appendFileSync, mkdirSync } from "node:fs"
+import { join } from "node:path"
 
 function hook(name, payload, cwd) {
   return new Promise((resolve) => {
@@ -37,12 +42,49 @@ function hook(name, payload, cwd) {
   })
 }
 
+function usageDir(directory) {
+  try {
+    const found = spawnSync("git", ["rev-parse", "--absolute-git-dir"], { cwd: directory, encoding: "utf8" })
+    const gitDir = found.status === 0 ? found.stdout.trim() : ""
+    return gitDir ? join(gitDir, "handoff", "opencode") : ""
+  } catch {
+    return ""
+  }
+}
+
 export const GitHandoff = async ({ client, directory }) => {
   const loaded = Date.now()
   const sessions = new Map() // session id -> Promise<{ context, child }>
   const continuing = new Set() // sessions whose last stop was blocked: the model goes on because of it
+  const dir = usageDir(directory)
+  const roots = new Map() // session id -> the session whose transcript holds its use (a subagent's: its parent's)
+  const written = new Map() // assistant message id -> what was last written of it
 
-  const payload = (sessionID, event, more) => ({ session_id: sessionID, cwd: directory, hook_event_name: event, ...more })
+  const transcript = (sessionID) => (dir && /^[A-Za-z0-9_-]+$/.test(sessionID) ? join(dir, `${sessionID}.jsonl`) : "")
+  const payload = (sessionID, event, more) => ({
+    session_id: sessionID, cwd: directory, hook_event_name: event, transcript_path: transcript(sessionID), ...more,
+  })
+  const rootOf = async (sessionID) => {
+    if (!roots.has(sessionID)) {
+      const info = (await client.session.get({ path: { id: sessionID } }).catch(() => undefined))?.data
+      roots.set(sessionID, info?.parentID || sessionID)
+    }
+    return roots.get(sessionID)
+  }
+  const record = async (info) => {
+    if (!dir || info?.role !== "assistant" || !info.tokens || typeof info.id !== "string") return
+    if (!info.tokens.input && !info.tokens.output && !info.tokens.cache?.read && !info.cost) return // not answered yet
+    const line = JSON.stringify({ type: "assistant", id: info.id, session: info.sessionID, tokens: info.tokens,
+                                  cost: info.cost })
+    if (written.get(info.id) === line) return
+    const path = transcript(await rootOf(info.sessionID))
+    if (!path) return
+    try {
+      mkdirSync(dir, { recursive: true })
+      appendFileSync(path, line + "\n")
+      written.set(info.id, line)
+    } catch {}
+  }
 
   const started = (sessionID) => {
     if (!sessions.has(sessionID)) {
@@ -58,6 +100,9 @@ export const GitHandoff = async ({ client, directory }) => {
   }
 
   return {
+    event: async ({ event }) => {
+      if (event?.type === "message.updated") await record(event.properties?.info)
+    },
     "experimental.chat.system.transform": async (input, output) => {
       if (!input?.sessionID) return
       const { context } = await started(input.sessionID)

@@ -5,7 +5,8 @@ Copilot CLI (checked against @github/copilot 1.0.102) loads a repository's hooks
 beside its own flat one) once the folder is trusted (in prompt mode: `--trust-folder`, or
 COPILOT_ALLOW_ALL=true). Its events are camelCase and so is part of its payload:
 `sessionId`, `cwd`, `timestamp`, plus `source` ("new" | "resume" | …) and `initialPrompt`
-for sessionStart, `stopReason` and `stop_hook_active` for agentStop, `reason` for
+for sessionStart, `transcriptPath` (its session's events.jsonl: its use), `stopReason` and
+`stop_hook_active` for agentStop, `reason` for
 sessionEnd. It reads `{"additionalContext": …}` from a sessionStart hook (sent to the
 model as a user message before the prompt) and `{"decision": "block", "reason": …}`
 from agentStop (the reason comes back as the next prompt); its preCompact (`trigger`
@@ -84,6 +85,8 @@ def event(hook: str, payload: dict[str, Any]) -> Event:
     plain = dict(payload)
     if "session_id" not in plain and "sessionId" in plain:
         plain["session_id"] = plain["sessionId"]
+    if "transcript_path" not in plain and "transcriptPath" in plain:  # agentStop's: its session's events.jsonl
+        plain["transcript_path"] = plain["transcriptPath"]
     source = plain.get("source")
     if isinstance(source, str):
         plain["source"] = _SOURCES.get(source, source)
@@ -105,9 +108,10 @@ def render(hook: str, outcome: Outcome) -> str:
 
 
 def usage(transcript: str) -> Usage | None:
-    """None: what Copilot CLI's transcript holds of its use was not measured yet, so nothing is
-    read from it (the session records no tokens; docs/agent-clis.md, "Budgets and cost")."""
-    return None
+    """Its use as its transcript tells it (agent_cli/usage.py reads the form)."""
+    from git_handoff.agent_cli import usage as reader  # not imported by the hooks themselves
+
+    return reader.copilot_events(transcript)
 
 
 own_words = plain_words  # its limits are plain text (docs/agent-limits.md)

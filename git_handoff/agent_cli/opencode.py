@@ -4,8 +4,8 @@ OpenCode (checked against opencode-ai 1.18.33) has no command hooks: it loads Ja
 plugins from a project's `.opencode/plugins/`, and a plugin's functions are awaited at
 moments of its session loop. `hooks install --agent opencode` writes one plugin of ours
 there (hooks-templates/opencode-plugin.js, CONFIG), which runs `git handoff hook opencode-…`
-with a payload it builds itself (`session_id`, `cwd`, `source`, `stop_hook_active`,
-`trigger`) and reads our answer, `{"context" | "block" | "warning": text}`:
+with a payload it builds itself (`session_id`, `cwd`, `transcript_path`, `source`,
+`stop_hook_active`, `trigger`) and reads our answer, `{"context" | "block" | "warning": text}`:
 
 - session start: its `experimental.chat.system.transform`, before a session's first model
   request (the title's or the turn's), once per session; the context joins the system
@@ -90,9 +90,10 @@ def render(hook: str, outcome: hook_data.Outcome) -> str:
 
 
 def usage(transcript: str) -> Usage | None:
-    """None: OpenCode keeps its sessions in a database, not a transcript file, and the plugin
-    sends no path; the session records no tokens (docs/agent-clis.md, "Budgets and cost")."""
-    return None
+    """Its use as the transcript our plugin writes for it tells it (agent_cli/usage.py reads the form)."""
+    from git_handoff.agent_cli import usage as reader  # not imported by the hooks themselves
+
+    return reader.opencode_messages(transcript)
 
 
 own_words = plain_words  # its limits are plain text, 'Error: …' on stderr (docs/agent-limits.md)

@@ -97,9 +97,10 @@ def render(hook: str, outcome: Outcome) -> str:
 
 
 def usage(transcript: str) -> Usage | None:
-    """None: what Qwen Code's transcript holds of its use was not measured yet, so nothing is
-    read from it (the session records no tokens; docs/agent-clis.md, "Budgets and cost")."""
-    return None
+    """Its use as its transcript tells it (agent_cli/usage.py reads the form)."""
+    from git_handoff.agent_cli import usage as reader  # not imported by the hooks themselves
+
+    return reader.qwen_chat(transcript)
 
 
 own_words = plain_words  # its limits are plain text (docs/agent-limits.md)

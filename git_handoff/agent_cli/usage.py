@@ -1,9 +1,9 @@
 """What an agent CLI reports about its own use, read from the transcript it writes.
 
-Each CLI's module (claude.py, codex.py, gemini.py) answers `usage(transcript)` with one of
-the readers below; the event core records which transcript a session's agent writes (its
-hook payloads' `transcript_path`: ops/usage.py) and reads it when the session ends, and
-the relay reads it while the session runs to hold the budgets (ops/budgets.py).
+Each CLI's module (claude.py, codex.py, gemini.py, qwen.py, copilot.py, opencode.py) answers
+`usage(transcript)` with one of the readers below; the event core records which transcript a
+session's agent writes (its hook payloads' `transcript_path`: ops/usage.py) and reads it when
+the session ends, and the relay reads it while the session runs to hold the budgets (ops/budgets.py).
 
 The forms, as the pinned versions write them (docs/agent-clis.md, "Budgets and cost"):
 
@@ -15,13 +15,25 @@ The forms, as the pinned versions write them (docs/agent-clis.md, "Budgets and c
 - Gemini CLI 0.61.0: its chat file (JSON lines); each model message is a `type: "gemini"`
   line with an `id` and `tokens` (a message rewritten later repeats its id): the last line
   of each id counts.
+- Qwen Code 0.24.4: its chat file (JSON lines, `~/.qwen/projects/<project>/chats/<session>.jsonl`);
+  each model response is a `type: "assistant"` line with a `uuid` and `usageMetadata`
+  (`promptTokenCount`, `candidatesTokenCount`: the API's prompt and completion tokens).
+- Copilot CLI 1.0.102: its session's events (`~/.copilot/session-state/<session>/events.jsonl`,
+  its hooks' `transcriptPath`); each model call is a `session.usage_record` event with an `id`
+  and `data.usage` (`inputTokens`, `outputTokens`; its `cost` counts premium requests, not dollars).
+- OpenCode 1.18.33 keeps its sessions in a database: our plugin (hooks-templates/opencode-plugin.js)
+  writes each assistant message's `tokens` and `cost` (its `message.updated` events) to a JSON-lines
+  file of its own, `.git/handoff/opencode/<session>.jsonl`; the last line of each id counts. Its
+  `tokens.input` leaves out the cached tokens (`cache.read`, `cache.write`: added back) and its
+  `tokens.output` the thinking (`reasoning`: added back); `cost` is in dollars, from the model's
+  prices in its configuration (0 for a model with none).
 
 Input tokens are every input token the model was sent (cached ones included: Claude Code
 counts cache reads and writes apart, and they are added back); output tokens include the
-model's thinking where the CLI counts it apart. None of the three writes a cost into its
-transcript; Claude Code's `-p --output-format json` result does (`total_cost_usd`), which
-`result_cost` reads from the agent's output. Plain functions, imported only when a
-session's use is read (never by a hook's decision on its own). The transcripts only grow
+model's thinking where the CLI counts it apart. Only OpenCode's transcript holds a cost;
+Claude Code's `-p --output-format json` result does (`total_cost_usd`), which `result_cost`
+reads from the agent's output. Plain functions, imported only when a session's use is read
+(never by a hook's decision on its own). The transcripts only grow
 while their agent runs: a process that reads one again (the relay, every second) reads
 only what was appended since (`_fold`), a file rewritten or put in its place afresh.
 """
@@ -189,6 +201,63 @@ def _gemini_step(seen: dict[str, tuple[int, int]], record: dict[str, Any]) -> No
 def gemini_chat(transcript: str) -> Usage | None:
     """Gemini CLI's chat file: `tokens` of each model message, the last line of each id."""
     return _summed(_fold("gemini", transcript, dict, _gemini_step))
+
+
+def _qwen_step(seen: dict[str, tuple[int, int]], record: dict[str, Any]) -> None:
+    meta = record.get("usageMetadata")
+    if record.get("type") != "assistant" or not isinstance(meta, dict):
+        return
+    key = record.get("uuid")
+    key = key if isinstance(key, str) and key else f"line-{len(seen)}"
+    # candidatesTokenCount is the API's completion_tokens, thinking included (thoughtsTokenCount: a part of it)
+    seen[key] = (_count(meta.get("promptTokenCount")), _count(meta.get("candidatesTokenCount")))
+
+
+def qwen_chat(transcript: str) -> Usage | None:
+    """Qwen Code's chat file: `usageMetadata` of each assistant message, once per `uuid`."""
+    return _summed(_fold("qwen", transcript, dict, _qwen_step))
+
+
+def _copilot_step(seen: dict[str, tuple[int, int]], record: dict[str, Any]) -> None:
+    data = record.get("data")
+    used = data.get("usage") if isinstance(data, dict) else None
+    if record.get("type") != "session.usage_record" or not isinstance(used, dict):
+        return
+    key = record.get("id")
+    key = key if isinstance(key, str) and key else f"line-{len(seen)}"
+    seen[key] = (_count(used.get("inputTokens")), _count(used.get("outputTokens")))
+
+
+def copilot_events(transcript: str) -> Usage | None:
+    """Copilot CLI's session events: `data.usage` of each `session.usage_record` (one per model
+    call), once per event `id`."""
+    return _summed(_fold("copilot", transcript, dict, _copilot_step))
+
+
+def _opencode_step(seen: dict[str, tuple[int, int, float | None]], record: dict[str, Any]) -> None:
+    tokens = record.get("tokens")
+    if record.get("type") != "assistant" or not isinstance(tokens, dict):
+        return
+    key = record.get("id")
+    key = key if isinstance(key, str) and key else f"line-{len(seen)}"
+    cache = tokens.get("cache")
+    cache = cache if isinstance(cache, dict) else {}
+    cost = record.get("cost")
+    seen[key] = (_count(tokens.get("input")) + _count(cache.get("read")) + _count(cache.get("write")),
+                 _count(tokens.get("output")) + _count(tokens.get("reasoning")),
+                 float(cost) if isinstance(cost, int | float) and not isinstance(cost, bool) and 0 <= cost < 1e9
+                 else None)
+
+
+def opencode_messages(transcript: str) -> Usage | None:
+    """The transcript our OpenCode plugin writes: `tokens` (and `cost`) of each assistant
+    message, the last line of each id."""
+    seen = _fold("opencode", transcript, dict, _opencode_step)
+    if not seen:
+        return None
+    costs = [c for _, _, c in seen.values() if c is not None]
+    return Usage(sum(i for i, _, _ in seen.values()), sum(o for _, o, _ in seen.values()), len(seen),
+                 sum(costs) if costs else None)
 
 
 def result_cost(output: str) -> float | None:

@@ -48,6 +48,15 @@ def unapproved_mark(task_id: str, unapproved: dict[str, str] | None) -> str:
     return writer_mark(unapproved[task_id])
 
 
+def use_mark(row: StatusRow) -> str:
+    """What was charged to a task `status` lists (`show`'s tokens, cost and held time), or ""."""
+    if "tokens" not in row:
+        return ""
+    cost, held = row.get("cost_micro_usd", 0), row.get("held_seconds", 0)
+    return (f"  used: {row['tokens']} tokens" + (f", ${cost / 1e6:.4f}" if cost else "")
+            + (f", held {held}s" if held else ""))
+
+
 def work_mark(row: StatusRow) -> str:
     """Where the work of a task `status` lists is (core/selection.work_state), or ""."""
     state = row.get("work")
@@ -304,7 +313,7 @@ def status_cmd(as_json: bool) -> None:
     for t in result["tasks"]:
         mark = unapproved_mark(t["id"], {t["id"]: t["unapproved_writer"]} if "unapproved_writer" in t else None)
         click.echo(f"[{t['status']}] {t['id']}: {visible(t['title'])} ({t['attempts']}/{t['max_attempts']}){mark}"
-                   + work_mark(t))
+                   + work_mark(t) + use_mark(t))
     work = ", ".join(f"{n} {state.replace('_', ' ')}" for state, n in result["work"].items() if n)
     if work:
         click.echo(f"work: {work}")

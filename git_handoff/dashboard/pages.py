@@ -418,7 +418,8 @@ def _task_rows(task: Task, state: str) -> list[tuple[str, str]]:
         ("check", task.check or "-"), ("timeout", f"{task.timeout_seconds}s"), ("cleanup", task.cleanup or "-"),
         ("spec", task.spec_ref or "-"), ("created", task.created_at or "-"),
         ("started at", task.started_at_commit or "-"), ("completed", task.completed_at or "-"),
-        ("tokens", str(task.tokens)),
+        ("tokens", str(task.tokens)), ("cost", _micro_usd_text(task.get("cost_micro_usd"))),
+        ("held", _seconds_text(task.get("held_seconds"))),
     ]
     if task.status == "in_progress" and task.claimed_by:
         rows.append(("claimed by", f"{task.claimed_by} (lease until {task.lease_expires_at})"))
@@ -426,6 +427,16 @@ def _task_rows(task: Task, state: str) -> list[tuple[str, str]]:
     if said:
         rows.append(("work", said))
     return rows
+
+
+def _micro_usd_text(micro: object) -> str:
+    """A task's share of its sessions' cost (`cost_micro_usd`) in dollars, or "-" (none printed)."""
+    return f"${micro / 1e6:.4f}" if isinstance(micro, int) and not isinstance(micro, bool) and micro > 0 else "-"
+
+
+def _seconds_text(held: object) -> str:
+    """A task's ended claims' wall time (`held_seconds`), or "-"."""
+    return f"{held}s" if isinstance(held, int) and not isinstance(held, bool) and held > 0 else "-"
 
 
 def _attempt_row(a: Attempt) -> str:

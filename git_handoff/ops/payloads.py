@@ -132,6 +132,10 @@ class StatusRow(TypedDict):
     work: NotRequired[Literal["landed", "waiting", "withheld", "sent_back"]]
     integrated_commit: NotRequired[str]  # with "landed": the target's commit it landed in
     work_ref: NotRequired[str]  # with "waiting": refs/harness/work/<id>/<n>
+    # what was charged to it (all three, where one is not 0): `show`'s fields of the same names
+    tokens: NotRequired[int]
+    cost_micro_usd: NotRequired[int]
+    held_seconds: NotRequired[int]
 
 
 class WorkCounts(TypedDict):

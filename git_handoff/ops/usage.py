@@ -1,7 +1,8 @@
 """A session's use of its agent CLI: where it is read, and where it is recorded.
 
 One mechanism for every CLI: each hook call whose payload names the agent's transcript
-(`transcript_path`, as Claude Code, Codex and Gemini CLI all send it) notes the (CLI,
+(`transcript_path`, as Claude Code, Codex, Gemini CLI and Qwen Code send it; Copilot CLI's
+`transcriptPath`) notes the (CLI,
 transcript) pair in this worktree's private SOURCES_FILE, for the session open here; a
 session's use is the sum, over the transcripts noted for it (a relaunch after a limit is a
 new transcript), of what each CLI's module reads there (`AgentCli.usage`,

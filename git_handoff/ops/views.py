@@ -179,6 +179,9 @@ def _status_row(r: status_index.Row, blocked: set[str], hidden: dict[str, str]) 
             row["integrated_commit"] = work[1]
         elif work[0] == selection.WAITING:
             row["work_ref"] = work[1]
+    use = r[status_index.USE]
+    if use is not None:
+        row["tokens"], row["cost_micro_usd"], row["held_seconds"] = use
     return row
 
 
@@ -213,12 +216,13 @@ def status_json(store: StateStore) -> str:
         return json.dumps(status(store), ensure_ascii=False, default=str)
     listed = None
     if not hidden and all(type(r[3]) is int and type(r[4]) is int for r in rows):
-        enc, at = _encode_string, status_index.WORK
+        enc, at, used = _encode_string, status_index.WORK, status_index.USE
         try:
             listed = ", ".join([_ROW % (enc(r[0]), enc(r[1]), enc("blocked" if r[0] in blocked else r[2]), r[3], r[4],
                                         enc(r[5]), "null" if r[6] is None else enc(r[6]),
                                         "" if (w := r[at]) is None else _WORK_JSON[w[0]] + ("" if w[1] is None
-                                                                                         else enc(w[1])))
+                                                                                         else enc(w[1])),
+                                        "" if (u := r[used]) is None else _USE_JSON % u)
                                 for r in rows])
         except (TypeError, KeyError):  # a value of another type than the parser gives: as json.dumps writes it
             listed = None
@@ -230,7 +234,10 @@ def status_json(store: StateStore) -> str:
 # a row of `status --json` as json.dumps writes the dict `status` builds, when its strings
 # are strings and its numbers whole numbers
 _ROW = ('{"id": %s, "title": %s, "status": %s, "attempts": %d, "max_attempts": %d, "priority": %s, '
-        '"claimed_by": %s%s}')
+        '"claimed_by": %s%s%s}')
+
+# the keys `_status_row` adds for a row's use (the index's USE), as json.dumps writes them
+_USE_JSON = ', "tokens": %d, "cost_micro_usd": %d, "held_seconds": %d'
 
 # the keys `_status_row` adds for a row's work (the index's WORK: state, detail), as json.dumps
 # writes them, up to the detail's value (landed: the commit, waiting: the work ref, else none)

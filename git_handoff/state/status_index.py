@@ -32,15 +32,17 @@ from git_handoff.infra.gitrepo import Repo
 from git_handoff.state.snapshot import Snapshot
 
 FILE = "status-index.marshal"
-# Version 4 added WORK: an index an older version wrote is not decoded, so the first
-# reader builds it again from the tasks (and writes it), as for a damaged one.
-MAGIC = b"git-handoff-status-index 4\n"
-VERSION = 4
+COST = "cost_micro_usd"  # a task's share of its sessions' cost (ops/usage.py COST)
+# Version 4 added WORK, version 5 USE: an index an older version wrote is not decoded, so
+# the first reader builds it again from the tasks (and writes it), as for a damaged one.
+MAGIC = b"git-handoff-status-index 5\n"
+VERSION = 5
 
 # Row fields, by position (CHECK and SPEC: what the prompt asks of every remaining task;
-# WORK: where its work is, core/selection.work_state, None for most tasks).
-ID, TITLE, STATUS, ATTEMPTS, MAX_ATTEMPTS, PRIORITY, CLAIMED_BY, ORDER, CREATED, DEPS, FOR_GOOD, CHECK, SPEC, WORK = \
-    range(14)
+# WORK: where its work is, core/selection.work_state, None for most tasks; USE: its tokens,
+# cost_micro_usd and held_seconds, None for a task with none of them).
+(ID, TITLE, STATUS, ATTEMPTS, MAX_ATTEMPTS, PRIORITY, CLAIMED_BY, ORDER, CREATED, DEPS, FOR_GOOD, CHECK, SPEC, WORK,
+ USE) = range(15)
 
 Row = tuple[Any, ...]
 
@@ -58,7 +60,17 @@ def row(task: Task) -> Row:
     # index is smaller and decodes faster
     return (task.id, task.title, _shared(task.status), task.attempts, task.max_attempts, _shared(task.priority),
             _shared(task.claimed_by), task.order, task.created_at, tuple(task.depends_on), task.failed_for_good,
-            _shared(task.check), _shared(task.spec_ref), _work(task))
+            _shared(task.check), _shared(task.spec_ref), _work(task), _use(task))
+
+
+def _use(task: Task) -> tuple[int, int, int] | None:
+    """(tokens, cost_micro_usd, held_seconds) charged to the task so far; None when all are 0."""
+    found = (_whole(task.tokens), _whole(task.get(COST)), _whole(task.get(selection.HELD)))
+    return found if any(found) else None
+
+
+def _whole(value: Any) -> int:
+    return value if type(value) is int and value > 0 else 0
 
 
 def _work(task: Task) -> tuple[str, str | None] | None:

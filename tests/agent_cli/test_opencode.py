@@ -38,6 +38,16 @@ def test_the_plugin_runs_every_hook_of_the_module() -> None:
     assert text.splitlines()[0].startswith("// git-handoff")  # plugin_file.ours reads the first line
     for hook, (moment, _, _) in opencode.HOOKS.items():
         assert f'hook("{hook}"' in text and f'"{moment}"' in text
+    # its use: each assistant message's tokens, in a transcript of its own every payload names
+    assert '"message.updated"' in text and "transcript_path: transcript(sessionID)" in text
+
+
+def test_the_transcript_the_plugin_names_is_noted_for_the_session(repo: Path) -> None:
+    _plan("a")
+    path = str(repo / ".git" / "handoff" / "opencode" / f"{SESSION}.jsonl")
+    assert _hook("opencode-session-start", source="startup", transcript_path=path) is not None
+    sources = json.loads((repo / ".git" / "handoff" / "usage-sources.json").read_text())
+    assert sources == {"session": 1, "sources": [["opencode", path]]}
 
 
 def test_session_start_answers_the_context_and_acknowledges(repo: Path) -> None:

@@ -71,6 +71,9 @@ def test_copilot_reads_its_camel_case_payload_and_answers_in_its_shape(repo: Pat
     stop = _hook("copilot-agent-stop", _copilot(transcriptPath="/nonexistent/events.jsonl", stopReason="end_turn",
                                                 stop_hook_active=False))
     assert stop is not None and stop["decision"] == "block" and "Next task: [a]" in str(stop["reason"])
+    # its camelCase transcriptPath is noted as the session's transcript: where its use is read
+    sources = json.loads((repo / ".git" / "handoff" / "usage-sources.json").read_text())
+    assert sources == {"session": 1, "sources": [["copilot", "/nonexistent/events.jsonl"]]}
 
 
 @pytest.mark.parametrize("agent", ["qwen", "copilot"])

@@ -66,6 +66,61 @@ def test_gemini_counts_the_last_line_of_each_message(tmp_path: Path) -> None:
     assert registry.get("gemini").usage(path) == Usage(input_tokens=220, output_tokens=27, turns=2)
 
 
+def test_qwen_counts_each_assistant_message_once(tmp_path: Path) -> None:
+    """Qwen Code 0.24.4's chat file, as it wrote it against the chat-completions stub: the
+    telemetry lines repeat the counts and are not counted again."""
+    def message(uid: str, inp: int, out: int, thoughts: int = 0) -> dict[str, Any]:
+        return {"uuid": uid, "sessionId": "s", "type": "assistant", "model": "stub-model",
+                "message": {"role": "model", "parts": [{"text": "done"}]},
+                "usageMetadata": {"promptTokenCount": inp, "candidatesTokenCount": out,
+                                  "thoughtsTokenCount": thoughts, "totalTokenCount": inp + out,
+                                  "cachedContentTokenCount": 0}}
+
+    telemetry = {"uuid": "t", "type": "system", "subtype": "ui_telemetry",
+                 "systemPayload": {"uiEvent": {"event.name": "qwen-code.api_response", "input_token_count": 100,
+                                               "output_token_count": 10}}}
+    path = _write(tmp_path / "chat.jsonl", [
+        {"uuid": "u", "type": "user", "message": {"role": "user", "parts": [{"text": "go"}]}},
+        telemetry, message("a", 100, 10), message("a", 100, 10),
+        message("b", 107, 12, thoughts=4),  # thinking is a part of the completion's count
+        {"uuid": "c", "type": "assistant", "message": {}},  # no usageMetadata: not a model answer's count
+    ])
+    assert registry.get("qwen").usage(path) == Usage(input_tokens=207, output_tokens=22, turns=2)
+
+
+def test_copilot_counts_each_usage_record_once(tmp_path: Path) -> None:
+    """Copilot CLI 1.0.102's events.jsonl: a `session.usage_record` per model call; the
+    shutdown's totals and its premium-request `cost` are not read."""
+    def record(eid: str, inp: int, out: int) -> dict[str, Any]:
+        return {"type": "session.usage_record", "id": eid, "data": {"usage": {
+            "model": "stub-model", "inputTokens": inp, "outputTokens": out, "cacheReadTokens": 0, "cost": 1.0}}}
+
+    path = _write(tmp_path / "events.jsonl", [
+        {"type": "session.start", "data": {"sessionId": "s"}},
+        record("a", 100, 10), {"type": "assistant.message", "data": {"content": ""}},
+        record("b", 107, 10), record("b", 107, 10),
+        {"type": "session.shutdown", "data": {"modelMetrics": {"m": {"usage": {"inputTokens": 207}}}}},
+    ])
+    assert registry.get("copilot").usage(path) == Usage(input_tokens=207, output_tokens=20, turns=2)
+
+
+def test_opencode_counts_the_last_line_of_each_message_cached_and_thinking_tokens_added(tmp_path: Path) -> None:
+    """The transcript our OpenCode plugin writes (its assistant messages' `tokens` and `cost`,
+    as OpenCode 1.18.33 updates them): the last line of each id; the cost in dollars summed."""
+    def message(mid: str, inp: int, out: int, cost: float, reasoning: int = 0, read: int = 0,
+                write: int = 0) -> dict[str, Any]:
+        tokens = {"input": inp, "output": out, "reasoning": reasoning, "cache": {"read": read, "write": write}}
+        return {"type": "assistant", "id": mid, "session": "ses_1", "cost": cost, "tokens": tokens}
+
+    path = _write(tmp_path / "ses_1.jsonl", [
+        message("a", 100, 10, 0.00045), message("a", 100, 10, 0.00045),
+        message("b", 7, 10, 0.001, reasoning=5, read=100, write=3),
+    ])
+    used = registry.get("opencode").usage(path)
+    assert used is not None and (used.input_tokens, used.output_tokens, used.turns) == (210, 25, 2)
+    assert used.cost_usd == pytest.approx(0.00145)
+
+
 @pytest.mark.parametrize("name", sorted(registry.CLIS))
 def test_a_missing_or_empty_transcript_tells_nothing(tmp_path: Path, name: str) -> None:
     assert registry.get(name).usage(str(tmp_path / "none.jsonl")) is None

@@ -113,12 +113,11 @@ HOOK_SESSION_START = HOOK.plus("HOOK_SESSION_START", SCAN | {
     "core.attempt_record", "infra.task_commands", "ops.attempt_save", "ops.attempts", "ops.session_start",
     "ops.sessions", "ops.work", "ops.work_refs", "state.claim_checks", "state.claim_journal", "state.notes",
     "state.target"})
-# the session's use read
+# the session's use read (Claude Code's, Gemini CLI's, Qwen Code's and Copilot CLI's SessionEnd)
 HOOK_SESSION_END = HOOK.plus("HOOK_SESSION_END", SCAN | {"agent_cli.usage", "ops.sessions", "state.notes"})
 # Qwen Code's and Copilot CLI's pre-compaction write the document at once (no event follows
-# it), so they scan what they write; their SessionEnd reads no use (agent_cli/qwen.py `usage`).
+# it), so they scan what they write.
 HOOK_DOC_AT_ONCE = HOOK.plus("HOOK_DOC_AT_ONCE", SCAN)
-HOOK_SESSION_END_NO_USE = HOOK.plus("HOOK_SESSION_END_NO_USE", SCAN | {"ops.sessions", "state.notes"})
 # Codex's SessionEnd hook answers without opening the state (agent_cli/codex.py: its 1 s budget),
 # knowing the agent CLIs by name only (agent_cli/__init__.py: a tuple, no import).
 CODEX_SESSION_END = LAUNCH.plus("CODEX_SESSION_END", {"agent_cli"})
@@ -132,8 +131,7 @@ SYNC = STATE.plus("SYNC", REMOTE | {"cli.progress", "state.notes"})
 
 READ_ONLY = (READ,)
 STOP_HOOKS = (HOOK,)  # the Stop, SubagentStop, PreCompact, AfterAgent and PreCompress hooks
-LOCAL = (LAUNCH, STATE, READ, ACK, WORK, FAIL, HOOK, HOOK_SESSION_START, HOOK_SESSION_END, HOOK_DOC_AT_ONCE,
-         HOOK_SESSION_END_NO_USE)
+LOCAL = (LAUNCH, STATE, READ, ACK, WORK, FAIL, HOOK, HOOK_SESSION_START, HOOK_SESSION_END, HOOK_DOC_AT_ONCE)
 
 
 # -- what a command imports -------------------------------------------------------------------
@@ -272,12 +270,12 @@ HOOK_EVENTS: dict[str, list[tuple[str, str, dict[str, object], Budget]]] = {
              ("qwen-stop", "Stop", {"stop_hook_active": False}, HOOK),
              ("qwen-subagent-stop", "SubagentStop", {"stop_hook_active": False}, HOOK),
              ("qwen-pre-compact", "PreCompact", {"trigger": "auto"}, HOOK_DOC_AT_ONCE),
-             ("qwen-session-end", "SessionEnd", {"reason": "other"}, HOOK_SESSION_END_NO_USE)],
+             ("qwen-session-end", "SessionEnd", {"reason": "other"}, HOOK_SESSION_END)],
     "copilot": [("copilot-session-start", "sessionStart", {"source": "new"}, HOOK_SESSION_START),
                 ("copilot-agent-stop", "agentStop", {"stop_hook_active": False}, HOOK),
                 ("copilot-subagent-stop", "subagentStop", {"stop_hook_active": False}, HOOK),
                 ("copilot-pre-compact", "preCompact", {"trigger": "auto"}, HOOK_DOC_AT_ONCE),
-                ("copilot-session-end", "sessionEnd", {"reason": "complete"}, HOOK_SESSION_END_NO_USE)],
+                ("copilot-session-end", "sessionEnd", {"reason": "complete"}, HOOK_SESSION_END)],
     "opencode": [("opencode-session-start", "session.start", {"source": "startup"}, HOOK_SESSION_START),
                  ("opencode-stop", "stop", {"stop_hook_active": False}, HOOK),
                  ("opencode-compacting", "session.compacting", {"trigger": "auto"}, HOOK_DOC_AT_ONCE)],

@@ -398,6 +398,28 @@ def test_the_use_of_each_session_and_task_is_shown(repo: Path, served: str, tmp_
     assert '<span data-count="tokens">1234 tokens (in 1200, out 34)</span>' in overview
     assert "<th>usage</th><td>1234 tokens (in 1200, out 34), 1 turns</td>" in get(served + "session/1")[1]
     assert "<th>tokens</th><td>1234</td>" in get(served + "task/u1")[1]
+    assert "<th>cost</th><td>-</td>" in get(served + "task/u1")[1]  # Claude Code's transcript holds no cost
+
+
+def test_a_tasks_cost_and_held_time_are_shown_beside_its_tokens(repo: Path, served: str, tmp_path: Path) -> None:
+    """OpenCode's transcript (the one our plugin writes) holds a cost: the task's share of it and
+    the wall time of its claim are on its page, beside its tokens."""
+    assert run("init").rc == 0
+    assert run("add", "Used", "--id", "u1", "--check", "true").rc == 0
+    assert run("session", "start").rc == 0
+    transcript = tmp_path / "ses_1.jsonl"
+    transcript.write_text(json.dumps({"type": "assistant", "id": "m", "cost": 0.0123, "tokens": {
+        "input": 1000, "output": 20, "reasoning": 0, "cache": {"read": 200, "write": 0}}}) + "\n")
+    payload = {"session_id": "ses_1", "cwd": str(repo), "transcript_path": str(transcript), "source": "startup"}
+    assert run("hook", "opencode-session-start", stdin=json.dumps(payload)).rc == 0
+    assert run("claim", "u1").rc == 0
+    time.sleep(1.2)  # a claim held a second and more
+    assert run("done", "u1").rc == 0 and run("session", "end").rc == 0
+    task = run("show", "u1", "--json").json()
+    assert task["tokens"] == 1220 and task["cost_micro_usd"] == 12300 and task["held_seconds"] >= 1
+    page = get(served + "task/u1")[1]
+    assert "<th>tokens</th><td>1220</td><th>cost</th><td>$0.0123</td>" in page.replace("</tr><tr>", "")
+    assert f"<th>held</th><td>{task['held_seconds']}s</td>" in page
 
 
 @contextlib.contextmanager

@@ -1,4 +1,5 @@
-"""Use and budgets against the real Claude Code CLI: the tokens the loopback stub served are
+"""Use and budgets against the real Claude Code CLI (and the use of Codex, Gemini CLI, Qwen
+Code and Copilot CLI): the tokens the loopback stub served are
 the tokens recorded, per session and per task, and each budget the relay holds ends a
 session (or the run) where it should. Only the model is a stub
 (tests/support/stubs/anthropic.py): it reports the `usage` each answer carries, and counts it."""
@@ -10,7 +11,7 @@ import json
 import re
 import shlex
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,10 +19,16 @@ import pytest
 
 from tests.support.agent_clis import (
     codex_home,
+    copilot_env,
     install_hooks,
+    opencode_env,
     plan,
+    qwen_env,
     require_codex,
+    require_copilot,
     require_gemini,
+    require_opencode,
+    require_qwen,
     run_codex,
     run_gemini,
 )
@@ -30,6 +37,7 @@ from tests.support.repo import Result, run, run_exe
 from tests.support.stubs.anthropic import Lazy, Reply, Request, RunEach, StubServer
 from tests.support.stubs.gemini import GeminiStub
 from tests.support.stubs.loopback import lazy_agent
+from tests.support.stubs.openai_chat import ChatStub
 from tests.support.stubs.openai_responses import ResponsesStub
 
 pytestmark = pytest.mark.slow
@@ -312,6 +320,53 @@ def test_gemini_sessions_record_the_tokens_of_its_model_turns(repo: Path, tmp_pa
         (sum(i for i, _ in served), sum(o for _, o in served))
     assert session["usage"]["turns"] == len(served)
     assert sum(t["tokens"] for t in _tasks(repo).values()) == session["usage"]["tokens"]
+
+
+# -- Qwen Code, Copilot CLI, OpenCode: their chat file / session events / our plugin's transcript --
+
+PRICE = (3.0, 15.0)  # OpenCode's model priced, in dollars per million input and output tokens: its cost
+CHAT_CLIS: dict[str, tuple[Callable[[], str], Callable[[int], dict[str, str]], str]] = {
+    "qwen": (require_qwen, qwen_env, 'qwen --yolo --auth-type openai -p "Work on the tasks git handoff gives you."'),
+    "copilot": (require_copilot, copilot_env,
+                'copilot --allow-all-tools --trust-folder -p "Work on the tasks git handoff gives you."'),
+    "opencode": (require_opencode, lambda port: opencode_env(port, price=PRICE),
+                 'opencode run --auto "Work on the tasks git handoff gives you."'),
+}
+
+
+@pytest.mark.parametrize("cli", sorted(CHAT_CLIS))
+def test_chat_completions_clis_record_the_tokens_their_stub_served_per_session_and_per_task(repo: Path,
+                                                                                           cli: str) -> None:
+    """Two relayed sessions of two tasks each: each session's use is what the stub served to
+    its agent's model turns, the tasks' tokens add up to the sessions'."""
+    require, env_of, command = CHAT_CLIS[cli]
+    require()
+    ids = plan(4, "--max-tasks-per-session", "2")
+    install_hooks(cli)
+    with ChatStub(lazy_agent(), usage_tokens=lambda n: 100 + 7 * n) as stub:
+        r = run_exe("relay", "--agent", command, "--ack-timeout", "60", cwd=repo, env=env_of(stub.port), timeout=400)
+        served, side = list(stub.served), list(stub.side_served)
+    assert r.rc == 0, r.out[-2000:] + r.err[-2000:]
+    # OpenCode asks a title of each session aside (its messages do not hold it, so it is not counted);
+    # the others ask nothing aside
+    assert len(side) == (2 if cli == "opencode" else 0), side
+    sessions = _sessions(repo)
+    assert len(sessions) == 2 and [t for s in sessions for t in s["completed"]] == ids
+    used = [s["usage"] for s in sessions]
+    assert all(u["clis"] == [cli] and u["turns"] > 0 and u["seconds"] >= 0 for u in used), used
+    assert (sum(u["input_tokens"] for u in used), sum(u["output_tokens"] for u in used)) == \
+        (sum(i for i, _ in served), sum(o for _, o in served))
+    assert sum(u["turns"] for u in used) == len(served)
+    tasks = _tasks(repo)
+    for s in sessions:
+        assert sum(tasks[t]["tokens"] for t in s["completed"]) == s["usage"]["tokens"] > 0
+    if cli == "opencode":  # its cost, from the model's price: shared among the tasks too
+        expected = sum(i * PRICE[0] + o * PRICE[1] for i, o in served) / 1e6
+        assert sum(u["cost_usd"] for u in used) == pytest.approx(expected)
+        assert sum(t["cost_micro_usd"] for t in tasks.values()) == sum(round(u["cost_usd"] * 1e6) for u in used)
+    else:
+        assert all(u["cost_usd"] is None for u in used)  # neither prints a cost in dollars
+    assert run("status", "--json", cwd=repo).json()["usage"]["tokens"] == sum(u["tokens"] for u in used)
 
 
 def _ended(repo: Path) -> dict[str, Any]:

@@ -282,6 +282,15 @@ def test_compact_status_json_is_the_text_of_the_status_view(inited: Path) -> Non
     assert [shown[t]["status"] for t in "abcd"] == ["failed", "failed", "in_progress", "failed"]
     assert shown["c"]["claimed_by"] == 'w " 1'
     assert shown["a"]["title"] == 'quote " back\\slash' and shown["b"]["title"].startswith("ünïcödé ✓ 😀")
+    # a task something was charged to: its tokens, cost and held time
+    store = StateStore(Repo.discover(inited))
+    store.transact(lambda tx: tx.put_task(tx.task("c").evolve(tokens=77).with_extra(  # type: ignore[union-attr]
+        cost_micro_usd=12, held_seconds=3)))
+    out = run("status", "--json")
+    assert out.rc == 0 and out.out == encoded() + "\n"
+    shown = {t["id"]: t for t in json.loads(out.out)["tasks"]}
+    assert (shown["c"]["tokens"], shown["c"]["cost_micro_usd"], shown["c"]["held_seconds"]) == (77, 12, 3)
+    assert "tokens" not in shown["a"]
 
 
 # -- bad input: exit 2, one line on stderr, state unchanged ------------------------------------

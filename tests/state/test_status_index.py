@@ -28,7 +28,7 @@ def _reference(store: StateStore) -> tuple[dict[str, int], list[dict[str, Any]]]
     blocked = selection.blocked_ids(by_id)
     rows = [{"id": t.id, "title": t.title, "status": "blocked" if t.id in blocked else t.status,
              "attempts": t.attempts, "max_attempts": t.max_attempts, "priority": t.priority,
-             "claimed_by": t.claimed_by, **_work_keys(t)} for t in tasks]
+             "claimed_by": t.claimed_by, **_work_keys(t), **_use_keys(t)} for t in tasks]
     return selection.counts(by_id, blocked), rows
 
 
@@ -39,6 +39,13 @@ def _work_keys(task: Task) -> dict[str, Any]:
         return {}
     key = {selection.LANDED: "integrated_commit", selection.WAITING: "work_ref"}.get(found[0])
     return {"work": found[0], **({key: found[1]} if key else {})}
+
+
+def _use_keys(task: Task) -> dict[str, Any]:
+    """The keys `status` adds to a task's row for what was charged to it (all three, or none)."""
+    found = {"tokens": task.tokens, "cost_micro_usd": task.get("cost_micro_usd") or 0,
+             "held_seconds": task.get("held_seconds") or 0}
+    return found if any(found.values()) else {}
 
 
 def _answer(store: StateStore) -> tuple[dict[str, int], list[dict[str, Any]]]:
@@ -137,7 +144,8 @@ def test_a_stale_or_damaged_index_is_not_believed(repo: Path) -> None:
 
 def _row(tid: str, *, status: str = "pending", order: int = 0, deps: tuple[str, ...] = (), for_good: bool = False,
          title: str = "T") -> status_index.Row:
-    return (tid, title, status, 0, 3, "P1", None, order, "2024-01-01T00:00:00Z", deps, for_good, None, None, None)
+    return (tid, title, status, 0, 3, "P1", None, order, "2024-01-01T00:00:00Z", deps, for_good, None, None, None,
+            None)
 
 
 def test_the_blob_plan_parses_only_the_blobs_that_changed() -> None:
@@ -231,3 +239,40 @@ def test_an_index_an_older_version_wrote_is_built_again_with_where_the_work_is(r
         "landed", "d" * 40)
     cli = run("status", "--json").json()
     assert cli["work"] == {"landed": 1, "waiting": 1, "withheld": 0, "sent_back": 0}
+
+
+def test_an_index_an_older_version_wrote_is_built_again_with_what_each_task_used(repo: Path) -> None:
+    """Version 4 rows had no USE: such a file is not believed; the rows built again carry each
+    task's tokens, cost and held time (`show`'s fields), a task with none of them no keys."""
+    assert run("init").rc == 0
+    for tid in ("a", "b", "c"):
+        assert run("add", tid, "--id", tid, "--check", "true").rc == 0
+
+    def charge(tx: Tx) -> None:
+        tx.put_task(tx.task("a").evolve(tokens=1234).with_extra(  # type: ignore[union-attr]
+            cost_micro_usd=5600, held_seconds=75))
+        tx.put_task(tx.task("b").evolve(tokens=9))  # type: ignore[union-attr]
+
+    fresh_store(repo).transact(charge)
+    snap = fresh_store(repo).snapshot()
+    current = status_index._build(snap, snap.tasks_tree() or "")
+    old = sealed(b"git-handoff-status-index 4\n", {
+        "v": 4, "tree": current.tree, "top": current.top, "leaves": current.leaves,
+        "rows": {tid: r[:status_index.USE] for tid, r in current.rows.items()}, "order": current.order,
+        "counts": current.counts, "failing": current.failing})
+    path = repo / ".git" / "handoff" / status_index.FILE
+    path.write_bytes(old)
+    status_index._seen.clear()
+    store = fresh_store(repo)
+    assert _answer(store) == _reference(store)
+    rows = {r["id"]: dict(r) for r in views.status(fresh_store(repo))["tasks"]}
+    assert {k: rows["a"].get(k) for k in ("tokens", "cost_micro_usd", "held_seconds")} == {
+        "tokens": 1234, "cost_micro_usd": 5600, "held_seconds": 75}
+    assert (rows["b"]["tokens"], rows["b"]["cost_micro_usd"], rows["b"]["held_seconds"]) == (9, 0, 0)
+    assert "tokens" not in rows["c"]
+    written = status_index._load(Repo.discover(repo))
+    assert written is not None and written.rows["a"][status_index.USE] == (1234, 5600, 75)
+    assert run("status", "--json").json()["tasks"][0]["held_seconds"] == 75
+    text = run("status").out
+    assert "] a: a (0/3)  used: 1234 tokens, $0.0056, held 75s\n" in text
+    assert "] b: b (0/3)  used: 9 tokens\n" in text and "] c: c (0/3)\n" in text

@@ -257,16 +257,19 @@ def assert_limit_waited_out(r: Result, repo: Path, served: list[str], ids: list[
 # -- OpenCode ------------------------------------------------------------------------------------
 
 
-def opencode_env(port: int, *, context: int | None = None) -> dict[str, str]:
+def opencode_env(port: int, *, context: int | None = None, price: tuple[float, float] | None = None) -> dict[str, str]:
     """OpenCode against the chat-completions stub, loopback only: its configuration (a provider
     `stub` at the stub's base URL, its model the default; `context`: the model's window, which
     sets when it compacts) in OPENCODE_CONFIG_CONTENT, so neither the test's HOME nor the
     project holds it; no models.dev fetch (OPENCODE_DISABLE_MODELS_FETCH); and the npm install
     of its plugin package it starts in every config folder sent to a closed loopback port,
-    once (npm_config_registry, npm_config_fetch_retries: it fails at once and OpenCode goes on)."""
+    once (npm_config_registry, npm_config_fetch_retries: it fails at once and OpenCode goes on).
+    `price`: the model's dollars per million input and output tokens (OpenCode's cost)."""
     model: dict[str, Any] = {"name": "Stub model"}
     if context is not None:
         model["limit"] = {"context": context, "output": 1000}
+    if price is not None:
+        model["cost"] = {"input": price[0], "output": price[1]}
     config = {"autoupdate": False, "share": "disabled", "model": f"stub/{CHAT_MODEL}",
               "provider": {"stub": {"npm": "@ai-sdk/openai-compatible", "name": "Stub",
                                     "options": {"baseURL": f"http://127.0.0.1:{port}/v1", "apiKey": "stub-key"},

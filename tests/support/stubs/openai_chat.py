@@ -85,6 +85,7 @@ class ChatStub(StubBase):
         self._ids = itertools.count(1)
         self.side_requests = 0
         self.tokens_served = 0  # prompt + completion tokens of every answer reported
+        self.side_served: list[tuple[int, int]] = []  # (input, output) of each side answer
 
     fault_wire = staticmethod(faults.openai)
 
@@ -106,10 +107,12 @@ class ChatStub(StubBase):
             self.side_requests += 1
             message: dict[str, Any] = {"role": "assistant", "content": "Summary: work in progress."}
             tokens = 100
+            self.side_served.append((tokens, 10))
         else:
             turn = self.next_turn(exchange_of(body))
             message = self._message(turn, body)
             tokens = self.usage_tokens(self.model_turns - 1) if callable(self.usage_tokens) else self.usage_tokens
+            self.served.append((tokens, 10))
         self.tokens_served += tokens + 10
         usage = {"prompt_tokens": tokens, "completion_tokens": 10, "total_tokens": tokens + 10}
         finish = "tool_calls" if message.get("tool_calls") else "stop"
