@@ -23,7 +23,8 @@ def test_status_text_and_json_say_where_each_tasks_work_is(clones: Clones) -> No
 
     text = run("status", cwd=b)
     assert text.rc == 0, text.err
-    lines = {line.split(":", 1)[0]: line for line in text.out.splitlines() if line.startswith("[")}
+    # each task's line without its use mark ("  used: …", tests/state/test_status_index.py), which follows
+    lines = {line.split(":", 1)[0]: line.split("  used: ")[0] for line in text.out.splitlines() if line.startswith("[")}
     assert lines["[completed] X"].endswith(f"  work: landed {seen['landed'][:12]}")
     assert lines["[completed] W"].endswith("  work: waiting to land (refs/harness/work/W/1)")
     assert lines["[completed] C"].endswith("  work: withheld, a secret in its commits (git handoff show C)")
