@@ -65,7 +65,7 @@ if TYPE_CHECKING:
               help="With --integrate: stop after waiting S seconds for other machines' work with no progress anywhere.")
 @click.option("--budget", "budget", multiple=True, metavar="KEY=VALUE",
               help="A budget, repeatable: tokens, cost, time, sessions (the run's), session-tokens, session-time, "
-                   "task-tokens, task-cost, task-time; claim=release|keep (a session a budget ends) "
+                   "session-cost, task-tokens, task-cost, task-time; claim=release|keep (a session a budget ends) "
                    "[default: handoff.budget.*].")
 @click.option("--quiet", "-q", is_flag=True, help="Print only the final line.")
 @json_option

@@ -42,6 +42,7 @@ KINDS: dict[str, tuple[str, str, str]] = {
     "sessions": ("run", "sessions", "handoff.budget.sessions"),
     "session-tokens": ("session", "tokens", "handoff.budget.sessionTokens"),
     "session-time": ("session", "time", "handoff.budget.sessionTime"),
+    "session-cost": ("session", "cost", "handoff.budget.sessionCost"),
     "task-tokens": ("task", "tokens", "handoff.budget.taskTokens"),
     "task-cost": ("task", "cost", "handoff.budget.taskCost"),
     "task-time": ("task", "time", "handoff.budget.taskTime"),
@@ -188,15 +189,19 @@ class Tracker:
         self.checked_at = now
         live, _ = usage.of_session(self.store.repo, number)
         live = live or Usage()
-        session = {"tokens": float(live.tokens), "time": now - self.session_started}
-        for key in ("session-tokens", "session-time"):
+        # the session's cost so far: what its transcripts say (OpenCode's) and what its agents
+        # printed as they exited (Claude Code's JSON result: a relaunch within the session)
+        printed = self.cost_of(number) if "session-cost" in limits or "task-cost" in limits else None
+        session = {"tokens": float(live.tokens), "time": now - self.session_started,
+                   "cost": (live.cost_usd or 0.0) + (printed or 0.0)}
+        for key in ("session-tokens", "session-time", "session-cost"):
             used = session[KINDS[key][1]]
-            if key in limits and used is not None and used >= limits[key]:
+            if key in limits and used >= limits[key]:
                 return _reached(key, used, limits[key])
         self.run_over = self._run_reached(live, now)
         if self.run_over:
             return self.run_over
-        return self._task_over(number, live.tokens, self.cost_of(number) if "task-cost" in limits else None)
+        return self._task_over(number, live.tokens, session["cost"] or None)
 
     def _task_over(self, number: int, live: int, cost: float | None) -> str | None:
         """The first task budget a task of session `number` reached: its tokens and its cost

@@ -36,7 +36,7 @@ from tests.support.claude_cli import claude_env, require_claude
 from tests.support.repo import Result, run, run_exe
 from tests.support.stubs.anthropic import Lazy, Reply, Request, RunEach, StubServer
 from tests.support.stubs.gemini import GeminiStub
-from tests.support.stubs.loopback import lazy_agent
+from tests.support.stubs.loopback import Run, lazy_agent
 from tests.support.stubs.openai_chat import ChatStub
 from tests.support.stubs.openai_responses import ResponsesStub
 
@@ -378,3 +378,35 @@ def _ended(repo: Path) -> dict[str, Any]:
         session = run("session", "show", "1", "--json", cwd=repo).json()
     assert session.get("ended_at") and "usage" in session, session
     return session
+
+
+def test_a_session_cost_budget_ends_the_session_as_its_cost_grows(repo: Path) -> None:
+    """OpenCode reports each answer's cost as it goes (its messages, through our plugin): a
+    session-cost budget ends the session while the agent works on, its claim released, and
+    the run's sessions budget then stops the relay. (Claude Code prints its cost only as it
+    exits: for it the session's cost counts at a relaunch within the session.)"""
+    require_opencode()
+    plan(1, "--max-tasks-per-session", "1")
+    install_hooks("opencode")
+    price = (1000.0, 1000.0)  # dollars per million tokens: an answer of 100+ tokens in and 10 out costs $0.11+
+    with ChatStub(lambda ex: Run("git handoff claim t1 >/dev/null 2>&1; sleep 1"),
+                  usage_tokens=lambda n: 100 + 7 * n) as stub:
+        r = run_exe("relay", "--agent", CHAT_CLIS["opencode"][2], "--ack-timeout", "60",
+                    "--budget", "session-cost=0.5", "--budget", "sessions=1", cwd=repo,
+                    env=opencode_env(stub.port, price=price), timeout=300)
+        served = list(stub.served)
+    assert r.rc == 1, r.out[-2000:] + r.err[-2000:]
+    assert r.err.strip() == "error: relay stopped: the run's sessions budget reached (1 of 1; --budget sessions) " \
+                            "after 1 session(s)", r.err
+    (session,) = _sessions(repo)
+    assert session["budget"].startswith("the session's cost budget reached ($"), session["budget"]
+    assert session["handoff"] is not None  # its document written
+    cost = session["usage"]["cost_usd"]
+    assert 0.5 <= cost < 0.5 + 5 * 0.35, (cost, served)  # ended within a few answers of its budget
+    each = [(i * price[0] + o * price[1]) / 1e6 for i, o in served]
+    # what OpenCode recorded: every answer it finished; the answer the stub sent as the agent was
+    # ended may not have been (the kill comes between the stub's reply and OpenCode's message)
+    assert sum(each) - each[-1] - 1e-9 <= cost <= sum(each) + 1e-9, (cost, each)
+    task = _tasks(repo)["t1"]
+    assert task["status"] == "pending" and task["cost_micro_usd"] == round(cost * 1e6)  # released, charged
+    assert run("log", cwd=repo).out.count("BUDGET") == 1

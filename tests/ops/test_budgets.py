@@ -164,6 +164,10 @@ def test_task_cost_and_task_time_budgets_are_set_like_the_others(repo: Path) -> 
         budgets.configured(_store(repo).repo, ["task-cost=cheap"])
     with pytest.raises(UsageError, match="is not a duration"):
         budgets.configured(_store(repo).repo, ["task-time=long"])
+    git("config", "handoff.budget.sessionCost", "1.25", cwd=repo)
+    assert budgets.configured(_store(repo).repo).limits == {"session-cost": 1.25, "task-time": 7200}
+    with pytest.raises(UsageError, match="is not an amount"):
+        budgets.configured(_store(repo).repo, ["session-cost=lots"])
 
 
 def test_a_task_over_its_cost_when_the_agent_exits_is_set_aside(repo: Path, tmp_path: Path) -> None:
