@@ -16,14 +16,14 @@ from git_handoff.agent_cli.templates import template_text
 from git_handoff.core.errors import UsageError
 from git_handoff.infra.fileio import atomic_write
 
-MARKER = "git-handoff"  # in the first line of every plugin file of ours
+MARKER = "// git-handoff "  # how the first line of every plugin file of ours starts
 
 
 def ours(path: Path) -> bool:
     """Is the file there one git handoff wrote (of this version or another)?"""
     try:
         with path.open(encoding="utf-8", errors="replace") as f:
-            return MARKER in f.readline()
+            return f.readline().startswith(MARKER)
     except OSError:
         return False
 

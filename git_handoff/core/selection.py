@@ -13,6 +13,7 @@ from typing import Protocol
 from git_handoff.core import hlc
 from git_handoff.core.errors import UsageError
 from git_handoff.core.model import (
+    MAX_COUNT,
     PRIORITIES,
     SHOWN_STATUSES,
     WORK_PREFIX,
@@ -360,7 +361,8 @@ def held_through(task: Task, until: str) -> int:
         end = parse_time(until)
         if task.lease_expires_at:
             end = min(end, parse_time(task.lease_expires_at))
-        return held + max(0, int((end - parse_time(start)).total_seconds()))
+        # capped at the state's integer range (a count fetched at the cap stays readable everywhere)
+        return min(MAX_COUNT, held + max(0, int((end - parse_time(start)).total_seconds())))
     except UsageError:
         return held  # a time written by hand that is none: the claim adds nothing
 

@@ -198,7 +198,7 @@ class Tracker:
             used = session[KINDS[key][1]]
             if key in limits and used >= limits[key]:
                 return _reached(key, used, limits[key])
-        self.run_over = self._run_reached(live, now)
+        self.run_over = self._run_reached(dataclasses.replace(live, cost_usd=session["cost"] or None), now)
         if self.run_over:
             return self.run_over
         return self._task_over(number, live.tokens, session["cost"] or None)

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, TypedDict
 
 from git_handoff.agent_cli import registry
 from git_handoff.agent_cli.hook_data import Event
-from git_handoff.core.model import Task
+from git_handoff.core.model import MAX_COUNT, Task
 from git_handoff.infra.fileio import atomic_write
 from git_handoff.infra.gitrepo import Repo
 from git_handoff.state import session_records
@@ -107,12 +107,14 @@ def of_session(repo: Repo, number: int) -> tuple[Usage | None, list[str]]:
 
 
 def with_cost(used: Usage | None, cost: float | None) -> Usage | None:
-    """`used` with the cost the agent's output printed (where it printed one)."""
+    """`used` with the cost the agent's output printed (where it printed one) added to what
+    its transcripts said (OpenCode's, in a session that switched between it and Claude Code)."""
     if cost is None:
         return used
     from git_handoff.agent_cli.usage import Usage  # noqa: PLC0415 - import cost: a hook loads it only to read use
 
-    return dataclasses.replace(used or Usage(), cost_usd=cost)
+    used = used or Usage()
+    return dataclasses.replace(used, cost_usd=(used.cost_usd or 0.0) + cost)
 
 
 def as_record(used: Usage, seconds: int | None, clis: list[str]) -> UsageRecord:
@@ -156,8 +158,9 @@ def charge_tasks(tx: Tx, number: int, tokens: int, cost: float | None = None) ->
     micro = shares(round(cost * 1e6), len(tasks)) if cost else [0] * len(tasks)
     for task, share, paid in zip(tasks, shares(tokens, len(tasks)), micro, strict=True):
         if share or paid:
-            new = task.evolve(tokens=task.tokens + share)
-            tx.put_task(new.with_extra(**{COST: micro_usd(task) + paid}) if paid else new)
+            # capped at the state's integer range: a count fetched at the cap stays one every clone reads
+            new = task.evolve(tokens=min(MAX_COUNT, task.tokens + share))
+            tx.put_task(new.with_extra(**{COST: min(MAX_COUNT, micro_usd(task) + paid)}) if paid else new)
     return [t.id for t in tasks]
 
 

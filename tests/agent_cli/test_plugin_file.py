@@ -32,13 +32,17 @@ def test_an_older_plugin_of_ours_is_rewritten(tmp_path: Path) -> None:
     assert path.read_text() == template_text(TEMPLATE)
 
 
-def test_a_users_file_is_refused_and_never_removed(tmp_path: Path) -> None:
+@pytest.mark.parametrize("first", ["export const Mine = async () => ({})", "// my git-handoff helper",
+                                   "/* git-handoff */", "//git-handoff tweaks"])
+def test_a_users_file_is_refused_and_never_removed(tmp_path: Path, first: str) -> None:
+    """Only a file whose first line starts as ours do is ours: one that merely names git-handoff is the user's."""
     path = tmp_path / "git-handoff.js"
-    path.write_text("export const Mine = async () => ({})\n")
+    path.write_text(f"{first}\nexport const Mine = async () => ({{}})\n")
+    before = path.read_text()
     with pytest.raises(UsageError, match="is not git handoff's plugin"):
         plugin_file.install(path, TEMPLATE, EVENTS)
     assert plugin_file.uninstall(path, EVENTS) == []
-    assert path.read_text() == "export const Mine = async () => ({})\n"
+    assert path.read_text() == before
 
 
 def test_uninstall_removes_ours_and_its_folder_only_when_empty(tmp_path: Path) -> None:

@@ -182,3 +182,13 @@ def test_a_tasks_held_time_counts_its_claim_until_now_or_until_its_lease_ran_out
     # a lease found expired fails the task: its claim's time is added to it, up to the lease's end
     ((failed, category, _),) = selection.prepare_leases({"t1": held}, "2026-12-07T12:00:00Z")
     assert category == "SESSION_TIMEOUT" and failed.get("held_seconds") == 1840
+
+
+def test_a_held_time_fetched_at_the_cap_stays_at_the_cap() -> None:
+    """Another clone may push held_seconds at the state's integer cap: a claim's time added
+    to it stays at the cap, a value every clone's checks still take."""
+    from git_handoff.core.model import MAX_COUNT
+
+    held = Task(id="t1", title="T", status="in_progress", claimed_by="w", lease_expires_at="2026-12-07T10:30:00Z",
+                extra={"claimed_at": "2026-12-07T10:00:00Z", "held_seconds": MAX_COUNT})
+    assert selection.held_through(held, "2026-12-07T10:01:00Z") == MAX_COUNT

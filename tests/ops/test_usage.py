@@ -101,3 +101,15 @@ def _repo(path: Path) -> Any:
     from git_handoff.infra.gitrepo import Repo
 
     return Repo.discover(str(path))
+
+
+def test_a_printed_cost_adds_to_the_cost_the_transcripts_said() -> None:
+    """A session that switched between OpenCode (its cost in its transcript) and Claude Code
+    (its cost printed as it exits) costs both; nothing printed leaves the transcripts' own."""
+    from git_handoff.agent_cli.usage import Usage
+
+    live = Usage(100, 10, 2, 0.25)
+    assert usage.with_cost(live, 0.5) == Usage(100, 10, 2, 0.75)
+    assert usage.with_cost(Usage(100, 10, 2), 0.5) == Usage(100, 10, 2, 0.5)
+    assert usage.with_cost(None, 0.5) == Usage(cost_usd=0.5)
+    assert usage.with_cost(live, None) is live
