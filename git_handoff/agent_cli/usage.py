@@ -76,6 +76,13 @@ def _count(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
 
 
+def _key(record: dict[str, Any], field: str, seen: dict[str, Any]) -> str:
+    """The id under which a reader keeps one record (`field`: a record written again under its
+    id replaces the earlier one), or the line's own place when it has none."""
+    key = record.get(field)
+    return key if isinstance(key, str) and key else f"line-{len(seen)}"
+
+
 @dataclass
 class _Read:
     """How far one transcript was read, and what its reader made of it so far."""
@@ -152,8 +159,7 @@ def _claude_step(seen: dict[str, tuple[int, int]], record: dict[str, Any]) -> No
     usage = message.get("usage")
     if not isinstance(usage, dict):
         return
-    key = message.get("id")
-    key = key if isinstance(key, str) and key else f"line-{len(seen)}"
+    key = _key(message, "id", seen)
     seen[key] = (_count(usage.get("input_tokens")) + _count(usage.get("cache_creation_input_tokens"))
                  + _count(usage.get("cache_read_input_tokens")), _count(usage.get("output_tokens")))
 
@@ -193,8 +199,7 @@ def _gemini_step(seen: dict[str, tuple[int, int]], record: dict[str, Any]) -> No
     tokens = record.get("tokens")
     if record.get("type") != "gemini" or not isinstance(tokens, dict):
         return
-    key = record.get("id")
-    key = key if isinstance(key, str) and key else f"line-{len(seen)}"
+    key = _key(record, "id", seen)
     seen[key] = (_count(tokens.get("input")), _count(tokens.get("output")) + _count(tokens.get("thoughts")))
 
 
@@ -207,8 +212,7 @@ def _qwen_step(seen: dict[str, tuple[int, int]], record: dict[str, Any]) -> None
     meta = record.get("usageMetadata")
     if record.get("type") != "assistant" or not isinstance(meta, dict):
         return
-    key = record.get("uuid")
-    key = key if isinstance(key, str) and key else f"line-{len(seen)}"
+    key = _key(record, "uuid", seen)
     # candidatesTokenCount is the API's completion_tokens, thinking included (thoughtsTokenCount: a part of it)
     seen[key] = (_count(meta.get("promptTokenCount")), _count(meta.get("candidatesTokenCount")))
 
@@ -223,8 +227,7 @@ def _copilot_step(seen: dict[str, tuple[int, int]], record: dict[str, Any]) -> N
     used = data.get("usage") if isinstance(data, dict) else None
     if record.get("type") != "session.usage_record" or not isinstance(used, dict):
         return
-    key = record.get("id")
-    key = key if isinstance(key, str) and key else f"line-{len(seen)}"
+    key = _key(record, "id", seen)
     seen[key] = (_count(used.get("inputTokens")), _count(used.get("outputTokens")))
 
 
@@ -238,8 +241,7 @@ def _opencode_step(seen: dict[str, tuple[int, int, float | None]], record: dict[
     tokens = record.get("tokens")
     if record.get("type") != "assistant" or not isinstance(tokens, dict):
         return
-    key = record.get("id")
-    key = key if isinstance(key, str) and key else f"line-{len(seen)}"
+    key = _key(record, "id", seen)
     cache = tokens.get("cache")
     cache = cache if isinstance(cache, dict) else {}
     cost = record.get("cost")
