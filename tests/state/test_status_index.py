@@ -205,6 +205,21 @@ def test_the_follow_plan_checks_dependencies_again_only_when_a_change_can_matter
     assert status_index.plan_follow({"t1": was}, after, failing).recheck is recheck
 
 
+def _older_index(repo: Path, version: int, fields: int) -> tuple[Path, bytes]:
+    """The index of the state as it stands, written as version `version` wrote it (each row's
+    first `fields` fields, the ones that version had); its path and bytes."""
+    snap = fresh_store(repo).snapshot()
+    current = status_index._build(snap, snap.tasks_tree() or "")
+    old = sealed(f"git-handoff-status-index {version}\n".encode(), {
+        "v": version, "tree": current.tree, "top": current.top, "leaves": current.leaves,
+        "rows": {tid: r[:fields] for tid, r in current.rows.items()}, "order": current.order,
+        "counts": current.counts, "failing": current.failing})
+    path = repo / ".git" / "handoff" / status_index.FILE
+    path.write_bytes(old)
+    status_index._seen.clear()
+    return path, old
+
+
 def test_an_index_an_older_version_wrote_is_built_again_with_where_the_work_is(repo: Path) -> None:
     """Version 3 rows had no WORK: such a file, even one describing the current tree, is not
     believed; the first reader builds the index again and writes it in the current format."""
@@ -219,15 +234,7 @@ def test_an_index_an_older_version_wrote_is_built_again_with_where_the_work_is(r
             completed_commit="c" * 40, work_ref="refs/harness/work/b/1"))
 
     fresh_store(repo).transact(finish)
-    snap = fresh_store(repo).snapshot()
-    current = status_index._build(snap, snap.tasks_tree() or "")
-    old = sealed(b"git-handoff-status-index 3\n", {
-        "v": 3, "tree": current.tree, "top": current.top, "leaves": current.leaves,
-        "rows": {tid: r[:status_index.WORK] for tid, r in current.rows.items()}, "order": current.order,
-        "counts": current.counts, "failing": current.failing})
-    path = repo / ".git" / "handoff" / status_index.FILE
-    path.write_bytes(old)
-    status_index._seen.clear()
+    path, old = _older_index(repo, 3, status_index.WORK)
     store = fresh_store(repo)
     assert _answer(store) == _reference(store)
     rows = {r["id"]: r for r in views.status(fresh_store(repo))["tasks"]}
@@ -254,15 +261,7 @@ def test_an_index_an_older_version_wrote_is_built_again_with_what_each_task_used
         tx.put_task(tx.task("b").evolve(tokens=9))  # type: ignore[union-attr]
 
     fresh_store(repo).transact(charge)
-    snap = fresh_store(repo).snapshot()
-    current = status_index._build(snap, snap.tasks_tree() or "")
-    old = sealed(b"git-handoff-status-index 4\n", {
-        "v": 4, "tree": current.tree, "top": current.top, "leaves": current.leaves,
-        "rows": {tid: r[:status_index.USE] for tid, r in current.rows.items()}, "order": current.order,
-        "counts": current.counts, "failing": current.failing})
-    path = repo / ".git" / "handoff" / status_index.FILE
-    path.write_bytes(old)
-    status_index._seen.clear()
+    path, old = _older_index(repo, 4, status_index.USE)
     store = fresh_store(repo)
     assert _answer(store) == _reference(store)
     rows = {r["id"]: dict(r) for r in views.status(fresh_store(repo))["tasks"]}
